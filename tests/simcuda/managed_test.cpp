@@ -1,0 +1,362 @@
+// Managed memory on simcuda: residency that follows kernels and host accesses byte-exactly, VRAM
+// accounting of device-resident pages, oversubscription with LRU eviction, advice and prefetch.
+//
+// Each of the two devices has 64 MiB (set before cuInit) so that twice its VRAM stays small. Which
+// pages are resident is observed through cuMemGetInfo and through the modeled time of a kernel
+// touching one 2 MiB page (cuEventElapsedTime): a resident page costs the launch and HBM time (~4
+// us), a migrated one the link transfer plus a fault (~60 us).
+#include <cudaTypedefs.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "kernel_test_support.h"
+
+namespace {
+
+[[maybe_unused]] const int kSmallDevices =
+    setenv("SIMCUDA_VRAM", "64MiB", 1) + setenv("SIMCUDA_DEVICES", "2", 1);
+
+constexpr size_t kPage = 2 * kMiB;
+constexpr size_t kVram = 64 * kMiB;
+constexpr size_t kWordsPerPage = kPage / 4;
+constexpr float kResidentMs = 0.010f;  // well above a resident touch, well below a migration
+
+class ManagedTest : public KernelFixture {
+ protected:
+  void SetUp() override {
+    KernelFixture::SetUp();
+    ASSERT_CU(cuStreamCreate(&stream_, CU_STREAM_NON_BLOCKING));
+  }
+  void TearDown() override {
+    if (stream_ != nullptr) cuStreamDestroy(stream_);
+    KernelFixture::TearDown();
+  }
+
+  static size_t used() {
+    size_t free = 0, total = 0;
+    EXPECT_CU(cuMemGetInfo(&free, &total));
+    return total - free;
+  }
+
+  // Modeled milliseconds of one fill of the 2 MiB page at `page`.
+  float fill_page_ms(CUdeviceptr page, uint32_t value) {
+    CUevent start = nullptr, end = nullptr;
+    EXPECT_CU(cuEventCreate(&start, CU_EVENT_DEFAULT));
+    EXPECT_CU(cuEventCreate(&end, CU_EVENT_DEFAULT));
+    EXPECT_CU(cuEventRecord(start, stream_));
+    EXPECT_CU(fill(page, value, kWordsPerPage, stream_));
+    EXPECT_CU(cuEventRecord(end, stream_));
+    EXPECT_CU(cuEventSynchronize(end));
+    float ms = -1;
+    EXPECT_CU(cuEventElapsedTime(&ms, start, end));
+    cuEventDestroy(start);
+    cuEventDestroy(end);
+    return ms;
+  }
+
+  CUstream stream_ = nullptr;
+};
+
+template <typename T>
+std::vector<T> host_copy(CUdeviceptr managed, size_t count) {
+  const auto* data = reinterpret_cast<const T*>(managed);
+  return std::vector<T>(data, data + count);
+}
+
+TEST_F(ManagedTest, PagesStartOnTheHostAndChargeVramOnlyWhenOnTheDevice) {
+  CUdeviceptr managed = 0;
+  ASSERT_CU(cuMemAllocManaged(&managed, 5 * kMiB, CU_MEM_ATTACH_GLOBAL));
+  EXPECT_EQ(used(), 0u);
+  int is_managed = 0;
+  ASSERT_CU(cuPointerGetAttribute(&is_managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, managed));
+  EXPECT_EQ(is_managed, 1);
+  std::memset(reinterpret_cast<void*>(managed), 0x11, 5 * kMiB);  // host view is accessible
+  EXPECT_EQ(used(), 0u);
+
+  ASSERT_CU(fill(managed, 7, 5 * kMiB / 4, stream_));
+  ASSERT_CU(cuStreamSynchronize(stream_));
+  EXPECT_EQ(used(), 5 * kMiB);  // three pages: 2 + 2 + 1 MiB, exactly
+  ASSERT_CU(cuMemFree(managed));
+  EXPECT_EQ(used(), 0u);
+}
+
+TEST_F(ManagedTest, DataSurvivesMigrationBothWaysByteExact) {
+  constexpr size_t n = 3 * kWordsPerPage;  // three pages of floats
+  CUdeviceptr x = 0, y = 0;
+  ASSERT_CU(cuMemAllocManaged(&x, n * 4, CU_MEM_ATTACH_GLOBAL));
+  ASSERT_CU(cuMemAllocManaged(&y, n * 4, CU_MEM_ATTACH_HOST));
+  auto* xs = reinterpret_cast<float*>(x);
+  auto* ys = reinterpret_cast<float*>(y);
+  for (size_t i = 0; i < n; ++i) {
+    xs[i] = static_cast<float>(i % 1000);
+    ys[i] = 1.0f;
+  }
+  ASSERT_CU(axpy(y, x, 2.0f, n, stream_));  // y = 2x + 1, on the device
+  ASSERT_CU(cuStreamSynchronize(stream_));
+  EXPECT_EQ(used(), 2 * n * 4);
+
+  // The host reads y: every page of y faults back, x stays on the device.
+  for (size_t i = 0; i < n; ++i) ASSERT_EQ(ys[i], 2.0f * static_cast<float>(i % 1000) + 1.0f) << i;
+  EXPECT_EQ(used(), n * 4);
+
+  // The host writes x while it is on the device; the kernel then sees the new values.
+  for (size_t i = 0; i < n; ++i) xs[i] = -static_cast<float>(i % 7);
+  EXPECT_EQ(used(), 0u);
+  ASSERT_CU(copy(y, x, n * 4, stream_));
+  ASSERT_CU(cuStreamSynchronize(stream_));
+  EXPECT_EQ(host_copy<float>(y, n), host_copy<float>(x, n));
+
+  // Copies read managed memory wherever it is.
+  std::vector<float> downloaded(n);
+  ASSERT_CU(cuMemcpyDtoH(downloaded.data(), y, n * 4));
+  EXPECT_EQ(downloaded, host_copy<float>(x, n));
+  ASSERT_CU(cuMemFree(x));
+  ASSERT_CU(cuMemFree(y));
+  EXPECT_EQ(used(), 0u);
+}
+
+TEST_F(ManagedTest, TwiceVramOversubscribedEvictsLeastRecentlyUsedFirst) {
+  constexpr size_t pages = 2 * kVram / kPage;
+  CUdeviceptr managed = 0;
+  ASSERT_CU(cuMemAllocManaged(&managed, pages * kPage, CU_MEM_ATTACH_GLOBAL));
+  auto page = [&](size_t i) { return managed + i * kPage; };
+
+  for (size_t i = 0; i < pages / 2; ++i)
+    ASSERT_CU(fill(page(i), uint32_t(i), kWordsPerPage, stream_));
+  ASSERT_CU(cuStreamSynchronize(stream_));
+  EXPECT_EQ(used(), kVram);  // VRAM is now full of managed pages 0..31
+
+  EXPECT_LT(fill_page_ms(page(0), 0), kResidentMs);    // page 0 is touched: now most recent
+  EXPECT_GT(fill_page_ms(page(32), 32), kResidentMs);  // migrates, evicting page 1
+  EXPECT_EQ(used(), kVram);
+  EXPECT_LT(fill_page_ms(page(0), 0), kResidentMs);  // still resident (FIFO would have lost it)
+  EXPECT_GT(fill_page_ms(page(1), 1), kResidentMs);  // was evicted; now evicts page 2
+  EXPECT_LT(fill_page_ms(page(3), 3), kResidentMs);
+  EXPECT_GT(fill_page_ms(page(2), 2), kResidentMs);
+
+  // The rest of the range runs through the device, evicting as it goes.
+  for (size_t i = 33; i < pages; ++i) ASSERT_CU(fill(page(i), uint32_t(i), kWordsPerPage, stream_));
+  ASSERT_CU(cuStreamSynchronize(stream_));
+  EXPECT_EQ(used(), kVram);
+  for (size_t i = 0; i < pages; ++i) {
+    const auto* words = reinterpret_cast<const uint32_t*>(page(i));
+    ASSERT_EQ(words[0], i) << "page " << i;
+    ASSERT_EQ(words[kWordsPerPage - 1], i) << "page " << i;
+  }
+  EXPECT_EQ(used(), 0u);  // every page came back to the host on access
+  ASSERT_CU(cuMemFree(managed));
+}
+
+TEST_F(ManagedTest, DeviceAllocationsEvictManagedPagesButNeverTheOtherWayRound) {
+  CUdeviceptr managed = 0;
+  ASSERT_CU(cuMemAllocManaged(&managed, kVram, CU_MEM_ATTACH_GLOBAL));
+  ASSERT_CU(fill(managed, 0xABCD, kVram / 4, stream_));
+  ASSERT_CU(cuStreamSynchronize(stream_));
+  EXPECT_EQ(used(), kVram);
+
+  CUdeviceptr device = 0;
+  ASSERT_CU(cuMemAlloc(&device, 16 * kMiB));  // evicts the 8 oldest managed pages
+  EXPECT_EQ(used(), kVram);
+  EXPECT_GT(fill_page_ms(managed, 1), kResidentMs);  // page 0 went to the host
+  CUdeviceptr too_big = 0;
+  EXPECT_EQ(cuMemAlloc(&too_big, kVram), CUDA_ERROR_OUT_OF_MEMORY);
+
+  // A kernel on managed memory when VRAM is all cuMemAlloc memory reads it over the link.
+  ASSERT_CU(cuMemFree(device));
+  ASSERT_CU(cuMemAlloc(&device, kVram));  // evicts every managed page
+  EXPECT_EQ(used(), kVram);
+  ASSERT_CU(fill(managed, 5, kVram / 4, stream_));
+  ASSERT_CU(cuStreamSynchronize(stream_));
+  EXPECT_EQ(used(), kVram);
+  EXPECT_EQ(host_copy<uint32_t>(managed, kVram / 4), std::vector<uint32_t>(kVram / 4, 5u));
+  ASSERT_CU(cuMemFree(device));
+  ASSERT_CU(cuMemFree(managed));
+  EXPECT_EQ(used(), 0u);
+}
+
+TEST_F(ManagedTest, PreferredHostAndAccessedByAreReadZeroCopy) {
+  CUdeviceptr managed = 0;
+  ASSERT_CU(cuMemAllocManaged(&managed, 4 * kPage, CU_MEM_ATTACH_GLOBAL));
+  ASSERT_CU(cuMemAdvise(managed, 4 * kPage, CU_MEM_ADVISE_SET_PREFERRED_LOCATION,
+                        {CU_MEM_LOCATION_TYPE_HOST, 0}));
+  ASSERT_CU(cuMemAdvise(managed, 4 * kPage, CU_MEM_ADVISE_SET_ACCESSED_BY,
+                        {CU_MEM_LOCATION_TYPE_DEVICE, 0}));
+  ASSERT_CU(fill(managed, 9, 4 * kWordsPerPage, stream_));
+  ASSERT_CU(cuStreamSynchronize(stream_));
+  EXPECT_EQ(used(), 0u);  // nothing migrated
+  EXPECT_EQ(host_copy<uint32_t>(managed, 4 * kWordsPerPage),
+            std::vector<uint32_t>(4 * kWordsPerPage, 9u));
+
+  int preferred = 0;
+  ASSERT_CU(cuMemRangeGetAttribute(&preferred, 4, CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION,
+                                   managed, 4 * kPage));
+  EXPECT_EQ(preferred, CU_DEVICE_CPU);
+  CUmemLocationType type = CU_MEM_LOCATION_TYPE_INVALID;
+  ASSERT_CU(cuMemRangeGetAttribute(&type, sizeof(type),
+                                   CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION_TYPE, managed, kPage));
+  EXPECT_EQ(type, CU_MEM_LOCATION_TYPE_HOST);
+  int accessed_by[3] = {7, 7, 7};
+  ASSERT_CU(cuMemRangeGetAttribute(accessed_by, sizeof(accessed_by),
+                                   CU_MEM_RANGE_ATTRIBUTE_ACCESSED_BY, managed, 4 * kPage));
+  EXPECT_EQ(accessed_by[0], 0);
+  EXPECT_EQ(accessed_by[1], CU_DEVICE_INVALID);
+  EXPECT_EQ(accessed_by[2], CU_DEVICE_INVALID);
+
+  // Without the advice, the same kernel migrates the pages.
+  ASSERT_CU(cuMemAdvise(managed, 4 * kPage, CU_MEM_ADVISE_UNSET_PREFERRED_LOCATION,
+                        {CU_MEM_LOCATION_TYPE_HOST, 0}));
+  ASSERT_CU(cuMemAdvise(managed, 4 * kPage, CU_MEM_ADVISE_UNSET_ACCESSED_BY,
+                        {CU_MEM_LOCATION_TYPE_DEVICE, 0}));
+  ASSERT_CU(cuMemRangeGetAttribute(&preferred, 4, CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION,
+                                   managed, 4 * kPage));
+  EXPECT_EQ(preferred, CU_DEVICE_INVALID);
+  ASSERT_CU(fill(managed, 10, 4 * kWordsPerPage, stream_));
+  ASSERT_CU(cuStreamSynchronize(stream_));
+  EXPECT_EQ(used(), 4 * kPage);
+  ASSERT_CU(cuMemFree(managed));
+}
+
+TEST_F(ManagedTest, PrefetchMovesPagesInStreamOrder) {
+  CUdeviceptr managed = 0;
+  ASSERT_CU(cuMemAllocManaged(&managed, 3 * kPage, CU_MEM_ATTACH_GLOBAL));
+  int last = 0;
+  ASSERT_CU(cuMemRangeGetAttribute(&last, 4, CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION, managed,
+                                   3 * kPage));
+  EXPECT_EQ(last, CU_DEVICE_INVALID);
+
+  ASSERT_CU(cuMemPrefetchAsync(managed, 2 * kPage, {CU_MEM_LOCATION_TYPE_DEVICE, 0}, 0, stream_));
+  ASSERT_CU(cuStreamSynchronize(stream_));
+  EXPECT_EQ(used(), 2 * kPage);
+  EXPECT_LT(fill_page_ms(managed + kPage, 1), kResidentMs);  // already there: no fault
+  ASSERT_CU(cuMemRangeGetAttribute(&last, 4, CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION, managed,
+                                   2 * kPage));
+  EXPECT_EQ(last, 0);
+  ASSERT_CU(cuMemRangeGetAttribute(&last, 4, CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION, managed,
+                                   3 * kPage));
+  EXPECT_EQ(last, CU_DEVICE_INVALID);  // the third page was never prefetched
+
+  // The 8.0 ABI, as cudart looks it up: a device ordinal, CU_DEVICE_CPU for the host.
+  PFN_cuMemPrefetchAsync_v8000 prefetch_v8000 = nullptr;
+  CUdriverProcAddressQueryResult found = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+  ASSERT_CU(cuGetProcAddress("cuMemPrefetchAsync", reinterpret_cast<void**>(&prefetch_v8000), 8000,
+                             CU_GET_PROC_ADDRESS_DEFAULT, &found));
+  ASSERT_CU(prefetch_v8000(managed, 3 * kPage, CU_DEVICE_CPU, stream_));
+  ASSERT_CU(cuStreamSynchronize(stream_));
+  EXPECT_EQ(used(), 0u);
+  ASSERT_CU(cuMemRangeGetAttribute(&last, 4, CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION, managed,
+                                   3 * kPage));
+  EXPECT_EQ(last, CU_DEVICE_CPU);
+  EXPECT_EQ(prefetch_v8000(managed, kPage, 5, stream_), CUDA_ERROR_INVALID_DEVICE);
+  ASSERT_CU(cuMemFree(managed));
+}
+
+TEST_F(ManagedTest, ReadMostlyPagesStayReadableOnTheHost) {
+  CUdeviceptr managed = 0;
+  ASSERT_CU(cuMemAllocManaged(&managed, kPage, CU_MEM_ATTACH_GLOBAL));
+  PFN_cuMemAdvise_v8000 advise_v8000 = nullptr;
+  ASSERT_CU(cuGetProcAddress("cuMemAdvise", reinterpret_cast<void**>(&advise_v8000), 8000,
+                             CU_GET_PROC_ADDRESS_DEFAULT, nullptr));
+  ASSERT_CU(advise_v8000(managed, kPage, CU_MEM_ADVISE_SET_READ_MOSTLY, 0));
+  int read_mostly = 0;
+  ASSERT_CU(
+      cuMemRangeGetAttribute(&read_mostly, 4, CU_MEM_RANGE_ATTRIBUTE_READ_MOSTLY, managed, kPage));
+  EXPECT_EQ(read_mostly, 1);
+
+  ASSERT_CU(fill(managed, 4, kWordsPerPage, stream_));
+  ASSERT_CU(cuStreamSynchronize(stream_));
+  EXPECT_EQ(used(), kPage);
+  EXPECT_EQ(reinterpret_cast<const volatile uint32_t*>(managed)[100], 4u);
+  EXPECT_EQ(used(), kPage);  // a read uses the host copy: the device copy stays
+  reinterpret_cast<volatile uint32_t*>(managed)[100] = 5;
+  EXPECT_EQ(used(), 0u);  // a write collapses the copies onto the host
+  ASSERT_CU(cuMemFree(managed));
+}
+
+TEST_F(ManagedTest, PagesFollowTheDeviceThatTouchesThem) {
+  CUdeviceptr managed = 0;
+  ASSERT_CU(cuMemAllocManaged(&managed, 2 * kPage, CU_MEM_ATTACH_GLOBAL));
+  ASSERT_CU(fill(managed, 1, 2 * kWordsPerPage, stream_));
+  ASSERT_CU(cuStreamSynchronize(stream_));
+  EXPECT_EQ(used(), 2 * kPage);
+
+  CUcontext other = nullptr;
+  CUmodule module = nullptr;
+  CUfunction fill_on_other = nullptr;
+  ASSERT_CU(cuDevicePrimaryCtxRetain(&other, 1));
+  ASSERT_CU(cuCtxPushCurrent(other));
+  ASSERT_CU(cuModuleLoadData(&module, "simcuda accepts any image"));
+  ASSERT_CU(cuModuleGetFunction(&fill_on_other, module, "vs_fill_u32"));
+  CUdeviceptr second_page = managed + kPage;
+  uint32_t value = 2;
+  uint64_t count = kWordsPerPage;
+  void* params[] = {&second_page, &value, &count};
+  ASSERT_CU(cuLaunchKernel(fill_on_other, 64, 1, 1, 256, 1, 1, 0, nullptr, params, nullptr));
+  ASSERT_CU(cuCtxSynchronize());
+  EXPECT_EQ(used(), kPage);  // device 1's view: the page it touched
+  ASSERT_CU(cuModuleUnload(module));
+  ASSERT_CU(cuCtxPopCurrent(&other));
+  ASSERT_CU(cuDevicePrimaryCtxRelease(1));
+  EXPECT_EQ(used(), kPage);  // device 0 kept the other page
+
+  const auto* words = reinterpret_cast<const uint32_t*>(managed);
+  EXPECT_EQ(words[0], 1u);
+  EXPECT_EQ(words[kWordsPerPage], 2u);
+  EXPECT_EQ(used(), 0u);
+  ASSERT_CU(cuMemFree(managed));
+}
+
+TEST_F(ManagedTest, ArgumentsAreCheckedAsTheDriverDoes) {
+  CUdeviceptr managed = 0;
+  EXPECT_EQ(cuMemAllocManaged(&managed, 0, CU_MEM_ATTACH_GLOBAL), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemAllocManaged(nullptr, 16, CU_MEM_ATTACH_GLOBAL), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemAllocManaged(&managed, 16, 0), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemAllocManaged(&managed, 16, CU_MEM_ATTACH_GLOBAL | CU_MEM_ATTACH_HOST),
+            CUDA_ERROR_INVALID_VALUE);
+  ASSERT_CU(cuMemAllocManaged(&managed, kPage, CU_MEM_ATTACH_GLOBAL));
+  CUdeviceptr device = 0;
+  ASSERT_CU(cuMemAlloc(&device, kPage));
+
+  const CUmemLocation gpu{CU_MEM_LOCATION_TYPE_DEVICE, 0};
+  EXPECT_EQ(cuMemAdvise(device, kPage, CU_MEM_ADVISE_SET_ACCESSED_BY, gpu),
+            CUDA_ERROR_INVALID_VALUE);  // not managed memory
+  EXPECT_EQ(cuMemAdvise(managed, 2 * kPage, CU_MEM_ADVISE_SET_ACCESSED_BY, gpu),
+            CUDA_ERROR_INVALID_VALUE);  // past the end
+  EXPECT_EQ(
+      cuMemAdvise(managed, kPage, CU_MEM_ADVISE_SET_ACCESSED_BY, {CU_MEM_LOCATION_TYPE_DEVICE, 3}),
+      CUDA_ERROR_INVALID_DEVICE);
+  EXPECT_EQ(cuMemPrefetchAsync(managed, kPage, gpu, 1, stream_), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemPrefetchAsync(device, kPage, gpu, 0, stream_), CUDA_ERROR_INVALID_VALUE);
+  int value = 0;
+  EXPECT_EQ(cuMemRangeGetAttribute(&value, 8, CU_MEM_RANGE_ATTRIBUTE_READ_MOSTLY, managed, kPage),
+            CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemRangeGetAttribute(&value, 4, CU_MEM_RANGE_ATTRIBUTE_READ_MOSTLY, device, kPage),
+            CUDA_ERROR_INVALID_VALUE);
+  ASSERT_CU(cuMemFree(device));
+  ASSERT_CU(cuMemFree(managed));
+  EXPECT_EQ(cuMemFree(managed), CUDA_ERROR_INVALID_VALUE);
+}
+
+// Each case needs its own cuInit with SIMCUDA_ATTRS set, so it runs in a re-executed child.
+TEST(ManagedSupportDeathTest, DevicesWithoutManagedMemoryRefuseIt) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        setenv("SIMCUDA_ATTRS", "MANAGED_MEMORY=0", 1);
+        CUdevice device = 0;
+        CUcontext context = nullptr;
+        CUdeviceptr managed = 0;
+        if (cuInit(0) != CUDA_SUCCESS || cuDeviceGet(&device, 0) != CUDA_SUCCESS ||
+            cuDevicePrimaryCtxRetain(&context, device) != CUDA_SUCCESS ||
+            cuCtxSetCurrent(context) != CUDA_SUCCESS)
+          std::exit(2);
+        std::exit(cuMemAllocManaged(&managed, 4096, CU_MEM_ATTACH_GLOBAL) ==
+                          CUDA_ERROR_NOT_SUPPORTED
+                      ? 0
+                      : 1);
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
+}  // namespace

@@ -1,0 +1,308 @@
+// Stream-ordered allocation on simcuda (1 GiB device): pool blocks, reuse in stream order and
+// across streams, release at synchronisation, attributes, created pools, exact VRAM accounting.
+//
+// A stream is held at a point by a host function that waits for a gate, so that a free queued
+// behind it has provably not run yet.
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <limits>
+#include <thread>
+
+#include "kernel_test_support.h"
+
+namespace {
+
+class Gate {
+ public:
+  // Holds `stream` until open() (or destruction).
+  explicit Gate(CUstream stream) : stream_(stream) {
+    EXPECT_CU(cuLaunchHostFunc(stream_, wait, this));
+  }
+  ~Gate() { open(); }
+  void open() {
+    if (open_.exchange(true)) return;
+    EXPECT_CU(cuStreamSynchronize(stream_));
+  }
+
+ private:
+  static void CUDA_CB wait(void* self) {
+    while (!static_cast<Gate*>(self)->open_.load())
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  CUstream stream_;
+  std::atomic<bool> open_{false};
+};
+
+class PoolTest : public KernelFixture {
+ protected:
+  void SetUp() override {
+    KernelFixture::SetUp();
+    ASSERT_CU(cuStreamCreate(&s1_, CU_STREAM_NON_BLOCKING));
+    ASSERT_CU(cuStreamCreate(&s2_, CU_STREAM_NON_BLOCKING));
+    ASSERT_CU(cuDeviceGetDefaultMemPool(&pool_, device_));
+    reset_default_pool();
+  }
+  // The default pool outlives each test when they share a process: leave it as found.
+  void TearDown() override {
+    reset_default_pool();
+    cuStreamDestroy(s1_);
+    cuStreamDestroy(s2_);
+    KernelFixture::TearDown();
+  }
+
+  static size_t used() {
+    size_t free = 0, total = 0;
+    EXPECT_CU(cuMemGetInfo(&free, &total));
+    return total - free;
+  }
+  static cuuint64_t attribute(CUmemoryPool pool, CUmemPool_attribute which) {
+    cuuint64_t value = 0;
+    EXPECT_CU(cuMemPoolGetAttribute(pool, which, &value));
+    return value;
+  }
+  void reset_default_pool() {
+    cuuint64_t zero = 0;
+    EXPECT_CU(cuCtxSynchronize());
+    EXPECT_CU(cuDeviceSetMemPool(device_, pool_));
+    EXPECT_CU(cuMemPoolSetAttribute(pool_, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &zero));
+    EXPECT_CU(cuMemPoolTrimTo(pool_, 0));
+    EXPECT_CU(cuMemPoolSetAttribute(pool_, CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH, &zero));
+    EXPECT_CU(cuMemPoolSetAttribute(pool_, CU_MEMPOOL_ATTR_USED_MEM_HIGH, &zero));
+  }
+  void keep_everything() {
+    cuuint64_t keep = std::numeric_limits<cuuint64_t>::max();
+    ASSERT_CU(cuMemPoolSetAttribute(pool_, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep));
+  }
+
+  CUstream s1_ = nullptr, s2_ = nullptr;
+  CUmemoryPool pool_ = nullptr;
+};
+
+TEST_F(PoolTest, TheDefaultPoolIsCurrentWithTheDriversDefaults) {
+  CUmemoryPool current = nullptr;
+  ASSERT_CU(cuDeviceGetMemPool(&current, device_));
+  EXPECT_EQ(current, pool_);
+  EXPECT_EQ(attribute(pool_, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD), 0u);
+  EXPECT_EQ(attribute(pool_, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), 0u);
+  for (CUmemPool_attribute flag :
+       {CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES, CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC,
+        CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES}) {
+    int value = 0;
+    ASSERT_CU(cuMemPoolGetAttribute(pool_, flag, &value));
+    EXPECT_EQ(value, 1) << flag;
+  }
+  EXPECT_EQ(cuMemPoolDestroy(pool_), CUDA_ERROR_INVALID_VALUE);  // the default stays
+}
+
+TEST_F(PoolTest, BlocksAreRoundedAndCountedExactly) {
+  CUdeviceptr block = 0;
+  ASSERT_CU(cuMemAllocAsync(&block, 3 * kMiB, s1_));
+  EXPECT_EQ(attribute(pool_, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), 4 * kMiB);
+  EXPECT_EQ(attribute(pool_, CU_MEMPOOL_ATTR_USED_MEM_CURRENT), 3 * kMiB);
+  EXPECT_EQ(used(), 4 * kMiB);
+  CUmemoryPool owner = nullptr;
+  ASSERT_CU(cuPointerGetAttribute(&owner, CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE, block + 100));
+  EXPECT_EQ(owner, pool_);
+
+  ASSERT_CU(fill(block, 0x5150u, 3 * kMiB / 4, s1_));
+  ASSERT_CU(cuStreamSynchronize(s1_));
+  EXPECT_EQ(download<uint32_t>(block, 3 * kMiB / 4), std::vector<uint32_t>(3 * kMiB / 4, 0x5150u));
+  ASSERT_CU(cuMemFreeAsync(block, s1_));
+  EXPECT_EQ(attribute(pool_, CU_MEMPOOL_ATTR_USED_MEM_CURRENT), 0u);
+  EXPECT_EQ(attribute(pool_, CU_MEMPOOL_ATTR_USED_MEM_HIGH), 3 * kMiB);
+  EXPECT_EQ(attribute(pool_, CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH), 4 * kMiB);
+}
+
+TEST_F(PoolTest, FreeThenAllocOnTheSameStreamReusesTheBlock) {
+  CUdeviceptr first = 0, second = 0, elsewhere = 0;
+  ASSERT_CU(cuMemAllocAsync(&first, 8 * kMiB, s1_));
+  Gate gate(s1_);
+  ASSERT_CU(cuMemFreeAsync(first, s1_));  // not reached yet: s1 is held
+  ASSERT_CU(cuMemAllocAsync(&second, 8 * kMiB, s1_));
+  EXPECT_EQ(second, first);  // stream order makes it safe
+  ASSERT_CU(cuMemFreeAsync(second, s1_));
+  ASSERT_CU(cuMemAllocAsync(&elsewhere, 8 * kMiB, s2_));
+  EXPECT_NE(elsewhere, first);  // another stream must not touch it before the free ran
+  EXPECT_EQ(attribute(pool_, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), 16 * kMiB);
+  gate.open();
+  ASSERT_CU(cuMemFreeAsync(elsewhere, s2_));
+}
+
+TEST_F(PoolTest, AFreeThatRanIsReusedByAnyStream) {
+  keep_everything();
+  CUdeviceptr first = 0, second = 0;
+  ASSERT_CU(cuMemAllocAsync(&first, 4 * kMiB, s1_));
+  ASSERT_CU(cuMemFreeAsync(first, s1_));
+  ASSERT_CU(cuStreamSynchronize(s1_));
+  ASSERT_CU(cuMemAllocAsync(&second, 4 * kMiB, s2_));
+  EXPECT_EQ(second, first);
+  ASSERT_CU(cuMemFreeAsync(second, s2_));
+}
+
+TEST_F(PoolTest, WhenVramIsShortAnotherStreamWaitsForAPendingFree) {
+  keep_everything();
+  CUdeviceptr first = 0, second = 0;
+  ASSERT_CU(cuMemAllocAsync(&first, 600 * kMiB, s1_));
+  Gate gate(s1_);
+  ASSERT_CU(cuMemFreeAsync(first, s1_));
+  ASSERT_CU(cuMemAllocAsync(&second, 600 * kMiB, s2_));  // no room for a second block
+  EXPECT_EQ(second, first);
+  ASSERT_CU(fill(second, 7u, 16, s2_));
+  EXPECT_EQ(cuStreamQuery(s2_), CUDA_ERROR_NOT_READY);  // s2 now waits for s1's free
+  gate.open();
+  ASSERT_CU(cuStreamSynchronize(s2_));
+  EXPECT_EQ(download<uint32_t>(second, 16), std::vector<uint32_t>(16, 7u));
+  EXPECT_EQ(used(), 600 * kMiB);
+  ASSERT_CU(cuMemFreeAsync(second, s2_));
+}
+
+TEST_F(PoolTest, OutOfMemoryFirstReleasesIdleBlocks) {
+  keep_everything();
+  CUdeviceptr small = 0, large = 0, impossible = 0;
+  ASSERT_CU(cuMemAllocAsync(&small, 600 * kMiB, s1_));
+  ASSERT_CU(cuMemFreeAsync(small, s1_));
+  ASSERT_CU(cuStreamSynchronize(s1_));
+  EXPECT_EQ(attribute(pool_, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), 600 * kMiB);
+  ASSERT_CU(cuMemAllocAsync(&large, 800 * kMiB, s1_));  // the idle 600 MiB block is given back
+  EXPECT_EQ(attribute(pool_, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), 800 * kMiB);
+  EXPECT_EQ(used(), 800 * kMiB);
+  EXPECT_EQ(cuMemAllocAsync(&impossible, 300 * kMiB, s1_), CUDA_ERROR_OUT_OF_MEMORY);
+  ASSERT_CU(cuMemFreeAsync(large, s1_));
+}
+
+TEST_F(PoolTest, SynchronisationGivesBackMemoryAboveTheReleaseThreshold) {
+  CUdeviceptr block = 0;
+  ASSERT_CU(cuMemAllocAsync(&block, 8 * kMiB, s1_));
+  ASSERT_CU(cuMemFreeAsync(block, s1_));
+  ASSERT_CU(cuStreamSynchronize(s1_));  // threshold 0: everything free goes back
+  EXPECT_EQ(attribute(pool_, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), 0u);
+  EXPECT_EQ(used(), 0u);
+
+  cuuint64_t threshold = 64 * kMiB;
+  ASSERT_CU(cuMemPoolSetAttribute(pool_, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &threshold));
+  ASSERT_CU(cuMemAllocAsync(&block, 8 * kMiB, s1_));
+  ASSERT_CU(cuMemFreeAsync(block, s1_));
+  ASSERT_CU(cuCtxSynchronize());
+  EXPECT_EQ(attribute(pool_, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), 8 * kMiB);
+  EXPECT_EQ(used(), 8 * kMiB);  // idle pool memory still counts against VRAM
+  ASSERT_CU(cuMemPoolTrimTo(pool_, 0));
+  EXPECT_EQ(attribute(pool_, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), 0u);
+  EXPECT_EQ(used(), 0u);
+}
+
+TEST_F(PoolTest, CuMemFreeReturnsAPoolBlockAtOnce) {
+  CUdeviceptr block = 0;
+  ASSERT_CU(cuMemAllocAsync(&block, kMiB, s1_));
+  ASSERT_CU(fill(block, 1u, 16, s1_));
+  ASSERT_CU(cuMemFree(block));  // synchronises, frees, and is a release point
+  EXPECT_EQ(attribute(pool_, CU_MEMPOOL_ATTR_USED_MEM_CURRENT), 0u);
+  EXPECT_EQ(attribute(pool_, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), 0u);
+  EXPECT_EQ(used(), 0u);
+  EXPECT_EQ(cuMemFree(block), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemFreeAsync(block, s1_), CUDA_ERROR_INVALID_VALUE);
+}
+
+TEST_F(PoolTest, WatermarksResetAndCurrentValuesAreReadOnly) {
+  keep_everything();
+  CUdeviceptr block = 0;
+  ASSERT_CU(cuMemAllocAsync(&block, 10 * kMiB, s1_));
+  ASSERT_CU(cuMemFreeAsync(block, s1_));
+  cuuint64_t zero = 0, one = 1;
+  ASSERT_CU(cuMemPoolSetAttribute(pool_, CU_MEMPOOL_ATTR_USED_MEM_HIGH, &zero));
+  EXPECT_EQ(attribute(pool_, CU_MEMPOOL_ATTR_USED_MEM_HIGH), 0u);
+  ASSERT_CU(cuMemPoolSetAttribute(pool_, CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH, &zero));
+  EXPECT_EQ(attribute(pool_, CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH), 10 * kMiB);
+  EXPECT_EQ(cuMemPoolSetAttribute(pool_, CU_MEMPOOL_ATTR_USED_MEM_HIGH, &one),
+            CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemPoolSetAttribute(pool_, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &zero),
+            CUDA_ERROR_INVALID_VALUE);
+  ASSERT_CU(cuMemPoolTrimTo(pool_, 0));
+}
+
+TEST_F(PoolTest, CreatedPoolsServeAllocationsAndOutliveDestruction) {
+  CUmemPoolProps props{};
+  props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+  props.location = {CU_MEM_LOCATION_TYPE_DEVICE, 0};
+  CUmemoryPool created = nullptr;
+  ASSERT_CU(cuMemPoolCreate(&created, &props));
+  CUdeviceptr from_pool = 0, from_current = 0;
+  ASSERT_CU(cuMemAllocFromPoolAsync(&from_pool, 2 * kMiB, created, s1_));
+  CUmemoryPool owner = nullptr;
+  ASSERT_CU(cuPointerGetAttribute(&owner, CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE, from_pool));
+  EXPECT_EQ(owner, created);
+
+  ASSERT_CU(cuDeviceSetMemPool(device_, created));
+  ASSERT_CU(cuMemAllocAsync(&from_current, 2 * kMiB, s1_));
+  EXPECT_EQ(attribute(created, CU_MEMPOOL_ATTR_USED_MEM_CURRENT), 4 * kMiB);
+  ASSERT_CU(cuMemFreeAsync(from_current, s1_));
+  ASSERT_CU(cuStreamSynchronize(s1_));
+
+  ASSERT_CU(cuMemPoolDestroy(created));  // gives back the idle block; one is still out
+  CUmemoryPool current = nullptr;
+  ASSERT_CU(cuDeviceGetMemPool(&current, device_));
+  EXPECT_EQ(current, pool_);
+  cuuint64_t value = 0;
+  EXPECT_EQ(cuMemPoolGetAttribute(created, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &value),
+            CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(used(), 2 * kMiB);
+  ASSERT_CU(cuMemFree(from_pool));
+  EXPECT_EQ(used(), 0u);
+
+  props.location = {CU_MEM_LOCATION_TYPE_HOST, 0};
+  EXPECT_EQ(cuMemPoolCreate(&created, &props), CUDA_ERROR_NOT_SUPPORTED);
+  props.location = {CU_MEM_LOCATION_TYPE_DEVICE, 5};
+  EXPECT_EQ(cuMemPoolCreate(&created, &props), CUDA_ERROR_INVALID_DEVICE);
+}
+
+TEST_F(PoolTest, PerThreadExportsUseThePerThreadStream) {
+  using AllocAsync = CUresult(CUDAAPI*)(CUdeviceptr*, size_t, CUstream);
+  using FreeAsync = CUresult(CUDAAPI*)(CUdeviceptr, CUstream);
+  AllocAsync alloc_ptsz = nullptr;
+  FreeAsync free_ptsz = nullptr;
+  ASSERT_CU(cuGetProcAddress("cuMemAllocAsync", reinterpret_cast<void**>(&alloc_ptsz), 11020,
+                             CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, nullptr));
+  ASSERT_CU(cuGetProcAddress("cuMemFreeAsync", reinterpret_cast<void**>(&free_ptsz), 11020,
+                             CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, nullptr));
+  CUdeviceptr first = 0, second = 0;
+  ASSERT_CU(alloc_ptsz(&first, kMiB, nullptr));
+  ASSERT_CU(free_ptsz(first, nullptr));
+  ASSERT_CU(alloc_ptsz(&second, kMiB, CU_STREAM_PER_THREAD));  // the same stream: reused
+  EXPECT_EQ(second, first);
+  ASSERT_CU(free_ptsz(second, nullptr));
+}
+
+TEST_F(PoolTest, CapturingStreamsRefuseStreamOrderedAllocation) {
+  CUdeviceptr block = 0;
+  ASSERT_CU(cuMemAllocAsync(&block, kMiB, s1_));
+  ASSERT_CU(cuStreamBeginCapture(s1_, CU_STREAM_CAPTURE_MODE_RELAXED));
+  CUdeviceptr captured = 0;
+  EXPECT_EQ(cuMemAllocAsync(&captured, kMiB, s1_), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  EXPECT_EQ(cuMemFreeAsync(block, s1_), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  CUgraph graph = nullptr;
+  ASSERT_CU(cuStreamEndCapture(s1_, &graph));
+  ASSERT_CU(cuGraphDestroy(graph));
+  ASSERT_CU(cuMemFreeAsync(block, s1_));
+}
+
+TEST(PoolSupportDeathTest, DevicesWithoutPoolsRefuseStreamOrderedAllocation) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        setenv("SIMCUDA_ATTRS", "MEMORY_POOLS_SUPPORTED=0", 1);
+        CUdevice device = 0;
+        CUcontext context = nullptr;
+        if (cuInit(0) != CUDA_SUCCESS || cuDeviceGet(&device, 0) != CUDA_SUCCESS ||
+            cuDevicePrimaryCtxRetain(&context, device) != CUDA_SUCCESS ||
+            cuCtxSetCurrent(context) != CUDA_SUCCESS)
+          std::exit(100);
+        CUdeviceptr block = 0;
+        CUmemoryPool pool = nullptr;
+        const bool refused = cuMemAllocAsync(&block, 4096, nullptr) == CUDA_ERROR_NOT_SUPPORTED &&
+                             cuDeviceGetDefaultMemPool(&pool, device) == CUDA_ERROR_NOT_SUPPORTED;
+        std::exit(refused ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
+}  // namespace

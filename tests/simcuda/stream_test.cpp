@@ -1,0 +1,361 @@
+// Streams and events on simcuda: asynchronous in-order execution, the default streams' implicit
+// synchronisation, event waits, host functions and modeled event timing.
+#include <atomic>
+#include <thread>
+#include <vector>
+
+#include "driver_test_support.h"
+#include "stream_test_support.h"
+
+namespace {
+
+using StreamTest = DriverTest;
+
+TEST_F(StreamTest, StreamPropertiesFollowTheDriver) {
+  CUstream stream = nullptr;
+  ASSERT_CU(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+  unsigned int flags = 0;
+  ASSERT_CU(cuStreamGetFlags(stream, &flags));
+  EXPECT_EQ(flags, unsigned{CU_STREAM_NON_BLOCKING});
+  CUcontext context = nullptr;
+  ASSERT_CU(cuStreamGetCtx(stream, &context));
+  EXPECT_EQ(context, context_);
+
+  int least = 1, greatest = 1;
+  ASSERT_CU(cuCtxGetStreamPriorityRange(&least, &greatest));
+  EXPECT_LE(greatest, least);
+  CUstream urgent = nullptr;
+  ASSERT_CU(cuStreamCreateWithPriority(&urgent, CU_STREAM_DEFAULT, greatest - 100));
+  int priority = 1;
+  ASSERT_CU(cuStreamGetPriority(urgent, &priority));
+  EXPECT_EQ(priority, greatest);  // clamped, not refused
+
+  ASSERT_CU(cuStreamDestroy(urgent));
+  ASSERT_CU(cuStreamDestroy(stream));
+  EXPECT_EQ(cuStreamDestroy(stream), CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(cuStreamDestroy(nullptr), CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(cuStreamCreate(&stream, 0x10), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuStreamCreate(nullptr, 0), CUDA_ERROR_INVALID_VALUE);
+}
+
+TEST_F(StreamTest, QueryReportsPendingWork) {
+  CUstream stream = nullptr;
+  ASSERT_CU(cuStreamCreate(&stream, CU_STREAM_DEFAULT));
+  EXPECT_CU(cuStreamQuery(stream));
+  {
+    Gate gate;
+    ASSERT_CU(gate.block(stream));
+    expect_stays_not_ready([&] { return cuStreamQuery(stream); });
+    gate.open();
+    ASSERT_CU(cuStreamSynchronize(stream));
+    EXPECT_CU(cuStreamQuery(stream));
+  }
+  ASSERT_CU(cuStreamDestroy(stream));
+}
+
+void CUDA_CB append_index(void* data) {
+  auto* entry = static_cast<std::pair<std::vector<int>*, int>*>(data);
+  entry->first->push_back(entry->second);
+}
+
+TEST_F(StreamTest, HostFunctionsAndCallbacksRunInOrder) {
+  CUstream stream = nullptr;
+  ASSERT_CU(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+  std::vector<int> order;
+  std::vector<std::pair<std::vector<int>*, int>> entries;
+  for (int i = 0; i < 200; ++i) entries.emplace_back(&order, i);
+  for (auto& entry : entries) ASSERT_CU(cuLaunchHostFunc(stream, &append_index, &entry));
+  struct Seen {
+    CUstream stream = nullptr;
+    CUresult status = CUDA_ERROR_UNKNOWN;
+    size_t after = 0;
+    std::vector<int>* order = nullptr;
+  } seen{.order = &order};
+  auto callback = [](CUstream hStream, CUresult status, void* data) {
+    auto* out = static_cast<Seen*>(data);
+    *out = {hStream, status, out->order->size(), out->order};
+  };
+  ASSERT_CU(cuStreamAddCallback(stream, callback, &seen, 0));
+  ASSERT_CU(cuStreamSynchronize(stream));
+  ASSERT_EQ(order.size(), 200u);
+  for (int i = 0; i < 200; ++i) EXPECT_EQ(order[i], i);
+  EXPECT_EQ(seen.stream, stream);
+  EXPECT_EQ(seen.status, CUDA_SUCCESS);
+  EXPECT_EQ(seen.after, 200u);
+  EXPECT_EQ(cuStreamAddCallback(stream, callback, &seen, 1), CUDA_ERROR_INVALID_VALUE);
+  ASSERT_CU(cuStreamDestroy(stream));
+}
+
+// Each memset overwrites the same word and each copy moves it to its own slot: every slot holds
+// its index only if the 400 operations ran in the order queued.
+TEST_F(StreamTest, LongChainOfCopiesFinishesInOrder) {
+  constexpr unsigned kSteps = 200;
+  CUstream stream = nullptr;
+  ASSERT_CU(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+  CUdeviceptr scratch = 0, slots = 0;
+  ASSERT_CU(cuMemAlloc(&scratch, 4));
+  ASSERT_CU(cuMemAlloc(&slots, kSteps * 4));
+  {
+    Gate gate;  // everything is queued before anything runs
+    ASSERT_CU(gate.block(stream));
+    for (unsigned i = 0; i < kSteps; ++i) {
+      ASSERT_CU(cuMemsetD32Async(scratch, i, 1, stream));
+      ASSERT_CU(cuMemcpyDtoDAsync(slots + 4 * i, scratch, 4, stream));
+    }
+    gate.open();
+    ASSERT_CU(cuStreamSynchronize(stream));
+  }
+  std::vector<unsigned> host(kSteps);
+  ASSERT_CU(cuMemcpyDtoH(host.data(), slots, kSteps * 4));
+  for (unsigned i = 0; i < kSteps; ++i) EXPECT_EQ(host[i], i);
+  ASSERT_CU(cuMemFree(scratch));
+  ASSERT_CU(cuMemFree(slots));
+  ASSERT_CU(cuStreamDestroy(stream));
+}
+
+TEST_F(StreamTest, StreamWaitEventOrdersTwoStreams) {
+  CUstream producer = nullptr, consumer = nullptr;
+  ASSERT_CU(cuStreamCreate(&producer, CU_STREAM_NON_BLOCKING));
+  ASSERT_CU(cuStreamCreate(&consumer, CU_STREAM_NON_BLOCKING));
+  CUevent produced = nullptr, consumed = nullptr;
+  ASSERT_CU(cuEventCreate(&produced, CU_EVENT_DISABLE_TIMING));
+  ASSERT_CU(cuEventCreate(&consumed, CU_EVENT_DEFAULT));
+  CUdeviceptr source = 0, target = 0;
+  ASSERT_CU(cuMemAlloc(&source, 4));
+  ASSERT_CU(cuMemAlloc(&target, 4));
+  ASSERT_CU(cuMemsetD32(target, 0, 1));
+  {
+    Gate gate;
+    ASSERT_CU(gate.block(producer));
+    ASSERT_CU(cuMemsetD32Async(source, 7, 1, producer));
+    ASSERT_CU(cuEventRecord(produced, producer));
+    ASSERT_CU(cuStreamWaitEvent(consumer, produced, 0));
+    ASSERT_CU(cuMemcpyDtoDAsync(target, source, 4, consumer));
+    ASSERT_CU(cuEventRecord(consumed, consumer));
+    expect_stays_not_ready([&] { return cuEventQuery(consumed); });
+    gate.open();
+    ASSERT_CU(cuEventSynchronize(consumed));
+  }
+  unsigned value = 0;
+  ASSERT_CU(cuMemcpyDtoH(&value, target, 4));
+  EXPECT_EQ(value, 7u);
+  ASSERT_CU(cuEventDestroy(produced));
+  ASSERT_CU(cuEventDestroy(consumed));
+  ASSERT_CU(cuMemFree(source));
+  ASSERT_CU(cuMemFree(target));
+  ASSERT_CU(cuStreamDestroy(producer));
+  ASSERT_CU(cuStreamDestroy(consumer));
+}
+
+// Note [Default streams]: legacy-stream work waits for earlier work on blocking streams, not on
+// non-blocking ones; and blocking streams wait for earlier legacy-stream work.
+TEST_F(StreamTest, LegacyStreamWaitsForBlockingStreamsOnly) {
+  CUstream blocking = nullptr, non_blocking = nullptr;
+  ASSERT_CU(cuStreamCreate(&blocking, CU_STREAM_DEFAULT));
+  ASSERT_CU(cuStreamCreate(&non_blocking, CU_STREAM_NON_BLOCKING));
+  CUevent legacy_done = nullptr;
+  ASSERT_CU(cuEventCreate(&legacy_done, CU_EVENT_DEFAULT));
+  {
+    Gate gate;
+    ASSERT_CU(gate.block(non_blocking));
+    ASSERT_CU(cuEventRecord(legacy_done, nullptr));
+    EXPECT_EQ(eventually([&] { return cuEventQuery(legacy_done); }), CUDA_SUCCESS);
+    EXPECT_EQ(cuStreamQuery(nullptr), CUDA_SUCCESS);
+  }
+  {
+    Gate gate;
+    ASSERT_CU(gate.block(blocking));
+    ASSERT_CU(cuEventRecord(legacy_done, nullptr));
+    expect_stays_not_ready([&] { return cuEventQuery(legacy_done); });
+    expect_stays_not_ready([&] { return cuStreamQuery(CU_STREAM_LEGACY); });
+    gate.open();
+    ASSERT_CU(cuEventSynchronize(legacy_done));
+  }
+  ASSERT_CU(cuEventDestroy(legacy_done));
+  ASSERT_CU(cuStreamDestroy(blocking));
+  ASSERT_CU(cuStreamDestroy(non_blocking));
+}
+
+TEST_F(StreamTest, BlockingStreamsWaitForTheLegacyStream) {
+  CUstream blocking = nullptr, non_blocking = nullptr;
+  ASSERT_CU(cuStreamCreate(&blocking, CU_STREAM_DEFAULT));
+  ASSERT_CU(cuStreamCreate(&non_blocking, CU_STREAM_NON_BLOCKING));
+  CUevent on_blocking = nullptr, on_non_blocking = nullptr;
+  ASSERT_CU(cuEventCreate(&on_blocking, CU_EVENT_DEFAULT));
+  ASSERT_CU(cuEventCreate(&on_non_blocking, CU_EVENT_DEFAULT));
+  {
+    Gate gate;
+    ASSERT_CU(gate.block(nullptr));  // the legacy stream
+    ASSERT_CU(cuEventRecord(on_blocking, blocking));
+    ASSERT_CU(cuEventRecord(on_non_blocking, non_blocking));
+    EXPECT_EQ(eventually([&] { return cuEventQuery(on_non_blocking); }), CUDA_SUCCESS);
+    expect_stays_not_ready([&] { return cuEventQuery(on_blocking); });
+    gate.open();
+    ASSERT_CU(cuEventSynchronize(on_blocking));
+  }
+  ASSERT_CU(cuEventDestroy(on_blocking));
+  ASSERT_CU(cuEventDestroy(on_non_blocking));
+  ASSERT_CU(cuStreamDestroy(blocking));
+  ASSERT_CU(cuStreamDestroy(non_blocking));
+}
+
+// The _ptsz exports resolve NULL as the calling thread's own per-thread stream; the legacy
+// stream still waits for it, since per-thread streams are blocking.
+TEST_F(StreamTest, PerThreadExportsUseTheCallingThreadsStream) {
+  const auto launch_pt = PER_THREAD(cuLaunchHostFunc);
+  const auto query_pt = PER_THREAD(cuStreamQuery);
+  const auto record_pt = PER_THREAD(cuEventRecord);
+  const auto memset_pt = PER_THREAD(cuMemsetD8Async);
+  ASSERT_NE(launch_pt, nullptr);
+  ASSERT_NE(launch_pt, &cuLaunchHostFunc);
+
+  CUevent mine = nullptr, legacy = nullptr;
+  ASSERT_CU(cuEventCreate(&mine, CU_EVENT_DEFAULT));
+  ASSERT_CU(cuEventCreate(&legacy, CU_EVENT_DEFAULT));
+  CUdeviceptr buffer = 0;
+  ASSERT_CU(cuMemAlloc(&buffer, 64));
+  Gate gate;
+  CUresult other_query = CUDA_ERROR_UNKNOWN, other_explicit_query = CUDA_ERROR_UNKNOWN;
+  std::thread other([&] {
+    ASSERT_CU(cuCtxSetCurrent(context_));
+    ASSERT_CU(gate.block(nullptr, launch_pt));  // holds the other thread's per-thread stream
+    other_query = query_pt(nullptr);
+    other_explicit_query = cuStreamQuery(CU_STREAM_PER_THREAD);
+  });
+  other.join();
+  EXPECT_EQ(other_query, CUDA_ERROR_NOT_READY);
+  EXPECT_EQ(other_explicit_query, CUDA_ERROR_NOT_READY);
+
+  ASSERT_CU(memset_pt(buffer, 1, 64, nullptr));
+  ASSERT_CU(record_pt(mine, nullptr));
+  EXPECT_EQ(eventually([&] { return cuEventQuery(mine); }), CUDA_SUCCESS);
+  EXPECT_CU(query_pt(nullptr));
+  ASSERT_CU(cuEventRecord(legacy, nullptr));
+  expect_stays_not_ready([&] { return cuEventQuery(legacy); });
+  gate.open();
+  ASSERT_CU(cuEventSynchronize(legacy));
+  ASSERT_CU(cuEventDestroy(mine));
+  ASSERT_CU(cuEventDestroy(legacy));
+  ASSERT_CU(cuMemFree(buffer));
+}
+
+// Modeled times: bytes over the default bandwidths (HBM 4.8e12 B/s, link 5e10 B/s).
+TEST_F(StreamTest, ElapsedTimeIsTheModeledCopyTime) {
+  constexpr size_t kBytes = 100 * kMiB;
+  CUstream stream = nullptr;
+  ASSERT_CU(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+  CUevent start = nullptr, middle = nullptr, end = nullptr;
+  ASSERT_CU(cuEventCreate(&start, CU_EVENT_DEFAULT));
+  ASSERT_CU(cuEventCreate(&middle, CU_EVENT_DEFAULT));
+  ASSERT_CU(cuEventCreate(&end, CU_EVENT_DEFAULT));
+  CUdeviceptr a = 0, b = 0;
+  ASSERT_CU(cuMemAlloc(&a, kBytes));
+  ASSERT_CU(cuMemAlloc(&b, kBytes));
+  std::vector<unsigned char> host(kBytes, 1);
+
+  ASSERT_CU(cuEventRecord(start, stream));
+  ASSERT_CU(cuMemcpyHtoDAsync(a, host.data(), kBytes, stream));
+  ASSERT_CU(cuEventRecord(middle, stream));
+  ASSERT_CU(cuMemcpyDtoDAsync(b, a, kBytes, stream));
+  ASSERT_CU(cuEventRecord(end, stream));
+  ASSERT_CU(cuEventSynchronize(end));
+
+  float upload_ms = 0, device_ms = 0;
+  ASSERT_CU(cuEventElapsedTime(&upload_ms, start, middle));
+  ASSERT_CU(cuEventElapsedTime(&device_ms, middle, end));
+  const double bytes = static_cast<double>(kBytes);
+  const double expected_upload_ms = (bytes / 5e10 + bytes / 4.8e12) * 1e3;  // ~2.12 ms
+  const double expected_device_ms = 2 * bytes / 4.8e12 * 1e3;               // read + write
+  EXPECT_NEAR(upload_ms, expected_upload_ms, expected_upload_ms * 1e-3);
+  EXPECT_NEAR(device_ms, expected_device_ms, expected_device_ms * 1e-3);
+
+  ASSERT_CU(cuMemFree(a));
+  ASSERT_CU(cuMemFree(b));
+  ASSERT_CU(cuEventDestroy(start));
+  ASSERT_CU(cuEventDestroy(middle));
+  ASSERT_CU(cuEventDestroy(end));
+  ASSERT_CU(cuStreamDestroy(stream));
+}
+
+TEST_F(StreamTest, ElapsedTimeErrorsFollowTheDriver) {
+  CUstream stream = nullptr;
+  ASSERT_CU(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+  CUevent timed = nullptr, untimed = nullptr, unrecorded = nullptr;
+  ASSERT_CU(cuEventCreate(&timed, CU_EVENT_DEFAULT));
+  ASSERT_CU(cuEventCreate(&untimed, CU_EVENT_DISABLE_TIMING));
+  ASSERT_CU(cuEventCreate(&unrecorded, CU_EVENT_BLOCKING_SYNC));
+  EXPECT_CU(cuEventQuery(unrecorded));  // an unrecorded event stands for no work
+  EXPECT_CU(cuEventSynchronize(unrecorded));
+  float ms = 0;
+  {
+    Gate gate;
+    ASSERT_CU(cuEventRecord(timed, stream));
+    ASSERT_CU(gate.block(stream));
+    ASSERT_CU(cuEventRecord(untimed, stream));
+    ASSERT_CU(cuEventRecord(unrecorded, stream));
+    EXPECT_EQ(cuEventElapsedTime(&ms, timed, unrecorded), CUDA_ERROR_NOT_READY);
+    gate.open();
+    ASSERT_CU(cuStreamSynchronize(stream));
+  }
+  EXPECT_CU(cuEventElapsedTime(&ms, timed, unrecorded));
+  EXPECT_GE(ms, 0.0f);
+  EXPECT_EQ(cuEventElapsedTime(&ms, timed, untimed), CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(cuEventElapsedTime(nullptr, timed, unrecorded), CUDA_ERROR_INVALID_VALUE);
+  CUevent fresh = nullptr;
+  ASSERT_CU(cuEventCreate(&fresh, CU_EVENT_DEFAULT));
+  EXPECT_EQ(cuEventElapsedTime(&ms, timed, fresh), CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(cuEventCreate(&fresh, CU_EVENT_INTERPROCESS), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuEventCreate(&fresh, 0x100), CUDA_ERROR_INVALID_VALUE);
+  for (CUevent event : {timed, untimed, unrecorded}) ASSERT_CU(cuEventDestroy(event));
+  ASSERT_CU(cuStreamDestroy(stream));
+}
+
+TEST_F(StreamTest, InvalidHandlesAndNullArgumentsGetTheDriversErrors) {
+  auto* bogus_stream = reinterpret_cast<CUstream>(uintptr_t{0xdead0});
+  auto* bogus_event = reinterpret_cast<CUevent>(uintptr_t{0xbeef0});
+  EXPECT_EQ(cuStreamSynchronize(bogus_stream), CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(cuStreamQuery(bogus_stream), CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(cuEventQuery(bogus_event), CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(cuEventSynchronize(nullptr), CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(cuEventRecord(nullptr, nullptr), CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(cuEventDestroy(bogus_event), CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(cuStreamWaitEvent(nullptr, nullptr, 0), CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(cuEventCreate(nullptr, 0), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuLaunchHostFunc(nullptr, nullptr, nullptr), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuStreamGetFlags(nullptr, nullptr), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuStreamGetPriority(bogus_stream, nullptr), CUDA_ERROR_INVALID_VALUE);
+
+  CUevent event = nullptr;
+  ASSERT_CU(cuEventCreate(&event, CU_EVENT_DEFAULT));
+  EXPECT_EQ(cuEventRecord(event, bogus_stream), CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(cuEventRecordWithFlags(event, nullptr, CU_EVENT_RECORD_EXTERNAL),
+            CUDA_ERROR_INVALID_VALUE);  // external records exist only in capture
+  ASSERT_CU(cuEventDestroy(event));
+  EXPECT_EQ(cuEventDestroy(event), CUDA_ERROR_INVALID_HANDLE);
+
+  ASSERT_CU(cuCtxSetCurrent(nullptr));
+  CUstream stream = nullptr;
+  EXPECT_EQ(cuStreamCreate(&stream, 0), CUDA_ERROR_INVALID_CONTEXT);
+  EXPECT_EQ(cuStreamSynchronize(nullptr), CUDA_ERROR_INVALID_CONTEXT);
+}
+
+// Events and streams die with their context; their handles are then refused, not followed.
+TEST_F(StreamTest, HandlesOfADestroyedContextAreInvalid) {
+  CUcontext other = nullptr;
+  ASSERT_CU(cuCtxCreate(&other, nullptr, 0, device_));
+  CUstream stream = nullptr;
+  CUevent event = nullptr;
+  ASSERT_CU(cuStreamCreate(&stream, CU_STREAM_DEFAULT));
+  ASSERT_CU(cuEventCreate(&event, CU_EVENT_DEFAULT));
+  ASSERT_CU(cuEventRecord(event, stream));
+  EXPECT_EQ(cuEventRecord(event, nullptr), CUDA_SUCCESS);
+  CUcontext popped = nullptr;
+  ASSERT_CU(cuCtxPopCurrent(&popped));  // back to the primary context, leaving the stack as found
+  ASSERT_EQ(popped, other);
+  EXPECT_EQ(cuEventRecord(event, nullptr), CUDA_ERROR_INVALID_HANDLE);  // another context's
+  ASSERT_CU(cuCtxDestroy(other));
+  EXPECT_EQ(cuEventQuery(event), CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(cuStreamQuery(stream), CUDA_ERROR_INVALID_HANDLE);
+}
+
+}  // namespace

@@ -1,0 +1,315 @@
+// Virtual memory management on simcuda (1 GiB device): reservations, physical handles mapped at
+// several addresses (aliasing), access control, faults on unmapped or inaccessible ranges, exact
+// VRAM accounting and handle lifetimes.
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "kernel_test_support.h"
+
+namespace {
+
+constexpr size_t kGranule = 2 * kMiB;
+
+CUmemAllocationProp device_prop(int ordinal = 0) {
+  CUmemAllocationProp prop{};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location = {CU_MEM_LOCATION_TYPE_DEVICE, ordinal};
+  return prop;
+}
+
+CUmemAllocationProp host_prop() {
+  CUmemAllocationProp prop{};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location = {CU_MEM_LOCATION_TYPE_HOST_NUMA, 0};
+  return prop;
+}
+
+CUmemAccessDesc read_write(CUmemLocationType type = CU_MEM_LOCATION_TYPE_DEVICE, int id = 0) {
+  return {{type, id}, CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+}
+
+class VmmTest : public KernelFixture {
+ protected:
+  static size_t used() {
+    size_t free = 0, total = 0;
+    EXPECT_CU(cuMemGetInfo(&free, &total));
+    return total - free;
+  }
+  static unsigned long long access_of(CUdeviceptr ptr, CUmemLocation location) {
+    unsigned long long flags = 99;
+    EXPECT_CU(cuMemGetAccess(&flags, &location, ptr));
+    return flags;
+  }
+};
+
+using VmmDeathTest = VmmTest;
+
+TEST_F(VmmTest, GranularityIsTwoMebibytes) {
+  size_t granularity = 0;
+  const CUmemAllocationProp prop = device_prop();
+  ASSERT_CU(cuMemGetAllocationGranularity(&granularity, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+  EXPECT_EQ(granularity, kGranule);
+  ASSERT_CU(
+      cuMemGetAllocationGranularity(&granularity, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED));
+  EXPECT_EQ(granularity, kGranule);
+  const CUmemAllocationProp bad_device = device_prop(4);
+  EXPECT_EQ(
+      cuMemGetAllocationGranularity(&granularity, &bad_device, CU_MEM_ALLOC_GRANULARITY_MINIMUM),
+      CUDA_ERROR_INVALID_DEVICE);
+}
+
+TEST_F(VmmTest, OneHandleMappedTwiceShowsTheSameBytes) {
+  CUdeviceptr reserved = 0;
+  ASSERT_CU(cuMemAddressReserve(&reserved, 4 * kGranule, 0, 0, 0));
+  EXPECT_EQ(reserved % kGranule, 0u);
+  CUmemGenericAllocationHandle handle = 0;
+  const CUmemAllocationProp prop = device_prop();
+  ASSERT_CU(cuMemCreate(&handle, kGranule, &prop, 0));
+  EXPECT_EQ(used(), kGranule);  // physical memory is VRAM from cuMemCreate on
+
+  const CUdeviceptr first = reserved, second = reserved + 2 * kGranule;
+  ASSERT_CU(cuMemMap(first, kGranule, 0, handle, 0));
+  ASSERT_CU(cuMemMap(second, kGranule, 0, handle, 0));
+  EXPECT_EQ(used(), kGranule);  // mappings take no VRAM
+  const CUmemAccessDesc access = read_write();
+  ASSERT_CU(cuMemSetAccess(first, kGranule, &access, 1));
+  ASSERT_CU(cuMemSetAccess(second, kGranule, &access, 1));
+
+  std::vector<uint32_t> pattern(kGranule / 4);
+  for (size_t i = 0; i < pattern.size(); ++i) pattern[i] = static_cast<uint32_t>(i * 2654435761u);
+  upload(first, pattern);
+  EXPECT_EQ(download<uint32_t>(second, pattern.size()), pattern);  // a copy sees the alias
+
+  ASSERT_CU(fill(second + 4096, 0xFEEDu, 100));  // a kernel writes through the other mapping
+  ASSERT_CU(cuCtxSynchronize());
+  const std::vector<uint32_t> seen = download<uint32_t>(first + 4096, 101);
+  EXPECT_EQ(std::vector<uint32_t>(seen.begin(), seen.begin() + 100),
+            std::vector<uint32_t>(100, 0xFEEDu));
+  EXPECT_EQ(seen[100], pattern[1024 + 100]);
+
+  CUdeviceptr start = 0;
+  ASSERT_CU(cuPointerGetAttribute(&start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, second + 8));
+  EXPECT_EQ(start, second);
+
+  ASSERT_CU(cuMemUnmap(first, kGranule));
+  ASSERT_CU(cuMemUnmap(second, kGranule));
+  ASSERT_CU(cuMemRelease(handle));
+  EXPECT_EQ(used(), 0u);
+  ASSERT_CU(cuMemAddressFree(reserved, 4 * kGranule));
+}
+
+TEST_F(VmmTest, PhysicalMemoryLivesUntilReleasedAndUnmapped) {
+  CUdeviceptr reserved = 0;
+  ASSERT_CU(cuMemAddressReserve(&reserved, 2 * kGranule, kGranule, 0, 0));
+  CUmemGenericAllocationHandle handle = 0;
+  const CUmemAllocationProp prop = device_prop();
+  ASSERT_CU(cuMemCreate(&handle, 2 * kGranule, &prop, 0));
+  ASSERT_CU(cuMemMap(reserved, 2 * kGranule, 0, handle, 0));
+  const CUmemAccessDesc access = read_write();
+  ASSERT_CU(cuMemSetAccess(reserved, 2 * kGranule, &access, 1));
+  ASSERT_CU(cuMemRelease(handle));  // still mapped: the memory stays
+  EXPECT_EQ(used(), 2 * kGranule);
+  CUmemAllocationProp released{};
+  EXPECT_EQ(cuMemGetAllocationPropertiesFromHandle(&released, handle), CUDA_ERROR_INVALID_VALUE);
+  upload(reserved + kGranule, std::vector<uint32_t>(16, 42u));
+
+  CUmemGenericAllocationHandle retained = 0;
+  ASSERT_CU(cuMemRetainAllocationHandle(&retained, reinterpret_cast<void*>(reserved + kGranule)));
+  EXPECT_EQ(retained, handle);
+  CUmemAllocationProp props{};
+  ASSERT_CU(cuMemGetAllocationPropertiesFromHandle(&props, retained));
+  EXPECT_EQ(props.location.type, CU_MEM_LOCATION_TYPE_DEVICE);
+  EXPECT_EQ(props.location.id, 0);
+  ASSERT_CU(cuMemRelease(retained));
+  EXPECT_EQ(used(), 2 * kGranule);
+  EXPECT_EQ(download<uint32_t>(reserved + kGranule, 16), std::vector<uint32_t>(16, 42u));
+  ASSERT_CU(cuMemUnmap(reserved, 2 * kGranule));  // the last use: now it is freed
+  EXPECT_EQ(used(), 0u);
+  EXPECT_EQ(cuMemRelease(handle), CUDA_ERROR_INVALID_VALUE);
+  ASSERT_CU(cuMemAddressFree(reserved, 2 * kGranule));
+}
+
+TEST_F(VmmTest, VramAccountingIsExact) {
+  const CUmemAllocationProp prop = device_prop();
+  CUmemGenericAllocationHandle too_big = 0, whole = 0, more = 0;
+  EXPECT_EQ(cuMemCreate(&too_big, 2 * kGiB, &prop, 0), CUDA_ERROR_OUT_OF_MEMORY);
+  ASSERT_CU(cuMemCreate(&whole, kGiB - kGranule, &prop, 0));
+  EXPECT_EQ(used(), kGiB - kGranule);
+  EXPECT_EQ(cuMemCreate(&more, 2 * kGranule, &prop, 0), CUDA_ERROR_OUT_OF_MEMORY);
+  CUdeviceptr device = 0;
+  EXPECT_EQ(cuMemAlloc(&device, kGranule + 4096), CUDA_ERROR_OUT_OF_MEMORY);
+  ASSERT_CU(cuMemCreate(&more, kGranule, &prop, 0));
+  EXPECT_EQ(used(), kGiB);
+  ASSERT_CU(cuMemRelease(whole));
+  ASSERT_CU(cuMemRelease(more));
+  EXPECT_EQ(used(), 0u);
+}
+
+TEST_F(VmmTest, HostLocatedMemoryTakesNoVramAndCanBeOpenedToTheHost) {
+  CUdeviceptr reserved = 0;
+  ASSERT_CU(cuMemAddressReserve(&reserved, kGranule, 0, 0, 0));
+  CUmemGenericAllocationHandle handle = 0;
+  const CUmemAllocationProp prop = host_prop();
+  ASSERT_CU(cuMemCreate(&handle, kGranule, &prop, 0));
+  EXPECT_EQ(used(), 0u);
+  ASSERT_CU(cuMemMap(reserved, kGranule, 0, handle, 0));
+  const CUmemAccessDesc both[] = {read_write(), read_write(CU_MEM_LOCATION_TYPE_HOST_NUMA, 0)};
+  ASSERT_CU(cuMemSetAccess(reserved, kGranule, both, 2));
+  ASSERT_CU(fill(reserved, 0x600Du, kGranule / 4));
+  ASSERT_CU(cuCtxSynchronize());
+  const auto* words = reinterpret_cast<const uint32_t*>(reserved);  // the CPU reads it directly
+  EXPECT_EQ(std::vector<uint32_t>(words, words + kGranule / 4),
+            std::vector<uint32_t>(kGranule / 4, 0x600Du));
+  EXPECT_EQ(access_of(reserved, {CU_MEM_LOCATION_TYPE_HOST, 0}),
+            static_cast<unsigned long long>(CU_MEM_ACCESS_FLAGS_PROT_READWRITE));
+  EXPECT_EQ(used(), 0u);
+
+  // Host access to device-located memory is refused.
+  CUmemGenericAllocationHandle vram = 0;
+  const CUmemAllocationProp on_device = device_prop();
+  ASSERT_CU(cuMemCreate(&vram, kGranule, &on_device, 0));
+  CUdeviceptr other = 0;
+  ASSERT_CU(cuMemAddressReserve(&other, kGranule, 0, 0, 0));
+  ASSERT_CU(cuMemMap(other, kGranule, 0, vram, 0));
+  const CUmemAccessDesc host_only = read_write(CU_MEM_LOCATION_TYPE_HOST, 0);
+  EXPECT_EQ(cuMemSetAccess(other, kGranule, &host_only, 1), CUDA_ERROR_NOT_SUPPORTED);
+
+  ASSERT_CU(cuMemUnmap(other, kGranule));
+  ASSERT_CU(cuMemUnmap(reserved, kGranule));
+  ASSERT_CU(cuMemRelease(vram));
+  ASSERT_CU(cuMemRelease(handle));
+  ASSERT_CU(cuMemAddressFree(other, kGranule));
+  ASSERT_CU(cuMemAddressFree(reserved, kGranule));
+}
+
+TEST_F(VmmTest, CopiesRefuseUnmappedAndInaccessibleRanges) {
+  CUdeviceptr reserved = 0;
+  ASSERT_CU(cuMemAddressReserve(&reserved, 2 * kGranule, 0, 0, 0));
+  CUmemGenericAllocationHandle handle = 0;
+  const CUmemAllocationProp prop = device_prop();
+  ASSERT_CU(cuMemCreate(&handle, kGranule, &prop, 0));
+  ASSERT_CU(cuMemMap(reserved, kGranule, 0, handle, 0));
+  std::vector<uint32_t> data(256, 1u);
+
+  // Mapped, no access yet.
+  EXPECT_EQ(access_of(reserved, {CU_MEM_LOCATION_TYPE_DEVICE, 0}),
+            static_cast<unsigned long long>(CU_MEM_ACCESS_FLAGS_PROT_NONE));
+  EXPECT_EQ(cuMemcpyHtoD(reserved, data.data(), 1024), CUDA_ERROR_INVALID_VALUE);
+  const CUmemAccessDesc access = read_write();
+  ASSERT_CU(cuMemSetAccess(reserved, kGranule, &access, 1));
+  EXPECT_EQ(access_of(reserved, {CU_MEM_LOCATION_TYPE_DEVICE, 0}),
+            static_cast<unsigned long long>(CU_MEM_ACCESS_FLAGS_PROT_READWRITE));
+  ASSERT_CU(cuMemcpyHtoD(reserved, data.data(), 1024));
+
+  // Reserved but unmapped, and straddling the mapped end.
+  EXPECT_EQ(cuMemcpyHtoD(reserved + kGranule, data.data(), 1024), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemcpyHtoD(reserved + kGranule - 512, data.data(), 1024), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemSetAccess(reserved, 2 * kGranule, &access, 1), CUDA_ERROR_INVALID_VALUE);
+
+  ASSERT_CU(cuMemUnmap(reserved, kGranule));
+  EXPECT_EQ(cuMemcpyHtoD(reserved, data.data(), 1024), CUDA_ERROR_INVALID_VALUE);
+  ASSERT_CU(cuMemRelease(handle));
+  ASSERT_CU(cuMemAddressFree(reserved, 2 * kGranule));
+}
+
+// A poisoned context stays poisoned: the kernel cases run in re-executed children.
+TEST_F(VmmDeathTest, KernelOnUnmappedRangeIsAnIllegalAddress) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        CUdeviceptr reserved = 0;
+        if (cuMemAddressReserve(&reserved, 2 * kGranule, 0, 0, 0) != CUDA_SUCCESS) std::exit(2);
+        if (fill(reserved + kGranule, 1, 16) != CUDA_SUCCESS) std::exit(3);
+        std::exit(cuCtxSynchronize() == CUDA_ERROR_ILLEGAL_ADDRESS ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
+TEST_F(VmmDeathTest, KernelOnMappingWithoutAccessIsAnIllegalAddress) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        CUdeviceptr reserved = 0;
+        CUmemGenericAllocationHandle handle = 0;
+        const CUmemAllocationProp prop = device_prop();
+        if (cuMemAddressReserve(&reserved, kGranule, 0, 0, 0) != CUDA_SUCCESS ||
+            cuMemCreate(&handle, kGranule, &prop, 0) != CUDA_SUCCESS ||
+            cuMemMap(reserved, kGranule, 0, handle, 0) != CUDA_SUCCESS)
+          std::exit(2);
+        if (fill(reserved, 1, 16) != CUDA_SUCCESS) std::exit(3);
+        std::exit(cuCtxSynchronize() == CUDA_ERROR_ILLEGAL_ADDRESS ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
+TEST_F(VmmTest, ArgumentsAreCheckedAsTheDriverDoes) {
+  const CUmemAllocationProp prop = device_prop();
+  CUmemGenericAllocationHandle handle = 0;
+  CUdeviceptr reserved = 0;
+  EXPECT_EQ(cuMemCreate(&handle, kGranule + 4096, &prop, 0), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemCreate(&handle, kGranule, nullptr, 0), CUDA_ERROR_INVALID_VALUE);
+  const CUmemAllocationProp bad_device = device_prop(3);
+  EXPECT_EQ(cuMemCreate(&handle, kGranule, &bad_device, 0), CUDA_ERROR_INVALID_DEVICE);
+  CUmemAllocationProp exported = device_prop();
+  exported.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+  EXPECT_EQ(cuMemCreate(&handle, kGranule, &exported, 0), CUDA_ERROR_NOT_SUPPORTED);
+  EXPECT_EQ(cuMemAddressReserve(&reserved, kGranule + 4096, 0, 0, 0), CUDA_ERROR_INVALID_VALUE);
+
+  ASSERT_CU(cuMemAddressReserve(&reserved, 4 * kGranule, 0, 0, 0));
+  ASSERT_CU(cuMemCreate(&handle, 2 * kGranule, &prop, 0));
+  EXPECT_EQ(cuMemMap(reserved + 4096, kGranule, 0, handle, 0), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemMap(reserved, kGranule, 2 * kGranule, handle, 0), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemMap(reserved + 3 * kGranule, 2 * kGranule, 0, handle, 0),
+            CUDA_ERROR_INVALID_VALUE);  // runs past the reservation
+  ASSERT_CU(cuMemMap(reserved, 2 * kGranule, 0, handle, 0));
+  EXPECT_EQ(cuMemMap(reserved + kGranule, kGranule, 0, handle, 0), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemUnmap(reserved, kGranule), CUDA_ERROR_INVALID_VALUE);  // part of a mapping
+  EXPECT_EQ(cuMemAddressFree(reserved, 4 * kGranule), CUDA_ERROR_INVALID_VALUE);  // still mapped
+  EXPECT_EQ(cuMemFree(reserved), CUDA_ERROR_INVALID_VALUE);  // not cuMemAlloc memory
+
+  // A fixed-address request is honoured when the range is free.
+  ASSERT_CU(cuMemUnmap(reserved, 2 * kGranule));
+  ASSERT_CU(cuMemAddressFree(reserved, 4 * kGranule));
+  CUdeviceptr again = 0;
+  ASSERT_CU(cuMemAddressReserve(&again, 2 * kGranule, 0, reserved + 2 * kGranule, 0));
+  EXPECT_EQ(again, reserved + 2 * kGranule);
+  ASSERT_CU(cuMemAddressFree(again, 2 * kGranule));
+  ASSERT_CU(cuMemRelease(handle));
+  EXPECT_EQ(cuMemRelease(handle), CUDA_ERROR_INVALID_VALUE);
+}
+
+// Support depends on device attributes, read at cuInit: each case is a re-executed child.
+[[noreturn]] void exit_with_vmm_results(const char* attributes) {
+  setenv("SIMCUDA_ATTRS", attributes, 1);
+  CUdevice device = 0;
+  CUcontext context = nullptr;
+  if (cuInit(0) != CUDA_SUCCESS || cuDeviceGet(&device, 0) != CUDA_SUCCESS ||
+      cuDevicePrimaryCtxRetain(&context, device) != CUDA_SUCCESS ||
+      cuCtxSetCurrent(context) != CUDA_SUCCESS)
+    std::exit(100);
+  CUdeviceptr reserved = 0;
+  CUmemGenericAllocationHandle handle = 0;
+  const CUmemAllocationProp on_device = device_prop(), on_host = host_prop();
+  const CUresult reserve = cuMemAddressReserve(&reserved, kGranule, 0, 0, 0);
+  const CUresult device_create = cuMemCreate(&handle, kGranule, &on_device, 0);
+  const CUresult host_create = cuMemCreate(&handle, kGranule, &on_host, 0);
+  std::exit((reserve == CUDA_SUCCESS ? 1 : 0) + (device_create == CUDA_SUCCESS ? 2 : 0) +
+            (host_create == CUDA_SUCCESS ? 4 : 0) +
+            (host_create == CUDA_ERROR_NOT_SUPPORTED ? 8 : 0) +
+            (device_create == CUDA_ERROR_NOT_SUPPORTED ? 16 : 0));
+}
+
+TEST(VmmSupportDeathTest, NoVmmMeansNotSupported) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(exit_with_vmm_results("VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED=0"),
+              ::testing::ExitedWithCode(8 + 16), "");
+}
+
+TEST(VmmSupportDeathTest, NoHostVmmMeansNoHostLocatedHandles) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(exit_with_vmm_results("HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED=0"),
+              ::testing::ExitedWithCode(1 + 2 + 8), "");
+}
+
+}  // namespace

@@ -1,0 +1,166 @@
+#!/usr/bin/env bash
+# Installs the Debian/Ubuntu packages vramspill needs to build and test, and checks for the CUDA
+# toolkit headers (which do not come from the distribution's default repositories).
+# Run with --help for details. Safe to run repeatedly: when everything is present it prints one line.
+
+# The one list of distribution packages the project builds and tests with.
+PACKAGES=(
+  build-essential
+  cmake
+  ninja-build
+  python3
+  pkg-config
+  libgtest-dev
+  libgmock-dev
+  libbenchmark-dev
+  libtomlplusplus-dev
+  libspdlog-dev
+  libfmt-dev
+  libmimalloc-dev
+  libunwind-dev
+  libcli11-dev
+  file
+  binutils
+)
+MIN_CMAKE_VERSION=3.25   # keep in step with cmake_minimum_required in CMakeLists.txt
+
+set -euo pipefail
+
+prog=${0##*/}
+
+usage() {
+  cat <<EOF
+Usage: $prog [--help]
+
+Installs the packages needed to build and test vramspill on Debian or Ubuntu and checks that the
+NVIDIA CUDA toolkit headers are present. Installs only what is missing (apt-get update runs once,
+and only then). Needs root: runs apt-get through sudo when not root and sudo exists, otherwise
+prints the command to run.
+
+Packages: ${PACKAGES[*]}
+
+The CUDA toolkit headers (cuda.h and cudaTypedefs.h) are looked for in \$CUDAToolkit_ROOT/include,
+\$CUDA_HOME/include, /usr/local/cuda/include and /usr/include (the rest of the toolkit is found
+by CMake's FindCUDAToolkit). nvcc is optional.
+
+Exit status: 0 when everything is present afterwards, non-zero otherwise.
+EOF
+}
+
+say() { printf '%s: %s\n' "$prog" "$*"; }
+err() { printf '%s: error: %s\n' "$prog" "$*" >&2; }
+
+cuda_help() {
+  cat >&2 <<'EOF'
+The NVIDIA CUDA toolkit is required: its headers (cuda.h, cudaTypedefs.h) and its stub libcuda.so,
+which test programs link like any CUDA application. nvcc is optional (without it the test of the
+real CUDA runtime is skipped). No GPU or NVIDIA driver is needed: tests run on simcuda.
+  - NVIDIA's apt repository (https://developer.nvidia.com/cuda-downloads: Linux > x86_64 >
+    Debian or Ubuntu > deb (network)), then:
+        sudo apt-get install cuda-toolkit-13-0
+  - or, for an older CUDA, the distribution's package (Debian: non-free; Ubuntu: multiverse):
+        sudo apt-get install nvidia-cuda-toolkit
+If the toolkit is installed somewhere other than /usr/local/cuda, point the build at it:
+        export CUDA_HOME=/path/to/cuda          # read by this script and by the CMake build
+   or   cmake -DCUDAToolkit_ROOT=/path/to/cuda ...
+EOF
+}
+
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    -h | --help) usage; exit 0 ;;
+    *) err "unknown argument '$1'"; usage >&2; exit 2 ;;
+  esac
+done
+
+# --- Distribution check -------------------------------------------------------------------------
+is_debian_like() {
+  [[ -r /etc/os-release ]] || return 1
+  local id="" id_like=""
+  # shellcheck disable=SC1091
+  id=$(. /etc/os-release && printf '%s' "${ID:-}")
+  # shellcheck disable=SC1091
+  id_like=$(. /etc/os-release && printf '%s' "${ID_LIKE:-}")
+  [[ " $id $id_like " == *" debian "* || " $id $id_like " == *" ubuntu "* ]] || return 1
+  command -v apt-get >/dev/null 2>&1 && command -v dpkg-query >/dev/null 2>&1
+}
+
+if ! is_debian_like; then
+  err "this script installs packages on Debian or Ubuntu only (no apt-get/dpkg, or /etc/os-release"
+  err "does not name debian or ubuntu)."
+  cat >&2 <<EOF
+Install the equivalents of these Debian packages with your system's package manager:
+  ${PACKAGES[*]}
+That is: a C++20 compiler (GCC 12+ or Clang 15+), CMake >= $MIN_CMAKE_VERSION, Ninja, Python 3,
+pkg-config, GoogleTest + GoogleMock, Google Benchmark, toml++, spdlog, fmt, mimalloc, libunwind
+(nongnu.org), CLI11, file and binutils.
+EOF
+  cuda_help
+  exit 1
+fi
+
+# --- Packages -----------------------------------------------------------------------------------
+is_installed() {
+  [[ $(dpkg-query -W -f='${Status}' "$1" 2>/dev/null) == "install ok installed" ]]
+}
+
+missing=()
+for pkg in "${PACKAGES[@]}"; do
+  is_installed "$pkg" || missing+=("$pkg")
+done
+
+if [[ ${#missing[@]} -gt 0 ]]; then
+  apt_install=(apt-get install -y --no-install-recommends "${missing[@]}")
+  if [[ $EUID -eq 0 ]]; then
+    as_root=(env DEBIAN_FRONTEND=noninteractive)
+  elif command -v sudo >/dev/null 2>&1; then
+    as_root=(sudo env DEBIAN_FRONTEND=noninteractive)
+  else
+    err "missing packages: ${missing[*]}"
+    err "not root and sudo is not available; as root, run:"
+    printf '  apt-get update && DEBIAN_FRONTEND=noninteractive %s\n' "${apt_install[*]}" >&2
+    exit 1
+  fi
+  say "installing missing packages: ${missing[*]}"
+  "${as_root[@]}" apt-get update -q
+  "${as_root[@]}" "${apt_install[@]}"
+
+  still_missing=()
+  for pkg in "${missing[@]}"; do
+    is_installed "$pkg" || still_missing+=("$pkg")
+  done
+  if [[ ${#still_missing[@]} -gt 0 ]]; then
+    err "still not installed after apt-get: ${still_missing[*]}"
+    exit 1
+  fi
+fi
+
+# --- CMake version (older Ubuntu releases ship an older one) ------------------------------------
+cmake_version=$(cmake --version 2>/dev/null | sed -n 's/^cmake version \([0-9][0-9.]*\).*/\1/p')
+if [[ -z $cmake_version ]] || ! printf '%s\n%s\n' "$MIN_CMAKE_VERSION" "$cmake_version" | sort -V -C; then
+  err "CMake >= $MIN_CMAKE_VERSION is required, found '${cmake_version:-none}'."
+  err "On older releases use Kitware's apt repository (https://apt.kitware.com) or 'pip install cmake'."
+  exit 1
+fi
+
+# --- CUDA toolkit headers -----------------------------------------------------------------------
+cuda_include=""
+for dir in ${CUDAToolkit_ROOT:+"$CUDAToolkit_ROOT/include"} ${CUDA_HOME:+"$CUDA_HOME/include"} \
+  /usr/local/cuda/include /usr/include; do
+  if [[ -f $dir/cuda.h && -f $dir/cudaTypedefs.h ]]; then
+    cuda_include=$dir
+    break
+  fi
+done
+if [[ -z $cuda_include ]]; then
+  err "CUDA toolkit headers not found (looked for cuda.h and cudaTypedefs.h in" \
+    "${CUDAToolkit_ROOT:+\$CUDAToolkit_ROOT/include, }${CUDA_HOME:+\$CUDA_HOME/include, }/usr/local/cuda/include, /usr/include)."
+  cuda_help
+  exit 1
+fi
+cuda_version=$(sed -n 's/^#define CUDA_VERSION \([0-9]*\).*/\1/p' "$cuda_include/cuda.h" | head -n 1)
+if [[ -n $cuda_version ]]; then
+  cuda_version="$((cuda_version / 1000)).$((cuda_version % 1000 / 10))"
+fi
+
+say "OK: build dependencies present (CUDA ${cuda_version:-?} headers in $cuda_include)"

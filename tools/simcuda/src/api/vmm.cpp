@@ -1,0 +1,147 @@
+// Virtual memory management exports. The model is in core/vmm.cpp (Note [VMM model]); this file
+// checks arguments and device support the way the driver does.
+#include "core/vmm.h"
+
+#include "core/api.h"
+#include "core/context.h"
+#include "core/device.h"
+#include "core/driver.h"
+
+using simcuda::Device;
+using simcuda::Driver;
+using simcuda::kVmmGranularity;
+
+namespace {
+
+// The device whose support decides calls that name none: the current context's, else device 0.
+Device& calling_device() {
+  simcuda::Context* context = simcuda::current_context();
+  return context != nullptr ? *context->device : *Driver::instance()->device(0);
+}
+
+bool vmm_supported(const Device& device) {
+  return device.attributes().supports(CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED);
+}
+
+bool is_host(CUmemLocationType type) {
+  return type == CU_MEM_LOCATION_TYPE_HOST || type == CU_MEM_LOCATION_TYPE_HOST_NUMA ||
+         type == CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT;
+}
+
+// Checks an allocation's properties; `device` gets the ordinal whose VRAM it uses, or -1 for
+// host-located memory (which needs HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED).
+CUresult check_properties(const CUmemAllocationProp* prop, int* device) {
+  if (prop == nullptr || prop->type != CU_MEM_ALLOCATION_TYPE_PINNED)
+    return CUDA_ERROR_INVALID_VALUE;
+  Device* owner = nullptr;
+  if (prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE) {
+    owner = Driver::instance()->device(prop->location.id);
+    if (owner == nullptr) return CUDA_ERROR_INVALID_DEVICE;
+    if (!vmm_supported(*owner)) return CUDA_ERROR_NOT_SUPPORTED;
+    *device = prop->location.id;
+  } else if (is_host(prop->location.type)) {
+    if (prop->location.type == CU_MEM_LOCATION_TYPE_HOST_NUMA && prop->location.id < 0)
+      return CUDA_ERROR_INVALID_VALUE;
+    owner = &calling_device();
+    if (!vmm_supported(*owner) ||
+        !owner->attributes().supports(CU_DEVICE_ATTRIBUTE_HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED))
+      return CUDA_ERROR_NOT_SUPPORTED;
+    *device = -1;
+  } else {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  // Exportable handles: only POSIX file descriptors, where the device says it has them.
+  // simcuda accepts the request but implements no export (cuMemExportToShareableHandle).
+  if (prop->requestedHandleTypes == CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) {
+    if (!owner->attributes().supports(
+            CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED))
+      return CUDA_ERROR_NOT_SUPPORTED;
+  } else if (prop->requestedHandleTypes != CU_MEM_HANDLE_TYPE_NONE) {
+    return CUDA_ERROR_NOT_SUPPORTED;
+  }
+  return CUDA_SUCCESS;
+}
+
+}  // namespace
+
+SIMCUDA_EXPORT CUresult CUDAAPI cuMemAddressReserve(CUdeviceptr* ptr, size_t size, size_t alignment,
+                                                    CUdeviceptr addr, unsigned long long flags) {
+  SIMCUDA_ENTER("cuMemAddressReserve");
+  if (ptr == nullptr || flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  if (!vmm_supported(calling_device())) return CUDA_ERROR_NOT_SUPPORTED;
+  return simcuda::vmm_reserve(size, alignment, addr, ptr);
+}
+
+SIMCUDA_EXPORT CUresult CUDAAPI cuMemAddressFree(CUdeviceptr ptr, size_t size) {
+  SIMCUDA_ENTER("cuMemAddressFree");
+  return simcuda::vmm_free_reservation(ptr, size);
+}
+
+SIMCUDA_EXPORT CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size,
+                                            const CUmemAllocationProp* prop,
+                                            unsigned long long flags) {
+  SIMCUDA_ENTER("cuMemCreate");
+  if (handle == nullptr || flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  int device = -1;
+  if (CUresult checked = check_properties(prop, &device); checked != CUDA_SUCCESS) return checked;
+  if (size == 0 || size % kVmmGranularity != 0) return CUDA_ERROR_INVALID_VALUE;
+  return simcuda::vmm_create(size, *prop, device, handle);
+}
+
+SIMCUDA_EXPORT CUresult CUDAAPI cuMemRelease(CUmemGenericAllocationHandle handle) {
+  SIMCUDA_ENTER("cuMemRelease");
+  return simcuda::vmm_release(handle);
+}
+
+SIMCUDA_EXPORT CUresult CUDAAPI cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
+                                         CUmemGenericAllocationHandle handle,
+                                         unsigned long long flags) {
+  SIMCUDA_ENTER("cuMemMap");
+  if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  return simcuda::vmm_map(ptr, size, offset, handle);
+}
+
+SIMCUDA_EXPORT CUresult CUDAAPI cuMemUnmap(CUdeviceptr ptr, size_t size) {
+  SIMCUDA_ENTER("cuMemUnmap");
+  if (size == 0) return CUDA_ERROR_INVALID_VALUE;
+  return simcuda::vmm_unmap(ptr, size);
+}
+
+SIMCUDA_EXPORT CUresult CUDAAPI cuMemSetAccess(CUdeviceptr ptr, size_t size,
+                                               const CUmemAccessDesc* desc, size_t count) {
+  SIMCUDA_ENTER("cuMemSetAccess");
+  return simcuda::vmm_set_access(ptr, size, desc, count);
+}
+
+SIMCUDA_EXPORT CUresult CUDAAPI cuMemGetAccess(unsigned long long* flags,
+                                               const CUmemLocation* location, CUdeviceptr ptr) {
+  SIMCUDA_ENTER("cuMemGetAccess");
+  if (flags == nullptr || location == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return simcuda::vmm_get_access(ptr, *location, flags);
+}
+
+SIMCUDA_EXPORT CUresult CUDAAPI cuMemGetAllocationGranularity(
+    size_t* granularity, const CUmemAllocationProp* prop, CUmemAllocationGranularity_flags option) {
+  SIMCUDA_ENTER("cuMemGetAllocationGranularity");
+  if (granularity == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (option != CU_MEM_ALLOC_GRANULARITY_MINIMUM && option != CU_MEM_ALLOC_GRANULARITY_RECOMMENDED)
+    return CUDA_ERROR_INVALID_VALUE;
+  int device = -1;
+  if (CUresult checked = check_properties(prop, &device); checked != CUDA_SUCCESS) return checked;
+  *granularity = kVmmGranularity;  // minimum and recommended alike, as on current GPUs
+  return CUDA_SUCCESS;
+}
+
+SIMCUDA_EXPORT CUresult CUDAAPI cuMemGetAllocationPropertiesFromHandle(
+    CUmemAllocationProp* prop, CUmemGenericAllocationHandle handle) {
+  SIMCUDA_ENTER("cuMemGetAllocationPropertiesFromHandle");
+  if (prop == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return simcuda::vmm_properties(handle, prop);
+}
+
+SIMCUDA_EXPORT CUresult CUDAAPI cuMemRetainAllocationHandle(CUmemGenericAllocationHandle* handle,
+                                                            void* addr) {
+  SIMCUDA_ENTER("cuMemRetainAllocationHandle");
+  if (handle == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return simcuda::vmm_retain(reinterpret_cast<uint64_t>(addr), handle);
+}

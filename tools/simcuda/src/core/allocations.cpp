@@ -1,0 +1,41 @@
+#include "core/allocations.h"
+
+#include <mutex>
+
+namespace simcuda {
+
+uint64_t AllocationRegistry::add(Allocation allocation) {
+  allocation.buffer_id = next_buffer_id_.fetch_add(1, std::memory_order_relaxed);
+  std::unique_lock lock(mutex_);
+  by_base_[allocation.base] = allocation;
+  return allocation.buffer_id;
+}
+
+std::optional<Allocation> AllocationRegistry::remove(uint64_t base) {
+  std::unique_lock lock(mutex_);
+  auto it = by_base_.find(base);
+  if (it == by_base_.end()) return std::nullopt;
+  Allocation allocation = it->second;
+  by_base_.erase(it);
+  return allocation;
+}
+
+std::optional<Allocation> AllocationRegistry::find_exact(uint64_t base) const {
+  std::shared_lock lock(mutex_);
+  auto it = by_base_.find(base);
+  if (it == by_base_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::optional<Allocation> AllocationRegistry::find_containing(uint64_t address) const {
+  std::shared_lock lock(mutex_);
+  auto it = by_base_.upper_bound(address);
+  if (it == by_base_.begin()) return std::nullopt;
+  --it;
+  const Allocation& candidate = it->second;
+  const uint64_t extent = candidate.mapped > candidate.size ? candidate.mapped : candidate.size;
+  if (address - candidate.base >= extent) return std::nullopt;
+  return candidate;
+}
+
+}  // namespace simcuda

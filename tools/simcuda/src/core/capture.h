@@ -1,0 +1,105 @@
+// Stream capture and the graphs it produces.
+//
+// Note [Stream capture]
+// Between cuStreamBeginCapture and cuStreamEndCapture, work submitted to a capturing stream is
+// recorded, not run; cuGraphLaunch replays the recorded work, in the order it was recorded, as one
+// piece of work on the launch stream. A stream that waits on an event recorded inside a capture
+// joins that capture (a fork), and its work is recorded into the same graph; since a dependency is
+// always submitted before the wait on it, the recording order is a valid order to replay in.
+// The rules simcuda enforces, after the driver's documentation:
+// - Capture cannot begin on the legacy stream (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED), nor on a
+//   stream that already captures (CUDA_ERROR_ILLEGAL_STATE).
+// - Synchronising with or querying a capturing stream, or a synchronous copy or memset on a
+//   default stream that captures, fails with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and
+//   invalidates the capture.
+// - While a blocking stream of a context captures, the legacy stream would implicitly depend on
+//   it: work on, synchronisation with, or a query of the legacy stream fails with
+//   CUDA_ERROR_STREAM_CAPTURE_IMPLICIT and invalidates that capture (cuStreamIsCapturing on the
+//   legacy stream returns the error without invalidating, as documented).
+// - Potentially unsafe calls (synchronous copies and memsets here; check_unsafe_call() is for
+//   other modules' synchronous calls too) follow the thread's capture-interaction mode
+//   (cuThreadExchangeStreamCaptureMode): in GLOBAL mode they are refused while this thread has a
+//   non-RELAXED capture or any other thread a GLOBAL one; in THREAD_LOCAL mode only this thread's
+//   non-RELAXED captures count; RELAXED never refuses. A refusal returns
+//   CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and invalidates the captures that caused it.
+// - Work submitted to an invalidated capture fails with CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+//   cuStreamEndCapture of it returns that error and a NULL graph.
+// - Waiting on an event recorded outside the capture from a capturing stream would cross the
+//   capture boundary: CUDA_ERROR_STREAM_CAPTURE_ISOLATION (and invalidation). Waiting on an
+//   event of one capture from a stream in another: CUDA_ERROR_STREAM_CAPTURE_MERGE.
+// Simplifications: forked streams are not checked for being joined back before the capture ends
+// (the driver's CUDA_ERROR_STREAM_CAPTURE_UNJOINED), graphs have no inspectable nodes, and
+// external event nodes (CU_EVENT_RECORD_EXTERNAL, CU_EVENT_WAIT_EXTERNAL) are not supported.
+#pragma once
+
+#include <cuda.h>
+
+#include <memory>
+#include <vector>
+
+#include "core/stream.h"
+
+namespace simcuda {
+
+struct Context;
+
+struct Graph {
+  Context* context = nullptr;
+  std::vector<StreamWork> nodes;  // in replay order
+  bool capturing = false;         // still being filled by a capture
+};
+
+struct GraphExec {
+  Context* context = nullptr;
+  std::shared_ptr<const std::vector<StreamWork>> nodes;  // shared with launches still queued
+};
+
+// True while `stream` belongs to a capture sequence (active or invalidated). For the shim,
+// which must not queue its own work into a program's graph.
+bool stream_is_capturing(Stream& stream);
+
+CUresult begin_capture(Stream& stream, CUstreamCaptureMode mode);
+// On success `*graph` is a new graph handle owned by the program.
+CUresult end_capture(Stream& stream, Graph** graph);
+
+struct CaptureInfo {
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  uint64_t id = 0;         // unique per capture sequence
+  Graph* graph = nullptr;  // the graph being captured
+};
+CUresult capture_info(Stream& stream, CaptureInfo& info);
+
+// cuThreadExchangeStreamCaptureMode.
+CUresult exchange_thread_capture_mode(CUstreamCaptureMode* mode);
+
+// The rules of Note [Stream capture] for submissions. Each returns CUDA_SUCCESS when the caller
+// may go on.
+// Records `work` when `stream` captures (`*capture_id` is then the capture's id, else 0). An
+// empty `work` records no node: an event record only marks the event with the capture.
+CUresult capture_work(Stream& stream, const StreamWork& work, uint64_t* capture_id);
+// Before synchronising with, querying, or doing a synchronous operation on `stream`.
+CUresult check_sync(Stream& stream);
+// Before a potentially unsafe synchronous call, by the thread's capture mode.
+CUresult check_unsafe_call();
+// Before `stream` waits on work recorded outside any capture.
+CUresult check_outside_dependency(Stream& stream);
+// `stream` waits on an event recorded in capture `capture_id`.
+CUresult join_capture(Stream& stream, uint64_t capture_id);
+
+// cuStreamDestroy of a capturing stream: an origin abandons its capture, a fork leaves it.
+void abandon_capture(Stream& stream);
+// The context is being destroyed: its captures, graphs and executable graphs go with it.
+void forget_context_captures(Context* context);
+
+// Graph handles. Lookups return nullptr for a handle that is not live.
+std::shared_ptr<Graph> new_graph(Context* context);
+std::shared_ptr<Graph> graph_from_handle(CUgraph handle);
+CUresult destroy_graph(CUgraph handle);
+std::shared_ptr<GraphExec> new_graph_exec(const Graph& graph);
+std::shared_ptr<GraphExec> graph_exec_from_handle(CUgraphExec handle);
+CUresult destroy_graph_exec(CUgraphExec handle);
+
+inline CUgraph to_handle(Graph* graph) { return reinterpret_cast<CUgraph>(graph); }
+inline CUgraphExec to_handle(GraphExec* exec) { return reinterpret_cast<CUgraphExec>(exec); }
+
+}  // namespace simcuda

@@ -1,0 +1,48 @@
+// simcuda's configuration, read once from SIMCUDA_* environment variables at cuInit.
+#pragma once
+
+#include <cuda.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace simcuda {
+
+// Modeled link and memory speeds. Defaults are near an H200 (HBM3e) on PCIe Gen5 x16.
+struct CostModelConfig {
+  double hbm_bytes_per_second = 4.8e12;
+  double link_bytes_per_second = 5.0e10;
+};
+
+// SIMCUDA_FAIL=FUNCTION@N=RESULT: the Nth call (1-based) of FUNCTION returns RESULT.
+// FUNCTION is an export name (cuMemAlloc_v2) or a base name, which matches every versioned and
+// per-thread export of it (cuMemAlloc matches cuMemAlloc, cuMemAlloc_v2).
+struct FaultRule {
+  std::string function;
+  uint64_t nth_call = 0;
+  CUresult result = CUDA_SUCCESS;
+};
+
+struct AttributeOverride {
+  CUdevice_attribute attribute;
+  int value = 0;
+};
+
+struct Config {
+  int device_count = 1;
+  uint64_t vram_bytes = uint64_t{1} << 30;
+  std::string stats_path;
+  std::vector<FaultRule> faults;
+  std::vector<AttributeOverride> attribute_overrides;
+  CostModelConfig cost;
+};
+
+struct ConfigResult {
+  Config config;
+  std::string error;  // empty when the environment was valid; otherwise names variable and value
+};
+
+ConfigResult config_from_environment();
+
+}  // namespace simcuda

@@ -1,0 +1,151 @@
+#include "core/context.h"
+
+#include <algorithm>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "core/capture.h"
+#include "core/event.h"
+
+namespace simcuda {
+namespace {
+
+std::mutex live_contexts_mutex;
+std::unordered_set<Context*>& live_contexts() {
+  static auto* contexts = new std::unordered_set<Context*>();  // outlives exit-time callers
+  return *contexts;
+}
+
+thread_local std::vector<Context*> context_stack;
+
+// The per-thread default stream of each context this thread used, keyed by a context id that is
+// never reused (a destroyed context's address may be).
+std::atomic<uint64_t> next_context_id{1};
+thread_local std::unordered_map<uint64_t, Stream*> per_thread_streams;
+
+}  // namespace
+
+Context::Context(Device* device_, unsigned int flags_, bool primary_)
+    : device(device_),
+      flags(flags_),
+      primary(primary_),
+      legacy_(std::make_unique<Stream>(this, Stream::Kind::kLegacyDefault, 0u, 0)),
+      id_(next_context_id.fetch_add(1, std::memory_order_relaxed)) {}
+
+Context::~Context() {
+  synchronize();
+  // Streams are destroyed (joined) before the context they point to.
+  streams_.clear();
+  legacy_.reset();
+}
+
+Stream& Context::per_thread_stream() {
+  auto [it, inserted] = per_thread_streams.try_emplace(id_, nullptr);
+  if (inserted) {
+    std::lock_guard lock(streams_mutex_);
+    streams_.push_back(std::make_unique<Stream>(this, Stream::Kind::kPerThreadDefault, 0u, 0));
+    it->second = streams_.back().get();
+  }
+  return *it->second;
+}
+
+Stream* Context::create_stream(unsigned int stream_flags, int priority) {
+  std::lock_guard lock(streams_mutex_);
+  streams_.push_back(std::make_unique<Stream>(this, Stream::Kind::kCreated, stream_flags, priority));
+  live_streams_.push_back(streams_.back().get());
+  return streams_.back().get();
+}
+
+void Context::retire_stream(Stream* stream) {
+  std::lock_guard lock(streams_mutex_);
+  std::erase(live_streams_, stream);
+  stream->retire();
+}
+
+bool Context::owns_stream(const Stream* stream) {
+  std::lock_guard lock(streams_mutex_);
+  return std::find(live_streams_.begin(), live_streams_.end(), stream) != live_streams_.end();
+}
+
+std::vector<StreamPoint> Context::blocking_stream_tails() {
+  std::lock_guard lock(streams_mutex_);
+  std::vector<StreamPoint> tails;
+  for (const auto& stream : streams_)
+    if (stream->blocking()) tails.push_back(stream->tail());
+  return tails;
+}
+
+void Context::synchronize() {
+  legacy_->synchronize();
+  std::vector<Stream*> streams;
+  {
+    std::lock_guard lock(streams_mutex_);
+    for (const auto& stream : streams_) streams.push_back(stream.get());
+  }
+  for (Stream* stream : streams) stream->synchronize();
+}
+
+std::vector<const Stream*> Context::all_streams() {
+  std::lock_guard lock(streams_mutex_);
+  std::vector<const Stream*> all{legacy_.get()};
+  for (const auto& stream : streams_) all.push_back(stream.get());
+  return all;
+}
+
+Context* current_context() { return context_stack.empty() ? nullptr : context_stack.back(); }
+
+void set_current_context(Context* context) {
+  if (context_stack.empty()) {
+    if (context != nullptr) context_stack.push_back(context);
+  } else if (context == nullptr) {
+    context_stack.pop_back();
+  } else {
+    context_stack.back() = context;
+  }
+}
+
+void push_context(Context* context) { context_stack.push_back(context); }
+
+Context* pop_context() {
+  if (context_stack.empty()) return nullptr;
+  Context* top = context_stack.back();
+  context_stack.pop_back();
+  return top;
+}
+
+Context* context_from_handle(CUcontext handle) {
+  auto* context = reinterpret_cast<Context*>(handle);
+  std::lock_guard lock(live_contexts_mutex);
+  return live_contexts().contains(context) ? context : nullptr;
+}
+
+Context* create_context(Device* device, unsigned int flags) {
+  auto* context = new Context(device, flags, /*primary_=*/false);
+  std::lock_guard lock(live_contexts_mutex);
+  live_contexts().insert(context);
+  return context;
+}
+
+void register_primary_context(Context* context) {
+  std::lock_guard lock(live_contexts_mutex);
+  live_contexts().insert(context);
+}
+
+void destroy_context(Context* context) {
+  {
+    std::lock_guard lock(live_contexts_mutex);
+    live_contexts().erase(context);
+  }
+  std::erase(context_stack, context);
+  // Handles that point into the context's streams die with it, as in the driver.
+  forget_context_captures(context);
+  forget_context_events(context);
+  delete context;
+}
+
+void for_each_context(const std::function<void(Context&)>& visit) {
+  std::lock_guard lock(live_contexts_mutex);
+  for (Context* context : live_contexts()) visit(*context);
+}
+
+}  // namespace simcuda

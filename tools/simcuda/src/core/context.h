@@ -1,0 +1,67 @@
+// Contexts and the per-thread current-context stack.
+#pragma once
+
+#include <cuda.h>
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "core/stream.h"
+
+namespace simcuda {
+
+class Device;
+
+struct Context {
+  Context(Device* device_, unsigned int flags_, bool primary_);
+  ~Context();
+
+  Device* device;
+  unsigned int flags;
+  bool primary;
+  int primary_retains = 0;  // primary contexts only; guarded by the context table's lock
+  // A fault in a kernel (CUDA_ERROR_ILLEGAL_ADDRESS) poisons the context, as on a GPU.
+  std::atomic<CUresult> sticky_error{CUDA_SUCCESS};
+
+  // Streams. The legacy default stream exists from the start; created streams are kept (also
+  // after cuStreamDestroy, see Stream::retire) until the context is destroyed.
+  Stream& legacy_stream() { return *legacy_; }
+  Stream& per_thread_stream();  // the calling thread's per-thread default stream
+  Stream* create_stream(unsigned int flags, int priority);
+  void retire_stream(Stream* stream);
+  bool owns_stream(const Stream* stream);
+  // Points that mark all work queued so far on every stream that is blocking w.r.t. the legacy
+  // stream (the legacy stream's implicit synchronisation).
+  std::vector<StreamPoint> blocking_stream_tails();
+  void synchronize();  // every stream of the context
+  // Every stream the context has (destroyed ones included: they stay owned), for the statistics.
+  std::vector<const Stream*> all_streams();
+
+  CUcontext handle() { return reinterpret_cast<CUcontext>(this); }
+
+ private:
+  std::mutex streams_mutex_;
+  std::unique_ptr<Stream> legacy_;
+  std::vector<std::unique_ptr<Stream>> streams_;     // created and per-thread streams
+  std::vector<Stream*> live_streams_;                 // not yet destroyed by the program
+  uint64_t id_;                                       // never reused, unlike the address
+};
+
+// The calling thread's current context, or nullptr.
+Context* current_context();
+void set_current_context(Context* context);  // replaces the top of the stack
+void push_context(Context* context);
+Context* pop_context();
+
+// Handles from the program are checked against the live contexts before use.
+Context* context_from_handle(CUcontext handle);
+Context* create_context(Device* device, unsigned int flags);
+void register_primary_context(Context* context);
+void destroy_context(Context* context);
+// Calls `visit` on each live context; none is destroyed meanwhile (the statistics at exit).
+void for_each_context(const std::function<void(Context&)>& visit);
+
+}  // namespace simcuda

@@ -1,0 +1,81 @@
+// The copy engine: checking the pointers of copies and memsets at call time, and the work that
+// performs them later on a stream's worker thread, through the shadow view (device_view()).
+#pragma once
+
+#include <cuda.h>
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "core/stream.h"
+
+namespace simcuda {
+
+class Device;
+
+// Where a pointer lives, as the driver tells with unified addressing.
+enum class MemoryPlace {
+  kDevice,        // the simulated address space: device, managed and VMM memory
+  kPinnedHost,    // page-locked host memory simcuda knows (cuMemHostAlloc, cuMemHostRegister)
+  kPageableHost,  // any other host memory
+};
+MemoryPlace place_of(uint64_t address);
+
+// CUDA_ERROR_INVALID_VALUE unless [address, address + size) lies inside live allocations
+// (adjacent VMM mappings may share a range). The driver checks the ranges it knows; and a
+// reserved but unmapped VMM range must be refused here, before a worker thread touches it.
+CUresult check_range(uint64_t address, uint64_t size);
+
+// A pointer the program passes as host memory: NULL is refused, device-side memory is checked
+// like check_range() (unified addressing lets a device pointer stand in), and anything else is
+// host memory the driver cannot check. On success `*place` says which.
+CUresult check_host_pointer(uint64_t address, uint64_t size, MemoryPlace* place);
+
+// A pitched copy; a linear copy is one row.
+struct Copy2D {
+  uint64_t dst = 0;
+  uint64_t dst_pitch = 0;
+  uint64_t src = 0;
+  uint64_t src_pitch = 0;
+  uint64_t width = 0;  // bytes per row
+  uint64_t height = 1;
+};
+
+// The bytes a pitched region spans from its first byte; UINT64_MAX when that does not fit in
+// 64 bits, which check_range() then refuses.
+inline uint64_t region_extent(uint64_t pitch, uint64_t width, uint64_t height) {
+  uint64_t rows = 0, extent = 0;
+  if (height == 0) return 0;
+  if (__builtin_mul_overflow(pitch, height - 1, &rows) ||
+      __builtin_add_overflow(rows, width, &extent))
+    return UINT64_MAX;
+  return extent;
+}
+
+// Copies the source rows now into a staging buffer and points `copy` at it, as the driver stages
+// a pageable source so that the program may reuse it as soon as an asynchronous copy returns.
+// The returned buffer must outlive the work.
+std::shared_ptr<std::vector<unsigned char>> stage_source(Copy2D& copy);
+
+// The work performing `copy`; its modeled time is the source read plus the destination write
+// (account_access(), Engine::kCopy; a device-to-device copy moves its bytes through HBM twice).
+// A copy between two pageable host buffers involves no device and costs nothing.
+StreamWork copy_work(Device& device, Copy2D copy,
+                     std::shared_ptr<std::vector<unsigned char>> staging = nullptr);
+
+struct Fill {
+  uint64_t dst = 0;
+  uint64_t pitch = 0;
+  uint64_t width = 0;  // elements per row
+  uint64_t height = 1;
+  unsigned element_size = 1;  // 1, 2 or 4
+  uint32_t value = 0;
+};
+
+// The work performing a memset. The driver fills memory with a kernel on the device, so it is
+// accounted as a device-side write (Engine::kKernel): managed pages migrate to the device first,
+// and writes to pinned host memory cross the link as zero-copy traffic.
+StreamWork fill_work(Device& device, Fill fill);
+
+}  // namespace simcuda

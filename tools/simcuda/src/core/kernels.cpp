@@ -1,0 +1,170 @@
+#include "core/kernels.h"
+
+#include <array>
+#include <cstring>
+#include <unordered_set>
+
+#include "core/device_memory.h"
+
+// The host implementations below must stay in step with tools/simcuda/kernels/vs_kernels.cu:
+// same names, same parameters in the same order, same results bit for bit.
+namespace simcuda {
+namespace {
+
+// Grid and block dimensions are ignored: each implementation does the whole grid-stride loop.
+
+bool aligned(uint64_t address, uint64_t alignment) { return address % alignment == 0; }
+
+// Note [Kernel parameters]: each parameter at the next offset aligned to its size.
+constexpr size_t abi_offset(std::span<const KernelParam> params, size_t index) {
+  size_t offset = 0;
+  for (size_t i = 0; i <= index; ++i) {
+    const size_t size = params[i].size;
+    offset = (offset + size - 1) / size * size;
+    if (i < index) offset += size;
+  }
+  return offset;
+}
+
+// A count of `element` sized items as bytes, saturated: a garbage count must not wrap around
+// into a small range (the kernel would then fault where the GPU does, at the first bad page).
+uint64_t span_bytes(uint64_t count, uint64_t element) {
+  return count > UINT64_MAX / element ? UINT64_MAX : count * element;
+}
+
+// --- vs_fill_u32(uint32_t* dst, uint32_t value, uint64_t count) ----------------------------------
+constexpr std::array kFillParams{KernelParam{"dst", 8}, KernelParam{"value", 4},
+                                 KernelParam{"count", 8}};
+static_assert(abi_offset(kFillParams, 1) == 8 && abi_offset(kFillParams, 2) == 16);
+struct FillArgs {
+  uint64_t dst;
+  uint32_t value;
+  uint64_t count;
+};
+FillArgs fill_args(const KernelArgs& args) {
+  return {args.at<uint64_t>(0), args.at<uint32_t>(8), args.at<uint64_t>(16)};
+}
+
+CUresult run_fill(const KernelArgs& args) {
+  const FillArgs a = fill_args(args);
+  if (a.count == 0) return CUDA_SUCCESS;
+  if (!aligned(a.dst, alignof(uint32_t))) return CUDA_ERROR_MISALIGNED_ADDRESS;
+  auto* dst = static_cast<uint32_t*>(device_view(a.dst));
+  for (uint64_t i = 0; i < a.count; ++i) dst[i] = a.value;
+  return CUDA_SUCCESS;
+}
+
+std::vector<MemoryRange> touches_fill(const KernelArgs& args) {
+  const FillArgs a = fill_args(args);
+  return {{a.dst, span_bytes(a.count, 4), Access::kWrite}};
+}
+
+// --- vs_copy(void* dst, const void* src, uint64_t bytes) -----------------------------------------
+constexpr std::array kCopyParams{KernelParam{"dst", 8}, KernelParam{"src", 8},
+                                 KernelParam{"bytes", 8}};
+static_assert(abi_offset(kCopyParams, 1) == 8 && abi_offset(kCopyParams, 2) == 16);
+
+CUresult run_copy(const KernelArgs& args) {
+  const auto dst = args.at<uint64_t>(0);
+  const auto src = args.at<uint64_t>(8);
+  const auto bytes = args.at<uint64_t>(16);
+  // memmove: overlapping ranges are a race on the GPU, but must not be undefined behaviour in
+  // simcuda itself.
+  if (bytes != 0) std::memmove(device_view(dst), device_view(src), bytes);
+  return CUDA_SUCCESS;
+}
+
+std::vector<MemoryRange> touches_copy(const KernelArgs& args) {
+  const auto bytes = args.at<uint64_t>(16);
+  return {{args.at<uint64_t>(8), bytes, Access::kRead},
+          {args.at<uint64_t>(0), bytes, Access::kWrite}};
+}
+
+// --- vs_axpy_f32(float* y, const float* x, float a, uint64_t n): y = a*x + y --------------------
+constexpr std::array kAxpyParams{KernelParam{"y", 8}, KernelParam{"x", 8}, KernelParam{"a", 4},
+                                 KernelParam{"n", 8}};
+static_assert(abi_offset(kAxpyParams, 2) == 16 && abi_offset(kAxpyParams, 3) == 24);
+
+CUresult run_axpy(const KernelArgs& args) {
+  const auto y_address = args.at<uint64_t>(0);
+  const auto x_address = args.at<uint64_t>(8);
+  const auto a = args.at<float>(16);
+  const auto n = args.at<uint64_t>(24);
+  if (n == 0) return CUDA_SUCCESS;
+  if (!aligned(y_address, alignof(float)) || !aligned(x_address, alignof(float)))
+    return CUDA_ERROR_MISALIGNED_ADDRESS;
+  auto* y = static_cast<float*>(device_view(y_address));
+  const auto* x = static_cast<const float*>(device_view(x_address));
+  // A multiply rounded, then an add rounded: the .cu kernel uses __fmul_rn/__fadd_rn so that
+  // nvcc does not contract them into an FMA, and this file is compiled as ISO C++ (no GNU
+  // extensions), where GCC does not contract either; the results match bit for bit.
+  for (uint64_t i = 0; i < n; ++i) {
+    const float product = a * x[i];
+    y[i] = product + y[i];
+  }
+  return CUDA_SUCCESS;
+}
+
+std::vector<MemoryRange> touches_axpy(const KernelArgs& args) {
+  const uint64_t bytes = span_bytes(args.at<uint64_t>(24), 4);
+  const auto y = args.at<uint64_t>(0);
+  return {{args.at<uint64_t>(8), bytes, Access::kRead},
+          {y, bytes, Access::kRead},
+          {y, bytes, Access::kWrite}};
+}
+
+constexpr std::array kTable{
+    KernelDef{"vs_fill_u32", kFillParams, run_fill, touches_fill},
+    KernelDef{"vs_copy", kCopyParams, run_copy, touches_copy},
+    KernelDef{"vs_axpy_f32", kAxpyParams, run_axpy, touches_axpy},
+};
+
+std::mutex loaded_code_mutex;
+// Leaked, so that exit-time callers (static destructors of the program) still find it.
+std::unordered_set<const Function*>& functions() {
+  static auto* live = new std::unordered_set<const Function*>();
+  return *live;
+}
+
+}  // namespace
+
+std::span<const KernelDef> kernel_table() { return kTable; }
+
+const KernelDef* find_kernel(std::string_view name) {
+  for (const KernelDef& kernel : kTable)
+    if (name == kernel.name) return &kernel;
+  return nullptr;
+}
+
+size_t param_offset(const KernelDef& kernel, size_t index) {
+  return abi_offset(kernel.params, index);
+}
+
+size_t param_buffer_size(const KernelDef& kernel) {
+  if (kernel.params.empty()) return 0;
+  const size_t last = kernel.params.size() - 1;
+  return param_offset(kernel, last) + kernel.params[last].size;
+}
+
+std::unique_lock<std::mutex> lock_loaded_code() { return std::unique_lock(loaded_code_mutex); }
+
+void register_functions(std::span<Function> functions_added) {
+  for (Function& function : functions_added) functions().insert(&function);
+}
+
+void unregister_functions(std::span<Function> functions_removed) {
+  for (Function& function : functions_removed) functions().erase(&function);
+}
+
+Function* live_function(const void* handle) {
+  auto* function = static_cast<const Function*>(handle);
+  return functions().contains(function) ? const_cast<Function*>(function) : nullptr;
+}
+
+const KernelDef* kernel_of_function(const void* handle) {
+  const auto lock = lock_loaded_code();
+  const Function* function = live_function(handle);
+  return function != nullptr ? function->kernel : nullptr;
+}
+
+}  // namespace simcuda

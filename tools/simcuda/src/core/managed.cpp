@@ -1,0 +1,401 @@
+// Residency of managed pages (Note [Managed pages] in managed.h).
+//
+// Note [Managed locking]
+// One mutex guards every page. The host-fault handler takes it inside a SIGSEGV handler, which
+// POSIX does not bless; it is safe here because the only code that holds the mutex is this
+// file's bookkeeping, which never touches a managed page through its host view (simcuda's copies
+// and kernels use the shadow view), so the faulting thread never holds it, and because the
+// handler's path allocates nothing (the LRU lists are intrusive). Device::charge may call the
+// reclaimer while a migration holds the mutex; `thread_holds_lock` lets it re-enter.
+#include "core/managed.h"
+
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "core/context.h"
+#include "core/device.h"
+#include "core/driver.h"
+#include "core/kernel_fault.h"
+
+namespace simcuda {
+namespace {
+
+// Modeled cost of one GPU page-fault round trip (fault buffer, CPU-side servicing, TLB
+// invalidation), paid once per 2 MiB page migrated on access; prefetches do not pay it.
+constexpr double kFaultBatchLatencySeconds = 20e-6;
+
+struct Page {
+  uint64_t address = 0;
+  uint64_t bytes = 0;
+  int location = kHostLocation;
+  bool host_copy = false;  // read-mostly page on a device whose host view stays readable
+  bool read_mostly = false;
+  int preferred = kNoLocation;
+  int last_prefetch = kNoLocation;
+  uint64_t accessed_by = 0;
+  uint64_t remote_mapped = 0;  // devices that mapped this host page for zero-copy access
+  Page* older = nullptr;       // the LRU list of the device the page is on
+  Page* newer = nullptr;
+};
+
+struct ManagedRange {
+  uint64_t base = 0;
+  uint64_t mapped = 0;
+  std::vector<Page> pages;  // never resized: the LRU lists point into it
+};
+
+struct Lru {
+  Page* oldest = nullptr;
+  Page* newest = nullptr;
+};
+
+struct State {
+  std::mutex mutex;
+  std::map<uint64_t, std::unique_ptr<ManagedRange>> ranges;
+  std::vector<Lru> lru;  // by device ordinal
+};
+
+// Created at the first cuMemAllocManaged and never destroyed (exit-time frees, the handler).
+std::atomic<State*> the_state{nullptr};
+std::once_flag state_once;
+thread_local bool thread_holds_lock = false;
+
+State& state() {
+  std::call_once(state_once, [] {
+    auto* created = new State();
+    created->lru.resize(static_cast<size_t>(Driver::instance()->device_count()));
+    the_state.store(created, std::memory_order_release);
+  });
+  return *the_state.load(std::memory_order_acquire);
+}
+
+class Locked {
+ public:
+  explicit Locked(State& state) : lock_(state.mutex) { thread_holds_lock = true; }
+  ~Locked() { thread_holds_lock = false; }
+  Locked(const Locked&) = delete;
+  Locked& operator=(const Locked&) = delete;
+
+ private:
+  std::lock_guard<std::mutex> lock_;
+};
+
+uint64_t bit(int location) {
+  return location == kHostLocation ? uint64_t{1} << kHostBit : uint64_t{1} << location;
+}
+
+void unlink(Lru& lru, Page& page) {
+  (page.older != nullptr ? page.older->newer : lru.oldest) = page.newer;
+  (page.newer != nullptr ? page.newer->older : lru.newest) = page.older;
+  page.older = page.newer = nullptr;
+}
+
+void push_newest(Lru& lru, Page& page) {
+  page.older = lru.newest;
+  page.newer = nullptr;
+  (lru.newest != nullptr ? lru.newest->newer : lru.oldest) = &page;
+  lru.newest = &page;
+}
+
+ManagedRange* range_containing(State& state, uint64_t address) {
+  auto it = state.ranges.upper_bound(address);
+  if (it == state.ranges.begin()) return nullptr;
+  --it;
+  return address - it->first < it->second->mapped ? it->second.get() : nullptr;
+}
+
+// Calls `visit(page, overlap)` for each page overlapping [address, address + size).
+template <typename Visit>
+void for_pages(ManagedRange& range, uint64_t address, uint64_t size, Visit visit) {
+  if (size == 0 || address < range.base) return;
+  const uint64_t end = std::min(address + size, range.base + range.mapped);
+  for (uint64_t at = address; at < end;) {
+    Page& page = range.pages[(at - range.base) / kManagedPage];
+    const uint64_t stop = std::min(end, page.address + page.bytes);
+    visit(page, stop - at);
+    at = stop;
+  }
+}
+
+double link_seconds(uint64_t bytes) {
+  return static_cast<double>(bytes) / Driver::instance()->config().cost.link_bytes_per_second;
+}
+
+// Moves a device-resident page back to the host. Async-signal-safe enough for the fault
+// handler: pointer updates, atomics and mprotect. Returns the bytes that crossed the link
+// (none for a read-mostly page, whose host copy is current).
+uint64_t move_to_host(State& state, Page& page) {
+  if (page.location == kHostLocation) return 0;
+  Device* device = Driver::instance()->device(page.location);
+  unlink(state.lru[static_cast<size_t>(page.location)], page);
+  device->uncharge(page.bytes);
+  const uint64_t moved = page.host_copy ? 0 : page.bytes;
+  page.location = kHostLocation;
+  page.host_copy = false;
+  Driver::instance()->addresses().set_host_access(page.address, page.bytes, true);
+  device->counters().link_bytes_migrations.fetch_add(moved, std::memory_order_relaxed);
+  return moved;
+}
+
+// Makes `page` resident on `device`, charging its VRAM (which may evict this device's older
+// pages). False when even eviction cannot make room: the page stays where it is.
+bool move_to_device(State& state, Device& device, Page& page) {
+  Lru& lru = state.lru[static_cast<size_t>(device.ordinal())];
+  if (page.location == device.ordinal()) {  // a touch: now the most recently used
+    unlink(lru, page);
+    push_newest(lru, page);
+    return true;
+  }
+  if (!device.charge(page.bytes)) return false;
+  if (page.location != kHostLocation) {
+    Device* from = Driver::instance()->device(page.location);
+    unlink(state.lru[static_cast<size_t>(page.location)], page);
+    from->uncharge(page.bytes);
+  }
+  page.location = device.ordinal();
+  push_newest(lru, page);
+  page.host_copy = page.read_mostly;
+  if (page.host_copy)
+    mprotect(reinterpret_cast<void*>(page.address), page.bytes, PROT_READ);
+  else
+    Driver::instance()->addresses().set_host_access(page.address, page.bytes, false);
+  device.counters().link_bytes_migrations.fetch_add(page.bytes, std::memory_order_relaxed);
+  return true;
+}
+
+// The Device reclaimer: evicts `device`'s managed pages, least recently used first, until
+// `bytes` are free. Re-entered from move_to_device's charge with the lock already held.
+uint64_t reclaim(Device& device, uint64_t bytes) {
+  State& s = state();
+  std::unique_lock<std::mutex> lock(s.mutex, std::defer_lock);
+  const bool reentered = thread_holds_lock;
+  if (!reentered) {
+    lock.lock();
+    thread_holds_lock = true;
+  }
+  uint64_t freed = 0;
+  Lru& lru = s.lru[static_cast<size_t>(device.ordinal())];
+  while (freed < bytes && lru.oldest != nullptr) {
+    Page& victim = *lru.oldest;
+    freed += victim.bytes;
+    move_to_host(s, victim);
+    device.counters().managed_evictions.fetch_add(1, std::memory_order_relaxed);
+  }
+  if (!reentered) thread_holds_lock = false;
+  return freed;
+}
+
+void install_hooks() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    Driver& driver = *Driver::instance();
+    for (int ordinal = 0; ordinal < driver.device_count(); ++ordinal)
+      driver.device(ordinal)->set_reclaimer(reclaim);
+    set_host_fault_handler(handle_managed_host_fault);
+  });
+}
+
+}  // namespace
+
+CUresult allocate_managed(Context& context, uint64_t size, unsigned int flags, CUdeviceptr* out) {
+  State& s = state();
+  install_hooks();
+  Allocation allocation;
+  const CUresult result = map_new_memory(
+      *context.device,
+      {.size = size, .kind = MemoryKind::kManaged, .charge_vram = false, .host_accessible = true},
+      allocation);
+  if (result != CUDA_SUCCESS) return result;
+  allocation.context = &context;
+  allocation.flags = flags;
+  auto range = std::make_unique<ManagedRange>();
+  range->base = allocation.base;
+  range->mapped = allocation.mapped;
+  range->pages.resize((allocation.mapped + kManagedPage - 1) / kManagedPage);
+  for (size_t i = 0; i < range->pages.size(); ++i) {
+    range->pages[i].address = allocation.base + i * kManagedPage;
+    range->pages[i].bytes = std::min(kManagedPage, allocation.mapped - i * kManagedPage);
+  }
+  {
+    Locked lock(s);
+    s.ranges.emplace(allocation.base, std::move(range));
+  }
+  Driver::instance()->allocations().add(allocation);
+  *out = allocation.base;
+  return CUDA_SUCCESS;
+}
+
+void release_managed(const Allocation& managed) {
+  State& s = state();
+  std::unique_ptr<ManagedRange> range;
+  {
+    Locked lock(s);
+    auto it = s.ranges.find(managed.base);
+    if (it != s.ranges.end()) {
+      range = std::move(it->second);
+      s.ranges.erase(it);
+      for (Page& page : range->pages) {
+        if (page.location == kHostLocation) continue;
+        unlink(s.lru[static_cast<size_t>(page.location)], page);
+        Driver::instance()->device(page.location)->uncharge(page.bytes);
+      }
+    }
+  }
+  unmap_memory(managed, 0);
+}
+
+bool handle_managed_host_fault(void* address) {
+  State* s = the_state.load(std::memory_order_acquire);
+  Driver* driver = Driver::instance();
+  const auto at = reinterpret_cast<uint64_t>(address);
+  if (s == nullptr || driver == nullptr || !driver->addresses().contains(at)) return false;
+  std::lock_guard lock(s->mutex);  // Note [Managed locking]
+  ManagedRange* range = range_containing(*s, at);
+  if (range == nullptr) return false;
+  Page& page = range->pages[(at - range->base) / kManagedPage];
+  if (page.location == kHostLocation) {
+    // Another thread's fault brought it back first; make sure the retry succeeds.
+    driver->addresses().set_host_access(page.address, page.bytes, true);
+    return true;
+  }
+  driver->device(page.location)->counters().managed_faults.fetch_add(1, std::memory_order_relaxed);
+  move_to_host(*s, page);
+  return true;
+}
+
+double migrate_managed_for_device_access(Device& device, const Allocation& managed,
+                                         uint64_t address, uint64_t size) {
+  State& s = state();
+  Locked lock(s);
+  auto it = s.ranges.find(managed.base);
+  if (it == s.ranges.end()) return 0.0;  // freed while the kernel was queued
+  uint64_t migrated = 0, faults = 0, zero_copy = 0;
+  const uint64_t me = bit(device.ordinal());
+  for_pages(*it->second, address, size, [&](Page& page, uint64_t overlap) {
+    if (page.location == kHostLocation &&
+        (page.preferred == kHostLocation || (page.accessed_by & me) != 0)) {
+      // Mapped where it lives: the kernel reads it over the link. Without accessed-by advice
+      // the first access faults to establish the mapping.
+      zero_copy += overlap;
+      if ((page.accessed_by & me) == 0 && (page.remote_mapped & me) == 0) {
+        page.remote_mapped |= me;
+        ++faults;
+      }
+      return;
+    }
+    const bool resident = page.location == device.ordinal();
+    if (move_to_device(s, device, page)) {
+      if (!resident) {
+        migrated += page.bytes;
+        ++faults;
+        device.counters().managed_faults.fetch_add(1, std::memory_order_relaxed);
+      }
+    } else {
+      zero_copy += overlap;  // VRAM is full of unevictable memory: access it remotely
+    }
+  });
+  device.counters().link_bytes_zero_copy.fetch_add(zero_copy, std::memory_order_relaxed);
+  return link_seconds(migrated + zero_copy) +
+         static_cast<double>(faults) * kFaultBatchLatencySeconds;
+}
+
+uint64_t managed_bytes_on_device(const Allocation& managed, uint64_t address, uint64_t size) {
+  State& s = state();
+  Locked lock(s);
+  auto it = s.ranges.find(managed.base);
+  if (it == s.ranges.end()) return 0;
+  uint64_t on_device = 0;
+  for_pages(*it->second, address, size, [&](Page& page, uint64_t overlap) {
+    if (page.location != kHostLocation) on_device += overlap;
+  });
+  return on_device;
+}
+
+void advise_managed(uint64_t address, uint64_t size, CUmem_advise advice, int location) {
+  State& s = state();
+  Locked lock(s);
+  ManagedRange* range = range_containing(s, address);
+  if (range == nullptr) return;
+  for_pages(*range, address, size, [&](Page& page, uint64_t) {
+    switch (advice) {
+      case CU_MEM_ADVISE_SET_READ_MOSTLY:
+        page.read_mostly = true;
+        if (page.location != kHostLocation && !page.host_copy) {
+          page.host_copy = true;  // the duplicate is created
+          mprotect(reinterpret_cast<void*>(page.address), page.bytes, PROT_READ);
+        }
+        break;
+      case CU_MEM_ADVISE_UNSET_READ_MOSTLY:
+        page.read_mostly = false;
+        if (page.host_copy) {
+          page.host_copy = false;
+          Driver::instance()->addresses().set_host_access(page.address, page.bytes, false);
+        }
+        break;
+      case CU_MEM_ADVISE_SET_PREFERRED_LOCATION:
+        page.preferred = location;
+        page.remote_mapped = 0;
+        break;
+      case CU_MEM_ADVISE_UNSET_PREFERRED_LOCATION:
+        page.preferred = kNoLocation;
+        break;
+      case CU_MEM_ADVISE_SET_ACCESSED_BY:
+        page.accessed_by |= bit(location);
+        break;
+      case CU_MEM_ADVISE_UNSET_ACCESSED_BY:
+        page.accessed_by &= ~bit(location);
+        page.remote_mapped &= ~bit(location);
+        break;
+      default:
+        break;
+    }
+  });
+}
+
+double prefetch_managed(uint64_t address, uint64_t size, int location) {
+  State& s = state();
+  Locked lock(s);
+  ManagedRange* range = range_containing(s, address);
+  if (range == nullptr) return 0.0;  // freed before the stream got here
+  Device* device = location == kHostLocation ? nullptr : Driver::instance()->device(location);
+  uint64_t moved = 0;
+  for_pages(*range, address, size, [&](Page& page, uint64_t) {
+    page.last_prefetch = location;
+    if (device == nullptr) {
+      moved += move_to_host(s, page);
+    } else if (page.location != location && move_to_device(s, *device, page)) {
+      moved += page.bytes;
+    }
+  });
+  return link_seconds(moved);
+}
+
+ManagedRangeAdvice managed_range_advice(uint64_t address, uint64_t size) {
+  State& s = state();
+  Locked lock(s);
+  ManagedRangeAdvice advice;
+  ManagedRange* range = range_containing(s, address);
+  if (range == nullptr) return advice;
+  bool first = true;
+  for_pages(*range, address, size, [&](Page& page, uint64_t) {
+    advice.read_mostly = advice.read_mostly && page.read_mostly;
+    if (first) {
+      advice.preferred = page.preferred;
+      advice.last_prefetch = page.last_prefetch;
+      advice.accessed_by = page.accessed_by;
+      first = false;
+      return;
+    }
+    if (advice.preferred != page.preferred) advice.preferred = kNoLocation;
+    if (advice.last_prefetch != page.last_prefetch) advice.last_prefetch = kNoLocation;
+    advice.accessed_by &= page.accessed_by;
+  });
+  return advice;
+}
+
+}  // namespace simcuda

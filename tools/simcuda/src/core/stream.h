@@ -1,0 +1,85 @@
+// Streams: queues of work that run asynchronously, in order, on one worker thread per stream,
+// so the ordering bugs a program (or the shim) could have on a GPU can happen here too.
+//
+// Each piece of work returns its modeled duration in seconds; the stream keeps a modeled clock
+// (the time its last work would have finished on the modeled GPU), which cuEventElapsedTime and
+// the statistics report. It is a model, never a measurement.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace simcuda {
+
+struct Context;
+class Stream;
+
+using StreamWork = std::function<double()>;
+
+// "Everything queued on `stream` up to `sequence`."
+struct StreamPoint {
+  Stream* stream = nullptr;
+  uint64_t sequence = 0;
+};
+
+class Stream {
+ public:
+  enum class Kind { kCreated, kLegacyDefault, kPerThreadDefault };
+
+  Stream(Context* context, Kind kind, unsigned int flags, int priority);
+  ~Stream();  // finishes queued work first
+  // Lets the worker exit once the queue is empty (cuStreamDestroy returns at once, as on a GPU).
+  // The object lives on, owned by its context, so work elsewhere that waits on it stays valid.
+  void retire();
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+
+  // Queues `work` to run after this stream's earlier work and after every point in `waits`.
+  uint64_t enqueue(StreamWork work, std::vector<StreamPoint> waits = {});
+  uint64_t last_enqueued() const;
+  bool reached(uint64_t sequence) const;
+  void wait_until(uint64_t sequence);
+  void synchronize() { wait_until(last_enqueued()); }
+  StreamPoint tail() { return {this, last_enqueued()}; }
+
+  // While a piece of work runs, its modeled start; otherwise the end of the last work run.
+  double modeled_clock() const { return clock_.load(std::memory_order_acquire); }
+  Context* context() const { return context_; }
+  Kind kind() const { return kind_; }
+  unsigned int flags() const { return flags_; }
+  int priority() const { return priority_; }
+  uint64_t id() const { return id_; }
+  // Non-blocking streams (CU_STREAM_NON_BLOCKING) do not synchronise with the legacy stream.
+  bool blocking() const;
+
+ private:
+  struct Job {
+    uint64_t sequence;
+    StreamWork work;
+    std::vector<StreamPoint> waits;
+  };
+  void run();
+
+  Context* context_;
+  Kind kind_;
+  unsigned int flags_;
+  int priority_;
+  uint64_t id_;
+  mutable std::mutex mutex_;
+  std::condition_variable queued_;
+  std::condition_variable completed_cv_;
+  std::deque<Job> jobs_;
+  uint64_t enqueued_ = 0;
+  uint64_t completed_ = 0;
+  bool stopping_ = false;
+  std::atomic<double> clock_{0.0};
+  std::thread worker_;
+};
+
+}  // namespace simcuda

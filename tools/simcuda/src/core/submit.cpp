@@ -1,0 +1,56 @@
+#include "core/submit.h"
+
+#include "core/capture.h"
+#include "core/context.h"
+
+namespace simcuda {
+
+CUresult resolve_stream(CUstream handle, DefaultStream null_means, Stream** out) {
+  Context* context = current_context();
+  if (context == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  if (handle == CU_STREAM_LEGACY || (handle == nullptr && null_means == DefaultStream::kLegacy)) {
+    *out = &context->legacy_stream();
+  } else if (handle == CU_STREAM_PER_THREAD || handle == nullptr) {
+    *out = &context->per_thread_stream();
+  } else {
+    auto* stream = reinterpret_cast<Stream*>(handle);
+    if (!context->owns_stream(stream)) return CUDA_ERROR_INVALID_HANDLE;
+    *out = stream;
+  }
+  return CUDA_SUCCESS;
+}
+
+uint64_t submit(Stream& stream, StreamWork work, std::vector<StreamPoint> extra_waits) {
+  Context& context = *stream.context();
+  std::vector<StreamPoint> waits = std::move(extra_waits);
+  if (stream.kind() == Stream::Kind::kLegacyDefault) {
+    std::vector<StreamPoint> tails = context.blocking_stream_tails();
+    waits.insert(waits.end(), tails.begin(), tails.end());
+  } else if (stream.blocking()) {
+    waits.push_back(context.legacy_stream().tail());
+  }
+  return stream.enqueue(std::move(work), std::move(waits));
+}
+
+void submit_and_wait(Stream& stream, StreamWork work) {
+  stream.wait_until(submit(stream, std::move(work)));
+}
+
+CUresult submit_async(Stream& stream, StreamWork work, Placement* placement) {
+  Placement placed;
+  if (CUresult result = capture_work(stream, work, &placed.capture_id); result != CUDA_SUCCESS)
+    return result;
+  if (placed.capture_id == 0) placed.sequence = submit(stream, std::move(work));
+  if (placement != nullptr) *placement = placed;
+  return CUDA_SUCCESS;
+}
+
+CUresult submit_sync(Stream& stream, StreamWork work, bool wait) {
+  if (CUresult result = check_unsafe_call(); result != CUDA_SUCCESS) return result;
+  if (CUresult result = check_sync(stream); result != CUDA_SUCCESS) return result;
+  const uint64_t sequence = submit(stream, std::move(work));
+  if (wait) stream.wait_until(sequence);
+  return CUDA_SUCCESS;
+}
+
+}  // namespace simcuda

@@ -1,0 +1,61 @@
+// Turning a CUstream handle into a stream, and queueing work with the default streams' rules.
+//
+// Note [Default streams]
+// NULL means the legacy default stream for the plain exports (cuMemcpyAsync) and the calling
+// thread's per-thread default stream for the _ptsz/_ptds exports (what nvcc's
+// --default-stream per-thread and cudart's flags=2 lookups select). CU_STREAM_LEGACY and
+// CU_STREAM_PER_THREAD name them explicitly from anywhere. Work on the legacy stream waits for
+// all earlier work on every blocking stream of the context, and work on a blocking stream waits
+// for earlier legacy-stream work; CU_STREAM_NON_BLOCKING streams are exempt from both.
+#pragma once
+
+#include <cuda.h>
+
+#include "core/api.h"
+#include "core/stream.h"
+
+namespace simcuda {
+
+enum class DefaultStream { kLegacy, kPerThread };
+
+// A stream of the current context. CUDA_ERROR_INVALID_CONTEXT without a current context,
+// CUDA_ERROR_INVALID_HANDLE for a handle that is no live stream of it.
+CUresult resolve_stream(CUstream handle, DefaultStream null_means, Stream** out);
+
+// Queues `work` on `stream` after the implicit waits of Note [Default streams] and after
+// `extra_waits`; returns its sequence number on `stream`. Knows nothing of capture: entry points
+// use submit_async() or submit_sync().
+uint64_t submit(Stream& stream, StreamWork work, std::vector<StreamPoint> extra_waits = {});
+
+// Queues `work` and waits for it.
+void submit_and_wait(Stream& stream, StreamWork work);
+
+// Where submit_async() put a piece of work.
+struct Placement {
+  uint64_t sequence = 0;    // its sequence number on the stream when it was queued
+  uint64_t capture_id = 0;  // the capture that recorded it instead, or 0
+};
+
+// What every asynchronous entry point (a copy, a kernel launch, a host function) queues its work
+// with: recorded when the stream captures, refused as Note [Stream capture] in core/capture.h
+// says, otherwise submit().
+CUresult submit_async(Stream& stream, StreamWork work, Placement* placement = nullptr);
+
+// A synchronous call on `stream` (one of the default streams): refused while capture forbids it
+// (check_unsafe_call(), check_sync()), otherwise submitted and, when `wait`, waited for.
+CUresult submit_sync(Stream& stream, StreamWork work, bool wait = true);
+
+}  // namespace simcuda
+
+// Defines the plain export `name`, where NULL is the legacy default stream, and its per-thread
+// twin `pt_name` (the _ptsz/_ptds export), where NULL is the per-thread default stream, over one
+// implementation called as impl(DefaultStream, args...).
+#define SIMCUDA_DEFAULT_STREAM_EXPORTS(name, pt_name, impl, params, ...) \
+  SIMCUDA_EXPORT CUresult CUDAAPI name params {                          \
+    SIMCUDA_ENTER(#name);                                                \
+    return impl(::simcuda::DefaultStream::kLegacy, __VA_ARGS__);         \
+  }                                                                      \
+  SIMCUDA_EXPORT CUresult CUDAAPI pt_name params {                       \
+    SIMCUDA_ENTER(#pt_name);                                             \
+    return impl(::simcuda::DefaultStream::kPerThread, __VA_ARGS__);      \
+  }

@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# README command 2 (and CI's only command): install what is missing, build, run the tests, then build
+# and run them again under AddressSanitizer + UndefinedBehaviorSanitizer. Run with --help for details.
+set -uo pipefail
+# shellcheck source=tools/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+cd "$VRAMSPILL_ROOT" || exit 1
+
+usage() {
+  cat <<EOF
+Usage: tools/test.sh [--no-sanitizers] [--help]
+
+  1. tools/install-deps.sh (installs missing packages; checks for the CUDA headers)
+  2. configures and builds build/ (Ninja, RelWithDebInfo), runs its tests:
+       ctest --test-dir build --output-on-failure -LE gpu -j$JOBS
+  3. configures and builds build-asan/ with -DVRAMSPILL_SANITIZE="address;undefined" and runs the
+     same tests there (skipped with --no-sanitizers)
+Tests labelled 'gpu' need a real GPU and are excluded. Parallelism is the number of cores ($JOBS
+here); set JOBS to change it. Prints a summary at the end; exits non-zero if any step failed.
+
+  --no-sanitizers   skip step 3
+  -h, --help        show this help
+EOF
+}
+
+sanitizers=1
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    -h | --help) usage; exit 0 ;;
+    --no-sanitizers) sanitizers=0 ;;
+    *) printf 'test.sh: unknown argument %s\n' "$1" >&2; usage >&2; exit 2 ;;
+  esac
+  shift
+done
+
+summary=()
+failed=0
+record() {  # record NAME STATUS SECONDS
+  local verdict=ok
+  if [[ $2 -ne 0 ]]; then
+    verdict="FAILED (exit $2)"
+    failed=1
+  fi
+  summary+=("$(printf '  %-38s %5ss  %s' "$1" "$3" "$verdict")")
+}
+
+# run_pass NAME BUILD_DIR [CMAKE_ARGS...]: build, then (if the build worked) test.
+run_pass() {
+  local name=$1 dir=$2
+  shift 2
+  local start=$SECONDS rc=0
+  step "[$name] configure and build $dir"
+  configure_and_build "$dir" "$@" || rc=$?
+  record "$name: build ${dir#"$VRAMSPILL_ROOT"/}/" "$rc" $((SECONDS - start))
+  if [[ $rc -ne 0 ]]; then
+    summary+=("  $name: tests not run (build failed)")
+    return
+  fi
+  start=$SECONDS
+  step "[$name] ctest in $dir"
+  ctest --test-dir "$dir" --output-on-failure -LE gpu -j"$JOBS" --no-tests=error --timeout 600 ||
+    rc=$?
+  record "$name: tests (ctest -LE gpu)" "$rc" $((SECONDS - start))
+}
+
+step "Checking build dependencies"
+start=$SECONDS
+rc=0
+"$VRAMSPILL_ROOT/tools/install-deps.sh" || rc=$?
+record "dependencies (tools/install-deps.sh)" "$rc" $((SECONDS - start))
+
+if [[ $rc -eq 0 ]]; then
+  run_pass plain "$VRAMSPILL_ROOT/build"
+  if [[ $sanitizers -eq 1 ]]; then
+    # halt_on_error etc. come from -fno-sanitize-recover=all; print stacks for UBSan too.
+    UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1} \
+      run_pass asan+ubsan "$VRAMSPILL_ROOT/build-asan" '-DVRAMSPILL_SANITIZE=address;undefined'
+  else
+    summary+=("  asan+ubsan: skipped (--no-sanitizers)")
+  fi
+else
+  summary+=("  build and tests not run (dependencies missing)")
+fi
+
+printf '\n==> Summary\n'
+printf '%s\n' "${summary[@]}"
+if [[ $failed -ne 0 ]]; then
+  printf 'test.sh: FAILED\n'
+  exit 1
+fi
+printf 'test.sh: all passed\n'

@@ -19,7 +19,7 @@ and demo.sh exits 0 for it. Any other failure exits non-zero.
 The demo runs on the real GPU when an NVIDIA driver is present (/proc/driver/nvidia/version, or a
 libcuda.so.1 in the loader cache that is not simcuda); otherwise it runs on the simulated GPU, with
 build/simcuda (simcuda's libcuda.so.1) first on LD_LIBRARY_PATH. simcuda reads SIMCUDA_* variables
-from the environment (see README.md).
+from the environment (see tools/simcuda/README.md).
 
   --sim        run on the simulated GPU even when a driver is present
   -h, --help   show this help

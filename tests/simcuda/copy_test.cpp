@@ -17,12 +17,6 @@ std::vector<unsigned char> pattern(size_t bytes, unsigned seed) {
   return data;
 }
 
-std::vector<unsigned char> download(CUdeviceptr source, size_t bytes) {
-  std::vector<unsigned char> host(bytes);
-  EXPECT_CU(cuMemcpyDtoH(host.data(), source, bytes));
-  return host;
-}
-
 // Offsets into allocations and sizes that are not multiples of 4; the bytes around the copied
 // range must stay as they were.
 TEST_F(CopyTest, RoundTripsAreByteExact) {

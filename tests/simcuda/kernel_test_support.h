@@ -6,7 +6,6 @@
 
 #include <cstdint>
 #include <cstdlib>
-#include <vector>
 
 #include "driver_test_support.h"
 
@@ -40,17 +39,6 @@ class KernelFixture : public DriverTest {
   CUresult axpy(CUdeviceptr y, CUdeviceptr x, float a, uint64_t n, CUstream stream = nullptr) {
     void* params[] = {&y, &x, &a, &n};
     return cuLaunchKernel(axpy_, 64, 1, 1, 256, 1, 1, 0, stream, params, nullptr);
-  }
-
-  template <typename T>
-  static std::vector<T> download(CUdeviceptr source, size_t count) {
-    std::vector<T> host(count);
-    EXPECT_CU(cuMemcpyDtoH(host.data(), source, count * sizeof(T)));
-    return host;
-  }
-  template <typename T>
-  static void upload(CUdeviceptr destination, const std::vector<T>& host) {
-    EXPECT_CU(cuMemcpyHtoD(destination, host.data(), host.size() * sizeof(T)));
   }
 
   CUmodule module_ = nullptr;

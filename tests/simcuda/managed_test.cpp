@@ -34,12 +34,6 @@ class ManagedTest : public KernelFixture {
     KernelFixture::TearDown();
   }
 
-  static size_t used() {
-    size_t free = 0, total = 0;
-    EXPECT_CU(cuMemGetInfo(&free, &total));
-    return total - free;
-  }
-
   // Modeled milliseconds of one fill of the 2 MiB page at `page`.
   float fill_page_ms(CUdeviceptr page, uint32_t value) {
     CUevent start = nullptr, end = nullptr;
@@ -343,14 +337,8 @@ TEST(ManagedSupportDeathTest, DevicesWithoutManagedMemoryRefuseIt) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_EXIT(
       {
-        setenv("SIMCUDA_ATTRS", "MANAGED_MEMORY=0", 1);
-        CUdevice device = 0;
-        CUcontext context = nullptr;
+        init_child_with_attributes("MANAGED_MEMORY=0", 2);
         CUdeviceptr managed = 0;
-        if (cuInit(0) != CUDA_SUCCESS || cuDeviceGet(&device, 0) != CUDA_SUCCESS ||
-            cuDevicePrimaryCtxRetain(&context, device) != CUDA_SUCCESS ||
-            cuCtxSetCurrent(context) != CUDA_SUCCESS)
-          std::exit(2);
         std::exit(cuMemAllocManaged(&managed, 4096, CU_MEM_ATTACH_GLOBAL) ==
                           CUDA_ERROR_NOT_SUPPORTED
                       ? 0

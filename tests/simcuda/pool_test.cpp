@@ -1,38 +1,15 @@
 // Stream-ordered allocation on simcuda (1 GiB device): pool blocks, reuse in stream order and
 // across streams, release at synchronisation, attributes, created pools, exact VRAM accounting.
 //
-// A stream is held at a point by a host function that waits for a gate, so that a free queued
-// behind it has provably not run yet.
-#include <atomic>
-#include <chrono>
+// A stream is held at a point by a host function that waits for a gate (Gate, in
+// stream_test_support.h), so that a free queued behind it has provably not run yet.
 #include <cstdlib>
 #include <limits>
-#include <thread>
 
 #include "kernel_test_support.h"
+#include "stream_test_support.h"
 
 namespace {
-
-class Gate {
- public:
-  // Holds `stream` until open() (or destruction).
-  explicit Gate(CUstream stream) : stream_(stream) {
-    EXPECT_CU(cuLaunchHostFunc(stream_, wait, this));
-  }
-  ~Gate() { open(); }
-  void open() {
-    if (open_.exchange(true)) return;
-    EXPECT_CU(cuStreamSynchronize(stream_));
-  }
-
- private:
-  static void CUDA_CB wait(void* self) {
-    while (!static_cast<Gate*>(self)->open_.load())
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  CUstream stream_;
-  std::atomic<bool> open_{false};
-};
 
 class PoolTest : public KernelFixture {
  protected:
@@ -51,11 +28,6 @@ class PoolTest : public KernelFixture {
     KernelFixture::TearDown();
   }
 
-  static size_t used() {
-    size_t free = 0, total = 0;
-    EXPECT_CU(cuMemGetInfo(&free, &total));
-    return total - free;
-  }
   static cuuint64_t attribute(CUmemoryPool pool, CUmemPool_attribute which) {
     cuuint64_t value = 0;
     EXPECT_CU(cuMemPoolGetAttribute(pool, which, &value));
@@ -117,7 +89,8 @@ TEST_F(PoolTest, BlocksAreRoundedAndCountedExactly) {
 TEST_F(PoolTest, FreeThenAllocOnTheSameStreamReusesTheBlock) {
   CUdeviceptr first = 0, second = 0, elsewhere = 0;
   ASSERT_CU(cuMemAllocAsync(&first, 8 * kMiB, s1_));
-  Gate gate(s1_);
+  Gate gate;
+  EXPECT_CU(gate.block(s1_));
   ASSERT_CU(cuMemFreeAsync(first, s1_));  // not reached yet: s1 is held
   ASSERT_CU(cuMemAllocAsync(&second, 8 * kMiB, s1_));
   EXPECT_EQ(second, first);  // stream order makes it safe
@@ -126,6 +99,7 @@ TEST_F(PoolTest, FreeThenAllocOnTheSameStreamReusesTheBlock) {
   EXPECT_NE(elsewhere, first);  // another stream must not touch it before the free ran
   EXPECT_EQ(attribute(pool_, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), 16 * kMiB);
   gate.open();
+  EXPECT_CU(cuStreamSynchronize(s1_));
   ASSERT_CU(cuMemFreeAsync(elsewhere, s2_));
 }
 
@@ -144,13 +118,15 @@ TEST_F(PoolTest, WhenVramIsShortAnotherStreamWaitsForAPendingFree) {
   keep_everything();
   CUdeviceptr first = 0, second = 0;
   ASSERT_CU(cuMemAllocAsync(&first, 600 * kMiB, s1_));
-  Gate gate(s1_);
+  Gate gate;
+  EXPECT_CU(gate.block(s1_));
   ASSERT_CU(cuMemFreeAsync(first, s1_));
   ASSERT_CU(cuMemAllocAsync(&second, 600 * kMiB, s2_));  // no room for a second block
   EXPECT_EQ(second, first);
   ASSERT_CU(fill(second, 7u, 16, s2_));
   EXPECT_EQ(cuStreamQuery(s2_), CUDA_ERROR_NOT_READY);  // s2 now waits for s1's free
   gate.open();
+  EXPECT_CU(cuStreamSynchronize(s1_));
   ASSERT_CU(cuStreamSynchronize(s2_));
   EXPECT_EQ(download<uint32_t>(second, 16), std::vector<uint32_t>(16, 7u));
   EXPECT_EQ(used(), 600 * kMiB);
@@ -289,13 +265,7 @@ TEST(PoolSupportDeathTest, DevicesWithoutPoolsRefuseStreamOrderedAllocation) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_EXIT(
       {
-        setenv("SIMCUDA_ATTRS", "MEMORY_POOLS_SUPPORTED=0", 1);
-        CUdevice device = 0;
-        CUcontext context = nullptr;
-        if (cuInit(0) != CUDA_SUCCESS || cuDeviceGet(&device, 0) != CUDA_SUCCESS ||
-            cuDevicePrimaryCtxRetain(&context, device) != CUDA_SUCCESS ||
-            cuCtxSetCurrent(context) != CUDA_SUCCESS)
-          std::exit(100);
+        const CUdevice device = init_child_with_attributes("MEMORY_POOLS_SUPPORTED=0", 100);
         CUdeviceptr block = 0;
         CUmemoryPool pool = nullptr;
         const bool refused = cuMemAllocAsync(&block, 4096, nullptr) == CUDA_ERROR_NOT_SUPPORTED &&

@@ -31,11 +31,6 @@ CUmemAccessDesc read_write(CUmemLocationType type = CU_MEM_LOCATION_TYPE_DEVICE,
 
 class VmmTest : public KernelFixture {
  protected:
-  static size_t used() {
-    size_t free = 0, total = 0;
-    EXPECT_CU(cuMemGetInfo(&free, &total));
-    return total - free;
-  }
   static unsigned long long access_of(CUdeviceptr ptr, CUmemLocation location) {
     unsigned long long flags = 99;
     EXPECT_CU(cuMemGetAccess(&flags, &location, ptr));
@@ -281,13 +276,7 @@ TEST_F(VmmTest, ArgumentsAreCheckedAsTheDriverDoes) {
 
 // Support depends on device attributes, read at cuInit: each case is a re-executed child.
 [[noreturn]] void exit_with_vmm_results(const char* attributes) {
-  setenv("SIMCUDA_ATTRS", attributes, 1);
-  CUdevice device = 0;
-  CUcontext context = nullptr;
-  if (cuInit(0) != CUDA_SUCCESS || cuDeviceGet(&device, 0) != CUDA_SUCCESS ||
-      cuDevicePrimaryCtxRetain(&context, device) != CUDA_SUCCESS ||
-      cuCtxSetCurrent(context) != CUDA_SUCCESS)
-    std::exit(100);
+  init_child_with_attributes(attributes, 100);
   CUdeviceptr reserved = 0;
   CUmemGenericAllocationHandle handle = 0;
   const CUmemAllocationProp on_device = device_prop(), on_host = host_prop();

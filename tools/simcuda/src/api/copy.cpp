@@ -48,11 +48,14 @@ CUresult check_side(Side side, uint64_t address, uint64_t pitch, const Copy2D& c
   return simcuda::check_range(address, extent);
 }
 
-// Resolves the stream and checks both sides; `*places` gets {dst, src}.
+bool empty(const Copy2D& copy) { return copy.width == 0 || copy.height == 0; }
+
+// Resolves the stream and checks both sides; `*places` gets {dst, src}. An empty copy has no
+// sides to check: its callers stop after this, with the stream's result.
 CUresult prepare(DefaultStream null_means, CUstream hStream, const CopyRequest& request,
                  Stream** stream, MemoryPlace places[2]) {
   if (CUresult result = simcuda::resolve_stream(hStream, null_means, stream);
-      result != CUDA_SUCCESS)
+      result != CUDA_SUCCESS || empty(request.copy))
     return result;
   const Copy2D& copy = request.copy;
   if (CUresult result = check_side(request.dst_side, copy.dst, copy.dst_pitch, copy, &places[0]);
@@ -61,14 +64,11 @@ CUresult prepare(DefaultStream null_means, CUstream hStream, const CopyRequest& 
   return check_side(request.src_side, copy.src, copy.src_pitch, copy, &places[1]);
 }
 
-bool empty(const Copy2D& copy) { return copy.width == 0 || copy.height == 0; }
-
 CUresult copy_sync(DefaultStream null_means, const CopyRequest& request) {
   Stream* stream = nullptr;
   MemoryPlace places[2];
-  if (empty(request.copy)) return simcuda::resolve_stream(nullptr, null_means, &stream);
   if (CUresult result = prepare(null_means, nullptr, request, &stream, places);
-      result != CUDA_SUCCESS)
+      result != CUDA_SUCCESS || empty(request.copy))
     return result;
   return simcuda::submit_sync(*stream,
                               simcuda::copy_work(*stream->context()->device, request.copy));
@@ -77,9 +77,8 @@ CUresult copy_sync(DefaultStream null_means, const CopyRequest& request) {
 CUresult copy_async(DefaultStream null_means, CUstream hStream, CopyRequest request) {
   Stream* stream = nullptr;
   MemoryPlace places[2];
-  if (empty(request.copy)) return simcuda::resolve_stream(hStream, null_means, &stream);
   if (CUresult result = prepare(null_means, hStream, request, &stream, places);
-      result != CUDA_SUCCESS)
+      result != CUDA_SUCCESS || empty(request.copy))
     return result;
   const bool capturing = simcuda::stream_is_capturing(*stream);
   std::shared_ptr<std::vector<unsigned char>> staging;

@@ -94,6 +94,24 @@ CUresult prefetch(CUdeviceptr address, size_t size, CUresult location_result, in
   });
 }
 
+// The two ABIs of cuMemPrefetchAsync: a device ordinal (or CU_DEVICE_CPU), and since 12.2 a
+// CUmemLocation with flags (which must be 0).
+CUresult prefetch_to_ordinal(CUdeviceptr address, size_t size, CUdevice device, CUstream handle,
+                             simcuda::DefaultStream null_means) {
+  int location = kNoLocation;
+  const CUresult located = location_from_ordinal(device, &location);
+  return prefetch(address, size, located, location, handle, null_means);
+}
+
+CUresult prefetch_to_location(CUdeviceptr address, size_t size, const CUmemLocation& where,
+                              unsigned int flags, CUstream handle,
+                              simcuda::DefaultStream null_means) {
+  if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  int location = kNoLocation;
+  const CUresult located = location_from_struct(where, &location);
+  return prefetch(address, size, located, location, handle, null_means);
+}
+
 template <typename T>
 CUresult store(void* data, size_t data_size, T value) {
   if (data_size != sizeof(T)) return CUDA_ERROR_INVALID_VALUE;
@@ -179,37 +197,29 @@ SIMCUDA_EXPORT CUresult CUDAAPI cuMemAdvise_v2(CUdeviceptr devPtr, size_t count,
 SIMCUDA_EXPORT CUresult CUDAAPI cuMemPrefetchAsync(CUdeviceptr devPtr, size_t count,
                                                    CUdevice dstDevice, CUstream hStream) {
   SIMCUDA_ENTER("cuMemPrefetchAsync");
-  int location = kNoLocation;
-  const CUresult located = location_from_ordinal(dstDevice, &location);
-  return prefetch(devPtr, count, located, location, hStream, simcuda::DefaultStream::kLegacy);
+  return prefetch_to_ordinal(devPtr, count, dstDevice, hStream, simcuda::DefaultStream::kLegacy);
 }
 
 SIMCUDA_EXPORT CUresult CUDAAPI cuMemPrefetchAsync_ptsz(CUdeviceptr devPtr, size_t count,
                                                         CUdevice dstDevice, CUstream hStream) {
   SIMCUDA_ENTER("cuMemPrefetchAsync_ptsz");
-  int location = kNoLocation;
-  const CUresult located = location_from_ordinal(dstDevice, &location);
-  return prefetch(devPtr, count, located, location, hStream, simcuda::DefaultStream::kPerThread);
+  return prefetch_to_ordinal(devPtr, count, dstDevice, hStream, simcuda::DefaultStream::kPerThread);
 }
 
 SIMCUDA_EXPORT CUresult CUDAAPI cuMemPrefetchAsync_v2(CUdeviceptr devPtr, size_t count,
                                                       CUmemLocation location, unsigned int flags,
                                                       CUstream hStream) {
   SIMCUDA_ENTER("cuMemPrefetchAsync_v2");
-  if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
-  int where = kNoLocation;
-  const CUresult located = location_from_struct(location, &where);
-  return prefetch(devPtr, count, located, where, hStream, simcuda::DefaultStream::kLegacy);
+  return prefetch_to_location(devPtr, count, location, flags, hStream,
+                              simcuda::DefaultStream::kLegacy);
 }
 
 SIMCUDA_EXPORT CUresult CUDAAPI cuMemPrefetchAsync_v2_ptsz(CUdeviceptr devPtr, size_t count,
                                                            CUmemLocation location,
                                                            unsigned int flags, CUstream hStream) {
   SIMCUDA_ENTER("cuMemPrefetchAsync_v2_ptsz");
-  if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
-  int where = kNoLocation;
-  const CUresult located = location_from_struct(location, &where);
-  return prefetch(devPtr, count, located, where, hStream, simcuda::DefaultStream::kPerThread);
+  return prefetch_to_location(devPtr, count, location, flags, hStream,
+                              simcuda::DefaultStream::kPerThread);
 }
 
 SIMCUDA_EXPORT CUresult CUDAAPI cuMemRangeGetAttribute(void* data, size_t dataSize,

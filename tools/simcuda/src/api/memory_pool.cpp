@@ -78,6 +78,29 @@ CUresult device_of_location(const CUmemLocation* location, CUmemAllocationType t
   return device_with_pools(location->id, out);
 }
 
+// Which pool of a device a query answers: simcuda::default_pool or simcuda::current_pool.
+using PoolChoice = MemoryPool* (*)(Device&);
+
+// cuDeviceGet(Default)MemPool.
+CUresult pool_of_device(CUmemoryPool* out, CUdevice ordinal, PoolChoice choice) {
+  if (out == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  Device* device = nullptr;
+  if (CUresult result = device_with_pools(ordinal, &device); result != CUDA_SUCCESS) return result;
+  *out = simcuda::pool_handle(choice(*device));
+  return CUDA_SUCCESS;
+}
+
+// cuMemGet(Default)MemPool.
+CUresult pool_of_location(CUmemoryPool* out, const CUmemLocation* location,
+                          CUmemAllocationType type, PoolChoice choice) {
+  if (out == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  Device* device = nullptr;
+  if (CUresult result = device_of_location(location, type, &device); result != CUDA_SUCCESS)
+    return result;
+  *out = simcuda::pool_handle(choice(*device));
+  return CUDA_SUCCESS;
+}
+
 CUresult set_pool(Device& device, CUmemoryPool handle) {
   MemoryPool* pool = simcuda::pool_from_handle(handle);
   if (pool == nullptr) return CUDA_ERROR_INVALID_VALUE;
@@ -124,20 +147,12 @@ SIMCUDA_EXPORT CUresult CUDAAPI cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream h
 
 SIMCUDA_EXPORT CUresult CUDAAPI cuDeviceGetDefaultMemPool(CUmemoryPool* pool_out, CUdevice dev) {
   SIMCUDA_ENTER("cuDeviceGetDefaultMemPool");
-  if (pool_out == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  Device* device = nullptr;
-  if (CUresult result = device_with_pools(dev, &device); result != CUDA_SUCCESS) return result;
-  *pool_out = simcuda::pool_handle(simcuda::default_pool(*device));
-  return CUDA_SUCCESS;
+  return pool_of_device(pool_out, dev, simcuda::default_pool);
 }
 
 SIMCUDA_EXPORT CUresult CUDAAPI cuDeviceGetMemPool(CUmemoryPool* pool, CUdevice dev) {
   SIMCUDA_ENTER("cuDeviceGetMemPool");
-  if (pool == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  Device* device = nullptr;
-  if (CUresult result = device_with_pools(dev, &device); result != CUDA_SUCCESS) return result;
-  *pool = simcuda::pool_handle(simcuda::current_pool(*device));
-  return CUDA_SUCCESS;
+  return pool_of_device(pool, dev, simcuda::current_pool);
 }
 
 SIMCUDA_EXPORT CUresult CUDAAPI cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool) {
@@ -151,23 +166,13 @@ SIMCUDA_EXPORT CUresult CUDAAPI cuMemGetDefaultMemPool(CUmemoryPool* pool_out,
                                                        CUmemLocation* location,
                                                        CUmemAllocationType type) {
   SIMCUDA_ENTER("cuMemGetDefaultMemPool");
-  if (pool_out == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  Device* device = nullptr;
-  if (CUresult result = device_of_location(location, type, &device); result != CUDA_SUCCESS)
-    return result;
-  *pool_out = simcuda::pool_handle(simcuda::default_pool(*device));
-  return CUDA_SUCCESS;
+  return pool_of_location(pool_out, location, type, simcuda::default_pool);
 }
 
 SIMCUDA_EXPORT CUresult CUDAAPI cuMemGetMemPool(CUmemoryPool* pool, CUmemLocation* location,
                                                 CUmemAllocationType type) {
   SIMCUDA_ENTER("cuMemGetMemPool");
-  if (pool == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  Device* device = nullptr;
-  if (CUresult result = device_of_location(location, type, &device); result != CUDA_SUCCESS)
-    return result;
-  *pool = simcuda::pool_handle(simcuda::current_pool(*device));
-  return CUDA_SUCCESS;
+  return pool_of_location(pool, location, type, simcuda::current_pool);
 }
 
 SIMCUDA_EXPORT CUresult CUDAAPI cuMemSetMemPool(CUmemLocation* location, CUmemAllocationType type,

@@ -61,19 +61,21 @@ std::vector<simcuda::StreamPoint> sync_points(Stream& stream) {
   return points;
 }
 
-// Capture's rules for synchronising with or querying `stream` (Note [Stream capture]).
-CUresult check_sync_allowed(Stream& stream) {
-  if (stream.kind() == Stream::Kind::kLegacyDefault) {
+// The stream to synchronise with or query, after capture's rules for doing so (Note [Stream
+// capture]).
+CUresult resolve_for_sync(DefaultStream null_means, CUstream hStream, Stream** stream) {
+  if (CUresult result = resolve_stream(hStream, null_means, stream); result != CUDA_SUCCESS)
+    return result;
+  if ((*stream)->kind() == Stream::Kind::kLegacyDefault) {
     if (CUresult result = simcuda::check_unsafe_call(); result != CUDA_SUCCESS) return result;
   }
-  return simcuda::check_sync(stream);
+  return simcuda::check_sync(**stream);
 }
 
 CUresult synchronize(DefaultStream null_means, CUstream hStream) {
   Stream* stream = nullptr;
-  if (CUresult result = resolve_stream(hStream, null_means, &stream); result != CUDA_SUCCESS)
+  if (CUresult result = resolve_for_sync(null_means, hStream, &stream); result != CUDA_SUCCESS)
     return result;
-  if (CUresult result = check_sync_allowed(*stream); result != CUDA_SUCCESS) return result;
   for (const simcuda::StreamPoint& point : sync_points(*stream))
     point.stream->wait_until(point.sequence);
   // A synchronisation point, where stream-ordered pools give back memory (core/memory_pool.h).
@@ -83,9 +85,8 @@ CUresult synchronize(DefaultStream null_means, CUstream hStream) {
 
 CUresult query(DefaultStream null_means, CUstream hStream) {
   Stream* stream = nullptr;
-  if (CUresult result = resolve_stream(hStream, null_means, &stream); result != CUDA_SUCCESS)
+  if (CUresult result = resolve_for_sync(null_means, hStream, &stream); result != CUDA_SUCCESS)
     return result;
-  if (CUresult result = check_sync_allowed(*stream); result != CUDA_SUCCESS) return result;
   for (const simcuda::StreamPoint& point : sync_points(*stream))
     if (!point.stream->reached(point.sequence)) return CUDA_ERROR_NOT_READY;
   return stream->context()->sticky_error.load();

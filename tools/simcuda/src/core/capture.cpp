@@ -4,9 +4,9 @@
 #include <atomic>
 #include <mutex>
 #include <thread>
-#include <unordered_map>
 
 #include "core/context.h"
+#include "core/handle_table.h"
 
 namespace simcuda {
 namespace {
@@ -27,8 +27,8 @@ std::mutex capture_mutex;
 std::vector<std::unique_ptr<Sequence>> sequences;  // active or invalidated, not yet ended
 std::atomic<size_t> sequence_count{0};
 uint64_t next_sequence_id = 1;
-std::unordered_map<Graph*, std::shared_ptr<Graph>> graphs;
-std::unordered_map<GraphExec*, std::shared_ptr<GraphExec>> graph_execs;
+HandleTable<Graph> graphs;
+HandleTable<GraphExec> graph_execs;
 
 thread_local CUstreamCaptureMode thread_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
 
@@ -255,17 +255,16 @@ std::shared_ptr<Graph> new_graph(Context* context) {
 
 std::shared_ptr<Graph> graph_from_handle(CUgraph handle) {
   std::lock_guard lock(capture_mutex);
-  const auto found = graphs.find(reinterpret_cast<Graph*>(handle));
-  return found == graphs.end() ? nullptr : found->second;
+  return find_handle(graphs, handle);
 }
 
 CUresult destroy_graph(CUgraph handle) {
   std::lock_guard lock(capture_mutex);
-  const auto found = graphs.find(reinterpret_cast<Graph*>(handle));
-  if (found == graphs.end()) return CUDA_ERROR_INVALID_VALUE;
+  const std::shared_ptr<Graph> graph = find_handle(graphs, handle);
+  if (graph == nullptr) return CUDA_ERROR_INVALID_VALUE;
   // The capture still appends to it; cuStreamEndCapture hands it over, or discards it.
-  if (found->second->capturing) return CUDA_ERROR_ILLEGAL_STATE;
-  graphs.erase(found);
+  if (graph->capturing) return CUDA_ERROR_ILLEGAL_STATE;
+  graphs.erase(graph.get());
   return CUDA_SUCCESS;
 }
 
@@ -281,8 +280,7 @@ std::shared_ptr<GraphExec> new_graph_exec(const Graph& graph) {
 
 std::shared_ptr<GraphExec> graph_exec_from_handle(CUgraphExec handle) {
   std::lock_guard lock(capture_mutex);
-  const auto found = graph_execs.find(reinterpret_cast<GraphExec*>(handle));
-  return found == graph_execs.end() ? nullptr : found->second;
+  return find_handle(graph_execs, handle);
 }
 
 CUresult destroy_graph_exec(CUgraphExec handle) {

@@ -5,7 +5,7 @@
 
 #include "core/device_attributes.h"
 #include "core/error_names.h"
-#include "core/sizes.h"
+#include "util/sizes.h"
 
 namespace simcuda {
 namespace {
@@ -90,7 +90,7 @@ ConfigResult config_from_environment() {
     config.device_count = static_cast<int>(*count);
   }
   if (const char* value = variable("SIMCUDA_VRAM")) {
-    const std::optional<uint64_t> bytes = parse_size(value);
+    const std::optional<uint64_t> bytes = vramspill::parse_size(value);
     if (!bytes || *bytes == 0) {
       out.error = bad_value("SIMCUDA_VRAM", value, "a size per device such as 512MiB or 80GB");
       return out;
@@ -109,7 +109,7 @@ ConfigResult config_from_environment() {
   for (auto [name, target] : {std::pair{"SIMCUDA_HBM_BW", &config.cost.hbm_bytes_per_second},
                               std::pair{"SIMCUDA_LINK_BW", &config.cost.link_bytes_per_second}}) {
     if (const char* value = variable(name)) {
-      const std::optional<double> rate = parse_rate(value);
+      const std::optional<double> rate = vramspill::parse_rate(value);
       if (!rate) {
         out.error = bad_value(name, value, "bytes per second, e.g. 5e10 or 50GB");
         return out;

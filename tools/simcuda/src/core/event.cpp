@@ -1,6 +1,6 @@
 #include "core/event.h"
 
-#include <unordered_map>
+#include "core/handle_table.h"
 
 namespace simcuda {
 namespace {
@@ -9,8 +9,8 @@ constexpr unsigned int kEventFlags =
     CU_EVENT_DEFAULT | CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING | CU_EVENT_INTERPROCESS;
 
 std::mutex events_mutex;
-std::unordered_map<Event*, std::shared_ptr<Event>>& events() {
-  static auto* live = new std::unordered_map<Event*, std::shared_ptr<Event>>();  // outlives exit
+HandleTable<Event>& events() {
+  static auto* live = new HandleTable<Event>();  // outlives exit
   return *live;
 }
 
@@ -40,8 +40,7 @@ CUresult create_event(Context* context, unsigned int flags, CUevent* handle) {
 
 std::shared_ptr<Event> event_from_handle(CUevent handle) {
   std::lock_guard lock(events_mutex);
-  const auto found = events().find(reinterpret_cast<Event*>(handle));
-  return found == events().end() ? nullptr : found->second;
+  return find_handle(events(), handle);
 }
 
 CUresult destroy_event(CUevent handle) {

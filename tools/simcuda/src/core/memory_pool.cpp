@@ -169,6 +169,30 @@ void mark_free(MemoryPool& pool, Block& block, std::shared_ptr<std::atomic<bool>
   block.free_done = std::move(done);
 }
 
+// The block behind the registry entry `allocation` of a pool block, with its pool in `*pool`;
+// nullptr when that block is not handed out (a double free).
+Block* live_block(Pools& p, const Allocation& allocation, MemoryPool** pool) {
+  *pool = find_any(p, allocation.pool);
+  if (*pool == nullptr) return nullptr;
+  auto it = (*pool)->blocks.find(allocation.base);
+  return it != (*pool)->blocks.end() && it->second.live ? &it->second : nullptr;
+}
+
+// The reuse policy a CU_MEMPOOL_ATTR_REUSE_* attribute names (an int, 0 or 1), or nullptr for
+// any other attribute.
+int* reuse_policy(MemoryPool& pool, CUmemPool_attribute attribute) {
+  switch (attribute) {
+    case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES:
+      return &pool.reuse_follow_event_dependencies;
+    case CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC:
+      return &pool.reuse_allow_opportunistic;
+    case CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES:
+      return &pool.reuse_allow_internal_dependencies;
+    default:
+      return nullptr;
+  }
+}
+
 }  // namespace
 
 MemoryPool* default_pool(Device& device) {
@@ -245,15 +269,13 @@ CUresult pool_allocate(MemoryPool& pool, uint64_t size, Stream& stream, CUdevice
 CUresult pool_free_async(const Allocation& allocation, Stream& stream) {
   Pools& p = pools();
   std::lock_guard lock(p.mutex);
-  MemoryPool* pool = find_any(p, allocation.pool);
-  if (pool == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  auto it = pool->blocks.find(allocation.base);
-  if (it == pool->blocks.end() || !it->second.live) return CUDA_ERROR_INVALID_VALUE;
-  Block& block = it->second;
+  MemoryPool* pool = nullptr;
+  Block* block = live_block(p, allocation, &pool);
+  if (block == nullptr) return CUDA_ERROR_INVALID_VALUE;
   auto done = std::make_shared<std::atomic<bool>>(false);
-  mark_free(*pool, block, done);
-  block.freed_on = &stream;
-  block.free_sequence = submit(stream, [done] {
+  mark_free(*pool, *block, done);
+  block->freed_on = &stream;
+  block->free_sequence = submit(stream, [done] {
     done->store(true);
     return 0.0;
   });
@@ -263,11 +285,10 @@ CUresult pool_free_async(const Allocation& allocation, Stream& stream) {
 CUresult pool_free_now(const Allocation& allocation) {
   Pools& p = pools();
   std::lock_guard lock(p.mutex);
-  MemoryPool* pool = find_any(p, allocation.pool);
-  if (pool == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  auto it = pool->blocks.find(allocation.base);
-  if (it == pool->blocks.end() || !it->second.live) return CUDA_ERROR_INVALID_VALUE;
-  mark_free(*pool, it->second, std::make_shared<std::atomic<bool>>(true));
+  MemoryPool* pool = nullptr;
+  Block* block = live_block(p, allocation, &pool);
+  if (block == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  mark_free(*pool, *block, std::make_shared<std::atomic<bool>>(true));
   return CUDA_SUCCESS;
 }
 
@@ -279,16 +300,11 @@ void pool_trim_to(MemoryPool& pool, uint64_t keep_bytes) {
 CUresult pool_get_attribute(MemoryPool& pool, CUmemPool_attribute attribute, void* value) {
   std::lock_guard lock(pools().mutex);
   auto put = [value](auto number) { std::memcpy(value, &number, sizeof(number)); };
+  if (const int* policy = reuse_policy(pool, attribute)) {
+    put(*policy);
+    return CUDA_SUCCESS;
+  }
   switch (attribute) {
-    case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES:
-      put(pool.reuse_follow_event_dependencies);
-      return CUDA_SUCCESS;
-    case CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC:
-      put(pool.reuse_allow_opportunistic);
-      return CUDA_SUCCESS;
-    case CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES:
-      put(pool.reuse_allow_internal_dependencies);
-      return CUDA_SUCCESS;
     case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD:
       put(cuuint64_t{pool.release_threshold});
       return CUDA_SUCCESS;
@@ -311,21 +327,14 @@ CUresult pool_get_attribute(MemoryPool& pool, CUmemPool_attribute attribute, voi
 
 CUresult pool_set_attribute(MemoryPool& pool, CUmemPool_attribute attribute, const void* value) {
   std::lock_guard lock(pools().mutex);
-  int flag = 0;
+  if (int* policy = reuse_policy(pool, attribute)) {
+    int flag = 0;
+    std::memcpy(&flag, value, sizeof(flag));
+    *policy = flag != 0 ? 1 : 0;
+    return CUDA_SUCCESS;
+  }
   cuuint64_t number = 0;
   switch (attribute) {
-    case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES:
-      std::memcpy(&flag, value, sizeof(flag));
-      pool.reuse_follow_event_dependencies = flag != 0 ? 1 : 0;
-      return CUDA_SUCCESS;
-    case CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC:
-      std::memcpy(&flag, value, sizeof(flag));
-      pool.reuse_allow_opportunistic = flag != 0 ? 1 : 0;
-      return CUDA_SUCCESS;
-    case CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES:
-      std::memcpy(&flag, value, sizeof(flag));
-      pool.reuse_allow_internal_dependencies = flag != 0 ? 1 : 0;
-      return CUDA_SUCCESS;
     case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD:
       std::memcpy(&number, value, sizeof(number));
       pool.release_threshold = number;

@@ -1,12 +1,11 @@
-#include "core/sizes.h"
+#include "util/sizes.h"
 
 #include <array>
-#include <cerrno>
+#include <charconv>
 #include <cmath>
-#include <cstdlib>
-#include <string>
+#include <system_error>
 
-namespace simcuda {
+namespace vramspill {
 namespace {
 
 struct Unit {
@@ -28,10 +27,27 @@ constexpr std::array kUnits = {
     Unit{"B", 1.0},
 };
 
+// A plain non-negative decimal number. std::from_chars, not strtod: strtod follows LC_NUMERIC,
+// and the shim runs inside programs that may have set a locale whose decimal point is a comma.
+std::optional<double> parse_number(std::string_view text) {
+  if (text.empty() || text.front() == '-' || text.front() == '+') return std::nullopt;
+  double value = 0;
+  const auto [end, error] =
+      std::from_chars(text.data(), text.data() + text.size(), value, std::chars_format::general);
+  if (error != std::errc{} || end != text.data() + text.size() || !std::isfinite(value) ||
+      value < 0)
+    return std::nullopt;
+  return value;
+}
+
+std::string_view trim_trailing_spaces(std::string_view text) {
+  while (!text.empty() && text.back() == ' ') text.remove_suffix(1);
+  return text;
+}
+
 // Splits "1.5GiB" into 1.5 and the multiplier of "GiB".
 std::optional<double> parse_scaled(std::string_view text) {
-  while (!text.empty() && text.back() == ' ') text.remove_suffix(1);
-  if (text.empty()) return std::nullopt;
+  text = trim_trailing_spaces(text);
   double multiplier = 1.0;
   for (const Unit& unit : kUnits) {
     if (text.size() > unit.suffix.size() && text.ends_with(unit.suffix)) {
@@ -40,15 +56,9 @@ std::optional<double> parse_scaled(std::string_view text) {
       break;
     }
   }
-  const std::string number(text);
-  if (number.empty() || number.front() == '-' || number.front() == '+' || number.front() == ' ')
-    return std::nullopt;
-  char* end = nullptr;
-  errno = 0;
-  const double value = std::strtod(number.c_str(), &end);
-  if (errno != 0 || end != number.c_str() + number.size() || !std::isfinite(value) || value < 0)
-    return std::nullopt;
-  return value * multiplier;
+  const std::optional<double> value = parse_number(text);
+  if (!value) return std::nullopt;
+  return *value * multiplier;
 }
 
 }  // namespace
@@ -66,4 +76,13 @@ std::optional<double> parse_rate(std::string_view text) {
   return rate;
 }
 
-}  // namespace simcuda
+std::optional<double> parse_percent(std::string_view text) {
+  text = trim_trailing_spaces(text);
+  if (!text.ends_with('%')) return std::nullopt;
+  text.remove_suffix(1);
+  const std::optional<double> percent = parse_number(text);
+  if (!percent) return std::nullopt;
+  return *percent / 100.0;
+}
+
+}  // namespace vramspill

@@ -1,0 +1,113 @@
+// The shim's configuration as typed values, and load_config(), which reads it from the TOML file
+// named by VRAMSPILL_CONFIG and the VRAMSPILL_* environment variables.
+//
+// Every option, its default and its documentation live in one table (config/options.h); this
+// header only holds the typed result. Members below therefore have no meaningful initialisers:
+// get a Config from load_config() or default_config(), which fill it from the table.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+
+namespace vramspill {
+
+// A device-memory amount given either in bytes or as a fraction of the device's total memory.
+// The fraction stays a fraction until the device is known (the config is read before the driver
+// is asked anything), then resolve() turns it into bytes.
+class Budget {
+ public:
+  Budget() = default;  // zero bytes; a placeholder until the table's default is stored
+  static Budget bytes(uint64_t bytes) { return Budget(bytes, 0.0, false); }
+  // 0 < fraction <= 1; "45%" is fraction(0.45).
+  static Budget fraction(double fraction) { return Budget(0, fraction, true); }
+
+  bool is_fraction() const { return is_fraction_; }
+  uint64_t byte_count() const { return bytes_; }     // meaningful when !is_fraction()
+  double fraction_of_total() const { return fraction_; }  // meaningful when is_fraction()
+
+  // Bytes this budget allows on a device with `device_total` bytes; never more than the device.
+  uint64_t resolve(uint64_t device_total) const;
+
+  bool operator==(const Budget&) const = default;
+
+ private:
+  Budget(uint64_t bytes, double fraction, bool is_fraction)
+      : bytes_(bytes), fraction_(fraction), is_fraction_(is_fraction) {}
+
+  uint64_t bytes_ = 0;
+  double fraction_ = 0.0;
+  bool is_fraction_ = false;
+};
+
+// Enum options: the names are the TOML/env spellings, indexed by the enum's value; the options
+// table takes its list of valid choices from these arrays, so the two cannot drift apart.
+enum class SpillMode : uint8_t { kOff };
+inline constexpr std::array<std::string_view, 1> kSpillModeNames = {"off"};
+
+enum class LogLevel : uint8_t { kTrace, kDebug, kInfo, kWarn, kError, kOff };
+inline constexpr std::array<std::string_view, 6> kLogLevelNames = {"trace", "debug", "info",
+                                                                   "warn",  "error", "off"};
+
+struct DeviceConfig {
+  Budget budget;
+  uint64_t reserve_bytes{};
+
+  // What the ledger enforces: min(budget, device_total) - reserve, never below zero.
+  uint64_t limit(uint64_t device_total) const;
+};
+
+struct SpillConfig {
+  SpillMode mode{};
+};
+
+struct LogConfig {
+  LogLevel level{};
+  std::string file;  // empty: stderr
+  bool summary{};
+};
+
+struct Config {
+  DeviceConfig device;
+  SpillConfig spill;
+  LogConfig log;
+  std::string source_file;  // the VRAMSPILL_CONFIG file that was read; empty when none
+};
+
+// Why the configuration could not be loaded: one line per problem, each naming where it is
+// (file:line:column or the environment variable), the key, what was expected and, for enums
+// and unknown names, the valid choices. Ready to log as it is.
+struct ConfigError {
+  std::string message;
+};
+
+class ConfigResult {
+ public:
+  ConfigResult(Config config) : value_(std::move(config)) {}  // NOLINT(google-explicit-constructor)
+  ConfigResult(ConfigError error) : value_(std::move(error)) {}  // NOLINT(google-explicit-constructor)
+
+  bool ok() const { return std::holds_alternative<Config>(value_); }
+  explicit operator bool() const { return ok(); }
+  const Config& config() const { return std::get<Config>(value_); }
+  const ConfigError& error() const { return std::get<ConfigError>(value_); }
+
+ private:
+  std::variant<Config, ConfigError> value_;
+};
+
+// Every option at its default.
+Config default_config();
+
+// Reads VRAMSPILL_CONFIG (a TOML file; unset or empty: none) and the VRAMSPILL_* variables of
+// `environment`, a null-terminated array of "NAME=VALUE" strings like `environ`. Environment
+// beats file beats default. Unknown sections, keys and VRAMSPILL_* variables are errors, as are
+// wrong types and malformed values. Never throws (it runs behind the C boundary of the hooks).
+ConfigResult load_config(const char* const* environment) noexcept;
+
+// The same, from the process environment.
+ConfigResult load_config() noexcept;
+
+}  // namespace vramspill

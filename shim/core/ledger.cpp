@@ -1,0 +1,302 @@
+// The ledger's hot path (admit, on_allocated, cancel, on_freed) and its bookkeeping. The texts it
+// writes for people are in ledger_report.cpp.
+#include "core/ledger.h"
+
+#include <algorithm>
+#include <mutex>
+#include <new>
+
+namespace vramspill::core {
+
+Ledger::DeviceState* Ledger::state(int device) noexcept {
+  if (device < 0 || device >= kMaxDevices) return nullptr;
+  return &devices_[static_cast<std::size_t>(device)];
+}
+
+const Ledger::DeviceState* Ledger::state(int device) const noexcept {
+  if (device < 0 || device >= kMaxDevices) return nullptr;
+  return &devices_[static_cast<std::size_t>(device)];
+}
+
+void Ledger::set_device(int device, uint64_t total_bytes, uint64_t limit_bytes) noexcept {
+  DeviceState* d = state(device);
+  if (d == nullptr) {
+    note_internal_error();
+    return;
+  }
+  d->total.store(total_bytes, kRelaxed);
+  d->limit.store(limit_bytes, kRelaxed);
+  d->configured.store(true, kRelaxed);
+}
+
+Admission Ledger::admit(int device, Route route, uint64_t bytes,
+                        uint64_t pool_free_reserved) noexcept {
+  Admission admission;
+  admission.device = device;
+  admission.route = route;
+  admission.requested_bytes = bytes;
+  DeviceState* d = state(device);
+  if (d == nullptr) {
+    note_internal_error();
+    return admission;
+  }
+  uint64_t needed = bytes;
+  if (is_pool_route(route)) needed = bytes > pool_free_reserved ? bytes - pool_free_reserved : 0;
+  if (needed == 0) return admission;
+
+  // Note [Reservation protocol]: the check and the reservation are one compare-and-swap.
+  const uint64_t limit = d->limit.load(kRelaxed);
+  uint64_t held = d->held.load(kRelaxed);
+  do {
+    if (needed > limit || held > limit - needed) {
+      d->refused.fetch_add(1, kRelaxed);
+      try {
+        admission.refusal = refusal_text(device, route, bytes, pool_free_reserved, needed);
+        admission.admitted = false;
+        return admission;
+      } catch (...) {
+        // Without the explanation the refusal would be a mystery OOM: fail open instead.
+        note_internal_error();
+        d->held.fetch_add(needed, kRelaxed);
+        admission.reserved_bytes = needed;
+        return admission;
+      }
+    }
+  } while (!d->held.compare_exchange_weak(held, held + needed, kRelaxed, kRelaxed));
+  admission.reserved_bytes = needed;
+  return admission;
+}
+
+void Ledger::on_allocated(const Admission& admission, uint64_t key, uint64_t bytes) noexcept {
+  DeviceState* d = state(admission.device);
+  if (d == nullptr) return;  // admit() counted the out-of-range device already
+  if (!admission.admitted || key == 0) {
+    // A refused request has nothing to settle; a null key cannot be told apart from an empty
+    // slot (Note [Allocation table layout]), so that allocation goes untracked.
+    note_internal_error();
+    if (admission.admitted) cancel(admission);
+    return;
+  }
+  const uint64_t hash = AllocationTable::hash(key_space(admission.route), key);
+  Shard& s = shard(hash);
+  Allocation stale;
+  bool replaced = false;
+  try {
+    const std::lock_guard guard(s.lock);
+    replaced = s.table.insert(key, bytes, admission.device, admission.route, hash, stale);
+    ++s.counts[static_cast<std::size_t>(admission.device)][route_index(admission.route)]
+          .allocations;
+    if (replaced) {
+      ++s.counts[static_cast<std::size_t>(stale.device)][route_index(stale.route)].frees;
+    }
+  } catch (...) {
+    // The table could not grow: leave this allocation untracked (its free will be forwarded as
+    // unknown) and give its budget back, so the books stay balanced.
+    note_internal_error();
+    cancel(admission);
+    return;
+  }
+  if (replaced) {
+    missed_frees_.fetch_add(1, kRelaxed);
+    release(stale);
+  }
+
+  d->live[route_index(admission.route)].fetch_add(bytes, kRelaxed);
+  // Pool blocks are counted through their pool's reserved figure, which set_pool_reserved has
+  // already raised: the reservation only bridged the driver call.
+  const uint64_t counted = is_pool_route(admission.route) ? 0 : bytes;
+  uint64_t held = 0;
+  if (counted > admission.reserved_bytes) {
+    held = d->held.fetch_add(counted - admission.reserved_bytes, kRelaxed) + counted -
+           admission.reserved_bytes;
+  } else if (counted < admission.reserved_bytes) {
+    subtract(d->held, admission.reserved_bytes - counted);
+    held = d->held.load(kRelaxed);
+  } else {
+    held = d->held.load(kRelaxed);
+  }
+  raise_peak(*d, held);
+}
+
+void Ledger::cancel(const Admission& admission) noexcept {
+  DeviceState* d = state(admission.device);
+  if (d == nullptr || !admission.admitted || admission.reserved_bytes == 0) return;
+  subtract(d->held, admission.reserved_bytes);
+}
+
+std::optional<Allocation> Ledger::on_freed(uint64_t key, KeySpace space) noexcept {
+  // One named result, filled in place (Note [Allocation table layout] on store forwarding).
+  std::optional<Allocation> result;
+  if (key == 0) return result;
+  const uint64_t hash = AllocationTable::hash(space, key);
+  Shard& s = shard(hash);
+  Allocation& erased = result.emplace();
+  bool found = false;
+  {
+    const std::lock_guard guard(s.lock);
+    found = s.table.erase(space, key, hash, erased);
+    if (found) {
+      ++s.counts[static_cast<std::size_t>(erased.device)][route_index(erased.route)].frees;
+    }
+  }
+  if (found) {
+    release(erased);
+  } else {
+    result.reset();
+  }
+  return result;
+}
+
+void Ledger::release(const Allocation& entry) noexcept {
+  DeviceState* d = state(entry.device);
+  if (d == nullptr) return;  // never recorded: on_allocated rejects such devices
+  subtract(d->live[route_index(entry.route)], entry.bytes);
+  if (!is_pool_route(entry.route)) subtract(d->held, entry.bytes);
+}
+
+void Ledger::subtract(std::atomic<uint64_t>& counter, uint64_t bytes) noexcept {
+  uint64_t value = counter.load(kRelaxed);
+  uint64_t next = 0;
+  do {
+    if (value < bytes) {
+      note_internal_error();
+      next = 0;
+    } else {
+      next = value - bytes;
+    }
+  } while (!counter.compare_exchange_weak(value, next, kRelaxed, kRelaxed));
+}
+
+void Ledger::raise_peak(DeviceState& d, uint64_t held) noexcept {
+  uint64_t peak = d.peak.load(kRelaxed);
+  while (held > peak) {
+    if (d.peak.compare_exchange_weak(peak, held, kRelaxed, kRelaxed)) {
+      // The breakdown behind the peak, for the exit summary. Concurrent peaks may interleave
+      // their copies; the figures are then each true of some moment near the peak.
+      for (std::size_t r = 0; r < kRouteCount; ++r) {
+        d.live_at_peak[r].store(d.live[r].load(kRelaxed), kRelaxed);
+      }
+      d.pool_reserved_at_peak.store(d.pool_reserved.load(kRelaxed), kRelaxed);
+      return;
+    }
+  }
+}
+
+void Ledger::set_pool_reserved(int device, uint64_t pool_key, uint64_t reserved_bytes) noexcept {
+  DeviceState* d = state(device);
+  if (d == nullptr) {
+    note_internal_error();
+    return;
+  }
+  try {
+    // The mutex orders concurrent reports for one pool, so the deltas applied to the counters
+    // replay the map's own sequence of figures.
+    const std::lock_guard guard(pools_mutex_);
+    Pool old;
+    const auto it = std::find_if(pools_.begin(), pools_.end(),
+                                 [&](const Pool& pool) { return pool.key == pool_key; });
+    if (it != pools_.end()) {
+      old = *it;
+      if (reserved_bytes == 0) {
+        *it = pools_.back();
+        pools_.pop_back();
+      } else {
+        *it = Pool{.key = pool_key, .device = device, .reserved = reserved_bytes};
+      }
+    } else if (reserved_bytes != 0) {
+      pools_.push_back(Pool{.key = pool_key, .device = device, .reserved = reserved_bytes});
+    }
+    if (old.reserved != 0) {
+      DeviceState* previous = state(old.device);
+      subtract(previous->pool_reserved, old.reserved);
+      subtract(previous->held, old.reserved);
+    }
+    d->pool_reserved.fetch_add(reserved_bytes, kRelaxed);
+    const uint64_t held = d->held.fetch_add(reserved_bytes, kRelaxed) + reserved_bytes;
+    raise_peak(*d, held);
+  } catch (...) {
+    note_internal_error();  // the map could not grow: this pool's figure stays as it was
+  }
+}
+
+MemInfo Ledger::budget_view(int device, uint64_t driver_free,
+                            uint64_t driver_total) const noexcept {
+  const DeviceState* d = state(device);
+  if (d == nullptr || !d->configured.load(kRelaxed)) {
+    return {.free_bytes = driver_free, .total_bytes = driver_total};
+  }
+  const uint64_t limit = d->limit.load(kRelaxed);
+  const uint64_t held = d->held.load(kRelaxed);
+  const uint64_t total = std::min(limit, driver_total);
+  const uint64_t room = held >= limit ? 0 : limit - held;
+  return {.free_bytes = std::min({driver_free, room, total}), .total_bytes = total};
+}
+
+DeviceSnapshot Ledger::snapshot(int device) const noexcept {
+  DeviceSnapshot out;
+  out.device = device;
+  const DeviceState* d = state(device);
+  if (d == nullptr) return out;
+  out.configured = d->configured.load(kRelaxed);
+  out.total_bytes = d->total.load(kRelaxed);
+  out.limit_bytes = d->limit.load(kRelaxed);
+  out.held_bytes = d->held.load(kRelaxed);
+  out.peak_bytes = d->peak.load(kRelaxed);
+  out.pool_reserved_bytes = d->pool_reserved.load(kRelaxed);
+  out.pool_reserved_at_peak = d->pool_reserved_at_peak.load(kRelaxed);
+  out.refused = d->refused.load(kRelaxed);
+  for (std::size_t r = 0; r < kRouteCount; ++r) {
+    out.routes[r].live_bytes = d->live[r].load(kRelaxed);
+    out.routes[r].bytes_at_peak = d->live_at_peak[r].load(kRelaxed);
+  }
+  const auto index = static_cast<std::size_t>(device);
+  for (const Shard& s : shards_) {
+    const std::lock_guard guard(s.lock);
+    for (std::size_t r = 0; r < kRouteCount; ++r) {
+      const RouteCounts& counts = s.counts[index][r];
+      out.routes[r].allocations += counts.allocations;
+      out.routes[r].live_count += counts.allocations - counts.frees;
+    }
+  }
+  return out;
+}
+
+std::vector<int> Ledger::devices() const noexcept {
+  std::vector<int> out;
+  try {
+    for (int device = 0; device < kMaxDevices; ++device) {
+      const DeviceState& d = devices_[static_cast<std::size_t>(device)];
+      if (d.configured.load(kRelaxed) || d.peak.load(kRelaxed) != 0 || d.held.load(kRelaxed) != 0 ||
+          d.refused.load(kRelaxed) != 0) {
+        out.push_back(device);
+      }
+    }
+  } catch (...) {
+    note_internal_error();
+  }
+  return out;
+}
+
+std::vector<Allocation> Ledger::largest(int device, std::size_t count) const noexcept {
+  std::vector<Allocation> top;
+  if (count == 0) return top;
+  try {
+    top.reserve(count + 1);  // before any lock: nothing below allocates
+  } catch (...) {
+    note_internal_error();
+    return top;
+  }
+  const auto by_size = [](const Allocation& a, const Allocation& b) { return a.bytes > b.bytes; };
+  for (const Shard& s : shards_) {
+    const std::lock_guard guard(s.lock);
+    s.table.for_each([&](const Allocation& entry) {
+      if (entry.device != device) return;
+      if (top.size() == count && !by_size(entry, top.back())) return;
+      top.insert(std::upper_bound(top.begin(), top.end(), entry, by_size), entry);
+      if (top.size() > count) top.pop_back();
+    });
+  }
+  return top;
+}
+
+}  // namespace vramspill::core

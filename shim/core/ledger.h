@@ -1,0 +1,214 @@
+// The budget ledger: how many device bytes each route holds, and whether the next request fits.
+//
+// One Ledger per process. The hooks ask it before every device allocation (admit), tell it the
+// outcome (on_allocated or cancel) and every free (on_freed); cuMemGetInfo answers from it
+// (budget_view). It makes no driver calls, so unit tests drive it directly.
+//
+// Note [Reservation protocol]
+// Admission must be race-free against the limit: two threads must never both pass a check that
+// only one of them fits. So admit() does not merely compare, it *reserves*: one compare-and-swap
+// adds the request to the device's held counter only if the result stays within the limit. The
+// bytes stay reserved while the driver works, then exactly one of these settles the reservation:
+//   on_allocated(admission, key, bytes)  the driver succeeded; `bytes` is what it really took
+//                                        (for cuMemAllocPitch, pitch x height, which may exceed
+//                                        the request: the difference is added unconditionally,
+//                                        because the memory is already gone)
+//   cancel(admission)                    the driver failed; the reservation is given back
+// A hook that forgets both leaks budget; one that calls both (or either twice) under-counts, and
+// the ledger clamps at zero and counts an internal error rather than wrap around.
+// Frees: call on_freed *before* forwarding the free to the driver. Once the driver has the address
+// back it may hand it to another thread, whose on_allocated must not be undone by our late erase.
+// A peak taken while other reservations are in flight includes them: peaks are upper bounds by at
+// most the requests in flight at that moment.
+//
+// Note [Stream-ordered pools in the budget]
+// A pool holds device memory it has *reserved* (CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), whether or
+// not it has handed it out, and keeps it after cuMemFreeAsync up to its release threshold. So the
+// budget counts pools by what they reserve: the hooks report each pool's figure with
+// set_pool_reserved() (after each stream-ordered allocation, trim and destroy), and blocks handed
+// out by kMemAllocAsync / kMemAllocFromPoolAsync are tracked per route but never added to the held
+// bytes a second time. A request that fits in the pool's unused reserve (`pool_free_reserved` in
+// admit) needs no new device memory and is always admitted; otherwise admit reserves the shortfall.
+// Order for a stream-ordered allocation: admit, driver call, set_pool_reserved, on_allocated. The
+// pool's growth is then counted before its reservation is released, so held bytes never dip below
+// the truth. Pools grow in chunks, so the recorded figure may exceed the limit by one chunk.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/allocation_table.h"
+#include "core/route.h"
+#include "core/spin_lock.h"
+
+namespace vramspill::core {
+
+// Device ordinals the ledger tracks. Larger ordinals are admitted without accounting (and counted
+// as internal errors): no CUDA node exposes that many devices to one process today.
+inline constexpr int kMaxDevices = 32;
+// Live allocations a refusal lists, largest first.
+inline constexpr std::size_t kRefusalLargestCount = 5;
+
+// The outcome of admit(), and the token that on_allocated() or cancel() settles.
+struct Admission {
+  bool admitted = true;
+  int device = 0;
+  Route route = Route::kMemAlloc;
+  uint64_t requested_bytes = 0;
+  uint64_t reserved_bytes = 0;  // added to the device's held bytes until settled
+  std::string refusal;          // one paragraph for the log, when !admitted
+};
+
+// cuMemGetInfo's answer under the budget.
+struct MemInfo {
+  uint64_t free_bytes = 0;
+  uint64_t total_bytes = 0;
+};
+
+struct RouteSnapshot {
+  uint64_t live_bytes = 0;  // for pool routes: handed out, not reserved
+  uint64_t live_count = 0;
+  uint64_t allocations = 0;    // recorded since the start
+  uint64_t bytes_at_peak = 0;  // live bytes when the device's held bytes last peaked
+};
+
+struct DeviceSnapshot {
+  int device = 0;
+  bool configured = false;  // set_device() was called; otherwise the limit is unlimited
+  uint64_t total_bytes = 0;
+  uint64_t limit_bytes = 0;
+  uint64_t held_bytes = 0;  // non-pool routes' live bytes + pools' reserved bytes + reservations
+  uint64_t peak_bytes = 0;
+  uint64_t pool_reserved_bytes = 0;
+  uint64_t pool_reserved_at_peak = 0;
+  uint64_t refused = 0;
+  std::array<RouteSnapshot, kRouteCount> routes{};
+};
+
+// Make one lazily and never destroy it: threads may still allocate while the process exits.
+class Ledger {
+ public:
+  Ledger() = default;
+  Ledger(const Ledger&) = delete;
+  Ledger& operator=(const Ledger&) = delete;
+
+  // The caller computes `limit_bytes` (config: bytes or a percentage of `total_bytes`, minus the
+  // reserve). A device never configured counts allocations but has no limit.
+  void set_device(int device, uint64_t total_bytes, uint64_t limit_bytes) noexcept;
+
+  // Reserves room for `bytes` on `device`, or explains why not (Note [Reservation protocol]).
+  // For pool routes, `pool_free_reserved` is what the pool has reserved but not handed out;
+  // other routes ignore it (Note [Stream-ordered pools in the budget]).
+  [[nodiscard]] Admission admit(int device, Route route, uint64_t bytes,
+                                uint64_t pool_free_reserved = 0) noexcept;
+
+  // The driver allocated `bytes` under `admission`'s reservation; `key` names the allocation in
+  // the route's key space (key_space()). A key that is already live replaces the old entry (its
+  // free went by a route the shim did not see; counted in missed_frees()).
+  void on_allocated(const Admission& admission, uint64_t key, uint64_t bytes) noexcept;
+
+  // The driver failed: gives back `admission`'s reservation.
+  void cancel(const Admission& admission) noexcept;
+
+  // Forgets an allocation and returns it; nullopt for a key the ledger never recorded (the hook
+  // then just forwards to the driver). Call before the driver's free.
+  std::optional<Allocation> on_freed(uint64_t key, KeySpace space = KeySpace::kPointer) noexcept;
+
+  // Replaces the ledger's figure for the pool `pool_key` (a CUmemoryPool) on `device`; 0 forgets
+  // the pool (cuMemPoolDestroy).
+  void set_pool_reserved(int device, uint64_t pool_key, uint64_t reserved_bytes) noexcept;
+
+  // cuMemGetInfo under the shim: total = min(limit, driver total), free = min(driver free, room
+  // left under the limit), never negative. An unconfigured device shows the driver's figures.
+  MemInfo budget_view(int device, uint64_t driver_free, uint64_t driver_total) const noexcept;
+
+  DeviceSnapshot snapshot(int device) const noexcept;
+  // Devices configured or holding (or having held) memory, ascending.
+  std::vector<int> devices() const noexcept;
+  // Up to `count` live allocations on `device`, largest first.
+  std::vector<Allocation> largest(int device, std::size_t count) const noexcept;
+
+  // For the exit log, one line, e.g. "device 0: peak 3.2 GiB of 20.0 GiB budget (cuMemAlloc
+  // 3.0 GiB, stream-ordered pools 0.2 GiB); routes seen: cuMemAlloc x120, cuMemAllocAsync x8;
+  // 1 refused". Devices are separated by " | ".
+  std::string summary_line() const noexcept;
+
+  // Times the ledger failed open (allocation failure inside it, a device ordinal out of range, a
+  // settled reservation settled again): the shim must never be the reason a job fails.
+  uint64_t internal_errors() const noexcept { return internal_errors_.load(kRelaxed); }
+  uint64_t missed_frees() const noexcept { return missed_frees_.load(kRelaxed); }
+
+ private:
+  // Every counter is a plain number whose only invariant is with itself: the limit check is one
+  // compare-and-swap on `held`, so no ordering between variables is needed.
+  static constexpr std::memory_order kRelaxed = std::memory_order_relaxed;
+  static constexpr uint64_t kUnlimited = std::numeric_limits<uint64_t>::max();
+  static constexpr std::size_t kShardCount = 16;
+
+  struct alignas(64) DeviceState {
+    std::atomic<uint64_t> held{0};
+    std::array<std::atomic<uint64_t>, kRouteCount> live{};
+    std::atomic<uint64_t> limit{kUnlimited};
+    std::atomic<uint64_t> total{0};
+    std::atomic<bool> configured{false};
+    std::atomic<uint64_t> peak{0};
+    std::atomic<uint64_t> pool_reserved{0};
+    std::atomic<uint64_t> refused{0};
+    std::array<std::atomic<uint64_t>, kRouteCount> live_at_peak{};
+    std::atomic<uint64_t> pool_reserved_at_peak{0};
+  };
+
+  // Counted under the shard lock, so they cost no atomic operation on the hot path.
+  struct RouteCounts {
+    uint64_t allocations = 0;
+    uint64_t frees = 0;
+  };
+
+  // Note [Allocation table layout]; the shard is picked by the top bits of the key's hash.
+  struct alignas(64) Shard {
+    mutable SpinLock lock;
+    AllocationTable table;
+    std::array<std::array<RouteCounts, kRouteCount>, kMaxDevices> counts{};
+  };
+
+  struct Pool {
+    uint64_t key = 0;  // the CUmemoryPool
+    int device = 0;
+    uint64_t reserved = 0;
+  };
+
+  DeviceState* state(int device) noexcept;
+  const DeviceState* state(int device) const noexcept;
+  Shard& shard(uint64_t hash) noexcept {
+    static_assert(kShardCount == 16, "shard() takes the top four bits of the hash");
+    return shards_[hash >> 60];
+  }
+  void note_internal_error() const noexcept { internal_errors_.fetch_add(1, kRelaxed); }
+  // Subtracts from `counter`, clamping at zero (and counting an internal error) on under-run.
+  void subtract(std::atomic<uint64_t>& counter, uint64_t bytes) noexcept;
+  void raise_peak(DeviceState& device, uint64_t held) noexcept;
+  // Undoes an entry's live and held bytes (a free, or a stale entry replaced).
+  void release(const Allocation& entry) noexcept;
+  std::string refusal_text(int device, Route route, uint64_t bytes, uint64_t pool_free_reserved,
+                           uint64_t needed) const;
+  std::string device_summary(const DeviceSnapshot& device) const;
+
+  std::array<DeviceState, kMaxDevices> devices_{};
+  std::array<Shard, kShardCount> shards_{};
+  mutable std::mutex pools_mutex_;
+  // Guarded by pools_mutex_. A process has a few pools (each device's default one, and those
+  // frameworks create), so a vector searched linearly; unlike a hash map it needs no dynamic
+  // initialisation, which keeps Ledger constexpr-constructible.
+  std::vector<Pool> pools_;
+  mutable std::atomic<uint64_t> internal_errors_{0};
+  std::atomic<uint64_t> missed_frees_{0};
+};
+
+}  // namespace vramspill::core

@@ -1,0 +1,54 @@
+// The driver routes by which device memory is allocated, and how each names its allocations.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace vramspill::core {
+
+// Every allocation route of DESIGN.md section 4 that draws on the device budget. The ledger keeps
+// live bytes per route, so a refusal can say which route holds the memory.
+enum class Route : uint8_t {
+  kMemAlloc,               // cuMemAlloc_v2
+  kMemAllocPitch,          // cuMemAllocPitch_v2 (counted as pitch x height)
+  kMemAllocManaged,        // cuMemAllocManaged
+  kMemAllocAsync,          // cuMemAllocAsync(_ptsz): the device's current pool
+  kMemAllocFromPoolAsync,  // cuMemAllocFromPoolAsync(_ptsz): an explicit pool
+  kMemCreate,              // cuMemCreate: a VMM physical handle (cuMemMap adds nothing)
+  kArray,                  // cuArrayCreate / cuArray3DCreate / cuMipmappedArrayCreate
+};
+
+inline constexpr std::size_t kRouteCount = 7;
+
+constexpr std::size_t route_index(Route route) { return static_cast<std::size_t>(route); }
+
+// The driver function a log line should name, e.g. "cuMemAlloc". Never null.
+const char* route_name(Route route);
+
+// Stream-ordered routes take memory from a pool. The pool's *reserved* bytes count against the
+// budget (Ledger::set_pool_reserved), so the blocks handed out from it do not count a second time.
+constexpr bool is_pool_route(Route route) {
+  return route == Route::kMemAllocAsync || route == Route::kMemAllocFromPoolAsync;
+}
+
+// What the ledger's key for an allocation is. Device pointers, VMM handles and CUarray handles
+// are separate namespaces: nothing stops the driver from handing out a handle whose value equals
+// some device address, so the ledger never compares keys across spaces.
+enum class KeySpace : uint8_t {
+  kPointer,    // a CUdeviceptr: freed by cuMemFree_v2 or cuMemFreeAsync
+  kVmmHandle,  // a CUmemGenericAllocationHandle: freed by cuMemRelease
+  kArray,      // a CUarray / CUmipmappedArray: freed by cuArrayDestroy / cuMipmappedArrayDestroy
+};
+
+constexpr KeySpace key_space(Route route) {
+  switch (route) {
+    case Route::kMemCreate:
+      return KeySpace::kVmmHandle;
+    case Route::kArray:
+      return KeySpace::kArray;
+    default:
+      return KeySpace::kPointer;
+  }
+}
+
+}  // namespace vramspill::core

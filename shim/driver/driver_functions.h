@@ -1,0 +1,71 @@
+// Note [The driver table]
+// Every driver export vramspill calls or hooks, by its exact exported (versioned) name. One list
+// serves three purposes: the real-driver pointer table (real_driver.h), the hooks handed out in
+// place of the driver's own pointers (hooks/hook_table.cpp), and the forwarding of hooked calls.
+// An export's C type is taken from cuda.h (compiled with __CUDA_API_VERSION_INTERNAL, which
+// declares every versioned and per-thread name), so a hook can never have another ABI than the
+// export it replaces.
+//
+// X(name) for functions the shim hooks: the program's call lands in the shim, which forwards to
+// the real `name`.
+// Y(name) for functions the shim only calls.
+#pragma once
+
+#define VRAMSPILL_HOOKED_ALLOCATION_FUNCTIONS(X) \
+  X(cuInit)                                      \
+  X(cuGetProcAddress)                            \
+  X(cuGetProcAddress_v2)                         \
+  X(cuMemAlloc_v2)                               \
+  X(cuMemAllocPitch_v2)                          \
+  X(cuMemAllocManaged)                           \
+  X(cuMemAllocAsync)                             \
+  X(cuMemAllocAsync_ptsz)                        \
+  X(cuMemAllocFromPoolAsync)                     \
+  X(cuMemAllocFromPoolAsync_ptsz)                \
+  X(cuMemFree_v2)                                \
+  X(cuMemFreeAsync)                              \
+  X(cuMemFreeAsync_ptsz)                         \
+  X(cuMemCreate)                                 \
+  X(cuMemRelease)                                \
+  X(cuMemGetInfo_v2)                             \
+  X(cuArrayCreate_v2)                            \
+  X(cuArray3DCreate_v2)                          \
+  X(cuArrayDestroy)
+
+// Launches and copies are forwarded untouched for now; use tracking (DESIGN section 7) will
+// look at their arguments.
+#define VRAMSPILL_HOOKED_PASSTHROUGH_FUNCTIONS(X) \
+  X(cuLaunchKernel)                               \
+  X(cuLaunchKernel_ptsz)                          \
+  X(cuLaunchKernelEx)                             \
+  X(cuLaunchKernelEx_ptsz)                        \
+  X(cuMemcpy)                                     \
+  X(cuMemcpy_ptds)                                \
+  X(cuMemcpyAsync)                                \
+  X(cuMemcpyAsync_ptsz)                           \
+  X(cuMemcpyHtoD_v2)                              \
+  X(cuMemcpyHtoD_v2_ptds)                         \
+  X(cuMemcpyDtoH_v2)                              \
+  X(cuMemcpyDtoH_v2_ptds)                         \
+  X(cuMemcpyDtoD_v2)                              \
+  X(cuMemcpyDtoD_v2_ptds)                         \
+  X(cuMemcpyHtoDAsync_v2)                         \
+  X(cuMemcpyHtoDAsync_v2_ptsz)                    \
+  X(cuMemcpyDtoHAsync_v2)                         \
+  X(cuMemcpyDtoHAsync_v2_ptsz)                    \
+  X(cuMemcpyDtoDAsync_v2)                         \
+  X(cuMemcpyDtoDAsync_v2_ptsz)
+
+#define VRAMSPILL_CALLED_FUNCTIONS(Y) \
+  Y(cuCtxGetDevice)                   \
+  Y(cuDeviceTotalMem_v2)              \
+  Y(cuDeviceGetMemPool)               \
+  Y(cuMemPoolGetAttribute)
+
+#define VRAMSPILL_HOOKED_FUNCTIONS(X)       \
+  VRAMSPILL_HOOKED_ALLOCATION_FUNCTIONS(X)  \
+  VRAMSPILL_HOOKED_PASSTHROUGH_FUNCTIONS(X)
+
+#define VRAMSPILL_DRIVER_FUNCTIONS(X) \
+  VRAMSPILL_HOOKED_FUNCTIONS(X)       \
+  VRAMSPILL_CALLED_FUNCTIONS(X)

@@ -1,0 +1,33 @@
+#include "driver/real_driver.h"
+
+#include <dlfcn.h>
+
+#include "hooks/real_dlsym.h"
+
+namespace vramspill::driver {
+
+namespace {
+// Constant-initialised (atomics of nullptr): no constructor runs when the library loads.
+constinit RealDriver real_table;
+}  // namespace
+
+RealDriver& real_driver() { return real_table; }
+
+bool is_own_address(const void* address) {
+  Dl_info own{};
+  Dl_info other{};
+  static const int anchor = 0;
+  if (dladdr(&anchor, &own) == 0 || dladdr(address, &other) == 0) return false;
+  return own.dli_fbase == other.dli_fbase;
+}
+
+void* find_real_function(const char* name) {
+  void* driver = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+  if (driver == nullptr) return nullptr;
+  void* function = hooks::real_dlsym()(driver, name);
+  dlclose(driver);  // drops only the reference RTLD_NOLOAD took
+  if (function == nullptr || is_own_address(function)) return nullptr;
+  return function;
+}
+
+}  // namespace vramspill::driver

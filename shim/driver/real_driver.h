@@ -1,0 +1,50 @@
+// Pointers to the real driver's functions (Note [The driver table]).
+//
+// Note [Finding the real driver]
+// The CUDA runtime dlopen()s libcuda.so.1 with RTLD_LOCAL, so dlsym(RTLD_NEXT, ...) from the
+// preloaded shim cannot see it. The shim asks the dynamic linker for the already-loaded
+// libcuda.so.1 (RTLD_NOLOAD: the shim never loads the driver itself; a hook only runs once
+// someone loaded it) and looks each export up in that handle's own scope, where the preload is
+// not. A result inside libvramspill.so itself (a driver that resolves through the global scope)
+// is rejected: calling it would recurse.
+#pragma once
+
+#include <cuda.h>
+
+#include <atomic>
+
+#include "driver/driver_functions.h"
+
+namespace vramspill::driver {
+
+struct RealDriver {
+#define VRAMSPILL_DECLARE_SLOT(name) std::atomic<decltype(&::name)> name{nullptr};
+  VRAMSPILL_DRIVER_FUNCTIONS(VRAMSPILL_DECLARE_SLOT)
+#undef VRAMSPILL_DECLARE_SLOT
+};
+
+RealDriver& real_driver();
+
+// Looks `name` up in the loaded libcuda.so.1 (Note [Finding the real driver]); nullptr if the
+// driver is not loaded, lacks the export, or the lookup found the shim.
+void* find_real_function(const char* name);
+
+// True when `address` is code of libvramspill.so itself.
+bool is_own_address(const void* address);
+
+// The real function, resolved once and then read with one relaxed load.
+template <typename Function>
+Function resolve(std::atomic<Function>& slot, const char* name) {
+  Function function = slot.load(std::memory_order_relaxed);
+  if (function == nullptr) [[unlikely]] {
+    function = reinterpret_cast<Function>(find_real_function(name));
+    slot.store(function, std::memory_order_relaxed);
+  }
+  return function;
+}
+
+}  // namespace vramspill::driver
+
+// VRAMSPILL_REAL(cuMemAlloc_v2) is the real driver's cuMemAlloc_v2, or nullptr.
+#define VRAMSPILL_REAL(name) \
+  (::vramspill::driver::resolve(::vramspill::driver::real_driver().name, #name))

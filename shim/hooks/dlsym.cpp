@@ -1,0 +1,43 @@
+// The C++ side of the dlsym override (Note [Why dlsym starts in assembly]): driver names looked
+// up in libcuda.so.1 come back as the shim's hooks, so programs that dlopen the driver and dlsym
+// its exports (the CUDA runtime's fallback, NCCL, frameworks' own loaders) reach the shim.
+#include <dlfcn.h>
+
+#include <cstring>
+
+#include "hooks/hook_table.h"
+#include "hooks/real_dlsym.h"
+
+// Read by the assembly entry; set once the real dlsym is known.
+extern "C" {
+__attribute__((visibility("hidden"))) vramspill::hooks::DlsymFunction
+    vramspill_real_dlsym_pointer = nullptr;
+}
+
+namespace vramspill::hooks {
+
+DlsymFunction real_dlsym() {
+  DlsymFunction function = __atomic_load_n(&vramspill_real_dlsym_pointer, __ATOMIC_ACQUIRE);
+  if (function != nullptr) return function;
+  // dlvsym is not overridden, so this cannot come back to the shim.
+  void* found = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
+  if (found == nullptr) found = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
+  function = reinterpret_cast<DlsymFunction>(found);
+  __atomic_store_n(&vramspill_real_dlsym_pointer, function, __ATOMIC_RELEASE);
+  return function;
+}
+
+}  // namespace vramspill::hooks
+
+// Driver names, and the first call of all. The real dlsym answers as it would have; a driver
+// export it found in libcuda.so.1 that the shim hooks is replaced by the hook. Lookups through
+// RTLD_NEXT/RTLD_DEFAULT are answered relative to the shim, not the caller: for driver names
+// that only matters to another driver interposer loaded after vramspill.
+extern "C" __attribute__((visibility("hidden"))) void* vramspill_dlsym_driver_symbol(
+    void* handle, const char* symbol) {
+  vramspill::hooks::DlsymFunction real = vramspill::hooks::real_dlsym();
+  if (real == nullptr) return nullptr;
+  void* found = real(handle, symbol);
+  if (found == nullptr || symbol == nullptr || std::strncmp(symbol, "cu", 2) != 0) return found;
+  return vramspill::hooks::hook_for_driver_function(found);
+}

@@ -1,0 +1,47 @@
+// The shim's process-wide state and the guard every hook enters through.
+//
+// Note [Entering the shim]
+// Nothing happens when the library is loaded: a process that never touches CUDA (a shell, a
+// data-loader worker) runs exactly as without the preload. The first hooked call initialises
+// the shim once: it reads the configuration, sets up the log, and registers the fork handler
+// and the exit summary. Each hook then holds an Entry for the length of the call:
+// - A hook entered while the same thread is already inside the shim (logging, or a driver that
+//   calls back through its own exports) gets no state and forwards straight to the driver.
+// - In a forked child the shim is pass-through: the ledger describes the parent's memory.
+// - With an invalid configuration the shim does not guess: cuInit fails (see
+//   configuration_error()) and every other hook forwards to the driver.
+// State is created once and never destroyed: threads may still allocate while the process exits.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "config/config.h"
+#include "core/ledger.h"
+
+namespace vramspill::hooks {
+
+struct ShimState {
+  Config config;
+  core::Ledger ledger;
+};
+
+class Entry {
+ public:
+  Entry() noexcept;
+  ~Entry();
+  Entry(const Entry&) = delete;
+  Entry& operator=(const Entry&) = delete;
+
+  // Null when the call must go straight to the driver.
+  ShimState* state() const { return state_; }
+
+ private:
+  ShimState* state_ = nullptr;
+  bool outermost_ = false;
+};
+
+// The configuration error that disabled the shim, or null. Initialises the shim if needed.
+const std::string* configuration_error() noexcept;
+
+}  // namespace vramspill::hooks

@@ -1,0 +1,177 @@
+// The shape of every load_config() error: where (file:line:column or the variable), the key,
+// what was expected, and the valid choices or a close match.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+#include "config_test_support.h"
+
+namespace vramspill {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::load;
+using testing::load_toml;
+
+// The error message for `toml` as the config file; `path` receives the file's path.
+std::string toml_error(const std::string& toml, std::string& path,
+                       std::vector<std::string> environment = {}) {
+  const ConfigResult result = load_toml(toml, path, std::move(environment));
+  EXPECT_FALSE(result.ok()) << toml;
+  return result.ok() ? "" : result.error().message;
+}
+
+std::string env_error(std::vector<std::string> environment) {
+  const ConfigResult result = load(std::move(environment));
+  EXPECT_FALSE(result.ok());
+  return result.ok() ? "" : result.error().message;
+}
+
+TEST(ConfigErrors, UnknownKeyNamesPlaceKnownKeysAndCloseMatch) {
+  std::string path;
+  const std::string message = toml_error("[device]\nbudget = \"1GiB\"\nbudjet = \"2GiB\"\n", path);
+  EXPECT_EQ(message, "unknown key 'budjet' in [device] at " + path +
+                         ":3:1; known keys: budget, reserve (did you mean 'budget'?)");
+}
+
+TEST(ConfigErrors, UnknownKeyWithoutCloseMatch) {
+  std::string path;
+  const std::string message = toml_error("[log]\ncolour = true\n", path);
+  EXPECT_EQ(message, "unknown key 'colour' in [log] at " + path +
+                         ":2:1; known keys: level, file, summary");
+}
+
+TEST(ConfigErrors, UnknownSection) {
+  std::string path;
+  const std::string message = toml_error("[devise]\nbudget = \"1GiB\"\n", path);
+  EXPECT_EQ(message, "unknown section [devise] at " + path +
+                         ":1:2; known sections: device, spill, log (did you mean [device]?)");
+}
+
+TEST(ConfigErrors, KeyOutsideAnySection) {
+  std::string path;
+  const std::string message = toml_error("budget = \"1GiB\"\n", path);
+  EXPECT_EQ(message, "key 'budget' at " + path + ":1:1 is outside any section; it belongs in [device]");
+}
+
+TEST(ConfigErrors, SectionThatIsNotATable) {
+  std::string path;
+  const std::string message = toml_error("device = 5\n", path);
+  EXPECT_EQ(message, "'device' at " + path + ":1:1 must be a section ([device]), not an integer");
+}
+
+TEST(ConfigErrors, WrongType) {
+  std::string path;
+  const std::string message = toml_error("[log]\nsummary = \"yes\"\n", path);
+  EXPECT_EQ(message, "wrong type for log.summary at " + path +
+                         ":2:11: got a string, expected true or false");
+}
+
+TEST(ConfigErrors, FloatIsNotASize) {
+  std::string path;
+  const std::string message = toml_error("[device]\nbudget = 0.9\n", path);
+  EXPECT_THAT(message, HasSubstr("wrong type for device.budget at " + path + ":2:10"));
+  EXPECT_THAT(message, HasSubstr("got a floating-point number, expected a size"));
+  EXPECT_THAT(message, HasSubstr("(90%)"));
+}
+
+TEST(ConfigErrors, BadSize) {
+  std::string path;
+  const std::string message = toml_error("[device]\nreserve = \"lots\"\n", path);
+  EXPECT_EQ(message, "bad value 'lots' for device.reserve at " + path +
+                         ":2:11: not a size; expected a size in bytes, optionally with a unit: "
+                         "123, 512MiB, 20GiB, 1.5GB");
+}
+
+TEST(ConfigErrors, NegativeSize) {
+  std::string path;
+  const std::string message = toml_error("[device]\nreserve = -1\n", path);
+  EXPECT_THAT(message, HasSubstr("bad value -1 for device.reserve at " + path + ":2:11: negative"));
+}
+
+TEST(ConfigErrors, PercentOutOfRangeAndZeroBudget) {
+  std::string path;
+  EXPECT_THAT(toml_error("[device]\nbudget = \"150%\"\n", path),
+              HasSubstr("a percent must be above 0 and at most 100"));
+  EXPECT_THAT(toml_error("[device]\nbudget = \"0%\"\n", path),
+              HasSubstr("a percent must be above 0 and at most 100"));
+  EXPECT_THAT(toml_error("[device]\nbudget = 0\n", path),
+              HasSubstr("a budget of 0 bytes allows nothing"));
+}
+
+TEST(ConfigErrors, EnumListsTheValidChoices) {
+  std::string path;
+  const std::string message = toml_error("[spill]\nmode = \"host\"\n", path);
+  EXPECT_EQ(message, "bad value 'host' for spill.mode at " + path +
+                         ":2:8: not a valid choice; expected one of: off");
+  EXPECT_EQ(env_error({"VRAMSPILL_LOG_LEVEL=loud"}),
+            "bad value 'loud' for log.level in VRAMSPILL_LOG_LEVEL: not a valid choice; "
+            "expected one of: trace, debug, info, warn, error, off");
+}
+
+TEST(ConfigErrors, SyntaxErrorNamesThePlaceAndHowToWriteSizes) {
+  std::string path;
+  const std::string message = toml_error("[device]\nbudget = 20GiB\n", path);
+  EXPECT_THAT(message, HasSubstr("TOML syntax error at " + path + ":2:"));
+  EXPECT_THAT(message, HasSubstr("budget = \"20GiB\""));
+}
+
+TEST(ConfigErrors, MissingFile) {
+  const std::string message = env_error({"VRAMSPILL_CONFIG=/nonexistent/job.toml"});
+  EXPECT_EQ(message,
+            "cannot read the config file '/nonexistent/job.toml' (VRAMSPILL_CONFIG): No such file "
+            "or directory");
+}
+
+TEST(ConfigErrors, UnknownEnvironmentVariable) {
+  const std::string message = env_error({"VRAMSPILL_DEVICE_BUDJET=1GiB"});
+  EXPECT_THAT(message, HasSubstr("unknown environment variable VRAMSPILL_DEVICE_BUDJET; known: "
+                                 "VRAMSPILL_CONFIG, VRAMSPILL_DEVICE_BUDGET, "));
+  EXPECT_THAT(message, HasSubstr("(did you mean VRAMSPILL_DEVICE_BUDGET?)"));
+}
+
+TEST(ConfigErrors, OtherVariablesAreNotOurs) {
+  EXPECT_TRUE(load({"VRAMSPILLX=1", "MY_VRAMSPILL_THING=2", "SIMCUDA_VRAM=1GiB"}).ok());
+}
+
+TEST(ConfigErrors, BadEnvironmentValue) {
+  EXPECT_EQ(env_error({"VRAMSPILL_DEVICE_BUDGET=much"}),
+            "bad value 'much' for device.budget in VRAMSPILL_DEVICE_BUDGET: not a size; expected a "
+            "size (123, 512MiB, 20GiB, 1.5GB) or a percent of the device's memory (90%)");
+  EXPECT_THAT(env_error({"VRAMSPILL_LOG_SUMMARY=maybe"}),
+              HasSubstr("for log.summary in VRAMSPILL_LOG_SUMMARY: not a boolean"));
+}
+
+TEST(ConfigErrors, ReserveSwallowingTheBudget) {
+  std::string path;
+  const std::string message = toml_error("[device]\nbudget = \"1GiB\"\n", path,
+                                         {"VRAMSPILL_DEVICE_RESERVE=2GiB"});
+  EXPECT_EQ(message, "device.reserve = 2GiB in VRAMSPILL_DEVICE_RESERVE is not less than "
+                     "device.budget = 1GiB at " + path +
+                         ":2:10: nothing would be left to allocate");
+}
+
+// A user fixing a file sees every problem at once, one per line: file, then environment.
+TEST(ConfigErrors, AllProblemsAreReported) {
+  std::string path;
+  const std::string message = toml_error("[device]\nbudjet = 1\n[log]\nlevel = \"loud\"\n", path,
+                                         {"VRAMSPILL_SPILL_MOD=off"});
+  EXPECT_EQ(std::count(message.begin(), message.end(), '\n'), 2) << message;
+  EXPECT_THAT(message, HasSubstr("unknown environment variable VRAMSPILL_SPILL_MOD"));
+  EXPECT_THAT(message, HasSubstr("unknown key 'budjet'"));
+  EXPECT_THAT(message, HasSubstr("bad value 'loud' for log.level at " + path + ":4:9"));
+}
+
+// The environment beats the file, but a bad file is still an error.
+TEST(ConfigErrors, BadFileValueIsAnErrorEvenWhenOverridden) {
+  std::string path;
+  EXPECT_THAT(toml_error("[log]\nlevel = \"loud\"\n", path, {"VRAMSPILL_LOG_LEVEL=info"}),
+              HasSubstr("bad value 'loud' for log.level"));
+}
+
+}  // namespace
+}  // namespace vramspill

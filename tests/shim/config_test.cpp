@@ -1,0 +1,175 @@
+// load_config(): defaults, precedence (environment > file > default), typed values, and the
+// conf/ examples.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "config/config.h"
+#include "config_test_support.h"
+
+namespace vramspill {
+namespace {
+
+using testing::load;
+using testing::load_toml;
+
+constexpr uint64_t kGiB = 1ull << 30;
+
+TEST(LoadConfig, DefaultsWithoutFileOrEnvironment) {
+  const ConfigResult result = load({"HOME=/root", "PATH=/usr/bin"});
+  ASSERT_TRUE(result.ok()) << result.error().message;
+  const Config& config = result.config();
+  EXPECT_EQ(config.device.budget, Budget::fraction(1.0));
+  EXPECT_EQ(config.device.reserve_bytes, 0u);
+  EXPECT_EQ(config.spill.mode, SpillMode::kOff);
+  EXPECT_EQ(config.log.level, LogLevel::kInfo);
+  EXPECT_EQ(config.log.file, "");
+  EXPECT_TRUE(config.log.summary);
+  EXPECT_EQ(config.source_file, "");
+}
+
+TEST(LoadConfig, DefaultConfigMatchesAnEmptyLoad) {
+  const Config defaults = default_config();
+  const ConfigResult loaded = load({});
+  ASSERT_TRUE(loaded.ok());
+  EXPECT_EQ(defaults.device.budget, loaded.config().device.budget);
+  EXPECT_EQ(defaults.log.level, loaded.config().log.level);
+  EXPECT_EQ(defaults.log.summary, loaded.config().log.summary);
+}
+
+TEST(LoadConfig, NullEnvironmentMeansDefaults) {
+  EXPECT_TRUE(load_config(nullptr).ok());
+}
+
+TEST(LoadConfig, FileBeatsDefault) {
+  std::string path;
+  const ConfigResult result = load_toml(
+      "[device]\nbudget = \"20GiB\"\nreserve = 1073741824\n[log]\nlevel = \"debug\"\n"
+      "summary = false\nfile = \"/tmp/vs.log\"\n",
+      path);
+  ASSERT_TRUE(result.ok()) << result.error().message;
+  const Config& config = result.config();
+  EXPECT_EQ(config.device.budget, Budget::bytes(20 * kGiB));
+  EXPECT_EQ(config.device.reserve_bytes, kGiB);
+  EXPECT_EQ(config.log.level, LogLevel::kDebug);
+  EXPECT_FALSE(config.log.summary);
+  EXPECT_EQ(config.log.file, "/tmp/vs.log");
+  EXPECT_EQ(config.source_file, path);
+}
+
+TEST(LoadConfig, EnvironmentBeatsFile) {
+  std::string path;
+  const ConfigResult result =
+      load_toml("[device]\nbudget = \"20GiB\"\n[log]\nlevel = \"debug\"\n", path,
+                {"VRAMSPILL_DEVICE_BUDGET=45%", "VRAMSPILL_LOG_SUMMARY=off"});
+  ASSERT_TRUE(result.ok()) << result.error().message;
+  EXPECT_EQ(result.config().device.budget, Budget::fraction(0.45));  // environment
+  EXPECT_EQ(result.config().log.level, LogLevel::kDebug);            // file
+  EXPECT_FALSE(result.config().log.summary);                         // environment
+  EXPECT_EQ(result.config().device.reserve_bytes, 0u);               // default
+}
+
+TEST(LoadConfig, EnvironmentAloneWithoutFile) {
+  const ConfigResult result = load({"VRAMSPILL_DEVICE_RESERVE=512MiB", "VRAMSPILL_LOG_LEVEL=off"});
+  ASSERT_TRUE(result.ok()) << result.error().message;
+  EXPECT_EQ(result.config().device.reserve_bytes, 512ull << 20);
+  EXPECT_EQ(result.config().log.level, LogLevel::kOff);
+}
+
+TEST(LoadConfig, EmptyConfigVariableMeansNoFile) {
+  const ConfigResult result = load({"VRAMSPILL_CONFIG="});
+  ASSERT_TRUE(result.ok()) << result.error().message;
+  EXPECT_EQ(result.config().source_file, "");
+}
+
+TEST(LoadConfig, FirstOfDuplicateVariablesWins) {  // as getenv() does
+  const ConfigResult result = load({"VRAMSPILL_LOG_LEVEL=warn", "VRAMSPILL_LOG_LEVEL=loud"});
+  ASSERT_TRUE(result.ok()) << result.error().message;
+  EXPECT_EQ(result.config().log.level, LogLevel::kWarn);
+}
+
+TEST(LoadConfig, BooleanSpellingsInTheEnvironment) {
+  for (const char* yes : {"true", "TRUE", "1", "yes", "on"}) {
+    const ConfigResult result = load({std::string("VRAMSPILL_LOG_SUMMARY=") + yes});
+    ASSERT_TRUE(result.ok()) << yes;
+    EXPECT_TRUE(result.config().log.summary) << yes;
+  }
+  for (const char* no : {"false", "False", "0", "no", "off"}) {
+    const ConfigResult result = load({std::string("VRAMSPILL_LOG_SUMMARY=") + no});
+    ASSERT_TRUE(result.ok()) << no;
+    EXPECT_FALSE(result.config().log.summary) << no;
+  }
+}
+
+TEST(LoadConfig, ReadsTheProcessEnvironment) {
+  ASSERT_EQ(setenv("VRAMSPILL_LOG_LEVEL", "error", 1), 0);
+  const ConfigResult result = load_config();
+  unsetenv("VRAMSPILL_LOG_LEVEL");
+  ASSERT_TRUE(result.ok()) << result.error().message;
+  EXPECT_EQ(result.config().log.level, LogLevel::kError);
+}
+
+TEST(Budget, PercentStaysAFractionUntilResolved) {
+  std::string path;
+  const ConfigResult result = load_toml("[device]\nbudget = \"45%\"\nreserve = \"1GiB\"\n", path);
+  ASSERT_TRUE(result.ok()) << result.error().message;
+  const DeviceConfig& device = result.config().device;
+  ASSERT_TRUE(device.budget.is_fraction());
+  EXPECT_DOUBLE_EQ(device.budget.fraction_of_total(), 0.45);
+  EXPECT_EQ(device.budget.resolve(100 * kGiB), 45 * kGiB);
+  EXPECT_EQ(device.limit(100 * kGiB), 44 * kGiB);
+}
+
+TEST(Budget, ResolveAndLimit) {
+  EXPECT_EQ(Budget::fraction(1.0).resolve(141 * kGiB + 7), 141 * kGiB + 7);  // 100% is exact
+  EXPECT_EQ(Budget::fraction(0.5).resolve(3), 1u);                          // rounds down
+  EXPECT_EQ(Budget::bytes(20 * kGiB).resolve(80 * kGiB), 20 * kGiB);
+  EXPECT_EQ(Budget::bytes(200 * kGiB).resolve(80 * kGiB), 80 * kGiB);  // never above the device
+  EXPECT_EQ(Budget::fraction(1.0).resolve(UINT64_MAX), UINT64_MAX);
+  DeviceConfig device{Budget::fraction(0.01), 2 * kGiB};
+  EXPECT_EQ(device.limit(100 * kGiB), 0u);  // a reserve above the budget leaves nothing
+  device = DeviceConfig{Budget::bytes(10 * kGiB), kGiB};
+  EXPECT_EQ(device.limit(80 * kGiB), 9 * kGiB);
+}
+
+TEST(Budget, IntegerAndDecimalSizes) {
+  std::string path;
+  ConfigResult result = load_toml("[device]\nbudget = 1000\n", path);
+  ASSERT_TRUE(result.ok()) << result.error().message;
+  EXPECT_EQ(result.config().device.budget, Budget::bytes(1000));
+  result = load({"VRAMSPILL_DEVICE_BUDGET=1.5GB"});
+  ASSERT_TRUE(result.ok()) << result.error().message;
+  EXPECT_EQ(result.config().device.budget, Budget::bytes(1'500'000'000));
+}
+
+// Every example under conf/ loads cleanly (DESIGN.md section 2: each one is loaded by a test).
+TEST(ConfExamples, EveryFileLoads) {
+  int count = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(VRAMSPILL_CONF_DIR)) {
+    if (entry.path().extension() != ".toml") continue;
+    ++count;
+    const ConfigResult result = load({"VRAMSPILL_CONFIG=" + entry.path().string()});
+    EXPECT_TRUE(result.ok()) << entry.path() << ": " << result.error().message;
+  }
+  EXPECT_GE(count, 2) << "expected the examples in " << VRAMSPILL_CONF_DIR;
+}
+
+TEST(ConfExamples, SharedGpuSaysWhatItsCommentsSay) {
+  const ConfigResult result =
+      load({std::string("VRAMSPILL_CONFIG=") + VRAMSPILL_CONF_DIR + "/shared-gpu.toml"});
+  ASSERT_TRUE(result.ok()) << result.error().message;
+  EXPECT_EQ(result.config().device.budget, Budget::fraction(0.45));
+  EXPECT_EQ(result.config().device.reserve_bytes, kGiB);
+}
+
+TEST(ConfExamples, BudgetOnlyCapsAt20GiB) {
+  const ConfigResult result =
+      load({std::string("VRAMSPILL_CONFIG=") + VRAMSPILL_CONF_DIR + "/budget-only.toml"});
+  ASSERT_TRUE(result.ok()) << result.error().message;
+  EXPECT_EQ(result.config().device.budget, Budget::bytes(20 * kGiB));
+  EXPECT_EQ(result.config().spill.mode, SpillMode::kOff);
+}
+
+}  // namespace
+}  // namespace vramspill

@@ -1,0 +1,180 @@
+// telemetry/log: the "[vramspill] level: message" lines, levels, the log file (appended to,
+// with a fallback to stderr), the exit summary and rate-limited messages.
+#include "telemetry/log.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace vramspill {
+namespace {
+
+std::string temp_path(const std::string& suffix) {
+  const ::testing::TestInfo* test = ::testing::UnitTest::GetInstance()->current_test_info();
+  return ::testing::TempDir() + "vramspill_log_" + test->name() + suffix;
+}
+
+std::string read(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// A log file that starts with one line from an earlier run (to check that it is appended to).
+class LogFileTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    path_ = temp_path(".log");
+    std::ofstream(path_, std::ios::trunc) << "earlier run\n";
+  }
+
+  void configure(LogLevel level) {
+    LogConfig config;
+    config.level = level;
+    config.file = path_;
+    config.summary = true;
+    logging::configure(config);
+  }
+
+  std::string contents() {
+    logging::flush();
+    return read(path_);
+  }
+
+  std::string path_;
+};
+
+TEST_F(LogFileTest, AppendsLinesInTheShimsFormat) {
+  configure(LogLevel::kInfo);
+  logging::warn("budget is {} bytes", 42);
+  logging::info("hello");
+  logging::error("{}: failed", "cuMemAlloc_v2");
+  logging::debug("not shown at info");
+  EXPECT_EQ(contents(),
+            "earlier run\n"
+            "[vramspill] warning: budget is 42 bytes\n"
+            "[vramspill] info: hello\n"
+            "[vramspill] error: cuMemAlloc_v2: failed\n");
+}
+
+TEST_F(LogFileTest, EnabledFollowsTheLevel) {
+  configure(LogLevel::kWarn);
+  EXPECT_FALSE(logging::enabled(LogLevel::kTrace));
+  EXPECT_FALSE(logging::enabled(LogLevel::kInfo));
+  EXPECT_TRUE(logging::enabled(LogLevel::kWarn));
+  EXPECT_TRUE(logging::enabled(LogLevel::kError));
+  EXPECT_FALSE(logging::enabled(LogLevel::kOff));
+  configure(LogLevel::kTrace);
+  EXPECT_TRUE(logging::enabled(LogLevel::kTrace));
+  logging::trace("t");
+  EXPECT_EQ(contents(), "earlier run\n[vramspill] trace: t\n");
+}
+
+TEST_F(LogFileTest, OffWritesNothingNotEvenTheSummary) {
+  configure(LogLevel::kOff);
+  EXPECT_FALSE(logging::enabled(LogLevel::kError));
+  logging::error("hidden");
+  logging::write(LogLevel::kError, "hidden too");
+  logging::summary("no summary either");
+  EXPECT_EQ(contents(), "earlier run\n");
+}
+
+TEST_F(LogFileTest, SummaryIsWrittenAtAnyOtherLevel) {
+  configure(LogLevel::kError);
+  logging::info("hidden");
+  logging::summary("peak 3 GiB");
+  EXPECT_EQ(contents(), "earlier run\n[vramspill] info: peak 3 GiB\n");
+}
+
+TEST_F(LogFileTest, ReconfiguringSwitchesFiles) {
+  configure(LogLevel::kInfo);
+  logging::info("first");
+  const std::string first = path_;
+  path_ = temp_path(".second.log");
+  std::ofstream(path_, std::ios::trunc).flush();
+  configure(LogLevel::kInfo);
+  logging::info("second");
+  EXPECT_EQ(read(first), "earlier run\n[vramspill] info: first\n");
+  EXPECT_EQ(contents(), "[vramspill] info: second\n");
+}
+
+// A message that repeats: kRateBurst lines, the last saying more are suppressed, then one line
+// at exit with the count. Skipped in the rare run that straddles a window boundary.
+TEST_F(LogFileTest, RateLimitedMessages) {
+  configure(LogLevel::kInfo);
+  reset_rate_limits();
+  const auto window = [] { return std::chrono::steady_clock::now().time_since_epoch() / kRateWindow; };
+  const auto started = window();
+  for (int i = 0; i < 8; ++i)
+    logging::limited(LogLevel::kWarn, RateKey::kOverBudget, "refused allocation {}", i);
+  logging::report_suppressed();
+  logging::report_suppressed();  // reported once
+  if (window() != started) GTEST_SKIP() << "crossed a rate-limit window; counts differ";
+  EXPECT_EQ(contents(),
+            "earlier run\n"
+            "[vramspill] warning: refused allocation 0\n"
+            "[vramspill] warning: refused allocation 1\n"
+            "[vramspill] warning: refused allocation 2\n"
+            "[vramspill] warning: refused allocation 3\n"
+            "[vramspill] warning: refused allocation 4 (further similar messages suppressed for up "
+            "to 10 s)\n"
+            "[vramspill] warning: (suppressed 3 similar messages: allocations refused over the "
+            "budget)\n");
+}
+
+TEST_F(LogFileTest, RateLimitedMessagesBelowTheLevelAreNotCounted) {
+  configure(LogLevel::kError);
+  reset_rate_limits();
+  for (int i = 0; i < 8; ++i) logging::limited(LogLevel::kWarn, RateKey::kOverBudget, "x{}", i);
+  EXPECT_EQ(take_suppressed(RateKey::kOverBudget), 0u);
+  EXPECT_EQ(contents(), "earlier run\n");
+}
+
+TEST_F(LogFileTest, SuppressedCountRidesOnTheNextWindowsFirstMessage) {
+  configure(LogLevel::kInfo);
+  reset_rate_limits();
+  RateDecision decision;
+  decision.log = true;
+  decision.suppressed_before = 12;
+  logging::write_limited(LogLevel::kWarn, decision, "again");
+  EXPECT_EQ(contents(), "earlier run\n[vramspill] warning: again (suppressed 12 similar messages)\n");
+}
+
+TEST(LogFallback, UnopenableFileFallsBackToStderrWithAWarning) {
+  // A path below a regular file: neither the directory nor the file can be created.
+  const std::string blocker = temp_path(".blocker");
+  std::ofstream(blocker, std::ios::trunc) << "not a directory\n";
+  LogConfig config;
+  config.level = LogLevel::kInfo;
+  config.file = blocker + "/vramspill.log";
+  ::testing::internal::CaptureStderr();
+  logging::configure(config);
+  logging::info("still logged");
+  logging::flush();
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("[vramspill] warning: cannot open log file '" + config.file + "' ("),
+            std::string::npos)
+      << err;
+  EXPECT_NE(err.find("); logging to standard error\n"), std::string::npos) << err;
+  EXPECT_NE(err.find("[vramspill] info: still logged\n"), std::string::npos) << err;
+}
+
+TEST(LogDefaults, BeforeConfigureMessagesGoToStderrAtTheDefaultLevel) {
+  // "threadsafe" death tests run the test again in a fresh process, where no logger exists yet.
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        logging::warn("config error: {}", "unknown key");
+        logging::debug("hidden");
+        std::exit(0);
+      },
+      ::testing::ExitedWithCode(0), "^\\[vramspill\\] warning: config error: unknown key\n$");
+}
+
+}  // namespace
+}  // namespace vramspill

@@ -12,6 +12,7 @@
 #include <string_view>
 #include <utility>
 #include <variant>
+#include <vector>
 
 namespace vramspill {
 
@@ -26,7 +27,7 @@ class Budget {
   static Budget fraction(double fraction) { return Budget(0, fraction, true); }
 
   bool is_fraction() const { return is_fraction_; }
-  uint64_t byte_count() const { return bytes_; }     // meaningful when !is_fraction()
+  uint64_t byte_count() const { return bytes_; }          // meaningful when !is_fraction()
   double fraction_of_total() const { return fraction_; }  // meaningful when is_fraction()
 
   // Bytes this budget allows on a device with `device_total` bytes; never more than the device.
@@ -81,13 +82,15 @@ struct Config {
 // (file:line:column or the environment variable), the key, what was expected and, for enums
 // and unknown names, the valid choices. Ready to log as it is.
 struct ConfigError {
-  std::string message;
+  std::string message;                // every problem, one per line
+  std::vector<std::string> problems;  // the same lines, for logging each with its own prefix
 };
 
 class ConfigResult {
  public:
-  ConfigResult(Config config) : value_(std::move(config)) {}  // NOLINT(google-explicit-constructor)
-  ConfigResult(ConfigError error) : value_(std::move(error)) {}  // NOLINT(google-explicit-constructor)
+  // Implicit, so load_config() can `return config;` or `return ConfigError{...};`.
+  ConfigResult(Config config) : value_(std::move(config)) {}     // NOLINT(*-explicit-*)
+  ConfigResult(ConfigError error) : value_(std::move(error)) {}  // NOLINT(*-explicit-*)
 
   bool ok() const { return std::holds_alternative<Config>(value_); }
   explicit operator bool() const { return ok(); }

@@ -17,7 +17,6 @@
 #include "config/options.h"
 #include "config/suggest.h"
 
-
 namespace vramspill {
 namespace {
 
@@ -66,16 +65,26 @@ std::string did_you_mean(std::string_view word, const std::vector<std::string>& 
 
 std::string_view describe(toml::node_type type) {
   switch (type) {
-    case toml::node_type::table: return "a table";
-    case toml::node_type::array: return "an array";
-    case toml::node_type::string: return "a string";
-    case toml::node_type::integer: return "an integer";
-    case toml::node_type::floating_point: return "a floating-point number";
-    case toml::node_type::boolean: return "a boolean";
-    case toml::node_type::date: return "a date";
-    case toml::node_type::time: return "a time";
-    case toml::node_type::date_time: return "a date-time";
-    case toml::node_type::none: break;
+    case toml::node_type::table:
+      return "a table";
+    case toml::node_type::array:
+      return "an array";
+    case toml::node_type::string:
+      return "a string";
+    case toml::node_type::integer:
+      return "an integer";
+    case toml::node_type::floating_point:
+      return "a floating-point number";
+    case toml::node_type::boolean:
+      return "a boolean";
+    case toml::node_type::date:
+      return "a date";
+    case toml::node_type::time:
+      return "a time";
+    case toml::node_type::date_time:
+      return "a date-time";
+    case toml::node_type::none:
+      break;
   }
   return "nothing";
 }
@@ -120,7 +129,7 @@ class Loader {
       assign(index, value, "in " + env_name(options()[index]));
     check_reserve_below_budget();
 
-    if (!errors_.empty()) return ConfigError{join(errors_, "\n")};
+    if (!errors_.empty()) return ConfigError{join(errors_, "\n"), errors_};
     Config config;
     for (std::size_t i = 0; i < options().size(); ++i)
       if (values_[i]) options()[i].store(config, values_[i]->value);
@@ -164,8 +173,8 @@ class Loader {
       }
       std::vector<std::string> known{std::string(kConfigFileVariable)};
       for (const OptionSpec& option : options()) known.push_back(env_name(option));
-      errors_.push_back("unknown environment variable " + printable(name) + "; known: " +
-                        join(known, ", ") + did_you_mean(name, known, "", ""));
+      errors_.push_back("unknown environment variable " + printable(name) +
+                        "; known: " + join(known, ", ") + did_you_mean(name, known, "", ""));
     }
   }
 
@@ -219,16 +228,15 @@ class Loader {
       return;
     }
     if (is_section) {
-      errors_.push_back(quoted(name) + " at " + where(key.source()) +
-                        " must be a section ([" + std::string(name) + "]), not " +
-                        std::string(describe(node.type())));
+      errors_.push_back(quoted(name) + " at " + where(key.source()) + " must be a section ([" +
+                        std::string(name) + "]), not " + std::string(describe(node.type())));
       return;
     }
     for (const OptionSpec& option : options()) {
       if (option.key == name && !node.is_table()) {
         errors_.push_back("key " + quoted(name) + " at " + where(key.source()) +
-                          " is outside any section; it belongs in [" +
-                          std::string(option.section) + "]");
+                          " is outside any section; it belongs in [" + std::string(option.section) +
+                          "]");
         return;
       }
     }
@@ -244,8 +252,8 @@ class Loader {
       std::vector<std::string> known;
       for (const OptionSpec& candidate : options())
         if (candidate.section == section) known.emplace_back(candidate.key);
-      errors_.push_back("unknown key " + quoted(name) + " in [" + std::string(section) +
-                        "] at " + where(key.source()) + "; known keys: " + join(known, ", ") +
+      errors_.push_back("unknown key " + quoted(name) + " in [" + std::string(section) + "] at " +
+                        where(key.source()) + "; known keys: " + join(known, ", ") +
                         did_you_mean(name, known, "'", "'"));
       return;
     }
@@ -255,11 +263,13 @@ class Loader {
       assign(index, text->get(), origin);
       return;
     }
-    if (const auto* integer = node.as_integer(); integer != nullptr && accepts_integer(option->type)) {
+    if (const auto* integer = node.as_integer();
+        integer != nullptr && accepts_integer(option->type)) {
       store_integer(index, integer->get(), origin);
       return;
     }
-    if (const auto* boolean = node.as_boolean(); boolean != nullptr && option->type == OptionType::kBool) {
+    if (const auto* boolean = node.as_boolean();
+        boolean != nullptr && option->type == OptionType::kBool) {
       values_[index] = Assigned{boolean->get(), boolean->get() ? "true" : "false", origin};
       return;
     }
@@ -315,9 +325,10 @@ class Loader {
 
 ConfigResult internal_error(const char* what) noexcept {
   try {
-    return ConfigError{std::string("internal error while reading the configuration: ") + what};
+    std::string message = std::string("internal error while reading the configuration: ") + what;
+    return ConfigError{message, {message}};
   } catch (...) {
-    return ConfigError{"out of memory"};  // short enough to need no allocation
+    return ConfigError{"out of memory", {}};  // short enough to need no allocation
   }
 }
 

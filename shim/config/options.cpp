@@ -15,9 +15,12 @@ namespace {
 // work when it is loaded (DESIGN.md section 4), and reading the table needs no initialisation.
 // Defaults are text parsed by the same code as environment values, so a default can never be
 // something a user could not have written (a test parses every one).
+// One row per option reads better than the one field per line clang-format would make of it.
+// clang-format off
 constexpr std::array<OptionSpec, 6> kOptions = {{
     {"device", "budget", OptionType::kSizeOrPercent, "100%",
-     "Device memory the job may use: a size, or a percent of the GPU's total memory.", {},
+     "Device memory the job may use: a size, or a percent of the GPU's total memory.",
+     {},
      [](Config& c, const OptionValue& v) { c.device.budget = std::get<Budget>(v); }},
     {"device", "reserve", OptionType::kSize, "0",
      "Headroom kept free below the budget (for the CUDA context, library workspaces, other "
@@ -32,17 +35,21 @@ constexpr std::array<OptionSpec, 6> kOptions = {{
        c.spill.mode = static_cast<SpillMode>(std::get<Choice>(v).index);
      }},
     {"log", "level", OptionType::kEnum, "info",
-     "Least severe message that is logged; `off` logs nothing.", kLogLevelNames,
+     "Least severe message that is logged; `off` logs nothing.",
+     kLogLevelNames,
      [](Config& c, const OptionValue& v) {
        c.log.level = static_cast<LogLevel>(std::get<Choice>(v).index);
      }},
     {"log", "file", OptionType::kPath, "",
-     "File the log is appended to; empty: standard error.", {},
+     "File the log is appended to; empty: standard error.",
+     {},
      [](Config& c, const OptionValue& v) { c.log.file = std::get<std::string>(v); }},
     {"log", "summary", OptionType::kBool, "true",
-     "Log one summary line when the program exits (unless the level is `off`).", {},
+     "Log one summary line when the program exits (unless the level is `off`).",
+     {},
      [](Config& c, const OptionValue& v) { c.log.summary = std::get<bool>(v); }},
 }};
+// clang-format on
 
 constexpr std::array<std::string_view, 3> kSections = {"device", "spill", "log"};
 
@@ -80,7 +87,8 @@ ParsedOption parse_size_or_percent(std::string_view text) {
   if (text.find('%') != std::string_view::npos) {
     const std::optional<double> fraction = parse_percent(text);
     if (!fraction) return failure("not a percent");
-    if (*fraction <= 0 || *fraction > 1) return failure("a percent must be above 0 and at most 100");
+    if (*fraction <= 0 || *fraction > 1)
+      return failure("a percent must be above 0 and at most 100");
     return success(Budget::fraction(*fraction));
   }
   const std::optional<uint64_t> bytes = parse_size(text);
@@ -176,12 +184,24 @@ std::string options_markdown_table() {
   for (const OptionSpec& option : kOptions) {
     std::string type;
     switch (option.type) {
-      case OptionType::kSize: type = "size"; break;
-      case OptionType::kSizeOrPercent: type = "size or percent"; break;
-      case OptionType::kEnum: type = "one of " + join(option.choices, ", ", "`"); break;
-      case OptionType::kBool: type = "bool"; break;
-      case OptionType::kPath: type = "path"; break;
-      case OptionType::kInteger: type = "integer"; break;
+      case OptionType::kSize:
+        type = "size";
+        break;
+      case OptionType::kSizeOrPercent:
+        type = "size or percent";
+        break;
+      case OptionType::kEnum:
+        type = "one of " + join(option.choices, ", ", "`");
+        break;
+      case OptionType::kBool:
+        type = "bool";
+        break;
+      case OptionType::kPath:
+        type = "path";
+        break;
+      case OptionType::kInteger:
+        type = "integer";
+        break;
     }
     const std::string default_cell =
         option.default_text.empty() ? "empty" : "`" + std::string(option.default_text) + "`";

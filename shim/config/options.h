@@ -38,8 +38,8 @@ struct OptionSpec {
   std::string_view section;
   std::string_view key;
   OptionType type;
-  std::string_view default_text;  // parsed like an environment value
-  std::string_view doc;           // one line, Markdown, for the README
+  std::string_view default_text;              // parsed like an environment value
+  std::string_view doc;                       // one line, Markdown, for the README
   std::span<const std::string_view> choices;  // kEnum only
   void (*store)(Config& config, const OptionValue& value);
 };

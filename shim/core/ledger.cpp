@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <mutex>
-#include <new>
 
 namespace vramspill::core {
 
@@ -49,10 +48,10 @@ Admission Ledger::admit(int device, Route route, uint64_t bytes,
   uint64_t held = d->held.load(kRelaxed);
   do {
     if (needed > limit || held > limit - needed) {
-      d->refused.fetch_add(1, kRelaxed);
       try {
         admission.refusal = refusal_text(device, route, bytes, pool_free_reserved, needed);
         admission.admitted = false;
+        d->refused.fetch_add(1, kRelaxed);
         return admission;
       } catch (...) {
         // Without the explanation the refusal would be a mystery OOM: fail open instead.
@@ -156,15 +155,10 @@ void Ledger::release(const Allocation& entry) noexcept {
 
 void Ledger::subtract(std::atomic<uint64_t>& counter, uint64_t bytes) noexcept {
   uint64_t value = counter.load(kRelaxed);
-  uint64_t next = 0;
-  do {
-    if (value < bytes) {
-      note_internal_error();
-      next = 0;
-    } else {
-      next = value - bytes;
-    }
-  } while (!counter.compare_exchange_weak(value, next, kRelaxed, kRelaxed));
+  while (!counter.compare_exchange_weak(value, value < bytes ? 0 : value - bytes, kRelaxed,
+                                        kRelaxed)) {
+  }
+  if (value < bytes) note_internal_error();  // `value` is what the successful exchange saw
 }
 
 void Ledger::raise_peak(DeviceState& d, uint64_t held) noexcept {

@@ -92,7 +92,9 @@ struct DeviceSnapshot {
   std::array<RouteSnapshot, kRouteCount> routes{};
 };
 
-// Make one lazily and never destroy it: threads may still allocate while the process exits.
+// Constant-initialisable (a test holds it to that), so static storage runs no code when the shim
+// is loaded. Never destroy it while the process lives: threads may allocate during exit.
+// About 64 KiB, most of it per-shard counters.
 class Ledger {
  public:
   Ledger() = default;

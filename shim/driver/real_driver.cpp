@@ -6,13 +6,6 @@
 
 namespace vramspill::driver {
 
-namespace {
-// Constant-initialised (atomics of nullptr): no constructor runs when the library loads.
-constinit RealDriver real_table;
-}  // namespace
-
-RealDriver& real_driver() { return real_table; }
-
 bool is_own_address(const void* address) {
   Dl_info own{};
   Dl_info other{};

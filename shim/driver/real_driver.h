@@ -23,7 +23,10 @@ struct RealDriver {
 #undef VRAMSPILL_DECLARE_SLOT
 };
 
-RealDriver& real_driver();
+// Constant-initialised (atomics of nullptr): no constructor runs when the library loads.
+// Inline so that every hook reads its slot directly.
+inline constinit RealDriver real_table;
+inline RealDriver& real_driver() { return real_table; }
 
 // Looks `name` up in the loaded libcuda.so.1 (Note [Finding the real driver]); nullptr if the
 // driver is not loaded, lacks the export, or the lookup found the shim.

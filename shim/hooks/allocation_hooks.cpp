@@ -5,10 +5,16 @@
 // Each hook: enter (Note [Entering the shim]); without shim state, forward untouched. Otherwise
 // admit, call the driver, settle the admission (Note [Reservation protocol] in core/ledger.h).
 // Arguments are never dereferenced before the driver has checked them: a NULL or invalid
-// argument gets the driver's own error, and the reservation is cancelled.
+// argument gets the driver's own error, and the reservation is cancelled. A NULL output pointer
+// goes straight to the driver, so that even a request over the budget gets the driver's error.
+#include <array>
 #include <atomic>
+#include <cstdint>
+#include <limits>
+#include <mutex>
 #include <optional>
 
+#include "core/spin_lock.h"
 #include "hooks/hook.h"
 #include "hooks/shim_state.h"
 #include "telemetry/log.h"
@@ -49,6 +55,9 @@ struct Allocated {
   uint64_t bytes = 0;  // what the driver really took
 };
 
+// Re-reads the figures of the pools the shim has seen (Note [Refreshing pool figures]).
+void refresh_pools(ShimState& shim);
+
 // Admission, the driver call and its settlement. `allocate(Allocated&)` calls the driver;
 // `after_success` runs between the driver call and on_allocated (pools report their growth there).
 template <typename Allocate, typename AfterSuccess>
@@ -56,10 +65,15 @@ CUresult admit_and_allocate(ShimState& shim, int device, Route route, uint64_t b
                             uint64_t pool_free_reserved, Allocate allocate,
                             AfterSuccess after_success) {
   know_device(shim, device);
+  // Note [Refreshing pool figures]: before a request is refused for want of room, make sure
+  // the room is not taken by memory the pools have already given back.
+  constexpr uint64_t kUnknown = std::numeric_limits<uint64_t>::max();
+  if (bytes > shim.ledger.budget_view(device, kUnknown, kUnknown).free_bytes)
+    refresh_pools(shim);
   const Admission admission = shim.ledger.admit(device, route, bytes, pool_free_reserved);
   if (!admission.admitted) {
-    vramspill::logging::limited(vramspill::LogLevel::kWarn, vramspill::RateKey::kOverBudget,
-                                "{} refused: {}", vramspill::core::route_name(route),
+    // The refusal names the route itself: "cuMemAlloc of 1.0 GiB (...) on device 0 refused: ...".
+    vramspill::logging::limited(vramspill::LogLevel::kWarn, vramspill::RateKey::kOverBudget, "{}",
                                 admission.refusal);
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
@@ -87,6 +101,51 @@ struct PoolUsage {
   uint64_t used = 0;
 };
 
+// Note [Refreshing pool figures]
+// A pool's reserved bytes also shrink without a call the shim sees: the driver gives a pool's
+// idle memory back when the program synchronises (cuStreamSynchronize, cuEventSynchronize,
+// cuCtxSynchronize; above the release threshold, which is 0 unless the program raises it), and
+// cuMemPoolTrimTo and cuMemPoolDestroy are not hooked. The ledger's figure for a pool is the one
+// read at its last stream-ordered allocation or free, so it can be too high: memory the driver
+// has taken back would still count against the budget, and a later cuMemAlloc (of any route)
+// would be refused although the device has the room. So the shim remembers the pools it has
+// reported (a few per process; kTrackedPoolCount at most, later ones are only refreshed by their
+// own calls) and reads their figures again where a stale one would show: before refusing a
+// request for want of room, in cuMemGetInfo, and when a stream-ordered block is freed (its pool
+// is not recorded with the block). A pool that no longer answers (destroyed) is forgotten.
+constexpr std::size_t kTrackedPoolCount = 64;
+
+struct TrackedPool {
+  std::atomic<CUmemoryPool> pool{nullptr};  // published last, with release
+  std::atomic<int> device{0};
+};
+
+// Slots fill in order and are never emptied: readers stop at the first empty one.
+constinit std::array<TrackedPool, kTrackedPoolCount> tracked_pools{};
+constinit vramspill::core::SpinLock tracked_pools_lock;  // serialises inserts only
+
+void track_pool(int device, CUmemoryPool pool) {
+  if (pool == nullptr) return;
+  for (TrackedPool& slot : tracked_pools) {
+    const CUmemoryPool seen = slot.pool.load(std::memory_order_acquire);
+    if (seen == nullptr) break;
+    if (seen == pool) {
+      slot.device.store(device, std::memory_order_relaxed);  // a reused handle may move
+      return;
+    }
+  }
+  const std::lock_guard guard(tracked_pools_lock);
+  for (TrackedPool& slot : tracked_pools) {
+    const CUmemoryPool seen = slot.pool.load(std::memory_order_relaxed);
+    if (seen == pool) return;
+    if (seen == nullptr) {
+      slot.device.store(device, std::memory_order_relaxed);
+      slot.pool.store(pool, std::memory_order_release);
+      return;
+    }
+  }
+}
+
 PoolUsage pool_usage(CUmemoryPool pool) {
   const auto get_attribute = VRAMSPILL_REAL(cuMemPoolGetAttribute);
   PoolUsage usage;
@@ -106,15 +165,37 @@ CUmemoryPool current_pool(int device) {
   return pool;
 }
 
+// The pool's reserved bytes; 0 for a pool the driver does not know (any more).
+uint64_t pool_reserved(CUmemoryPool pool) {
+  const auto get_attribute = VRAMSPILL_REAL(cuMemPoolGetAttribute);
+  cuuint64_t value = 0;
+  if (get_attribute == nullptr || pool == nullptr ||
+      get_attribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &value) != CUDA_SUCCESS)
+    return 0;
+  return value;
+}
+
 void report_pool(ShimState& shim, int device, CUmemoryPool pool) {
-  shim.ledger.set_pool_reserved(device, reinterpret_cast<uint64_t>(pool),
-                                pool_usage(pool).reserved);
+  if (pool == nullptr) return;
+  track_pool(device, pool);
+  shim.ledger.set_pool_reserved(device, reinterpret_cast<uint64_t>(pool), pool_reserved(pool));
+}
+
+// Note [Refreshing pool figures].
+void refresh_pools(ShimState& shim) {
+  for (TrackedPool& slot : tracked_pools) {
+    const CUmemoryPool pool = slot.pool.load(std::memory_order_acquire);
+    if (pool == nullptr) return;
+    shim.ledger.set_pool_reserved(slot.device.load(std::memory_order_relaxed),
+                                  reinterpret_cast<uint64_t>(pool), pool_reserved(pool));
+  }
 }
 
 // `call` is the driver's allocation; `pool` is null for kMemAllocAsync (the device's current pool).
 template <typename Call>
 CUresult pool_allocation(Route route, CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool,
                          Call call) {
+  if (dptr == nullptr) return call();  // the driver's error, whatever the budget would say
   const Entry entry;
   ShimState* shim = entry.state();
   const std::optional<int> device = shim != nullptr ? current_device() : std::nullopt;
@@ -126,7 +207,7 @@ CUresult pool_allocation(Route route, CUdeviceptr* dptr, size_t bytesize, CUmemo
       before.reserved > before.used ? before.reserved - before.used : 0,
       [&](Allocated& allocated) {
         const CUresult result = call();
-        allocated.key = *dptr;
+        if (result == CUDA_SUCCESS) allocated.key = *dptr;
         return result;
       },
       [&] { report_pool(*shim, *device, pool); });
@@ -140,8 +221,9 @@ CUresult forget_then_free(uint64_t key, KeySpace space, Free free) {
   if (ShimState* shim = entry.state()) {
     const auto forgotten = shim->ledger.on_freed(key, space);
     const CUresult result = free();
-    if (forgotten && vramspill::core::is_pool_route(forgotten->route))
-      report_pool(*shim, forgotten->device, current_pool(forgotten->device));
+    // The block's pool is not recorded (it may be an explicit one, not the device's current
+    // pool): read every pool's figure again (Note [Refreshing pool figures]).
+    if (forgotten && vramspill::core::is_pool_route(forgotten->route)) refresh_pools(*shim);
     return result;
   }
   return free();
@@ -177,7 +259,7 @@ CUresult array_creation(CUarray* handle, uint64_t bytes, Create create) {
   if (!device) return create();
   return admit_and_allocate(*shim, *device, Route::kArray, bytes, [&](Allocated& allocated) {
     const CUresult result = create();
-    allocated.key = reinterpret_cast<uint64_t>(*handle);
+    if (result == CUDA_SUCCESS) allocated.key = reinterpret_cast<uint64_t>(*handle);
     return result;
   });
 }
@@ -204,6 +286,7 @@ VRAMSPILL_HOOK CUresult CUDAAPI cuInit(unsigned int Flags) {
 
 VRAMSPILL_HOOK CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize) {
   VRAMSPILL_REAL_OR_RETURN(real, cuMemAlloc_v2);
+  if (dptr == nullptr) return real(dptr, bytesize);  // the driver's error, before any budget
   return linear_allocation(Route::kMemAlloc, bytesize, [&](Allocated& allocated) {
     const CUresult result = real(dptr, bytesize);
     if (result == CUDA_SUCCESS) allocated.key = *dptr;
@@ -215,6 +298,8 @@ VRAMSPILL_HOOK CUresult CUDAAPI cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pP
                                                    size_t WidthInBytes, size_t Height,
                                                    unsigned int ElementSizeBytes) {
   VRAMSPILL_REAL_OR_RETURN(real, cuMemAllocPitch_v2);
+  if (dptr == nullptr || pPitch == nullptr)  // the driver's error, before any budget
+    return real(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
   // Admitted at the unpadded size; the ledger then records pitch x height (what was taken).
   return linear_allocation(
       Route::kMemAllocPitch, uint64_t{WidthInBytes} * Height, [&](Allocated& allocated) {
@@ -230,6 +315,7 @@ VRAMSPILL_HOOK CUresult CUDAAPI cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pP
 VRAMSPILL_HOOK CUresult CUDAAPI cuMemAllocManaged(CUdeviceptr* dptr, size_t bytesize,
                                                   unsigned int flags) {
   VRAMSPILL_REAL_OR_RETURN(real, cuMemAllocManaged);
+  if (dptr == nullptr) return real(dptr, bytesize, flags);  // the driver's error
   return linear_allocation(Route::kMemAllocManaged, bytesize, [&](Allocated& allocated) {
     const CUresult result = real(dptr, bytesize, flags);
     if (result == CUDA_SUCCESS) allocated.key = *dptr;
@@ -295,7 +381,7 @@ VRAMSPILL_HOOK CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle* handle
   return admit_and_allocate(*shim, prop->location.id, Route::kMemCreate, size,
                             [&](Allocated& allocated) {
                               const CUresult result = create();
-                              allocated.key = *handle;
+                              if (result == CUDA_SUCCESS) allocated.key = *handle;
                               return result;
                             });
 }
@@ -340,6 +426,7 @@ VRAMSPILL_HOOK CUresult CUDAAPI cuMemGetInfo_v2(size_t* free, size_t* total) {
   const std::optional<int> device = shim != nullptr ? current_device() : std::nullopt;
   if (!device) return result;
   know_device(*shim, *device);
+  refresh_pools(*shim);  // Note [Refreshing pool figures]
   const vramspill::core::MemInfo view = shim->ledger.budget_view(*device, *free, *total);
   *free = view.free_bytes;
   *total = view.total_bytes;

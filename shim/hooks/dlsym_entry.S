@@ -8,8 +8,12 @@
  * that caller, and another preloaded library asking for RTLD_NEXT would be handed the wrong
  * object (itself, sometimes, and recurse). So the entry is a few instructions that tail-jump to
  * glibc's dlsym for every name that does not start with "cu", leaving the caller's return
- * address in place. Only driver names take the C++ path (vramspill_dlsym_driver_symbol), as
- * does the very first call, before the real dlsym is known.
+ * address in place. Only driver names take the C++ path (vramspill_dlsym_driver_symbol).
+ * The very first call of any other name finds glibc's dlsym first (vramspill_resolve_real_dlsym,
+ * called with the arguments saved) and then tail-jumps to it like every later call: answering it
+ * from C++ would make the shim the caller, and an interposer preloaded after the shim whose
+ * dlsym(RTLD_NEXT, "getpid") happened to be the process's first dlsym call got its own getpid
+ * back and recursed (tests/shim/lifecycle, Dlsym.RtldNextFromAnotherPreloadedLibrary...).
  */
     .text
     .globl vramspill_dlsym_entry
@@ -31,10 +35,27 @@ vramspill_dlsym_entry_default:
 .Lforward:
     movq    vramspill_real_dlsym_pointer(%rip), %rax
     testq   %rax, %rax
-    je      .Ldriver
+    je      .Lresolve
     jmp     *%rax
 .Ldriver:
     jmp     vramspill_dlsym_driver_symbol
+.Lresolve:                                /* first call: the caller's return address stays */
+    pushq   %rdi                          /* on top of the stack for the jump below */
+    .cfi_adjust_cfa_offset 8
+    pushq   %rsi
+    .cfi_adjust_cfa_offset 8
+    subq    $8, %rsp                      /* 16-byte aligned at the call */
+    .cfi_adjust_cfa_offset 8
+    call    vramspill_resolve_real_dlsym
+    addq    $8, %rsp
+    .cfi_adjust_cfa_offset -8
+    popq    %rsi
+    .cfi_adjust_cfa_offset -8
+    popq    %rdi
+    .cfi_adjust_cfa_offset -8
+    testq   %rax, %rax
+    je      .Ldriver                      /* no real dlsym: the C++ path answers null */
+    jmp     *%rax
     .cfi_endproc
 #elif defined(__aarch64__)
     .cfi_startproc
@@ -48,10 +69,26 @@ vramspill_dlsym_entry_default:
 .Lforward:
     adrp    x9, vramspill_real_dlsym_pointer
     ldr     x9, [x9, :lo12:vramspill_real_dlsym_pointer]
-    cbz     x9, .Ldriver
+    cbz     x9, .Lresolve
     br      x9
 .Ldriver:
     b       vramspill_dlsym_driver_symbol
+.Lresolve:                                /* first call: keep the arguments and the caller's */
+    stp     x29, x30, [sp, #-32]!         /* return address (x30) across the call */
+    .cfi_def_cfa_offset 32
+    .cfi_offset 29, -32
+    .cfi_offset 30, -24
+    mov     x29, sp
+    stp     x0, x1, [sp, #16]
+    bl      vramspill_resolve_real_dlsym
+    mov     x9, x0
+    ldp     x0, x1, [sp, #16]
+    ldp     x29, x30, [sp], #32
+    .cfi_restore 30
+    .cfi_restore 29
+    .cfi_def_cfa_offset 0
+    cbz     x9, .Ldriver                  /* no real dlsym: the C++ path answers null */
+    br      x9
     .cfi_endproc
 #else
 #error "vramspill's dlsym entry is written for x86-64 and AArch64 only"

@@ -2,6 +2,7 @@
 
 #include <pthread.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <mutex>
 
@@ -11,18 +12,22 @@ namespace vramspill::hooks {
 namespace {
 
 std::once_flag init_once;
+std::atomic<bool> initialised{false};  // lets every later hook skip call_once's locking
 ShimState* the_state = nullptr;       // set once by initialise(); never freed
 std::string* the_config_error = nullptr;
 bool in_forked_child = false;         // written by the atfork handler, read by each hook
 
-thread_local bool inside_shim = false;
+// initial-exec: the preloaded library is in the initial TLS block, so this is a plain
+// %fs-relative access instead of a __tls_get_addr call on every hook.
+__attribute__((tls_model("initial-exec"))) thread_local bool inside_shim = false;
 
 void enter_forked_child() { in_forked_child = true; }
 
 void write_exit_summary() {
-  if (the_state == nullptr) return;
-  if (the_state->config.log.summary && !in_forked_child)
-    logging::summary(the_state->ledger.summary_line());
+  // A forked child logs nothing at all: the parent's memory is not its to report, and a log
+  // lock held by another parent thread at fork time would never be released in the child.
+  if (the_state == nullptr || in_forked_child) return;
+  if (the_state->config.log.summary) logging::summary(the_state->ledger.summary_line());
   logging::report_suppressed();
   logging::flush();
 }
@@ -31,7 +36,8 @@ void initialise() {
   ConfigResult loaded = load_config();
   if (!loaded) {
     the_config_error = new std::string(loaded.error().message);
-    logging::error("invalid configuration, CUDA initialisation will fail: {}", *the_config_error);
+    logging::error("invalid configuration, CUDA initialisation will fail:");
+    for (const std::string& problem : loaded.error().problems) logging::error("  {}", problem);
     return;
   }
   logging::configure(loaded.config().log);
@@ -47,10 +53,13 @@ void initialise() {
 
 Entry::Entry() noexcept {
   if (inside_shim) return;
-  try {
-    std::call_once(init_once, initialise);
-  } catch (...) {  // out of memory while initialising: stay out of the way
-    return;
+  if (!initialised.load(std::memory_order_acquire)) {
+    try {
+      std::call_once(init_once, initialise);
+    } catch (...) {  // out of memory while initialising: stay out of the way
+      return;
+    }
+    initialised.store(true, std::memory_order_release);
   }
   if (in_forked_child || the_state == nullptr) return;
   inside_shim = true;

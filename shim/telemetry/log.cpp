@@ -36,19 +36,24 @@ constinit std::atomic<int> g_level{kUnset};
 
 spdlog::level::level_enum to_spdlog(LogLevel level) {
   switch (level) {
-    case LogLevel::kTrace: return spdlog::level::trace;
-    case LogLevel::kDebug: return spdlog::level::debug;
-    case LogLevel::kInfo: return spdlog::level::info;
-    case LogLevel::kWarn: return spdlog::level::warn;
-    case LogLevel::kError: return spdlog::level::err;
-    case LogLevel::kOff: return spdlog::level::off;
+    case LogLevel::kTrace:
+      return spdlog::level::trace;
+    case LogLevel::kDebug:
+      return spdlog::level::debug;
+    case LogLevel::kInfo:
+      return spdlog::level::info;
+    case LogLevel::kWarn:
+      return spdlog::level::warn;
+    case LogLevel::kError:
+      return spdlog::level::err;
+    case LogLevel::kOff:
+      return spdlog::level::off;
   }
   return spdlog::level::off;
 }
 
 // Builds a logger for `config`; `fallback_reason` is set when the file could not be opened.
-std::shared_ptr<spdlog::logger> make_logger(const LogConfig& config,
-                                            std::string& fallback_reason) {
+std::shared_ptr<spdlog::logger> make_logger(const LogConfig& config, std::string& fallback_reason) {
   spdlog::sink_ptr sink;
   if (!config.file.empty()) {
     try {
@@ -67,10 +72,9 @@ std::shared_ptr<spdlog::logger> make_logger(const LogConfig& config,
 
 // Makes `logger` current; the one it replaces stays alive (Note [Immortal logger]).
 void publish(std::shared_ptr<spdlog::logger> logger, LogLevel level) {
-  auto* published = new Published{std::move(logger), g_current.load(std::memory_order_acquire)};
-  while (!g_current.compare_exchange_weak(published->previous, published,
-                                          std::memory_order_acq_rel)) {
-  }
+  auto* published = new Published{std::move(logger), nullptr};
+  // Readers only ever look at the head; the link just keeps the old logger reachable.
+  published->previous = g_current.exchange(published, std::memory_order_acq_rel);
   g_level.store(static_cast<int>(level), std::memory_order_release);
 }
 
@@ -84,7 +88,10 @@ spdlog::logger* current() {
   auto* created = new Published{make_logger(defaults, unused), nullptr};
   Published* expected = nullptr;
   if (g_current.compare_exchange_strong(expected, created, std::memory_order_acq_rel)) {
-    g_level.store(static_cast<int>(defaults.level), std::memory_order_release);
+    // Only if configure() has not set a level meanwhile (it may run between the two stores).
+    int unset = kUnset;
+    g_level.compare_exchange_strong(unset, static_cast<int>(defaults.level),
+                                    std::memory_order_acq_rel);
     return created->logger.get();
   }
   delete created;  // another thread published first; nobody saw ours

@@ -17,6 +17,7 @@ constexpr double kKi = 1024.0;
 constexpr double kKilo = 1000.0;
 
 // Longest suffixes first, so "MiB" is not read as "B" after a number "512Mi".
+// clang-format off
 constexpr std::array kUnits = {
     Unit{"KiB", kKi},          Unit{"MiB", kKi * kKi},        Unit{"GiB", kKi * kKi * kKi},
     Unit{"TiB", kKi * kKi * kKi * kKi},
@@ -26,6 +27,7 @@ constexpr std::array kUnits = {
     Unit{"T", kKi * kKi * kKi * kKi},
     Unit{"B", 1.0},
 };
+// clang-format on
 
 // A plain non-negative decimal number. std::from_chars, not strtod: strtod follows LC_NUMERIC,
 // and the shim runs inside programs that may have set a locale whose decimal point is a comma.

@@ -41,8 +41,8 @@ TEST(ConfigErrors, UnknownKeyNamesPlaceKnownKeysAndCloseMatch) {
 TEST(ConfigErrors, UnknownKeyWithoutCloseMatch) {
   std::string path;
   const std::string message = toml_error("[log]\ncolour = true\n", path);
-  EXPECT_EQ(message, "unknown key 'colour' in [log] at " + path +
-                         ":2:1; known keys: level, file, summary");
+  EXPECT_EQ(message,
+            "unknown key 'colour' in [log] at " + path + ":2:1; known keys: level, file, summary");
 }
 
 TEST(ConfigErrors, UnknownSection) {
@@ -55,7 +55,8 @@ TEST(ConfigErrors, UnknownSection) {
 TEST(ConfigErrors, KeyOutsideAnySection) {
   std::string path;
   const std::string message = toml_error("budget = \"1GiB\"\n", path);
-  EXPECT_EQ(message, "key 'budget' at " + path + ":1:1 is outside any section; it belongs in [device]");
+  EXPECT_EQ(message,
+            "key 'budget' at " + path + ":1:1 is outside any section; it belongs in [device]");
 }
 
 TEST(ConfigErrors, SectionThatIsNotATable) {
@@ -148,11 +149,12 @@ TEST(ConfigErrors, BadEnvironmentValue) {
 
 TEST(ConfigErrors, ReserveSwallowingTheBudget) {
   std::string path;
-  const std::string message = toml_error("[device]\nbudget = \"1GiB\"\n", path,
-                                         {"VRAMSPILL_DEVICE_RESERVE=2GiB"});
-  EXPECT_EQ(message, "device.reserve = 2GiB in VRAMSPILL_DEVICE_RESERVE is not less than "
-                     "device.budget = 1GiB at " + path +
-                         ":2:10: nothing would be left to allocate");
+  const std::string message =
+      toml_error("[device]\nbudget = \"1GiB\"\n", path, {"VRAMSPILL_DEVICE_RESERVE=2GiB"});
+  EXPECT_EQ(message,
+            "device.reserve = 2GiB in VRAMSPILL_DEVICE_RESERVE is not less than "
+            "device.budget = 1GiB at " +
+                path + ":2:10: nothing would be left to allocate");
 }
 
 // A user fixing a file sees every problem at once, one per line: file, then environment.
@@ -161,6 +163,11 @@ TEST(ConfigErrors, AllProblemsAreReported) {
   const std::string message = toml_error("[device]\nbudjet = 1\n[log]\nlevel = \"loud\"\n", path,
                                          {"VRAMSPILL_SPILL_MOD=off"});
   EXPECT_EQ(std::count(message.begin(), message.end(), '\n'), 2) << message;
+  const ConfigResult result =
+      load_toml("[device]\nbudjet = 1\n", path, {"VRAMSPILL_SPILL_MOD=off"});
+  ASSERT_FALSE(result.ok());
+  ASSERT_EQ(result.error().problems.size(), 2u);
+  EXPECT_EQ(result.error().message, result.error().problems[0] + "\n" + result.error().problems[1]);
   EXPECT_THAT(message, HasSubstr("unknown environment variable VRAMSPILL_SPILL_MOD"));
   EXPECT_THAT(message, HasSubstr("unknown key 'budjet'"));
   EXPECT_THAT(message, HasSubstr("bad value 'loud' for log.level at " + path + ":4:9"));

@@ -1,11 +1,12 @@
 // load_config(): defaults, precedence (environment > file > default), typed values, and the
 // conf/ examples.
+#include "config/config.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <filesystem>
 
-#include "config/config.h"
 #include "config_test_support.h"
 
 namespace vramspill {
@@ -38,9 +39,7 @@ TEST(LoadConfig, DefaultConfigMatchesAnEmptyLoad) {
   EXPECT_EQ(defaults.log.summary, loaded.config().log.summary);
 }
 
-TEST(LoadConfig, NullEnvironmentMeansDefaults) {
-  EXPECT_TRUE(load_config(nullptr).ok());
-}
+TEST(LoadConfig, NullEnvironmentMeansDefaults) { EXPECT_TRUE(load_config(nullptr).ok()); }
 
 TEST(LoadConfig, FileBeatsDefault) {
   std::string path;
@@ -123,7 +122,7 @@ TEST(Budget, PercentStaysAFractionUntilResolved) {
 
 TEST(Budget, ResolveAndLimit) {
   EXPECT_EQ(Budget::fraction(1.0).resolve(141 * kGiB + 7), 141 * kGiB + 7);  // 100% is exact
-  EXPECT_EQ(Budget::fraction(0.5).resolve(3), 1u);                          // rounds down
+  EXPECT_EQ(Budget::fraction(0.5).resolve(3), 1u);                           // rounds down
   EXPECT_EQ(Budget::bytes(20 * kGiB).resolve(80 * kGiB), 20 * kGiB);
   EXPECT_EQ(Budget::bytes(200 * kGiB).resolve(80 * kGiB), 80 * kGiB);  // never above the device
   EXPECT_EQ(Budget::fraction(1.0).resolve(UINT64_MAX), UINT64_MAX);

@@ -32,8 +32,8 @@ inline ConfigResult load(std::vector<std::string> environment) {
 // Writes `text` to a file in the test's temporary directory, named after the running test.
 inline std::string write_file(const std::string& text, const std::string& suffix = ".toml") {
   const ::testing::TestInfo* test = ::testing::UnitTest::GetInstance()->current_test_info();
-  const std::string path = ::testing::TempDir() + "vramspill_" + test->test_suite_name() + "_" +
-                           test->name() + suffix;
+  const std::string path =
+      ::testing::TempDir() + "vramspill_" + test->test_suite_name() + "_" + test->name() + suffix;
   std::ofstream(path, std::ios::binary | std::ios::trunc) << text;
   return path;
 }

@@ -108,7 +108,9 @@ TEST_F(LogFileTest, ReconfiguringSwitchesFiles) {
 TEST_F(LogFileTest, RateLimitedMessages) {
   configure(LogLevel::kInfo);
   reset_rate_limits();
-  const auto window = [] { return std::chrono::steady_clock::now().time_since_epoch() / kRateWindow; };
+  const auto window = [] {
+    return std::chrono::steady_clock::now().time_since_epoch() / kRateWindow;
+  };
   const auto started = window();
   for (int i = 0; i < 8; ++i)
     logging::limited(LogLevel::kWarn, RateKey::kOverBudget, "refused allocation {}", i);
@@ -142,7 +144,8 @@ TEST_F(LogFileTest, SuppressedCountRidesOnTheNextWindowsFirstMessage) {
   decision.log = true;
   decision.suppressed_before = 12;
   logging::write_limited(LogLevel::kWarn, decision, "again");
-  EXPECT_EQ(contents(), "earlier run\n[vramspill] warning: again (suppressed 12 similar messages)\n");
+  EXPECT_EQ(contents(),
+            "earlier run\n[vramspill] warning: again (suppressed 12 similar messages)\n");
 }
 
 TEST(LogFallback, UnopenableFileFallsBackToStderrWithAWarning) {

@@ -1,11 +1,12 @@
 // The options table itself: complete documentation, valid defaults, derived names, the README
 // table, and the "did you mean" matcher.
+#include "config/options.h"
+
 #include <gtest/gtest.h>
 
 #include <set>
 #include <string>
 
-#include "config/options.h"
 #include "config/suggest.h"
 
 namespace vramspill {
@@ -59,8 +60,9 @@ TEST(OptionsTable, MarkdownHasAHeaderAndOneRowPerOption) {
   EXPECT_TRUE(table.starts_with("| Key | Environment variable | Type | Default | Meaning |\n"));
   EXPECT_EQ(std::count(table.begin(), table.end(), '\n'),
             static_cast<std::ptrdiff_t>(options().size() + 2));
-  EXPECT_NE(table.find("| `device.budget` | `VRAMSPILL_DEVICE_BUDGET` | size or percent | `100%` |"),
-            std::string::npos);
+  EXPECT_NE(
+      table.find("| `device.budget` | `VRAMSPILL_DEVICE_BUDGET` | size or percent | `100%` |"),
+      std::string::npos);
   EXPECT_NE(table.find("| `log.file` | `VRAMSPILL_LOG_FILE` | path | empty |"), std::string::npos);
 }
 

@@ -72,9 +72,7 @@ TEST_F(RateLimitTest, AClockGoingBackwardsStaysInTheWindow) {
   EXPECT_FALSE(should_log(RateKey::kOverBudget, in_window(9)));
 }
 
-TEST_F(RateLimitTest, RealClockOverload) {
-  EXPECT_TRUE(should_log(RateKey::kDriverFallback));
-}
+TEST_F(RateLimitTest, RealClockOverload) { EXPECT_TRUE(should_log(RateKey::kDriverFallback)); }
 
 TEST_F(RateLimitTest, ExactlyTheBurstAcrossThreads) {
   constexpr int kThreads = 8;

@@ -24,8 +24,8 @@ TEST(ParseSize, PlainBytesAndUnits) {
 }
 
 TEST(ParseSize, RejectsEverythingElse) {
-  for (const char* bad : {"", " ", "MiB", "-1", "+1", " 1", "1 MiB", "1XB", "lots", "1.5.2G",
-                          "nan", "inf", "0x10", "90%", "20gib"})
+  for (const char* bad : {"", " ", "MiB", "-1", "+1", " 1", "1 MiB", "1XB", "lots", "1.5.2G", "nan",
+                          "inf", "0x10", "90%", "20gib"})
     EXPECT_EQ(parse_size(bad), std::nullopt) << bad;
 }
 

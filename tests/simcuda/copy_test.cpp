@@ -227,6 +227,18 @@ TEST_F(CopyTest, UnmappedVmmRangeIsRefused) {
   ASSERT_CU(cuMemAddressFree(reserved, 2 * kMiB));
 }
 
+// Copies run guarded (a fault on device memory poisons the context, see vmm_test.cpp), but a bad
+// host pointer, which neither the driver nor simcuda can check, still crashes the process, as the
+// driver's own CPU-side copy of pageable memory would.
+TEST_F(CopyTest, GarbageHostPointerStillCrashes) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");  // stream worker threads are running
+  CUdeviceptr device = 0;
+  ASSERT_CU(cuMemAlloc(&device, 4096));
+  EXPECT_DEATH(cuMemcpyHtoD(device, reinterpret_cast<const void*>(uintptr_t{0x1000}), 64), "");
+  EXPECT_DEATH(cuMemcpyDtoH(reinterpret_cast<void*>(uintptr_t{0x1000}), device, 64), "");
+  ASSERT_CU(cuMemFree(device));
+}
+
 TEST_F(CopyTest, PerThreadCopyExportsUseThePerThreadStream) {
   const auto copy_pt = PER_THREAD(cuMemcpyHtoDAsync);
   const auto sync_copy_pt = PER_THREAD(cuMemcpyDtoH);

@@ -1,4 +1,5 @@
-// Device linear memory, pinned host memory and pointer attributes on simcuda (1 GiB default).
+// Device linear memory, pinned host memory and pointer attributes on simcuda (1 GiB default), and
+// what destroying a context does to the memory allocated in it.
 #include <cstring>
 #include <vector>
 
@@ -137,6 +138,102 @@ TEST_F(MemoryTest, PointerAttributesTellTheTruth) {
   EXPECT_EQ(ordinal, -2);
   ASSERT_CU(cuMemFreeHost(pinned));
   ASSERT_CU(cuMemFree(device_ptr));
+}
+
+// cuCtxDestroy frees the memory allocated in the context, as the driver documents: the VRAM comes
+// back exactly, and the old pointers are unknown (CUDA_ERROR_INVALID_VALUE, as for any pointer
+// that is no live allocation), never followed to the destroyed context. Stream-ordered and VMM
+// allocations are not associated with a context: they survive it, now in the primary context.
+TEST_F(MemoryTest, DestroyingAContextFreesItsMemory) {
+  const size_t before = used();
+  CUcontext other = nullptr;
+  ASSERT_CU(cuCtxCreate(&other, nullptr, 0, device_));
+  CUstream stream = nullptr;
+  ASSERT_CU(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+
+  CUdeviceptr device = 0, pitched = 0, managed = 0, pool_block = 0, pool_freed = 0;
+  size_t pitch = 0;
+  void* pinned = nullptr;
+  void* pinned_portable = nullptr;
+  std::vector<unsigned char> registered(8192, 7);
+  ASSERT_CU(cuMemAlloc(&device, 3 * kMiB + 1));
+  ASSERT_CU(cuMemAllocPitch(&pitched, &pitch, 1000, 100, 4));
+  ASSERT_CU(cuMemHostAlloc(&pinned, 64 * 1024, 0));
+  ASSERT_CU(cuMemHostAlloc(&pinned_portable, 4096, CU_MEMHOSTALLOC_PORTABLE));
+  ASSERT_CU(cuMemHostRegister(registered.data(), registered.size(), 0));
+  ASSERT_CU(cuMemAllocManaged(&managed, 4 * kMiB, CU_MEM_ATTACH_GLOBAL));
+  ASSERT_CU(cuMemPrefetchAsync(managed, 4 * kMiB, {CU_MEM_LOCATION_TYPE_DEVICE, 0}, 0, stream));
+  ASSERT_CU(cuMemAllocAsync(&pool_block, kMiB, stream));
+  ASSERT_CU(cuMemAllocAsync(&pool_freed, 5 * kMiB, stream));
+  ASSERT_CU(cuMemFreeAsync(pool_freed, stream));  // freed on a stream that dies with the context
+  // Queued work runs before the memory goes: the context is synchronised first.
+  ASSERT_CU(cuMemsetD8Async(device, 1, 3 * kMiB + 1, stream));
+  ASSERT_CU(cuMemsetD32Async(pool_block, 2, kMiB / 4, stream));
+  ASSERT_CU(cuStreamSynchronize(stream));
+  const size_t charged = used() - before;
+  EXPECT_GE(charged, 3 * kMiB + 4 * kMiB + 2 * kMiB);  // device, resident managed, a pool block
+
+  // A VMM mapping made while `other` is current outlives it.
+  CUmemAllocationProp prop{};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location = {CU_MEM_LOCATION_TYPE_DEVICE, 0};
+  CUdeviceptr reserved = 0;
+  CUmemGenericAllocationHandle handle = 0;
+  ASSERT_CU(cuMemAddressReserve(&reserved, 2 * kMiB, 0, 0, 0));
+  ASSERT_CU(cuMemCreate(&handle, 2 * kMiB, &prop, 0));
+  ASSERT_CU(cuMemMap(reserved, 2 * kMiB, 0, handle, 0));
+  const CUmemAccessDesc access{{CU_MEM_LOCATION_TYPE_DEVICE, 0},
+                               CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+  ASSERT_CU(cuMemSetAccess(reserved, 2 * kMiB, &access, 1));
+  CUcontext owner = nullptr;
+  ASSERT_CU(cuPointerGetAttribute(&owner, CU_POINTER_ATTRIBUTE_CONTEXT, reserved));
+  EXPECT_EQ(owner, other);
+
+  ASSERT_CU(cuCtxDestroy(other));  // also pops it: the primary context is current again
+  CUcontext current = nullptr;
+  ASSERT_CU(cuCtxGetCurrent(&current));
+  ASSERT_EQ(current, context_);
+  // Everything is back but the VMM handle and the live pool block (its 2 MiB block); the block
+  // freed on the context's stream went back too (destroying synchronises; threshold 0).
+  EXPECT_EQ(used(), before + 2 * kMiB + 2 * kMiB);
+
+  EXPECT_EQ(cuMemFree(device), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemFree(pitched), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemFree(managed), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemFree(pool_freed), CUDA_ERROR_INVALID_VALUE);  // freed before: a double free
+  EXPECT_EQ(cuMemFreeHost(pinned), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemFreeHost(pinned_portable), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemHostUnregister(registered.data()), CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED);
+  CUdeviceptr base = 0;
+  size_t size = 0;
+  EXPECT_EQ(cuMemGetAddressRange(&base, &size, device), CUDA_ERROR_NOT_FOUND);
+  std::vector<unsigned char> host(16);
+  EXPECT_EQ(cuMemcpyDtoH(host.data(), device, host.size()), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(registered[100], 7);  // a registered range is only unregistered: it stays the program's
+
+  // The pool block and the VMM mapping now belong to the primary context and still work.
+  ASSERT_CU(cuPointerGetAttribute(&owner, CU_POINTER_ATTRIBUTE_CONTEXT, pool_block));
+  EXPECT_EQ(owner, context_);
+  EXPECT_EQ(download<uint32_t>(pool_block, 4), std::vector<uint32_t>(4, 2u));
+  ASSERT_CU(cuMemFree(pool_block));
+  EXPECT_EQ(used(), before + 2 * kMiB);
+  ASSERT_CU(cuPointerGetAttribute(&owner, CU_POINTER_ATTRIBUTE_CONTEXT, reserved));
+  EXPECT_EQ(owner, context_);
+  upload(reserved, std::vector<uint32_t>(4, 9u));
+  EXPECT_EQ(download<uint32_t>(reserved, 4), std::vector<uint32_t>(4, 9u));
+  ASSERT_CU(cuMemUnmap(reserved, 2 * kMiB));
+  ASSERT_CU(cuMemRelease(handle));
+  ASSERT_CU(cuMemAddressFree(reserved, 2 * kMiB));
+  EXPECT_EQ(used(), before);
+
+  // The VRAM is usable again, and the default pool serves the primary context.
+  CUdeviceptr again = 0;
+  ASSERT_CU(cuMemAlloc(&again, kGiB - before));
+  ASSERT_CU(cuMemFree(again));
+  ASSERT_CU(cuMemAllocAsync(&again, 5 * kMiB, nullptr));
+  ASSERT_CU(cuMemFreeAsync(again, nullptr));
+  ASSERT_CU(cuCtxSynchronize());
+  EXPECT_EQ(used(), before);
 }
 
 }  // namespace

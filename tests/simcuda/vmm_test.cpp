@@ -1,11 +1,13 @@
 // Virtual memory management on simcuda (1 GiB device): reservations, physical handles mapped at
 // several addresses (aliasing), access control, faults on unmapped or inaccessible ranges, exact
 // VRAM accounting and handle lifetimes.
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
 
 #include "kernel_test_support.h"
+#include "stream_test_support.h"
 
 namespace {
 
@@ -29,6 +31,24 @@ CUmemAccessDesc read_write(CUmemLocationType type = CU_MEM_LOCATION_TYPE_DEVICE,
   return {{type, id}, CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
 }
 
+CUmemAccessDesc read_only(CUmemLocationType type = CU_MEM_LOCATION_TYPE_DEVICE, int id = 0) {
+  return {{type, id}, CU_MEM_ACCESS_FLAGS_PROT_READ};
+}
+
+// In a death-test child: reserves `granules` granules, maps one handle over all of them and gives
+// device 0 read-write access; exits with 2 when any of that fails.
+CUdeviceptr map_read_write_or_exit(size_t granules, CUmemGenericAllocationHandle* handle) {
+  CUdeviceptr reserved = 0;
+  const CUmemAllocationProp prop = device_prop();
+  const CUmemAccessDesc access = read_write();
+  if (cuMemAddressReserve(&reserved, granules * kGranule, 0, 0, 0) != CUDA_SUCCESS ||
+      cuMemCreate(handle, granules * kGranule, &prop, 0) != CUDA_SUCCESS ||
+      cuMemMap(reserved, granules * kGranule, 0, *handle, 0) != CUDA_SUCCESS ||
+      cuMemSetAccess(reserved, granules * kGranule, &access, 1) != CUDA_SUCCESS)
+    std::exit(2);
+  return reserved;
+}
+
 class VmmTest : public KernelFixture {
  protected:
   static unsigned long long access_of(CUdeviceptr ptr, CUmemLocation location) {
@@ -36,6 +56,7 @@ class VmmTest : public KernelFixture {
     EXPECT_CU(cuMemGetAccess(&flags, &location, ptr));
     return flags;
   }
+  [[noreturn]] void exit_with_read_only_results();
 };
 
 using VmmDeathTest = VmmTest;
@@ -236,6 +257,105 @@ TEST_F(VmmDeathTest, KernelOnMappingWithoutAccessIsAnIllegalAddress) {
         std::exit(cuCtxSynchronize() == CUDA_ERROR_ILLEGAL_ADDRESS ? 0 : 1);
       },
       ::testing::ExitedWithCode(0), "");
+}
+
+// The child of WritesIntoAReadOnlyMappingAreRefusedAndReadsWork: reports what each call returned.
+[[noreturn]] void VmmTest::exit_with_read_only_results() {
+  CUmemGenericAllocationHandle handle = 0;
+  const CUdeviceptr reserved = map_read_write_or_exit(2, &handle);
+  const CUdeviceptr writable = reserved, readable = reserved + kGranule;
+  CUdeviceptr device = 0;
+  std::vector<uint32_t> pattern(1024);
+  for (size_t i = 0; i < pattern.size(); ++i) pattern[i] = static_cast<uint32_t>(i * 7 + 1);
+  const CUmemAccessDesc access = read_only();
+  if (cuMemAlloc(&device, 4096) != CUDA_SUCCESS ||
+      cuMemcpyHtoD(readable, pattern.data(), 4096) != CUDA_SUCCESS ||
+      cuMemSetAccess(readable, kGranule, &access, 1) != CUDA_SUCCESS)
+    std::exit(3);
+  CUDA_MEMCPY2D copy_2d{};
+  copy_2d.srcMemoryType = CU_MEMORYTYPE_HOST;
+  copy_2d.srcHost = pattern.data();
+  copy_2d.srcPitch = 64;
+  copy_2d.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+  copy_2d.dstDevice = readable;
+  copy_2d.dstPitch = 128;
+  copy_2d.WidthInBytes = 64;
+  copy_2d.Height = 4;
+  std::fprintf(stderr, "htod=%d htod_async=%d dtod=%d copy=%d copy_2d=%d ",
+               cuMemcpyHtoD(readable, pattern.data(), 4096),
+               cuMemcpyHtoDAsync(readable, pattern.data(), 4096, nullptr),
+               cuMemcpyDtoD(readable, device, 4096), cuMemcpy(readable, device, 4096),
+               cuMemcpy2D(&copy_2d));
+  std::fprintf(stderr, "d32=%d d8_async=%d d2d16=%d straddling=%d ", cuMemsetD32(readable, 0, 1024),
+               cuMemsetD8Async(readable + 1, 0, 1, nullptr), cuMemsetD2D16(readable, 256, 0, 8, 8),
+               cuMemcpyHtoD(writable + kGranule - 64, pattern.data(), 128));
+  // Nothing was written, and the bytes read back in every way.
+  const bool intact = download<uint32_t>(readable, pattern.size()) == pattern;
+  const CUresult dtod_from = cuMemcpyDtoD(device, readable, 4096);
+  const bool copied = download<uint32_t>(device, pattern.size()) == pattern;
+  const CUresult kernel_read = copy(device, readable + 4, 4096 - 4);
+  const CUresult synchronized = cuCtxSynchronize();
+  const CUresult into_writable = cuMemcpyHtoD(writable, pattern.data(), 4096);
+  std::fprintf(stderr, "intact=%d dtod_from=%d copied=%d kernel=%d sync=%d writable=%d\n", intact,
+               dtod_from, copied, kernel_read, synchronized, into_writable);
+  std::exit(0);
+}
+
+// The copy engine writes through the shadow view, which is read-only where devices may only read:
+// copies and memsets into such a mapping are refused at the call (CUDA_ERROR_INVALID_VALUE, as
+// for any range devices cannot write), while reading it works. Before simcuda checked this, the
+// write killed the process with SIGSEGV, so the case runs in a child: a crash fails the test
+// instead of ending the test program.
+TEST_F(VmmDeathTest, WritesIntoAReadOnlyMappingAreRefusedAndReadsWork) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(exit_with_read_only_results(), ::testing::ExitedWithCode(0),
+              "htod=1 htod_async=1 dtod=1 copy=1 copy_2d=1 d32=1 d8_async=1 d2d16=1 straddling=1 "
+              "intact=1 dtod_from=0 copied=1 kernel=0 sync=0 writable=0");
+}
+
+// Checked at the call, the bytes move later: a mapping made read-only or unmapped while a copy or
+// memset into it waits on its stream makes that work fault on the worker thread. That poisons the
+// context (CUDA_ERROR_ILLEGAL_ADDRESS, as a faulting copy does on a GPU) instead of killing the
+// process.
+[[noreturn]] void revoke_while_queued(bool memset, bool unmap) {
+  CUmemGenericAllocationHandle handle = 0;
+  const CUdeviceptr mapped = map_read_write_or_exit(1, &handle);
+  CUstream stream = nullptr;
+  if (cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS) std::exit(2);
+  Gate gate;
+  if (gate.block(stream) != CUDA_SUCCESS) std::exit(2);
+  std::vector<uint32_t> source(1024, 5u);
+  const CUresult queued = memset ? cuMemsetD32Async(mapped, 1u, 1024, stream)
+                                 : cuMemcpyHtoDAsync(mapped, source.data(), 4096, stream);
+  if (queued != CUDA_SUCCESS) std::exit(3);
+  const CUmemAccessDesc access = read_only();
+  const CUresult revoked =
+      unmap ? cuMemUnmap(mapped, kGranule) : cuMemSetAccess(mapped, kGranule, &access, 1);
+  if (revoked != CUDA_SUCCESS) std::exit(4);
+  gate.open();
+  const CUresult synchronized = cuStreamSynchronize(stream);
+  CUdeviceptr later = 0;
+  const CUresult allocated = cuMemAlloc(&later, 16);
+  std::fprintf(stderr, "synchronize=%d later=%d\n", synchronized, allocated);
+  std::exit(0);
+}
+
+TEST_F(VmmDeathTest, MappingRevokedUnderAQueuedCopyPoisonsTheContext) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(revoke_while_queued(/*memset=*/false, /*unmap=*/false),
+              ::testing::ExitedWithCode(0),
+              "simcuda: copy touched inaccessible address 0x[0-9a-f]+.*synchronize=700 later=700");
+  EXPECT_EXIT(revoke_while_queued(/*memset=*/false, /*unmap=*/true),
+              ::testing::ExitedWithCode(0), "synchronize=700 later=700");
+}
+
+TEST_F(VmmDeathTest, MappingRevokedUnderAQueuedMemsetPoisonsTheContext) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(revoke_while_queued(/*memset=*/true, /*unmap=*/false),
+              ::testing::ExitedWithCode(0),
+              "simcuda: memset touched inaccessible address 0x[0-9a-f]+.*synchronize=700 later=700");
+  EXPECT_EXIT(revoke_while_queued(/*memset=*/true, /*unmap=*/true),
+              ::testing::ExitedWithCode(0), "synchronize=700 later=700");
 }
 
 TEST_F(VmmTest, ArgumentsAreCheckedAsTheDriverDoes) {

@@ -41,11 +41,11 @@ Copy2D linear(uint64_t dst, uint64_t src, size_t bytes) {
 }
 
 CUresult check_side(Side side, uint64_t address, uint64_t pitch, const Copy2D& copy,
-                    MemoryPlace* place) {
+                    simcuda::Access access, MemoryPlace* place) {
   const uint64_t extent = simcuda::region_extent(pitch, copy.width, copy.height);
-  if (side == Side::kHostOrAny) return simcuda::check_host_pointer(address, extent, place);
+  if (side == Side::kHostOrAny) return simcuda::check_host_pointer(address, extent, access, place);
   *place = simcuda::place_of(address);
-  return simcuda::check_range(address, extent);
+  return simcuda::check_range(address, extent, access);
 }
 
 bool empty(const Copy2D& copy) { return copy.width == 0 || copy.height == 0; }
@@ -58,10 +58,12 @@ CUresult prepare(DefaultStream null_means, CUstream hStream, const CopyRequest& 
       result != CUDA_SUCCESS || empty(request.copy))
     return result;
   const Copy2D& copy = request.copy;
-  if (CUresult result = check_side(request.dst_side, copy.dst, copy.dst_pitch, copy, &places[0]);
+  if (CUresult result = check_side(request.dst_side, copy.dst, copy.dst_pitch, copy,
+                                   simcuda::Access::kWrite, &places[0]);
       result != CUDA_SUCCESS)
     return result;
-  return check_side(request.src_side, copy.src, copy.src_pitch, copy, &places[1]);
+  return check_side(request.src_side, copy.src, copy.src_pitch, copy, simcuda::Access::kRead,
+                    &places[1]);
 }
 
 CUresult copy_sync(DefaultStream null_means, const CopyRequest& request) {
@@ -70,8 +72,7 @@ CUresult copy_sync(DefaultStream null_means, const CopyRequest& request) {
   if (CUresult result = prepare(null_means, nullptr, request, &stream, places);
       result != CUDA_SUCCESS || empty(request.copy))
     return result;
-  return simcuda::submit_sync(*stream,
-                              simcuda::copy_work(*stream->context()->device, request.copy));
+  return simcuda::submit_sync(*stream, simcuda::copy_work(*stream->context(), request.copy));
 }
 
 CUresult copy_async(DefaultStream null_means, CUstream hStream, CopyRequest request) {
@@ -86,7 +87,7 @@ CUresult copy_async(DefaultStream null_means, CUstream hStream, CopyRequest requ
     staging = simcuda::stage_source(request.copy);
   simcuda::Placement placement;
   const CUresult result = simcuda::submit_async(
-      *stream, simcuda::copy_work(*stream->context()->device, request.copy, std::move(staging)),
+      *stream, simcuda::copy_work(*stream->context(), request.copy, std::move(staging)),
       &placement);
   if (result == CUDA_SUCCESS && placement.capture_id == 0 &&
       places[0] == MemoryPlace::kPageableHost)

@@ -7,6 +7,7 @@
 #include "core/device.h"
 #include "core/device_memory.h"
 #include "core/driver.h"
+#include "core/memory_release.h"
 
 using simcuda::Allocation;
 using simcuda::Context;
@@ -68,7 +69,7 @@ SIMCUDA_EXPORT CUresult CUDAAPI cuMemFreeHost(void* p) {
   // Work still queued may read or write the buffer: the driver waits for it, and so do we.
   found->context->synchronize();
   if (!driver.allocations().remove(address)) return CUDA_ERROR_INVALID_VALUE;
-  munmap(p, found->mapped);
+  simcuda::release_host_memory(*found);
   return CUDA_SUCCESS;
 }
 
@@ -106,7 +107,8 @@ SIMCUDA_EXPORT CUresult CUDAAPI cuMemHostUnregister(void* p) {
   if (!found || found->kind != MemoryKind::kHostRegistered)
     return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
   found->context->synchronize();
-  driver.allocations().remove(address);
+  if (!driver.allocations().remove(address)) return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
+  simcuda::release_host_memory(*found);
   return CUDA_SUCCESS;
 }
 

@@ -30,7 +30,8 @@ CUresult check_fill(const Fill& fill) {
   if (fill.dst % fill.element_size != 0) return CUDA_ERROR_INVALID_VALUE;
   if (fill.height > 1 && (fill.pitch < row_bytes || fill.pitch % fill.element_size != 0))
     return CUDA_ERROR_INVALID_VALUE;
-  return simcuda::check_range(fill.dst, simcuda::region_extent(fill.pitch, row_bytes, fill.height));
+  return simcuda::check_range(fill.dst, simcuda::region_extent(fill.pitch, row_bytes, fill.height),
+                              simcuda::Access::kWrite);
 }
 
 CUresult fill_memory(DefaultStream null_means, CUstream hStream, bool async, const Fill& fill) {
@@ -40,7 +41,7 @@ CUresult fill_memory(DefaultStream null_means, CUstream hStream, bool async, con
     return result;
   if (fill.width == 0 || fill.height == 0) return CUDA_SUCCESS;
   if (CUresult result = check_fill(fill); result != CUDA_SUCCESS) return result;
-  simcuda::StreamWork work = simcuda::fill_work(*stream->context()->device, fill);
+  simcuda::StreamWork work = simcuda::fill_work(*stream->context(), fill);
   if (async) return simcuda::submit_async(*stream, std::move(work));
   return simcuda::submit_sync(*stream, std::move(work), /*wait=*/host_visible(fill.dst));
 }

@@ -38,4 +38,28 @@ std::optional<Allocation> AllocationRegistry::find_containing(uint64_t address) 
   return candidate;
 }
 
+std::vector<Allocation> AllocationRegistry::remove_context(const Context* context) {
+  std::vector<Allocation> removed;
+  std::unique_lock lock(mutex_);
+  for (auto it = by_base_.begin(); it != by_base_.end();) {
+    const Allocation& allocation = it->second;
+    if (allocation.context == context && allocation.kind != MemoryKind::kVmmMapping &&
+        allocation.pool == nullptr) {
+      removed.push_back(allocation);
+      it = by_base_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return removed;
+}
+
+bool AllocationRegistry::set_context(uint64_t base, Context* context) {
+  std::unique_lock lock(mutex_);
+  auto it = by_base_.find(base);
+  if (it == by_base_.end()) return false;
+  it->second.context = context;
+  return true;
+}
+
 }  // namespace simcuda

@@ -9,6 +9,7 @@
 #include <map>
 #include <optional>
 #include <shared_mutex>
+#include <vector>
 
 namespace simcuda {
 
@@ -46,6 +47,13 @@ class AllocationRegistry {
   std::optional<Allocation> find_exact(uint64_t base) const;
   // The allocation whose [base, base + mapped) holds `address`.
   std::optional<Allocation> find_containing(uint64_t address) const;
+  // Removes and returns every allocation whose `context` is `context`, except VMM mappings and
+  // stream-ordered pool blocks, which the driver does not associate with a context: what
+  // cuCtxDestroy frees (release_context_memory() in memory_release.h).
+  std::vector<Allocation> remove_context(const Context* context);
+  // Points the allocation starting at `base` at another context (one that outlives a destroyed
+  // context); false when there is none.
+  bool set_context(uint64_t base, Context* context);
 
  private:
   mutable std::shared_mutex mutex_;

@@ -6,6 +6,7 @@
 
 #include "core/capture.h"
 #include "core/event.h"
+#include "core/memory_release.h"
 
 namespace simcuda {
 namespace {
@@ -140,6 +141,9 @@ void destroy_context(Context* context) {
   // Handles that point into the context's streams die with it, as in the driver.
   forget_context_captures(context);
   forget_context_events(context);
+  // So does its memory, once the work still queued that may use it has run.
+  context->synchronize();
+  release_context_memory(*context);
   delete context;
 }
 

@@ -1,12 +1,15 @@
 #include "core/copy_engine.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 
+#include "core/context.h"
 #include "core/device_memory.h"
 #include "core/driver.h"
-#include "core/traffic.h"
+#include "core/kernel_fault.h"
+#include "core/vmm.h"
 
 namespace simcuda {
 
@@ -17,7 +20,7 @@ MemoryPlace place_of(uint64_t address) {
   return found && found->host_located ? MemoryPlace::kPinnedHost : MemoryPlace::kPageableHost;
 }
 
-CUresult check_range(uint64_t address, uint64_t size) {
+CUresult check_range(uint64_t address, uint64_t size, Access access) {
   if (address == 0 || size > std::numeric_limits<uint64_t>::max() - address)
     return CUDA_ERROR_INVALID_VALUE;
   const AllocationRegistry& registry = Driver::instance()->allocations();
@@ -29,18 +32,23 @@ CUresult check_range(uint64_t address, uint64_t size) {
     const bool vmm = found->kind == MemoryKind::kVmmMapping;
     const uint64_t limit = found->base + (vmm ? found->mapped : found->size);
     if (cursor >= limit) return CUDA_ERROR_INVALID_VALUE;
+    // A registered mapping is readable by devices, but it may be read-only (Note [VMM model]):
+    // the shadow view is then PROT_READ, and writing through it would fault.
+    if (vmm && access == Access::kWrite &&
+        !vmm_range_accessible(cursor, std::min(end, limit) - cursor, /*write=*/true))
+      return CUDA_ERROR_INVALID_VALUE;
     if (end <= limit) return CUDA_SUCCESS;
     if (!vmm) return CUDA_ERROR_INVALID_VALUE;
     cursor = limit;
   }
 }
 
-CUresult check_host_pointer(uint64_t address, uint64_t size, MemoryPlace* place) {
+CUresult check_host_pointer(uint64_t address, uint64_t size, Access access, MemoryPlace* place) {
   if (address == 0) return CUDA_ERROR_INVALID_VALUE;
   *place = place_of(address);
-  if (*place == MemoryPlace::kDevice) return check_range(address, size);
+  if (*place == MemoryPlace::kDevice) return check_range(address, size, access);
   // Memory only partly page-locked is staged by the driver like pageable memory.
-  if (*place == MemoryPlace::kPinnedHost && check_range(address, size) != CUDA_SUCCESS)
+  if (*place == MemoryPlace::kPinnedHost && check_range(address, size, access) != CUDA_SUCCESS)
     *place = MemoryPlace::kPageableHost;
   return CUDA_SUCCESS;
 }
@@ -55,47 +63,105 @@ std::shared_ptr<std::vector<unsigned char>> stage_source(Copy2D& copy) {
   return staging;
 }
 
-StreamWork copy_work(Device& device, Copy2D copy,
-                     std::shared_ptr<std::vector<unsigned char>> staging) {
-  return [&device, copy, staging = std::move(staging)] {
-    for (uint64_t row = 0; row < copy.height; ++row)
-      std::memmove(device_view(copy.dst + row * copy.dst_pitch),
-                   device_view(copy.src + row * copy.src_pitch), copy.width);
-    if (place_of(copy.src) == MemoryPlace::kPageableHost &&
-        place_of(copy.dst) == MemoryPlace::kPageableHost)
-      return 0.0;
-    const uint64_t bytes = copy.width * copy.height;
-    return account_access(device, Engine::kCopy, copy.src, bytes, Access::kRead) +
-           account_access(device, Engine::kCopy, copy.dst, bytes, Access::kWrite);
-  };
-}
-
 namespace {
+
+// The bytes of a copy or memset move under run_guarded (Note [Copy faults] in copy_engine.h).
+// A fault leaves the body by siglongjmp: it may hold no lock and own nothing with a destructor.
+struct GuardedCopy {
+  Copy2D copy;
+};
+
+void copy_rows(void* data) {
+  const Copy2D& copy = static_cast<GuardedCopy*>(data)->copy;
+  for (uint64_t row = 0; row < copy.height; ++row)
+    std::memmove(device_view(copy.dst + row * copy.dst_pitch),
+                 device_view(copy.src + row * copy.src_pitch), copy.width);
+}
 
 template <typename Element>
 void fill_row(void* row, uint64_t count, uint32_t value) {
   std::fill_n(static_cast<Element*>(row), count, static_cast<Element>(value));
 }
 
+struct GuardedFill {
+  Fill fill;
+};
+
+void fill_rows(void* data) {
+  const Fill& fill = static_cast<GuardedFill*>(data)->fill;
+  for (uint64_t row = 0; row < fill.height; ++row) {
+    void* start = device_view(fill.dst + row * fill.pitch);
+    switch (fill.element_size) {
+      case 1:
+        fill_row<uint8_t>(start, fill.width, fill.value);
+        break;
+      case 2:
+        fill_row<uint16_t>(start, fill.width, fill.value);
+        break;
+      default:
+        fill_row<uint32_t>(start, fill.width, fill.value);
+        break;
+    }
+  }
+}
+
+// Runs body(data) guarded; false when it faulted on device memory, after poisoning `context`
+// with CUDA_ERROR_ILLEGAL_ADDRESS (the first sticky error stays, as for kernels).
+bool run_or_poison(Context& context, const char* what, void (*body)(void*), void* data) {
+  void* fault_address = nullptr;
+  if (run_guarded(body, data, &fault_address)) return true;
+  uint64_t address = reinterpret_cast<uint64_t>(fault_address);
+  const AddressSpace& addresses = Driver::instance()->addresses();
+  if (!addresses.contains(address) && !addresses.in_shadow(address)) {
+    // Host memory (a garbage or unmapped pageable pointer): the driver copies pageable memory on
+    // the CPU, where such a pointer crashes the process. Run the work again unguarded, so that it
+    // faults the same way, through the handlers installed before simcuda's (step 3 of Note
+    // [Kernel faults]).
+    body(data);
+    return true;  // the memory became accessible meanwhile
+  }
+  if (addresses.in_shadow(address)) address -= AddressSpace::kSpan;  // the program's address
+  // The driver reports nothing more; a line on stderr saves a debugging session.
+  std::fprintf(stderr,
+               "simcuda: %s touched inaccessible address 0x%llx: CUDA_ERROR_ILLEGAL_ADDRESS (the "
+               "context is now unusable)\n",
+               what, static_cast<unsigned long long>(address));
+  CUresult expected = CUDA_SUCCESS;
+  context.sticky_error.compare_exchange_strong(expected, CUDA_ERROR_ILLEGAL_ADDRESS);
+  return false;
+}
+
+bool poisoned(const Context& context) {
+  return context.sticky_error.load(std::memory_order_relaxed) != CUDA_SUCCESS;
+}
+
 }  // namespace
 
-StreamWork fill_work(Device& device, Fill fill) {
-  return [&device, fill] {
-    for (uint64_t row = 0; row < fill.height; ++row) {
-      void* start = device_view(fill.dst + row * fill.pitch);
-      switch (fill.element_size) {
-        case 1:
-          fill_row<uint8_t>(start, fill.width, fill.value);
-          break;
-        case 2:
-          fill_row<uint16_t>(start, fill.width, fill.value);
-          break;
-        default:
-          fill_row<uint32_t>(start, fill.width, fill.value);
-          break;
-      }
-    }
-    return account_access(device, Engine::kKernel, fill.dst,
+StreamWork copy_work(Context& context, Copy2D copy,
+                     std::shared_ptr<std::vector<unsigned char>> staging) {
+  install_fault_handler();  // here, on the program's thread, rather than lazily on a worker
+  return [&context, copy, staging = std::move(staging)] {
+    // A context that faulted runs no more work, as on a GPU.
+    if (poisoned(context)) return 0.0;
+    GuardedCopy guarded{copy};
+    if (!run_or_poison(context, "copy", copy_rows, &guarded)) return 0.0;
+    if (place_of(copy.src) == MemoryPlace::kPageableHost &&
+        place_of(copy.dst) == MemoryPlace::kPageableHost)
+      return 0.0;
+    const uint64_t bytes = copy.width * copy.height;
+    Device& device = *context.device;
+    return account_access(device, Engine::kCopy, copy.src, bytes, Access::kRead) +
+           account_access(device, Engine::kCopy, copy.dst, bytes, Access::kWrite);
+  };
+}
+
+StreamWork fill_work(Context& context, Fill fill) {
+  install_fault_handler();
+  return [&context, fill] {
+    if (poisoned(context)) return 0.0;
+    GuardedFill guarded{fill};
+    if (!run_or_poison(context, "memset", fill_rows, &guarded)) return 0.0;
+    return account_access(*context.device, Engine::kKernel, fill.dst,
                           fill.width * fill.element_size * fill.height, Access::kWrite);
   };
 }

@@ -9,10 +9,11 @@
 #include <vector>
 
 #include "core/stream.h"
+#include "core/traffic.h"
 
 namespace simcuda {
 
-class Device;
+struct Context;
 
 // Where a pointer lives, as the driver tells with unified addressing.
 enum class MemoryPlace {
@@ -23,14 +24,15 @@ enum class MemoryPlace {
 MemoryPlace place_of(uint64_t address);
 
 // CUDA_ERROR_INVALID_VALUE unless [address, address + size) lies inside live allocations
-// (adjacent VMM mappings may share a range). The driver checks the ranges it knows; and a
-// reserved but unmapped VMM range must be refused here, before a worker thread touches it.
-CUresult check_range(uint64_t address, uint64_t size);
+// (adjacent VMM mappings may share a range) that devices may `access`. The driver checks the
+// ranges it knows; and a reserved but unmapped VMM range, or a write into a read-only VMM
+// mapping, must be refused here, before a worker thread touches it.
+CUresult check_range(uint64_t address, uint64_t size, Access access);
 
 // A pointer the program passes as host memory: NULL is refused, device-side memory is checked
 // like check_range() (unified addressing lets a device pointer stand in), and anything else is
 // host memory the driver cannot check. On success `*place` says which.
-CUresult check_host_pointer(uint64_t address, uint64_t size, MemoryPlace* place);
+CUresult check_host_pointer(uint64_t address, uint64_t size, Access access, MemoryPlace* place);
 
 // A pitched copy; a linear copy is one row.
 struct Copy2D {
@@ -58,10 +60,18 @@ inline uint64_t region_extent(uint64_t pitch, uint64_t width, uint64_t height) {
 // The returned buffer must outlive the work.
 std::shared_ptr<std::vector<unsigned char>> stage_source(Copy2D& copy);
 
-// The work performing `copy`; its modeled time is the source read plus the destination write
-// (account_access(), Engine::kCopy; a device-to-device copy moves its bytes through HBM twice).
-// A copy between two pageable host buffers involves no device and costs nothing.
-StreamWork copy_work(Device& device, Copy2D copy,
+// The work performing `copy` for `context` (which outlives it); its modeled time is the source
+// read plus the destination write (account_access(), Engine::kCopy; a device-to-device copy moves
+// its bytes through HBM twice). A copy between two pageable host buffers involves no device and
+// costs nothing.
+// Note [Copy faults]: the checks above happen at the call, the bytes move later. Device memory
+// that is freed, unmapped or made read-only in between makes the copy fault on the worker
+// thread: the bytes move under run_guarded (Note [Kernel faults] in kernel_fault.h), and a fault
+// on device memory poisons the context with CUDA_ERROR_ILLEGAL_ADDRESS, as a faulting copy does
+// on a GPU, instead of killing the process. A fault on host memory (a bad pageable pointer, which
+// the driver cannot check either) still kills the process, as the driver's CPU-side copy of
+// pageable memory would. Like kernels, copies and memsets of a poisoned context do not run.
+StreamWork copy_work(Context& context, Copy2D copy,
                      std::shared_ptr<std::vector<unsigned char>> staging = nullptr);
 
 struct Fill {
@@ -75,7 +85,8 @@ struct Fill {
 
 // The work performing a memset. The driver fills memory with a kernel on the device, so it is
 // accounted as a device-side write (Engine::kKernel): managed pages migrate to the device first,
-// and writes to pinned host memory cross the link as zero-copy traffic.
-StreamWork fill_work(Device& device, Fill fill);
+// and writes to pinned host memory cross the link as zero-copy traffic. Faults as in
+// Note [Copy faults].
+StreamWork fill_work(Context& context, Fill fill);
 
 }  // namespace simcuda

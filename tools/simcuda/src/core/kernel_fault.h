@@ -7,8 +7,9 @@
 // reservation or a garbage address gets a real SIGSEGV (or SIGBUS, e.g. beyond the end of a
 // file mapping). simcuda's handler, installed once (at the first launch, or when a host fault
 // handler is set), decides:
-//  1. The faulting thread is inside run_guarded() (a kernel is running on it): leave the kernel
-//     by siglongjmp; the launch then sets the context's sticky error (CUDA_ERROR_ILLEGAL_ADDRESS).
+//  1. The faulting thread is inside run_guarded() (a kernel, or the bytes of a copy or memset,
+//     are being moved on it; Note [Copy faults] in copy_engine.h): leave by siglongjmp; the
+//     work then sets the context's sticky error (CUDA_ERROR_ILLEGAL_ADDRESS).
 //  2. Otherwise the host fault handler (set by managed memory) may claim the address, make it
 //     accessible and return true: the faulting instruction is retried.
 //  3. Otherwise the fault goes to the handler that was installed before simcuda's (SA_SIGINFO or

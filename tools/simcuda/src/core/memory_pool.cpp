@@ -376,6 +376,25 @@ CUmemAccess_flags pool_get_access(MemoryPool& pool, int device) {
   return granted ? CU_MEM_ACCESS_FLAGS_PROT_READWRITE : CU_MEM_ACCESS_FLAGS_PROT_NONE;
 }
 
+void pool_forget_context(const Context& context) {
+  Pools& p = pools();
+  std::lock_guard lock(p.mutex);
+  AllocationRegistry& registry = Driver::instance()->allocations();
+  for (const auto& pool : p.all) {
+    for (auto& [base, block] : pool->blocks) {
+      if (block.chunk.context == &context) {
+        block.chunk.context = pool->device->primary_context();
+        registry.set_context(base, block.chunk.context);  // a free block keeps its entry
+      }
+      if (block.freed_on != nullptr && block.freed_on->context() == &context) {
+        block.freed_on = nullptr;
+        if (block.free_done == nullptr) block.free_done = std::make_shared<std::atomic<bool>>();
+        block.free_done->store(true);
+      }
+    }
+  }
+}
+
 void trim_pools_at_synchronize(Device& device) {
   Pools& p = pools();
   std::lock_guard lock(p.mutex);

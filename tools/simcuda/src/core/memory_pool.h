@@ -34,6 +34,7 @@ namespace simcuda {
 
 class Device;
 class Stream;
+struct Context;
 struct MemoryPool;
 
 MemoryPool* default_pool(Device& device);
@@ -62,6 +63,13 @@ CUresult pool_get_attribute(MemoryPool& pool, CUmemPool_attribute attribute, voi
 CUresult pool_set_attribute(MemoryPool& pool, CUmemPool_attribute attribute, const void* value);
 CUresult pool_set_access(MemoryPool& pool, const CUmemAccessDesc& desc);
 CUmemAccess_flags pool_get_access(MemoryPool& pool, int device);
+
+// cuCtxDestroy of `context`, which the caller synchronised. Stream-ordered allocations are not
+// associated with a context (cuCtxDestroy's documentation): its blocks, handed out or free, stay
+// in their pools and now name their device's primary context (the registry's entries too, so
+// that a later cuMemFree does not follow the destroyed one), and no block remembers a stream of
+// it (every free queued there has run).
+void pool_forget_context(const Context& context);
 
 // A synchronisation point of `device`: every pool of it gives back free memory above its
 // release threshold (destroyed pools everything free).

@@ -1,10 +1,13 @@
 #include "core/memory_release.h"
 
+#include <sys/mman.h>
+
 #include "core/context.h"
 #include "core/device_memory.h"
 #include "core/driver.h"
 #include "core/managed.h"
 #include "core/memory_pool.h"
+#include "core/vmm.h"
 
 namespace simcuda {
 
@@ -29,6 +32,26 @@ CUresult release_device_pointer(CUdeviceptr address) {
     unmap_memory(*found, found->mapped);
   trim_pools_at_synchronize(device);
   return CUDA_SUCCESS;
+}
+
+void release_host_memory(const Allocation& allocation) {
+  if (allocation.kind == MemoryKind::kHostPinned)
+    munmap(reinterpret_cast<void*>(allocation.base), allocation.mapped);
+}
+
+void release_context_memory(Context& context) {
+  Driver& driver = *Driver::instance();
+  for (const Allocation& allocation : driver.allocations().remove_context(&context)) {
+    if (allocation.kind == MemoryKind::kManaged)
+      release_managed(allocation);
+    else if (allocation.kind == MemoryKind::kDevice)
+      unmap_memory(allocation, allocation.mapped);
+    else
+      release_host_memory(allocation);
+  }
+  pool_forget_context(context);
+  vmm_forget_context(context);
+  trim_pools_at_synchronize(*context.device);
 }
 
 }  // namespace simcuda

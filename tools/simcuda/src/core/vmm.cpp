@@ -340,6 +340,17 @@ CUresult vmm_get_access(uint64_t address, const CUmemLocation& location,
   return CUDA_SUCCESS;
 }
 
+void vmm_forget_context(const Context& context) {
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  Driver& driver = *Driver::instance();
+  for (auto& [base, mapping] : s.mappings) {
+    if (mapping.allocation.context != &context) continue;
+    mapping.allocation.context = driver.device(mapping.allocation.device)->primary_context();
+    if (mapping.registered) driver.allocations().set_context(base, mapping.allocation.context);
+  }
+}
+
 bool vmm_range_accessible(uint64_t address, uint64_t size, bool write) {
   State& s = state();
   std::lock_guard lock(s.mutex);

@@ -13,8 +13,10 @@
 //   registered only while devices may read every granule of it, so a copy to or from an
 //   inaccessible mapping fails its range check (CUDA_ERROR_INVALID_VALUE) instead of crashing
 //   simcuda. The driver already answers pointer attributes between cuMemMap and cuMemSetAccess;
-//   simcuda does not (cuMemRetainAllocationHandle does work then). A copy that writes into a
-//   read-only mapping must be refused by asking vmm_range_accessible.
+//   simcuda does not (cuMemRetainAllocationHandle does work then). A copy or memset that writes
+//   into a read-only mapping is refused the same way: check_range (core/copy_engine.h) asks
+//   vmm_range_accessible for every write. Access changed or a mapping removed after that check,
+//   while the copy is queued, makes the copy fault, which poisons the context (Note [Copy faults]).
 // - Access is recorded per device, but the shadow view can hold only one protection, the most
 //   any device was given: a kernel on a device without access whose peer has it does not fault.
 // - The host view of a mapping is accessible only when host access was granted to host-located
@@ -26,6 +28,8 @@
 #include <cstdint>
 
 namespace simcuda {
+
+struct Context;
 
 constexpr uint64_t kVmmGranularity = uint64_t{2} << 20;
 
@@ -46,6 +50,10 @@ CUresult vmm_unmap(uint64_t address, uint64_t size);
 CUresult vmm_set_access(uint64_t address, uint64_t size, const CUmemAccessDesc* descriptors,
                         size_t count);
 CUresult vmm_get_access(uint64_t address, const CUmemLocation& location, unsigned long long* flags);
+
+// cuCtxDestroy of `context`: VMM memory outlives contexts (handles and mappings are not the
+// context's), so mappings made while it was current now name their device's primary context.
+void vmm_forget_context(const Context& context);
 
 // True when every byte of [address, address + size) is mapped and readable (`write`: writable)
 // by devices: what the copy engine must check for kVmmMapping memory before touching it.

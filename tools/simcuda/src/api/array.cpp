@@ -1,0 +1,174 @@
+// CUDA arrays: cuArrayCreate, cuArray3DCreate, cuArrayDestroy and their descriptors.
+//
+// Note [Arrays are opaque]
+// An array is device memory in a layout the program never sees: it is reached only through
+// texture and surface objects and the array copies, none of which simcuda implements. So an array
+// here is its descriptor and a VRAM charge, nothing else: no address range, no backing bytes. The
+// charge is exact, width x max(height, 1) x max(depth, 1) x channels x element size (the driver
+// pads to its tiling; simcuda does not), and it stays on the device of the context that was
+// current at creation until cuArrayDestroy. That is what a layer that budgets VRAM has to get
+// right, and what the tests check through cuMemGetInfo.
+#include <cstdint>
+#include <memory>
+#include <mutex>
+
+#include "core/api.h"
+#include "core/context.h"
+#include "core/device.h"
+#include "core/handle_table.h"
+
+namespace {
+
+struct Array {
+  CUDA_ARRAY3D_DESCRIPTOR descriptor{};
+  simcuda::Device* device = nullptr;
+  uint64_t charged_bytes = 0;
+};
+
+std::mutex arrays_mutex;
+simcuda::HandleTable<Array>& arrays() {
+  static auto* live = new simcuda::HandleTable<Array>();  // outlives exit
+  return *live;
+}
+
+// Bytes per channel of the element formats simcuda accepts: the eight classic ones. The driver
+// also has planar video, normalized multi-channel and block-compressed formats, whose sizes and
+// channel rules differ; simcuda refuses them as invalid.
+uint64_t channel_bytes(CUarray_format format) {
+  switch (format) {
+    case CU_AD_FORMAT_UNSIGNED_INT8:
+    case CU_AD_FORMAT_SIGNED_INT8:
+      return 1;
+    case CU_AD_FORMAT_UNSIGNED_INT16:
+    case CU_AD_FORMAT_SIGNED_INT16:
+    case CU_AD_FORMAT_HALF:
+      return 2;
+    case CU_AD_FORMAT_UNSIGNED_INT32:
+    case CU_AD_FORMAT_SIGNED_INT32:
+    case CU_AD_FORMAT_FLOAT:
+      return 4;
+    default:
+      return 0;
+  }
+}
+
+constexpr unsigned int kSupportedFlags = CUDA_ARRAY3D_LAYERED | CUDA_ARRAY3D_SURFACE_LDST |
+                                         CUDA_ARRAY3D_CUBEMAP | CUDA_ARRAY3D_TEXTURE_GATHER |
+                                         CUDA_ARRAY3D_COLOR_ATTACHMENT;
+// Sparse and deferred-mapping arrays own no memory until mapped (cuMemMapArrayAsync).
+constexpr unsigned int kUnsupportedFlags = CUDA_ARRAY3D_SPARSE | CUDA_ARRAY3D_DEFERRED_MAPPING;
+
+// Checks `d` as cuArray3DCreate does; on success `bytes` is the array's size.
+CUresult check_descriptor(const CUDA_ARRAY3D_DESCRIPTOR& d, uint64_t* bytes) {
+  const uint64_t element = channel_bytes(d.Format);
+  if (d.Width == 0 || element == 0) return CUDA_ERROR_INVALID_VALUE;
+  if (d.NumChannels != 1 && d.NumChannels != 2 && d.NumChannels != 4)
+    return CUDA_ERROR_INVALID_VALUE;
+  if ((d.Flags & kUnsupportedFlags) != 0) return CUDA_ERROR_NOT_SUPPORTED;
+  if ((d.Flags & ~kSupportedFlags) != 0) return CUDA_ERROR_INVALID_VALUE;
+  const bool layered = (d.Flags & CUDA_ARRAY3D_LAYERED) != 0;
+  // A depth without a height is a layered 1D array only.
+  if (d.Height == 0 && d.Depth != 0 && !layered) return CUDA_ERROR_INVALID_VALUE;
+  if (layered && d.Depth == 0) return CUDA_ERROR_INVALID_VALUE;
+  if ((d.Flags & CUDA_ARRAY3D_CUBEMAP) != 0) {
+    // Six square faces, or a multiple of six layers of them.
+    if (d.Width != d.Height || d.Depth == 0 || d.Depth % 6 != 0 || (!layered && d.Depth != 6))
+      return CUDA_ERROR_INVALID_VALUE;
+  }
+  if ((d.Flags & CUDA_ARRAY3D_TEXTURE_GATHER) != 0 && (d.Height == 0 || d.Depth != 0))
+    return CUDA_ERROR_INVALID_VALUE;  // gather is for 2D arrays
+  const auto at_least_one = [](uint64_t extent) { return extent == 0 ? uint64_t{1} : extent; };
+  uint64_t size = d.Width;
+  // An array no device could hold (the product overflows) is an allocation that does not fit.
+  if (__builtin_mul_overflow(size, at_least_one(d.Height), &size) ||
+      __builtin_mul_overflow(size, at_least_one(d.Depth), &size) ||
+      __builtin_mul_overflow(size, uint64_t{d.NumChannels} * element, &size))
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  *bytes = size;
+  return CUDA_SUCCESS;
+}
+
+CUresult create_array(CUarray* handle, const CUDA_ARRAY3D_DESCRIPTOR& descriptor) {
+  uint64_t bytes = 0;
+  if (CUresult invalid = check_descriptor(descriptor, &bytes); invalid != CUDA_SUCCESS)
+    return invalid;
+  simcuda::Context* context = simcuda::current_context();
+  if (context == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  // Charged before the table's lock is taken: charge() may evict managed pages.
+  if (!context->device->charge(bytes)) return CUDA_ERROR_OUT_OF_MEMORY;
+  auto array = std::make_shared<Array>(
+      Array{.descriptor = descriptor, .device = context->device, .charged_bytes = bytes});
+  *handle = reinterpret_cast<CUarray>(array.get());
+  const std::lock_guard lock(arrays_mutex);
+  arrays().emplace(array.get(), std::move(array));
+  return CUDA_SUCCESS;
+}
+
+std::shared_ptr<Array> find_array(CUarray handle) {
+  const std::lock_guard lock(arrays_mutex);
+  return simcuda::find_handle(arrays(), handle);
+}
+
+}  // namespace
+
+SIMCUDA_EXPORT CUresult CUDAAPI cuArrayCreate_v2(CUarray* pHandle,
+                                                 const CUDA_ARRAY_DESCRIPTOR* pAllocateArray) {
+  SIMCUDA_ENTER("cuArrayCreate_v2");
+  if (pHandle == nullptr || pAllocateArray == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  const CUDA_ARRAY_DESCRIPTOR& d = *pAllocateArray;
+  return create_array(pHandle, {.Width = d.Width,
+                                .Height = d.Height,
+                                .Depth = 0,
+                                .Format = d.Format,
+                                .NumChannels = d.NumChannels,
+                                .Flags = 0});
+}
+
+SIMCUDA_EXPORT CUresult CUDAAPI cuArray3DCreate_v2(CUarray* pHandle,
+                                                   const CUDA_ARRAY3D_DESCRIPTOR* pAllocateArray) {
+  SIMCUDA_ENTER("cuArray3DCreate_v2");
+  if (pHandle == nullptr || pAllocateArray == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return create_array(pHandle, *pAllocateArray);
+}
+
+SIMCUDA_EXPORT CUresult CUDAAPI cuArrayDestroy(CUarray hArray) {
+  SIMCUDA_ENTER("cuArrayDestroy");
+  std::shared_ptr<Array> array;
+  {
+    const std::lock_guard lock(arrays_mutex);
+    const auto found = arrays().find(reinterpret_cast<Array*>(hArray));
+    if (found == arrays().end()) return CUDA_ERROR_INVALID_HANDLE;
+    array = std::move(found->second);
+    arrays().erase(found);
+  }
+  array->device->uncharge(array->charged_bytes);
+  return CUDA_SUCCESS;
+}
+
+// A 1D or 2D array's descriptor; a 3D or layered array has none in this form (unverified: the
+// documentation says only that this function is for 1D and 2D arrays).
+SIMCUDA_EXPORT CUresult CUDAAPI cuArrayGetDescriptor_v2(CUDA_ARRAY_DESCRIPTOR* pArrayDescriptor,
+                                                        CUarray hArray) {
+  SIMCUDA_ENTER("cuArrayGetDescriptor_v2");
+  if (pArrayDescriptor == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  const std::shared_ptr<Array> array = find_array(hArray);
+  if (array == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  const CUDA_ARRAY3D_DESCRIPTOR& d = array->descriptor;
+  if (d.Depth != 0) return CUDA_ERROR_INVALID_VALUE;
+  *pArrayDescriptor = {.Width = d.Width,
+                       .Height = d.Height,
+                       .Format = d.Format,
+                       .NumChannels = d.NumChannels};
+  return CUDA_SUCCESS;
+}
+
+// Any array's descriptor, as it was created (a 1D or 2D array reads with Depth 0).
+SIMCUDA_EXPORT CUresult CUDAAPI cuArray3DGetDescriptor_v2(
+    CUDA_ARRAY3D_DESCRIPTOR* pArrayDescriptor, CUarray hArray) {
+  SIMCUDA_ENTER("cuArray3DGetDescriptor_v2");
+  if (pArrayDescriptor == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  const std::shared_ptr<Array> array = find_array(hArray);
+  if (array == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  *pArrayDescriptor = array->descriptor;
+  return CUDA_SUCCESS;
+}

@@ -91,7 +91,8 @@ case $rc in
   0) echo "demo.sh: the whole working set was allocated and verified." ;;
   2)
     echo "demo.sh: the demo ran out of device memory (CUDA_ERROR_OUT_OF_MEMORY), as a CUDA program does"
-    echo "without vramspill. Removing that failure is vramspill's job; its shim is not built yet."
+    echo "without vramspill. Removing that failure is vramspill's job: today the shim (build/lib/libvramspill.so)"
+    echo "enforces a device budget on every allocation route; spilling the overflow to host memory comes next."
     rc=0
     ;;
   *) echo "demo.sh: the demo FAILED (exit status $rc)." >&2 ;;

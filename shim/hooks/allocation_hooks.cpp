@@ -8,6 +8,7 @@
 // argument gets the driver's own error, and the reservation is cancelled. A NULL output pointer
 // goes straight to the driver, so that even a request over the budget gets the driver's error.
 #include <array>
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <limits>
@@ -16,6 +17,7 @@
 
 #include "core/spin_lock.h"
 #include "hooks/hook.h"
+#include "util/array_format.h"
 #include "hooks/shim_state.h"
 #include "telemetry/log.h"
 
@@ -229,26 +231,13 @@ CUresult forget_then_free(uint64_t key, KeySpace space, Free free) {
   return free();
 }
 
-uint64_t array_format_bytes(CUarray_format format) {
-  switch (format) {
-    case CU_AD_FORMAT_UNSIGNED_INT16:
-    case CU_AD_FORMAT_SIGNED_INT16:
-    case CU_AD_FORMAT_HALF:
-      return 2;
-    case CU_AD_FORMAT_UNSIGNED_INT32:
-    case CU_AD_FORMAT_SIGNED_INT32:
-    case CU_AD_FORMAT_FLOAT:
-      return 4;
-    default:
-      return 1;  // 8-bit and block-compressed formats: a lower bound
-  }
-}
-
+// For formats without a plain per-channel size (block-compressed, planar) one byte per channel
+// is a lower bound.
 uint64_t array_bytes(size_t width, size_t height, size_t depth, unsigned int channels,
                      CUarray_format format) {
   const auto at_least_one = [](uint64_t extent) { return extent == 0 ? uint64_t{1} : extent; };
   return uint64_t{width} * at_least_one(height) * at_least_one(depth) * channels *
-         array_format_bytes(format);
+         std::max<uint64_t>(vramspill::array_channel_bytes(format), 1);
 }
 
 template <typename Create>

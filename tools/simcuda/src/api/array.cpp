@@ -16,6 +16,7 @@
 #include "core/context.h"
 #include "core/device.h"
 #include "core/handle_table.h"
+#include "util/array_format.h"
 
 namespace {
 
@@ -31,27 +32,6 @@ simcuda::HandleTable<Array>& arrays() {
   return *live;
 }
 
-// Bytes per channel of the element formats simcuda accepts: the eight classic ones. The driver
-// also has planar video, normalized multi-channel and block-compressed formats, whose sizes and
-// channel rules differ; simcuda refuses them as invalid.
-uint64_t channel_bytes(CUarray_format format) {
-  switch (format) {
-    case CU_AD_FORMAT_UNSIGNED_INT8:
-    case CU_AD_FORMAT_SIGNED_INT8:
-      return 1;
-    case CU_AD_FORMAT_UNSIGNED_INT16:
-    case CU_AD_FORMAT_SIGNED_INT16:
-    case CU_AD_FORMAT_HALF:
-      return 2;
-    case CU_AD_FORMAT_UNSIGNED_INT32:
-    case CU_AD_FORMAT_SIGNED_INT32:
-    case CU_AD_FORMAT_FLOAT:
-      return 4;
-    default:
-      return 0;
-  }
-}
-
 constexpr unsigned int kSupportedFlags = CUDA_ARRAY3D_LAYERED | CUDA_ARRAY3D_SURFACE_LDST |
                                          CUDA_ARRAY3D_CUBEMAP | CUDA_ARRAY3D_TEXTURE_GATHER |
                                          CUDA_ARRAY3D_COLOR_ATTACHMENT;
@@ -60,7 +40,9 @@ constexpr unsigned int kUnsupportedFlags = CUDA_ARRAY3D_SPARSE | CUDA_ARRAY3D_DE
 
 // Checks `d` as cuArray3DCreate does; on success `bytes` is the array's size.
 CUresult check_descriptor(const CUDA_ARRAY3D_DESCRIPTOR& d, uint64_t* bytes) {
-  const uint64_t element = channel_bytes(d.Format);
+  // Only the eight classic formats (vramspill::array_channel_bytes is 0 for the others, which
+  // simcuda refuses as invalid).
+  const uint64_t element = vramspill::array_channel_bytes(d.Format);
   if (d.Width == 0 || element == 0) return CUDA_ERROR_INVALID_VALUE;
   if (d.NumChannels != 1 && d.NumChannels != 2 && d.NumChannels != 4)
     return CUDA_ERROR_INVALID_VALUE;

@@ -7,12 +7,12 @@
 
 namespace vramspill {
 
-uint64_t Budget::resolve(uint64_t device_total) const {
-  if (!is_fraction_) return std::min(bytes_, device_total);
+uint64_t Budget::resolve(uint64_t total) const {
+  if (!is_fraction_) return std::min(bytes_, total);
   // long double keeps every byte of totals up to 2^64 exact before the fraction is applied, so
   // 100% is exactly the total.
-  const long double bytes = std::floor(static_cast<long double>(device_total) * fraction_);
-  if (!(bytes < static_cast<long double>(device_total))) return device_total;  // also NaN
+  const long double bytes = std::floor(static_cast<long double>(total) * fraction_);
+  if (!(bytes < static_cast<long double>(total))) return total;  // also NaN
   return bytes > 0 ? static_cast<uint64_t>(bytes) : 0;
 }
 

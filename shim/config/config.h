@@ -16,9 +16,10 @@
 
 namespace vramspill {
 
-// A device-memory amount given either in bytes or as a fraction of the device's total memory.
-// The fraction stays a fraction until the device is known (the config is read before the driver
-// is asked anything), then resolve() turns it into bytes.
+// A memory amount given either in bytes or as a fraction of a total: the device's memory for
+// [device] budget, the host's available memory for [spill] host_limit. The fraction stays a
+// fraction until the total is known (the config is read before the driver is asked anything),
+// then resolve() turns it into bytes.
 class Budget {
  public:
   Budget() = default;  // zero bytes; a placeholder until the table's default is stored
@@ -30,8 +31,8 @@ class Budget {
   uint64_t byte_count() const { return bytes_; }          // meaningful when !is_fraction()
   double fraction_of_total() const { return fraction_; }  // meaningful when is_fraction()
 
-  // Bytes this budget allows on a device with `device_total` bytes; never more than the device.
-  uint64_t resolve(uint64_t device_total) const;
+  // Bytes this budget allows out of `total` bytes; never more than `total`.
+  uint64_t resolve(uint64_t total) const;
 
   bool operator==(const Budget&) const = default;
 
@@ -46,8 +47,20 @@ class Budget {
 
 // Enum options: the names are the TOML/env spellings, indexed by the enum's value; the options
 // table takes its list of valid choices from these arrays, so the two cannot drift apart.
-enum class SpillMode : uint8_t { kOff };
-inline constexpr std::array<std::string_view, 1> kSpillModeNames = {"off"};
+// Where an allocation over the limit goes (DESIGN.md section 3).
+enum class SpillMode : uint8_t { kOff, kManaged, kHost, kAuto };
+inline constexpr std::array<std::string_view, 4> kSpillModeNames = {"off", "managed", "host",
+                                                                    "auto"};
+
+// The preferred location given to managed memory that holds a spilled allocation.
+enum class ManagedLocation : uint8_t { kHost, kDevice, kNone };
+inline constexpr std::array<std::string_view, 3> kManagedLocationNames = {"host", "device",
+                                                                          "none"};
+
+// What cuMemGetInfo reports under the shim.
+enum class MemoryInfo : uint8_t { kBudget, kPhysical, kVirtual };
+inline constexpr std::array<std::string_view, 3> kMemoryInfoNames = {"budget", "physical",
+                                                                     "virtual"};
 
 enum class LogLevel : uint8_t { kTrace, kDebug, kInfo, kWarn, kError, kOff };
 inline constexpr std::array<std::string_view, 6> kLogLevelNames = {"trace", "debug", "info",
@@ -63,17 +76,29 @@ struct DeviceConfig {
 
 struct SpillConfig {
   SpillMode mode{};
+  uint64_t min_size{};  // smaller allocations never spill
+  Budget host_limit;    // pinned + managed spill bytes; a fraction is of MemAvailable at start
+  ManagedLocation managed_location{};
+  bool managed_accessed_by{};
+  uint64_t host_pool_step{};
+  uint64_t host_pool_keep{};
+};
+
+struct ReportConfig {
+  MemoryInfo memory_info{};
 };
 
 struct LogConfig {
   LogLevel level{};
   std::string file;  // empty: stderr
   bool summary{};
+  bool stats{};
 };
 
 struct Config {
   DeviceConfig device;
   SpillConfig spill;
+  ReportConfig report;
   LogConfig log;
   std::string source_file;  // the VRAMSPILL_CONFIG file that was read; empty when none
 };

@@ -166,6 +166,7 @@ class Loader {
         file = value;
         continue;
       }
+      if (name == kLibraryVariable) continue;
       const std::optional<std::size_t> index = option_for_variable(name);
       if (index) {
         found.emplace_back(*index, value);
@@ -283,7 +284,7 @@ class Loader {
 
   static bool accepts_integer(OptionType type) {
     return type == OptionType::kSize || type == OptionType::kSizeOrPercent ||
-           type == OptionType::kInteger;
+           type == OptionType::kHostSizeOrPercent || type == OptionType::kInteger;
   }
 
   // A TOML integer: a byte count for sizes (so the same rules apply as to "123"), or the value.

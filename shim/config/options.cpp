@@ -17,22 +17,75 @@ namespace {
 // something a user could not have written (a test parses every one).
 // One row per option reads better than the one field per line clang-format would make of it.
 // clang-format off
-constexpr std::array<OptionSpec, 6> kOptions = {{
+constexpr std::array<OptionSpec, 14> kOptions = {{
     {"device", "budget", OptionType::kSizeOrPercent, "100%",
      "Device memory the job may use: a size, or a percent of the GPU's total memory.",
      {},
      [](Config& c, const OptionValue& v) { c.device.budget = std::get<Budget>(v); }},
     {"device", "reserve", OptionType::kSize, "0",
      "Headroom kept free below the budget (for the CUDA context, library workspaces, other "
-     "processes): the limit enforced is budget minus reserve.",
+     "processes): the limit enforced is budget minus reserve, so an explicit budget with "
+     "`reserve = 0` means exactly that many bytes.",
      {},
      [](Config& c, const OptionValue& v) { c.device.reserve_bytes = std::get<uint64_t>(v); }},
-    {"spill", "mode", OptionType::kEnum, "off",
-     "What happens to an allocation over the limit. `off`: it fails with "
-     "`CUDA_ERROR_OUT_OF_MEMORY`, as without vramspill (spilling to host memory comes later).",
+    {"spill", "mode", OptionType::kEnum, "auto",
+     "Where an allocation over the limit (or one the driver refuses for want of memory) goes. "
+     "`managed`: CUDA managed memory, advised per `managed_location`; needs a device with "
+     "concurrent managed access. `host`: a block of the pinned host pool, mapped into the device "
+     "at the same address. `auto`: `managed` where the device supports it, else `host`. `off`: "
+     "the allocation fails with `CUDA_ERROR_OUT_OF_MEMORY`, as without vramspill.",
      kSpillModeNames,
      [](Config& c, const OptionValue& v) {
        c.spill.mode = static_cast<SpillMode>(std::get<Choice>(v).index);
+     }},
+    {"spill", "min_size", OptionType::kSize, "0",
+     "Allocations smaller than this never spill: over the limit they fail with "
+     "`CUDA_ERROR_OUT_OF_MEMORY`. Raise it to keep small, hot buffers off the host.",
+     {},
+     [](Config& c, const OptionValue& v) { c.spill.min_size = std::get<uint64_t>(v); }},
+    {"spill", "host_limit", OptionType::kHostSizeOrPercent, "50%",
+     "Host memory spilled allocations may take in all (pinned pool plus managed): a size, or a "
+     "percent of the host's available memory (`MemAvailable`) when the shim starts, in which "
+     "case pinned memory also stays under `RLIMIT_MEMLOCK` (`ulimit -l`); a size replaces both. "
+     "Past it an allocation fails with `CUDA_ERROR_OUT_OF_MEMORY` rather than let the kernel's "
+     "OOM killer take the job.",
+     {},
+     [](Config& c, const OptionValue& v) { c.spill.host_limit = std::get<Budget>(v); }},
+    {"spill", "managed_location", OptionType::kEnum, "host",
+     "Preferred location advised for managed spill memory. `host`: pages stay in host memory "
+     "and the device reads them over the link (the device budget holds). `device`: pages move to "
+     "the device while it has room (faster reuse, but that memory is outside the budget). "
+     "`none`: no advice; the driver migrates pages on access.",
+     kManagedLocationNames,
+     [](Config& c, const OptionValue& v) {
+       c.spill.managed_location = static_cast<ManagedLocation>(std::get<Choice>(v).index);
+     }},
+    {"spill", "managed_accessed_by", OptionType::kBool, "true",
+     "Advise managed spill memory as accessed by the device, so that its pages stay mapped in "
+     "the device's page tables wherever they live (no fault on each access).",
+     {},
+     [](Config& c, const OptionValue& v) { c.spill.managed_accessed_by = std::get<bool>(v); }},
+    {"spill", "host_pool_step", OptionType::kSize, "1GiB",
+     "The pinned host pool grows by this much at a time, ahead of need (pinning takes about "
+     "0.35 s per GiB, so it is never done for one small allocation), and by at most a quarter of "
+     "`host_limit`. A larger allocation gets a pinned region of its own.",
+     {},
+     [](Config& c, const OptionValue& v) { c.spill.host_pool_step = std::get<uint64_t>(v); }},
+    {"spill", "host_pool_keep", OptionType::kSize, "1GiB",
+     "Idle pinned memory the pool keeps for later spills; idle regions beyond it are unpinned "
+     "and returned to the system.",
+     {},
+     [](Config& c, const OptionValue& v) { c.spill.host_pool_keep = std::get<uint64_t>(v); }},
+    {"report", "memory_info", OptionType::kEnum, "budget",
+     "What `cuMemGetInfo` reports. `budget`: total is the limit, free is the limit minus the "
+     "device bytes the job holds (frameworks that size themselves from it, such as vLLM's KV "
+     "cache or JAX's preallocation, stay within the budget and do not spill). `physical`: the "
+     "driver's own figures. `virtual`: total adds the host limit and free what is left of it "
+     "(such frameworks then fill the spill tier on purpose; nothing is added with spilling "
+     "off).",
+     kMemoryInfoNames,
+     [](Config& c, const OptionValue& v) {
+       c.report.memory_info = static_cast<MemoryInfo>(std::get<Choice>(v).index);
      }},
     {"log", "level", OptionType::kEnum, "info",
      "Least severe message that is logged; `off` logs nothing.",
@@ -48,10 +101,15 @@ constexpr std::array<OptionSpec, 6> kOptions = {{
      "Log one summary line when the program exits (unless the level is `off`).",
      {},
      [](Config& c, const OptionValue& v) { c.log.summary = std::get<bool>(v); }},
+    {"log", "stats", OptionType::kBool, "true",
+     "Publish the job's figures for `vramspill stat` in a file only its owner can read "
+     "(`$XDG_RUNTIME_DIR/vramspill/` or `/tmp/vramspill-<uid>/`), removed at exit.",
+     {},
+     [](Config& c, const OptionValue& v) { c.log.stats = std::get<bool>(v); }},
 }};
 // clang-format on
 
-constexpr std::array<std::string_view, 3> kSections = {"device", "spill", "log"};
+constexpr std::array<std::string_view, 4> kSections = {"device", "spill", "report", "log"};
 
 // ASCII only, on purpose: <cctype> follows the program's locale, and in a Turkish one 'i' does
 // not upper-case to 'I'.
@@ -140,6 +198,9 @@ std::string expected_text(const OptionSpec& option) {
       return "a size in bytes, optionally with a unit: 123, 512MiB, 20GiB, 1.5GB";
     case OptionType::kSizeOrPercent:
       return "a size (123, 512MiB, 20GiB, 1.5GB) or a percent of the device's memory (90%)";
+    case OptionType::kHostSizeOrPercent:
+      return "a size (123, 512MiB, 20GiB, 1.5GB) or a percent of the host's available memory "
+             "(50%)";
     case OptionType::kEnum:
       return "one of: " + join(option.choices, ", ");
     case OptionType::kBool:
@@ -160,6 +221,7 @@ ParsedOption parse_option_text(const OptionSpec& option, std::string_view text) 
       return success(*bytes);
     }
     case OptionType::kSizeOrPercent:
+    case OptionType::kHostSizeOrPercent:
       return parse_size_or_percent(text);
     case OptionType::kEnum: {
       const auto at = std::ranges::find(option.choices, text);
@@ -188,6 +250,7 @@ std::string options_markdown_table() {
         type = "size";
         break;
       case OptionType::kSizeOrPercent:
+      case OptionType::kHostSizeOrPercent:
         type = "size or percent";
         break;
       case OptionType::kEnum:

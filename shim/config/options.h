@@ -19,6 +19,7 @@ namespace vramspill {
 enum class OptionType {
   kSize,           // bytes: 123, 512MiB, 20GiB, 1.5GB (TOML: an integer or a string)
   kSizeOrPercent,  // a size, or a percent of the device's memory: 90% (TOML: as kSize)
+  kHostSizeOrPercent,  // a size, or a percent of the host's available memory (TOML: as kSize)
   kEnum,           // one of OptionSpec::choices (TOML: a string)
   kBool,           // TOML: true/false; environment: true/false, 1/0, yes/no, on/off
   kPath,           // a file path; may be empty (TOML: a string)
@@ -54,8 +55,11 @@ const OptionSpec* find_option(std::string_view section, std::string_view key);
 std::string option_name(const OptionSpec& option);  // "device.budget"
 std::string env_name(const OptionSpec& option);     // "VRAMSPILL_DEVICE_BUDGET"
 
-// The variable naming the TOML file; the one VRAMSPILL_* variable that is not an option.
+// The variable naming the TOML file.
 inline constexpr std::string_view kConfigFileVariable = "VRAMSPILL_CONFIG";
+// Where `vramspill run` finds libvramspill.so; not the shim's business, but a user may export
+// it, so the shim must not call it unknown.
+inline constexpr std::string_view kLibraryVariable = "VRAMSPILL_LIBRARY";
 
 // What a value of this option must look like, for error messages: "a size such as 20GiB ...".
 std::string expected_text(const OptionSpec& option);

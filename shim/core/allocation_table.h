@@ -57,6 +57,19 @@ class AllocationTable {
   // Removes the entry for (space, key) and copies it to `erased`; false if there is none.
   bool erase(KeySpace space, uint64_t key, uint64_t hash, Allocation& erased) noexcept;
 
+  // Copies the entry for (space, key) to `found`; false if there is none.
+  bool find(KeySpace space, uint64_t key, uint64_t hash, Allocation& found) const noexcept {
+    if (size_ == 0) return false;
+    for (std::size_t i = static_cast<std::size_t>(hash) & mask_; slots_[i].key != 0;
+         i = (i + 1) & mask_) {
+      if (slots_[i].key == key && slots_[i].space() == space) {
+        slots_[i].copy_to(found);
+        return true;
+      }
+    }
+    return false;
+  }
+
   template <typename Fn>
   void for_each(Fn&& fn) const {
     Allocation entry;

@@ -41,6 +41,7 @@ Admission Ledger::admit(int device, Route route, uint64_t bytes,
   }
   uint64_t needed = bytes;
   if (is_pool_route(route)) needed = bytes > pool_free_reserved ? bytes - pool_free_reserved : 0;
+  if (is_spill_route(route)) needed = 0;  // host memory: the host budget guards it
   if (needed == 0) return admission;
 
   // Note [Reservation protocol]: the check and the reservation are one compare-and-swap.
@@ -100,10 +101,12 @@ void Ledger::on_allocated(const Admission& admission, uint64_t key, uint64_t byt
     release(stale);
   }
 
-  d->live[route_index(admission.route)].fetch_add(bytes, kRelaxed);
+  const uint64_t live = d->live[route_index(admission.route)].fetch_add(bytes, kRelaxed) + bytes;
+  if (is_spill_route(admission.route)) raise(d->live_peak[route_index(admission.route)], live);
   // Pool blocks are counted through their pool's reserved figure, which set_pool_reserved has
-  // already raised: the reservation only bridged the driver call.
-  const uint64_t counted = is_pool_route(admission.route) ? 0 : bytes;
+  // already raised: the reservation only bridged the driver call. Spilled blocks take no device
+  // memory at all.
+  const uint64_t counted = counts_against_device(admission.route) ? bytes : 0;
   uint64_t held = 0;
   if (counted > admission.reserved_bytes) {
     held = d->held.fetch_add(counted - admission.reserved_bytes, kRelaxed) + counted -
@@ -123,7 +126,7 @@ void Ledger::cancel(const Admission& admission) noexcept {
   subtract(d->held, admission.reserved_bytes);
 }
 
-std::optional<Allocation> Ledger::on_freed(uint64_t key, KeySpace space) noexcept {
+std::optional<Allocation> Ledger::forget(uint64_t key, KeySpace space) noexcept {
   // One named result, filled in place (Note [Allocation table layout] on store forwarding).
   std::optional<Allocation> result;
   if (key == 0) return result;
@@ -138,11 +141,52 @@ std::optional<Allocation> Ledger::on_freed(uint64_t key, KeySpace space) noexcep
       ++s.counts[static_cast<std::size_t>(erased.device)][route_index(erased.route)].frees;
     }
   }
-  if (found) {
-    release(erased);
-  } else {
-    result.reset();
+  if (!found) result.reset();
+  return result;
+}
+
+std::optional<Allocation> Ledger::find(uint64_t key, KeySpace space) const noexcept {
+  std::optional<Allocation> result;
+  if (key == 0) return result;
+  const uint64_t hash = AllocationTable::hash(space, key);
+  const Shard& s = shard(hash);
+  Allocation& found = result.emplace();
+  bool present = false;
+  {
+    const std::lock_guard guard(s.lock);
+    present = s.table.find(space, key, hash, found);
   }
+  if (!present) result.reset();
+  return result;
+}
+
+void Ledger::release_forgotten(const Allocation& entry) noexcept { release(entry); }
+
+void Ledger::reinstate(const Allocation& entry) noexcept {
+  const uint64_t hash = AllocationTable::hash(entry.space(), entry.key);
+  Shard& s = shard(hash);
+  Allocation stale;
+  bool replaced = false;
+  try {
+    const std::lock_guard guard(s.lock);
+    replaced = s.table.insert(entry.key, entry.bytes, entry.device, entry.route, hash, stale);
+    --s.counts[static_cast<std::size_t>(entry.device)][route_index(entry.route)].frees;
+    if (replaced) ++s.counts[static_cast<std::size_t>(stale.device)][route_index(stale.route)].frees;
+  } catch (...) {
+    // The table could not grow: the allocation stays untracked, so its bytes must not stay held.
+    note_internal_error();
+    release(entry);
+    return;
+  }
+  if (replaced) {  // the key was handed out again meanwhile: the driver did free it after all
+    missed_frees_.fetch_add(1, kRelaxed);
+    release(stale);
+  }
+}
+
+std::optional<Allocation> Ledger::on_freed(uint64_t key, KeySpace space) noexcept {
+  std::optional<Allocation> result = forget(key, space);
+  if (result) release(*result);
   return result;
 }
 
@@ -150,7 +194,7 @@ void Ledger::release(const Allocation& entry) noexcept {
   DeviceState* d = state(entry.device);
   if (d == nullptr) return;  // never recorded: on_allocated rejects such devices
   subtract(d->live[route_index(entry.route)], entry.bytes);
-  if (!is_pool_route(entry.route)) subtract(d->held, entry.bytes);
+  if (counts_against_device(entry.route)) subtract(d->held, entry.bytes);
 }
 
 void Ledger::subtract(std::atomic<uint64_t>& counter, uint64_t bytes) noexcept {
@@ -159,6 +203,12 @@ void Ledger::subtract(std::atomic<uint64_t>& counter, uint64_t bytes) noexcept {
                                         kRelaxed)) {
   }
   if (value < bytes) note_internal_error();  // `value` is what the successful exchange saw
+}
+
+void Ledger::raise(std::atomic<uint64_t>& peak, uint64_t value) noexcept {
+  uint64_t seen = peak.load(kRelaxed);
+  while (value > seen && !peak.compare_exchange_weak(seen, value, kRelaxed, kRelaxed)) {
+  }
 }
 
 void Ledger::raise_peak(DeviceState& d, uint64_t held) noexcept {
@@ -242,6 +292,7 @@ DeviceSnapshot Ledger::snapshot(int device) const noexcept {
   for (std::size_t r = 0; r < kRouteCount; ++r) {
     out.routes[r].live_bytes = d->live[r].load(kRelaxed);
     out.routes[r].bytes_at_peak = d->live_at_peak[r].load(kRelaxed);
+    out.routes[r].peak_live_bytes = d->live_peak[r].load(kRelaxed);
   }
   const auto index = static_cast<std::size_t>(device);
   for (const Shard& s : shards_) {
@@ -284,7 +335,7 @@ std::vector<Allocation> Ledger::largest(int device, std::size_t count) const noe
   for (const Shard& s : shards_) {
     const std::lock_guard guard(s.lock);
     s.table.for_each([&](const Allocation& entry) {
-      if (entry.device != device) return;
+      if (entry.device != device || is_spill_route(entry.route)) return;
       if (top.size() == count && !by_size(entry, top.back())) return;
       top.insert(std::upper_bound(top.begin(), top.end(), entry, by_size), entry);
       if (top.size() > count) top.pop_back();

@@ -16,8 +16,12 @@
 //   cancel(admission)                    the driver failed; the reservation is given back
 // A hook that forgets both leaks budget; one that calls both (or either twice) under-counts, and
 // the ledger clamps at zero and counts an internal error rather than wrap around.
-// Frees: call on_freed *before* forwarding the free to the driver. Once the driver has the address
-// back it may hand it to another thread, whose on_allocated must not be undone by our late erase.
+// Frees come in two steps around the driver's free. forget() *before* it: once the driver has
+// the address back it may hand it to another thread, whose on_allocated must not be undone by our
+// late erase. release_forgotten() *after* it: until the driver has returned, the memory is still
+// taken, and a reservation admitted against bytes not yet given back could take the device over
+// its limit. If the driver's free fails, reinstate() puts the entry back. on_freed() does both
+// steps at once, for callers with nothing in between.
 // A peak taken while other reservations are in flight includes them: peaks are upper bounds by at
 // most the requests in flight at that moment.
 //
@@ -77,6 +81,7 @@ struct RouteSnapshot {
   uint64_t live_count = 0;
   uint64_t allocations = 0;    // recorded since the start
   uint64_t bytes_at_peak = 0;  // live bytes when the device's held bytes last peaked
+  uint64_t peak_live_bytes = 0;  // spill routes only: the most live at once
 };
 
 struct DeviceSnapshot {
@@ -119,8 +124,17 @@ class Ledger {
   // The driver failed: gives back `admission`'s reservation.
   void cancel(const Admission& admission) noexcept;
 
-  // Forgets an allocation and returns it; nullopt for a key the ledger never recorded (the hook
-  // then just forwards to the driver). Call before the driver's free.
+  // Removes an allocation from the table and returns it, its bytes still held; nullopt for a key
+  // the ledger never recorded (the hook then just forwards to the driver). Call before the
+  // driver's free, then release_forgotten() or reinstate() (Note [Reservation protocol]).
+  std::optional<Allocation> forget(uint64_t key, KeySpace space = KeySpace::kPointer) noexcept;
+  // The driver has freed a forgotten allocation: its bytes no longer count.
+  void release_forgotten(const Allocation& entry) noexcept;
+  // The driver refused to free a forgotten allocation: it is live again.
+  void reinstate(const Allocation& entry) noexcept;
+  // The live allocation named `key`, if the ledger recorded one.
+  std::optional<Allocation> find(uint64_t key, KeySpace space = KeySpace::kPointer) const noexcept;
+  // forget() and release_forgotten() in one.
   std::optional<Allocation> on_freed(uint64_t key, KeySpace space = KeySpace::kPointer) noexcept;
 
   // Replaces the ledger's figure for the pool `pool_key` (a CUmemoryPool) on `device`; 0 forgets
@@ -134,7 +148,8 @@ class Ledger {
   DeviceSnapshot snapshot(int device) const noexcept;
   // Devices configured or holding (or having held) memory, ascending.
   std::vector<int> devices() const noexcept;
-  // Up to `count` live allocations on `device`, largest first.
+  // Up to `count` live allocations holding memory of `device`, largest first (spilled ones are
+  // not among them).
   std::vector<Allocation> largest(int device, std::size_t count) const noexcept;
 
   // For the exit log, one line, e.g. "device 0: peak 3.2 GiB of 20.0 GiB budget (cuMemAlloc
@@ -164,6 +179,7 @@ class Ledger {
     std::atomic<uint64_t> pool_reserved{0};
     std::atomic<uint64_t> refused{0};
     std::array<std::atomic<uint64_t>, kRouteCount> live_at_peak{};
+    std::array<std::atomic<uint64_t>, kRouteCount> live_peak{};  // spill routes only
     std::atomic<uint64_t> pool_reserved_at_peak{0};
   };
 
@@ -192,9 +208,11 @@ class Ledger {
     static_assert(kShardCount == 16, "shard() takes the top four bits of the hash");
     return shards_[hash >> 60];
   }
+  const Shard& shard(uint64_t hash) const noexcept { return shards_[hash >> 60]; }
   void note_internal_error() const noexcept { internal_errors_.fetch_add(1, kRelaxed); }
   // Subtracts from `counter`, clamping at zero (and counting an internal error) on under-run.
   void subtract(std::atomic<uint64_t>& counter, uint64_t bytes) noexcept;
+  static void raise(std::atomic<uint64_t>& peak, uint64_t value) noexcept;
   void raise_peak(DeviceState& device, uint64_t held) noexcept;
   // Undoes an entry's live and held bytes (a free, or a stale entry replaced).
   void release(const Allocation& entry) noexcept;

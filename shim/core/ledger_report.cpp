@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <string>
 
-#include "core/bytes.h"
+#include "util/bytes.h"
 #include "core/ledger.h"
 
 namespace vramspill::core {
@@ -36,7 +36,7 @@ std::string route_holdings(const DeviceSnapshot& d, bool with_pools) {
   for (std::size_t r = 0; r < kRouteCount; ++r) {
     const auto route = static_cast<Route>(r);
     const RouteSnapshot& s = d.routes[r];
-    if (s.live_count == 0 || is_pool_route(route) != with_pools) continue;
+    if (s.live_count == 0 || is_spill_route(route) || is_pool_route(route) != with_pools) continue;
     if (!out.empty()) out += ", ";
     out += route_name(route);
     out += ' ';
@@ -94,7 +94,7 @@ std::string Ledger::device_summary(const DeviceSnapshot& d) const {
   std::string at_peak;
   for (std::size_t r = 0; r < kRouteCount; ++r) {
     const auto route = static_cast<Route>(r);
-    if (is_pool_route(route) || d.routes[r].bytes_at_peak == 0) continue;
+    if (!counts_against_device(route) || d.routes[r].bytes_at_peak == 0) continue;
     if (!at_peak.empty()) at_peak += ", ";
     at_peak += std::string(route_name(route)) + ' ' + format_bytes(d.routes[r].bytes_at_peak);
   }
@@ -104,14 +104,19 @@ std::string Ledger::device_summary(const DeviceSnapshot& d) const {
   }
   if (!at_peak.empty()) line += " (" + at_peak + ')';
   std::string seen;
+  std::string spilled;
   for (std::size_t r = 0; r < kRouteCount; ++r) {
-    if (d.routes[r].allocations == 0) continue;
-    if (!seen.empty()) seen += ", ";
-    seen += std::string(route_name(static_cast<Route>(r))) + " x" +
-            std::to_string(d.routes[r].allocations);
+    const RouteSnapshot& route = d.routes[r];
+    if (route.allocations == 0) continue;
+    std::string& list = is_spill_route(static_cast<Route>(r)) ? spilled : seen;
+    if (!list.empty()) list += ", ";
+    list += std::string(route_name(static_cast<Route>(r))) + " x" +
+            std::to_string(route.allocations);
+    if (&list == &spilled) list += " (peak " + format_bytes(route.peak_live_bytes) + ')';
   }
   if (!seen.empty()) line += "; routes seen: " + seen;
   line += "; " + std::to_string(d.refused) + " refused";
+  if (!spilled.empty()) line += "; spilled: " + spilled;
   return line;
 }
 

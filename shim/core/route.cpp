@@ -18,6 +18,10 @@ const char* route_name(Route route) {
       return "cuMemCreate";
     case Route::kArray:
       return "cuArrayCreate";
+    case Route::kSpillManaged:
+      return "managed spill";
+    case Route::kSpillHost:
+      return "host-pool spill";
   }
   return "unknown route";
 }

@@ -6,8 +6,9 @@
 
 namespace vramspill::core {
 
-// Every allocation route of DESIGN.md section 4 that draws on the device budget. The ledger keeps
-// live bytes per route, so a refusal can say which route holds the memory.
+// Every allocation route of DESIGN.md section 4 that draws on the device budget, and the spill
+// tiers that take what does not fit. The ledger keeps live bytes per route, so a refusal can say
+// which route holds the memory and the summary where spilled bytes went.
 enum class Route : uint8_t {
   kMemAlloc,               // cuMemAlloc_v2
   kMemAllocPitch,          // cuMemAllocPitch_v2 (counted as pitch x height)
@@ -16,9 +17,11 @@ enum class Route : uint8_t {
   kMemAllocFromPoolAsync,  // cuMemAllocFromPoolAsync(_ptsz): an explicit pool
   kMemCreate,              // cuMemCreate: a VMM physical handle (cuMemMap adds nothing)
   kArray,                  // cuArrayCreate / cuArray3DCreate / cuMipmappedArrayCreate
+  kSpillManaged,           // spilled to CUDA managed memory (any linear route)
+  kSpillHost,              // spilled to a block of the pinned host pool (any linear route)
 };
 
-inline constexpr std::size_t kRouteCount = 7;
+inline constexpr std::size_t kRouteCount = 9;
 
 constexpr std::size_t route_index(Route route) { return static_cast<std::size_t>(route); }
 
@@ -29,6 +32,17 @@ const char* route_name(Route route);
 // budget (Ledger::set_pool_reserved), so the blocks handed out from it do not count a second time.
 constexpr bool is_pool_route(Route route) {
   return route == Route::kMemAllocAsync || route == Route::kMemAllocFromPoolAsync;
+}
+
+// Spilled allocations live in host memory: they are recorded (frees find their tier by the
+// route) but take no device budget.
+constexpr bool is_spill_route(Route route) {
+  return route == Route::kSpillManaged || route == Route::kSpillHost;
+}
+
+// Whether an allocation's own bytes count against the device budget.
+constexpr bool counts_against_device(Route route) {
+  return !is_pool_route(route) && !is_spill_route(route);
 }
 
 // What the ledger's key for an allocation is. Device pointers, VMM handles and CUarray handles

@@ -27,10 +27,14 @@
   X(cuMemFreeAsync_ptsz)                         \
   X(cuMemCreate)                                 \
   X(cuMemRelease)                                \
+  X(cuMemMap)                                    \
+  X(cuMemUnmap)                                  \
+  X(cuMemRetainAllocationHandle)                 \
   X(cuMemGetInfo_v2)                             \
   X(cuArrayCreate_v2)                            \
   X(cuArray3DCreate_v2)                          \
-  X(cuArrayDestroy)
+  X(cuArrayDestroy)                              \
+  X(cuIpcGetMemHandle)
 
 // Launches and copies are forwarded untouched for now; use tracking (DESIGN section 7) will
 // look at their arguments.
@@ -58,9 +62,20 @@
 
 #define VRAMSPILL_CALLED_FUNCTIONS(Y) \
   Y(cuCtxGetDevice)                   \
+  Y(cuCtxGetCurrent)                  \
+  Y(cuCtxSetCurrent)                  \
+  Y(cuCtxSynchronize)                 \
+  Y(cuDeviceGetAttribute)             \
   Y(cuDeviceTotalMem_v2)              \
   Y(cuDeviceGetMemPool)               \
-  Y(cuMemPoolGetAttribute)
+  Y(cuMemPoolGetAttribute)            \
+  Y(cuMemAdvise_v2)                   \
+  Y(cuMemHostAlloc)                   \
+  Y(cuMemFreeHost)                    \
+  Y(cuMemHostGetDevicePointer_v2)     \
+  Y(cuStreamIsCapturing)              \
+  Y(cuStreamSynchronize)              \
+  Y(cuLaunchHostFunc)
 
 #define VRAMSPILL_HOOKED_FUNCTIONS(X)       \
   VRAMSPILL_HOOKED_ALLOCATION_FUNCTIONS(X)  \

@@ -3,10 +3,13 @@
 #include <pthread.h>
 
 #include <atomic>
+#include <cstdint>
 #include <cstdlib>
 #include <mutex>
 
+#include "hooks/stats_publisher.h"
 #include "telemetry/log.h"
+#include "util/host_memory.h"
 
 namespace vramspill::hooks {
 namespace {
@@ -27,6 +30,7 @@ void write_exit_summary() {
   // A forked child logs nothing at all: the parent's memory is not its to report, and a log
   // lock held by another parent thread at fork time would never be released in the child.
   if (the_state == nullptr || in_forked_child) return;
+  stop_stats_publisher(*the_state);
   if (the_state->config.log.summary) logging::summary(the_state->ledger.summary_line());
   logging::report_suppressed();
   logging::flush();
@@ -41,15 +45,39 @@ void initialise() {
     return;
   }
   logging::configure(loaded.config().log);
-  the_state = new ShimState{loaded.config(), {}};
+  the_state = new ShimState(loaded.config());
   pthread_atfork(nullptr, nullptr, enter_forked_child);
   std::atexit(write_exit_summary);
+  start_stats_publisher(*the_state);
   logging::debug("initialised (configuration: {})",
                  the_state->config.source_file.empty() ? "defaults and environment"
                                                        : the_state->config.source_file);
 }
 
 }  // namespace
+
+namespace {
+
+// [spill] host_limit in bytes. A percent of MemAvailable is taken once, at start: the limit must
+// not shrink as the job's own spills use the memory up.
+uint64_t host_limit_bytes(const SpillConfig& spill) {
+  if (!spill.host_limit.is_fraction()) return spill.host_limit.byte_count();
+  const std::optional<uint64_t> available = host_memory_available();
+  if (!available) {
+    logging::warn("cannot read MemAvailable from /proc/meminfo: [spill] host_limit = {:.0f}% "
+                  "allows no spilling; give it as a size instead",
+                  spill.host_limit.fraction_of_total() * 100);
+  }
+  return spill.host_limit.resolve(available.value_or(0));
+}
+
+}  // namespace
+
+ShimState::ShimState(const Config& loaded) noexcept
+    : config(loaded),
+      host_budget(host_limit_bytes(config.spill)),
+      managed(config.spill, host_budget),
+      host(config.spill, host_budget) {}
 
 Entry::Entry() noexcept {
   if (inside_shim) return;

@@ -18,12 +18,24 @@
 
 #include "config/config.h"
 #include "core/ledger.h"
+#include "core/host_budget.h"
+#include "core/vmm_tracker.h"
+#include "tiers/host_tier.h"
+#include "tiers/managed_tier.h"
 
 namespace vramspill::hooks {
 
 struct ShimState {
+  explicit ShimState(const Config& loaded) noexcept;
+  ShimState(const ShimState&) = delete;
+  ShimState& operator=(const ShimState&) = delete;
+
   Config config;
   core::Ledger ledger;
+  core::VmmTracker vmm;
+  core::HostBudget host_budget;  // pinned + managed spill bytes, against [spill] host_limit
+  tiers::ManagedTier managed;
+  tiers::HostTier host;
 };
 
 class Entry {

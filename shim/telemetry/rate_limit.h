@@ -12,9 +12,13 @@ namespace vramspill {
 
 // Each warning that can repeat gets a key; the name appears in the exit report of suppressed
 // messages. Add a row here for a new one (keys are slots in a fixed array: no allocation, no lock).
-#define VRAMSPILL_RATE_KEYS(X)                          \
-  X(kOverBudget, "allocations refused over the budget") \
-  X(kDriverFallback, "internal errors that fell back to the driver's behaviour")
+#define VRAMSPILL_RATE_KEYS(X)                                                    \
+  X(kOverBudget, "allocations refused over the budget")                           \
+  X(kDriverFallback, "internal errors that fell back to the driver's behaviour")  \
+  X(kSpilled, "allocations spilled to host memory")                               \
+  X(kNotSpilled, "allocations that could not spill")                              \
+  X(kManagedAdvice, "managed spill memory left unadvised")                        \
+  X(kSpilledIpc, "cuIpcGetMemHandle refusals of spilled memory")
 
 enum class RateKey : uint8_t {
 #define VRAMSPILL_RATE_KEY_ENUM(name, description) name,

@@ -42,14 +42,14 @@ TEST(ConfigErrors, UnknownKeyWithoutCloseMatch) {
   std::string path;
   const std::string message = toml_error("[log]\ncolour = true\n", path);
   EXPECT_EQ(message,
-            "unknown key 'colour' in [log] at " + path + ":2:1; known keys: level, file, summary");
+            "unknown key 'colour' in [log] at " + path + ":2:1; known keys: level, file, summary, stats");
 }
 
 TEST(ConfigErrors, UnknownSection) {
   std::string path;
   const std::string message = toml_error("[devise]\nbudget = \"1GiB\"\n", path);
   EXPECT_EQ(message, "unknown section [devise] at " + path +
-                         ":1:2; known sections: device, spill, log (did you mean [device]?)");
+                         ":1:2; known sections: device, spill, report, log (did you mean [device]?)");
 }
 
 TEST(ConfigErrors, KeyOutsideAnySection) {
@@ -106,9 +106,9 @@ TEST(ConfigErrors, PercentOutOfRangeAndZeroBudget) {
 
 TEST(ConfigErrors, EnumListsTheValidChoices) {
   std::string path;
-  const std::string message = toml_error("[spill]\nmode = \"host\"\n", path);
-  EXPECT_EQ(message, "bad value 'host' for spill.mode at " + path +
-                         ":2:8: not a valid choice; expected one of: off");
+  const std::string message = toml_error("[spill]\nmode = \"disk\"\n", path);
+  EXPECT_EQ(message, "bad value 'disk' for spill.mode at " + path +
+                         ":2:8: not a valid choice; expected one of: off, managed, host, auto");
   EXPECT_EQ(env_error({"VRAMSPILL_LOG_LEVEL=loud"}),
             "bad value 'loud' for log.level in VRAMSPILL_LOG_LEVEL: not a valid choice; "
             "expected one of: trace, debug, info, warn, error, off");

@@ -23,11 +23,43 @@ TEST(LoadConfig, DefaultsWithoutFileOrEnvironment) {
   const Config& config = result.config();
   EXPECT_EQ(config.device.budget, Budget::fraction(1.0));
   EXPECT_EQ(config.device.reserve_bytes, 0u);
-  EXPECT_EQ(config.spill.mode, SpillMode::kOff);
+  EXPECT_EQ(config.spill.mode, SpillMode::kAuto);
   EXPECT_EQ(config.log.level, LogLevel::kInfo);
   EXPECT_EQ(config.log.file, "");
   EXPECT_TRUE(config.log.summary);
   EXPECT_EQ(config.source_file, "");
+}
+
+TEST(LoadConfig, SpillAndReportDefaults) {
+  const ConfigResult result = load({});
+  ASSERT_TRUE(result.ok()) << result.error().message;
+  const Config& config = result.config();
+  EXPECT_EQ(config.spill.min_size, 0u);
+  EXPECT_EQ(config.spill.host_limit, Budget::fraction(0.5));
+  EXPECT_EQ(config.spill.managed_location, ManagedLocation::kHost);
+  EXPECT_TRUE(config.spill.managed_accessed_by);
+  EXPECT_EQ(config.spill.host_pool_step, kGiB);
+  EXPECT_EQ(config.spill.host_pool_keep, kGiB);
+  EXPECT_EQ(config.report.memory_info, MemoryInfo::kBudget);
+  EXPECT_TRUE(config.log.stats);
+}
+
+TEST(LoadConfig, SpillOptionsFromFileAndEnvironment) {
+  std::string path;
+  const ConfigResult result = load_toml(
+      "[spill]\nmode = \"host\"\nmin_size = \"2MiB\"\nhost_limit = \"8GiB\"\n"
+      "managed_location = \"none\"\nmanaged_accessed_by = false\n"
+      "[report]\nmemory_info = \"virtual\"\n",
+      path, {"VRAMSPILL_SPILL_HOST_LIMIT=25%", "VRAMSPILL_SPILL_HOST_POOL_STEP=256MiB"});
+  ASSERT_TRUE(result.ok()) << result.error().message;
+  const Config& config = result.config();
+  EXPECT_EQ(config.spill.mode, SpillMode::kHost);
+  EXPECT_EQ(config.spill.min_size, 2ull << 20);
+  EXPECT_EQ(config.spill.host_limit, Budget::fraction(0.25));
+  EXPECT_EQ(config.spill.managed_location, ManagedLocation::kNone);
+  EXPECT_FALSE(config.spill.managed_accessed_by);
+  EXPECT_EQ(config.spill.host_pool_step, 256ull << 20);
+  EXPECT_EQ(config.report.memory_info, MemoryInfo::kVirtual);
 }
 
 TEST(LoadConfig, DefaultConfigMatchesAnEmptyLoad) {
@@ -37,6 +69,11 @@ TEST(LoadConfig, DefaultConfigMatchesAnEmptyLoad) {
   EXPECT_EQ(defaults.device.budget, loaded.config().device.budget);
   EXPECT_EQ(defaults.log.level, loaded.config().log.level);
   EXPECT_EQ(defaults.log.summary, loaded.config().log.summary);
+}
+
+// `vramspill run` reads VRAMSPILL_LIBRARY; a user who exports it must not break the shim.
+TEST(LoadConfig, TheLibraryVariableIsNoError) {
+  EXPECT_TRUE(load({"VRAMSPILL_LIBRARY=/opt/vramspill/lib/libvramspill.so"}).ok());
 }
 
 TEST(LoadConfig, NullEnvironmentMeansDefaults) { EXPECT_TRUE(load_config(nullptr).ok()); }
@@ -168,6 +205,40 @@ TEST(ConfExamples, BudgetOnlyCapsAt20GiB) {
   ASSERT_TRUE(result.ok()) << result.error().message;
   EXPECT_EQ(result.config().device.budget, Budget::bytes(20 * kGiB));
   EXPECT_EQ(result.config().spill.mode, SpillMode::kOff);
+}
+
+TEST(ConfExamples, TrainingSpillsAutomaticallyWithinAHostLimit) {
+  const ConfigResult result =
+      load({std::string("VRAMSPILL_CONFIG=") + VRAMSPILL_CONF_DIR + "/training.toml"});
+  ASSERT_TRUE(result.ok()) << result.error().message;
+  const Config& config = result.config();
+  EXPECT_EQ(config.device.budget, Budget::fraction(1.0));
+  EXPECT_EQ(config.device.reserve_bytes, 2 * kGiB);
+  EXPECT_EQ(config.spill.mode, SpillMode::kAuto);
+  EXPECT_EQ(config.spill.managed_location, ManagedLocation::kHost);
+  EXPECT_EQ(config.spill.host_limit, Budget::fraction(0.6));
+  EXPECT_EQ(config.report.memory_info, MemoryInfo::kBudget);
+}
+
+TEST(ConfExamples, InferenceSpillsOnlyLargeBlocksToTheHostPool) {
+  const ConfigResult result =
+      load({std::string("VRAMSPILL_CONFIG=") + VRAMSPILL_CONF_DIR + "/inference.toml"});
+  ASSERT_TRUE(result.ok()) << result.error().message;
+  const Config& config = result.config();
+  EXPECT_EQ(config.device.budget, Budget::fraction(0.9));
+  EXPECT_EQ(config.spill.mode, SpillMode::kHost);
+  EXPECT_EQ(config.spill.min_size, 64ull << 20);
+  EXPECT_EQ(config.spill.host_pool_step, 2 * kGiB);
+  EXPECT_EQ(config.spill.host_pool_keep, 4 * kGiB);
+  EXPECT_EQ(config.spill.host_limit, Budget::bytes(32 * kGiB));
+}
+
+TEST(ConfExamples, DemoSpillsOverA256MiBBudget) {
+  const ConfigResult result =
+      load({std::string("VRAMSPILL_CONFIG=") + VRAMSPILL_CONF_DIR + "/demo.toml"});
+  ASSERT_TRUE(result.ok()) << result.error().message;
+  EXPECT_EQ(result.config().device.budget, Budget::bytes(256ull << 20));
+  EXPECT_EQ(result.config().spill.mode, SpillMode::kAuto);
 }
 
 }  // namespace

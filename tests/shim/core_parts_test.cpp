@@ -9,7 +9,7 @@
 #include <unordered_map>
 
 #include "core/allocation_table.h"
-#include "core/bytes.h"
+#include "util/bytes.h"
 #include "core/route.h"
 
 namespace vramspill::core {

@@ -281,6 +281,37 @@ TEST(LedgerFrees, UnknownKeysAndOtherKeySpacesAreNotFound) {
   EXPECT_EQ(ledger.snapshot(0).held_bytes, 0u);
 }
 
+// Note [Reservation protocol]: a forgotten allocation's bytes stay held until the driver's free
+// has returned, so nothing is admitted against memory the device still holds.
+TEST(LedgerFrees, ForgottenBytesStayHeldUntilReleased) {
+  Ledger ledger;
+  ledger.set_device(0, 8 * kGiB, 1000);
+  ASSERT_TRUE(allocate(ledger, 0, Route::kMemAlloc, 0x1000, 800));
+  const std::optional<Allocation> forgotten = ledger.forget(0x1000, KeySpace::kPointer);
+  ASSERT_TRUE(forgotten.has_value());
+  EXPECT_EQ(forgotten->bytes, 800u);
+  EXPECT_FALSE(ledger.forget(0x1000, KeySpace::kPointer).has_value());  // gone from the table
+  EXPECT_FALSE(ledger.admit(0, Route::kMemAlloc, 300).admitted);       // still held
+  ledger.release_forgotten(*forgotten);
+  EXPECT_EQ(ledger.snapshot(0).held_bytes, 0u);
+  EXPECT_TRUE(allocate(ledger, 0, Route::kMemAlloc, 0x2000, 300));
+}
+
+// The driver refused the free: the allocation is live again, freed later as usual.
+TEST(LedgerFrees, AReinstatedAllocationIsLiveAgain) {
+  Ledger ledger;
+  ledger.set_device(0, 8 * kGiB, 1000);
+  ASSERT_TRUE(allocate(ledger, 0, Route::kMemCreate, 0x77, 500));
+  const std::optional<Allocation> forgotten = ledger.forget(0x77, KeySpace::kVmmHandle);
+  ASSERT_TRUE(forgotten.has_value());
+  ledger.reinstate(*forgotten);
+  EXPECT_EQ(ledger.snapshot(0).held_bytes, 500u);
+  EXPECT_EQ(ledger.snapshot(0).routes[route_index(Route::kMemCreate)].live_count, 1u);
+  ASSERT_TRUE(ledger.on_freed(0x77, KeySpace::kVmmHandle).has_value());
+  EXPECT_EQ(ledger.snapshot(0).held_bytes, 0u);
+  EXPECT_EQ(ledger.internal_errors(), 0u);
+}
+
 TEST(LedgerFrees, AKeyHandedOutAgainReplacesTheStaleEntry) {
   Ledger ledger;
   ledger.set_device(0, kGiB, kGiB);

@@ -181,8 +181,9 @@ TEST(LibraryConstructor, AllocationsBeforeMainAreBudgeted) {
             "total_mib=1024\n"
             "main: alloc=0 free_mib=992\n");
 
-  const RunResult preloaded = run_program({LIFECYCLE_CTOR_ALLOC_PROGRAM},
-                                          with_shim({{"VRAMSPILL_DEVICE_BUDGET", "64MiB"}}));
+  const RunResult preloaded =
+      run_program({LIFECYCLE_CTOR_ALLOC_PROGRAM},
+                  with_shim({{"VRAMSPILL_DEVICE_BUDGET", "64MiB"}, {"VRAMSPILL_SPILL_MODE", "off"}}));
   ASSERT_TRUE(preloaded.exited(0)) << preloaded.describe();
   // 128 MiB do not fit in 64 MiB: refused with CUDA_ERROR_OUT_OF_MEMORY (2); cuMemGetInfo
   // shows the budget; main() then runs under the same shim state.
@@ -201,6 +202,7 @@ TEST(ManyThreads, BudgetHoldsAndEverythingIsReturned) {
   const RunResult result =
       run_program({LIFECYCLE_THREADS_PROGRAM, "64"},
                   with_shim({{"VRAMSPILL_DEVICE_BUDGET", "64MiB"},
+                             {"VRAMSPILL_SPILL_MODE", "off"},
                              // the refusals are expected; the rate limiter keeps them short
                              {"VRAMSPILL_LOG_LEVEL", "warn"}}));
   EXPECT_TRUE(result.exited(0)) << result.describe();
@@ -212,7 +214,8 @@ TEST(ManyThreads, BudgetHoldsAndEverythingIsReturned) {
 
 TEST(AfterFork, ChildIsPassThroughAndWritesNoSummary) {
   const RunResult result =
-      run_program({LIFECYCLE_FORK_PROGRAM}, with_shim({{"VRAMSPILL_DEVICE_BUDGET", "64MiB"}}));
+      run_program({LIFECYCLE_FORK_PROGRAM},
+                  with_shim({{"VRAMSPILL_DEVICE_BUDGET", "64MiB"}, {"VRAMSPILL_SPILL_MODE", "off"}}));
   ASSERT_TRUE(result.exited(0)) << result.describe();
   const std::vector<std::string> lines = lines_of(result.out);
   ASSERT_GE(lines.size(), 3u) << result.describe();

@@ -50,24 +50,19 @@ struct Route {
 // For gtest's messages ("GetParam() = cuMemAlloc" rather than a dump of bytes).
 void PrintTo(const Route& route, std::ostream* out) { *out << route.name; }
 
-class BudgetRoutes : public ::testing::TestWithParam<Route> {
+class BudgetRoutes : public routes::PrimaryContextTest<::testing::TestWithParam<Route>> {
  public:
   CUstream stream() const { return stream_; }
   CUmemoryPool pool() const { return pool_; }
-  CUdevice device() const { return device_; }
   const PerThreadExports& per_thread() const { return per_thread_; }
 
  protected:
   void SetUp() override {
-    ASSERT_NO_FATAL_FAILURE(check_mode());
-    ASSERT_CU(cuInit(0));
-    ASSERT_CU(cuDeviceGet(&device_, 0));
-    ASSERT_CU(cuDevicePrimaryCtxRetain(&context_, device_));
-    ASSERT_CU(cuCtxSetCurrent(context_));
+    ASSERT_NO_FATAL_FAILURE(PrimaryContextTest::SetUp());
     ASSERT_CU(cuStreamCreate(&stream_, CU_STREAM_NON_BLOCKING));
     CUmemPoolProps props{};
     props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
-    props.location = {CU_MEM_LOCATION_TYPE_DEVICE, device_};
+    props.location = {CU_MEM_LOCATION_TYPE_DEVICE, device()};
     ASSERT_CU(cuMemPoolCreate(&pool_, &props));
     ASSERT_NO_FATAL_FAILURE(look_up_per_thread_exports());
     ASSERT_EQ(free_bytes(), under_shim() ? kBudget : kDeviceMemory) << "a test leaked memory";
@@ -80,19 +75,7 @@ class BudgetRoutes : public ::testing::TestWithParam<Route> {
     if (pool_ != nullptr) {
       EXPECT_CU(cuMemPoolDestroy(pool_));
     }
-    if (context_ != nullptr) {
-      EXPECT_CU(cuDevicePrimaryCtxRelease(device_));
-    }
-  }
-
-  // cuMemGetInfo's free figure, after checking its total: the budget under the shim.
-  static size_t free_bytes() {
-    size_t free = 0;
-    size_t total = 0;
-    EXPECT_CU(cuMemGetInfo(&free, &total));
-    EXPECT_EQ(total, under_shim() ? kBudget : kDeviceMemory);
-    EXPECT_LE(free, total);
-    return free;
+    PrimaryContextTest::TearDown();
   }
 
   // What cuMemGetInfo must report as free with `held` bytes allocated by the route under test.
@@ -122,8 +105,6 @@ class BudgetRoutes : public ::testing::TestWithParam<Route> {
                                  reinterpret_cast<void**>(&per_thread_.free_async)));
   }
 
-  CUdevice device_ = 0;
-  CUcontext context_ = nullptr;
   CUstream stream_ = nullptr;
   CUmemoryPool pool_ = nullptr;
   PerThreadExports per_thread_;

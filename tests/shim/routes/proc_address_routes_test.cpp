@@ -231,7 +231,9 @@ TEST_F(ProcAddressRoutes, LookupsThroughTheReturnedGetProcAddressAreHookedToo) {
   ASSERT_CU(v2("cuMemRelease", &function, 12000, 0, nullptr));
   EXPECT_TRUE(is_export(function, "cuMemRelease", under_shim()));
   ASSERT_CU(v2("cuMemMap", &function, 12000, 0, nullptr));
-  EXPECT_TRUE(is_export(function, "cuMemMap", /*from_shim=*/false));
+  EXPECT_TRUE(is_export(function, "cuMemMap", under_shim()));
+  ASSERT_CU(v2("cuMemSetAccess", &function, 12000, 0, nullptr));
+  EXPECT_TRUE(is_export(function, "cuMemSetAccess", /*from_shim=*/false));
   // Lookups of cuGetProcAddress through the wrapped one stay wrapped.
   ASSERT_CU(v2("cuGetProcAddress", &function, 12000, 0, nullptr));
   EXPECT_TRUE(is_export(function, "cuGetProcAddress_v2", under_shim()));

@@ -93,4 +93,41 @@ inline ::testing::AssertionResult is_export(const void* address, std::string_vie
          << (symbol.library.empty() ? "?" : symbol.library) << (symbol.exact ? "" : " (inside)");
 }
 
+// A test with device 0's primary context current; free_bytes() is cuMemGetInfo's free figure
+// after checking its total (the budget under the shim, the device's memory without it). `Base` is
+// ::testing::Test or a ::testing::TestWithParam<...>.
+template <typename Base = ::testing::Test>
+class PrimaryContextTest : public Base {
+ public:
+  CUdevice device() const { return device_; }
+
+ protected:
+  void SetUp() override {
+    ASSERT_NO_FATAL_FAILURE(check_mode());
+    ASSERT_CU(cuInit(0));
+    ASSERT_CU(cuDeviceGet(&device_, 0));
+    ASSERT_CU(cuDevicePrimaryCtxRetain(&context_, device_));
+    ASSERT_CU(cuCtxSetCurrent(context_));
+  }
+
+  void TearDown() override {
+    if (context_ != nullptr) {
+      EXPECT_CU(cuDevicePrimaryCtxRelease(device_));
+    }
+  }
+
+  static size_t free_bytes() {
+    size_t free = 0;
+    size_t total = 0;
+    EXPECT_CU(cuMemGetInfo(&free, &total));
+    EXPECT_EQ(total, under_shim() ? kBudget : kDeviceMemory);
+    EXPECT_LE(free, total);
+    return free;
+  }
+
+ private:
+  CUdevice device_ = 0;
+  CUcontext context_ = nullptr;
+};
+
 }  // namespace routes

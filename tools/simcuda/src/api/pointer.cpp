@@ -136,3 +136,20 @@ SIMCUDA_EXPORT CUresult CUDAAPI cuPointerGetAttributes(unsigned int numAttribute
   }
   return CUDA_SUCCESS;
 }
+
+// Exporting a handle is all simcuda does of CUDA IPC (one process cannot open its own handle,
+// and simcuda has no second process to share with): enough for programs, and the shim, to learn
+// which memory can be shared. Only the base of plain cuMemAlloc memory can; anything else
+// (managed, pinned host, pool blocks, VMM mappings, interior pointers) is CUDA_ERROR_INVALID_VALUE.
+SIMCUDA_EXPORT CUresult CUDAAPI cuIpcGetMemHandle(CUipcMemHandle* pHandle, CUdeviceptr dptr) {
+  SIMCUDA_ENTER("cuIpcGetMemHandle");
+  if (pHandle == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  const std::optional<Allocation> allocation =
+      Driver::instance()->allocations().find_exact(dptr);
+  if (!allocation || allocation->kind != MemoryKind::kDevice || allocation->pool != nullptr)
+    return CUDA_ERROR_INVALID_VALUE;
+  CUipcMemHandle handle{};
+  std::memcpy(handle.reserved, &allocation->buffer_id, sizeof allocation->buffer_id);
+  *pHandle = handle;
+  return CUDA_SUCCESS;
+}

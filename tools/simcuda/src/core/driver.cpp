@@ -70,13 +70,17 @@ Device* Driver::device(CUdevice ordinal) {
 
 CUresult Driver::injected_fault(const char* export_name) {
   const std::string_view name(export_name);
+  // Every rule that matches counts the call, even when an earlier rule fails it, so that rules
+  // for one function (FUNC@2=...,FUNC@3=...) each count all its calls. The first to fire wins.
+  CUresult injected = CUDA_SUCCESS;
   for (size_t i = 0; i < config_.faults.size(); ++i) {
     const FaultRule& rule = config_.faults[i];
     if (rule.function != name && rule.function != base_name(name)) continue;
-    if (fault_calls_[i].fetch_add(1, std::memory_order_relaxed) + 1 == rule.nth_call)
-      return rule.result;
+    if (fault_calls_[i].fetch_add(1, std::memory_order_relaxed) + 1 == rule.nth_call &&
+        injected == CUDA_SUCCESS)
+      injected = rule.result;
   }
-  return CUDA_SUCCESS;
+  return injected;
 }
 
 CUresult enter_api(const char* export_name) noexcept {

@@ -1,9 +1,9 @@
-#include "core/bytes.h"
+#include "util/bytes.h"
 
 #include <array>
 #include <cstdio>
 
-namespace vramspill::core {
+namespace vramspill {
 
 std::size_t format_bytes(uint64_t bytes, std::span<char> out) noexcept {
   if (out.empty()) return 0;
@@ -40,4 +40,4 @@ std::string format_bytes(uint64_t bytes) {
   return {buffer.data(), length};
 }
 
-}  // namespace vramspill::core
+}  // namespace vramspill

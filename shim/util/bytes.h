@@ -6,7 +6,7 @@
 #include <span>
 #include <string>
 
-namespace vramspill::core {
+namespace vramspill {
 
 // Writes the formatted count into `out` (always NUL-terminated when `out` is not empty, truncated
 // if too small; 16 chars always suffice) and returns the length written. Allocates nothing, so
@@ -15,4 +15,4 @@ std::size_t format_bytes(uint64_t bytes, std::span<char> out) noexcept;
 
 std::string format_bytes(uint64_t bytes);
 
-}  // namespace vramspill::core
+}  // namespace vramspill

@@ -1,0 +1,112 @@
+// The flow every allocation and free hook shares: admit against the budget, call the driver,
+// settle the ledger (Note [Reservation protocol] in core/ledger.h).
+#pragma once
+
+#include <cuda.h>
+
+#include <cstdint>
+#include <limits>
+#include <optional>
+
+#include "core/ledger.h"
+#include "hooks/pool_tracking.h"
+#include "hooks/shim_state.h"
+#include "hooks/spill_placement.h"
+#include "telemetry/log.h"
+
+namespace vramspill::hooks {
+
+// The device of the calling thread's current context; nullopt without one (the driver will
+// refuse the allocation itself, so the ledger stays out of it).
+std::optional<int> current_device();
+
+// Tells the ledger a device's total and limit the first time the device is seen.
+void know_device(ShimState& shim, int device);
+
+// What the driver's allocation produced.
+struct Allocated {
+  uint64_t key = 0;    // what the matching free names: pointer, VMM handle or CUarray
+  uint64_t bytes = 0;  // what the driver really took
+};
+
+
+// How a request may spill when it does not fit (Note [What spills] in hooks/spill_placement.h):
+// `out` is where the spilled pointer goes; null for routes that never spill.
+struct SpillTarget {
+  CUdeviceptr* out = nullptr;
+  uint64_t bytes = 0;  // what the spill takes (for cuMemAllocPitch, pitch x height)
+  CUstream stream = nullptr;
+  bool stream_ordered = false;
+  unsigned int managed_flags = CU_MEM_ATTACH_GLOBAL;
+};
+
+// A request the device has no room for: spills it to `spill_target` if allowed, otherwise
+// returns CUDA_ERROR_OUT_OF_MEMORY. `admission` is the ledger's refusal, or, admitted, stands for
+// a request the driver itself refused.
+CUresult refuse_or_spill(ShimState& shim, const core::Admission& admission,
+                         const SpillTarget& spill_target);
+
+// Stands for a request the ledger admitted but the driver refused for want of memory.
+core::Admission driver_refusal(int device, core::Route route, uint64_t bytes);
+
+// Admission, the driver call and its settlement; a request that does not fit (over the budget,
+// or refused by the driver for want of memory) spills if `spill.out` is set. `allocate(Allocated&)`
+// calls the driver; `after_success` runs between the driver call and on_allocated (pools report
+// their growth there, VMM handles are tracked there).
+template <typename Allocate, typename AfterSuccess>
+CUresult admit_and_allocate(ShimState& shim, int device, core::Route route, uint64_t bytes,
+                            uint64_t pool_free_reserved, const SpillTarget& spill_target,
+                            Allocate allocate, AfterSuccess after_success) {
+  know_device(shim, device);
+  // Note [Refreshing pool figures]: before a request is refused for want of room, make sure
+  // the room is not taken by memory the pools have already given back.
+  constexpr uint64_t kUnknown = std::numeric_limits<uint64_t>::max();
+  if (bytes > shim.ledger.budget_view(device, kUnknown, kUnknown).free_bytes)
+    refresh_pools(shim);
+  const core::Admission admission = shim.ledger.admit(device, route, bytes, pool_free_reserved);
+  if (!admission.admitted) return refuse_or_spill(shim, admission, spill_target);
+  Allocated allocated{.key = 0, .bytes = bytes};
+  const CUresult result = allocate(allocated);
+  if (result != CUDA_SUCCESS) {
+    shim.ledger.cancel(admission);
+    // Another process took the memory: under the budget, the request spills all the same.
+    if (result == CUDA_ERROR_OUT_OF_MEMORY && spill_target.out != nullptr)
+      return refuse_or_spill(shim, driver_refusal(device, route, bytes), spill_target);
+    return result;
+  }
+  after_success(allocated);
+  shim.ledger.on_allocated(admission, allocated.key, allocated.bytes);
+  return result;
+}
+
+template <typename Allocate>
+CUresult admit_and_allocate(ShimState& shim, int device, core::Route route, uint64_t bytes,
+                            const SpillTarget& spill_target, Allocate allocate) {
+  return admit_and_allocate(shim, device, route, bytes, 0, spill_target, allocate,
+                            [](const Allocated&) {});
+}
+
+// After the driver's free of a forgotten allocation: its bytes leave the budget, or, if the
+// driver refused, it is live again.
+void settle_free(ShimState& shim, const core::Allocation& forgotten, CUresult result);
+
+// Frees: the ledger forgets the allocation before the driver has it back (another thread may
+// get the same key at once) and releases its bytes after (until then the device still holds
+// them). A spilled allocation goes back to its tier instead of the driver; for a stream-ordered
+// free (cuMemFreeAsync) `stream` says whose work it waits for.
+template <typename Free>
+CUresult forget_then_free(uint64_t key, core::KeySpace space, Free free,
+                          std::optional<CUstream> stream = std::nullopt) {
+  const Entry entry;
+  ShimState* shim = entry.state();
+  if (shim == nullptr) return free();
+  const std::optional<core::Allocation> forgotten = shim->ledger.forget(key, space);
+  const CUresult result =
+      forgotten && core::is_spill_route(forgotten->route)
+          ? free_spilled(*shim, *forgotten, stream.value_or(nullptr), stream.has_value())
+          : free();
+  if (forgotten) settle_free(*shim, *forgotten, result);
+  return result;
+}
+
+}  // namespace vramspill::hooks

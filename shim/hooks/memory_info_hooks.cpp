@@ -1,0 +1,47 @@
+// cuMemGetInfo under the shim reports what [report] memory_info says (DESIGN.md section 6).
+// Frameworks size themselves from it (vLLM's KV cache, JAX's preallocation, TensorFlow's
+// allow_growth=false), so the choice decides whether they stay within the budget or fill the
+// spill tier on purpose:
+//   budget    total = the limit, free = the limit minus the device bytes the job holds (never
+//             more than the driver's own free figure);
+//   physical  the driver's figures, untouched;
+//   virtual   the budget view plus the host limit: total adds the whole limit, free what is
+//             left of it (nothing is added when [spill] mode = "off").
+#include <limits>
+#include <optional>
+
+#include "hooks/admission.h"
+#include "hooks/hook.h"
+
+using vramspill::MemoryInfo;
+using vramspill::hooks::Entry;
+using vramspill::hooks::ShimState;
+
+VRAMSPILL_HOOK CUresult CUDAAPI cuMemGetInfo_v2(size_t* free, size_t* total) {
+  VRAMSPILL_REAL_OR_RETURN(real, cuMemGetInfo_v2);
+  const CUresult result = real(free, total);
+  if (result != CUDA_SUCCESS) return result;  // NULL outputs included: the driver checked them
+  const Entry entry;
+  ShimState* shim = entry.state();
+  if (shim == nullptr || shim->config.report.memory_info == MemoryInfo::kPhysical) return result;
+  const std::optional<int> device = vramspill::hooks::current_device();
+  if (!device) return result;
+  vramspill::hooks::know_device(*shim, *device);
+  vramspill::hooks::refresh_pools(*shim);  // Note [Refreshing pool figures]
+  const vramspill::core::MemInfo view = shim->ledger.budget_view(*device, *free, *total);
+  *free = view.free_bytes;
+  *total = view.total_bytes;
+  if (shim->config.report.memory_info == MemoryInfo::kVirtual &&
+      shim->config.spill.mode != vramspill::SpillMode::kOff) {
+    const auto saturating_add = [](size_t a, uint64_t b) {
+      return b > std::numeric_limits<size_t>::max() - a ? std::numeric_limits<size_t>::max()
+                                                         : a + b;
+    };
+    // Pinned but unused room in the host pool can take spills too.
+    const vramspill::tiers::HostPoolStats pool = shim->host.stats();
+    *free = saturating_add(*free, shim->host_budget.available() + pool.pinned_bytes -
+                                      pool.used_bytes);
+    *total = saturating_add(*total, shim->host_budget.limit());
+  }
+  return result;
+}

@@ -1,0 +1,330 @@
+#include "tiers/host_pool.h"
+
+#include <pthread.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <bit>
+#include <iterator>
+
+namespace vramspill::tiers {
+namespace {
+
+constexpr uint64_t kMinGranularity = 256;  // cuMemAlloc's alignment promise
+constexpr uint64_t kPageBytes = 4096;
+
+uint64_t align_down(uint64_t value, uint64_t alignment) { return value & ~(alignment - 1); }
+
+}  // namespace
+
+HostPool::HostPool(HostPoolOptions options, PinnedMemoryOps ops, core::HostBudget& budget) noexcept
+    : options_(options), ops_(ops), budget_(budget) {
+  // Past 2^62 no request can be met anyway; the clamp keeps every sum below from overflowing.
+  constexpr uint64_t kLargest = uint64_t{1} << 62;
+  options_.granularity = std::bit_ceil(std::clamp(options_.granularity, kMinGranularity,
+                                                  uint64_t{1} << 30));
+  options_.step_bytes = std::max(round_up(std::min(options_.step_bytes, kLargest)),
+                                 options_.granularity);
+  if (options_.low_water_bytes == 0) options_.low_water_bytes = options_.step_bytes / 2;
+}
+
+HostPool::~HostPool() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  grower_wake_.notify_all();
+  if (grower_.joinable()) grower_.join();
+  for (const auto& [start, region] : regions_) unpin(region);
+}
+
+uint64_t HostPool::round_up(uint64_t bytes) const noexcept {
+  const uint64_t mask = options_.granularity - 1;
+  if (bytes > (uint64_t{1} << 62)) return 0;  // no pool holds that much: refuse
+  return (bytes + mask) & ~mask;
+}
+
+void* HostPool::allocate(uint64_t bytes) noexcept {
+  const uint64_t size = round_up(bytes);
+  std::unique_lock lock(mutex_);
+  if (size == 0) {
+    ++counters_.failed_allocations;
+    return nullptr;
+  }
+  uint64_t block = 0;
+  for (;;) {
+    const Take taken = take_locked(size, block);
+    if (taken == Take::kTaken) break;
+    if (taken == Take::kFailed) {
+      ++counters_.failed_allocations;
+      return nullptr;
+    }
+    const bool own_region = size > options_.step_bytes;
+    if (!own_region && (pin_in_flight_ || growth_requested_)) {
+      // A step is being pinned, or about to be (ahead of need, but not far enough ahead): wait
+      // for it rather than pin another.
+      ++counters_.waits_for_background_pin;
+      pin_done_.wait(lock, [this] { return !pin_in_flight_ && !growth_requested_; });
+      continue;
+    }
+    // The pool is truly empty for this size (Note [Pinning ahead of need]): pin here, and claim
+    // the block from the new region so no other thread can take its room first.
+    uint64_t region_bytes = size;
+    if (!own_region) {
+      // Near the host limit, a whole step may not fit where the block alone does.
+      const uint64_t available = align_down(budget_.available(), options_.granularity);
+      region_bytes = std::max(size, std::min(options_.step_bytes, available));
+      pin_in_flight_ = true;
+    }
+    const std::optional<uint64_t> claimed = grow(lock, region_bytes, size, /*ahead=*/false);
+    if (!own_region) {
+      pin_in_flight_ = false;
+      pin_done_.notify_all();
+    }
+    if (!claimed) {
+      ++counters_.failed_allocations;
+      return nullptr;
+    }
+    block = *claimed;
+    break;
+  }
+  ++counters_.allocations;
+  request_growth_locked();
+  return reinterpret_cast<void*>(block);
+}
+
+HostPool::Take HostPool::take_locked(uint64_t bytes, uint64_t& block) noexcept {
+  const std::optional<uint64_t> start = free_space_.take(bytes);
+  if (!start) return Take::kNoRoom;
+  try {
+    blocks_.emplace(*start, bytes);
+  } catch (...) {
+    ++counters_.internal_errors;
+    const auto region = region_of_locked(*start);
+    try {
+      free_space_.give_back(*start, bytes, region->second.start,
+                            region->second.start + region->second.bytes);
+    } catch (...) {
+      charge_locked(region->second, bytes);  // leaked: stays counted as used
+    }
+    return Take::kFailed;
+  }
+  charge_locked(region_of_locked(*start)->second, bytes);
+  block = *start;
+  return Take::kTaken;
+}
+
+void HostPool::charge_locked(Region& region, uint64_t bytes) noexcept {
+  if (region.used == 0) idle_bytes_ -= region.bytes;
+  region.used += bytes;
+  used_bytes_ += bytes;
+  counters_.peak_used_bytes = std::max(counters_.peak_used_bytes, used_bytes_);
+}
+
+std::optional<uint64_t> HostPool::grow(std::unique_lock<std::mutex>& lock, uint64_t bytes,
+                                       uint64_t claim, bool ahead) noexcept {
+  const uint64_t granularity = options_.granularity;
+  // pin() promises page alignment; a coarser granularity may lose up to a granule at the start.
+  const uint64_t pin_bytes = bytes + (granularity > kPageBytes ? granularity : 0);
+  if (!budget_.try_reserve(pin_bytes)) {
+    ++counters_.budget_refusals;
+    return std::nullopt;
+  }
+  lock.unlock();
+  void* base = nullptr;
+  const bool pinned = ops_.pin(ops_.context, pin_bytes, &base) && base != nullptr;
+  lock.lock();
+  if (!pinned) {
+    budget_.release(pin_bytes);
+    ++counters_.pin_failures;
+    return std::nullopt;
+  }
+
+  const auto address = reinterpret_cast<uint64_t>(base);
+  Region region;
+  region.start = round_up(address);
+  region.bytes = align_down(address + pin_bytes - region.start, granularity);
+  region.pinned = base;
+  region.pinned_bytes = pin_bytes;
+  bool added = false;
+  if (region.bytes >= bytes) {
+    try {
+      const auto it = regions_.emplace(region.start, region).first;
+      try {
+        if (claim > 0) blocks_.emplace(region.start, claim);
+        try {
+          free_space_.add(region.start + claim, region.bytes - claim);
+        } catch (...) {
+          blocks_.erase(region.start);
+          throw;
+        }
+      } catch (...) {
+        regions_.erase(it);
+        throw;
+      }
+      added = true;
+    } catch (...) {
+    }
+  }
+  if (!added) {
+    ++counters_.internal_errors;
+    lock.unlock();
+    unpin(region);
+    lock.lock();
+    return std::nullopt;
+  }
+
+  pinned_bytes_ += region.bytes;
+  idle_bytes_ += region.bytes;
+  counters_.peak_pinned_bytes = std::max(counters_.peak_pinned_bytes, pinned_bytes_);
+  if (claim > 0) charge_locked(regions_.find(region.start)->second, claim);
+  ++(ahead ? counters_.pins_ahead : counters_.pins_on_allocation_path);
+  return region.start;
+}
+
+std::optional<uint64_t> HostPool::free(void* block) noexcept {
+  const auto address = reinterpret_cast<uint64_t>(block);
+  std::unique_lock lock(mutex_);
+  const auto it = blocks_.find(address);
+  if (it == blocks_.end()) return std::nullopt;
+  const uint64_t size = it->second;
+  blocks_.erase(it);
+  ++counters_.frees;
+  Region& region = region_of_locked(address)->second;
+  try {
+    free_space_.give_back(address, size, region.start, region.start + region.bytes);
+  } catch (...) {
+    ++counters_.internal_errors;  // Note [Failure inside the pool]: the range is lost
+    return size;
+  }
+  region.used -= size;
+  used_bytes_ -= size;
+  background_pin_failed_ = false;  // room came back: pinning ahead may work again
+  if (region.used == 0) {
+    idle_bytes_ += region.bytes;
+    if (idle_bytes_ > options_.release_idle_above) release_idle(lock);
+  }
+  return size;
+}
+
+void HostPool::release_idle(std::unique_lock<std::mutex>& lock) noexcept {
+  while (idle_bytes_ > options_.release_idle_above) {
+    // The largest idle region whose release keeps free room at the low-water mark, so that the
+    // background thread does not pin straight back what was just unpinned.
+    auto victim = regions_.end();
+    for (auto it = regions_.begin(); it != regions_.end(); ++it) {
+      const Region& region = it->second;
+      if (region.used != 0 || free_room_locked() - region.bytes < options_.low_water_bytes) {
+        continue;
+      }
+      if (victim == regions_.end() || region.bytes > victim->second.bytes) victim = it;
+    }
+    if (victim == regions_.end()) return;
+    const Region region = victim->second;
+    if (!free_space_.remove(region.start, region.bytes)) {
+      ++counters_.internal_errors;  // an idle region is one free range; never unpin live blocks
+      return;
+    }
+    regions_.erase(victim);
+    pinned_bytes_ -= region.bytes;
+    idle_bytes_ -= region.bytes;
+    ++counters_.unpins;
+    lock.unlock();
+    unpin(region);
+    lock.lock();
+  }
+}
+
+void HostPool::unpin(const Region& region) noexcept {
+  ops_.unpin(ops_.context, region.pinned, region.pinned_bytes);
+  budget_.release(region.pinned_bytes);
+}
+
+bool HostPool::owns(const void* p) const noexcept {
+  const auto address = reinterpret_cast<uint64_t>(p);
+  std::lock_guard lock(mutex_);
+  auto it = regions_.upper_bound(address);
+  if (it == regions_.begin()) return false;
+  --it;
+  return address < it->second.start + it->second.bytes;
+}
+
+std::map<uint64_t, HostPool::Region>::iterator HostPool::region_of_locked(
+    uint64_t address) noexcept {
+  // Only called for addresses the pool handed out, which always lie in a region.
+  return std::prev(regions_.upper_bound(address));
+}
+
+HostPoolStats HostPool::stats() const noexcept {
+  std::lock_guard lock(mutex_);
+  HostPoolStats stats = counters_;
+  stats.pinned_bytes = pinned_bytes_;
+  stats.used_bytes = used_bytes_;
+  stats.idle_bytes = idle_bytes_;
+  stats.largest_free_block = free_space_.largest();
+  stats.regions = regions_.size();
+  stats.live_blocks = blocks_.size();
+  return stats;
+}
+
+// --- Pinning ahead of need (Note [Pinning ahead of need]) ---------------------------------------
+
+void HostPool::request_growth_locked() noexcept {
+  if (!options_.grow_in_background || grower_failed_to_start_ || background_pin_failed_ ||
+      stopping_ || growth_requested_ || pin_in_flight_ ||
+      free_room_locked() >= options_.low_water_bytes) {
+    return;
+  }
+  if (!grower_.joinable()) {
+    // Blocked signals are inherited: the program's handlers keep running on its own threads.
+    sigset_t all;
+    sigset_t previous;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &previous);
+    try {
+      grower_ = std::thread([this] {
+        pthread_setname_np(pthread_self(), "vramspill-pin");
+        grower_main();
+      });
+    } catch (...) {
+      grower_failed_to_start_ = true;  // growth stays on the allocating threads
+    }
+    pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+    if (grower_failed_to_start_) return;
+  }
+  growth_requested_ = true;
+  grower_wake_.notify_one();
+}
+
+void HostPool::warm_up() noexcept {
+  std::lock_guard lock(mutex_);
+  request_growth_locked();
+}
+
+void HostPool::wait_for_background_pins() noexcept {
+  std::unique_lock lock(mutex_);
+  pin_done_.wait(lock, [this] { return !growth_requested_ && !pin_in_flight_; });
+}
+
+void HostPool::grower_main() noexcept {
+  std::unique_lock lock(mutex_);
+  for (;;) {
+    grower_wake_.wait(lock, [this] { return growth_requested_ || stopping_; });
+    if (stopping_) break;
+    if (!pin_in_flight_ && free_room_locked() < options_.low_water_bytes) {
+      pin_in_flight_ = true;
+      const bool grown = grow(lock, options_.step_bytes, 0, /*ahead=*/true).has_value();
+      pin_in_flight_ = false;
+      if (!grown) background_pin_failed_ = true;
+      // A burst of allocations may have used the new room while it was pinned: keep going.
+      growth_requested_ = grown && !stopping_ && free_room_locked() < options_.low_water_bytes;
+    } else {
+      growth_requested_ = false;
+    }
+    pin_done_.notify_all();
+  }
+  growth_requested_ = false;
+  pin_done_.notify_all();
+}
+
+}  // namespace vramspill::tiers

@@ -1,0 +1,183 @@
+#include "tiers/host_tier.h"
+
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <limits>
+#include <new>
+
+#include "driver/real_driver.h"
+#include "telemetry/log.h"
+#include "tiers/numa_policy.h"
+
+namespace vramspill::tiers {
+namespace {
+
+// Note [RLIMIT_MEMLOCK and the host limit]
+// With the default host limit (a percent of MemAvailable) pinned memory also stays under
+// RLIMIT_MEMLOCK, the administrator's cap on locked memory. NVIDIA's driver pins through its own
+// kernel module, and containers often set a tiny RLIMIT_MEMLOCK (Docker: 64 KiB) that
+// cuMemHostAlloc itself does not enforce; so a host limit given as a size is the user's explicit
+// decision and replaces it.
+uint64_t memlock_limit(const SpillConfig& config) {
+  if (!config.host_limit.is_fraction()) return std::numeric_limits<uint64_t>::max();
+  rlimit limit{};
+  if (getrlimit(RLIMIT_MEMLOCK, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY)
+    return std::numeric_limits<uint64_t>::max();
+  return limit.rlim_cur;
+}
+
+// Note [A step is at most a quarter of the host limit]
+// The pool pins a whole step for its first small block, and that memory counts against the host
+// limit, which managed spills share. With a step as large as the limit, one 4 MiB host spill
+// would leave managed memory no room at all. So a step is at most a quarter of the limit (and at
+// least 2 MiB, a PyTorch segment): the pool then takes the limit in four or more steps, as it is
+// actually needed.
+HostPoolOptions pool_options(const SpillConfig& config, uint64_t host_limit) {
+  constexpr uint64_t kSmallestStep = uint64_t{2} << 20;
+  HostPoolOptions options;
+  options.step_bytes = std::min(config.host_pool_step, std::max(host_limit / 4, kSmallestStep));
+  options.release_idle_above = config.host_pool_keep;
+  return options;
+}
+
+int device_attribute(CUdevice_attribute attribute, int device, int fallback) {
+  const auto get_attribute = VRAMSPILL_REAL(cuDeviceGetAttribute);
+  int value = 0;
+  if (get_attribute == nullptr || get_attribute(&value, attribute, device) != CUDA_SUCCESS)
+    return fallback;
+  return value;
+}
+
+}  // namespace
+
+struct HostTier::PendingFree {
+  HostTier* tier;
+  void* block;
+};
+
+HostTier::HostTier(const SpillConfig& config, core::HostBudget& budget) noexcept
+    : memlock_limit_(memlock_limit(config)),
+      pool_(pool_options(config, budget.limit()),
+            PinnedMemoryOps{this, &HostTier::pin, &HostTier::unpin}, budget) {}
+
+bool HostTier::supported(int device) noexcept {
+  if (device < 0 || static_cast<std::size_t>(device) >= kDevices) return false;
+  std::atomic<uint8_t>& cached = support_[static_cast<std::size_t>(device)];
+  if (const uint8_t known = cached.load(std::memory_order_relaxed); known != kUnknown)
+    return known == kSupported;
+  const bool ok = device_attribute(CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING, device, 0) != 0 &&
+                  device_attribute(CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY, device, 0) != 0;
+  cached.store(ok ? kSupported : kUnsupported, std::memory_order_relaxed);
+  return ok;
+}
+
+CUresult HostTier::allocate(int device, uint64_t bytes, CUdeviceptr* out) noexcept {
+  if (context_.load(std::memory_order_acquire) == nullptr) {
+    const auto get_current = VRAMSPILL_REAL(cuCtxGetCurrent);
+    CUcontext current = nullptr;
+    if (get_current != nullptr && get_current(&current) == CUDA_SUCCESS && current != nullptr) {
+      CUcontext none = nullptr;
+      context_.compare_exchange_strong(none, current, std::memory_order_acq_rel);
+      numa_node_.store(device_attribute(CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID, device, -1),
+                       std::memory_order_relaxed);
+    }
+  }
+  void* block = pool_.allocate(bytes);
+  if (block == nullptr) return CUDA_ERROR_OUT_OF_MEMORY;
+  *out = reinterpret_cast<CUdeviceptr>(block);
+  return CUDA_SUCCESS;
+}
+
+CUresult HostTier::free(CUdeviceptr pointer) noexcept {
+  if (!pool_.owns(reinterpret_cast<void*>(pointer))) return CUDA_ERROR_INVALID_VALUE;
+  if (const auto synchronize = VRAMSPILL_REAL(cuCtxSynchronize)) {
+    const CUresult result = synchronize();
+    // A sticky error (a kernel faulted) is the program's to see; the block is freed anyway, as
+    // the driver's cuMemFree frees memory after such an error.
+    if (result != CUDA_SUCCESS && result != CUDA_ERROR_ILLEGAL_ADDRESS &&
+        result != CUDA_ERROR_LAUNCH_FAILED)
+      return result;
+  }
+  return pool_.free(reinterpret_cast<void*>(pointer)) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult HostTier::free_in_stream_order(CUdeviceptr pointer, CUstream stream) noexcept {
+  if (!pool_.owns(reinterpret_cast<void*>(pointer))) return CUDA_ERROR_INVALID_VALUE;
+  const auto launch_host_func = VRAMSPILL_REAL(cuLaunchHostFunc);
+  auto* pending = new (std::nothrow) PendingFree{this, reinterpret_cast<void*>(pointer)};
+  if (launch_host_func != nullptr && pending != nullptr &&
+      launch_host_func(stream, &HostTier::free_from_stream, pending) == CUDA_SUCCESS)
+    return CUDA_SUCCESS;
+  delete pending;
+  // Could not queue it: wait for the stream instead, then free.
+  if (const auto synchronize = VRAMSPILL_REAL(cuStreamSynchronize)) {
+    if (const CUresult result = synchronize(stream); result != CUDA_SUCCESS) return result;
+  }
+  return pool_.free(reinterpret_cast<void*>(pointer)) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+void CUDA_CB HostTier::free_from_stream(void* pending_block) {
+  // Runs on the driver's callback thread: it must not call CUDA, and the pool does not.
+  auto* pending = static_cast<PendingFree*>(pending_block);
+  pending->tier->pool_.free(pending->block);
+  delete pending;
+}
+
+bool HostTier::reserve_locked_memory(uint64_t bytes) noexcept {
+  uint64_t pinned = pinned_bytes_.load(std::memory_order_relaxed);
+  do {
+    if (bytes > memlock_limit_ || pinned > memlock_limit_ - bytes) {
+      memlock_refusals_.fetch_add(1, std::memory_order_relaxed);
+      return false;
+    }
+  } while (!pinned_bytes_.compare_exchange_weak(pinned, pinned + bytes, std::memory_order_relaxed));
+  return true;
+}
+
+bool HostTier::pin(void* self, std::size_t bytes, void** base) {
+  auto* tier = static_cast<HostTier*>(self);
+  if (!tier->reserve_locked_memory(bytes)) return false;
+  const bool pinned = tier->pin_reserved(bytes, base);
+  if (!pinned) tier->pinned_bytes_.fetch_sub(bytes, std::memory_order_relaxed);
+  return pinned;
+}
+
+bool HostTier::pin_reserved(std::size_t bytes, void** base) noexcept {
+  const auto get_current = VRAMSPILL_REAL(cuCtxGetCurrent);
+  const auto set_current = VRAMSPILL_REAL(cuCtxSetCurrent);
+  const auto host_alloc = VRAMSPILL_REAL(cuMemHostAlloc);
+  const auto device_pointer = VRAMSPILL_REAL(cuMemHostGetDevicePointer_v2);
+  const auto free_host = VRAMSPILL_REAL(cuMemFreeHost);
+  if (get_current == nullptr || set_current == nullptr || host_alloc == nullptr ||
+      device_pointer == nullptr || free_host == nullptr)
+    return false;
+  // The background pinning thread has no context: lend it the spilling thread's.
+  CUcontext current = nullptr;
+  if (get_current(&current) != CUDA_SUCCESS || current == nullptr) {
+    const CUcontext context = context_.load(std::memory_order_acquire);
+    if (context == nullptr || set_current(context) != CUDA_SUCCESS) return false;
+  }
+  const ScopedPreferredNode node(numa_node_.load(std::memory_order_relaxed));
+  if (host_alloc(base, bytes, CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE) !=
+      CUDA_SUCCESS)
+    return false;
+  CUdeviceptr on_device = 0;
+  if (device_pointer(&on_device, *base, 0) != CUDA_SUCCESS ||
+      on_device != reinterpret_cast<CUdeviceptr>(*base)) {
+    logging::error("pinned host memory at {} is mapped at another device address ({:#x}): the "
+                   "host spill tier needs unified addressing",
+                   *base, on_device);
+    free_host(*base);
+    return false;
+  }
+  return true;
+}
+
+void HostTier::unpin(void* self, void* base, std::size_t bytes) {
+  auto* tier = static_cast<HostTier*>(self);
+  if (const auto free_host = VRAMSPILL_REAL(cuMemFreeHost)) free_host(base);
+  tier->pinned_bytes_.fetch_sub(bytes, std::memory_order_relaxed);
+}
+
+}  // namespace vramspill::tiers

@@ -1,0 +1,78 @@
+// Spill tier `host`: an allocation that does not fit on the device becomes a block of the pinned
+// host pool (tiers/host_pool.h), mapped into the device: the device reads and writes it over the
+// link (zero-copy), at the same address the host uses (DESIGN.md section 3).
+//
+// The pool pins with cuMemHostAlloc(DEVICEMAP | PORTABLE): portable, so the memory is usable from
+// every context; device-mapped, so kernels can reach it. "Same pointer on host and device" needs
+// unified addressing (all 64-bit Linux GPUs since Fermi), which supported() checks, and pin()
+// verifies for each region with cuMemHostGetDevicePointer. Pinned bytes are bounded by the host
+// budget (the pool reserves before it pins) and by RLIMIT_MEMLOCK.
+//
+// Note [Freeing spilled host blocks]
+// A block goes back to the pool only when no queued work can still touch it, or a later spill
+// would hand the same bytes to another allocation under a running kernel. cuMemFree_v2 waits for
+// the context's work before it frees (the driver's own cuMemFree synchronises too), and
+// cuMemFreeAsync returns the block from a host function queued on the stream, so it is freed in
+// stream order, after everything queued before it, without blocking the caller.
+#pragma once
+
+#include <cuda.h>
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+
+#include "config/config.h"
+#include "core/host_budget.h"
+#include "tiers/host_pool.h"
+
+namespace vramspill::tiers {
+
+class HostTier {
+ public:
+  HostTier(const SpillConfig& config, core::HostBudget& budget) noexcept;
+  HostTier(const HostTier&) = delete;
+  HostTier& operator=(const HostTier&) = delete;
+
+  // Whether `device` can map host memory at the host's address (asked once per device).
+  bool supported(int device) noexcept;
+
+  // A pool block of `bytes`; CUDA_ERROR_OUT_OF_MEMORY when the pool cannot grow (host budget,
+  // RLIMIT_MEMLOCK, pinning refused).
+  CUresult allocate(int device, uint64_t bytes, CUdeviceptr* out) noexcept;
+
+  // Note [Freeing spilled host blocks]. CUDA_ERROR_INVALID_VALUE for a pointer not in the pool.
+  CUresult free(CUdeviceptr pointer) noexcept;
+  CUresult free_in_stream_order(CUdeviceptr pointer, CUstream stream) noexcept;
+
+  HostPoolStats stats() const noexcept { return pool_.stats(); }
+  // Pins refused for RLIMIT_MEMLOCK so far (for the log line that says which limit was hit).
+  uint64_t memlock_refusals() const noexcept {
+    return memlock_refusals_.load(std::memory_order_relaxed);
+  }
+
+ private:
+  struct PendingFree;  // a block waiting in a stream for its free
+
+  // Counts `bytes` against RLIMIT_MEMLOCK if they fit under it.
+  bool reserve_locked_memory(uint64_t bytes) noexcept;
+  static bool pin(void* self, std::size_t bytes, void** base);
+  bool pin_reserved(std::size_t bytes, void** base) noexcept;
+  static void unpin(void* self, void* base, std::size_t bytes);
+  static void CUDA_CB free_from_stream(void* block);
+
+  static constexpr std::size_t kDevices = 64;
+  enum Support : uint8_t { kUnknown, kSupported, kUnsupported };
+
+  std::array<std::atomic<uint8_t>, kDevices> support_{};
+  // Where the pool pins: the context of the first spilling thread (the background pinning
+  // thread has none of its own) and that device's NUMA node.
+  std::atomic<CUcontext> context_{nullptr};
+  std::atomic<int> numa_node_{-1};
+  std::atomic<uint64_t> pinned_bytes_{0};
+  std::atomic<uint64_t> memlock_refusals_{0};
+  uint64_t memlock_limit_;
+  HostPool pool_;
+};
+
+}  // namespace vramspill::tiers

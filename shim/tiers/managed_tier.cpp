@@ -1,0 +1,78 @@
+#include "tiers/managed_tier.h"
+
+#include "driver/real_driver.h"
+#include "telemetry/log.h"
+#include "telemetry/rate_limit.h"
+
+namespace vramspill::tiers {
+
+bool ManagedTier::supported(int device) noexcept {
+  if (device < 0 || static_cast<std::size_t>(device) >= kDevices) return false;
+  std::atomic<uint8_t>& cached = support_[static_cast<std::size_t>(device)];
+  if (const uint8_t known = cached.load(std::memory_order_relaxed); known != kUnknown)
+    return known == kSupported;
+  const auto get_attribute = VRAMSPILL_REAL(cuDeviceGetAttribute);
+  int concurrent = 0;
+  if (get_attribute == nullptr ||
+      get_attribute(&concurrent, CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS, device) !=
+          CUDA_SUCCESS)
+    concurrent = 0;
+  cached.store(concurrent != 0 ? kSupported : kUnsupported, std::memory_order_relaxed);
+  return concurrent != 0;
+}
+
+CUresult ManagedTier::allocate(int device, uint64_t bytes, unsigned int flags,
+                               CUdeviceptr* out) noexcept {
+  const auto allocate_managed = VRAMSPILL_REAL(cuMemAllocManaged);
+  if (allocate_managed == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
+  if (!budget_.try_reserve(bytes)) return CUDA_ERROR_OUT_OF_MEMORY;
+  const CUresult result = allocate_managed(out, bytes, flags);
+  if (result != CUDA_SUCCESS) {
+    budget_.release(bytes);
+    return result;
+  }
+  advise(device, *out, bytes);
+  return result;
+}
+
+CUresult ManagedTier::free(CUdeviceptr pointer, uint64_t bytes) noexcept {
+  const auto free_memory = VRAMSPILL_REAL(cuMemFree_v2);
+  if (free_memory == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
+  const CUresult result = free_memory(pointer);
+  if (result == CUDA_SUCCESS) budget_.release(bytes);
+  return result;
+}
+
+// Advice only steers the driver: an allocation whose advice fails is still good memory, so a
+// failure is logged (once) and the spill goes ahead.
+void ManagedTier::advise(int device, CUdeviceptr pointer, uint64_t bytes) noexcept {
+  const auto advise_v2 = VRAMSPILL_REAL(cuMemAdvise_v2);
+  if (advise_v2 == nullptr) {
+    logging::limited(LogLevel::kWarn, RateKey::kManagedAdvice,
+                     "the driver has no cuMemAdvise_v2: managed spill memory is not advised");
+    return;
+  }
+  const CUmemLocation on_device{CU_MEM_LOCATION_TYPE_DEVICE, device};
+  const CUmemLocation on_host{CU_MEM_LOCATION_TYPE_HOST, 0};
+  const auto apply = [&](CUmem_advise advice, CUmemLocation location) {
+    const CUresult result = advise_v2(pointer, bytes, advice, location);
+    if (result != CUDA_SUCCESS)
+      logging::limited(LogLevel::kWarn, RateKey::kManagedAdvice,
+                       "cuMemAdvise({}) on managed spill memory failed with error {}: the driver "
+                       "places its pages as it sees fit",
+                       static_cast<int>(advice), static_cast<int>(result));
+  };
+  switch (config_.managed_location) {
+    case ManagedLocation::kHost:
+      apply(CU_MEM_ADVISE_SET_PREFERRED_LOCATION, on_host);
+      break;
+    case ManagedLocation::kDevice:
+      apply(CU_MEM_ADVISE_SET_PREFERRED_LOCATION, on_device);
+      break;
+    case ManagedLocation::kNone:
+      break;
+  }
+  if (config_.managed_accessed_by) apply(CU_MEM_ADVISE_SET_ACCESSED_BY, on_device);
+}
+
+}  // namespace vramspill::tiers

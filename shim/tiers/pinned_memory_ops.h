@@ -1,0 +1,25 @@
+// How the pinned host pool gets and gives back page-locked memory: two function pointers, so the
+// pool never knows the CUDA driver (DESIGN.md section 2: tiers sit above driver/, and unit tests
+// drive tiers with fakes).
+//
+// The shim passes cuMemHostAlloc(CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE) and
+// cuMemFreeHost, wrapped so that the pinning thread prefers the GPU's NUMA node
+// (tiers/numa_policy.h). Tests pass mmap/munmap fakes that count calls.
+#pragma once
+
+#include <cstddef>
+
+namespace vramspill::tiers {
+
+struct PinnedMemoryOps {
+  void* context = nullptr;
+  // Pins `bytes` of host memory and stores its address in `*base`; false if it cannot. May be
+  // slow (about 0.35 s per GiB on a real GPU) and is called without any pool lock held, from an
+  // allocating thread or from the pool's background thread. The address should be aligned to
+  // the pool's granularity (page alignment is enough for the default of 4 KiB).
+  bool (*pin)(void* context, std::size_t bytes, void** base) = nullptr;
+  // Gives back exactly what one successful pin() returned.
+  void (*unpin)(void* context, void* base, std::size_t bytes) = nullptr;
+};
+
+}  // namespace vramspill::tiers

@@ -1,0 +1,309 @@
+// Every route by which spilled memory is allocated and freed (issue item 9, DESIGN.md section 6:
+// "cuMemFreeAsync on a spilled pointer must still work"): cuMemAlloc, cuMemAllocPitch,
+// cuMemAllocManaged, cuMemAllocAsync and cuMemAllocFromPoolAsync (plain and per-thread) that
+// spilled, freed by cuMemFree_v2, cuMemFreeAsync and cuMemFreeAsync_ptsz; a stream-ordered free
+// of a spilled block is ordered after the work queued before it; and freed bytes come back.
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <mutex>
+#include <thread>
+
+#include "spill_support.h"
+
+namespace {
+
+using spill::bits_of;
+using spill::kBlock;
+using spill::kMiB;
+using spill::pattern;
+using spill::Tier;
+using spill::tier_name;
+using spill::tier_of;
+
+constexpr size_t kWords = kBlock / sizeof(uint32_t);
+
+struct PerThreadExports {
+  decltype(&cuMemAllocAsync) alloc_async = nullptr;
+  decltype(&cuMemAllocFromPoolAsync) alloc_from_pool_async = nullptr;
+  decltype(&cuMemFreeAsync) free_async = nullptr;
+};
+
+// A gate for a stream: a host function that blocks the stream until the test opens it (or a
+// watchdog does, so a free that waits for the stream cannot hang the test).
+struct Gate {
+  std::mutex mutex;
+  std::condition_variable changed;
+  bool open = false;
+  bool opened_by_watchdog = false;
+
+  static void CUDA_CB wait(void* self) {
+    auto* gate = static_cast<Gate*>(self);
+    std::unique_lock lock(gate->mutex);
+    gate->changed.wait(lock, [gate] { return gate->open; });
+  }
+  void release(bool by_watchdog = false) {
+    std::lock_guard lock(mutex);
+    if (open) return;
+    open = true;
+    opened_by_watchdog = by_watchdog;
+    changed.notify_all();
+  }
+};
+
+class FreeRoutes : public spill::SpillTest {
+ protected:
+  void SetUp() override {
+    ASSERT_NO_FATAL_FAILURE(SpillTest::SetUp());
+    ASSERT_FALSE(spill::spilling_off());
+    ASSERT_NO_FATAL_FAILURE(fill_device(device_blocks_));
+    const auto find = [](const char* name, const char* export_name, void** out) {
+      CUdriverProcAddressQueryResult status{};
+      ASSERT_CU(cuGetProcAddress(name, out, 12000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM,
+                                 &status));
+      ASSERT_TRUE(routes::is_export(*out, export_name, /*from_shim=*/true));
+    };
+    ASSERT_NO_FATAL_FAILURE(find("cuMemAllocAsync", "cuMemAllocAsync_ptsz",
+                                 reinterpret_cast<void**>(&per_thread_.alloc_async)));
+    ASSERT_NO_FATAL_FAILURE(find("cuMemAllocFromPoolAsync", "cuMemAllocFromPoolAsync_ptsz",
+                                 reinterpret_cast<void**>(&per_thread_.alloc_from_pool_async)));
+    ASSERT_NO_FATAL_FAILURE(find("cuMemFreeAsync", "cuMemFreeAsync_ptsz",
+                                 reinterpret_cast<void**>(&per_thread_.free_async)));
+  }
+
+  void TearDown() override {
+    free_all(device_blocks_);
+    EXPECT_EQ(free_bytes(), expected_free(0));
+    SpillTest::TearDown();
+  }
+
+  // The device is full: `pointer` must have spilled, to the configured tier (`tier` for the
+  // routes that always spill to one).
+  static void expect_spilled(CUdeviceptr pointer, Tier tier = spill::expected_tier()) {
+    ASSERT_NE(pointer, 0u);
+    EXPECT_EQ(tier_of(pointer), tier) << tier_name(tier_of(pointer));
+  }
+
+  // Writes a pattern into `bytes` at `pointer` with a kernel on `stream` and reads it back with
+  // an asynchronous copy on the same stream.
+  void write_and_check(CUdeviceptr pointer, size_t bytes, uint32_t seed, CUstream stream) {
+    const size_t words = bytes / sizeof(uint32_t);
+    ASSERT_CU(fill(pointer, seed, words, stream));
+    std::vector<uint32_t> back(words);
+    ASSERT_CU(cuMemcpyDtoHAsync(back.data(), pointer, bytes, stream));
+    ASSERT_CU(cuStreamSynchronize(stream));
+    for (size_t j = 0; j < words; j += 4099) ASSERT_EQ(back[j], seed) << "word " << j;
+    ASSERT_EQ(back[words - 1], seed);
+  }
+
+  void free_async_is_ordered(CUstream stream, bool stream_ordered_allocation, bool per_thread_free);
+
+  std::vector<CUdeviceptr> device_blocks_;
+  PerThreadExports per_thread_;
+};
+
+TEST_F(FreeRoutes, MemAllocFreedByMemFree) {
+  for (int round = 0; round < 3; ++round) {
+    CUdeviceptr pointer = 0;
+    ASSERT_CU(cuMemAlloc(&pointer, kBlock));
+    ASSERT_NO_FATAL_FAILURE(expect_spilled(pointer));
+    ASSERT_NO_FATAL_FAILURE(write_and_check(pointer, kBlock, 0x5a5a0000u + round, stream_));
+    // Queued work on the block is finished by cuMemFree (which waits, as the driver's does).
+    ASSERT_CU(fill(pointer, 1, kWords, stream_));
+    ASSERT_CU(cuMemFree(pointer));
+    EXPECT_EQ(cuMemFree(pointer), CUDA_ERROR_INVALID_VALUE) << "freed twice";
+    EXPECT_EQ(free_bytes(), expected_free(device_blocks_.size() * kBlock));
+  }
+}
+
+TEST_F(FreeRoutes, MemAllocPitchFreedByMemFree) {
+  CUdeviceptr pointer = 0;
+  size_t pitch = 0;
+  ASSERT_CU(cuMemAllocPitch(&pointer, &pitch, 1000, 1024, 4));
+  ASSERT_NO_FATAL_FAILURE(expect_spilled(pointer));
+  EXPECT_GE(pitch, 1000u);
+  EXPECT_EQ(pitch % 4, 0u);
+  ASSERT_NO_FATAL_FAILURE(write_and_check(pointer, pitch * 1024, 0x17171717u, stream_));
+  ASSERT_CU(cuMemFree(pointer));
+}
+
+// cuMemAllocManaged over the budget spills to managed memory whatever the mode: it keeps its
+// semantics (Note [What spills]), the host reads it by the same pointer.
+TEST_F(FreeRoutes, MemAllocManagedStaysManaged) {
+  CUdeviceptr pointer = 0;
+  ASSERT_CU(cuMemAllocManaged(&pointer, kBlock, CU_MEM_ATTACH_GLOBAL));
+  ASSERT_NO_FATAL_FAILURE(expect_spilled(pointer, Tier::kManaged));
+  ASSERT_NO_FATAL_FAILURE(write_and_check(pointer, kBlock, 0x42424242u, stream_));
+  EXPECT_EQ(reinterpret_cast<const uint32_t*>(pointer)[kWords - 1], 0x42424242u);
+  ASSERT_CU(cuMemFree(pointer));
+}
+
+TEST_F(FreeRoutes, MemAllocFreedByMemFreeAsync) {
+  CUdeviceptr pointer = 0;
+  ASSERT_CU(cuMemAlloc(&pointer, kBlock));
+  ASSERT_NO_FATAL_FAILURE(expect_spilled(pointer));
+  ASSERT_NO_FATAL_FAILURE(write_and_check(pointer, kBlock, 0x01020304u, stream_));
+  ASSERT_CU(fill(pointer, 9, kWords, stream_));
+  ASSERT_CU(cuMemFreeAsync(pointer, stream_));
+  ASSERT_CU(cuStreamSynchronize(stream_));
+  EXPECT_EQ(free_bytes(), expected_free(device_blocks_.size() * kBlock));
+}
+
+TEST_F(FreeRoutes, MemAllocAsyncSpillsAndIsFreedInStreamOrder) {
+  CUdeviceptr pointer = 0;
+  ASSERT_CU(cuMemAllocAsync(&pointer, kBlock, stream_));
+  ASSERT_NO_FATAL_FAILURE(expect_spilled(pointer));
+  ASSERT_NO_FATAL_FAILURE(write_and_check(pointer, kBlock, 0xabcdef01u, stream_));
+  ASSERT_CU(cuMemFreeAsync(pointer, stream_));
+  ASSERT_CU(cuStreamSynchronize(stream_));
+  EXPECT_EQ(free_bytes(), expected_free(device_blocks_.size() * kBlock));
+}
+
+TEST_F(FreeRoutes, MemAllocFromPoolAsyncSpillsAndIsFreedInStreamOrder) {
+  CUmemPoolProps props{};
+  props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+  props.location = {CU_MEM_LOCATION_TYPE_DEVICE, device_};
+  CUmemoryPool pool = nullptr;
+  ASSERT_CU(cuMemPoolCreate(&pool, &props));
+  CUdeviceptr pointer = 0;
+  ASSERT_CU(cuMemAllocFromPoolAsync(&pointer, kBlock, pool, stream_));
+  EXPECT_NO_FATAL_FAILURE(expect_spilled(pointer));
+  EXPECT_NO_FATAL_FAILURE(write_and_check(pointer, kBlock, 0x0badf00du, stream_));
+  EXPECT_CU(cuMemFreeAsync(pointer, stream_));
+  EXPECT_CU(cuStreamSynchronize(stream_));
+  EXPECT_CU(cuMemPoolDestroy(pool));
+  EXPECT_EQ(free_bytes(), expected_free(device_blocks_.size() * kBlock));
+}
+
+// What the driver says about a spilled block's extent must be the block, not the pinned region
+// of the host pool it was cut from: programs find an allocation's base and size this way
+// (cuMemGetAddressRange, RANGE_START_ADDR / RANGE_SIZE), e.g. before cuIpcGetMemHandle or to
+// register memory with NCCL. Managed spills are allocations of their own, so they pass; host
+// pool blocks do not yet (the shim passes these queries to the driver untouched): DISABLED_
+// until the shim answers them for pool blocks.
+TEST_F(FreeRoutes, DISABLED_AddressRangeOfSpilledBlockIsTheBlock) {
+  CUdeviceptr pointer = 0;
+  ASSERT_CU(cuMemAlloc(&pointer, kBlock));
+  ASSERT_NO_FATAL_FAILURE(expect_spilled(pointer));
+  CUdeviceptr base = 0;
+  size_t size = 0;
+  EXPECT_CU(cuMemGetAddressRange(&base, &size, pointer + kBlock / 2));
+  EXPECT_EQ(base, pointer);
+  EXPECT_EQ(size, kBlock);
+  CUdeviceptr start = 0;
+  size_t range = 0;
+  EXPECT_CU(cuPointerGetAttribute(&start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, pointer + 8));
+  EXPECT_CU(cuPointerGetAttribute(&range, CU_POINTER_ATTRIBUTE_RANGE_SIZE, pointer + 8));
+  EXPECT_EQ(start, pointer);
+  EXPECT_EQ(range, kBlock);
+  EXPECT_CU(cuMemFree(pointer));
+}
+
+// The per-thread exports, as cudart built with --default-stream per-thread calls them: stream 0
+// is the calling thread's default stream.
+TEST_F(FreeRoutes, PerThreadStreamOrderedRoutes) {
+  CUdeviceptr from_async = 0;
+  ASSERT_CU(per_thread_.alloc_async(&from_async, kBlock, nullptr));
+  ASSERT_NO_FATAL_FAILURE(expect_spilled(from_async));
+  ASSERT_NO_FATAL_FAILURE(write_and_check(from_async, kBlock, 0x600d600du, CU_STREAM_PER_THREAD));
+
+  CUmemoryPool pool = nullptr;
+  ASSERT_CU(cuDeviceGetDefaultMemPool(&pool, device_));
+  CUdeviceptr from_pool = 0;
+  ASSERT_CU(per_thread_.alloc_from_pool_async(&from_pool, kBlock, pool, nullptr));
+  ASSERT_NO_FATAL_FAILURE(expect_spilled(from_pool));
+  ASSERT_NO_FATAL_FAILURE(write_and_check(from_pool, kBlock, 0x7e7e7e7eu, CU_STREAM_PER_THREAD));
+
+  // A spilled cuMemAlloc block freed through the per-thread export, too.
+  CUdeviceptr plain = 0;
+  ASSERT_CU(cuMemAlloc(&plain, kBlock));
+  ASSERT_NO_FATAL_FAILURE(expect_spilled(plain));
+
+  ASSERT_CU(fill(from_async, 3, kWords, CU_STREAM_PER_THREAD));
+  ASSERT_CU(per_thread_.free_async(from_async, nullptr));
+  ASSERT_CU(per_thread_.free_async(from_pool, nullptr));
+  ASSERT_CU(per_thread_.free_async(plain, nullptr));
+  ASSERT_CU(cuStreamSynchronize(CU_STREAM_PER_THREAD));
+  EXPECT_EQ(free_bytes(), expected_free(device_blocks_.size() * kBlock));
+}
+
+// cuMemFreeAsync of a spilled block must not give its bytes away before the work queued ahead
+// of it in the stream has run. The stream is held shut by a gate while a kernel that writes
+// block A and A's cuMemFreeAsync wait behind it; then block B is spilled and written from the
+// host. Were A's bytes reused at once, B would be (or overlap) A and the kernel would overwrite
+// B when the gate opens. (A free that instead waits for the stream is correct too: the watchdog
+// opens the gate for it.)
+void FreeRoutes::free_async_is_ordered(CUstream stream, bool stream_ordered_allocation,
+                                       bool per_thread_free) {
+  CUdeviceptr first = 0;
+  if (stream_ordered_allocation) {
+    ASSERT_CU(cuMemAllocAsync(&first, kBlock, stream));
+  } else {
+    ASSERT_CU(cuMemAlloc(&first, kBlock));
+  }
+  ASSERT_NO_FATAL_FAILURE(expect_spilled(first));
+
+  Gate gate;
+  std::thread watchdog([&gate] {
+    std::unique_lock lock(gate.mutex);
+    if (!gate.changed.wait_for(lock, std::chrono::milliseconds(500), [&] { return gate.open; })) {
+      lock.unlock();
+      gate.release(/*by_watchdog=*/true);
+    }
+  });
+  EXPECT_CU(cuLaunchHostFunc(stream, &Gate::wait, &gate));
+  EXPECT_EQ(cuStreamQuery(stream), CUDA_ERROR_NOT_READY) << "the gate does not hold the stream";
+  EXPECT_CU(fill(first, 0xdeaddeadu, kWords, stream));
+  if (per_thread_free) {
+    EXPECT_CU(per_thread_.free_async(first, nullptr));
+  } else {
+    EXPECT_CU(cuMemFreeAsync(first, stream));
+  }
+
+  CUdeviceptr second = 0;
+  EXPECT_CU(cuMemAlloc(&second, kBlock));
+  EXPECT_NO_FATAL_FAILURE(expect_spilled(second));
+  if (!gate.opened_by_watchdog) {
+    EXPECT_TRUE(second + kBlock <= first || first + kBlock <= second)
+        << "the new block overlaps the one whose free still waits in the stream";
+  }
+  // Written on a stream of its own: a synchronous copy would queue on the legacy default
+  // stream, which waits for the (blocking) per-thread default stream, and so for the gate.
+  std::vector<uint32_t> host(kWords);
+  for (size_t j = 0; j < kWords; ++j) host[j] = pattern(77, j);
+  CUstream writer = nullptr;
+  EXPECT_CU(cuStreamCreate(&writer, CU_STREAM_NON_BLOCKING));
+  EXPECT_CU(cuMemcpyHtoDAsync(second, host.data(), kBlock, writer));
+  EXPECT_CU(cuStreamSynchronize(writer));
+  EXPECT_CU(cuStreamDestroy(writer));
+  std::printf("the free %s\n", gate.opened_by_watchdog
+                                   ? "waited for the stream (the watchdog opened the gate)"
+                                   : "was queued behind the gate");
+
+  gate.release();
+  watchdog.join();
+  ASSERT_CU(cuStreamSynchronize(stream));
+  std::vector<uint32_t> back(kWords);
+  ASSERT_CU(cuMemcpyDtoH(back.data(), second, kBlock));
+  size_t wrong = 0;
+  for (size_t j = 0; j < kWords; ++j) wrong += back[j] != host[j] ? 1 : 0;
+  EXPECT_EQ(wrong, 0u) << "words of the new block overwritten by work queued before the free "
+                          "of another (first word now "
+                       << std::hex << back[0] << ")";
+  EXPECT_CU(cuMemFree(second));
+  EXPECT_EQ(free_bytes(), expected_free(device_blocks_.size() * kBlock));
+}
+
+TEST_F(FreeRoutes, MemFreeAsyncWaitsForQueuedWork) {
+  free_async_is_ordered(stream_, /*stream_ordered_allocation=*/false, /*per_thread_free=*/false);
+}
+TEST_F(FreeRoutes, MemFreeAsyncOfStreamOrderedSpillWaitsForQueuedWork) {
+  free_async_is_ordered(stream_, /*stream_ordered_allocation=*/true, /*per_thread_free=*/false);
+}
+TEST_F(FreeRoutes, PerThreadMemFreeAsyncWaitsForQueuedWork) {
+  free_async_is_ordered(CU_STREAM_PER_THREAD, /*stream_ordered_allocation=*/false,
+                        /*per_thread_free=*/true);
+}
+
+}  // namespace

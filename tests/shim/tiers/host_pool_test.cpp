@@ -1,0 +1,348 @@
+// tiers::HostPool over fake pinned memory (real, readable mmap memory with counted calls).
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "core/host_budget.h"
+#include "fake_pinned_memory.h"
+#include "tiers/host_pool.h"
+
+namespace vramspill::tiers {
+namespace {
+
+constexpr uint64_t kKiB = 1024;
+constexpr uint64_t kMiB = 1024 * kKiB;
+
+HostPoolOptions small_steps(bool background) {
+  HostPoolOptions options;
+  options.step_bytes = 1 * kMiB;
+  options.low_water_bytes = 1 * kMiB;
+  options.release_idle_above = 64 * kMiB;
+  options.grow_in_background = background;
+  return options;
+}
+
+uint64_t address(const void* p) { return reinterpret_cast<uint64_t>(p); }
+
+void fill(void* block, uint64_t bytes, unsigned char seed) { std::memset(block, seed, bytes); }
+
+bool holds(const void* block, uint64_t bytes, unsigned char seed) {
+  const auto* p = static_cast<const unsigned char*>(block);
+  for (uint64_t i = 0; i < bytes; ++i) {
+    if (p[i] != seed) return false;
+  }
+  return true;
+}
+
+TEST(HostPool, BlocksAreAlignedLikeCuMemAllocAndDisjoint) {
+  for (const uint64_t granularity : {uint64_t{256}, uint64_t{4096}, uint64_t{100}}) {
+    core::HostBudget budget;
+    FakePinnedMemory fake;
+    HostPoolOptions options = small_steps(false);
+    options.granularity = granularity;
+    HostPool pool(options, fake.ops(), budget);
+    std::map<uint64_t, uint64_t> live;
+    for (const uint64_t bytes : {1ul, 255ul, 256ul, 257ul, 4095ul, 5000ul, 65536ul, 3ul}) {
+      void* block = pool.allocate(bytes);
+      ASSERT_NE(block, nullptr);
+      EXPECT_EQ(address(block) % 256, 0u) << "granularity " << granularity;
+      EXPECT_EQ(address(block) % pool.options().granularity, 0u);
+      live.emplace(address(block), bytes);
+    }
+    uint64_t previous_end = 0;
+    for (const auto& [start, bytes] : live) {
+      EXPECT_GE(start, previous_end);
+      previous_end = start + bytes;
+    }
+    EXPECT_EQ(pool.options().granularity, granularity == 100 ? 256u : granularity);
+  }
+}
+
+TEST(HostPool, FreeReturnsTheRoundedSizeAndNulloptForAnythingNotAllocated) {
+  core::HostBudget budget;
+  FakePinnedMemory fake;
+  HostPool pool(small_steps(false), fake.ops(), budget);
+  void* block = pool.allocate(5000);
+  ASSERT_NE(block, nullptr);
+  EXPECT_TRUE(pool.owns(block));
+  EXPECT_TRUE(pool.owns(static_cast<char*>(block) + 100));
+
+  int on_the_stack = 0;
+  void* from_malloc = std::malloc(64);
+  EXPECT_FALSE(pool.owns(&on_the_stack));
+  EXPECT_EQ(pool.free(&on_the_stack), std::nullopt);
+  EXPECT_EQ(pool.free(from_malloc), std::nullopt);
+  EXPECT_EQ(pool.free(nullptr), std::nullopt);
+  EXPECT_EQ(pool.free(static_cast<char*>(block) + 4096), std::nullopt);  // interior pointer
+  std::free(from_malloc);
+
+  EXPECT_EQ(pool.free(block), 8192u);  // 5000 rounded to 4 KiB
+  EXPECT_EQ(pool.free(block), std::nullopt);  // double free
+  EXPECT_EQ(pool.stats().used_bytes, 0u);
+  EXPECT_EQ(pool.stats().live_blocks, 0u);
+  EXPECT_EQ(pool.allocate(0), nullptr);
+}
+
+// Eight threads allocate, fill, check and free blocks of random sizes; each block's bytes must be
+// its own until it is freed, on whichever thread frees it.
+TEST(HostPool, EightThreadsAllocateAndFreeWithoutSharingBytes) {
+  core::HostBudget budget;
+  FakePinnedMemory fake;
+  HostPoolOptions options = small_steps(true);
+  options.step_bytes = 4 * kMiB;
+  options.low_water_bytes = 2 * kMiB;
+  HostPool pool(options, fake.ops(), budget);
+  constexpr int kThreads = 8;
+  std::vector<std::vector<std::pair<void*, uint64_t>>> handed_over(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      std::mt19937_64 random(static_cast<uint64_t>(t) + 1);
+      std::vector<std::tuple<void*, uint64_t, unsigned char>> mine;
+      for (int i = 0; i < 3000; ++i) {
+        if (mine.size() < 16 && random() % 4 != 0) {
+          const uint64_t bytes = random() % (96 * kKiB) + 1;
+          void* block = pool.allocate(bytes);
+          ASSERT_NE(block, nullptr);
+          const auto seed = static_cast<unsigned char>(t * 31 + i);
+          fill(block, bytes, seed);
+          mine.emplace_back(block, bytes, seed);
+        } else if (!mine.empty()) {
+          const std::size_t pick = random() % mine.size();
+          const auto [block, bytes, seed] = mine[pick];
+          ASSERT_TRUE(holds(block, bytes, seed)) << "thread " << t << " block overwritten";
+          ASSERT_TRUE(pool.free(block).has_value());
+          mine.erase(mine.begin() + static_cast<long>(pick));
+        }
+      }
+      for (const auto& [block, bytes, seed] : mine) {
+        ASSERT_TRUE(holds(block, bytes, seed));
+        handed_over[static_cast<std::size_t>(t)].emplace_back(block, bytes);
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  // The survivors are freed by another thread than the one that allocated them.
+  std::thread other([&] {
+    for (const auto& blocks : handed_over) {
+      for (const auto& [block, bytes] : blocks) EXPECT_GE(pool.free(block).value_or(0), bytes);
+    }
+  });
+  other.join();
+  const HostPoolStats stats = pool.stats();
+  EXPECT_EQ(stats.used_bytes, 0u);
+  EXPECT_EQ(stats.live_blocks, 0u);
+  EXPECT_EQ(stats.allocations, stats.frees);
+  EXPECT_EQ(stats.internal_errors, 0u);
+  EXPECT_EQ(budget.used(), fake.outstanding_bytes());
+}
+
+TEST(HostPool, WarmUpPinsAStepInTheBackground) {
+  core::HostBudget budget;
+  FakePinnedMemory fake;
+  HostPool pool(small_steps(true), fake.ops(), budget);
+  EXPECT_EQ(fake.pins(), 0);  // nothing happens before it is asked
+  pool.warm_up();
+  pool.wait_for_background_pins();
+  EXPECT_EQ(fake.pins(), 1);
+  EXPECT_EQ(fake.pins_by(std::this_thread::get_id()), 0);
+  EXPECT_EQ(pool.stats().pins_ahead, 1u);
+  EXPECT_EQ(pool.stats().pinned_bytes, 1 * kMiB);
+  EXPECT_EQ(budget.used(), 1 * kMiB);
+}
+
+// After warm-up, bursts of small allocations no larger than the low-water mark never wait for
+// pinning: the background thread keeps a step ahead.
+TEST(HostPool, SmallAllocationsAfterWarmUpNeverPinOnTheAllocatingThread) {
+  core::HostBudget budget;
+  FakePinnedMemory fake;
+  fake.delay = std::chrono::milliseconds(5);
+  HostPool pool(small_steps(true), fake.ops(), budget);
+  pool.warm_up();
+  pool.wait_for_background_pins();
+  std::vector<void*> blocks;
+  for (int burst = 0; burst < 6; ++burst) {
+    for (int i = 0; i < 16; ++i) {  // 16 x 64 KiB: one step, the low-water mark
+      void* block = pool.allocate(64 * kKiB);
+      ASSERT_NE(block, nullptr);
+      blocks.push_back(block);
+    }
+    pool.wait_for_background_pins();  // the program computes between bursts
+  }
+  const HostPoolStats stats = pool.stats();
+  EXPECT_EQ(fake.pins_by(std::this_thread::get_id()), 0);
+  EXPECT_EQ(stats.pins_on_allocation_path, 0u);
+  EXPECT_EQ(stats.waits_for_background_pin, 0u);
+  EXPECT_GE(stats.pins_ahead, 6u);
+  EXPECT_GE(stats.pinned_bytes - stats.used_bytes, 1 * kMiB);
+  for (void* block : blocks) pool.free(block);
+}
+
+TEST(HostPool, AnEmptyPoolWaitsForTheRequestedPinInsteadOfPinningAnother) {
+  core::HostBudget budget;
+  FakePinnedMemory fake;
+  fake.delay = std::chrono::milliseconds(50);
+  HostPool pool(small_steps(true), fake.ops(), budget);
+  pool.warm_up();  // requested, not yet done
+  void* block = pool.allocate(4 * kKiB);
+  ASSERT_NE(block, nullptr);
+  const HostPoolStats stats = pool.stats();
+  EXPECT_EQ(stats.pins_on_allocation_path, 0u);
+  EXPECT_EQ(stats.waits_for_background_pin, 1u);
+  EXPECT_EQ(fake.pins_by(std::this_thread::get_id()), 0);
+  pool.free(block);
+}
+
+TEST(HostPool, WithoutBackgroundGrowthAnEmptyPoolPinsAStepSynchronously) {
+  core::HostBudget budget;
+  FakePinnedMemory fake;
+  HostPool pool(small_steps(false), fake.ops(), budget);
+  void* block = pool.allocate(4 * kKiB);
+  ASSERT_NE(block, nullptr);
+  EXPECT_EQ(fake.pins_by(std::this_thread::get_id()), 1);
+  EXPECT_EQ(fake.pin_sizes(), std::vector<std::size_t>{1 * kMiB});
+  EXPECT_EQ(pool.stats().pins_on_allocation_path, 1u);
+  pool.free(block);
+}
+
+TEST(HostPool, ABlockLargerThanAStepGetsARegionOfItsOwn) {
+  core::HostBudget budget;
+  FakePinnedMemory fake;
+  HostPool pool(small_steps(false), fake.ops(), budget);
+  void* small = pool.allocate(4 * kKiB);
+  ASSERT_NE(small, nullptr);
+  const uint64_t large_bytes = 3 * kMiB + 1;
+  void* large = pool.allocate(large_bytes);
+  ASSERT_NE(large, nullptr);
+  EXPECT_EQ(fake.pin_sizes(), (std::vector<std::size_t>{1 * kMiB, 3 * kMiB + 4 * kKiB}));
+  EXPECT_EQ(pool.stats().regions, 2u);
+  fill(large, large_bytes, 0xab);
+  EXPECT_TRUE(holds(large, large_bytes, 0xab));
+  // The small block's step still has room: another small block does not pin.
+  void* second_small = pool.allocate(4 * kKiB);
+  EXPECT_EQ(fake.pins(), 2);
+  EXPECT_EQ(pool.free(large), 3 * kMiB + 4 * kKiB);
+  pool.free(small);
+  pool.free(second_small);
+}
+
+// Six one-step regions, all freed: idle regions beyond release_idle_above (2 MiB) go back to the
+// system, largest first, never below the low-water mark, and never one with a live block.
+TEST(HostPool, IdleRegionsAboveTheThresholdAreUnpinned) {
+  core::HostBudget budget;
+  FakePinnedMemory fake;
+  HostPoolOptions options = small_steps(false);
+  options.release_idle_above = 2 * kMiB;
+  HostPool pool(options, fake.ops(), budget);
+  std::vector<void*> blocks;
+  for (int i = 0; i < 6; ++i) blocks.push_back(pool.allocate(1 * kMiB));
+  void* keeper = pool.allocate(8 * kKiB);  // a seventh region, kept busy
+  fill(keeper, 8 * kKiB, 0x5a);
+  EXPECT_EQ(fake.outstanding_regions(), 7u);
+  for (void* block : blocks) ASSERT_TRUE(pool.free(block).has_value());
+  const HostPoolStats stats = pool.stats();
+  EXPECT_EQ(stats.idle_bytes, 2 * kMiB);
+  EXPECT_EQ(stats.unpins, 4u);
+  EXPECT_EQ(fake.unpins(), 4);
+  EXPECT_EQ(fake.outstanding_regions(), 3u);
+  EXPECT_EQ(budget.used(), 3 * kMiB);
+  EXPECT_TRUE(pool.owns(keeper));
+  EXPECT_TRUE(holds(keeper, 8 * kKiB, 0x5a));
+  EXPECT_EQ(fake.bad_unpins(), 0);
+}
+
+TEST(HostPool, IdleRegionsBelowTheThresholdStayPinned) {
+  core::HostBudget budget;
+  FakePinnedMemory fake;
+  HostPool pool(small_steps(false), fake.ops(), budget);  // keeps up to 64 MiB idle
+  std::vector<void*> blocks;
+  for (int i = 0; i < 6; ++i) blocks.push_back(pool.allocate(1 * kMiB));
+  for (void* block : blocks) pool.free(block);
+  EXPECT_EQ(fake.unpins(), 0);
+  EXPECT_EQ(pool.stats().idle_bytes, 6 * kMiB);
+  // Idle room is reused before anything new is pinned.
+  void* again = pool.allocate(1 * kMiB);
+  EXPECT_EQ(fake.pins(), 6);
+  pool.free(again);
+}
+
+TEST(HostPool, TheHostBudgetRefusesGrowthAndLeavesLiveBlocksIntact) {
+  core::HostBudget budget(3 * kMiB);
+  FakePinnedMemory fake;
+  HostPool pool(small_steps(false), fake.ops(), budget);
+  std::vector<void*> blocks;
+  for (int i = 0; i < 3; ++i) {
+    void* block = pool.allocate(1 * kMiB);
+    ASSERT_NE(block, nullptr);
+    fill(block, 1 * kMiB, static_cast<unsigned char>(i + 1));
+    blocks.push_back(block);
+  }
+  EXPECT_EQ(pool.allocate(1 * kMiB), nullptr);
+  EXPECT_EQ(pool.allocate(4 * kKiB), nullptr);
+  EXPECT_EQ(pool.allocate(8 * kMiB), nullptr);  // its own region: refused too
+  const HostPoolStats stats = pool.stats();
+  EXPECT_EQ(stats.failed_allocations, 3u);
+  EXPECT_EQ(stats.budget_refusals, 3u);
+  EXPECT_EQ(budget.used(), 3 * kMiB);
+  EXPECT_EQ(fake.pins(), 3);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_TRUE(holds(blocks[static_cast<std::size_t>(i)], 1 * kMiB,
+                      static_cast<unsigned char>(i + 1)));
+  }
+  ASSERT_TRUE(pool.free(blocks[1]).has_value());
+  void* reused = pool.allocate(4 * kKiB);  // room came back: no pin needed
+  EXPECT_NE(reused, nullptr);
+  EXPECT_EQ(fake.pins(), 3);
+  pool.free(reused);
+  pool.free(blocks[0]);
+  pool.free(blocks[2]);
+}
+
+TEST(HostPool, NearTheLimitAStepShrinksToWhatTheBudgetAllows) {
+  core::HostBudget budget(1 * kMiB + 512 * kKiB);
+  FakePinnedMemory fake;
+  HostPool pool(small_steps(false), fake.ops(), budget);
+  void* first = pool.allocate(1 * kMiB);
+  void* second = pool.allocate(100 * kKiB);  // a full step no longer fits; 512 KiB does
+  ASSERT_NE(first, nullptr);
+  ASSERT_NE(second, nullptr);
+  EXPECT_EQ(fake.pin_sizes(), (std::vector<std::size_t>{1 * kMiB, 512 * kKiB}));
+  pool.free(first);
+  pool.free(second);
+}
+
+TEST(HostPool, APinFailureReturnsNullptrAndGivesTheBudgetBack) {
+  core::HostBudget budget(64 * kMiB);
+  FakePinnedMemory fake;
+  fake.fail = true;
+  HostPool pool(small_steps(false), fake.ops(), budget);
+  EXPECT_EQ(pool.allocate(4 * kKiB), nullptr);
+  EXPECT_EQ(budget.used(), 0u);
+  EXPECT_EQ(pool.stats().pin_failures, 1u);
+  fake.fail = false;
+  void* block = pool.allocate(4 * kKiB);
+  EXPECT_NE(block, nullptr);
+  pool.free(block);
+}
+
+TEST(HostPool, DestructionUnpinsEverythingAndReleasesTheBudget) {
+  core::HostBudget budget;
+  FakePinnedMemory fake;
+  {
+    HostPool pool(small_steps(true), fake.ops(), budget);
+    pool.allocate(4 * kKiB);
+    pool.allocate(5 * kMiB);
+    pool.warm_up();
+  }
+  EXPECT_EQ(budget.used(), 0u);
+  EXPECT_EQ(fake.outstanding_regions(), 0u);
+  EXPECT_EQ(fake.bad_unpins(), 0);
+}
+
+}  // namespace
+}  // namespace vramspill::tiers

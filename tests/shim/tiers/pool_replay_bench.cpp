@@ -1,0 +1,406 @@
+// Replays an allocation trace through the pinned host pool's suballocator and two comparisons,
+// measuring allocation + free throughput and fragmentation (peak pool bytes / peak live bytes).
+//
+//   python3 tools/traces/segment_events.py TRACE.pickle > events.txt   (--level blocks: tensors)
+//   build/tests/shim/tiers/vramspill_pool_replay_bench events.txt [--benchmark_* flags]
+//
+// Allocators (each over memory that is never touched: the traces reach tens of GiB):
+//   HostPool/sync/step:S   tiers::HostPool with S-byte steps, every pin on the allocating thread,
+//                          4 KiB granularity, over fake pinned regions mmap()ed PROT_NONE (a pool
+//                          that touched its memory would crash here)
+//   HostPool/ahead/step:S  the same with the background pinning thread (the peak then includes
+//                          the room it keeps ahead)
+//   mimalloc               an exclusive mimalloc arena (libmimalloc.so.2 dlopen()ed RTLD_LOCAL,
+//                          as the shim would) over one reserved range; pool bytes = the highest
+//                          byte it used
+//   FirstFit               a plain address-ordered first fit over one range that grows at its
+//                          top, 4 KiB granularity, trimmed at the top on free; pool bytes = top
+// Fragmentation = peak pool bytes / peak live bytes, measured on the first replay (a fresh
+// allocator); the timed loop then replays the events and frees what is left, again and again,
+// on the same allocator. The figures measured on ../shared/traces are in Note [The pool's own
+// suballocator] (shim/tiers/host_pool.h).
+#include <benchmark/benchmark.h>
+#include <dlfcn.h>
+#include <mimalloc.h>
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "core/host_budget.h"
+#include "tiers/host_pool.h"
+
+namespace {
+
+using vramspill::core::HostBudget;
+using vramspill::tiers::HostPool;
+using vramspill::tiers::HostPoolOptions;
+using vramspill::tiers::PinnedMemoryOps;
+
+constexpr uint64_t kGranularity = 4096;
+constexpr uint64_t kMiB = uint64_t{1} << 20;
+
+struct Event {
+  bool allocate = false;
+  uint32_t id = 0;
+  uint64_t bytes = 0;
+};
+
+struct Trace {
+  std::vector<Event> events;
+  std::vector<uint64_t> bytes_of;  // by id
+  uint32_t ids = 0;
+  uint64_t peak_live = 0;
+};
+
+bool load(const std::string& path, Trace& trace) {
+  std::ifstream in(path);
+  if (!in) return false;
+  std::string line;
+  std::vector<uint64_t> sizes;
+  uint64_t live = 0;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream fields(line);
+    char kind = 0;
+    Event event;
+    fields >> kind >> event.id;
+    event.allocate = kind == 'a';
+    if (event.allocate) fields >> event.bytes;
+    if (!fields || (kind != 'a' && kind != 'f')) {
+      std::fprintf(stderr, "%s: bad line: %s\n", path.c_str(), line.c_str());
+      return false;
+    }
+    if (event.id >= sizes.size()) sizes.resize(event.id + 1, 0);
+    if (event.allocate) {
+      sizes[event.id] = event.bytes;
+      live += event.bytes;
+    } else {
+      live -= sizes[event.id];
+      event.bytes = sizes[event.id];
+    }
+    trace.peak_live = std::max(trace.peak_live, live);
+    trace.events.push_back(event);
+  }
+  trace.ids = static_cast<uint32_t>(sizes.size());
+  trace.bytes_of = std::move(sizes);
+  return true;
+}
+
+// --- The allocators under test -------------------------------------------------------------------
+
+class Allocator {
+ public:
+  virtual ~Allocator() = default;
+  virtual void* allocate(uint64_t bytes) = 0;
+  virtual void free(void* block, uint64_t bytes) = 0;
+  virtual uint64_t peak_pool_bytes() const = 0;
+};
+
+// Fake pinned memory: address space only (PROT_NONE, MAP_NORESERVE), so nothing is committed.
+bool reserve_pin(void*, std::size_t bytes, void** base) {
+  void* memory = mmap(nullptr, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (memory == MAP_FAILED) return false;
+  *base = memory;
+  return true;
+}
+void reserve_unpin(void*, void* base, std::size_t bytes) { munmap(base, bytes); }
+
+class HostPoolAllocator final : public Allocator {
+ public:
+  HostPoolAllocator(bool background, uint64_t step_bytes)
+      : pool_(options(background, step_bytes), ops(), budget_) {}
+  void* allocate(uint64_t bytes) override { return pool_.allocate(bytes); }
+  void free(void* block, uint64_t) override { pool_.free(block); }
+  uint64_t peak_pool_bytes() const override { return pool_.stats().peak_pinned_bytes; }
+
+ private:
+  static HostPoolOptions options(bool background, uint64_t step_bytes) {
+    HostPoolOptions options;
+    options.grow_in_background = background;
+    options.step_bytes = step_bytes;
+    // The timed loop frees everything after each replay; unpinning and re-pinning then would
+    // measure mmap, not the suballocator.
+    options.release_idle_above = UINT64_MAX;
+    return options;
+  }
+  static PinnedMemoryOps ops() { return {nullptr, &reserve_pin, &reserve_unpin}; }
+
+  HostBudget budget_;
+  HostPool pool_;
+};
+
+// mimalloc's entry points, through a handle that keeps it out of the global scope (DESIGN.md
+// section 5): linking libmimalloc would replace malloc for the whole benchmark, HostPool's index
+// included.
+struct Mimalloc {
+  decltype(&mi_manage_os_memory_ex) manage_os_memory_ex = nullptr;
+  decltype(&mi_heap_new_in_arena) heap_new_in_arena = nullptr;
+  decltype(&mi_heap_malloc_aligned) heap_malloc_aligned = nullptr;
+  decltype(&mi_usable_size) usable_size = nullptr;
+  decltype(&mi_free) free = nullptr;
+
+  static const Mimalloc* get() {
+    static const Mimalloc* loaded = [] () -> const Mimalloc* {
+      void* library = dlopen(VRAMSPILL_MIMALLOC_SONAME, RTLD_NOW | RTLD_LOCAL);
+      if (library == nullptr) return nullptr;
+      auto* mi = new Mimalloc;
+      mi->manage_os_memory_ex = reinterpret_cast<decltype(manage_os_memory_ex)>(
+          dlsym(library, "mi_manage_os_memory_ex"));
+      mi->heap_new_in_arena =
+          reinterpret_cast<decltype(heap_new_in_arena)>(dlsym(library, "mi_heap_new_in_arena"));
+      mi->heap_malloc_aligned = reinterpret_cast<decltype(heap_malloc_aligned)>(
+          dlsym(library, "mi_heap_malloc_aligned"));
+      mi->usable_size = reinterpret_cast<decltype(usable_size)>(dlsym(library, "mi_usable_size"));
+      mi->free = reinterpret_cast<decltype(free)>(dlsym(library, "mi_free"));
+      if (!mi->manage_os_memory_ex || !mi->heap_new_in_arena || !mi->heap_malloc_aligned ||
+          !mi->usable_size || !mi->free) {
+        return nullptr;
+      }
+      return mi;
+    }();
+    return loaded;
+  }
+};
+
+// One exclusive arena per process (2.0.9 cannot give an arena back), 32 MiB-aligned (its segment
+// size: anything else crashes it), committed and "large" so that it never decommits.
+class MimallocAllocator final : public Allocator {
+ public:
+  static std::unique_ptr<MimallocAllocator> create(uint64_t arena_bytes, std::string& error) {
+    const Mimalloc* mi = Mimalloc::get();
+    if (mi == nullptr) {
+      error = "cannot load " VRAMSPILL_MIMALLOC_SONAME;
+      return nullptr;
+    }
+    constexpr uint64_t kAlign = uint64_t{32} << 20;
+    arena_bytes = (arena_bytes + kAlign - 1) & ~(kAlign - 1);
+    // Readable and writable (mimalloc writes segment headers into the arena) but NORESERVE:
+    // only the pages it touches are ever committed.
+    void* raw = mmap(nullptr, arena_bytes + kAlign, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (raw == MAP_FAILED) {
+      error = "cannot reserve the arena";
+      return nullptr;
+    }
+    const uint64_t base = (reinterpret_cast<uint64_t>(raw) + kAlign - 1) & ~(kAlign - 1);
+    mi_arena_id_t arena = 0;
+    if (!mi->manage_os_memory_ex(reinterpret_cast<void*>(base), arena_bytes, true, true, true, -1,
+                                 true, &arena)) {
+      error = "mi_manage_os_memory_ex failed";
+      return nullptr;
+    }
+    mi_heap_t* heap = mi->heap_new_in_arena(arena);
+    if (heap == nullptr) {
+      error = "mi_heap_new_in_arena failed";
+      return nullptr;
+    }
+    return std::unique_ptr<MimallocAllocator>(new MimallocAllocator(mi, heap, base));
+  }
+
+  void* allocate(uint64_t bytes) override {
+    void* block = mi_->heap_malloc_aligned(heap_, bytes, 256);
+    if (block != nullptr) {
+      const uint64_t end = reinterpret_cast<uint64_t>(block) + mi_->usable_size(block) - base_;
+      peak_end_ = std::max(peak_end_, end);
+    }
+    return block;
+  }
+  void free(void* block, uint64_t) override { mi_->free(block); }
+  uint64_t peak_pool_bytes() const override { return peak_end_; }
+
+ private:
+  MimallocAllocator(const Mimalloc* mi, mi_heap_t* heap, uint64_t base)
+      : mi_(mi), heap_(heap), base_(base) {}
+
+  const Mimalloc* mi_;
+  mi_heap_t* heap_;
+  uint64_t base_;
+  uint64_t peak_end_ = 0;
+};
+
+// Address-ordered first fit over one range that grows at its top and is trimmed when the
+// topmost block is freed (what a plain sbrk-style allocator does). Only integers: no memory.
+class FirstFitAllocator final : public Allocator {
+ public:
+  void* allocate(uint64_t bytes) override {
+    bytes = round(bytes);
+    for (auto it = free_.begin(); it != free_.end(); ++it) {
+      if (it->second < bytes) continue;
+      const uint64_t start = it->first;
+      const uint64_t rest = it->second - bytes;
+      free_.erase(it);
+      if (rest > 0) free_.emplace(start + bytes, rest);
+      return to_pointer(start);
+    }
+    // Nothing fits: grow the top, starting inside a free range that ends there, if any.
+    uint64_t start = top_;
+    if (!free_.empty()) {
+      const auto last = std::prev(free_.end());
+      if (last->first + last->second == top_) {
+        start = last->first;
+        free_.erase(last);
+      }
+    }
+    top_ = start + bytes;
+    peak_top_ = std::max(peak_top_, top_);
+    return to_pointer(start);
+  }
+
+  void free(void* block, uint64_t bytes) override {
+    uint64_t start = reinterpret_cast<uint64_t>(block) - kBase;
+    bytes = round(bytes);
+    auto next = free_.find(start + bytes);
+    if (next != free_.end()) {
+      bytes += next->second;
+      free_.erase(next);
+    }
+    auto previous = free_.lower_bound(start);
+    if (previous != free_.begin()) {
+      --previous;
+      if (previous->first + previous->second == start) {
+        start = previous->first;
+        bytes += previous->second;
+        free_.erase(previous);
+      }
+    }
+    if (start + bytes == top_) {
+      top_ = start;  // trim
+    } else {
+      free_.emplace(start, bytes);
+    }
+  }
+
+  uint64_t peak_pool_bytes() const override { return peak_top_; }
+
+ private:
+  static constexpr uint64_t kBase = uint64_t{1} << 40;  // so no block is at address 0
+  static uint64_t round(uint64_t bytes) { return (bytes + kGranularity - 1) & ~(kGranularity - 1); }
+  static void* to_pointer(uint64_t offset) { return reinterpret_cast<void*>(kBase + offset); }
+
+  std::map<uint64_t, uint64_t> free_;
+  uint64_t top_ = 0;
+  uint64_t peak_top_ = 0;
+};
+
+// --- Replay --------------------------------------------------------------------------------------
+
+// One pass over the events, then frees what is still live; false if an allocation failed.
+bool replay(const Trace& trace, Allocator& allocator, std::vector<void*>& blocks,
+            uint64_t& operations) {
+  for (const Event& event : trace.events) {
+    if (event.allocate) {
+      void* block = allocator.allocate(event.bytes);
+      if (block == nullptr) return false;
+      blocks[event.id] = block;
+    } else {
+      allocator.free(blocks[event.id], event.bytes);
+      blocks[event.id] = nullptr;
+    }
+    ++operations;
+  }
+  for (uint32_t id = 0; id < trace.ids; ++id) {
+    if (blocks[id] == nullptr) continue;
+    allocator.free(blocks[id], trace.bytes_of[id]);
+    blocks[id] = nullptr;
+    ++operations;
+  }
+  return true;
+}
+
+// An allocator and its peak pool bytes from a first replay on it, fresh. Made once per name and
+// kept: the benchmark library calls a benchmark several times, and mimalloc cannot give an
+// arena back.
+struct Measured {
+  std::unique_ptr<Allocator> allocator;
+  uint64_t peak_pool = 0;
+  std::string error;
+};
+
+void run(benchmark::State& state, const Trace& trace, Measured& measured,
+         const std::function<std::unique_ptr<Allocator>(std::string&)>& make) {
+  std::vector<void*> blocks(trace.ids, nullptr);
+  uint64_t operations = 0;
+  if (!measured.allocator && measured.error.empty()) {
+    measured.allocator = make(measured.error);
+    if (measured.allocator && !replay(trace, *measured.allocator, blocks, operations)) {
+      measured.error = "an allocation failed";
+    }
+    if (measured.allocator) measured.peak_pool = measured.allocator->peak_pool_bytes();
+  }
+  if (!measured.error.empty()) {
+    state.SkipWithError(measured.error.c_str());
+    return;
+  }
+  Allocator* allocator = measured.allocator.get();
+  const uint64_t peak_pool = measured.peak_pool;
+  operations = 0;
+  for (auto _ : state) {
+    if (!replay(trace, *allocator, blocks, operations)) {
+      state.SkipWithError("an allocation failed");
+      return;
+    }
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(operations));
+  constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+  state.counters["fragmentation"] =
+      static_cast<double>(peak_pool) / static_cast<double>(std::max<uint64_t>(trace.peak_live, 1));
+  state.counters["peak_pool_GiB"] = static_cast<double>(peak_pool) / kGiB;
+  state.counters["peak_live_GiB"] = static_cast<double>(trace.peak_live) / kGiB;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  if (argc != 2) {
+    std::fprintf(stderr,
+                 "usage: %s EVENTS.txt [--benchmark_* flags]\n"
+                 "EVENTS.txt: from tools/traces/segment_events.py TRACE.pickle\n",
+                 argv[0]);
+    return 2;
+  }
+  static Trace trace;
+  if (!load(argv[1], trace)) {
+    std::fprintf(stderr, "cannot read %s\n", argv[1]);
+    return 1;
+  }
+  std::fprintf(stderr, "%s: %zu events, %u blocks, peak live %.2f GiB\n", argv[1],
+               trace.events.size(), trace.ids,
+               static_cast<double>(trace.peak_live) / (1024.0 * 1024.0 * 1024.0));
+
+  using Make = std::function<std::unique_ptr<Allocator>(std::string&)>;
+  static const std::pair<const char*, Make> allocators[] = {
+      {"HostPool/sync/step:256MiB",
+       [](std::string&) { return std::make_unique<HostPoolAllocator>(false, 256 * kMiB); }},
+      {"HostPool/ahead/step:256MiB",
+       [](std::string&) { return std::make_unique<HostPoolAllocator>(true, 256 * kMiB); }},
+      {"HostPool/sync/step:1GiB",
+       [](std::string&) { return std::make_unique<HostPoolAllocator>(false, 1024 * kMiB); }},
+      {"HostPool/ahead/step:1GiB",
+       [](std::string&) { return std::make_unique<HostPoolAllocator>(true, 1024 * kMiB); }},
+      {"mimalloc",
+       [](std::string& error) -> std::unique_ptr<Allocator> {
+         return MimallocAllocator::create(2 * trace.peak_live + (uint64_t{4} << 30), error);
+       }},
+      {"FirstFit", [](std::string&) { return std::make_unique<FirstFitAllocator>(); }},
+  };
+  static Measured measured[std::size(allocators)];
+  for (std::size_t i = 0; i < std::size(allocators); ++i) {
+    benchmark::RegisterBenchmark(allocators[i].first, [i, make = allocators[i].second](
+                                                          benchmark::State& state) {
+      run(state, trace, measured[i], make);
+    })->Unit(benchmark::kMicrosecond);
+  }
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -1,0 +1,63 @@
+// vramspill, the command-line tool (DESIGN.md section 1): `run` starts a job under the shim,
+// `stat` shows the jobs running under it. Each subcommand lives in its own file; this one only
+// parses the command line and hands over.
+#include <CLI/CLI.hpp>
+#include <string>
+#include <vector>
+
+#include "run_command.h"
+#include "stat_command.h"
+
+#ifndef VRAMSPILL_VERSION
+#error "the build defines VRAMSPILL_VERSION (tools/cli/CMakeLists.txt)"
+#endif
+
+namespace {
+
+// CLI11's own exit codes for usage errors are 100 and up; a usage error here is 2, as for most
+// Unix tools (and as `run` reports an invalid configuration).
+constexpr int kUsageError = 2;
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace vramspill::cli;
+
+  CLI::App app(
+      "vramspill: run CUDA programs with a device-memory budget, spilling what does not "
+      "fit to host memory.",
+      "vramspill");
+  app.set_version_flag("--version", std::string("vramspill ") + VRAMSPILL_VERSION);
+  app.require_subcommand(1);
+  app.footer(
+      "Run `vramspill COMMAND --help` for a command's options. The shim itself is "
+      "configured by a TOML policy and VRAMSPILL_* variables: see README.md.");
+  RunOptions run_options;
+  StatOptions stat_options;
+  CLI::App* run = add_run_command(app, run_options);
+  CLI::App* stat = add_stat_command(app, stat_options);
+
+  // Note [Where the command starts]: CLI11 parses only what comes before `run`'s command.
+  int parsed_count = argc;
+  std::vector<std::string> command;
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view argument = argv[i];
+    if (argument == "run") {
+      const CommandStart start = find_command_start(argc, argv, i + 1);
+      parsed_count = start.after_separator ? start.index - 1 : start.index;
+      command.assign(argv + start.index, argv + argc);
+      break;
+    }
+    if (argument.empty() || argument[0] != '-') break;  // another subcommand, or a typo
+  }
+
+  try {
+    app.parse(parsed_count, argv);
+  } catch (const CLI::ParseError& error) {
+    const int status = app.exit(error);
+    return status == 0 ? 0 : kUsageError;
+  }
+  if (run->parsed()) return run_run_command(run_options, command);
+  if (stat->parsed()) return run_stat_command(stat_options);
+  return kUsageError;  // require_subcommand(1) makes this unreachable
+}

@@ -1,0 +1,123 @@
+#include "stat_command.h"
+
+#include <linux/limits.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <iostream>
+#include <thread>
+#include <vector>
+
+#include "stat_view.h"
+#include "telemetry/stats_directory.h"
+#include "telemetry/stats_reader.h"
+
+namespace vramspill::cli {
+namespace {
+
+using telemetry::StatsEntry;
+using telemetry::StatsSnapshot;
+using telemetry::StatsState;
+
+uint64_t realtime_ns() {
+  timespec now{};
+  clock_gettime(CLOCK_REALTIME, &now);
+  return static_cast<uint64_t>(now.tv_sec) * 1'000'000'000ULL + static_cast<uint64_t>(now.tv_nsec);
+}
+
+// Where to look: the given directory, or the shim's own choice for this environment and the
+// fallback under /tmp (a job started without XDG_RUNTIME_DIR publishes there).
+std::vector<std::string> directories(const StatOptions& options) {
+  if (!options.directory.empty()) return {options.directory};
+  std::vector<std::string> out;
+  char path[PATH_MAX];
+  if (telemetry::stats_directory_path(path)) out.emplace_back(path);
+  if (telemetry::fallback_stats_directory_path(path) &&
+      std::find(out.begin(), out.end(), path) == out.end())
+    out.emplace_back(path);
+  return out;
+}
+
+// The live processes (files of dead ones are removed); problems go to standard error, each once
+// per run of the command.
+std::vector<StatsSnapshot> live_processes(const StatOptions& options,
+                                          std::vector<std::string>& reported) {
+  std::vector<StatsSnapshot> processes;
+  for (const std::string& directory : directories(options)) {
+    for (StatsEntry& entry : telemetry::scan_stats_directory(directory, /*remove_stale=*/true)) {
+      if (entry.state == StatsState::kInvalid &&
+          std::find(reported.begin(), reported.end(), entry.path) == reported.end()) {
+        std::cerr << "vramspill stat: skipping " << entry.path << ": " << entry.problem << "\n";
+        reported.push_back(entry.path);
+      }
+      if (entry.state != StatsState::kLive) continue;
+      if (options.pid != 0 && entry.snapshot.pid != static_cast<uint64_t>(options.pid)) continue;
+      processes.push_back(std::move(entry.snapshot));
+    }
+  }
+  std::sort(processes.begin(), processes.end(),
+            [](const StatsSnapshot& a, const StatsSnapshot& b) { return a.pid < b.pid; });
+  return processes;
+}
+
+}  // namespace
+
+CLI::App* add_stat_command(CLI::App& app, StatOptions& options) {
+  CLI::App* stat = app.add_subcommand(
+      "stat", "Show the processes running under vramspill and their memory figures, like top.");
+  stat->add_flag("--once", options.once,
+                 "Print the figures once and exit (the default when standard output is not a "
+                 "terminal).");
+  stat->add_option("-n,--interval", options.interval_seconds,
+                   "Seconds between refreshes (default 2).")
+      ->check(CLI::Range(0.1, 3600.0).description(""))
+      ->type_name("SECONDS");
+  stat->add_option("-p,--pid", options.pid, "Show only this process.")
+      ->check(CLI::PositiveNumber.description(""))
+      ->type_name("PID");
+  stat->add_option("--directory", options.directory,
+                   "Read the stats files in DIR instead of the default locations.")
+      ->type_name("DIR");
+  stat->footer(
+      "Each process under the shim publishes its figures in a file only its user can read: "
+      "$XDG_RUNTIME_DIR/vramspill/<pid>.stats when XDG_RUNTIME_DIR is set, else "
+      "/tmp/vramspill-<uid>/<pid>.stats. stat reads both places. Files left by processes that "
+      "died without removing theirs (killed) are deleted.\n\n"
+      "Per process: how long it has run, how old its figures are, and its host memory: the "
+      "pinned host pool, the host bytes holding spilled allocations, the host limit. Per device: "
+      "held (device memory the job holds now), peak (the most it held), limit (the budget minus "
+      "the reserve), total (the device's memory), managed and host (bytes spilled to managed "
+      "memory and to the pinned host pool, now), spills (allocations spilled so far), refused "
+      "(allocations refused with OUT_OF_MEMORY so far). Figures are updated a few times a second "
+      "at most and each is read on its own, so they can be a moment apart.\n\n"
+      "Exit status: 0; 1 when --pid names no process under vramspill.");
+  return stat;
+}
+
+int run_stat_command(const StatOptions& options) {
+  std::vector<std::string> reported;
+  const bool refresh = !options.once && isatty(STDOUT_FILENO) == 1;
+  const auto interval = std::chrono::duration<double>(options.interval_seconds);
+  while (true) {
+    const std::vector<StatsSnapshot> processes = live_processes(options, reported);
+    std::string text;
+    if (options.pid != 0 && processes.empty())
+      text = "no process " + std::to_string(options.pid) + " under vramspill\n";
+    else
+      text = render_stats(processes, realtime_ns());
+    if (!refresh) {
+      std::cout << text << std::flush;
+      return options.pid != 0 && processes.empty() ? 1 : 0;
+    }
+    // Home, clear the screen, redraw: what top does, without taking over the terminal.
+    std::cout << "\033[H\033[2J"
+              << "vramspill stat: every " << options.interval_seconds << " s, Ctrl-C to quit\n\n"
+              << text << std::flush;
+    std::this_thread::sleep_for(interval);
+  }
+}
+
+}  // namespace vramspill::cli

@@ -1,0 +1,67 @@
+#include "stat_view.h"
+
+#include <cstdio>
+
+#include "human_format.h"
+#include "util/bytes.h"
+
+namespace vramspill::cli {
+namespace {
+
+double seconds_between(uint64_t earlier_ns, uint64_t later_ns) {
+  return later_ns > earlier_ns ? static_cast<double>(later_ns - earlier_ns) / 1e9 : 0.0;
+}
+
+// Columns of the device table; sizes are at most "1023.9 KiB" (10 characters).
+constexpr const char* kDeviceHeader =
+    "  dev        held        peak       limit       total     managed        host    spills"
+    "   refused\n";
+
+std::string device_row(const telemetry::DeviceFigures& device) {
+  char row[256];
+  std::snprintf(row, sizeof row, "  %3d  %10s  %10s  %10s  %10s  %10s  %10s  %8llu  %8llu\n",
+                device.device, format_bytes(device.device_bytes).c_str(),
+                format_bytes(device.device_peak_bytes).c_str(),
+                format_bytes(device.limit_bytes).c_str(), format_bytes(device.total_bytes).c_str(),
+                format_bytes(device.spilled_managed_bytes).c_str(),
+                format_bytes(device.spilled_host_bytes).c_str(),
+                static_cast<unsigned long long>(device.spills),
+                static_cast<unsigned long long>(device.refused));
+  return row;
+}
+
+std::string process_block(const telemetry::StatsSnapshot& process, uint64_t now_unix_ns) {
+  std::string text = "pid " + std::to_string(process.pid) + "  " +
+                     (process.command.empty() ? "?" : process.command) + "\n";
+  text += "  running " + format_duration(seconds_between(process.started_unix_ns, now_unix_ns));
+  if (process.updated_unix_ns == 0) {
+    text += ", no figures published yet\n";
+    return text;
+  }
+  text += ", updated " + format_duration(seconds_between(process.updated_unix_ns, now_unix_ns)) +
+          " ago\n";
+  text += "  host: pool " + format_bytes(process.host_pool_pinned_bytes) + " pinned, " +
+          format_bytes(process.host_spilled_bytes) + " spilled, limit " +
+          format_bytes(process.host_limit_bytes) + "\n";
+  if (process.devices.empty()) {
+    text += "  no device figures yet\n";
+    return text;
+  }
+  text += kDeviceHeader;
+  for (const telemetry::DeviceFigures& device : process.devices) text += device_row(device);
+  return text;
+}
+
+}  // namespace
+
+std::string render_stats(const std::vector<telemetry::StatsSnapshot>& processes,
+                         uint64_t now_unix_ns) {
+  if (processes.empty()) return "no processes under vramspill\n";
+  std::string text = std::to_string(processes.size()) +
+                     (processes.size() == 1 ? " process" : " processes") + " under vramspill\n";
+  for (const telemetry::StatsSnapshot& process : processes)
+    text += "\n" + process_block(process, now_unix_ns);
+  return text;
+}
+
+}  // namespace vramspill::cli

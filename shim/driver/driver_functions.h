@@ -34,7 +34,10 @@
   X(cuArrayCreate_v2)                            \
   X(cuArray3DCreate_v2)                          \
   X(cuArrayDestroy)                              \
-  X(cuIpcGetMemHandle)
+  X(cuIpcGetMemHandle)                           \
+  X(cuMemGetAddressRange_v2)                     \
+  X(cuPointerGetAttribute)                       \
+  X(cuPointerGetAttributes)
 
 // Launches and copies are forwarded untouched for now; use tracking (DESIGN section 7) will
 // look at their arguments.

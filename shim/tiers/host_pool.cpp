@@ -249,6 +249,16 @@ bool HostPool::owns(const void* p) const noexcept {
   return address < it->second.start + it->second.bytes;
 }
 
+std::optional<uint64_t> HostPool::block_start(const void* p) const noexcept {
+  const auto address = reinterpret_cast<uint64_t>(p);
+  std::lock_guard lock(mutex_);
+  auto it = blocks_.upper_bound(address);
+  if (it == blocks_.begin()) return std::nullopt;
+  --it;
+  if (address - it->first >= it->second) return std::nullopt;
+  return it->first;
+}
+
 std::map<uint64_t, HostPool::Region>::iterator HostPool::region_of_locked(
     uint64_t address) noexcept {
   // Only called for addresses the pool handed out, which always lie in a region.

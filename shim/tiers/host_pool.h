@@ -84,7 +84,6 @@
 #include <mutex>
 #include <optional>
 #include <thread>
-#include <unordered_map>
 
 #include "core/host_budget.h"
 #include "tiers/free_space.h"
@@ -139,6 +138,8 @@ class HostPool {
   std::optional<uint64_t> free(void* block) noexcept;
   // Whether `p` lies inside memory the pool has pinned (a block or free room).
   bool owns(const void* p) const noexcept;
+  // The start of the live block that holds `p` (any byte of it); nullopt if none does.
+  std::optional<uint64_t> block_start(const void* p) const noexcept;
 
   // Asks the background thread to pin up to the low-water mark now, e.g. at start-up, so that
   // even the first spill does not wait. Returns at once.
@@ -189,7 +190,8 @@ class HostPool {
 
   std::map<uint64_t, Region> regions_;             // by usable start
   FreeSpace free_space_;
-  std::unordered_map<uint64_t, uint64_t> blocks_;  // live block start -> bytes
+  // Live block start -> bytes; ordered, so block_start() can find the block around an address.
+  std::map<uint64_t, uint64_t> blocks_;
   uint64_t pinned_bytes_ = 0;
   uint64_t used_bytes_ = 0;
   uint64_t idle_bytes_ = 0;

@@ -89,6 +89,11 @@ CUresult HostTier::allocate(int device, uint64_t bytes, CUdeviceptr* out) noexce
   return CUDA_SUCCESS;
 }
 
+std::optional<CUdeviceptr> HostTier::block_containing(CUdeviceptr address) const noexcept {
+  if (pinned_bytes_.load(std::memory_order_relaxed) == 0) return std::nullopt;
+  return pool_.block_start(reinterpret_cast<const void*>(address));
+}
+
 CUresult HostTier::free(CUdeviceptr pointer) noexcept {
   if (!pool_.owns(reinterpret_cast<void*>(pointer))) return CUDA_ERROR_INVALID_VALUE;
   if (const auto synchronize = VRAMSPILL_REAL(cuCtxSynchronize)) {

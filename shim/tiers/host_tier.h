@@ -21,6 +21,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <optional>
 
 #include "config/config.h"
 #include "core/host_budget.h"
@@ -44,6 +45,10 @@ class HostTier {
   // Note [Freeing spilled host blocks]. CUDA_ERROR_INVALID_VALUE for a pointer not in the pool.
   CUresult free(CUdeviceptr pointer) noexcept;
   CUresult free_in_stream_order(CUdeviceptr pointer, CUstream stream) noexcept;
+
+  // The start of the pool block that holds `address`; nullopt when no block does. Costs one
+  // relaxed load while nothing has been pinned.
+  std::optional<CUdeviceptr> block_containing(CUdeviceptr address) const noexcept;
 
   HostPoolStats stats() const noexcept { return pool_.stats(); }
   // Pins refused for RLIMIT_MEMLOCK so far (for the log line that says which limit was hit).

@@ -103,7 +103,7 @@ TEST_F(DlsymRoutes, OtherExportsStayTheDrivers) {
   // handing out a hook for the current ABI there would break the caller's arguments.
   for (const char* name :
        {"cuDeviceGetCount", "cuDeviceGet", "cuCtxGetDevice", "cuMemHostAlloc",
-        "cuMemGetAddressRange_v2", "cuPointerGetAttribute", "cuStreamSynchronize", "cuMemPoolCreate", "cuMemSetAccess",
+        "cuMemGetAddressRange", "cuMemHostGetDevicePointer_v2", "cuStreamSynchronize", "cuMemPoolCreate", "cuMemSetAccess",
         "cuMemAlloc", "cuMemFree", "cuMemGetInfo", "cuMemAllocPitch", "cuArrayCreate",
         "cuArray3DCreate", "cuMemcpyHtoD", "cuGetExportTable"}) {
     SCOPED_TRACE(name);

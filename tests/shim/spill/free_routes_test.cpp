@@ -179,10 +179,9 @@ TEST_F(FreeRoutes, MemAllocFromPoolAsyncSpillsAndIsFreedInStreamOrder) {
 // What the driver says about a spilled block's extent must be the block, not the pinned region
 // of the host pool it was cut from: programs find an allocation's base and size this way
 // (cuMemGetAddressRange, RANGE_START_ADDR / RANGE_SIZE), e.g. before cuIpcGetMemHandle or to
-// register memory with NCCL. Managed spills are allocations of their own, so they pass; host
-// pool blocks do not yet (the shim passes these queries to the driver untouched): DISABLED_
-// until the shim answers them for pool blocks.
-TEST_F(FreeRoutes, DISABLED_AddressRangeOfSpilledBlockIsTheBlock) {
+// register memory with NCCL. Managed spills are allocations of their own; for host-pool blocks
+// the shim corrects the driver's answer (hooks/pointer_hooks.cpp).
+TEST_F(FreeRoutes, AddressRangeOfSpilledBlockIsTheBlock) {
   CUdeviceptr pointer = 0;
   ASSERT_CU(cuMemAlloc(&pointer, kBlock));
   ASSERT_NO_FATAL_FAILURE(expect_spilled(pointer));

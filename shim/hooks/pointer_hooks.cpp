@@ -1,0 +1,86 @@
+// Pointer queries tell the truth about spilled memory (DESIGN.md section 6). The driver's answers
+// are already true for almost everything: a managed spill is managed memory, a host-pool block is
+// mapped host memory. The exception is the extent of a host-pool block: the driver knows only the
+// pinned region the pool cut it from (a gigabyte, say), while the program allocated the block.
+// So for an address inside a live host-pool block, the range a query reports (base and size:
+// cuMemGetAddressRange, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR and _RANGE_SIZE) is the block's,
+// as it would have been for the device allocation it stands in for. Everything else is the
+// driver's own answer.
+#include <optional>
+
+#include "hooks/hook.h"
+#include "hooks/shim_state.h"
+
+using vramspill::hooks::Entry;
+using vramspill::hooks::ShimState;
+
+namespace {
+
+struct Extent {
+  CUdeviceptr base = 0;
+  size_t size = 0;
+};
+
+// The allocation a spilled host-pool block stands for, if `address` lies in one.
+std::optional<Extent> spilled_host_block(CUdeviceptr address) {
+  const Entry entry;
+  ShimState* shim = entry.state();
+  if (shim == nullptr) return std::nullopt;
+  const std::optional<CUdeviceptr> start = shim->host.block_containing(address);
+  if (!start) return std::nullopt;
+  // The ledger has the size the program asked for; the pool's block may be rounded up.
+  const auto allocation = shim->ledger.find(*start);
+  if (!allocation || allocation->route != vramspill::core::Route::kSpillHost) return std::nullopt;
+  return Extent{.base = *start, .size = allocation->bytes};
+}
+
+// Rewrites a range attribute the driver answered for the pool's region.
+void correct_range(CUpointer_attribute attribute, void* data, const Extent& block) {
+  if (attribute == CU_POINTER_ATTRIBUTE_RANGE_START_ADDR) *static_cast<CUdeviceptr*>(data) = block.base;
+  if (attribute == CU_POINTER_ATTRIBUTE_RANGE_SIZE) *static_cast<size_t*>(data) = block.size;
+}
+
+bool is_range_attribute(CUpointer_attribute attribute) {
+  return attribute == CU_POINTER_ATTRIBUTE_RANGE_START_ADDR ||
+         attribute == CU_POINTER_ATTRIBUTE_RANGE_SIZE;
+}
+
+}  // namespace
+
+VRAMSPILL_HOOK CUresult CUDAAPI cuMemGetAddressRange_v2(CUdeviceptr* pbase, size_t* psize,
+                                                        CUdeviceptr dptr) {
+  VRAMSPILL_REAL_OR_RETURN(real, cuMemGetAddressRange_v2);
+  const CUresult result = real(pbase, psize, dptr);
+  if (result != CUDA_SUCCESS) return result;
+  if (const std::optional<Extent> block = spilled_host_block(dptr)) {
+    if (pbase != nullptr) *pbase = block->base;
+    if (psize != nullptr) *psize = block->size;
+  }
+  return result;
+}
+
+VRAMSPILL_HOOK CUresult CUDAAPI cuPointerGetAttribute(void* data, CUpointer_attribute attribute,
+                                                      CUdeviceptr ptr) {
+  VRAMSPILL_REAL_OR_RETURN(real, cuPointerGetAttribute);
+  const CUresult result = real(data, attribute, ptr);
+  if (result != CUDA_SUCCESS || !is_range_attribute(attribute)) return result;
+  if (const std::optional<Extent> block = spilled_host_block(ptr))
+    correct_range(attribute, data, *block);
+  return result;
+}
+
+VRAMSPILL_HOOK CUresult CUDAAPI cuPointerGetAttributes(unsigned int numAttributes,
+                                                       CUpointer_attribute* attributes,
+                                                       void** data, CUdeviceptr ptr) {
+  VRAMSPILL_REAL_OR_RETURN(real, cuPointerGetAttributes);
+  const CUresult result = real(numAttributes, attributes, data, ptr);
+  if (result != CUDA_SUCCESS) return result;  // NULL arrays included: the driver checked them
+  bool asks_range = false;
+  for (unsigned int i = 0; i < numAttributes; ++i)
+    asks_range = asks_range || is_range_attribute(attributes[i]);
+  if (!asks_range) return result;
+  if (const std::optional<Extent> block = spilled_host_block(ptr)) {
+    for (unsigned int i = 0; i < numAttributes; ++i) correct_range(attributes[i], data[i], *block);
+  }
+  return result;
+}

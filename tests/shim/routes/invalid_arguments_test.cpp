@@ -15,34 +15,23 @@ using routes::kDeviceMemory;
 using routes::kMiB;
 using routes::under_shim;
 
-class InvalidArguments : public ::testing::Test {
+class InvalidArguments : public routes::PrimaryContextTest<> {
  protected:
   void SetUp() override {
-    ASSERT_NO_FATAL_FAILURE(check_mode());
-    ASSERT_CU(cuInit(0));
-    ASSERT_CU(cuDeviceGet(&device_, 0));
-    ASSERT_CU(cuDevicePrimaryCtxRetain(&context_, device_));
-    ASSERT_CU(cuCtxSetCurrent(context_));
+    ASSERT_NO_FATAL_FAILURE(PrimaryContextTest::SetUp());
     ASSERT_CU(cuStreamCreate(&stream_, CU_STREAM_NON_BLOCKING));
   }
 
   void TearDown() override {
     // Whatever the bad calls did, nothing stays held.
-    size_t free = 0;
-    size_t total = 0;
-    EXPECT_CU(cuMemGetInfo(&free, &total));
-    EXPECT_EQ(total, under_shim() ? kBudget : kDeviceMemory);
-    EXPECT_EQ(free, total);
+    const size_t free = free_bytes();
+    EXPECT_EQ(free, under_shim() ? kBudget : kDeviceMemory);
     if (stream_ != nullptr) {
       EXPECT_CU(cuStreamDestroy(stream_));
     }
-    if (context_ != nullptr) {
-      EXPECT_CU(cuDevicePrimaryCtxRelease(device_));
-    }
+    PrimaryContextTest::TearDown();
   }
 
-  CUdevice device_ = 0;
-  CUcontext context_ = nullptr;
   CUstream stream_ = nullptr;
 };
 
@@ -70,7 +59,7 @@ TEST_F(InvalidArguments, NullOutputPointers) {
 
   CUmemAllocationProp prop{};
   prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-  prop.location = {CU_MEM_LOCATION_TYPE_DEVICE, device_};
+  prop.location = {CU_MEM_LOCATION_TYPE_DEVICE, device()};
   EXPECT_EQ(cuMemCreate(nullptr, 2 * kMiB, &prop, 0), CUDA_ERROR_INVALID_VALUE);
 
   CUDA_ARRAY_DESCRIPTOR descriptor{};
@@ -128,7 +117,7 @@ TEST_F(InvalidArguments, BadSizesAndDescriptors) {
   EXPECT_EQ(cuMemAllocPitch(&pointer, &pitch, 0, 16, 4), CUDA_ERROR_INVALID_VALUE);
   CUmemAllocationProp prop{};
   prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-  prop.location = {CU_MEM_LOCATION_TYPE_DEVICE, device_};
+  prop.location = {CU_MEM_LOCATION_TYPE_DEVICE, device()};
   CUmemGenericAllocationHandle handle = 0;
   EXPECT_EQ(cuMemCreate(&handle, kMiB, &prop, 0), CUDA_ERROR_INVALID_VALUE);  // not a granule
   prop.location.id = 7;  // no such device
@@ -153,7 +142,7 @@ TEST_F(InvalidArguments, NoCurrentContext) {
   size_t free = 0;
   size_t total = 0;
   EXPECT_EQ(cuMemGetInfo(&free, &total), CUDA_ERROR_INVALID_CONTEXT);
-  ASSERT_CU(cuCtxSetCurrent(context_));
+  ASSERT_CU(cuCtxSetCurrent(context()));
 }
 
 }  // namespace

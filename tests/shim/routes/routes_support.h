@@ -100,6 +100,7 @@ template <typename Base = ::testing::Test>
 class PrimaryContextTest : public Base {
  public:
   CUdevice device() const { return device_; }
+  CUcontext context() const { return context_; }
 
  protected:
   void SetUp() override {

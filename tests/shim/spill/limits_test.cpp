@@ -27,6 +27,17 @@ class Limits : public spill::SpillTest {
     SpillTest::TearDown();
   }
 
+  // With the device's share of the budget full, the first block that would spill is refused
+  // cleanly: nothing returned, nothing held for it, every block before it intact.
+  void expect_first_spill_refused() {
+    ASSERT_NO_FATAL_FAILURE(fill_device_with_patterns());
+    CUdeviceptr pointer = 0;
+    EXPECT_EQ(allocate_block(7, pointer), CUDA_ERROR_OUT_OF_MEMORY);
+    EXPECT_EQ(pointer, 0u);
+    EXPECT_EQ(free_bytes(), expected_free(device_count_ * kBlock));
+    ASSERT_NO_FATAL_FAILURE(expect_all_intact());
+  }
+
   // A new block with pattern `seed` written from the host; its result, and the block in
   // blocks_ on success.
   CUresult allocate_block(uint32_t seed, CUdeviceptr& pointer) {
@@ -134,12 +145,8 @@ TEST_F(Limits, ManagedFailureFallsBackToTheHostPool) {
 // allocation fails, and so does the host pool's pinning; a clean CUDA_ERROR_OUT_OF_MEMORY, nothing
 // held for it, nothing lost. The failures were passing: the next spill works (managed again).
 TEST_F(Limits, EveryTierFailingIsOutOfMemory) {
-  ASSERT_NO_FATAL_FAILURE(fill_device_with_patterns());
+  ASSERT_NO_FATAL_FAILURE(expect_first_spill_refused());
   CUdeviceptr pointer = 0;
-  EXPECT_EQ(allocate_block(7, pointer), CUDA_ERROR_OUT_OF_MEMORY);
-  EXPECT_EQ(pointer, 0u);
-  EXPECT_EQ(free_bytes(), expected_free(device_count_ * kBlock));
-  ASSERT_NO_FATAL_FAILURE(expect_all_intact());
   ASSERT_CU(allocate_block(8, pointer));
   EXPECT_EQ(tier_of(pointer), Tier::kManaged) << tier_name(tier_of(pointer));
   ASSERT_NO_FATAL_FAILURE(expect_all_intact());
@@ -176,12 +183,7 @@ class MemlockLimit : public Limits {
 };
 
 TEST_F(MemlockLimit, PinningPastRlimitMemlockIsOutOfMemory) {
-  ASSERT_NO_FATAL_FAILURE(fill_device_with_patterns());
-  CUdeviceptr pointer = 0;
-  EXPECT_EQ(allocate_block(7, pointer), CUDA_ERROR_OUT_OF_MEMORY);
-  EXPECT_EQ(pointer, 0u);
-  EXPECT_EQ(free_bytes(), expected_free(device_count_ * kBlock));
-  ASSERT_NO_FATAL_FAILURE(expect_all_intact());
+  ASSERT_NO_FATAL_FAILURE(expect_first_spill_refused());
 }
 
 // SIMCUDA_FAIL=cuMemAlloc_v2@2=CUDA_ERROR_OUT_OF_MEMORY,cuMemAlloc_v2@3=CUDA_ERROR_INVALID_VALUE:

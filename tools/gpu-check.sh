@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# The checks that need a real GPU, as one script for a machine with an NVIDIA driver (a lent
+# device machine runs exactly this): build, the gpu-labelled tests (the demo programs on the GPU,
+# the train demo spilling under the shim, PyTorch under the shim when torch is installed), the
+# hook benchmark against the real driver, and the demo. Run with --help for details.
+set -uo pipefail
+# shellcheck source=tools/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+cd "$VRAMSPILL_ROOT" || exit 1
+
+usage() {
+  cat <<EOF
+Usage: tools/gpu-check.sh [--help]
+
+On a machine with an NVIDIA driver:
+  1. configures and builds build-gpu/ (Ninja, RelWithDebInfo; no dependency installation)
+  2. ctest -L gpu: the demo programs with nvcc-built kernels, train_demo under the shim with a
+     256 MiB budget, and PyTorch under the shim (skipped without torch)
+  3. the hook benchmark (build-gpu/tests/shim/bench/vramspill_hook_bench) on the real driver
+  4. tools/demo.sh --no-build against build-gpu/
+Each step's output is printed; the summary at the end says which failed. Exits 77 without a
+driver.
+EOF
+}
+if [[ ${1:-} == -h || ${1:-} == --help ]]; then
+  usage
+  exit 0
+fi
+if [[ ! -e /proc/driver/nvidia/version ]]; then
+  echo "gpu-check.sh: no NVIDIA driver on this machine (/proc/driver/nvidia/version): nothing to do"
+  exit 77
+fi
+
+build_dir=$VRAMSPILL_ROOT/build-gpu
+results=()
+failed=0
+run_step() {  # run_step NAME COMMAND...
+  local name=$1
+  shift
+  step "$name"
+  local start=$SECONDS
+  "$@"
+  local status=$?
+  local verdict=ok
+  [[ $status -eq 0 ]] || { verdict="FAILED ($status)"; failed=1; }
+  results+=("  $name: $verdict ($((SECONDS - start)) s)")
+}
+
+head -n 1 /proc/driver/nvidia/version
+nvidia-smi --query-gpu=name,memory.total,memory.used --format=csv 2>/dev/null || true
+run_step "build" configure_and_build "$build_dir"
+run_step "gpu tests" ctest --test-dir "$build_dir" -L gpu --output-on-failure
+run_step "hook benchmark" env VRAMSPILL_LOG_LEVEL=warn \
+  "$build_dir/tests/shim/bench/vramspill_hook_bench" --benchmark_repetitions=3 \
+  --benchmark_report_aggregates_only=true --benchmark_min_time=0.3
+run_step "demo" env BUILD_DIR="$build_dir" "$VRAMSPILL_ROOT/tools/demo.sh" --no-build
+
+step "Summary"
+printf '%s\n' "${results[@]}"
+exit "$failed"

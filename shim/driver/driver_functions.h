@@ -65,13 +65,16 @@
 
 #define VRAMSPILL_CALLED_FUNCTIONS(Y) \
   Y(cuCtxGetDevice)                   \
-  Y(cuCtxGetCurrent)                  \
-  Y(cuCtxSetCurrent)                  \
   Y(cuCtxSynchronize)                 \
+  Y(cuCtxPushCurrent_v2)              \
+  Y(cuCtxPopCurrent_v2)               \
+  Y(cuDevicePrimaryCtxRetain)         \
+  Y(cuDevicePrimaryCtxRelease_v2)     \
   Y(cuDeviceGetAttribute)             \
   Y(cuDeviceTotalMem_v2)              \
   Y(cuDeviceGetMemPool)               \
   Y(cuMemPoolGetAttribute)            \
+  Y(cuMemAdvise)                      \
   Y(cuMemAdvise_v2)                   \
   Y(cuMemHostAlloc)                   \
   Y(cuMemFreeHost)                    \

@@ -51,10 +51,12 @@ VRAMSPILL_HOOK CUresult CUDAAPI cuMemGetAddressRange_v2(CUdeviceptr* pbase, size
                                                         CUdeviceptr dptr) {
   VRAMSPILL_REAL_OR_RETURN(real, cuMemGetAddressRange_v2);
   const CUresult result = real(pbase, psize, dptr);
-  if (result != CUDA_SUCCESS) return result;
+  // The answer for a block does not depend on the driver's: a driver that does not describe
+  // page-locked host memory here gets the block's extent all the same.
   if (const std::optional<Extent> block = spilled_host_block(dptr)) {
     if (pbase != nullptr) *pbase = block->base;
     if (psize != nullptr) *psize = block->size;
+    return CUDA_SUCCESS;
   }
   return result;
 }
@@ -63,9 +65,11 @@ VRAMSPILL_HOOK CUresult CUDAAPI cuPointerGetAttribute(void* data, CUpointer_attr
                                                       CUdeviceptr ptr) {
   VRAMSPILL_REAL_OR_RETURN(real, cuPointerGetAttribute);
   const CUresult result = real(data, attribute, ptr);
-  if (result != CUDA_SUCCESS || !is_range_attribute(attribute)) return result;
-  if (const std::optional<Extent> block = spilled_host_block(ptr))
+  if (data == nullptr || !is_range_attribute(attribute)) return result;
+  if (const std::optional<Extent> block = spilled_host_block(ptr)) {
     correct_range(attribute, data, *block);
+    return CUDA_SUCCESS;
+  }
   return result;
 }
 

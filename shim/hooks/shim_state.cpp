@@ -31,6 +31,7 @@ void write_exit_summary() {
   // lock held by another parent thread at fork time would never be released in the child.
   if (the_state == nullptr || in_forked_child) return;
   stop_stats_publisher(*the_state);
+  the_state->host.stop_background_pinning();
   if (the_state->config.log.summary) logging::summary(the_state->ledger.summary_line());
   logging::report_suppressed();
   logging::flush();

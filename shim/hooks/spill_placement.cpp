@@ -54,14 +54,26 @@ TierChain tiers_for(ShimState& shim, const SpillRequest& request) {
   return chain;
 }
 
-// Whether `stream` is being captured into a graph (an unknown answer counts as captured: then
-// the allocation is not spilled, which is what happens without vramspill).
-bool is_capturing(CUstream stream) {
+// Whether `stream` is being captured into a graph. The driver's error for a stream it does not
+// know (CUDA_ERROR_INVALID_HANDLE, say) is what the program's call gets too.
+CUresult check_capture(CUstream stream, bool& capturing) {
   const auto is_capturing_stream = VRAMSPILL_REAL(cuStreamIsCapturing);
+  if (is_capturing_stream == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
   CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
-  if (is_capturing_stream == nullptr || is_capturing_stream(stream, &status) != CUDA_SUCCESS)
-    return true;
-  return status != CU_STREAM_CAPTURE_STATUS_NONE;
+  const CUresult result = is_capturing_stream(stream, &status);
+  capturing = status != CU_STREAM_CAPTURE_STATUS_NONE;
+  return result;
+}
+
+void log_spilled(const SpillRequest& request, Tier tier, bool over_budget) noexcept {
+  try {
+    logging::limited(LogLevel::kInfo, RateKey::kSpilled, "{} of {} on device {} spilled to {}{}",
+                     core::route_name(request.route), format_bytes(request.bytes),
+                     request.device, tier_name(tier),
+                     over_budget ? " (over the device budget)"
+                                 : " (the driver is out of device memory)");
+  } catch (...) {  // the spill stands without its log line
+  }
 }
 
 std::string host_limit_text(const ShimState& shim) {
@@ -119,22 +131,25 @@ CUresult spill(ShimState& shim, const SpillRequest& request, const std::string& 
                           format_bytes(shim.config.spill.min_size) + ")");
       return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    if (request.stream_ordered && is_capturing(request.stream)) {
-      log_not_spilled(refusal, request, "its stream is being captured into a graph");
-      return CUDA_ERROR_OUT_OF_MEMORY;
+    if (request.stream_ordered) {
+      bool capturing = false;
+      if (const CUresult result = check_capture(request.stream, capturing); result != CUDA_SUCCESS)
+        return result;
+      if (capturing) {
+        log_not_spilled(refusal, request, "its stream is being captured into a graph");
+        return CUDA_ERROR_OUT_OF_MEMORY;
+      }
     }
     const TierChain chain = tiers_for(shim, request);
     std::string why;
     for (const Tier tier : chain.list()) {
       if (try_tier(shim, tier, request, out, why) != CUDA_SUCCESS) continue;
+      // Recorded before anything that could throw: a spill that happened is never reported as
+      // a failure (the allocation would be lost to the program and held forever).
       const core::Admission admission =
           shim.ledger.admit(request.device, tier_route(tier), request.bytes);
       shim.ledger.on_allocated(admission, *out, request.bytes);
-      logging::limited(LogLevel::kInfo, RateKey::kSpilled, "{} of {} on device {} spilled to {}{}",
-                       core::route_name(request.route), format_bytes(request.bytes),
-                       request.device, tier_name(tier),
-                       refusal.empty() ? " (the driver is out of device memory)"
-                                       : " (over the device budget)");
+      log_spilled(request, tier, !refusal.empty());
       return CUDA_SUCCESS;
     }
     if (chain.list().empty()) {
@@ -152,7 +167,12 @@ CUresult free_spilled(ShimState& shim, const core::Allocation& spilled, CUstream
   // A stream-ordered free on a capturing stream would have to become part of the graph (a host
   // function), or wait for the stream (which invalidates the program's capture): refused, and
   // the allocation stays live, as the driver's refusal would leave it.
-  if (stream_ordered && is_capturing(stream)) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  if (stream_ordered) {
+    bool capturing = false;
+    if (const CUresult result = check_capture(stream, capturing); result != CUDA_SUCCESS)
+      return result;
+    if (capturing) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  }
   if (spilled.route == Route::kSpillManaged) {
     // The driver's cuMemFree waits for the device's work; in stream order it needs the stream's.
     if (stream_ordered) {
@@ -162,7 +182,7 @@ CUresult free_spilled(ShimState& shim, const core::Allocation& spilled, CUstream
     }
     return shim.managed.free(spilled.key, spilled.bytes);
   }
-  if (!stream_ordered) return shim.host.free(spilled.key);
+  if (!stream_ordered) return shim.host.free(spilled.key, spilled.device);
   return shim.host.free_in_stream_order(spilled.key, stream);
 }
 

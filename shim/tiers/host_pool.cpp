@@ -182,7 +182,7 @@ std::optional<uint64_t> HostPool::grow(std::unique_lock<std::mutex>& lock, uint6
   return region.start;
 }
 
-std::optional<uint64_t> HostPool::free(void* block) noexcept {
+std::optional<uint64_t> HostPool::free(void* block, Unpinning unpinning) noexcept {
   const auto address = reinterpret_cast<uint64_t>(block);
   std::unique_lock lock(mutex_);
   const auto it = blocks_.find(address);
@@ -202,7 +202,13 @@ std::optional<uint64_t> HostPool::free(void* block) noexcept {
   background_pin_failed_ = false;  // room came back: pinning ahead may work again
   if (region.used == 0) {
     idle_bytes_ += region.bytes;
-    if (idle_bytes_ > options_.release_idle_above) release_idle(lock);
+    if (idle_bytes_ > options_.release_idle_above) {
+      if (unpinning == Unpinning::kNow) {
+        release_idle(lock);
+      } else {
+        request_idle_release_locked();
+      }
+    }
   }
   return size;
 }
@@ -236,8 +242,13 @@ void HostPool::release_idle(std::unique_lock<std::mutex>& lock) noexcept {
 }
 
 void HostPool::unpin(const Region& region) noexcept {
-  ops_.unpin(ops_.context, region.pinned, region.pinned_bytes);
-  budget_.release(region.pinned_bytes);
+  // Memory the system did not take back is still pinned: it stays counted against the host
+  // budget (leaked, but never forgotten).
+  if (ops_.unpin(ops_.context, region.pinned, region.pinned_bytes)) {
+    budget_.release(region.pinned_bytes);
+  } else {
+    ++counters_.internal_errors;
+  }
 }
 
 bool HostPool::owns(const void* p) const noexcept {
@@ -279,31 +290,49 @@ HostPoolStats HostPool::stats() const noexcept {
 
 // --- Pinning ahead of need (Note [Pinning ahead of need]) ---------------------------------------
 
-void HostPool::request_growth_locked() noexcept {
-  if (!options_.grow_in_background || grower_failed_to_start_ || background_pin_failed_ ||
-      stopping_ || growth_requested_ || pin_in_flight_ ||
-      free_room_locked() >= options_.low_water_bytes) {
-    return;
+bool HostPool::start_background_thread_locked() noexcept {
+  if (stopping_) return false;  // allocations then pin on their own threads
+  if (grower_.joinable()) return true;
+  if (grower_failed_to_start_) return false;
+  // Blocked signals are inherited: the program's handlers keep running on its own threads.
+  sigset_t all;
+  sigset_t previous;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &previous);
+  try {
+    grower_ = std::thread([this] {
+      pthread_setname_np(pthread_self(), "vramspill-pin");
+      grower_main();
+    });
+  } catch (...) {
+    grower_failed_to_start_ = true;  // growth stays on the allocating threads
   }
-  if (!grower_.joinable()) {
-    // Blocked signals are inherited: the program's handlers keep running on its own threads.
-    sigset_t all;
-    sigset_t previous;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &previous);
-    try {
-      grower_ = std::thread([this] {
-        pthread_setname_np(pthread_self(), "vramspill-pin");
-        grower_main();
-      });
-    } catch (...) {
-      grower_failed_to_start_ = true;  // growth stays on the allocating threads
-    }
-    pthread_sigmask(SIG_SETMASK, &previous, nullptr);
-    if (grower_failed_to_start_) return;
+  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+  return !grower_failed_to_start_;
+}
+
+void HostPool::request_growth_locked() noexcept {
+  if (!options_.grow_in_background || background_pin_failed_ || growth_requested_ ||
+      pin_in_flight_ || free_room_locked() >= options_.low_water_bytes ||
+      !start_background_thread_locked()) {
+    return;
   }
   growth_requested_ = true;
   grower_wake_.notify_one();
+}
+
+void HostPool::request_idle_release_locked() noexcept {
+  // Without the thread the idle memory stays pinned until a free that may unpin.
+  if (release_requested_ || !start_background_thread_locked()) return;
+  release_requested_ = true;
+  grower_wake_.notify_one();
+}
+
+void HostPool::stop_background_pinning() noexcept {
+  std::unique_lock lock(mutex_);
+  stopping_ = true;
+  grower_wake_.notify_all();
+  pin_done_.wait(lock, [this] { return !pin_in_flight_; });
 }
 
 void HostPool::warm_up() noexcept {
@@ -319,8 +348,14 @@ void HostPool::wait_for_background_pins() noexcept {
 void HostPool::grower_main() noexcept {
   std::unique_lock lock(mutex_);
   for (;;) {
-    grower_wake_.wait(lock, [this] { return growth_requested_ || stopping_; });
+    grower_wake_.wait(lock,
+                      [this] { return growth_requested_ || release_requested_ || stopping_; });
     if (stopping_) break;
+    if (release_requested_) {  // Note [Unpinning off the stream's callback]
+      release_requested_ = false;
+      release_idle(lock);
+      if (!growth_requested_) continue;
+    }
     if (!pin_in_flight_ && free_room_locked() < options_.low_water_bytes) {
       pin_in_flight_ = true;
       const bool grown = grow(lock, options_.step_bytes, 0, /*ahead=*/true).has_value();

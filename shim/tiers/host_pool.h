@@ -70,6 +70,11 @@
 // (threads may allocate during exit); the thread is then ended by exit_group, possibly inside the
 // pin function. A HostPool that is destroyed (tests, tools) stops and joins it first.
 //
+// Note [Unpinning off the stream's callback]
+// A block freed by cuMemFreeAsync goes back to the pool from a host function the driver runs in
+// stream order, and a host function must not call CUDA; unpinning is cuMemFreeHost. So such a
+// free (Unpinning::kLater) only asks the background thread to release idle regions.
+//
 // Note [Failure inside the pool]
 // Methods are noexcept and the pool never aborts the program: a failed index allocation
 // (std::bad_alloc) makes allocate() return nullptr, or leaks the block's range on free (counted
@@ -133,9 +138,13 @@ class HostPool {
   // A block of at least `bytes`, aligned to the granularity; nullptr for 0 bytes or when the pool
   // cannot grow (host budget, pin failure). Thread-safe.
   void* allocate(uint64_t bytes) noexcept;
+  // Whether free() may unpin idle regions on the calling thread, or must leave that to the
+  // background thread (Note [Unpinning off the stream's callback]).
+  enum class Unpinning { kNow, kLater };
+
   // Frees a block allocate() returned and gives its size (rounded to the granularity); nullopt
   // for anything else (not ours, interior pointer, already freed). Thread-safe, any thread.
-  std::optional<uint64_t> free(void* block) noexcept;
+  std::optional<uint64_t> free(void* block, Unpinning unpinning = Unpinning::kNow) noexcept;
   // Whether `p` lies inside memory the pool has pinned (a block or free room).
   bool owns(const void* p) const noexcept;
   // The start of the live block that holds `p` (any byte of it); nullopt if none does.
@@ -146,6 +155,9 @@ class HostPool {
   void warm_up() noexcept;
   // Waits until no pin is requested or in flight (tests; orderly shutdown).
   void wait_for_background_pins() noexcept;
+  // Stops pinning ahead for good and waits for a pin in flight (at process exit, so that the
+  // background thread is not inside the driver while the driver tears down).
+  void stop_background_pinning() noexcept;
 
   HostPoolStats stats() const noexcept;
   const HostPoolOptions& options() const noexcept { return options_; }
@@ -166,7 +178,9 @@ class HostPool {
   // `claim` bytes as a live block; returns the region's start, nullopt on failure.
   std::optional<uint64_t> grow(std::unique_lock<std::mutex>& lock, uint64_t bytes, uint64_t claim,
                                bool ahead) noexcept;
+  bool start_background_thread_locked() noexcept;
   void request_growth_locked() noexcept;
+  void request_idle_release_locked() noexcept;
   void release_idle(std::unique_lock<std::mutex>& lock) noexcept;
   void unpin(const Region& region) noexcept;
   void grower_main() noexcept;
@@ -184,6 +198,7 @@ class HostPool {
   std::thread grower_;
   bool grower_failed_to_start_ = false;
   bool growth_requested_ = false;
+  bool release_requested_ = false;  // idle regions to unpin on the background thread
   bool pin_in_flight_ = false;  // a step pin (background or synchronous) is running
   bool background_pin_failed_ = false;  // no retry ahead of need until memory is freed
   bool stopping_ = false;

@@ -49,6 +49,32 @@ int device_attribute(CUdevice_attribute attribute, int device, int fallback) {
   return value;
 }
 
+// Waits for the work of `device`: the calling thread's context when it is on that device,
+// otherwise the device's primary context (what the runtime, and so most frameworks, use).
+CUresult synchronize_device(int device) {
+  const auto get_device = VRAMSPILL_REAL(cuCtxGetDevice);
+  const auto synchronize = VRAMSPILL_REAL(cuCtxSynchronize);
+  if (get_device == nullptr || synchronize == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
+  CUdevice current = -1;
+  if (get_device(&current) == CUDA_SUCCESS && current == device) return synchronize();
+  const auto retain = VRAMSPILL_REAL(cuDevicePrimaryCtxRetain);
+  const auto release = VRAMSPILL_REAL(cuDevicePrimaryCtxRelease_v2);
+  const auto push = VRAMSPILL_REAL(cuCtxPushCurrent_v2);
+  const auto pop = VRAMSPILL_REAL(cuCtxPopCurrent_v2);
+  CUcontext primary = nullptr;
+  if (retain == nullptr || release == nullptr || push == nullptr || pop == nullptr ||
+      retain(&primary, device) != CUDA_SUCCESS)
+    return CUDA_ERROR_NOT_SUPPORTED;
+  CUresult result = push(primary);
+  if (result == CUDA_SUCCESS) {
+    result = synchronize();
+    CUcontext popped = nullptr;
+    pop(&popped);
+  }
+  release(device);
+  return result;
+}
+
 }  // namespace
 
 struct HostTier::PendingFree {
@@ -73,14 +99,18 @@ bool HostTier::supported(int device) noexcept {
 }
 
 CUresult HostTier::allocate(int device, uint64_t bytes, CUdeviceptr* out) noexcept {
-  if (context_.load(std::memory_order_acquire) == nullptr) {
-    const auto get_current = VRAMSPILL_REAL(cuCtxGetCurrent);
-    CUcontext current = nullptr;
-    if (get_current != nullptr && get_current(&current) == CUDA_SUCCESS && current != nullptr) {
-      CUcontext none = nullptr;
-      context_.compare_exchange_strong(none, current, std::memory_order_acq_rel);
+  if (context_.load(std::memory_order_acquire) == nullptr) {  // Note [The pool's context]
+    const auto retain = VRAMSPILL_REAL(cuDevicePrimaryCtxRetain);
+    const auto release = VRAMSPILL_REAL(cuDevicePrimaryCtxRelease_v2);
+    CUcontext primary = nullptr;
+    if (retain == nullptr || release == nullptr || retain(&primary, device) != CUDA_SUCCESS)
+      return CUDA_ERROR_OUT_OF_MEMORY;
+    CUcontext none = nullptr;
+    if (context_.compare_exchange_strong(none, primary, std::memory_order_acq_rel)) {
       numa_node_.store(device_attribute(CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID, device, -1),
                        std::memory_order_relaxed);
+    } else {
+      release(device);  // another thread was first
     }
   }
   void* block = pool_.allocate(bytes);
@@ -94,16 +124,14 @@ std::optional<CUdeviceptr> HostTier::block_containing(CUdeviceptr address) const
   return pool_.block_start(reinterpret_cast<const void*>(address));
 }
 
-CUresult HostTier::free(CUdeviceptr pointer) noexcept {
+CUresult HostTier::free(CUdeviceptr pointer, int device) noexcept {
   if (!pool_.owns(reinterpret_cast<void*>(pointer))) return CUDA_ERROR_INVALID_VALUE;
-  if (const auto synchronize = VRAMSPILL_REAL(cuCtxSynchronize)) {
-    const CUresult result = synchronize();
-    // A sticky error (a kernel faulted) is the program's to see; the block is freed anyway, as
-    // the driver's cuMemFree frees memory after such an error.
-    if (result != CUDA_SUCCESS && result != CUDA_ERROR_ILLEGAL_ADDRESS &&
-        result != CUDA_ERROR_LAUNCH_FAILED)
-      return result;
-  }
+  const CUresult result = synchronize_device(device);
+  // A sticky error (a kernel faulted) is the program's to see; the block is freed anyway, as
+  // the driver's cuMemFree frees memory after such an error.
+  if (result != CUDA_SUCCESS && result != CUDA_ERROR_ILLEGAL_ADDRESS &&
+      result != CUDA_ERROR_LAUNCH_FAILED)
+    return result;
   return pool_.free(reinterpret_cast<void*>(pointer)) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
@@ -123,9 +151,10 @@ CUresult HostTier::free_in_stream_order(CUdeviceptr pointer, CUstream stream) no
 }
 
 void CUDA_CB HostTier::free_from_stream(void* pending_block) {
-  // Runs on the driver's callback thread: it must not call CUDA, and the pool does not.
+  // Runs on the driver's callback thread, which must not call CUDA: unpinning (cuMemFreeHost) is
+  // left to the pool's background thread (Note [Unpinning off the stream's callback]).
   auto* pending = static_cast<PendingFree*>(pending_block);
-  pending->tier->pool_.free(pending->block);
+  pending->tier->pool_.free(pending->block, HostPool::Unpinning::kLater);
   delete pending;
 }
 
@@ -149,40 +178,47 @@ bool HostTier::pin(void* self, std::size_t bytes, void** base) {
 }
 
 bool HostTier::pin_reserved(std::size_t bytes, void** base) noexcept {
-  const auto get_current = VRAMSPILL_REAL(cuCtxGetCurrent);
-  const auto set_current = VRAMSPILL_REAL(cuCtxSetCurrent);
+  const auto push = VRAMSPILL_REAL(cuCtxPushCurrent_v2);
+  const auto pop = VRAMSPILL_REAL(cuCtxPopCurrent_v2);
   const auto host_alloc = VRAMSPILL_REAL(cuMemHostAlloc);
   const auto device_pointer = VRAMSPILL_REAL(cuMemHostGetDevicePointer_v2);
   const auto free_host = VRAMSPILL_REAL(cuMemFreeHost);
-  if (get_current == nullptr || set_current == nullptr || host_alloc == nullptr ||
-      device_pointer == nullptr || free_host == nullptr)
+  const CUcontext context = context_.load(std::memory_order_acquire);
+  if (push == nullptr || pop == nullptr || host_alloc == nullptr || device_pointer == nullptr ||
+      free_host == nullptr || context == nullptr || push(context) != CUDA_SUCCESS)
     return false;
-  // The background pinning thread has no context: lend it the spilling thread's.
-  CUcontext current = nullptr;
-  if (get_current(&current) != CUDA_SUCCESS || current == nullptr) {
-    const CUcontext context = context_.load(std::memory_order_acquire);
-    if (context == nullptr || set_current(context) != CUDA_SUCCESS) return false;
+  bool pinned = false;
+  {
+    const ScopedPreferredNode node(numa_node_.load(std::memory_order_relaxed));
+    pinned = host_alloc(base, bytes, CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE) ==
+             CUDA_SUCCESS;
   }
-  const ScopedPreferredNode node(numa_node_.load(std::memory_order_relaxed));
-  if (host_alloc(base, bytes, CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE) !=
-      CUDA_SUCCESS)
-    return false;
   CUdeviceptr on_device = 0;
-  if (device_pointer(&on_device, *base, 0) != CUDA_SUCCESS ||
-      on_device != reinterpret_cast<CUdeviceptr>(*base)) {
+  if (pinned && (device_pointer(&on_device, *base, 0) != CUDA_SUCCESS ||
+                 on_device != reinterpret_cast<CUdeviceptr>(*base))) {
     logging::error("pinned host memory at {} is mapped at another device address ({:#x}): the "
                    "host spill tier needs unified addressing",
                    *base, on_device);
     free_host(*base);
-    return false;
+    pinned = false;
   }
-  return true;
+  CUcontext popped = nullptr;
+  pop(&popped);
+  return pinned;
 }
 
-void HostTier::unpin(void* self, void* base, std::size_t bytes) {
+bool HostTier::unpin(void* self, void* base, std::size_t bytes) {
   auto* tier = static_cast<HostTier*>(self);
-  if (const auto free_host = VRAMSPILL_REAL(cuMemFreeHost)) free_host(base);
+  const auto free_host = VRAMSPILL_REAL(cuMemFreeHost);
+  if (free_host == nullptr || free_host(base) != CUDA_SUCCESS) {
+    logging::limited(LogLevel::kError, RateKey::kDriverFallback,
+                     "cuMemFreeHost of {} bytes of the host pool at {} failed: that memory stays "
+                     "pinned, and counted against [spill] host_limit",
+                     bytes, base);
+    return false;
+  }
   tier->pinned_bytes_.fetch_sub(bytes, std::memory_order_relaxed);
+  return true;
 }
 
 }  // namespace vramspill::tiers

@@ -8,6 +8,15 @@
 // verifies for each region with cuMemHostGetDevicePointer. Pinned bytes are bounded by the host
 // budget (the pool reserves before it pins) and by RLIMIT_MEMLOCK.
 //
+// Note [The pool's context]
+// Page-locked memory belongs to the context it was allocated in, and goes when that context is
+// destroyed, portable or not. A program's own contexts come and go (cuCtxDestroy, a library's
+// private context), so the pool pins only in the primary context of the first device that
+// spills, which the shim retains itself: every pin pushes it, on the spilling thread or the
+// background one. The memory is portable, so every context can use it. What remains: a program
+// that resets that device (cudaDeviceReset, cuDevicePrimaryCtxReset) frees the pool's memory
+// under its live blocks, as it frees the program's own allocations.
+//
 // Note [Freeing spilled host blocks]
 // A block goes back to the pool only when no queued work can still touch it, or a later spill
 // would hand the same bytes to another allocation under a running kernel. cuMemFree_v2 waits for
@@ -42,8 +51,18 @@ class HostTier {
   // RLIMIT_MEMLOCK, pinning refused).
   CUresult allocate(int device, uint64_t bytes, CUdeviceptr* out) noexcept;
 
-  // Note [Freeing spilled host blocks]. CUDA_ERROR_INVALID_VALUE for a pointer not in the pool.
-  CUresult free(CUdeviceptr pointer) noexcept;
+  // Note [The pool's context]
+// Page-locked memory belongs to the context it was allocated in, and goes when that context is
+// destroyed, portable or not. A program's own contexts come and go (cuCtxDestroy, a library's
+// private context), so the pool pins only in the primary context of the first device that
+// spills, which the shim retains itself: every pin pushes it, on the spilling thread or the
+// background one. The memory is portable, so every context can use it. What remains: a program
+// that resets that device (cudaDeviceReset, cuDevicePrimaryCtxReset) frees the pool's memory
+// under its live blocks, as it frees the program's own allocations.
+//
+// Note [Freeing spilled host blocks]: waits for `device`'s work (the device the block was
+  // spilled for), then frees. CUDA_ERROR_INVALID_VALUE for a pointer not in the pool.
+  CUresult free(CUdeviceptr pointer, int device) noexcept;
   CUresult free_in_stream_order(CUdeviceptr pointer, CUstream stream) noexcept;
 
   // The start of the pool block that holds `address`; nullopt when no block does. Costs one
@@ -51,6 +70,8 @@ class HostTier {
   std::optional<CUdeviceptr> block_containing(CUdeviceptr address) const noexcept;
 
   HostPoolStats stats() const noexcept { return pool_.stats(); }
+  // At exit: no pinning may be in flight while the driver tears down.
+  void stop_background_pinning() noexcept { pool_.stop_background_pinning(); }
   // Pins refused for RLIMIT_MEMLOCK so far (for the log line that says which limit was hit).
   uint64_t memlock_refusals() const noexcept {
     return memlock_refusals_.load(std::memory_order_relaxed);
@@ -63,15 +84,15 @@ class HostTier {
   bool reserve_locked_memory(uint64_t bytes) noexcept;
   static bool pin(void* self, std::size_t bytes, void** base);
   bool pin_reserved(std::size_t bytes, void** base) noexcept;
-  static void unpin(void* self, void* base, std::size_t bytes);
+  static bool unpin(void* self, void* base, std::size_t bytes);
   static void CUDA_CB free_from_stream(void* block);
 
   static constexpr std::size_t kDevices = 64;
   enum Support : uint8_t { kUnknown, kSupported, kUnsupported };
 
   std::array<std::atomic<uint8_t>, kDevices> support_{};
-  // Where the pool pins: the context of the first spilling thread (the background pinning
-  // thread has none of its own) and that device's NUMA node.
+  // Where the pool pins (Note [The pool's context]): the primary context of the first spilling
+  // device, retained for the life of the process, and that device's NUMA node.
   std::atomic<CUcontext> context_{nullptr};
   std::atomic<int> numa_node_{-1};
   std::atomic<uint64_t> pinned_bytes_{0};

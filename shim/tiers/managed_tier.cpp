@@ -44,18 +44,20 @@ CUresult ManagedTier::free(CUdeviceptr pointer, uint64_t bytes) noexcept {
 }
 
 // Advice only steers the driver: an allocation whose advice fails is still good memory, so a
-// failure is logged (once) and the spill goes ahead.
+// failure is logged (rate-limited) and the spill goes ahead. Drivers before 12.2 have only the
+// first cuMemAdvise, which names a device ordinal (CU_DEVICE_CPU for the host).
 void ManagedTier::advise(int device, CUdeviceptr pointer, uint64_t bytes) noexcept {
   const auto advise_v2 = VRAMSPILL_REAL(cuMemAdvise_v2);
-  if (advise_v2 == nullptr) {
-    logging::limited(LogLevel::kWarn, RateKey::kManagedAdvice,
-                     "the driver has no cuMemAdvise_v2: managed spill memory is not advised");
-    return;
-  }
-  const CUmemLocation on_device{CU_MEM_LOCATION_TYPE_DEVICE, device};
-  const CUmemLocation on_host{CU_MEM_LOCATION_TYPE_HOST, 0};
-  const auto apply = [&](CUmem_advise advice, CUmemLocation location) {
-    const CUresult result = advise_v2(pointer, bytes, advice, location);
+  const auto advise_v1 = VRAMSPILL_REAL(cuMemAdvise);
+  const auto apply = [&](CUmem_advise advice, bool on_host) {
+    CUresult result = CUDA_ERROR_NOT_SUPPORTED;
+    if (advise_v2 != nullptr) {
+      const CUmemLocation location = on_host ? CUmemLocation{CU_MEM_LOCATION_TYPE_HOST, 0}
+                                             : CUmemLocation{CU_MEM_LOCATION_TYPE_DEVICE, device};
+      result = advise_v2(pointer, bytes, advice, location);
+    } else if (advise_v1 != nullptr) {
+      result = advise_v1(pointer, bytes, advice, on_host ? CU_DEVICE_CPU : device);
+    }
     if (result != CUDA_SUCCESS)
       logging::limited(LogLevel::kWarn, RateKey::kManagedAdvice,
                        "cuMemAdvise({}) on managed spill memory failed with error {}: the driver "
@@ -64,15 +66,15 @@ void ManagedTier::advise(int device, CUdeviceptr pointer, uint64_t bytes) noexce
   };
   switch (config_.managed_location) {
     case ManagedLocation::kHost:
-      apply(CU_MEM_ADVISE_SET_PREFERRED_LOCATION, on_host);
+      apply(CU_MEM_ADVISE_SET_PREFERRED_LOCATION, /*on_host=*/true);
       break;
     case ManagedLocation::kDevice:
-      apply(CU_MEM_ADVISE_SET_PREFERRED_LOCATION, on_device);
+      apply(CU_MEM_ADVISE_SET_PREFERRED_LOCATION, /*on_host=*/false);
       break;
     case ManagedLocation::kNone:
       break;
   }
-  if (config_.managed_accessed_by) apply(CU_MEM_ADVISE_SET_ACCESSED_BY, on_device);
+  if (config_.managed_accessed_by) apply(CU_MEM_ADVISE_SET_ACCESSED_BY, /*on_host=*/false);
 }
 
 }  // namespace vramspill::tiers

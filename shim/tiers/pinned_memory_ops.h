@@ -18,8 +18,9 @@ struct PinnedMemoryOps {
   // allocating thread or from the pool's background thread. The address should be aligned to
   // the pool's granularity (page alignment is enough for the default of 4 KiB).
   bool (*pin)(void* context, std::size_t bytes, void** base) = nullptr;
-  // Gives back exactly what one successful pin() returned.
-  void (*unpin)(void* context, void* base, std::size_t bytes) = nullptr;
+  // Gives back exactly what one successful pin() returned; false if the memory could not be
+  // given back (it then stays counted against the host budget).
+  bool (*unpin)(void* context, void* base, std::size_t bytes) = nullptr;
 };
 
 }  // namespace vramspill::tiers

@@ -36,6 +36,13 @@ class FakePinnedMemory {
     std::lock_guard lock(mutex_);
     return pin_sizes_;
   }
+  // Unpins made by `thread`.
+  int unpins_by(std::thread::id thread) const {
+    std::lock_guard lock(mutex_);
+    int count = 0;
+    for (const std::thread::id unpinner : unpinners_) count += unpinner == thread ? 1 : 0;
+    return count;
+  }
   // Pins made by `thread`.
   int pins_by(std::thread::id thread) const {
     std::lock_guard lock(mutex_);
@@ -70,17 +77,19 @@ class FakePinnedMemory {
     return true;
   }
 
-  static void unpin(void* context, void* base, std::size_t bytes) {
+  static bool unpin(void* context, void* base, std::size_t bytes) {
     auto* self = static_cast<FakePinnedMemory*>(context);
     std::lock_guard lock(self->mutex_);
     const auto it = self->outstanding_.find(base);
     if (it == self->outstanding_.end() || it->second != bytes) {
       ++self->bad_unpins_;
-      return;
+      return false;
     }
     self->outstanding_.erase(it);
     munmap(base, bytes);
     ++self->unpins_;
+    self->unpinners_.push_back(std::this_thread::get_id());
+    return true;
   }
 
  public:
@@ -90,6 +99,7 @@ class FakePinnedMemory {
   mutable std::mutex mutex_;
   std::atomic<int> pins_{0};
   std::atomic<int> unpins_{0};
+  std::vector<std::thread::id> unpinners_;  // guarded by mutex_
   std::atomic<int> bad_unpins_{0};
   std::vector<std::size_t> pin_sizes_;
   std::vector<std::thread::id> pinners_;

@@ -1,6 +1,7 @@
 // tiers::HostPool over fake pinned memory (real, readable mmap memory with counted calls).
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -254,6 +255,27 @@ TEST(HostPool, IdleRegionsAboveTheThresholdAreUnpinned) {
   EXPECT_TRUE(pool.owns(keeper));
   EXPECT_TRUE(holds(keeper, 8 * kKiB, 0x5a));
   EXPECT_EQ(fake.bad_unpins(), 0);
+}
+
+// Note [Unpinning off the stream's callback]: a free that may not call CUDA leaves the unpinning
+// to the background thread.
+TEST(HostPool, DeferredFreesUnpinOnTheBackgroundThread) {
+  core::HostBudget budget;
+  FakePinnedMemory fake;
+  HostPoolOptions options = small_steps(false);
+  options.release_idle_above = 0;
+  HostPool pool(options, fake.ops(), budget);
+  void* small = pool.allocate(1 * kMiB);  // one step: kept as the low-water room
+  void* large = pool.allocate(4 * kMiB);  // a region of its own
+  ASSERT_NE(small, nullptr);
+  ASSERT_NE(large, nullptr);
+  ASSERT_TRUE(pool.free(small, HostPool::Unpinning::kLater).has_value());
+  ASSERT_TRUE(pool.free(large, HostPool::Unpinning::kLater).has_value());
+  for (int i = 0; i < 2000 && fake.unpins() == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_EQ(fake.unpins(), 1);
+  EXPECT_EQ(fake.unpins_by(std::this_thread::get_id()), 0);
+  EXPECT_EQ(budget.used(), 1 * kMiB);
 }
 
 TEST(HostPool, IdleRegionsBelowTheThresholdStayPinned) {

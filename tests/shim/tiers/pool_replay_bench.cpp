@@ -112,7 +112,7 @@ bool reserve_pin(void*, std::size_t bytes, void** base) {
   *base = memory;
   return true;
 }
-void reserve_unpin(void*, void* base, std::size_t bytes) { munmap(base, bytes); }
+bool reserve_unpin(void*, void* base, std::size_t bytes) { return munmap(base, bytes) == 0; }
 
 class HostPoolAllocator final : public Allocator {
  public:

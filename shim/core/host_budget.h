@@ -50,7 +50,13 @@ class HostBudget {
     }
   }
 
-  // Gives back bytes an earlier try_reserve() took.
+  // Adds `bytes` whatever the limit: memory already taken that must be counted (the program's
+  // own pinned memory). Later reservations then find less room.
+  void charge(uint64_t bytes) noexcept {
+    raise_peak(used_.fetch_add(bytes, std::memory_order_relaxed) + bytes);
+  }
+
+  // Gives back bytes an earlier try_reserve() or charge() took.
   void release(uint64_t bytes) noexcept {
     uint64_t held = used_.load(std::memory_order_relaxed);
     for (;;) {

@@ -37,7 +37,12 @@
   X(cuIpcGetMemHandle)                           \
   X(cuMemGetAddressRange_v2)                     \
   X(cuPointerGetAttribute)                       \
-  X(cuPointerGetAttributes)
+  X(cuPointerGetAttributes)                      \
+  X(cuMemHostAlloc)                              \
+  X(cuMemAllocHost_v2)                           \
+  X(cuMemHostRegister_v2)                        \
+  X(cuMemFreeHost)                               \
+  X(cuMemHostUnregister)
 
 // Launches and copies are forwarded untouched for now; use tracking (DESIGN section 7) will
 // look at their arguments.
@@ -76,8 +81,6 @@
   Y(cuMemPoolGetAttribute)            \
   Y(cuMemAdvise)                      \
   Y(cuMemAdvise_v2)                   \
-  Y(cuMemHostAlloc)                   \
-  Y(cuMemFreeHost)                    \
   Y(cuMemHostGetDevicePointer_v2)     \
   Y(cuStreamIsCapturing)              \
   Y(cuStreamSynchronize)              \

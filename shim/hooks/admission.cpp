@@ -53,8 +53,11 @@ CUresult refuse_or_spill(ShimState& shim, const core::Admission& admission,
                              .stream = spill_target.stream,
                              .stream_ordered = spill_target.stream_ordered,
                              .managed_flags = spill_target.managed_flags};
-  return spill(shim, request, admission.admitted ? std::string() : admission.refusal,
-               spill_target.out);
+  // An admitted admission has no refusal text: empty then, the driver refused.
+  const CUresult result = spill(shim, request, admission.refusal, spill_target.out);
+  if (result == CUDA_SUCCESS && spill_target.pitch_out != nullptr)
+    *spill_target.pitch_out = spill_target.pitch;
+  return result;
 }
 
 void settle_free(ShimState& shim, const core::Allocation& forgotten, CUresult result) {

@@ -38,6 +38,9 @@ struct SpillTarget {
   CUstream stream = nullptr;
   bool stream_ordered = false;
   unsigned int managed_flags = CU_MEM_ATTACH_GLOBAL;
+  // cuMemAllocPitch: where the spill's pitch goes, and its value.
+  size_t* pitch_out = nullptr;
+  size_t pitch = 0;
 };
 
 // A request the device has no room for: spills it to `spill_target` if allowed, otherwise

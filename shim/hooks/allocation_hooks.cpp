@@ -131,12 +131,14 @@ VRAMSPILL_HOOK CUresult CUDAAPI cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pP
   const uint64_t spill_pitch =
       (uint64_t{WidthInBytes} + kSpillPitchAlignment - 1) / kSpillPitchAlignment *
       kSpillPitchAlignment;
-  // A spill writes its pitch here before it returns; the driver overwrites it when it allocates.
-  *pPitch = spill_pitch;
   // Admitted at the unpadded size; the ledger then records pitch x height (what was taken).
   return linear_allocation(
       Route::kMemAllocPitch, uint64_t{WidthInBytes} * Height,
-      SpillTarget{.out = dptr, .bytes = spill_pitch * Height}, [&](Allocated& allocated) {
+      SpillTarget{.out = dptr,
+                  .bytes = spill_pitch * Height,
+                  .pitch_out = pPitch,
+                  .pitch = static_cast<size_t>(spill_pitch)},
+      [&](Allocated& allocated) {
         const CUresult result = allocate();
         if (result == CUDA_SUCCESS) {
           allocated.key = *dptr;

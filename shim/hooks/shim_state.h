@@ -18,6 +18,7 @@
 
 #include "config/config.h"
 #include "core/ledger.h"
+#include "core/host_allocations.h"
 #include "core/host_budget.h"
 #include "core/vmm_tracker.h"
 #include "tiers/host_tier.h"
@@ -33,7 +34,8 @@ struct ShimState {
   Config config;
   core::Ledger ledger;
   core::VmmTracker vmm;
-  core::HostBudget host_budget;  // pinned + managed spill bytes, against [spill] host_limit
+  core::HostBudget host_budget;  // pinned + managed bytes, against [spill] host_limit
+  core::HostAllocations program_pinned;  // the program's own page-locked memory
   tiers::ManagedTier managed;
   tiers::HostTier host;
 };

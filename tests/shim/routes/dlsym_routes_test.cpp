@@ -102,7 +102,7 @@ TEST_F(DlsymRoutes, OtherExportsStayTheDrivers) {
   // Not hooked at all, and the legacy 32-bit ABIs whose names lack the _v2 of the hooked ones:
   // handing out a hook for the current ABI there would break the caller's arguments.
   for (const char* name :
-       {"cuDeviceGetCount", "cuDeviceGet", "cuCtxGetDevice", "cuMemHostAlloc",
+       {"cuDeviceGetCount", "cuDeviceGet", "cuCtxGetDevice", "cuMemHostGetFlags",
         "cuMemGetAddressRange", "cuMemHostGetDevicePointer_v2", "cuStreamSynchronize", "cuMemPoolCreate", "cuMemSetAccess",
         "cuMemAlloc", "cuMemFree", "cuMemGetInfo", "cuMemAllocPitch", "cuArrayCreate",
         "cuArray3DCreate", "cuMemcpyHtoD", "cuGetExportTable"}) {

@@ -125,3 +125,22 @@ TEST_F(Refusals, AllocationsBelowMinSizeAreNotSpilled) {
 }
 
 }  // namespace
+
+namespace {
+
+// The program's own page-locked memory counts against the host limit (512 MiB here): while it
+// holds nearly all of it, a spill finds no room; once it frees it, the same spill goes through.
+TEST_F(Refusals, ProgramPinnedMemoryLeavesLessRoomToSpill) {
+  constexpr size_t kPinned = 510 * kMiB;
+  void* pinned = nullptr;
+  ASSERT_CU(cuMemHostAlloc(&pinned, kPinned, CU_MEMHOSTALLOC_PORTABLE));
+  CUdeviceptr refused = 0;
+  EXPECT_EQ(cuMemAlloc(&refused, kBlock), CUDA_ERROR_OUT_OF_MEMORY);
+  ASSERT_CU(cuMemFreeHost(pinned));
+  CUdeviceptr spilled = 0;
+  ASSERT_CU(cuMemAlloc(&spilled, kBlock));
+  EXPECT_NE(tier_of(spilled), Tier::kDevice);
+  ASSERT_CU(cuMemFree(spilled));
+}
+
+}  // namespace

@@ -1,0 +1,26 @@
+// The program's own page-locked host memory (cuMemHostAlloc, cuMemAllocHost, cuMemHostRegister),
+// by address, so that its free gives the bytes back to the host budget (DESIGN.md sections 4 and
+// 6: the program's pinned bytes count against the host limit, and so leave less room to spill).
+// Pinning is slow and rare next to device allocations, so one mutex and a hash map.
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <unordered_map>
+
+namespace vramspill::core {
+
+class HostAllocations {
+ public:
+  // Records `bytes` at `address`; false if it could not be recorded (out of memory).
+  bool add(uint64_t address, uint64_t bytes) noexcept;
+  // Removes and returns the bytes recorded at `address`; nullopt if none are.
+  std::optional<uint64_t> remove(uint64_t address) noexcept;
+
+ private:
+  std::mutex mutex_;
+  std::unordered_map<uint64_t, uint64_t> bytes_;  // guarded by mutex_
+};
+
+}  // namespace vramspill::core

@@ -29,14 +29,6 @@ struct Held {
   CUarray array = nullptr;
 };
 
-// The per-thread-stream exports, which a program reaches only through cuGetProcAddress (cudart
-// asks for them with flags 2 when built with --default-stream per-thread).
-struct PerThreadExports {
-  decltype(&cuMemAllocAsync) alloc_async = nullptr;
-  decltype(&cuMemAllocFromPoolAsync) alloc_from_pool_async = nullptr;
-  decltype(&cuMemFreeAsync) free_async = nullptr;
-};
-
 class BudgetRoutes;
 
 struct Route {
@@ -54,7 +46,7 @@ class BudgetRoutes : public routes::PrimaryContextTest<::testing::TestWithParam<
  public:
   CUstream stream() const { return stream_; }
   CUmemoryPool pool() const { return pool_; }
-  const PerThreadExports& per_thread() const { return per_thread_; }
+  const routes::PerThreadExports& per_thread() const { return per_thread_; }
 
  protected:
   void SetUp() override {
@@ -64,7 +56,7 @@ class BudgetRoutes : public routes::PrimaryContextTest<::testing::TestWithParam<
     props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
     props.location = {CU_MEM_LOCATION_TYPE_DEVICE, device()};
     ASSERT_CU(cuMemPoolCreate(&pool_, &props));
-    ASSERT_NO_FATAL_FAILURE(look_up_per_thread_exports());
+    ASSERT_NO_FATAL_FAILURE(routes::look_up_per_thread_exports(per_thread_, under_shim()));
     ASSERT_EQ(free_bytes(), under_shim() ? kBudget : kDeviceMemory) << "a test leaked memory";
   }
 
@@ -88,26 +80,10 @@ class BudgetRoutes : public routes::PrimaryContextTest<::testing::TestWithParam<
   CUresult release(Held& held) { return GetParam().release(*this, held); }
 
  private:
-  void look_up_per_thread_exports() {
-    const auto find = [](const char* name, const char* export_name, void** out) {
-      CUdriverProcAddressQueryResult status{};
-      ASSERT_CU(cuGetProcAddress(name, out, 11020, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM,
-                                 &status));
-      EXPECT_EQ(status, CU_GET_PROC_ADDRESS_SUCCESS);
-      // Under the shim, its hook for exactly the per-thread export; otherwise the driver's.
-      EXPECT_TRUE(is_export(*out, export_name, under_shim()));
-    };
-    ASSERT_NO_FATAL_FAILURE(find("cuMemAllocAsync", "cuMemAllocAsync_ptsz",
-                                 reinterpret_cast<void**>(&per_thread_.alloc_async)));
-    ASSERT_NO_FATAL_FAILURE(find("cuMemAllocFromPoolAsync", "cuMemAllocFromPoolAsync_ptsz",
-                                 reinterpret_cast<void**>(&per_thread_.alloc_from_pool_async)));
-    ASSERT_NO_FATAL_FAILURE(find("cuMemFreeAsync", "cuMemFreeAsync_ptsz",
-                                 reinterpret_cast<void**>(&per_thread_.free_async)));
-  }
 
   CUstream stream_ = nullptr;
   CUmemoryPool pool_ = nullptr;
-  PerThreadExports per_thread_;
+  routes::PerThreadExports per_thread_;
 };
 
 // Sizes used below are multiples of 2 MiB and of 64 KiB x 1024, so every route takes exactly

@@ -93,6 +93,32 @@ inline ::testing::AssertionResult is_export(const void* address, std::string_vie
          << (symbol.library.empty() ? "?" : symbol.library) << (symbol.exact ? "" : " (inside)");
 }
 
+// The per-thread-stream exports, which a program reaches only through cuGetProcAddress (cudart
+// asks for them with flags 2 when built with --default-stream per-thread).
+struct PerThreadExports {
+  decltype(&cuMemAllocAsync) alloc_async = nullptr;
+  decltype(&cuMemAllocFromPoolAsync) alloc_from_pool_async = nullptr;
+  decltype(&cuMemFreeAsync) free_async = nullptr;
+};
+
+// Looks them up as cudart does; each must be exactly the per-thread export, the shim's hook for
+// it when `from_shim`, the driver's otherwise.
+inline void look_up_per_thread_exports(PerThreadExports& exports, bool from_shim) {
+  const auto find = [from_shim](const char* name, const char* export_name, void** out) {
+    CUdriverProcAddressQueryResult status{};
+    ASSERT_CU(cuGetProcAddress(name, out, 12000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM,
+                               &status));
+    EXPECT_EQ(status, CU_GET_PROC_ADDRESS_SUCCESS);
+    ASSERT_TRUE(is_export(*out, export_name, from_shim));
+  };
+  ASSERT_NO_FATAL_FAILURE(find("cuMemAllocAsync", "cuMemAllocAsync_ptsz",
+                               reinterpret_cast<void**>(&exports.alloc_async)));
+  ASSERT_NO_FATAL_FAILURE(find("cuMemAllocFromPoolAsync", "cuMemAllocFromPoolAsync_ptsz",
+                               reinterpret_cast<void**>(&exports.alloc_from_pool_async)));
+  ASSERT_NO_FATAL_FAILURE(find("cuMemFreeAsync", "cuMemFreeAsync_ptsz",
+                               reinterpret_cast<void**>(&exports.free_async)));
+}
+
 // A test with device 0's primary context current; free_bytes() is cuMemGetInfo's free figure
 // after checking its total (the budget under the shim, the device's memory without it). `Base` is
 // ::testing::Test or a ::testing::TestWithParam<...>.

@@ -24,12 +24,6 @@ using spill::tier_of;
 
 constexpr size_t kWords = kBlock / sizeof(uint32_t);
 
-struct PerThreadExports {
-  decltype(&cuMemAllocAsync) alloc_async = nullptr;
-  decltype(&cuMemAllocFromPoolAsync) alloc_from_pool_async = nullptr;
-  decltype(&cuMemFreeAsync) free_async = nullptr;
-};
-
 // A gate for a stream: a host function that blocks the stream until the test opens it (or a
 // watchdog does, so a free that waits for the stream cannot hang the test).
 struct Gate {
@@ -58,18 +52,7 @@ class FreeRoutes : public spill::SpillTest {
     ASSERT_NO_FATAL_FAILURE(SpillTest::SetUp());
     ASSERT_FALSE(spill::spilling_off());
     ASSERT_NO_FATAL_FAILURE(fill_device(device_blocks_));
-    const auto find = [](const char* name, const char* export_name, void** out) {
-      CUdriverProcAddressQueryResult status{};
-      ASSERT_CU(cuGetProcAddress(name, out, 12000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM,
-                                 &status));
-      ASSERT_TRUE(routes::is_export(*out, export_name, /*from_shim=*/true));
-    };
-    ASSERT_NO_FATAL_FAILURE(find("cuMemAllocAsync", "cuMemAllocAsync_ptsz",
-                                 reinterpret_cast<void**>(&per_thread_.alloc_async)));
-    ASSERT_NO_FATAL_FAILURE(find("cuMemAllocFromPoolAsync", "cuMemAllocFromPoolAsync_ptsz",
-                                 reinterpret_cast<void**>(&per_thread_.alloc_from_pool_async)));
-    ASSERT_NO_FATAL_FAILURE(find("cuMemFreeAsync", "cuMemFreeAsync_ptsz",
-                                 reinterpret_cast<void**>(&per_thread_.free_async)));
+    ASSERT_NO_FATAL_FAILURE(routes::look_up_per_thread_exports(per_thread_, /*from_shim=*/true));
   }
 
   void TearDown() override {
@@ -100,7 +83,7 @@ class FreeRoutes : public spill::SpillTest {
   void free_async_is_ordered(CUstream stream, bool stream_ordered_allocation, bool per_thread_free);
 
   std::vector<CUdeviceptr> device_blocks_;
-  PerThreadExports per_thread_;
+  routes::PerThreadExports per_thread_;
 };
 
 TEST_F(FreeRoutes, MemAllocFreedByMemFree) {

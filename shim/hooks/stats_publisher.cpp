@@ -4,6 +4,7 @@
 #include <signal.h>
 
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <thread>
 
@@ -53,6 +54,12 @@ void publish(ShimState& shim) noexcept {
 
 }  // namespace
 
+// Note [A thread started before the program can fork]
+// The shim initialises inside the program's first driver call, and a program may fork right
+// after it returns (the lifecycle tests do). A thread still starting up at that moment can hold
+// locks of the C library's or a sanitizer runtime's thread bookkeeping, which the child then
+// inherits held, and the child hangs at its exit. So the first driver call returns only once the
+// thread runs its own code.
 void start_stats_publisher(ShimState& shim) noexcept {
   if (!shim.config.log.stats || !stats_file.open_for_this_process()) return;
   publish(shim);
@@ -60,14 +67,18 @@ void start_stats_publisher(ShimState& shim) noexcept {
   sigset_t previous;
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &previous);  // the new thread inherits the mask
+  std::atomic<bool> running{false};
   try {
-    std::thread([&shim] {
+    std::thread([&shim, &running] {
       pthread_setname_np(pthread_self(), "vramspill-stat");
+      running.store(true, std::memory_order_release);  // `running` is gone after this
       for (;;) {
         std::this_thread::sleep_for(kPublishInterval);
         publish(shim);
       }
     }).detach();
+    // Note [A thread started before the program can fork]
+    while (!running.load(std::memory_order_acquire)) std::this_thread::yield();
   } catch (...) {
     logging::warn("cannot start the stats thread: `vramspill stat` shows this process's figures "
                   "from its start only");

@@ -1,15 +1,19 @@
-// Stream-ordered allocation on simcuda (1 GiB device): pool blocks, reuse in stream order and
-// across streams, release at synchronisation, attributes, created pools, exact VRAM accounting.
+// Stream-ordered allocation on simcuda (1 GiB device): chunks and the ranges cut from them,
+// reuse in stream order and across streams, release at synchronisation, attributes, created
+// pools, exact VRAM accounting (Note [Pool chunks] in tools/simcuda/src/core/memory_pool.h).
 //
 // A stream is held at a point by a host function that waits for a gate (Gate, in
 // stream_test_support.h), so that a free queued behind it has provably not run yet.
 #include <cstdlib>
 #include <limits>
+#include <vector>
 
 #include "kernel_test_support.h"
 #include "stream_test_support.h"
 
 namespace {
+
+constexpr size_t kChunk = 32 * kMiB;  // what a pool reserves for a request up to that size
 
 class PoolTest : public KernelFixture {
  protected:
@@ -67,12 +71,12 @@ TEST_F(PoolTest, TheDefaultPoolIsCurrentWithTheDriversDefaults) {
   EXPECT_EQ(cuMemPoolDestroy(pool_), CUDA_ERROR_INVALID_VALUE);  // the default stays
 }
 
-TEST_F(PoolTest, BlocksAreRoundedAndCountedExactly) {
+TEST_F(PoolTest, ChunksAreReservedAndCountedExactly) {
   CUdeviceptr block = 0;
   ASSERT_CU(cuMemAllocAsync(&block, 3 * kMiB, s1_));
-  EXPECT_EQ(attribute(pool_, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), 4 * kMiB);
+  EXPECT_EQ(attribute(pool_, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), kChunk);
   EXPECT_EQ(attribute(pool_, CU_MEMPOOL_ATTR_USED_MEM_CURRENT), 3 * kMiB);
-  EXPECT_EQ(used(), 4 * kMiB);
+  EXPECT_EQ(used(), kChunk);
   CUmemoryPool owner = nullptr;
   ASSERT_CU(cuPointerGetAttribute(&owner, CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE, block + 100));
   EXPECT_EQ(owner, pool_);
@@ -83,7 +87,7 @@ TEST_F(PoolTest, BlocksAreRoundedAndCountedExactly) {
   ASSERT_CU(cuMemFreeAsync(block, s1_));
   EXPECT_EQ(attribute(pool_, CU_MEMPOOL_ATTR_USED_MEM_CURRENT), 0u);
   EXPECT_EQ(attribute(pool_, CU_MEMPOOL_ATTR_USED_MEM_HIGH), 3 * kMiB);
-  EXPECT_EQ(attribute(pool_, CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH), 4 * kMiB);
+  EXPECT_EQ(attribute(pool_, CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH), kChunk);
 }
 
 TEST_F(PoolTest, FreeThenAllocOnTheSameStreamReusesTheBlock) {
@@ -97,7 +101,7 @@ TEST_F(PoolTest, FreeThenAllocOnTheSameStreamReusesTheBlock) {
   ASSERT_CU(cuMemFreeAsync(second, s1_));
   ASSERT_CU(cuMemAllocAsync(&elsewhere, 8 * kMiB, s2_));
   EXPECT_NE(elsewhere, first);  // another stream must not touch it before the free ran
-  EXPECT_EQ(attribute(pool_, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), 16 * kMiB);
+  EXPECT_EQ(attribute(pool_, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), kChunk);  // one chunk, split
   gate.open();
   EXPECT_CU(cuStreamSynchronize(s1_));
   ASSERT_CU(cuMemFreeAsync(elsewhere, s2_));
@@ -160,8 +164,8 @@ TEST_F(PoolTest, SynchronisationGivesBackMemoryAboveTheReleaseThreshold) {
   ASSERT_CU(cuMemAllocAsync(&block, 8 * kMiB, s1_));
   ASSERT_CU(cuMemFreeAsync(block, s1_));
   ASSERT_CU(cuCtxSynchronize());
-  EXPECT_EQ(attribute(pool_, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), 8 * kMiB);
-  EXPECT_EQ(used(), 8 * kMiB);  // idle pool memory still counts against VRAM
+  EXPECT_EQ(attribute(pool_, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), kChunk);
+  EXPECT_EQ(used(), kChunk);  // idle pool memory still counts against VRAM
   ASSERT_CU(cuMemPoolTrimTo(pool_, 0));
   EXPECT_EQ(attribute(pool_, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), 0u);
   EXPECT_EQ(used(), 0u);
@@ -188,7 +192,7 @@ TEST_F(PoolTest, WatermarksResetAndCurrentValuesAreReadOnly) {
   ASSERT_CU(cuMemPoolSetAttribute(pool_, CU_MEMPOOL_ATTR_USED_MEM_HIGH, &zero));
   EXPECT_EQ(attribute(pool_, CU_MEMPOOL_ATTR_USED_MEM_HIGH), 0u);
   ASSERT_CU(cuMemPoolSetAttribute(pool_, CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH, &zero));
-  EXPECT_EQ(attribute(pool_, CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH), 10 * kMiB);
+  EXPECT_EQ(attribute(pool_, CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH), kChunk);
   EXPECT_EQ(cuMemPoolSetAttribute(pool_, CU_MEMPOOL_ATTR_USED_MEM_HIGH, &one),
             CUDA_ERROR_INVALID_VALUE);
   EXPECT_EQ(cuMemPoolSetAttribute(pool_, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &zero),
@@ -221,7 +225,7 @@ TEST_F(PoolTest, CreatedPoolsServeAllocationsAndOutliveDestruction) {
   cuuint64_t value = 0;
   EXPECT_EQ(cuMemPoolGetAttribute(created, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &value),
             CUDA_ERROR_INVALID_VALUE);
-  EXPECT_EQ(used(), 2 * kMiB);
+  EXPECT_EQ(used(), kChunk);  // the chunk that still holds from_pool
   ASSERT_CU(cuMemFree(from_pool));
   EXPECT_EQ(used(), 0u);
 
@@ -229,6 +233,128 @@ TEST_F(PoolTest, CreatedPoolsServeAllocationsAndOutliveDestruction) {
   EXPECT_EQ(cuMemPoolCreate(&created, &props), CUDA_ERROR_NOT_SUPPORTED);
   props.location = {CU_MEM_LOCATION_TYPE_DEVICE, 5};
   EXPECT_EQ(cuMemPoolCreate(&created, &props), CUDA_ERROR_INVALID_DEVICE);
+}
+
+TEST_F(PoolTest, SmallRequestsShareAChunkAtTheDriversAlignment) {
+  CUdeviceptr tiny = 0, small = 0;
+  ASSERT_CU(cuMemAllocAsync(&tiny, 12, s1_));
+  ASSERT_CU(cuMemAllocAsync(&small, 1000, s1_));
+  EXPECT_EQ(small, tiny + 512);
+  EXPECT_EQ(attribute(pool_, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), kChunk);
+  EXPECT_EQ(attribute(pool_, CU_MEMPOOL_ATTR_USED_MEM_CURRENT), 512u + 1024u);
+  // Each range answers pointer queries as an allocation of its own.
+  CUdeviceptr start = 0;
+  size_t size = 0;
+  ASSERT_CU(cuPointerGetAttribute(&start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, small + 10));
+  ASSERT_CU(cuPointerGetAttribute(&size, CU_POINTER_ATTRIBUTE_RANGE_SIZE, small + 10));
+  EXPECT_EQ(start, small);
+  EXPECT_EQ(size, 1000u);
+  ASSERT_CU(cuMemGetAddressRange(&start, &size, tiny + 4));
+  EXPECT_EQ(start, tiny);
+  EXPECT_EQ(size, 12u);
+  ASSERT_CU(fill(small, 9u, 250, s1_));
+  ASSERT_CU(fill(tiny, 4u, 3, s1_));
+  ASSERT_CU(cuStreamSynchronize(s1_));
+  EXPECT_EQ(download<uint32_t>(small, 250), std::vector<uint32_t>(250, 9u));
+  ASSERT_CU(cuMemFreeAsync(tiny, s1_));
+  ASSERT_CU(cuMemFreeAsync(small, s1_));
+}
+
+TEST_F(PoolTest, FreedNeighboursCoalesceIntoOneRange) {
+  keep_everything();
+  CUdeviceptr first = 0, second = 0, rest = 0, both = 0;
+  ASSERT_CU(cuMemAllocAsync(&first, 4 * kMiB, s1_));
+  ASSERT_CU(cuMemAllocAsync(&second, 4 * kMiB, s1_));
+  ASSERT_CU(cuMemAllocAsync(&rest, kChunk - 8 * kMiB, s1_));  // the chunk is full
+  EXPECT_EQ(second, first + 4 * kMiB);
+  ASSERT_CU(cuMemFreeAsync(first, s1_));
+  ASSERT_CU(cuMemFreeAsync(second, s1_));
+  ASSERT_CU(cuStreamSynchronize(s1_));
+  ASSERT_CU(cuMemAllocAsync(&both, 8 * kMiB, s2_));  // fits only in the two freed ranges
+  EXPECT_EQ(both, first);
+  EXPECT_EQ(attribute(pool_, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), kChunk);
+  ASSERT_CU(cuMemFreeAsync(both, s2_));
+  ASSERT_CU(cuMemFreeAsync(rest, s1_));
+}
+
+// One large block freed and synchronised, then many small requests: the scenario the shim's
+// pool budget must follow.
+TEST_F(PoolTest, AKeptLargeChunkIsSplitForSmallRequests) {
+  keep_everything();
+  CUdeviceptr large = 0;
+  ASSERT_CU(cuMemAllocAsync(&large, 192 * kMiB, s1_));
+  ASSERT_CU(cuMemFreeAsync(large, s1_));
+  ASSERT_CU(cuStreamSynchronize(s1_));
+  EXPECT_EQ(attribute(pool_, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), 192 * kMiB);
+  std::vector<CUdeviceptr> small(48);
+  for (CUdeviceptr& block : small) {
+    ASSERT_CU(cuMemAllocAsync(&block, 4 * kMiB, s2_));
+    EXPECT_GE(block, large);
+    EXPECT_LT(block, large + 192 * kMiB);
+  }
+  EXPECT_EQ(attribute(pool_, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), 192 * kMiB);
+  EXPECT_EQ(attribute(pool_, CU_MEMPOOL_ATTR_USED_MEM_CURRENT), 192 * kMiB);
+  EXPECT_EQ(used(), 192 * kMiB);
+  for (CUdeviceptr block : small) ASSERT_CU(cuMemFreeAsync(block, s2_));
+}
+
+TEST_F(PoolTest, AReleasedLargeChunkLeavesSmallRequestsToReserveNewChunks) {
+  CUdeviceptr large = 0;
+  ASSERT_CU(cuMemAllocAsync(&large, 192 * kMiB, s1_));
+  ASSERT_CU(cuMemFreeAsync(large, s1_));
+  ASSERT_CU(cuStreamSynchronize(s1_));  // threshold 0: the whole chunk goes back
+  EXPECT_EQ(attribute(pool_, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), 0u);
+  std::vector<CUdeviceptr> small(48);
+  for (size_t i = 0; i < small.size(); ++i) {
+    ASSERT_CU(cuMemAllocAsync(&small[i], 4 * kMiB, s2_));
+    // Eight requests fill a chunk; the ninth reserves the next.
+    EXPECT_EQ(attribute(pool_, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), (i / 8 + 1) * kChunk) << i;
+  }
+  EXPECT_EQ(used(), 192 * kMiB);
+  for (CUdeviceptr block : small) ASSERT_CU(cuMemFreeAsync(block, s2_));
+}
+
+TEST_F(PoolTest, ReservationsNeverExceedVram) {
+  size_t total = 0;
+  ASSERT_CU(cuDeviceTotalMem(&total, device_));
+  std::vector<CUdeviceptr> blocks;
+  CUdeviceptr block = 0;
+  CUresult result = CUDA_SUCCESS;
+  while ((result = cuMemAllocAsync(&block, 4 * kMiB, s1_)) == CUDA_SUCCESS) blocks.push_back(block);
+  EXPECT_EQ(result, CUDA_ERROR_OUT_OF_MEMORY);
+  const cuuint64_t reserved = attribute(pool_, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT);
+  EXPECT_LE(reserved, total);
+  EXPECT_EQ(reserved, used());
+  EXPECT_GT(blocks.size() * 4 * kMiB, total - kChunk);  // chunks packed full
+  for (CUdeviceptr each : blocks) ASSERT_CU(cuMemFreeAsync(each, s1_));
+}
+
+TEST_F(PoolTest, WhenVramIsShortAChunkShrinksToTheRequest) {
+  CUdeviceptr large = 0, small = 0;
+  ASSERT_CU(cuMemAllocAsync(&large, 1000 * kMiB, s1_));  // 24 MiB of VRAM left
+  ASSERT_CU(cuMemAllocAsync(&small, 3 * kMiB, s1_));
+  EXPECT_EQ(attribute(pool_, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), 1004 * kMiB);
+  ASSERT_CU(cuMemFreeAsync(small, s1_));
+  ASSERT_CU(cuMemFreeAsync(large, s1_));
+}
+
+TEST_F(PoolTest, MaxSizeCapsTheReservation) {
+  CUmemPoolProps props{};
+  props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+  props.location = {CU_MEM_LOCATION_TYPE_DEVICE, 0};
+  props.maxSize = 64 * kMiB;
+  CUmemoryPool capped = nullptr;
+  ASSERT_CU(cuMemPoolCreate(&capped, &props));
+  CUdeviceptr large = 0, medium = 0, over = 0;
+  ASSERT_CU(cuMemAllocFromPoolAsync(&large, 40 * kMiB, capped, s1_));
+  ASSERT_CU(cuMemAllocFromPoolAsync(&medium, 20 * kMiB, capped, s1_));  // no room for 32 MiB
+  EXPECT_EQ(attribute(capped, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), 60 * kMiB);
+  EXPECT_EQ(cuMemAllocFromPoolAsync(&over, 8 * kMiB, capped, s1_), CUDA_ERROR_OUT_OF_MEMORY);
+  ASSERT_CU(cuMemFreeAsync(large, s1_));
+  ASSERT_CU(cuMemFreeAsync(medium, s1_));
+  ASSERT_CU(cuStreamSynchronize(s1_));
+  ASSERT_CU(cuMemPoolDestroy(capped));
+  EXPECT_EQ(used(), 0u);
 }
 
 TEST_F(PoolTest, PerThreadExportsUseThePerThreadStream) {
@@ -246,19 +372,6 @@ TEST_F(PoolTest, PerThreadExportsUseThePerThreadStream) {
   ASSERT_CU(alloc_ptsz(&second, kMiB, CU_STREAM_PER_THREAD));  // the same stream: reused
   EXPECT_EQ(second, first);
   ASSERT_CU(free_ptsz(second, nullptr));
-}
-
-TEST_F(PoolTest, CapturingStreamsRefuseStreamOrderedAllocation) {
-  CUdeviceptr block = 0;
-  ASSERT_CU(cuMemAllocAsync(&block, kMiB, s1_));
-  ASSERT_CU(cuStreamBeginCapture(s1_, CU_STREAM_CAPTURE_MODE_RELAXED));
-  CUdeviceptr captured = 0;
-  EXPECT_EQ(cuMemAllocAsync(&captured, kMiB, s1_), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
-  EXPECT_EQ(cuMemFreeAsync(block, s1_), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
-  CUgraph graph = nullptr;
-  ASSERT_CU(cuStreamEndCapture(s1_, &graph));
-  ASSERT_CU(cuGraphDestroy(graph));
-  ASSERT_CU(cuMemFreeAsync(block, s1_));
 }
 
 TEST(PoolSupportDeathTest, DevicesWithoutPoolsRefuseStreamOrderedAllocation) {

@@ -1,4 +1,6 @@
 // Stream capture and the graphs it produces (Note [Stream capture] in core/capture.h).
+#include <atomic>
+
 #include "core/api.h"
 #include "core/capture.h"
 #include "core/context.h"
@@ -80,8 +82,10 @@ CUresult instantiate(CUgraphExec* phGraphExec, CUgraph hGraph, unsigned long lon
   if (phGraphExec == nullptr || (flags & ~kInstantiateFlags) != 0) return CUDA_ERROR_INVALID_VALUE;
   const std::shared_ptr<simcuda::Graph> graph = simcuda::graph_from_handle(hGraph);
   if (graph == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  const std::shared_ptr<simcuda::GraphExec> exec = simcuda::new_graph_exec(*graph);
-  if (exec == nullptr) return CUDA_ERROR_ILLEGAL_STATE;  // the graph is still being captured
+  std::shared_ptr<simcuda::GraphExec> exec;
+  const bool auto_free = (flags & CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH) != 0;
+  if (CUresult result = simcuda::new_graph_exec(*graph, auto_free, &exec); result != CUDA_SUCCESS)
+    return result;
   *phGraphExec = simcuda::to_handle(exec.get());
   return CUDA_SUCCESS;
 }
@@ -121,13 +125,35 @@ CUresult launch(DefaultStream null_means, CUgraphExec hGraphExec, CUstream hStre
   if (CUresult result = exec_and_stream(null_means, hGraphExec, hStream, &exec, &stream);
       result != CUDA_SUCCESS)
     return result;
+  if (CUresult result =
+          simcuda::launch_graph_allocations(exec->left_allocated, exec->auto_free_on_launch);
+      result != CUDA_SUCCESS)
+    return result;
   // One piece of work per launch: the graph's work runs in order, and nothing queued on the
   // stream later can start before all of it is done.
-  return simcuda::submit_async(*stream, [nodes = exec->nodes] {
-    double seconds = 0.0;
-    for (const simcuda::StreamWork& node : *nodes) seconds += node();
-    return seconds;
-  });
+  // A launch lets go of the nodes as it finishes, before the stream counts it done, so that
+  // once a synchronisation returns, the graph's memory (Note [Graph memory]) belongs to the graph
+  // and its executable graphs alone and goes when they go. A launch recorded by a capture keeps
+  // them: the outer graph replays it. (If the work ran before `one_shot` was set, it keeps them
+  // until the stream drops it, a moment later.)
+  struct Launch {
+    std::shared_ptr<const std::vector<simcuda::StreamWork>> nodes;
+    std::atomic<bool> one_shot{false};
+  };
+  auto run = std::make_shared<Launch>();
+  run->nodes = exec->nodes;
+  simcuda::Placement placement;
+  const CUresult result = simcuda::submit_async(
+      *stream,
+      [run] {
+        double seconds = 0.0;
+        for (const simcuda::StreamWork& node : *run->nodes) seconds += node();
+        if (run->one_shot.load()) run->nodes.reset();
+        return seconds;
+      },
+      &placement);
+  if (result == CUDA_SUCCESS && placement.capture_id == 0) run->one_shot.store(true);
+  return result;
 }
 
 CUresult upload(DefaultStream null_means, CUgraphExec hGraphExec, CUstream hStream) {

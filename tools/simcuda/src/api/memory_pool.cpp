@@ -1,6 +1,7 @@
 // Stream-ordered allocation: cuMemAllocAsync, cuMemFreeAsync, cuMemAllocFromPoolAsync and the
 // cuMemPool* / cuDevice*MemPool family. The model is in core/memory_pool.cpp (Note
-// [Stream-ordered pools]); this file checks arguments as the driver does.
+// [Stream-ordered pools]), and in core/graph_memory.cpp for capturing streams (Note [Graph
+// memory]); this file checks arguments as the driver does.
 #include "core/memory_pool.h"
 
 #include "core/api.h"
@@ -8,6 +9,7 @@
 #include "core/context.h"
 #include "core/device.h"
 #include "core/driver.h"
+#include "core/graph_memory.h"
 #include "core/memory_release.h"
 #include "core/submit.h"
 
@@ -30,12 +32,21 @@ CUresult allocate(CUdeviceptr* dptr, size_t size, MemoryPool* pool, CUstream han
   if (CUresult resolved = simcuda::resolve_stream(handle, null_means, &stream);
       resolved != CUDA_SUCCESS)
     return resolved;
-  // Graph memory nodes (what the driver records for a capturing stream) are not modeled.
-  if (simcuda::stream_is_capturing(*stream)) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   Device& device = pool != nullptr ? simcuda::pool_device(*pool) : *stream->context()->device;
   if (!pools_supported(device)) return CUDA_ERROR_NOT_SUPPORTED;
   if (pool == nullptr) pool = simcuda::current_pool(device);
-  return simcuda::pool_allocate(*pool, size, *stream, dptr);
+  if (!simcuda::stream_is_capturing(*stream))
+    return simcuda::pool_allocate(*pool, size, *stream, dptr);
+  std::shared_ptr<simcuda::GraphAllocation> allocation;
+  if (CUresult result = simcuda::new_graph_allocation(*pool, size, stream->context(), &allocation);
+      result != CUDA_SUCCESS)
+    return result;
+  const CUdeviceptr address = allocation->memory.base;
+  if (CUresult result = simcuda::capture_memory_alloc(*stream, std::move(allocation));
+      result != CUDA_SUCCESS)
+    return result;
+  *dptr = address;
+  return CUDA_SUCCESS;
 }
 
 CUresult allocate_from(CUdeviceptr* dptr, size_t size, CUmemoryPool handle, CUstream stream,
@@ -45,14 +56,16 @@ CUresult allocate_from(CUdeviceptr* dptr, size_t size, CUmemoryPool handle, CUst
   return allocate(dptr, size, pool, stream, null_means);
 }
 
-// Pool blocks are freed in stream order. Other device memory the driver also accepts: it
-// waits for the stream and frees it at once.
+// Pool blocks are freed in stream order, graph allocations a launch left allocated at once
+// (nothing else can reuse them). Other device memory the driver also accepts: it waits for the
+// stream and frees it at once.
 CUresult free_async(CUdeviceptr dptr, CUstream handle, DefaultStream null_means) {
   simcuda::Stream* stream = nullptr;
   if (CUresult resolved = simcuda::resolve_stream(handle, null_means, &stream);
       resolved != CUDA_SUCCESS)
     return resolved;
-  if (simcuda::stream_is_capturing(*stream)) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  if (simcuda::stream_is_capturing(*stream)) return simcuda::capture_memory_free(*stream, dptr);
+  if (simcuda::free_graph_allocation(dptr)) return CUDA_SUCCESS;
   const std::optional<Allocation> found = Driver::instance()->allocations().find_exact(dptr);
   if (!found) return CUDA_ERROR_INVALID_VALUE;
   if (found->pool != nullptr) return simcuda::pool_free_async(*found, *stream);

@@ -215,6 +215,32 @@ CUresult join_capture(Stream& stream, uint64_t capture_id) {
   return CUDA_SUCCESS;
 }
 
+CUresult capture_memory_alloc(Stream& stream, std::shared_ptr<GraphAllocation> allocation) {
+  std::lock_guard lock(capture_mutex);
+  Sequence* sequence = sequence_of(stream);
+  if (sequence == nullptr) return CUDA_ERROR_ILLEGAL_STATE;  // the capture ended meanwhile
+  if (sequence->invalidated) return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+  // The node holds the memory too, so that it outlives every launch still queued.
+  sequence->graph->nodes.push_back([allocation] { return 0.0; });
+  sequence->graph->memory.push_back({.allocation = std::move(allocation)});
+  return CUDA_SUCCESS;
+}
+
+CUresult capture_memory_free(Stream& stream, uint64_t address) {
+  std::lock_guard lock(capture_mutex);
+  Sequence* sequence = sequence_of(stream);
+  if (sequence == nullptr) return CUDA_ERROR_ILLEGAL_STATE;
+  if (sequence->invalidated) return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+  auto& memory = sequence->graph->memory;
+  const auto node = std::ranges::find_if(
+      memory, [&](const GraphMemoryNode& each) { return each.allocation->memory.base == address; });
+  if (node == memory.end()) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  if (node->freed_in_graph) return CUDA_ERROR_INVALID_VALUE;
+  node->freed_in_graph = true;
+  sequence->graph->nodes.push_back([] { return 0.0; });
+  return CUDA_SUCCESS;
+}
+
 void abandon_capture(Stream& stream) {
   if (sequence_count.load(std::memory_order_acquire) == 0) return;
   std::lock_guard lock(capture_mutex);
@@ -268,14 +294,27 @@ CUresult destroy_graph(CUgraph handle) {
   return CUDA_SUCCESS;
 }
 
-std::shared_ptr<GraphExec> new_graph_exec(const Graph& graph) {
+CUresult new_graph_exec(const Graph& graph, bool auto_free_on_launch,
+                        std::shared_ptr<GraphExec>* out) {
   auto exec = std::make_shared<GraphExec>();
+  std::vector<std::shared_ptr<GraphAllocation>> allocations;
+  {
+    std::lock_guard lock(capture_mutex);
+    if (graph.capturing) return CUDA_ERROR_ILLEGAL_STATE;
+    exec->context = graph.context;
+    exec->nodes = std::make_shared<const std::vector<StreamWork>>(graph.nodes);
+    exec->auto_free_on_launch = auto_free_on_launch;
+    for (const GraphMemoryNode& node : graph.memory) {
+      allocations.push_back(node.allocation);
+      if (!node.freed_in_graph) exec->left_allocated.push_back(node.allocation);
+    }
+  }
+  if (CUresult result = charge_graph_allocations(allocations); result != CUDA_SUCCESS)
+    return result;
   std::lock_guard lock(capture_mutex);
-  if (graph.capturing) return nullptr;
-  exec->context = graph.context;
-  exec->nodes = std::make_shared<const std::vector<StreamWork>>(graph.nodes);
   graph_execs.emplace(exec.get(), exec);
-  return exec;
+  *out = std::move(exec);
+  return CUDA_SUCCESS;
 }
 
 std::shared_ptr<GraphExec> graph_exec_from_handle(CUgraphExec handle) {

@@ -27,6 +27,8 @@
 // - Waiting on an event recorded outside the capture from a capturing stream would cross the
 //   capture boundary: CUDA_ERROR_STREAM_CAPTURE_ISOLATION (and invalidation). Waiting on an
 //   event of one capture from a stream in another: CUDA_ERROR_STREAM_CAPTURE_MERGE.
+// - cuMemAllocAsync and cuMemFreeAsync record memory nodes (Note [Graph memory] in
+//   graph_memory.h).
 // Simplifications: forked streams are not checked for being joined back before the capture ends
 // (the driver's CUDA_ERROR_STREAM_CAPTURE_UNJOINED), graphs have no inspectable nodes, and
 // external event nodes (CU_EVENT_RECORD_EXTERNAL, CU_EVENT_WAIT_EXTERNAL) are not supported.
@@ -37,21 +39,31 @@
 #include <memory>
 #include <vector>
 
+#include "core/graph_memory.h"
 #include "core/stream.h"
 
 namespace simcuda {
 
 struct Context;
 
+// A memory allocation node's memory (Note [Graph memory] in graph_memory.h).
+struct GraphMemoryNode {
+  std::shared_ptr<GraphAllocation> allocation;
+  bool freed_in_graph = false;  // a free node follows
+};
+
 struct Graph {
   Context* context = nullptr;
   std::vector<StreamWork> nodes;  // in replay order
-  bool capturing = false;         // still being filled by a capture
+  std::vector<GraphMemoryNode> memory;
+  bool capturing = false;  // still being filled by a capture
 };
 
 struct GraphExec {
   Context* context = nullptr;
   std::shared_ptr<const std::vector<StreamWork>> nodes;  // shared with launches still queued
+  std::vector<std::shared_ptr<GraphAllocation>> left_allocated;  // by each launch
+  bool auto_free_on_launch = false;
 };
 
 // True while `stream` belongs to a capture sequence (active or invalidated). For the shim,
@@ -85,6 +97,11 @@ CUresult check_unsafe_call();
 CUresult check_outside_dependency(Stream& stream);
 // `stream` waits on an event recorded in capture `capture_id`.
 CUresult join_capture(Stream& stream, uint64_t capture_id);
+// Records a memory allocation node for `allocation` in the capture `stream` belongs to.
+CUresult capture_memory_alloc(Stream& stream, std::shared_ptr<GraphAllocation> allocation);
+// Records a free node for `address`, which this capture must have allocated (otherwise
+// CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED; CUDA_ERROR_INVALID_VALUE when it is freed already).
+CUresult capture_memory_free(Stream& stream, uint64_t address);
 
 // cuStreamDestroy of a capturing stream: an origin abandons its capture, a fork leaves it.
 void abandon_capture(Stream& stream);
@@ -95,7 +112,10 @@ void forget_context_captures(Context* context);
 std::shared_ptr<Graph> new_graph(Context* context);
 std::shared_ptr<Graph> graph_from_handle(CUgraph handle);
 CUresult destroy_graph(CUgraph handle);
-std::shared_ptr<GraphExec> new_graph_exec(const Graph& graph);
+// CUDA_ERROR_ILLEGAL_STATE while `graph` is still being captured; CUDA_ERROR_OUT_OF_MEMORY when
+// its memory nodes' VRAM does not fit.
+CUresult new_graph_exec(const Graph& graph, bool auto_free_on_launch,
+                        std::shared_ptr<GraphExec>* out);
 std::shared_ptr<GraphExec> graph_exec_from_handle(CUgraphExec handle);
 CUresult destroy_graph_exec(CUgraphExec handle);
 

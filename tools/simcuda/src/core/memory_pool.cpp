@@ -15,19 +15,19 @@
 #include "core/device.h"
 #include "core/device_memory.h"
 #include "core/driver.h"
+#include "core/graph_memory.h"
+#include "core/pool_chunk.h"
 #include "core/stream.h"
 #include "core/submit.h"
 
 namespace simcuda {
 
 struct MemoryPool {
-  struct Block {
-    Allocation chunk;  // as registered now (base, mapped = the block's VRAM)
-    bool live = false;
-    uint64_t requested = 0;
-    Stream* freed_on = nullptr;  // compared, and waited on only while the free is pending
-    uint64_t free_sequence = 0;
-    std::shared_ptr<std::atomic<bool>> free_done;
+  struct Chunk {
+    PoolChunk ranges;
+    // The registry entries inside the chunk (base -> end): its live ranges', and those a free
+    // left behind until a new range overlaps them (Note [Pool chunks]).
+    std::map<uint64_t, uint64_t> registered;
   };
 
   Device* device = nullptr;
@@ -40,7 +40,7 @@ struct MemoryPool {
   int reuse_allow_internal_dependencies = 1;
   uint64_t peer_access = 0;  // devices given READWRITE access besides the pool's own
   uint64_t reserved = 0, reserved_high = 0, used = 0, used_high = 0;
-  std::map<uint64_t, Block> blocks;
+  std::map<uint64_t, Chunk> chunks;  // by base
 };
 
 namespace {
@@ -65,11 +65,10 @@ Pools& pools() {
   return *created;
 }
 
-using Block = MemoryPool::Block;
+using Chunk = MemoryPool::Chunk;
 
-bool free_done(const Block& block) {
-  return !block.live && block.free_done != nullptr && block.free_done->load();
-}
+constexpr uint64_t kRangeAlignment = 512;  // Note [Pool chunks]
+constexpr uint64_t kSmallestChunk = uint64_t{32} << 20;
 
 MemoryPool* make_pool(Pools& p, Device& device, const CUmemPoolProps& props, bool is_default) {
   auto pool = std::make_unique<MemoryPool>();
@@ -99,83 +98,137 @@ MemoryPool* find_any(Pools& p, CUmemoryPool handle) {
   return nullptr;
 }
 
-void release_block(MemoryPool& pool, std::map<uint64_t, Block>::iterator it) {
-  const Allocation chunk = it->second.chunk;
-  Driver::instance()->allocations().remove(chunk.base);
-  unmap_memory(chunk, chunk.mapped);
-  pool.reserved -= chunk.mapped;
-  pool.blocks.erase(it);
+// Removes the registry entries of `chunk` that overlap [address, end).
+void unregister(Chunk& chunk, uint64_t address, uint64_t end) {
+  auto it = chunk.registered.upper_bound(address);
+  if (it != chunk.registered.begin() && std::prev(it)->second > address) --it;
+  while (it != chunk.registered.end() && it->first < end) {
+    Driver::instance()->allocations().remove(it->first);
+    it = chunk.registered.erase(it);
+  }
 }
 
-void trim_locked(MemoryPool& pool, uint64_t keep_bytes) {
-  for (auto it = pool.blocks.begin(); it != pool.blocks.end() && pool.reserved > keep_bytes;) {
+void release_chunk(MemoryPool& pool, std::map<uint64_t, Chunk>::iterator it) {
+  const Allocation memory = it->second.ranges.memory();
+  unregister(it->second, memory.base, memory.base + memory.mapped);
+  unmap_memory(memory, memory.mapped);
+  pool.reserved -= memory.mapped;
+  pool.chunks.erase(it);
+}
+
+// Forgets the pending frees that are over: those that ran, when other streams may reuse their
+// memory now (REUSE_ALLOW_OPPORTUNISTIC, or `host_waited`: the host saw them run, so whatever
+// it queues next is ordered after them).
+void settle(MemoryPool& pool, bool host_waited) {
+  const bool settle_ran = host_waited || pool.reuse_allow_opportunistic != 0;
+  for (auto& [base, chunk] : pool.chunks)
+    chunk.ranges.settle([settle_ran](const PendingFree& free) { return settle_ran && free.ran(); });
+}
+
+// Releases idle chunks while the pool reserves more than `keep_bytes`.
+void trim_locked(MemoryPool& pool, uint64_t keep_bytes, bool host_waited) {
+  settle(pool, host_waited);
+  for (auto it = pool.chunks.begin(); it != pool.chunks.end() && pool.reserved > keep_bytes;) {
     auto next = std::next(it);
-    if (free_done(it->second)) release_block(pool, it);
+    if (it->second.ranges.idle()) release_chunk(pool, it);
     it = next;
   }
 }
 
 // Deletes destroyed pools with nothing left in them.
 void collect(Pools& p) {
-  std::erase_if(p.all, [](const auto& pool) { return pool->destroyed && pool->blocks.empty(); });
+  std::erase_if(p.all, [](const auto& pool) { return pool->destroyed && pool->chunks.empty(); });
 }
 
-// The smallest free block of at least `bytes` (and at most twice that) that `stream` may use
-// now, or, with `allow_waiting`, after waiting for the stream that freed it.
-Block* find_reusable(MemoryPool& pool, uint64_t bytes, const Stream& stream, bool allow_waiting) {
-  Block* best = nullptr;
-  for (auto& [base, block] : pool.blocks) {
-    if (block.live || block.chunk.mapped < bytes || block.chunk.mapped > 2 * bytes) continue;
-    const bool usable = block.freed_on == &stream ||
-                        (free_done(block) && pool.reuse_allow_opportunistic != 0) || allow_waiting;
-    if (usable && (best == nullptr || block.chunk.mapped < best->chunk.mapped)) best = &block;
+// A free range that can hold a request.
+struct Spot {
+  Chunk* chunk = nullptr;
+  uint64_t address = 0;
+  uint64_t bytes = 0;                    // of the free range
+  const PendingFree* pending = nullptr;  // its free, when it may not have run yet
+};
+
+// The smallest free range of at least `bytes` that `stream` may use now or, with
+// `allow_waiting`, after waiting for the stream that freed it.
+std::optional<Spot> find_spot(MemoryPool& pool, uint64_t bytes, const Stream& stream,
+                              bool allow_waiting) {
+  std::optional<Spot> best;
+  for (auto& [base, chunk] : pool.chunks) {
+    for (const auto& [address, range] : chunk.ranges.ranges()) {
+      if (range.live || range.bytes < bytes || (best && range.bytes >= best->bytes)) continue;
+      const PendingFree* pending = range.pending ? &*range.pending : nullptr;
+      if (pending == nullptr || pending->stream == &stream || allow_waiting)
+        best = Spot{&chunk, address, range.bytes, pending};
+    }
   }
   return best;
 }
 
-Block* new_block(MemoryPool& pool, uint64_t bytes) {
-  if (pool.props.maxSize != 0 && pool.reserved + bytes > pool.props.maxSize) return nullptr;
-  Allocation chunk;
-  if (map_new_memory(*pool.device, {.size = bytes, .kind = MemoryKind::kDevice}, chunk) !=
-      CUDA_SUCCESS)
-    return nullptr;
-  pool.reserved += bytes;
-  pool.reserved_high = std::max(pool.reserved_high, pool.reserved);
-  Block& block = pool.blocks[chunk.base];
-  block.chunk = chunk;
-  return &block;
+// Reserves a chunk for a request of `bytes`: kSmallestChunk, or the request rounded up to
+// kLargePage when larger; when VRAM or maxSize does not allow that much, the request rounded
+// up to kLargePage alone.
+std::optional<Spot> new_chunk(MemoryPool& pool, uint64_t bytes) {
+  const uint64_t least = round_up(bytes, kLargePage);
+  for (const uint64_t size : {std::max(least, kSmallestChunk), least}) {
+    if (pool.props.maxSize != 0 && pool.reserved + size > pool.props.maxSize) continue;
+    Allocation memory;
+    if (map_new_memory(*pool.device, {.size = size, .kind = MemoryKind::kDevice}, memory) !=
+        CUDA_SUCCESS)
+      continue;
+    memory.pool = pool_handle(&pool);
+    pool.reserved += size;
+    pool.reserved_high = std::max(pool.reserved_high, pool.reserved);
+    Chunk& chunk = pool.chunks.try_emplace(memory.base, Chunk{PoolChunk(memory), {}}).first->second;
+    return Spot{&chunk, memory.base, size, nullptr};
+  }
+  return std::nullopt;
 }
 
-void hand_out(MemoryPool& pool, Block& block, uint64_t size, Context* context) {
-  AllocationRegistry& registry = Driver::instance()->allocations();
-  registry.remove(block.chunk.base);  // its entry from the previous use, if any
-  block.chunk.size = size;
-  block.chunk.context = context;
-  block.chunk.pool = pool_handle(&pool);
-  block.chunk.buffer_id = registry.add(block.chunk);
-  block.live = true;
-  block.requested = size;
-  block.freed_on = nullptr;
-  block.free_done.reset();
-  pool.used += size;
+// Hands out `bytes` at `spot` for a request of `size`, registered as an allocation of its own.
+void hand_out(MemoryPool& pool, const Spot& spot, uint64_t bytes, uint64_t size, Context* context) {
+  Chunk& chunk = *spot.chunk;
+  chunk.ranges.take(spot.address, bytes);
+  unregister(chunk, spot.address, spot.address + bytes);
+  const Allocation& memory = chunk.ranges.memory();
+  Allocation range = memory;
+  range.base = spot.address;
+  range.size = size;
+  range.mapped = bytes;
+  range.file_offset = memory.file_offset + (spot.address - memory.base);
+  range.context = context;
+  Driver::instance()->allocations().add(range);
+  chunk.registered[spot.address] = spot.address + bytes;
+  pool.used += bytes;
   pool.used_high = std::max(pool.used_high, pool.used);
 }
 
-// Marks `block` free: `done` says whether the free already happened in every stream's order.
-void mark_free(MemoryPool& pool, Block& block, std::shared_ptr<std::atomic<bool>> done) {
-  pool.used -= block.requested;
-  block.live = false;
-  block.requested = 0;
-  block.free_done = std::move(done);
+// The chunk of `pool` that holds `address`, if any.
+Chunk* chunk_of(MemoryPool& pool, uint64_t address) {
+  auto it = pool.chunks.upper_bound(address);
+  if (it == pool.chunks.begin()) return nullptr;
+  --it;
+  const Allocation& memory = it->second.ranges.memory();
+  return address - memory.base < memory.mapped ? &it->second : nullptr;
 }
 
-// The block behind the registry entry `allocation` of a pool block, with its pool in `*pool`;
-// nullptr when that block is not handed out (a double free).
-Block* live_block(Pools& p, const Allocation& allocation, MemoryPool** pool) {
-  *pool = find_any(p, allocation.pool);
-  if (*pool == nullptr) return nullptr;
-  auto it = (*pool)->blocks.find(allocation.base);
-  return it != (*pool)->blocks.end() && it->second.live ? &it->second : nullptr;
+// Where the handed-out range behind the registry entry `allocation` lives; nullopt when it is
+// not handed out (a double free).
+struct Owner {
+  MemoryPool* pool = nullptr;
+  Chunk* chunk = nullptr;
+};
+std::optional<Owner> owner_of(Pools& p, const Allocation& allocation) {
+  MemoryPool* pool = find_any(p, allocation.pool);
+  Chunk* chunk = pool != nullptr ? chunk_of(*pool, allocation.base) : nullptr;
+  if (chunk == nullptr) return std::nullopt;
+  const auto& ranges = chunk->ranges.ranges();
+  const auto it = ranges.find(allocation.base);
+  if (it == ranges.end() || !it->second.live) return std::nullopt;
+  return Owner{pool, chunk};
+}
+
+void give_back(const Owner& owner, uint64_t address, std::optional<PendingFree> pending) {
+  owner.pool->used -= owner.chunk->ranges.give_back(address, std::move(pending));
 }
 
 // The reuse policy a CU_MEMPOOL_ATTR_REUSE_* attribute names (an int, 0 or 1), or nullptr for
@@ -238,63 +291,62 @@ CUresult destroy_pool(MemoryPool* pool) {
   DevicePools& entry = device_pools(p, *pool->device);
   if (entry.current == pool) entry.current = entry.default_pool;  // as the driver does
   pool->destroyed = true;
-  trim_locked(*pool, 0);
+  trim_locked(*pool, 0, /*host_waited=*/false);
   collect(p);
   return CUDA_SUCCESS;
 }
 
 CUresult pool_allocate(MemoryPool& pool, uint64_t size, Stream& stream, CUdeviceptr* out) {
-  const uint64_t bytes = round_up(size, kLargePage);
+  const uint64_t bytes = round_up(size, kRangeAlignment);
   Pools& p = pools();
   std::lock_guard lock(p.mutex);
-  Block* block = find_reusable(pool, bytes, stream, /*allow_waiting=*/false);
-  if (block == nullptr) block = new_block(pool, bytes);
-  if (block == nullptr && pool.reuse_allow_internal_dependencies != 0) {
-    block = find_reusable(pool, bytes, stream, /*allow_waiting=*/true);
-    if (block != nullptr && !free_done(*block) && block->freed_on != &stream)
-      submit(stream, [] { return 0.0; }, {{block->freed_on, block->free_sequence}});
+  settle(pool, /*host_waited=*/false);
+  std::optional<Spot> spot = find_spot(pool, bytes, stream, /*allow_waiting=*/false);
+  if (!spot) spot = new_chunk(pool, bytes);
+  if (!spot && pool.reuse_allow_internal_dependencies != 0) {
+    spot = find_spot(pool, bytes, stream, /*allow_waiting=*/true);
+    if (spot && spot->pending != nullptr && spot->pending->stream != &stream)
+      submit(stream, [] { return 0.0; }, {{spot->pending->stream, spot->pending->sequence}});
   }
-  if (block == nullptr) {
+  if (!spot) {
     // Out of VRAM: give back what every pool of the device holds idle, then try once more.
     for (const auto& other : p.all)
-      if (other->device == pool.device) trim_locked(*other, 0);
-    block = new_block(pool, bytes);
+      if (other->device == pool.device) trim_locked(*other, 0, /*host_waited=*/false);
+    spot = new_chunk(pool, bytes);
   }
-  if (block == nullptr) return CUDA_ERROR_OUT_OF_MEMORY;
-  hand_out(pool, *block, size, stream.context());
-  *out = block->chunk.base;
+  if (!spot) return CUDA_ERROR_OUT_OF_MEMORY;
+  hand_out(pool, *spot, bytes, size, stream.context());
+  *out = spot->address;
   return CUDA_SUCCESS;
 }
 
 CUresult pool_free_async(const Allocation& allocation, Stream& stream) {
   Pools& p = pools();
   std::lock_guard lock(p.mutex);
-  MemoryPool* pool = nullptr;
-  Block* block = live_block(p, allocation, &pool);
-  if (block == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  auto done = std::make_shared<std::atomic<bool>>(false);
-  mark_free(*pool, *block, done);
-  block->freed_on = &stream;
-  block->free_sequence = submit(stream, [done] {
+  const std::optional<Owner> owner = owner_of(p, allocation);
+  if (!owner) return CUDA_ERROR_INVALID_VALUE;
+  PendingFree pending{.stream = &stream, .done = std::make_shared<std::atomic<bool>>(false)};
+  pending.sequence = submit(stream, [done = pending.done] {
     done->store(true);
     return 0.0;
   });
+  give_back(*owner, allocation.base, std::move(pending));
   return CUDA_SUCCESS;
 }
 
 CUresult pool_free_now(const Allocation& allocation) {
+  if (free_graph_allocation(allocation.base)) return CUDA_SUCCESS;
   Pools& p = pools();
   std::lock_guard lock(p.mutex);
-  MemoryPool* pool = nullptr;
-  Block* block = live_block(p, allocation, &pool);
-  if (block == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  mark_free(*pool, *block, std::make_shared<std::atomic<bool>>(true));
+  const std::optional<Owner> owner = owner_of(p, allocation);
+  if (!owner) return CUDA_ERROR_INVALID_VALUE;
+  give_back(*owner, allocation.base, std::nullopt);
   return CUDA_SUCCESS;
 }
 
 void pool_trim_to(MemoryPool& pool, uint64_t keep_bytes) {
   std::lock_guard lock(pools().mutex);
-  trim_locked(pool, keep_bytes);
+  trim_locked(pool, keep_bytes, /*host_waited=*/false);
 }
 
 CUresult pool_get_attribute(MemoryPool& pool, CUmemPool_attribute attribute, void* value) {
@@ -381,16 +433,15 @@ void pool_forget_context(const Context& context) {
   std::lock_guard lock(p.mutex);
   AllocationRegistry& registry = Driver::instance()->allocations();
   for (const auto& pool : p.all) {
-    for (auto& [base, block] : pool->blocks) {
-      if (block.chunk.context == &context) {
-        block.chunk.context = pool->device->primary_context();
-        registry.set_context(base, block.chunk.context);  // a free block keeps its entry
+    for (auto& [chunk_base, chunk] : pool->chunks) {
+      for (const auto& [base, end] : chunk.registered) {
+        const std::optional<Allocation> entry = registry.find_exact(base);
+        if (entry && entry->context == &context)
+          registry.set_context(base, pool->device->primary_context());
       }
-      if (block.freed_on != nullptr && block.freed_on->context() == &context) {
-        block.freed_on = nullptr;
-        if (block.free_done == nullptr) block.free_done = std::make_shared<std::atomic<bool>>();
-        block.free_done->store(true);
-      }
+      // The context's streams were synchronised: their frees ran.
+      chunk.ranges.settle(
+          [&](const PendingFree& free) { return free.stream->context() == &context; });
     }
   }
 }
@@ -399,7 +450,8 @@ void trim_pools_at_synchronize(Device& device) {
   Pools& p = pools();
   std::lock_guard lock(p.mutex);
   for (const auto& pool : p.all)
-    if (pool->device == &device) trim_locked(*pool, pool->destroyed ? 0 : pool->release_threshold);
+    if (pool->device == &device)
+      trim_locked(*pool, pool->destroyed ? 0 : pool->release_threshold, /*host_waited=*/true);
   collect(p);
 }
 

@@ -40,7 +40,10 @@ Admission Ledger::admit(int device, Route route, uint64_t bytes,
     return admission;
   }
   uint64_t needed = bytes;
-  if (is_pool_route(route)) needed = bytes > pool_free_reserved ? bytes - pool_free_reserved : 0;
+  if (is_pool_route(route)) {
+    admission.pool_free_reserved = pool_free_reserved;
+    needed = bytes > pool_free_reserved ? bytes - pool_free_reserved : 0;
+  }
   if (is_spill_route(route)) needed = 0;  // host memory: the host budget guards it
   if (needed == 0) return admission;
 
@@ -124,6 +127,10 @@ void Ledger::cancel(const Admission& admission) noexcept {
   DeviceState* d = state(admission.device);
   if (d == nullptr || !admission.admitted || admission.reserved_bytes == 0) return;
   subtract(d->held, admission.reserved_bytes);
+}
+
+void Ledger::note_refusal_spilled(int device) noexcept {
+  if (DeviceState* d = state(device)) d->refused_then_spilled.fetch_add(1, kRelaxed);
 }
 
 std::optional<Allocation> Ledger::forget(uint64_t key, KeySpace space) noexcept {
@@ -234,33 +241,88 @@ void Ledger::set_pool_reserved(int device, uint64_t pool_key, uint64_t reserved_
   }
   try {
     // The mutex orders concurrent reports for one pool, so the deltas applied to the counters
-    // replay the map's own sequence of figures.
+    // replay the list's own sequence of figures.
     const std::lock_guard guard(pools_mutex_);
-    Pool old;
-    const auto it = std::find_if(pools_.begin(), pools_.end(),
-                                 [&](const Pool& pool) { return pool.key == pool_key; });
-    if (it != pools_.end()) {
-      old = *it;
-      if (reserved_bytes == 0) {
-        *it = pools_.back();
-        pools_.pop_back();
-      } else {
-        *it = Pool{.key = pool_key, .device = device, .reserved = reserved_bytes};
-      }
-    } else if (reserved_bytes != 0) {
-      pools_.push_back(Pool{.key = pool_key, .device = device, .reserved = reserved_bytes});
-    }
+    const Pool old = replace_pool_figure_locked(device, pool_key, reserved_bytes);
     if (old.reserved != 0) {
       DeviceState* previous = state(old.device);
       subtract(previous->pool_reserved, old.reserved);
       subtract(previous->held, old.reserved);
     }
     d->pool_reserved.fetch_add(reserved_bytes, kRelaxed);
-    const uint64_t held = d->held.fetch_add(reserved_bytes, kRelaxed) + reserved_bytes;
-    raise_peak(*d, held);
+    raise_peak(*d, d->held.fetch_add(reserved_bytes, kRelaxed) + reserved_bytes);
   } catch (...) {
-    note_internal_error();  // the map could not grow: this pool's figure stays as it was
+    note_internal_error();  // the list could not grow: this pool's figure stays as it was
   }
+}
+
+bool Ledger::settle_pool_growth(Admission& admission, uint64_t pool_key,
+                                uint64_t reserved_bytes) noexcept {
+  DeviceState* d = state(admission.device);
+  if (d == nullptr || !admission.admitted) {
+    note_internal_error();
+    return true;  // nothing was reserved, so nothing can be settled or refused
+  }
+  try {
+    const std::lock_guard guard(pools_mutex_);
+    const auto it = std::find_if(pools_.begin(), pools_.end(),
+                                 [&](const Pool& pool) { return pool.key == pool_key; });
+    const uint64_t recorded = it != pools_.end() ? it->reserved : 0;
+    const uint64_t growth = reserved_bytes > recorded ? reserved_bytes - recorded : 0;
+    if (growth > admission.reserved_bytes) {
+      // Note [Reservation protocol]: the check and the addition are one compare-and-swap.
+      const uint64_t extra = growth - admission.reserved_bytes;
+      const uint64_t limit = d->limit.load(kRelaxed);
+      uint64_t held = d->held.load(kRelaxed);
+      do {
+        if (extra > limit || held > limit - extra) {
+          admission.refusal = refusal_text(admission.device, admission.route,
+                                           admission.requested_bytes,
+                                           admission.pool_free_reserved, growth);
+          d->refused.fetch_add(1, kRelaxed);
+          return false;
+        }
+      } while (!d->held.compare_exchange_weak(held, held + extra, kRelaxed, kRelaxed));
+    } else {
+      subtract(d->held, admission.reserved_bytes - growth);
+    }
+    // The growth is in `held` now, in place of the reservation; the rest of the figure's change
+    // (the pool may also have shrunk) is a plain replacement.
+    replace_pool_figure_locked(admission.device, pool_key, reserved_bytes);
+    if (reserved_bytes >= recorded) {
+      d->pool_reserved.fetch_add(reserved_bytes - recorded, kRelaxed);
+    } else {
+      subtract(d->pool_reserved, recorded - reserved_bytes);
+      subtract(d->held, recorded - reserved_bytes);
+    }
+    admission.reserved_bytes = 0;
+    raise_peak(*d, d->held.load(kRelaxed));
+    return true;
+  } catch (...) {
+    // The refusal text or the pool list could not be allocated: fail open, as admit() does, and
+    // let the next report correct the figure.
+    note_internal_error();
+    return true;
+  }
+}
+
+Ledger::Pool Ledger::replace_pool_figure_locked(int device, uint64_t pool_key,
+                                                uint64_t reserved_bytes) {
+  Pool old;
+  const auto it = std::find_if(pools_.begin(), pools_.end(),
+                               [&](const Pool& pool) { return pool.key == pool_key; });
+  if (it != pools_.end()) {
+    old = *it;
+    if (reserved_bytes == 0) {
+      *it = pools_.back();
+      pools_.pop_back();
+    } else {
+      *it = Pool{.key = pool_key, .device = device, .reserved = reserved_bytes};
+    }
+  } else if (reserved_bytes != 0) {
+    pools_.push_back(Pool{.key = pool_key, .device = device, .reserved = reserved_bytes});
+  }
+  return old;
 }
 
 MemInfo Ledger::budget_view(int device, uint64_t driver_free,
@@ -289,6 +351,7 @@ DeviceSnapshot Ledger::snapshot(int device) const noexcept {
   out.pool_reserved_bytes = d->pool_reserved.load(kRelaxed);
   out.pool_reserved_at_peak = d->pool_reserved_at_peak.load(kRelaxed);
   out.refused = d->refused.load(kRelaxed);
+  out.refused_then_spilled = d->refused_then_spilled.load(kRelaxed);
   for (std::size_t r = 0; r < kRouteCount; ++r) {
     out.routes[r].live_bytes = d->live[r].load(kRelaxed);
     out.routes[r].bytes_at_peak = d->live_at_peak[r].load(kRelaxed);

@@ -28,14 +28,29 @@
 // Note [Stream-ordered pools in the budget]
 // A pool holds device memory it has *reserved* (CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), whether or
 // not it has handed it out, and keeps it after cuMemFreeAsync up to its release threshold. So the
-// budget counts pools by what they reserve: the hooks report each pool's figure with
-// set_pool_reserved() (after each stream-ordered allocation, trim and destroy), and blocks handed
-// out by kMemAllocAsync / kMemAllocFromPoolAsync are tracked per route but never added to the held
-// bytes a second time. A request that fits in the pool's unused reserve (`pool_free_reserved` in
-// admit) needs no new device memory and is always admitted; otherwise admit reserves the shortfall.
-// Order for a stream-ordered allocation: admit, driver call, set_pool_reserved, on_allocated. The
-// pool's growth is then counted before its reservation is released, so held bytes never dip below
-// the truth. Pools grow in chunks, so the recorded figure may exceed the limit by one chunk.
+// budget counts pools by what they reserve, and blocks handed out by kMemAllocAsync /
+// kMemAllocFromPoolAsync are tracked per route but never added to the held bytes a second time.
+// What a request will cost cannot be known before the driver call: the pool may serve it from its
+// unused reserve, or grow by a chunk larger than the request because that reserve is fragmented
+// or was freed on another stream. So a stream-ordered allocation is one exchange, serialised per
+// pool by the hooks (hooks/pool_allocation.cpp) so that no other report of the same pool falls
+// between its steps:
+//   set_pool_reserved(pool, R0)        the pool's figure, read before the call (it may have given
+//                                      memory back at a synchronisation the shim did not see)
+//   admit(..., pool_free_reserved)     reserves what the request needs beyond the unused reserve
+//   driver call
+//   settle_pool_growth(admission, pool, R1)
+//                                      the pool's growth R1 - R0 replaces the reservation in one
+//                                      step: held bytes are never the reservation *and* the growth
+//                                      (which would refuse concurrent requests below the limit),
+//                                      and growth beyond the reservation is taken only if it fits.
+//                                      When it does not, nothing changes and the hook gives the
+//                                      block back, trims the pool, and spills or refuses.
+//   on_allocated(admission, ...)       records the block (its bytes are in the pool's figure)
+// Other reports of a pool's figure (refresh after frees, before refusals, in cuMemGetInfo) replace
+// it as the driver says, without a limit check: they describe memory the pool already holds, and
+// it can only have shrunk since a settled allocation. Pools grow in chunks, so a peak may include
+// one chunk the request did not need.
 #pragma once
 
 #include <array>
@@ -67,6 +82,7 @@ struct Admission {
   Route route = Route::kMemAlloc;
   uint64_t requested_bytes = 0;
   uint64_t reserved_bytes = 0;  // added to the device's held bytes until settled
+  uint64_t pool_free_reserved = 0;  // pool routes: the pool's unused reserve when admitted
   std::string refusal;          // one paragraph for the log, when !admitted
 };
 
@@ -93,7 +109,8 @@ struct DeviceSnapshot {
   uint64_t peak_bytes = 0;
   uint64_t pool_reserved_bytes = 0;
   uint64_t pool_reserved_at_peak = 0;
-  uint64_t refused = 0;
+  uint64_t refused = 0;               // requests that did not fit (Admission::admitted false)
+  uint64_t refused_then_spilled = 0;  // of those, the ones a spill tier then took
   std::array<RouteSnapshot, kRouteCount> routes{};
 };
 
@@ -124,6 +141,10 @@ class Ledger {
   // The driver failed: gives back `admission`'s reservation.
   void cancel(const Admission& admission) noexcept;
 
+  // A request the ledger refused on `device` was then placed in a spill tier (so that `stat`
+  // can tell refusals that failed from those that spilled).
+  void note_refusal_spilled(int device) noexcept;
+
   // Removes an allocation from the table and returns it, its bytes still held; nullopt for a key
   // the ledger never recorded (the hook then just forwards to the driver). Call before the
   // driver's free, then release_forgotten() or reinstate() (Note [Reservation protocol]).
@@ -140,6 +161,14 @@ class Ledger {
   // Replaces the ledger's figure for the pool `pool_key` (a CUmemoryPool) on `device`; 0 forgets
   // the pool (cuMemPoolDestroy).
   void set_pool_reserved(int device, uint64_t pool_key, uint64_t reserved_bytes) noexcept;
+
+  // A stream-ordered allocation admitted as `admission` left its pool `pool_key` reserving
+  // `reserved_bytes`: the growth since the pool's recorded figure replaces the reservation (Note
+  // [Stream-ordered pools in the budget]) and `admission` no longer reserves anything. False when
+  // the growth does not fit under the limit: nothing changes, `admission` still reserves (cancel
+  // it) and its `refusal` says why.
+  [[nodiscard]] bool settle_pool_growth(Admission& admission, uint64_t pool_key,
+                                        uint64_t reserved_bytes) noexcept;
 
   // cuMemGetInfo under the shim: total = min(limit, driver total), free = min(driver free, room
   // left under the limit), never negative. An unconfigured device shows the driver's figures.
@@ -178,6 +207,7 @@ class Ledger {
     std::atomic<uint64_t> peak{0};
     std::atomic<uint64_t> pool_reserved{0};
     std::atomic<uint64_t> refused{0};
+    std::atomic<uint64_t> refused_then_spilled{0};
     std::array<std::atomic<uint64_t>, kRouteCount> live_at_peak{};
     std::array<std::atomic<uint64_t>, kRouteCount> live_peak{};  // spill routes only
     std::atomic<uint64_t> pool_reserved_at_peak{0};
@@ -214,6 +244,9 @@ class Ledger {
   void subtract(std::atomic<uint64_t>& counter, uint64_t bytes) noexcept;
   static void raise(std::atomic<uint64_t>& peak, uint64_t value) noexcept;
   void raise_peak(DeviceState& device, uint64_t held) noexcept;
+  // Replaces (or adds, or for 0 removes) `pool_key`'s entry and returns the old one (reserved 0
+  // when there was none). Caller holds pools_mutex_; may throw std::bad_alloc.
+  Pool replace_pool_figure_locked(int device, uint64_t pool_key, uint64_t reserved_bytes);
   // Undoes an entry's live and held bytes (a free, or a stale entry replaced).
   void release(const Allocation& entry) noexcept;
   std::string refusal_text(int device, Route route, uint64_t bytes, uint64_t pool_free_reserved,

@@ -33,26 +33,13 @@ struct TrackedPool {
 constinit std::array<TrackedPool, kTrackedPoolCount> tracked_pools{};
 constinit core::SpinLock tracked_pools_lock;  // serialises inserts only
 
-void track_pool(int device, CUmemoryPool pool) {
-  if (pool == nullptr) return;
-  for (TrackedPool& slot : tracked_pools) {
-    const CUmemoryPool seen = slot.pool.load(std::memory_order_acquire);
-    if (seen == nullptr) break;
-    if (seen == pool) {
-      slot.device.store(device, std::memory_order_relaxed);  // a reused handle may move
-      return;
-    }
-  }
-  const std::lock_guard guard(tracked_pools_lock);
-  for (TrackedPool& slot : tracked_pools) {
-    const CUmemoryPool seen = slot.pool.load(std::memory_order_relaxed);
-    if (seen == pool) return;
-    if (seen == nullptr) {
-      slot.device.store(device, std::memory_order_relaxed);
-      slot.pool.store(pool, std::memory_order_release);
-      return;
-    }
-  }
+// lock_pool()'s locks, picked by the pool handle's bits above its (likely) alignment.
+constexpr std::size_t kPoolLockCount = 16;
+constinit std::array<std::mutex, kPoolLockCount> pool_locks{};
+
+std::mutex& pool_mutex(CUmemoryPool pool) {
+  const auto bits = reinterpret_cast<std::uintptr_t>(pool);
+  return pool_locks[(bits >> 4 ^ bits >> 12) % kPoolLockCount];
 }
 
 // The pool's reserved bytes; 0 for a pool the driver does not know (any more).
@@ -86,17 +73,40 @@ CUmemoryPool current_pool(int device) {
   return pool;
 }
 
-void report_pool(ShimState& shim, int device, CUmemoryPool pool) {
+void track_pool(int device, CUmemoryPool pool) {
   if (pool == nullptr) return;
-  track_pool(device, pool);
-  shim.ledger.set_pool_reserved(device, reinterpret_cast<uint64_t>(pool), pool_reserved(pool));
+  for (TrackedPool& slot : tracked_pools) {
+    const CUmemoryPool seen = slot.pool.load(std::memory_order_acquire);
+    if (seen == nullptr) break;
+    if (seen == pool) {
+      slot.device.store(device, std::memory_order_relaxed);  // a reused handle may move
+      return;
+    }
+  }
+  const std::lock_guard guard(tracked_pools_lock);
+  for (TrackedPool& slot : tracked_pools) {
+    const CUmemoryPool seen = slot.pool.load(std::memory_order_relaxed);
+    if (seen == pool) return;
+    if (seen == nullptr) {
+      slot.device.store(device, std::memory_order_relaxed);
+      slot.pool.store(pool, std::memory_order_release);
+      return;
+    }
+  }
 }
 
-// Note [Refreshing pool figures].
+std::unique_lock<std::mutex> lock_pool(CUmemoryPool pool) {
+  return std::unique_lock(pool_mutex(pool));
+}
+
+// Note [Refreshing pool figures]. A pool in the middle of an allocation is skipped: its figure is
+// settled by that allocation, and a report in between would count its growth twice.
 void refresh_pools(ShimState& shim) {
   for (TrackedPool& slot : tracked_pools) {
     const CUmemoryPool pool = slot.pool.load(std::memory_order_acquire);
     if (pool == nullptr) return;
+    const std::unique_lock lock(pool_mutex(pool), std::try_to_lock);
+    if (!lock.owns_lock()) continue;
     shim.ledger.set_pool_reserved(slot.device.load(std::memory_order_relaxed),
                                   reinterpret_cast<uint64_t>(pool), pool_reserved(pool));
   }

@@ -5,6 +5,7 @@
 #include <cuda.h>
 
 #include <cstdint>
+#include <mutex>
 
 #include "hooks/shim_state.h"
 
@@ -21,8 +22,14 @@ PoolUsage pool_usage(CUmemoryPool pool);
 // The device's current pool (what cuMemAllocAsync draws on); null if the driver has none.
 CUmemoryPool current_pool(int device);
 
-// Records the pool's reserved bytes in the ledger and remembers the pool for refresh_pools().
-void report_pool(ShimState& shim, int device, CUmemoryPool pool);
+// Remembers `pool` (of `device`) for refresh_pools().
+void track_pool(int device, CUmemoryPool pool);
+
+// Serialises the shim's exchanges with one pool (Note [Stream-ordered pools in the budget] in
+// core/ledger.h): a stream-ordered allocation holds it from reading the pool's figure to settling
+// its growth, and refresh_pools() skips a pool whose lock is taken. Pools share a fixed set of
+// locks, so unrelated pools may wait for each other briefly.
+std::unique_lock<std::mutex> lock_pool(CUmemoryPool pool);
 
 // Re-reads the figures of the pools the shim has seen (Note [Refreshing pool figures]).
 void refresh_pools(ShimState& shim);

@@ -41,6 +41,10 @@ struct SpillRequest {
 CUresult spill(ShimState& shim, const SpillRequest& request, const std::string& refusal,
                CUdeviceptr* out) noexcept;
 
+// Whether `stream` is being captured into a graph. The driver's error for a stream it does not
+// know (CUDA_ERROR_INVALID_HANDLE, say) is what the program's call gets too.
+CUresult check_capture(CUstream stream, bool& capturing);
+
 // Frees a spilled allocation in its tier: at once (after the context's work), or, with a stream,
 // in that stream's order.
 CUresult free_spilled(ShimState& shim, const core::Allocation& spilled, CUstream stream,

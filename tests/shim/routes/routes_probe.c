@@ -7,6 +7,8 @@
  *                         cuArrayCreate: under a 256 MiB budget both are refused, and the log
  *                         says by which route and who holds the memory. Exits holding the
  *                         200 MiB, so the exit summary's peak is 200 MiB.
+ *   routes_probe async    150 MiB by cuMemAllocAsync, freed and synchronised: the exit
+ *                         summary's peak is what the pool reserved, counted once.
  *
  * Each step prints "<call> = <CUresult name>"; the program exits 0 unless a step that must work
  * fails.
@@ -35,13 +37,28 @@ static int init_only(void) {
   return 0;
 }
 
-static int refuse(void) {
+static int set_up_context(void) {
   CUdevice device = 0;
   CUcontext context = NULL;
-  if (!report("cuInit", cuInit(0)) || !report("cuDeviceGet", cuDeviceGet(&device, 0)) ||
-      !report("cuDevicePrimaryCtxRetain", cuDevicePrimaryCtxRetain(&context, device)) ||
-      !report("cuCtxSetCurrent", cuCtxSetCurrent(context)))
+  return report("cuInit", cuInit(0)) && report("cuDeviceGet", cuDeviceGet(&device, 0)) &&
+         report("cuDevicePrimaryCtxRetain", cuDevicePrimaryCtxRetain(&context, device)) &&
+         report("cuCtxSetCurrent", cuCtxSetCurrent(context));
+}
+
+static int stream_ordered(void) {
+  if (!set_up_context()) return 1;
+  CUstream stream = NULL;
+  CUdeviceptr block = 0;
+  if (!report("cuStreamCreate", cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING)) ||
+      !report("cuMemAllocAsync(150 MiB)", cuMemAllocAsync(&block, 150 * MiB, stream)) ||
+      !report("cuMemFreeAsync", cuMemFreeAsync(block, stream)) ||
+      !report("cuStreamSynchronize", cuStreamSynchronize(stream)))
     return 1;
+  return 0;
+}
+
+static int refuse(void) {
+  if (!set_up_context()) return 1;
 
   CUdeviceptr held = 0;
   if (!report("cuMemAlloc(200 MiB)", cuMemAlloc(&held, 200 * MiB))) return 1;
@@ -69,6 +86,7 @@ static int refuse(void) {
 int main(int argc, char** argv) {
   if (argc == 2 && strcmp(argv[1], "init") == 0) return init_only();
   if (argc == 2 && strcmp(argv[1], "refuse") == 0) return refuse();
-  fprintf(stderr, "usage: %s init|refuse\n", argv[0]);
+  if (argc == 2 && strcmp(argv[1], "async") == 0) return stream_ordered();
+  fprintf(stderr, "usage: %s init|refuse|async\n", argv[0]);
   return 2;
 }

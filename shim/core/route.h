@@ -10,8 +10,8 @@ namespace vramspill::core {
 // tiers that take what does not fit. The ledger keeps live bytes per route, so a refusal can say
 // which route holds the memory and the summary where spilled bytes went.
 enum class Route : uint8_t {
-  kMemAlloc,               // cuMemAlloc_v2
-  kMemAllocPitch,          // cuMemAllocPitch_v2 (counted as pitch x height)
+  kMemAlloc,               // cuMemAlloc_v2 and the 32-bit cuMemAlloc
+  kMemAllocPitch,          // cuMemAllocPitch_v2 and the 32-bit one (counted as pitch x height)
   kMemAllocManaged,        // cuMemAllocManaged
   kMemAllocAsync,          // cuMemAllocAsync(_ptsz): the device's current pool
   kMemAllocFromPoolAsync,  // cuMemAllocFromPoolAsync(_ptsz): an explicit pool
@@ -49,7 +49,7 @@ constexpr bool counts_against_device(Route route) {
 // are separate namespaces: nothing stops the driver from handing out a handle whose value equals
 // some device address, so the ledger never compares keys across spaces.
 enum class KeySpace : uint8_t {
-  kPointer,    // a CUdeviceptr: freed by cuMemFree_v2 or cuMemFreeAsync
+  kPointer,    // a CUdeviceptr: freed by cuMemFree_v2, the 32-bit cuMemFree or cuMemFreeAsync
   kVmmHandle,  // a CUmemGenericAllocationHandle: freed by cuMemRelease
   kArray,      // a CUarray / CUmipmappedArray: freed by cuArrayDestroy / cuMipmappedArrayDestroy
 };

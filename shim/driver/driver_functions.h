@@ -7,7 +7,8 @@
 // export it replaces.
 //
 // X(name) for functions the shim hooks: the program's call lands in the shim, which forwards to
-// the real `name`.
+// the real `name`. The unversioned cuMemAlloc, cuMemAllocPitch and cuMemFree are the 32-bit ABI
+// of CUDA 2.0 (hooks/legacy_allocation_hooks.cpp), not the _v2 ones that cuda.h's macros name.
 // Y(name) for functions the shim only calls.
 #pragma once
 
@@ -17,6 +18,8 @@
   X(cuGetProcAddress_v2)                         \
   X(cuMemAlloc_v2)                               \
   X(cuMemAllocPitch_v2)                          \
+  X(cuMemAlloc)                                  \
+  X(cuMemAllocPitch)                             \
   X(cuMemAllocManaged)                           \
   X(cuMemAllocAsync)                             \
   X(cuMemAllocAsync_ptsz)                        \
@@ -25,6 +28,7 @@
   X(cuMemFree_v2)                                \
   X(cuMemFreeAsync)                              \
   X(cuMemFreeAsync_ptsz)                         \
+  X(cuMemFree)                                   \
   X(cuMemCreate)                                 \
   X(cuMemRelease)                                \
   X(cuMemMap)                                    \
@@ -34,6 +38,8 @@
   X(cuArrayCreate_v2)                            \
   X(cuArray3DCreate_v2)                          \
   X(cuArrayDestroy)                              \
+  X(cuMipmappedArrayCreate)                      \
+  X(cuMipmappedArrayDestroy)                     \
   X(cuIpcGetMemHandle)                           \
   X(cuMemGetAddressRange_v2)                     \
   X(cuPointerGetAttribute)                       \
@@ -70,12 +76,15 @@
 
 #define VRAMSPILL_CALLED_FUNCTIONS(Y) \
   Y(cuCtxGetDevice)                   \
+  Y(cuCtxGetCurrent)                  \
   Y(cuCtxSynchronize)                 \
   Y(cuCtxPushCurrent_v2)              \
   Y(cuCtxPopCurrent_v2)               \
   Y(cuDevicePrimaryCtxRetain)         \
   Y(cuDevicePrimaryCtxRelease_v2)     \
   Y(cuDeviceGetAttribute)             \
+  Y(cuDeviceGetCount)                 \
+  Y(cuDeviceGet)                      \
   Y(cuDeviceTotalMem_v2)              \
   Y(cuDeviceGetMemPool)               \
   Y(cuMemPoolGetAttribute)            \
@@ -84,6 +93,7 @@
   Y(cuMemHostGetDevicePointer_v2)     \
   Y(cuStreamIsCapturing)              \
   Y(cuStreamSynchronize)              \
+  Y(cuMemPoolTrimTo)                  \
   Y(cuLaunchHostFunc)
 
 #define VRAMSPILL_HOOKED_FUNCTIONS(X)       \

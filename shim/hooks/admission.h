@@ -89,6 +89,22 @@ CUresult admit_and_allocate(ShimState& shim, int device, core::Route route, uint
                             [](const Allocated&) {});
 }
 
+// The whole flow of one allocation hook: enter (Note [Entering the shim]), then
+// admit_and_allocate() on the current device; without shim state or a current device, the
+// driver's call alone.
+template <typename Allocate>
+CUresult enter_and_allocate(core::Route route, uint64_t bytes, const SpillTarget& spill_target,
+                            Allocate allocate) {
+  const Entry entry;
+  ShimState* shim = entry.state();
+  const std::optional<int> device = shim != nullptr ? current_device() : std::nullopt;
+  if (!device) {
+    Allocated ignored;
+    return allocate(ignored);
+  }
+  return admit_and_allocate(*shim, *device, route, bytes, spill_target, allocate);
+}
+
 // After the driver's free of a forgotten allocation: its bytes leave the budget, or, if the
 // driver refused, it is live again.
 void settle_free(ShimState& shim, const core::Allocation& forgotten, CUresult result);

@@ -11,20 +11,23 @@
 #include <algorithm>
 #include <cstdint>
 #include <optional>
+#include <string>
 
 #include "hooks/admission.h"
 #include "hooks/hook.h"
-#include "util/array_format.h"
+#include "hooks/pool_allocation.h"
+#include "hooks/unspilled_allocation.h"
 
 using vramspill::core::KeySpace;
 using vramspill::core::Route;
 using vramspill::hooks::Allocated;
 using vramspill::hooks::Entry;
-using vramspill::hooks::ShimState;
 using vramspill::hooks::SpillTarget;
-using vramspill::hooks::admit_and_allocate;
-using vramspill::hooks::current_device;
+using vramspill::hooks::array_bytes;
+using vramspill::hooks::array_creation;
+using vramspill::hooks::enter_and_allocate;
 using vramspill::hooks::forget_then_free;
+using vramspill::hooks::pool_allocation;
 
 namespace {
 
@@ -32,91 +35,74 @@ namespace {
 // the shim itself queues work or asks about capture there.
 CUstream per_thread(CUstream stream) { return stream == nullptr ? CU_STREAM_PER_THREAD : stream; }
 
-// `call` is the driver's allocation; `pool` is null for kMemAllocAsync (the device's current pool).
-template <typename Call>
-CUresult pool_allocation(Route route, CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool,
-                         CUstream stream, Call call) {
-  if (dptr == nullptr) return call();  // the driver's error, whatever the budget would say
-  const Entry entry;
-  ShimState* shim = entry.state();
-  const std::optional<int> device = shim != nullptr ? current_device() : std::nullopt;
-  if (!device) return call();
-  if (route == Route::kMemAllocAsync) pool = vramspill::hooks::current_pool(*device);
-  const vramspill::hooks::PoolUsage before = vramspill::hooks::pool_usage(pool);
-  return admit_and_allocate(
-      *shim, *device, route, bytesize,
-      before.reserved > before.used ? before.reserved - before.used : 0,
-      SpillTarget{.out = dptr, .bytes = bytesize, .stream = stream, .stream_ordered = true},
-      [&](Allocated& allocated) {
-        const CUresult result = call();
-        if (result == CUDA_SUCCESS) allocated.key = *dptr;
-        return result;
-      },
-      [&](const Allocated&) { vramspill::hooks::report_pool(*shim, *device, pool); });
-}
-
-// For formats without a plain per-channel size (block-compressed, planar) one byte per channel
-// is a lower bound.
-uint64_t array_bytes(size_t width, size_t height, size_t depth, unsigned int channels,
-                     CUarray_format format) {
-  const auto at_least_one = [](uint64_t extent) { return extent == 0 ? uint64_t{1} : extent; };
-  return uint64_t{width} * at_least_one(height) * at_least_one(depth) * channels *
-         std::max<uint64_t>(vramspill::array_channel_bytes(format), 1);
-}
-
-template <typename Create>
-CUresult array_creation(CUarray* handle, uint64_t bytes, Create create) {
-  const Entry entry;
-  ShimState* shim = entry.state();
-  const std::optional<int> device = shim != nullptr ? current_device() : std::nullopt;
-  if (!device) return create();
-  // Arrays never spill (Note [What spills]).
-  return admit_and_allocate(*shim, *device, Route::kArray, bytes, SpillTarget{},
-                            [&](Allocated& allocated) {
-                              const CUresult result = create();
-                              if (result == CUDA_SUCCESS)
-                                allocated.key = reinterpret_cast<uint64_t>(*handle);
-                              return result;
-                            });
-}
-
-// cuMemAlloc, cuMemAllocPitch and cuMemAllocManaged: `*dptr` is the allocation, from the driver
-// or from a spill tier.
-template <typename Allocate>
-CUresult linear_allocation(Route route, uint64_t bytes, const SpillTarget& spill_target,
-                           Allocate allocate) {
-  const Entry entry;
-  ShimState* shim = entry.state();
-  const std::optional<int> device = shim != nullptr ? current_device() : std::nullopt;
-  if (!device) {
-    Allocated ignored;
-    return allocate(ignored);
-  }
-  return admit_and_allocate(*shim, *device, route, bytes, spill_target, allocate);
-}
-
 // cuMemAllocPitch's pitch for a spilled allocation: rows padded to 512 bytes, what the driver
 // gives on current GPUs (and simcuda), so that code tuned to the driver's pitch sees the same.
 constexpr uint64_t kSpillPitchAlignment = 512;
+
+constexpr uint64_t round_up(uint64_t value, uint64_t alignment) {
+  return (value + alignment - 1) / alignment * alignment;
+}
+
+}  // namespace
+
+namespace {
+
+// Note [A budget that leaves nothing]
+// A percent budget (or a size above the device) becomes bytes only once the driver says how big
+// each device is: 50% of a 1 GiB device with a 600 MiB reserve leaves a limit of 0, and every
+// allocation would be refused or spilled. That is an invalid configuration like the ones
+// load_config() finds, so cuInit fails with CUDA_ERROR_INVALID_VALUE and the log gives the
+// figures; the real cuInit runs first because only an initialised driver answers.
+bool every_device_has_room(const vramspill::DeviceConfig& config) noexcept {
+  const auto count_devices = VRAMSPILL_REAL(cuDeviceGetCount);
+  const auto get_device = VRAMSPILL_REAL(cuDeviceGet);
+  const auto total_memory = VRAMSPILL_REAL(cuDeviceTotalMem_v2);
+  int count = 0;
+  if (count_devices == nullptr || get_device == nullptr || total_memory == nullptr ||
+      count_devices(&count) != CUDA_SUCCESS)
+    return true;  // nothing to check against; know_device() learns each device later
+  bool room = true;
+  for (int ordinal = 0; ordinal < count; ++ordinal) {
+    CUdevice device = 0;
+    size_t total = 0;
+    if (get_device(&device, ordinal) != CUDA_SUCCESS ||
+        total_memory(&total, device) != CUDA_SUCCESS)
+      continue;
+    try {
+      const std::string problem = config.nothing_left(total);
+      if (problem.empty()) continue;
+      vramspill::logging::error(
+          "invalid configuration for device {}, CUDA initialisation fails: {}", ordinal, problem);
+      room = false;
+    } catch (...) {  // out of memory building the message: the device cannot be judged
+    }
+  }
+  return room;
+}
 
 }  // namespace
 
 VRAMSPILL_HOOK CUresult CUDAAPI cuInit(unsigned int Flags) {
   VRAMSPILL_REAL_OR_RETURN(real, cuInit);
   if (vramspill::hooks::configuration_error() != nullptr) return CUDA_ERROR_INVALID_VALUE;
-  return real(Flags);
+  const CUresult result = real(Flags);
+  const Entry entry;
+  if (result != CUDA_SUCCESS || entry.state() == nullptr) return result;
+  // Note [A budget that leaves nothing]
+  return every_device_has_room(entry.state()->config.device) ? result : CUDA_ERROR_INVALID_VALUE;
 }
 
 VRAMSPILL_HOOK CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize) {
   VRAMSPILL_REAL_OR_RETURN(real, cuMemAlloc_v2);
   // The driver's error for a NULL output or a zero size, before any budget or spill.
   if (dptr == nullptr || bytesize == 0) return real(dptr, bytesize);
-  return linear_allocation(Route::kMemAlloc, bytesize, SpillTarget{.out = dptr, .bytes = bytesize},
-                           [&](Allocated& allocated) {
-                             const CUresult result = real(dptr, bytesize);
-                             if (result == CUDA_SUCCESS) allocated.key = *dptr;
-                             return result;
-                           });
+  return enter_and_allocate(Route::kMemAlloc, bytesize,
+                            SpillTarget{.out = dptr, .bytes = bytesize},
+                            [&](Allocated& allocated) {
+                              const CUresult result = real(dptr, bytesize);
+                              if (result == CUDA_SUCCESS) allocated.key = *dptr;
+                              return result;
+                            });
 }
 
 VRAMSPILL_HOOK CUresult CUDAAPI cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pPitch,
@@ -128,14 +114,18 @@ VRAMSPILL_HOOK CUresult CUDAAPI cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pP
   if (dptr == nullptr || pPitch == nullptr || WidthInBytes == 0 || Height == 0 ||
       (ElementSizeBytes != 4 && ElementSizeBytes != 8 && ElementSizeBytes != 16))
     return allocate();
-  const uint64_t spill_pitch =
-      (uint64_t{WidthInBytes} + kSpillPitchAlignment - 1) / kSpillPitchAlignment *
-      kSpillPitchAlignment;
+  // A padded size past 2^64 bytes: no tier can hold it, and the wrapped-around product must not
+  // be admitted or spilled as a small block. The driver gives its error.
+  uint64_t spill_bytes = 0;
+  if (WidthInBytes > UINT64_MAX - (kSpillPitchAlignment - 1) ||
+      __builtin_mul_overflow(round_up(WidthInBytes, kSpillPitchAlignment), Height, &spill_bytes))
+    return allocate();
+  const uint64_t spill_pitch = round_up(WidthInBytes, kSpillPitchAlignment);
   // Admitted at the unpadded size; the ledger then records pitch x height (what was taken).
-  return linear_allocation(
+  return enter_and_allocate(
       Route::kMemAllocPitch, uint64_t{WidthInBytes} * Height,
       SpillTarget{.out = dptr,
-                  .bytes = spill_pitch * Height,
+                  .bytes = spill_bytes,
                   .pitch_out = pPitch,
                   .pitch = static_cast<size_t>(spill_pitch)},
       [&](Allocated& allocated) {
@@ -152,7 +142,7 @@ VRAMSPILL_HOOK CUresult CUDAAPI cuMemAllocManaged(CUdeviceptr* dptr, size_t byte
                                                   unsigned int flags) {
   VRAMSPILL_REAL_OR_RETURN(real, cuMemAllocManaged);
   if (dptr == nullptr || bytesize == 0) return real(dptr, bytesize, flags);  // the driver's error
-  return linear_allocation(
+  return enter_and_allocate(
       Route::kMemAllocManaged, bytesize,
       SpillTarget{.out = dptr, .bytes = bytesize, .managed_flags = flags},
       [&](Allocated& allocated) {

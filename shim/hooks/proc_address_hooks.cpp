@@ -3,8 +3,9 @@
 //
 // The real lookup runs first, so the driver's own rules decide which export answers a
 // (name, version, flags) triple, including its per-thread (_ptsz/_ptds) variants; the shim then
-// swaps in its hook for exactly that export. A lookup for an ABI the shim does not hook
-// (cuMemAlloc at version 2000, the 32-bit one) keeps the driver's pointer. The pointers handed
+// swaps in its hook for exactly that export: cuMemAlloc at version 2000 gets the hook of the
+// 32-bit cuMemAlloc, never that of cuMemAlloc_v2, and a lookup for an ABI the shim does not hook
+// (cuArrayCreate at version 2000) keeps the driver's pointer. The pointers handed
 // out for "cuGetProcAddress" itself are the shim's hooks too, so later lookups through them
 // (cudaGetDriverEntryPoint) are seen as well.
 #include "hooks/hook.h"

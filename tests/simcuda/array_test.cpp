@@ -200,3 +200,96 @@ TEST_F(ArrayTest, NoContextMeansInvalidContext) {
 }
 
 }  // namespace
+
+// Mipmapped arrays: the sum of the levels, each extent halved per level (never below 1), is
+// charged from create to destroy; the levels are arrays with their own descriptors.
+namespace {
+
+using MipmappedArrayTest = DriverTest;
+
+TEST_F(MipmappedArrayTest, AllLevelsAreChargedUntilDestroy) {
+  const size_t before = used();
+  // 100 x 40 x 10 uint16x2 (4 bytes), 4 levels: 100x40x10, 50x20x5, 25x10x2, 12x5x1.
+  const CUDA_ARRAY3D_DESCRIPTOR volume =
+      descriptor_3d(100, 40, 10, CU_AD_FORMAT_UNSIGNED_INT16, 2);
+  const size_t expected = 4 * (100 * 40 * 10 + 50 * 20 * 5 + 25 * 10 * 2 + 12 * 5 * 1);
+  CUmipmappedArray mipmap = nullptr;
+  ASSERT_CU(cuMipmappedArrayCreate(&mipmap, &volume, 4));
+  EXPECT_EQ(used(), before + expected);
+
+  CUarray level = nullptr;
+  ASSERT_CU(cuMipmappedArrayGetLevel(&level, mipmap, 3));
+  CUDA_ARRAY3D_DESCRIPTOR read{};
+  ASSERT_CU(cuArray3DGetDescriptor(&read, level));
+  EXPECT_EQ(read.Width, 12u);
+  EXPECT_EQ(read.Height, 5u);
+  EXPECT_EQ(read.Depth, 1u);
+  EXPECT_EQ(read.Format, CU_AD_FORMAT_UNSIGNED_INT16);
+  EXPECT_EQ(read.NumChannels, 2u);
+  EXPECT_EQ(cuMipmappedArrayGetLevel(&level, mipmap, 4), CUDA_ERROR_INVALID_VALUE);
+  // A level belongs to its mipmapped array.
+  EXPECT_EQ(cuArrayDestroy(level), CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(used(), before + expected);
+
+  ASSERT_CU(cuMipmappedArrayDestroy(mipmap));
+  EXPECT_EQ(used(), before);
+  EXPECT_EQ(cuMipmappedArrayDestroy(mipmap), CUDA_ERROR_INVALID_HANDLE);
+}
+
+TEST_F(MipmappedArrayTest, LevelCountIsClampedAndLayersStay) {
+  const size_t before = used();
+  // 2D 8 x 3 float: at most 1 + floor(log2 8) = 4 levels (8x3, 4x1, 2x1, 1x1), even if 10 are
+  // asked for; 0 asks for 1.
+  const CUDA_ARRAY3D_DESCRIPTOR flat = descriptor_3d(8, 3, 0, CU_AD_FORMAT_FLOAT, 1);
+  CUmipmappedArray clamped = nullptr;
+  ASSERT_CU(cuMipmappedArrayCreate(&clamped, &flat, 10));
+  EXPECT_EQ(used(), before + 4 * (24 + 4 + 2 + 1));
+  CUarray level = nullptr;
+  EXPECT_EQ(cuMipmappedArrayGetLevel(&level, clamped, 4), CUDA_ERROR_INVALID_VALUE);
+  ASSERT_CU(cuMipmappedArrayDestroy(clamped));
+  CUmipmappedArray single = nullptr;
+  ASSERT_CU(cuMipmappedArrayCreate(&single, &flat, 0));
+  EXPECT_EQ(used(), before + 4 * 24);
+  ASSERT_CU(cuMipmappedArrayDestroy(single));
+
+  // 2D layered 16 x 16 uint8, 3 layers, 2 levels: the layers do not halve.
+  const CUDA_ARRAY3D_DESCRIPTOR layered =
+      descriptor_3d(16, 16, 3, CU_AD_FORMAT_UNSIGNED_INT8, 1, CUDA_ARRAY3D_LAYERED);
+  CUmipmappedArray layers = nullptr;
+  ASSERT_CU(cuMipmappedArrayCreate(&layers, &layered, 2));
+  EXPECT_EQ(used(), before + (16 * 16 * 3 + 8 * 8 * 3));
+  ASSERT_CU(cuMipmappedArrayGetLevel(&level, layers, 1));
+  CUDA_ARRAY3D_DESCRIPTOR read{};
+  ASSERT_CU(cuArray3DGetDescriptor(&read, level));
+  EXPECT_EQ(read.Depth, 3u);
+  EXPECT_EQ(read.Flags, static_cast<unsigned int>(CUDA_ARRAY3D_LAYERED));
+  ASSERT_CU(cuMipmappedArrayDestroy(layers));
+  EXPECT_EQ(used(), before);
+}
+
+TEST_F(MipmappedArrayTest, BadArgumentsAndWhatDoesNotFit) {
+  const size_t before = used();
+  const CUDA_ARRAY3D_DESCRIPTOR flat = descriptor_3d(64, 64, 0, CU_AD_FORMAT_FLOAT, 4);
+  CUmipmappedArray mipmap = nullptr;
+  EXPECT_EQ(cuMipmappedArrayCreate(nullptr, &flat, 2), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMipmappedArrayCreate(&mipmap, nullptr, 2), CUDA_ERROR_INVALID_VALUE);
+  const CUDA_ARRAY3D_DESCRIPTOR three_channels = descriptor_3d(64, 64, 0, CU_AD_FORMAT_FLOAT, 3);
+  EXPECT_EQ(cuMipmappedArrayCreate(&mipmap, &three_channels, 2), CUDA_ERROR_INVALID_VALUE);
+  // 16384 x 16384 float4 is 4 GiB at level 0: more than the 1 GiB device.
+  const CUDA_ARRAY3D_DESCRIPTOR huge = descriptor_3d(16384, 16384, 0, CU_AD_FORMAT_FLOAT, 4);
+  EXPECT_EQ(cuMipmappedArrayCreate(&mipmap, &huge, 2), CUDA_ERROR_OUT_OF_MEMORY);
+  EXPECT_EQ(used(), before);
+  CUarray level = nullptr;
+  EXPECT_EQ(cuMipmappedArrayGetLevel(&level, reinterpret_cast<CUmipmappedArray>(&level), 0),
+            CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(cuMipmappedArrayGetLevel(nullptr, reinterpret_cast<CUmipmappedArray>(&level), 0),
+            CUDA_ERROR_INVALID_VALUE);
+  // An array is not a mipmapped array, nor the other way round.
+  CUarray array = nullptr;
+  ASSERT_CU(cuArray3DCreate(&array, &flat));
+  EXPECT_EQ(cuMipmappedArrayDestroy(reinterpret_cast<CUmipmappedArray>(array)),
+            CUDA_ERROR_INVALID_HANDLE);
+  ASSERT_CU(cuArrayDestroy(array));
+}
+
+}  // namespace

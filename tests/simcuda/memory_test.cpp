@@ -193,9 +193,9 @@ TEST_F(MemoryTest, DestroyingAContextFreesItsMemory) {
   CUcontext current = nullptr;
   ASSERT_CU(cuCtxGetCurrent(&current));
   ASSERT_EQ(current, context_);
-  // Everything is back but the VMM handle and the live pool block (its 2 MiB block); the block
-  // freed on the context's stream went back too (destroying synchronises; threshold 0).
-  EXPECT_EQ(used(), before + 2 * kMiB + 2 * kMiB);
+  // Everything is back but the VMM handle and the pool chunk of the live pool block (32 MiB);
+  // the range freed on the context's stream is free in that chunk (destroying synchronises).
+  EXPECT_EQ(used(), before + 2 * kMiB + 32 * kMiB);
 
   EXPECT_EQ(cuMemFree(device), CUDA_ERROR_INVALID_VALUE);
   EXPECT_EQ(cuMemFree(pitched), CUDA_ERROR_INVALID_VALUE);
@@ -234,6 +234,44 @@ TEST_F(MemoryTest, DestroyingAContextFreesItsMemory) {
   ASSERT_CU(cuMemFreeAsync(again, nullptr));
   ASSERT_CU(cuCtxSynchronize());
   EXPECT_EQ(used(), before);
+}
+
+// The 32-bit ABI of CUDA 2.0 (cuMemAlloc, cuMemAllocPitch, cuMemFree at version 2000): simcuda has
+// no device address that fits 32 bits, so it places no legacy allocation (Note [Legacy
+// allocations have no 32-bit address] in src/api/legacy_memory.cpp), after the usual checks.
+TEST_F(MemoryTest, LegacyAllocationsHaveNo32BitAddress) {
+  using LegacyAlloc = CUresult(CUDAAPI*)(unsigned int*, unsigned int);
+  using LegacyAllocPitch = CUresult(CUDAAPI*)(unsigned int*, unsigned int*, unsigned int,
+                                              unsigned int, unsigned int);
+  using LegacyFree = CUresult(CUDAAPI*)(unsigned int);
+  void* alloc = nullptr;
+  void* alloc_pitch = nullptr;
+  void* free = nullptr;
+  ASSERT_CU(cuGetProcAddress("cuMemAlloc", &alloc, 2000, 0, nullptr));
+  ASSERT_CU(cuGetProcAddress("cuMemAllocPitch", &alloc_pitch, 2000, 0, nullptr));
+  ASSERT_CU(cuGetProcAddress("cuMemFree", &free, 2000, 0, nullptr));
+  const auto legacy_alloc = reinterpret_cast<LegacyAlloc>(alloc);
+  const auto legacy_alloc_pitch = reinterpret_cast<LegacyAllocPitch>(alloc_pitch);
+  const auto legacy_free = reinterpret_cast<LegacyFree>(free);
+
+  const size_t before = used();
+  unsigned int pointer = 0x5a5a;
+  unsigned int pitch = 0x5a5a;
+  EXPECT_EQ(legacy_alloc(&pointer, kMiB), CUDA_ERROR_OUT_OF_MEMORY);
+  EXPECT_EQ(legacy_alloc_pitch(&pointer, &pitch, 1024, 1024, 4), CUDA_ERROR_OUT_OF_MEMORY);
+  EXPECT_EQ(pointer, 0x5a5au);  // nothing truncated is handed out
+  EXPECT_EQ(pitch, 0x5a5au);
+  EXPECT_EQ(used(), before);
+  EXPECT_EQ(legacy_alloc(nullptr, kMiB), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(legacy_alloc(&pointer, 0), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(legacy_alloc_pitch(&pointer, nullptr, 1024, 1024, 4), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(legacy_alloc_pitch(&pointer, &pitch, 1024, 1024, 3), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_CU(legacy_free(0));
+  EXPECT_EQ(legacy_free(0x10000), CUDA_ERROR_INVALID_VALUE);
+
+  ASSERT_CU(cuCtxSetCurrent(nullptr));
+  EXPECT_EQ(legacy_alloc(&pointer, kMiB), CUDA_ERROR_INVALID_CONTEXT);
+  ASSERT_CU(cuCtxSetCurrent(context_));
 }
 
 }  // namespace

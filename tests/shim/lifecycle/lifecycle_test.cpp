@@ -304,7 +304,8 @@ TEST(Dlsym, ProgramsBoundToTheOldVersionGetTheHooks) {
             "cuInit: old=libvramspill.so new=libvramspill.so same=yes\n"
             // Not hooked: the driver's own, under either version.
             "cuDeviceGet: old=libcuda.so.1 new=libcuda.so.1 same=yes\n"
-            "cuMemAlloc: old=libcuda.so.1 new=libcuda.so.1 same=yes\n"
+            // The 32-bit ABI's export, hooked with that ABI.
+            "cuMemAlloc: old=libvramspill.so new=libvramspill.so same=yes\n"
             "old RTLD_NEXT puts: " +
                 puts_provider() + "\n")
       << preloaded.describe();

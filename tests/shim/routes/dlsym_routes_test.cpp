@@ -99,13 +99,13 @@ TEST_F(DlsymRoutes, HookedExportsComeBackAsTheShimsHooks) {
 }
 
 TEST_F(DlsymRoutes, OtherExportsStayTheDrivers) {
-  // Not hooked at all, and the legacy 32-bit ABIs whose names lack the _v2 of the hooked ones:
-  // handing out a hook for the current ABI there would break the caller's arguments.
+  // Not hooked at all, and the legacy 32-bit ABIs the shim does not hook whose names lack the
+  // _v2 of hooked ones: handing out a hook for the current ABI there would break the caller's
+  // arguments. (The 32-bit cuMemAlloc, cuMemAllocPitch and cuMemFree have hooks of their own.)
   for (const char* name :
        {"cuDeviceGetCount", "cuDeviceGet", "cuCtxGetDevice", "cuMemHostGetFlags",
         "cuMemGetAddressRange", "cuMemHostGetDevicePointer_v2", "cuStreamSynchronize", "cuMemPoolCreate", "cuMemSetAccess",
-        "cuMemAlloc", "cuMemFree", "cuMemGetInfo", "cuMemAllocPitch", "cuArrayCreate",
-        "cuArray3DCreate", "cuMemcpyHtoD", "cuGetExportTable"}) {
+        "cuMemGetInfo", "cuArrayCreate", "cuArray3DCreate", "cuMemcpyHtoD", "cuGetExportTable"}) {
     SCOPED_TRACE(name);
     void* found = dlsym(driver_, name);
     ASSERT_NE(found, nullptr) << dlerror();

@@ -115,6 +115,13 @@ TEST_F(InvalidArguments, BadSizesAndDescriptors) {
   size_t pitch = 0;
   EXPECT_EQ(cuMemAllocPitch(&pointer, &pitch, 1024, 16, 3), CUDA_ERROR_INVALID_VALUE);
   EXPECT_EQ(cuMemAllocPitch(&pointer, &pitch, 0, 16, 4), CUDA_ERROR_INVALID_VALUE);
+  // A padded pitch x height past 2^64 must not wrap around to a small block (here to 2 KiB).
+  pointer = 0;
+  pitch = 0;
+  EXPECT_EQ(cuMemAllocPitch(&pointer, &pitch, (size_t{1} << 62) + 512, 4, 4),
+            CUDA_ERROR_OUT_OF_MEMORY);
+  EXPECT_EQ(pointer, 0u);
+  EXPECT_EQ(pitch, 0u);
   CUmemAllocationProp prop{};
   prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
   prop.location = {CU_MEM_LOCATION_TYPE_DEVICE, device()};

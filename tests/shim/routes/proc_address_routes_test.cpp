@@ -5,8 +5,8 @@
 //
 // Under the shim (ROUTES_EXPECT=shim) each lookup must answer the shim's hook for exactly the
 // export the driver picks (dladdr: that export's name, in libvramspill.so) when the shim hooks
-// it, and the driver's own function otherwise: a lookup for an ABI the shim does not hook
-// (cuMemAlloc at 2000, the 32-bit one) must never get the hook of another ABI. Without the
+// it, and the driver's own function otherwise: a lookup for an older ABI (cuMemAlloc at 2000,
+// the 32-bit one) must never get the hook of another ABI. Without the
 // preload (ROUTES_EXPECT=driver) every answer is the driver's, with the same export names.
 #include <cstdio>
 #include <fstream>
@@ -174,9 +174,9 @@ TEST_F(ProcAddressRoutes, AllocationLookupsAnswerTheHookForTheExactExport) {
   }
 }
 
-// The 32-bit ABIs at version 2000 are exports the shim does not hook: the driver's, never the
-// shim's _v2 (whose arguments differ).
-TEST_F(ProcAddressRoutes, LegacyAbisStayTheDrivers) {
+// The 32-bit ABIs at version 2000 answer their own exports, never the shim's _v2 (whose arguments
+// differ): the shim's 32-bit hooks for the allocation functions, the driver's for the rest.
+TEST_F(ProcAddressRoutes, LegacyAbisAnswerTheirOwnExports) {
   for (const char* name : {"cuMemAlloc", "cuMemAllocPitch", "cuMemFree", "cuMemGetInfo",
                            "cuArrayCreate", "cuArray3DCreate"}) {
     expect_answer(name, 2000, 0, name);
@@ -224,7 +224,7 @@ TEST_F(ProcAddressRoutes, LookupsThroughTheReturnedGetProcAddressAreHookedToo) {
   ASSERT_CU(v1("cuMemAllocAsync", &function, 12000, kPerThread));
   EXPECT_TRUE(is_export(function, "cuMemAllocAsync_ptsz", under_shim()));
   ASSERT_CU(v1("cuMemAlloc", &function, 2000, 0));
-  EXPECT_TRUE(is_export(function, "cuMemAlloc", /*from_shim=*/false));
+  EXPECT_TRUE(is_export(function, "cuMemAlloc", under_shim()));  // the 32-bit hook
   // Frameworks reach VMM this way (cudart never looks it up itself).
   ASSERT_CU(v2("cuMemCreate", &function, 12000, 0, nullptr));
   EXPECT_TRUE(is_export(function, "cuMemCreate", under_shim()));

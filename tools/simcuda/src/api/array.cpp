@@ -1,4 +1,5 @@
-// CUDA arrays: cuArrayCreate, cuArray3DCreate, cuArrayDestroy and their descriptors.
+// CUDA arrays: cuArrayCreate, cuArray3DCreate, cuArrayDestroy and their descriptors; mipmapped
+// arrays: cuMipmappedArrayCreate, cuMipmappedArrayGetLevel, cuMipmappedArrayDestroy.
 //
 // Note [Arrays are opaque]
 // An array is device memory in a layout the program never sees: it is reached only through
@@ -8,15 +9,24 @@
 // pads to its tiling; simcuda does not), and it stays on the device of the context that was
 // current at creation until cuArrayDestroy. That is what a layer that budgets VRAM has to get
 // right, and what the tests check through cuMemGetInfo.
+//
+// A mipmapped array is charged the sum of its levels (Note [Mipmap levels] in
+// util/mipmap_levels.h, shared with the shim) until cuMipmappedArrayDestroy. Its level arrays are
+// arrays with their level's descriptor and no charge of their own; they live as long as the
+// mipmapped array, and cuArrayDestroy refuses them as it refuses any handle the program did not
+// create (unverified).
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <vector>
 
 #include "core/api.h"
 #include "core/context.h"
 #include "core/device.h"
 #include "core/handle_table.h"
 #include "util/array_format.h"
+#include "util/mipmap_levels.h"
 
 namespace {
 
@@ -24,11 +34,23 @@ struct Array {
   CUDA_ARRAY3D_DESCRIPTOR descriptor{};
   simcuda::Device* device = nullptr;
   uint64_t charged_bytes = 0;
+  bool is_mipmap_level = false;  // owned by a mipmapped array: never destroyed on its own
 };
 
+struct MipmappedArray {
+  simcuda::Device* device = nullptr;
+  uint64_t charged_bytes = 0;
+  std::vector<Array*> levels;  // entries of arrays(), removed with the mipmapped array
+};
+
+// One lock for both tables: a mipmapped array's levels are entries of arrays().
 std::mutex arrays_mutex;
 simcuda::HandleTable<Array>& arrays() {
   static auto* live = new simcuda::HandleTable<Array>();  // outlives exit
+  return *live;
+}
+simcuda::HandleTable<MipmappedArray>& mipmapped_arrays() {
+  static auto* live = new simcuda::HandleTable<MipmappedArray>();  // outlives exit
   return *live;
 }
 
@@ -119,7 +141,7 @@ SIMCUDA_EXPORT CUresult CUDAAPI cuArrayDestroy(CUarray hArray) {
   {
     const std::lock_guard lock(arrays_mutex);
     const auto found = arrays().find(reinterpret_cast<Array*>(hArray));
-    if (found == arrays().end()) return CUDA_ERROR_INVALID_HANDLE;
+    if (found == arrays().end() || found->second->is_mipmap_level) return CUDA_ERROR_INVALID_HANDLE;
     array = std::move(found->second);
     arrays().erase(found);
   }
@@ -152,5 +174,72 @@ SIMCUDA_EXPORT CUresult CUDAAPI cuArray3DGetDescriptor_v2(
   const std::shared_ptr<Array> array = find_array(hArray);
   if (array == nullptr) return CUDA_ERROR_INVALID_HANDLE;
   *pArrayDescriptor = array->descriptor;
+  return CUDA_SUCCESS;
+}
+
+SIMCUDA_EXPORT CUresult CUDAAPI cuMipmappedArrayCreate(
+    CUmipmappedArray* pHandle, const CUDA_ARRAY3D_DESCRIPTOR* pMipmappedArrayDesc,
+    unsigned int numMipmapLevels) {
+  SIMCUDA_ENTER("cuMipmappedArrayCreate");
+  if (pHandle == nullptr || pMipmappedArrayDesc == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  const CUDA_ARRAY3D_DESCRIPTOR& d = *pMipmappedArrayDesc;
+  uint64_t level_zero_bytes = 0;
+  if (CUresult invalid = check_descriptor(d, &level_zero_bytes); invalid != CUDA_SUCCESS)
+    return invalid;
+  const unsigned int level_count = vramspill::mipmap_level_count(d, numMipmapLevels);
+  const std::optional<uint64_t> bytes = vramspill::mipmapped_array_bytes(
+      d, level_count, uint64_t{d.NumChannels} * vramspill::array_channel_bytes(d.Format));
+  if (!bytes) return CUDA_ERROR_OUT_OF_MEMORY;
+  simcuda::Context* context = simcuda::current_context();
+  if (context == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  // Charged before the table's lock is taken: charge() may evict managed pages.
+  if (!context->device->charge(*bytes)) return CUDA_ERROR_OUT_OF_MEMORY;
+  auto mipmap = std::make_shared<MipmappedArray>(
+      MipmappedArray{.device = context->device, .charged_bytes = *bytes, .levels = {}});
+  const std::lock_guard lock(arrays_mutex);
+  for (unsigned int level = 0; level < level_count; ++level) {
+    const vramspill::ArrayExtent extent = vramspill::mipmap_level_extent(d, level);
+    CUDA_ARRAY3D_DESCRIPTOR level_descriptor = d;
+    level_descriptor.Width = extent.width;
+    level_descriptor.Height = extent.height;
+    level_descriptor.Depth = extent.depth;
+    auto array = std::make_shared<Array>(Array{.descriptor = level_descriptor,
+                                               .device = context->device,
+                                               .charged_bytes = 0,
+                                               .is_mipmap_level = true});
+    mipmap->levels.push_back(array.get());
+    arrays().emplace(array.get(), std::move(array));
+  }
+  *pHandle = reinterpret_cast<CUmipmappedArray>(mipmap.get());
+  mipmapped_arrays().emplace(mipmap.get(), std::move(mipmap));
+  return CUDA_SUCCESS;
+}
+
+SIMCUDA_EXPORT CUresult CUDAAPI cuMipmappedArrayGetLevel(CUarray* pLevelArray,
+                                                         CUmipmappedArray hMipmappedArray,
+                                                         unsigned int level) {
+  SIMCUDA_ENTER("cuMipmappedArrayGetLevel");
+  if (pLevelArray == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  const std::lock_guard lock(arrays_mutex);
+  const std::shared_ptr<MipmappedArray> mipmap =
+      simcuda::find_handle(mipmapped_arrays(), hMipmappedArray);
+  if (mipmap == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  if (level >= mipmap->levels.size()) return CUDA_ERROR_INVALID_VALUE;
+  *pLevelArray = reinterpret_cast<CUarray>(mipmap->levels[level]);
+  return CUDA_SUCCESS;
+}
+
+SIMCUDA_EXPORT CUresult CUDAAPI cuMipmappedArrayDestroy(CUmipmappedArray hMipmappedArray) {
+  SIMCUDA_ENTER("cuMipmappedArrayDestroy");
+  std::shared_ptr<MipmappedArray> mipmap;
+  {
+    const std::lock_guard lock(arrays_mutex);
+    const auto found = mipmapped_arrays().find(reinterpret_cast<MipmappedArray*>(hMipmappedArray));
+    if (found == mipmapped_arrays().end()) return CUDA_ERROR_INVALID_HANDLE;
+    mipmap = std::move(found->second);
+    mipmapped_arrays().erase(found);
+    for (Array* level : mipmap->levels) arrays().erase(level);
+  }
+  mipmap->device->uncharge(mipmap->charged_bytes);
   return CUDA_SUCCESS;
 }

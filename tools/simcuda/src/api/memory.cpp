@@ -46,8 +46,14 @@ SIMCUDA_EXPORT CUresult CUDAAPI cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pP
   if (pPitch == nullptr || WidthInBytes == 0 || Height == 0) return CUDA_ERROR_INVALID_VALUE;
   if (ElementSizeBytes != 4 && ElementSizeBytes != 8 && ElementSizeBytes != 16)
     return CUDA_ERROR_INVALID_VALUE;
+  // A padded pitch x height past 2^64 bytes is a size no device holds: the driver's answer is
+  // an error, never the wrapped-around product.
+  uint64_t bytes = 0;
+  if (WidthInBytes > UINT64_MAX - (kPitchAlignment - 1) ||
+      __builtin_mul_overflow(simcuda::round_up(WidthInBytes, kPitchAlignment), Height, &bytes))
+    return CUDA_ERROR_OUT_OF_MEMORY;
   const uint64_t pitch = simcuda::round_up(WidthInBytes, kPitchAlignment);
-  const CUresult result = allocate_linear(dptr, pitch * Height);
+  const CUresult result = allocate_linear(dptr, bytes);
   if (result == CUDA_SUCCESS) *pPitch = pitch;
   return result;
 }

@@ -72,12 +72,19 @@ struct DeviceConfig {
 
   // What the ledger enforces: min(budget, device_total) - reserve, never below zero.
   uint64_t limit(uint64_t device_total) const;
+
+  // Why a device of `device_total` bytes would be left a limit of 0 (every allocation refused),
+  // with the figures ("device.budget = 50% of 1.0 GiB is 512.0 MiB; minus device.reserve =
+  // 600.0 MiB, nothing is left ..."), or "" when the limit is above 0. A percent budget, or a
+  // size above the device, can only be checked once the driver says how big the device is;
+  // load_config() already refuses a size budget that the reserve swallows.
+  std::string nothing_left(uint64_t device_total) const;
 };
 
 struct SpillConfig {
   SpillMode mode{};
   uint64_t min_size{};  // smaller allocations never spill
-  Budget host_limit;    // pinned + managed spill bytes; a fraction is of MemAvailable at start
+  Budget host_limit;    // pinned + managed spill bytes; a fraction is of the memory available
   ManagedLocation managed_location{};
   bool managed_accessed_by{};
   uint64_t host_pool_step{};
@@ -128,6 +135,20 @@ class ConfigResult {
 
 // Every option at its default.
 Config default_config();
+
+// Note [Only regular files]
+// The files the configuration names, the policy and [log] file, must be regular files. A FIFO
+// would block the job at start-up until someone writes to it (or reads from it), /dev/zero or
+// /dev/urandom would be read without end, and a directory or a device is never what was meant.
+// So they are opened with O_NONBLOCK (opening a FIFO or a device never waits; for a regular
+// file the flag changes nothing, so it stays set) and refused unless fstat() says S_ISREG.
+
+// Opens `path` with open(2) `flags` plus O_CLOEXEC, O_NOCTTY and O_NONBLOCK, and `mode` when it
+// creates the file, and returns the descriptor if it is a regular file. Otherwise returns -1 and
+// sets `problem`: what the path is ("it is a pipe, not a regular file") or the system's
+// error ("No such file or directory").
+int open_regular_file(const std::string& path, int flags, unsigned mode,
+                      std::string& problem) noexcept;
 
 // Reads VRAMSPILL_CONFIG (a TOML file; unset or empty: none) and the VRAMSPILL_* variables of
 // `environment`, a null-terminated array of "NAME=VALUE" strings like `environ`. Environment

@@ -1,12 +1,12 @@
 // load_config(): defaults, then the TOML file, then the environment, each checked against the
 // options table. Every problem is collected (a user fixing a config sees all of them at once)
 // and reported with where it is, the key, what was expected and the valid names.
+#include <fcntl.h>
 #include <toml++/toml.h>
-#include <unistd.h>  // environ
+#include <unistd.h>  // environ, read, close
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdio>
 #include <cstring>
 #include <exception>
 #include <optional>
@@ -89,22 +89,40 @@ std::string_view describe(toml::node_type type) {
   return "nothing";
 }
 
-// Reads a whole file; on failure returns nullopt and sets `problem` from errno.
+// Note [The policy's size limit]
+// A policy sets about fifteen keys: a complete one with comments is a few KiB. The shim reads it
+// in every process of the job that starts CUDA, so a path that names something else by mistake
+// (a log, a data set, /proc/kcore) must not be read whole into each of them. 1 MiB is far more
+// than any policy and little enough to read anywhere; a bigger file is refused.
+constexpr std::size_t kMaxPolicyBytes = std::size_t{1} << 20;
+
+// Reads a whole policy file: a regular file (Note [Only regular files] in config/config.h) of at
+// most kMaxPolicyBytes. On failure returns nullopt and sets `problem`.
 std::optional<std::string> read_file(const std::string& path, std::string& problem) {
-  std::FILE* file = std::fopen(path.c_str(), "rb");
-  if (file == nullptr) {
-    problem = std::strerror(errno);
-    return std::nullopt;
-  }
+  const int fd = open_regular_file(path, O_RDONLY, 0, problem);
+  if (fd < 0) return std::nullopt;
+  // Read one byte more than the limit: the size fstat() gives may change (or, in /proc, be 0).
   std::string text;
   char buffer[4096];
-  std::size_t got = 0;
-  while ((got = std::fread(buffer, 1, sizeof buffer, file)) > 0) text.append(buffer, got);
-  const bool failed = std::ferror(file) != 0;
-  const int error = errno;  // fread sets it (EISDIR for a directory)
-  std::fclose(file);
-  if (failed) {
+  int error = 0;
+  while (text.size() <= kMaxPolicyBytes) {
+    const ssize_t got = read(fd, buffer, sizeof buffer);
+    if (got > 0) {
+      text.append(buffer, static_cast<std::size_t>(got));
+    } else if (got == 0) {
+      break;
+    } else if (errno != EINTR) {
+      error = errno;
+      break;
+    }
+  }
+  close(fd);
+  if (error != 0) {
     problem = std::strerror(error);
+    return std::nullopt;
+  }
+  if (text.size() > kMaxPolicyBytes) {  // Note [The policy's size limit]
+    problem = "it is larger than 1 MiB, too large for a policy (a policy is a few KiB)";
     return std::nullopt;
   }
   return text;

@@ -44,11 +44,12 @@ constexpr std::array<OptionSpec, 14> kOptions = {{
      {},
      [](Config& c, const OptionValue& v) { c.spill.min_size = std::get<uint64_t>(v); }},
     {"spill", "host_limit", OptionType::kHostSizeOrPercent, "50%",
-     "Host memory spilled allocations may take in all (pinned pool plus managed): a size, or a "
-     "percent of the host's available memory (`MemAvailable`) when the shim starts, in which "
-     "case pinned memory also stays under `RLIMIT_MEMLOCK` (`ulimit -l`); a size replaces both. "
-     "Past it an allocation fails with `CUDA_ERROR_OUT_OF_MEMORY` rather than let the kernel's "
-     "OOM killer take the job.",
+     "Host memory one process's spilled allocations may take in all (pinned pool plus managed): "
+     "a size, or a percent of the memory available to the job: the host's `MemAvailable` or, "
+     "where less, what its memory cgroup (a container's limit, cgroup v1 or v2) leaves, "
+     "re-read as the job runs. With a percent, pinned memory also stays under `RLIMIT_MEMLOCK` "
+     "(`ulimit -l`); a size replaces both. Past it an allocation fails with "
+     "`CUDA_ERROR_OUT_OF_MEMORY` rather than let the kernel's OOM killer take the job.",
      {},
      [](Config& c, const OptionValue& v) { c.spill.host_limit = std::get<Budget>(v); }},
     {"spill", "managed_location", OptionType::kEnum, "host",
@@ -94,7 +95,8 @@ constexpr std::array<OptionSpec, 14> kOptions = {{
        c.log.level = static_cast<LogLevel>(std::get<Choice>(v).index);
      }},
     {"log", "file", OptionType::kPath, "",
-     "File the log is appended to; empty: standard error.",
+     "Regular file the log is appended to (a pipe, a device or a directory is refused, "
+     "with a warning, and the log goes to standard error); empty: standard error.",
      {},
      [](Config& c, const OptionValue& v) { c.log.file = std::get<std::string>(v); }},
     {"log", "summary", OptionType::kBool, "true",
@@ -266,10 +268,25 @@ std::string options_markdown_table() {
         type = "integer";
         break;
     }
-    const std::string default_cell =
-        option.default_text.empty() ? "empty" : "`" + std::string(option.default_text) + "`";
-    out += "| `" + option_name(option) + "` | `" + env_name(option) + "` | " + type + " | " +
-           default_cell + " | " + std::string(option.doc) + " |\n";
+    // Appended piece by piece: GCC 12 at -O3 reports a false -Wrestrict overlap in
+    // `"literal" + std::string&&` (the rvalue operator+ that inserts at the front).
+    out += "| `";
+    out += option_name(option);
+    out += "` | `";
+    out += env_name(option);
+    out += "` | ";
+    out += type;
+    out += " | ";
+    if (option.default_text.empty()) {
+      out += "empty";
+    } else {
+      out += '`';
+      out += option.default_text;
+      out += '`';
+    }
+    out += " | ";
+    out += option.doc;
+    out += " |\n";
   }
   return out;
 }

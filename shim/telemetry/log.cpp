@@ -1,13 +1,19 @@
 #include "telemetry/log.h"
 
+#include <fcntl.h>
 #include <spdlog/details/log_msg.h>
 #include <spdlog/logger.h>
-#include <spdlog/sinks/basic_file_sink.h>
-#include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/sinks/base_sink.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <array>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <memory>
+#include <mutex>
 
 namespace vramspill::logging {
 namespace {
@@ -52,17 +58,94 @@ spdlog::level::level_enum to_spdlog(LogLevel level) {
   return spdlog::level::off;
 }
 
-// Builds a logger for `config`; `fallback_reason` is set when the file could not be opened.
-std::shared_ptr<spdlog::logger> make_logger(const LogConfig& config, std::string& fallback_reason) {
-  spdlog::sink_ptr sink;
-  if (!config.file.empty()) {
-    try {
-      sink = std::make_shared<spdlog::sinks::basic_file_sink_mt>(config.file, /*truncate=*/false);
-    } catch (const std::exception& e) {
-      fallback_reason = e.what();
+// Note [The log's own descriptor]
+// The log writes only to a descriptor the shim opened and owns: a duplicate of standard error
+// made when the logger is set up, or the [log] file. Never to descriptor 2 as such: a program
+// may run with standard error closed (`prog 2>&-`, daemons), and its next open() then gets
+// descriptor 2 (one of its own files, or, on simcuda, the file that holds device memory), which
+// a log line written to descriptor 2 would corrupt. So:
+// - With descriptor 2 closed when the logger is set up, the log goes nowhere (a [log] file
+//   still works). A standard error the program opens or replaces later is not the shim's.
+// - The shim's descriptors are close-on-exec (an executed program starts its own shim) and
+//   numbered kFirstOwnDescriptor or above: never 0-2, and above the numbers that shells and
+//   scripts redirect by number (`exec 3>file`, `3>&1`), which a program may dup2() onto.
+// - Before each write the sink checks that its descriptor is still the file it was set up with
+//   (device and inode): a program that closes descriptors it did not open (closefrom(3)), or
+//   dup2()s onto one, and then opens a file that gets the same number must not receive the log.
+//   Once the check fails, the sink writes nothing more.
+constexpr int kFirstOwnDescriptor = 10;
+
+// A copy of `fd` at kFirstOwnDescriptor or above (below it only if RLIMIT_NOFILE allows no
+// more), close-on-exec; -1 when `fd` is not open.
+int owned_copy(int fd) {
+  const int copy = fcntl(fd, F_DUPFD_CLOEXEC, kFirstOwnDescriptor);
+  if (copy >= 0 || errno != EINVAL) return copy;
+  return fcntl(fd, F_DUPFD_CLOEXEC, 3);  // EINVAL: the limit is below kFirstOwnDescriptor
+}
+
+// [log] file, appended to: a regular file only (Note [Only regular files] in config/config.h).
+int open_log_file(const std::string& path, std::string& problem) {
+  const int opened = open_regular_file(path, O_WRONLY | O_APPEND | O_CREAT, 0666, problem);
+  if (opened < 0) return -1;
+  // open() took the lowest free number, which is 0-2 when the program closed those.
+  const int owned = owned_copy(opened);
+  if (owned < 0) problem = std::strerror(errno);
+  close(opened);
+  return owned;
+}
+
+// Writes whole formatted lines to a descriptor it owns (Note [The log's own descriptor]); with
+// none (-1), drops them. Each line is one write() straight to the file: nothing is left in a
+// buffer (Note [Immortal logger]).
+class DescriptorSink final : public spdlog::sinks::base_sink<std::mutex> {
+ public:
+  explicit DescriptorSink(int fd) : fd_(fd) {
+    struct stat status {};
+    if (fd_ >= 0 && fstat(fd_, &status) == 0) {
+      device_ = status.st_dev;
+      inode_ = status.st_ino;
+    } else {
+      fd_ = -1;
     }
   }
-  if (!sink) sink = std::make_shared<spdlog::sinks::stderr_sink_mt>();
+  // Only the sink of a logger that lost the race to be published in current() is destroyed.
+  ~DescriptorSink() override {
+    if (fd_ >= 0) close(fd_);
+  }
+
+ protected:
+  void sink_it_(const spdlog::details::log_msg& message) override {
+    if (fd_ < 0) return;
+    struct stat status {};
+    if (fstat(fd_, &status) != 0 || status.st_dev != device_ || status.st_ino != inode_) {
+      fd_ = -1;  // no longer ours: never written to again, never closed
+      return;
+    }
+    spdlog::memory_buf_t formatted;
+    formatter_->format(message, formatted);
+    const char* data = formatted.data();
+    std::size_t left = formatted.size();
+    while (left > 0) {
+      const ssize_t written = ::write(fd_, data, left);
+      if (written < 0 && errno == EINTR) continue;
+      if (written <= 0) return;  // a full non-blocking pipe, a closed reader: drop the line
+      data += written;
+      left -= static_cast<std::size_t>(written);
+    }
+  }
+  void flush_() override {}
+
+ private:
+  int fd_;
+  dev_t device_ = 0;
+  ino_t inode_ = 0;
+};
+
+// Builds a logger for `config`; `fallback_reason` is set when the file could not be opened.
+std::shared_ptr<spdlog::logger> make_logger(const LogConfig& config, std::string& fallback_reason) {
+  int fd = config.file.empty() ? -1 : open_log_file(config.file, fallback_reason);
+  if (fd < 0) fd = owned_copy(STDERR_FILENO);  // -1 when standard error is closed
+  spdlog::sink_ptr sink = std::make_shared<DescriptorSink>(fd);
   auto logger = std::make_shared<spdlog::logger>(std::string(kLoggerName), std::move(sink));
   logger->set_pattern(std::string(kPattern));
   logger->set_level(to_spdlog(config.level));
@@ -151,13 +234,28 @@ void summary(std::string_view line) noexcept {
   }
 }
 
+namespace {
+
+// Per rate-limited key, the level of its messages: the report of suppressed ones has the same
+// (suppressed spills are info, not warnings).
+constinit std::array<std::atomic<int>, static_cast<std::size_t>(RateKey::kCount)>
+    g_rate_key_levels{};
+
+}  // namespace
+
+void note_rate_key_level(RateKey key, LogLevel level) noexcept {
+  const auto index = static_cast<std::size_t>(key);
+  if (index < g_rate_key_levels.size())
+    g_rate_key_levels[index].store(static_cast<int>(level), std::memory_order_relaxed);
+}
+
 void report_suppressed() noexcept {
   for (std::size_t i = 0; i < static_cast<std::size_t>(RateKey::kCount); ++i) {
     const auto key = static_cast<RateKey>(i);
     const uint64_t suppressed = take_suppressed(key);
     if (suppressed == 0) continue;
-    log(LogLevel::kWarn, "(suppressed {} similar messages: {})", suppressed,
-        rate_key_description(key));
+    log(static_cast<LogLevel>(g_rate_key_levels[i].load(std::memory_order_relaxed)),
+        "(suppressed {} similar messages: {})", suppressed, rate_key_description(key));
   }
 }
 

@@ -1,8 +1,10 @@
 // The shim's log: one spdlog logger named "vramspill", lines "[vramspill] warning: ...", to
-// standard error or appended to [log] file. Nothing is set up when the library is loaded: the
-// first message (or configure()) creates the logger. Until configure() is called, messages go
-// to standard error at the options table's default level, so an error in the configuration
-// itself can still be reported.
+// standard error or appended to [log] file, through descriptors of the shim's own (Note [The
+// log's own descriptor] in log.cpp: a program that closed its standard error never gets log
+// lines in the file it opens next). Nothing is set up when the library is loaded: the first
+// message (or configure()) creates the logger. Until configure() is called, messages go to
+// standard error at the options table's default level, so an error in the configuration itself
+// can still be reported.
 //
 // spdlog and fmt are compiled in header-only with hidden visibility (Note [Preload-safe
 // dependency targets]); only fmt's format-string checking is visible here, so callers format
@@ -27,7 +29,9 @@
 namespace vramspill::logging {
 
 // Replaces the logger with one for `config` (level, file). Call once, after load_config(). A
-// file that cannot be opened falls back to standard error, with a warning saying why.
+// file that cannot be opened, or that is not a regular file (a named pipe, a device, a
+// directory: Note [Only regular files] in config/config.h), falls back to standard error, with
+// a warning saying why.
 void configure(const LogConfig& config) noexcept;
 
 // Whether a message at `level` would be written: one relaxed atomic load, so callers can skip
@@ -47,6 +51,8 @@ void flush() noexcept;
 
 // Writes `message` with the notes `decision` asks for ("(suppressed 7 similar messages)").
 void write_limited(LogLevel level, const RateDecision& decision, std::string message) noexcept;
+// The level `key`'s messages are logged at, for the report of those suppressed.
+void note_rate_key_level(RateKey key, LogLevel level) noexcept;
 
 template <typename... Args>
 void log(LogLevel level, fmt::format_string<Args...> format, Args&&... args) noexcept {
@@ -83,6 +89,7 @@ template <typename... Args>
 void limited(LogLevel level, RateKey key, fmt::format_string<Args...> format,
              Args&&... args) noexcept {
   if (!enabled(level)) return;
+  note_rate_key_level(key, level);
   const RateDecision decision = should_log(key);
   if (!decision) return;
   try {

@@ -1,7 +1,9 @@
 // The vramspill command, run as a program: `run` checks the policy, sets the environment and
 // execs; `stat` finds the processes under the shim from their stats files; the help texts.
 // The stats files `stat` reads are written by this test process itself, with the shim's writer.
+#include <elf.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -51,10 +53,6 @@ class CliTest : public ::testing::Test {
     char pattern[] = "/tmp/vramspill-cli-test-XXXXXX";
     ASSERT_NE(mkdtemp(pattern), nullptr);
     root_ = pattern;
-    // Not a loadable library: ld.so says so on standard error and runs the command anyway, so
-    // `run` is tested without preloading the real shim into sh.
-    fake_library_ = (root_ / "libfake.so").string();
-    std::ofstream(fake_library_) << "not a library\n";
   }
   void TearDown() override {
     std::error_code ignored;
@@ -70,14 +68,15 @@ class CliTest : public ::testing::Test {
   // `vramspill run` with the fake library, running sh -c SCRIPT.
   RunResult run_sh(std::vector<std::string> options, const std::string& script,
                    const Environment& extra = {}) {
-    std::vector<std::string> arguments = {"run", "--library", fake_library_};
+    std::vector<std::string> arguments = {"run", "--library", empty_library_};
     arguments.insert(arguments.end(), options.begin(), options.end());
     arguments.insert(arguments.end(), {"--", "/bin/sh", "-c", script});
     return vramspill(arguments, extra);
   }
 
   fs::path root_;
-  std::string fake_library_;
+  // A shared library with nothing in it: `run` is tested without preloading the real shim.
+  const std::string empty_library_ = CLI_TEST_EMPTY_LIBRARY;
 };
 
 // --- help --------------------------------------------------------------------------------------
@@ -146,7 +145,7 @@ TEST_F(CliTest, run_execs_the_command_with_the_shim_preloaded_and_the_policy_set
   const RunResult result =
       run_sh({"-c", policy}, "printf '%s|%s' \"$LD_PRELOAD\" \"$VRAMSPILL_CONFIG\"; exit 7");
   EXPECT_TRUE(result.exited(7)) << result.describe();  // the command's own status
-  EXPECT_EQ(result.out, fake_library_ + "|" + policy);
+  EXPECT_EQ(result.out, empty_library_ + "|" + policy);
 }
 
 TEST_F(CliTest, run_makes_a_relative_policy_path_absolute) {
@@ -161,9 +160,9 @@ TEST_F(CliTest, run_makes_a_relative_policy_path_absolute) {
 
 TEST_F(CliTest, run_keeps_other_preloaded_libraries_after_the_shim) {
   const RunResult result = run_sh({}, "printf %s \"$LD_PRELOAD\"",
-                                  {{"LD_PRELOAD", "/nonexistent/a.so " + fake_library_}});
+                                  {{"LD_PRELOAD", "/nonexistent/a.so " + empty_library_}});
   EXPECT_TRUE(result.exited(0)) << result.describe();
-  EXPECT_EQ(result.out, fake_library_ + ":/nonexistent/a.so");
+  EXPECT_EQ(result.out, empty_library_ + ":/nonexistent/a.so");
 }
 
 TEST_F(CliTest, run_options_set_the_shims_variables_and_are_checked) {
@@ -189,34 +188,127 @@ TEST_F(CliTest, run_options_set_the_shims_variables_and_are_checked) {
 TEST_F(CliTest, run_takes_the_library_from_VRAMSPILL_LIBRARY_and_does_not_pass_it_on) {
   const RunResult result = vramspill(
       {"run", "/bin/sh", "-c", "printf '%s|%s' \"$LD_PRELOAD\" \"${VRAMSPILL_LIBRARY-unset}\""},
-      {{"VRAMSPILL_LIBRARY", fake_library_}});
+      {{"VRAMSPILL_LIBRARY", empty_library_}});
   EXPECT_TRUE(result.exited(0)) << result.describe();
-  EXPECT_EQ(result.out, fake_library_ + "|unset");
+  EXPECT_EQ(result.out, empty_library_ + "|unset");
 }
 
 TEST_F(CliTest, run_leaves_the_commands_own_options_to_it) {
   // Without `--`: sh's -c is not run's -c.
   const RunResult result =
-      vramspill({"run", "--library", fake_library_, "/bin/sh", "-c", "printf %s \"$0\"", "word"});
+      vramspill({"run", "--library", empty_library_, "/bin/sh", "-c", "printf %s \"$0\"", "word"});
   EXPECT_TRUE(result.exited(0)) << result.describe();
   EXPECT_EQ(result.out, "word");
 }
 
 TEST_F(CliTest, run_fails_like_a_shell_when_the_command_is_missing) {
-  RunResult result = vramspill({"run", "--library", fake_library_, "--", "no-such-command-xyz"});
+  RunResult result = vramspill({"run", "--library", empty_library_, "--", "no-such-command-xyz"});
   EXPECT_TRUE(result.exited(127)) << result.describe();
   EXPECT_TRUE(contains(result.err, "no-such-command-xyz: command not found")) << result.err;
 
-  result = vramspill({"run", "--library", fake_library_, "--", fake_library_});  // not executable
+  const std::string not_executable = write_policy("not-executable", "text\n");
+  result = vramspill({"run", "--library", empty_library_, "--", not_executable});
   EXPECT_TRUE(result.exited(126)) << result.describe();
 
-  result = vramspill({"run", "--library", fake_library_});
+  result = vramspill({"run", "--library", empty_library_});
   EXPECT_TRUE(result.exited(2)) << result.describe();
   EXPECT_TRUE(contains(result.err, "no command")) << result.err;
 
   result = vramspill({"run", "--library", (root_ / "missing.so").string(), "--", "true"});
   EXPECT_TRUE(result.exited(1)) << result.describe();
   EXPECT_TRUE(contains(result.err, "missing.so")) << result.err;
+}
+
+// Note [A preload that cannot load]: the loader would skip such a library and run the job
+// without the shim, exit status 0. `run` refuses it, naming the path and the problem.
+TEST_F(CliTest, run_refuses_a_library_the_loader_would_skip) {
+  const std::string marker = (root_ / "ran").string();
+  const auto refused = [&](const std::string& library, const std::string& problem,
+                           const Environment& extra = {}) {
+    std::vector<std::string> arguments = {"run"};
+    if (extra.empty()) arguments.insert(arguments.end(), {"--library", library});
+    arguments.insert(arguments.end(), {"--", "/bin/sh", "-c", "touch " + marker});
+    const RunResult result = vramspill(arguments, extra);
+    EXPECT_TRUE(result.exited(1)) << library << ": " << result.describe();
+    EXPECT_TRUE(contains(result.err, "cannot preload the shim library " + library + ": " + problem))
+        << result.err;
+    EXPECT_FALSE(fs::exists(marker)) << library << ": the command ran without the shim";
+  };
+
+  const std::string text = write_policy("libtext.so", "not a library\n");
+  refused(text, "it is not an ELF file");
+  refused(text, "it is not an ELF file", {{"VRAMSPILL_LIBRARY", text}});
+
+  for (const std::string directory : {"with space", "with:colon"}) {
+    fs::create_directory(root_ / directory);
+    const std::string copy = (root_ / directory / "libvramspill.so").string();
+    fs::copy_file(empty_library_, copy);
+    refused(copy, directory == "with space" ? "its path contains a space, which LD_PRELOAD"
+                                            : "its path contains a colon, which LD_PRELOAD");
+  }
+
+  // This program's own ELF header, changed: an executable, then another machine's library.
+  std::ifstream self("/proc/self/exe", std::ios::binary);
+  Elf64_Ehdr header{};
+  ASSERT_TRUE(self.read(reinterpret_cast<char*>(&header), sizeof header));
+  header.e_type = ET_EXEC;
+  const std::string executable = (root_ / "libexecutable.so").string();
+  std::ofstream(executable, std::ios::binary)
+      .write(reinterpret_cast<char*>(&header), sizeof header);
+  refused(executable, "it is an executable (ET_EXEC), not a shared library (ET_DYN)");
+  const unsigned machine = header.e_machine;
+  header.e_type = ET_DYN;
+  header.e_machine = static_cast<Elf64_Half>(machine == EM_AARCH64 ? EM_X86_64 : EM_AARCH64);
+  const std::string foreign = (root_ / "libforeign.so").string();
+  std::ofstream(foreign, std::ios::binary)
+      .write(reinterpret_cast<char*>(&header), sizeof header);
+  refused(foreign, "it is built for ELF machine " + std::to_string(header.e_machine) +
+                       ", this vramspill for machine " + std::to_string(machine));
+}
+
+// Note [Only regular files]: a pipe would block (or, read by `run`, be empty for the job), a
+// device would be read without end. Each is refused at once, and the command is not started.
+TEST_F(CliTest, run_refuses_a_policy_that_is_not_a_regular_file) {
+  const std::string fifo = (root_ / "job.toml").string();
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  const std::string big = write_policy("big.toml", std::string(size_t{1} << 20, '#') + "\n");
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {fifo, "it is a pipe, not a regular file"},
+      {"/dev/zero", "it is a character device, not a regular file"},
+      {root_.string(), "it is a directory, not a regular file"},
+      {big, "it is larger than 1 MiB"},
+      // run_program's standard input is /dev/null.
+      {"/dev/stdin", "it is a character device, not a regular file"}};
+  const std::string marker = (root_ / "ran").string();
+  for (const auto& [policy, problem] : cases) {
+    const RunResult result = run_sh({"-c", policy}, "touch " + marker);
+    EXPECT_TRUE(result.exited(2)) << policy << ": " << result.describe();
+    EXPECT_TRUE(contains(result.err, "not started")) << result.err;
+    EXPECT_TRUE(contains(result.err, problem)) << result.err;
+    EXPECT_FALSE(fs::exists(marker)) << policy << ": the command ran";
+  }
+}
+
+// Note [The policy the job reads]: /dev/stdin in the job is the job's own standard input, not
+// the policy `run` checked. The job gets the path of the file itself.
+TEST_F(CliTest, run_hands_the_job_the_policy_file_itself_not_dev_stdin) {
+  const std::string policy = write_policy("job.toml", "[log]\nlevel = \"warn\"\n");
+  const std::string script = "exec \"$0\" run --library \"$1\" -c /dev/stdin -- /bin/sh -c "
+                             "'printf %s \"$VRAMSPILL_CONFIG\"' < \"$2\"";
+  const RunResult result = run_program({"/bin/sh", "-c", script, VRAMSPILL_CLI, empty_library_,
+                                        policy},
+                                       clean(), 60);
+  EXPECT_TRUE(result.exited(0)) << result.describe();
+  EXPECT_EQ(result.out, policy);
+
+  // From a pipe: refused (the job would find it empty or gone).
+  const RunResult piped = run_program(
+      {"/bin/sh", "-c",
+       "printf '[log]\\n' | \"$0\" run --library \"$1\" -c /dev/stdin -- /bin/true",
+       VRAMSPILL_CLI, empty_library_},
+      clean(), 60);
+  EXPECT_TRUE(piped.exited(2)) << piped.describe();
+  EXPECT_TRUE(contains(piped.err, "it is a pipe, not a regular file")) << piped.err;
 }
 
 TEST(CliRun, run_finds_the_shim_next_to_its_own_directory) {

@@ -3,8 +3,12 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <filesystem>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "config/config.h"
@@ -128,6 +132,42 @@ TEST(ConfigErrors, MissingFile) {
             "or directory");
 }
 
+// Note [Only regular files]: a named pipe must not block the job (nobody writes to it), a
+// device must not be read without end, a directory is never a policy. Each is refused at once,
+// saying what the path is.
+TEST(ConfigErrors, PolicyThatIsNotARegularFile) {
+  const std::string fifo = ::testing::TempDir() + "vramspill_ConfigErrors_policy.fifo";
+  std::filesystem::remove(fifo);
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  const std::string directory = ::testing::TempDir();
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {fifo, "a pipe"}, {"/dev/zero", "a character device"}, {directory, "a directory"}};
+  for (const auto& [path, what] : cases) {
+    EXPECT_EQ(env_error({"VRAMSPILL_CONFIG=" + path}),
+              "cannot read the config file '" + path + "' (VRAMSPILL_CONFIG): it is " + what +
+                  ", not a regular file");
+  }
+}
+
+// Note [The policy's size limit]: 1 MiB at most, however the file looks.
+TEST(ConfigErrors, PolicyOverTheSizeLimit) {
+  const std::string comment_line = "# " + std::string(1022, 'x') + "\n";  // 1 KiB a line
+  std::string text = "[log]\nlevel = \"warn\"\n";
+  while (text.size() <= (std::size_t{1} << 20)) text += comment_line;
+  std::string path;
+  const std::string message = toml_error(text, path);
+  EXPECT_EQ(message,
+            "cannot read the config file '" + path +
+                "' (VRAMSPILL_CONFIG): it is larger than 1 MiB, too large for a policy (a policy "
+                "is a few KiB)");
+  // Just under the limit is a policy like any other.
+  text.resize((std::size_t{1} << 20) - comment_line.size());
+  text.resize(text.rfind('\n') + 1);
+  const ConfigResult result = load_toml(text, path);
+  ASSERT_TRUE(result.ok()) << result.error().message;
+  EXPECT_EQ(result.config().log.level, LogLevel::kWarn);
+}
+
 TEST(ConfigErrors, UnknownEnvironmentVariable) {
   const std::string message = env_error({"VRAMSPILL_DEVICE_BUDJET=1GiB"});
   EXPECT_THAT(message, HasSubstr("unknown environment variable VRAMSPILL_DEVICE_BUDJET; known: "
@@ -155,6 +195,26 @@ TEST(ConfigErrors, ReserveSwallowingTheBudget) {
             "device.reserve = 2GiB in VRAMSPILL_DEVICE_RESERVE is not less than "
             "device.budget = 1GiB at " +
                 path + ":2:10: nothing would be left to allocate");
+}
+
+// Note [A budget that leaves nothing]: only the device's size tells; the message has the figures.
+TEST(ConfigErrors, BudgetThatLeavesADeviceNothing) {
+  constexpr uint64_t kGiB = uint64_t{1} << 30;
+  DeviceConfig device;
+  device.budget = Budget::fraction(0.5);
+  device.reserve_bytes = 600 << 20;
+  EXPECT_EQ(device.nothing_left(kGiB),
+            "device.budget = 50% of the device's 1.0 GiB (1073741824 bytes) is 512.0 MiB, and "
+            "device.reserve = 600.0 MiB is kept free below it: nothing is left to allocate "
+            "(every allocation would be refused); lower device.reserve or raise device.budget");
+  EXPECT_EQ(device.nothing_left(2 * kGiB), "");  // 1 GiB - 600 MiB is left
+
+  device.budget = Budget::bytes(4 * kGiB);
+  device.reserve_bytes = kGiB;
+  EXPECT_THAT(device.nothing_left(kGiB),
+              HasSubstr("device.budget = 4.0 GiB is capped at the device's 1.0 GiB (1073741824 "
+                        "bytes), and device.reserve = 1.0 GiB is kept free below it"));
+  EXPECT_EQ(device.nothing_left(2 * kGiB), "");
 }
 
 // A user fixing a file sees every problem at once, one per line: file, then environment.

@@ -1,11 +1,16 @@
 // telemetry/log: the "[vramspill] level: message" lines, levels, the log file (appended to,
-// with a fallback to stderr), the exit summary and rate-limited messages.
+// with a fallback to stderr), the exit summary, rate-limited messages, and the descriptors the
+// log writes to (never one the program may reuse).
 #include "telemetry/log.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -129,6 +134,23 @@ TEST_F(LogFileTest, RateLimitedMessages) {
             "budget)\n");
 }
 
+// The report of suppressed messages has their level: suppressed spills (info) are not a warning.
+TEST_F(LogFileTest, SuppressedMessagesAreReportedAtTheirOwnLevel) {
+  configure(LogLevel::kInfo);
+  reset_rate_limits();
+  const auto window = [] {
+    return std::chrono::steady_clock::now().time_since_epoch() / kRateWindow;
+  };
+  const auto started = window();
+  for (int i = 0; i < 7; ++i) logging::limited(LogLevel::kInfo, RateKey::kSpilled, "spill {}", i);
+  logging::report_suppressed();
+  if (window() != started) GTEST_SKIP() << "crossed a rate-limit window; counts differ";
+  EXPECT_NE(contents().find("[vramspill] info: (suppressed 2 similar messages: allocations "
+                            "spilled to host memory)\n"),
+            std::string::npos)
+      << contents();
+}
+
 TEST_F(LogFileTest, RateLimitedMessagesBelowTheLevelAreNotCounted) {
   configure(LogLevel::kError);
   reset_rate_limits();
@@ -165,6 +187,113 @@ TEST(LogFallback, UnopenableFileFallsBackToStderrWithAWarning) {
       << err;
   EXPECT_NE(err.find("); logging to standard error\n"), std::string::npos) << err;
   EXPECT_NE(err.find("[vramspill] info: still logged\n"), std::string::npos) << err;
+}
+
+// Note [Only regular files]: a named pipe or a directory as [log] file is refused without
+// blocking (a named pipe nobody reads would otherwise stop the job at start-up).
+TEST(LogFallback, FileThatIsNotARegularFileFallsBackToStderr) {
+  const std::string fifo = temp_path(".fifo");
+  const std::string directory = temp_path(".directory");
+  std::filesystem::remove(fifo);
+  std::filesystem::remove_all(directory);
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  ASSERT_TRUE(std::filesystem::create_directory(directory));
+  for (const auto& [path, what] : {std::pair{fifo, std::string("a pipe")},
+                                   std::pair{directory, std::string("a directory")}}) {
+    LogConfig config;
+    config.level = LogLevel::kInfo;
+    config.file = path;
+    ::testing::internal::CaptureStderr();
+    logging::configure(config);
+    logging::info("still logged");
+    const std::string err = ::testing::internal::GetCapturedStderr();
+    EXPECT_NE(err.find("[vramspill] warning: cannot open log file '" + path + "' (it is " + what +
+                       ", not a regular file); logging to standard error\n"),
+              std::string::npos)
+        << err;
+    EXPECT_NE(err.find("[vramspill] info: still logged\n"), std::string::npos) << err;
+  }
+}
+
+// The descriptor this process has open on `path`, or -1.
+int descriptor_of(const std::string& path) {
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
+    std::error_code error;
+    if (std::filesystem::read_symlink(entry.path(), error) == path)
+      return std::stoi(entry.path().filename().string());
+  }
+  return -1;
+}
+
+bool file_is_empty(const std::string& path) {
+  struct stat status {};
+  return stat(path.c_str(), &status) == 0 && status.st_size == 0;
+}
+
+// Note [The log's own descriptor]: with standard error closed when the logger is set up, a file
+// the program opens next gets descriptor 2, and no log line may reach it.
+TEST(LogDescriptor, ClosedStderrIsNotWrittenToWhenTheProgramReusesDescriptor2) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const std::string path = temp_path(".program");
+  EXPECT_EXIT(
+      {
+        close(STDERR_FILENO);
+        LogConfig config;
+        config.level = LogLevel::kInfo;
+        logging::configure(config);
+        const int own = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        if (own != STDERR_FILENO) std::_Exit(2);  // the test's premise
+        logging::warn("must not reach the program's file");
+        logging::summary("nor must the summary");
+        logging::flush();
+        std::_Exit(file_is_empty(path) ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
+// Opened while descriptor 2 is closed, the [log] file must not take it: the program's next
+// open() would not get it, and the program's own writes to standard error would land in the log.
+TEST(LogDescriptor, LogFileNeverTakesDescriptors0To2) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const std::string log_path = temp_path(".log");
+  std::filesystem::remove(log_path);
+  EXPECT_EXIT(
+      {
+        close(STDERR_FILENO);
+        LogConfig config;
+        config.level = LogLevel::kInfo;
+        config.file = log_path;
+        logging::configure(config);
+        if (fcntl(STDERR_FILENO, F_GETFD) != -1) std::_Exit(1);  // the log took descriptor 2
+        logging::info("logged");
+        logging::flush();
+        std::_Exit(read(log_path) == "[vramspill] info: logged\n" ? 0 : 3);
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
+// A program that closes the log's descriptor (closefrom(3)) and gets the same number for a file
+// of its own: the log notices that the descriptor is another file and writes nothing more.
+TEST(LogDescriptor, DescriptorTakenOverByTheProgramIsNotWrittenTo) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const std::string log_path = temp_path(".log");
+  const std::string program_path = temp_path(".program");
+  std::filesystem::remove(log_path);
+  EXPECT_EXIT(
+      {
+        LogConfig config;
+        config.level = LogLevel::kInfo;
+        config.file = log_path;
+        logging::configure(config);
+        const int log_descriptor = descriptor_of(log_path);
+        if (log_descriptor < 3) std::_Exit(2);
+        const int own = open(program_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        if (own < 0 || dup2(own, log_descriptor) < 0) std::_Exit(3);
+        logging::warn("must not reach the program's file");
+        logging::flush();
+        std::_Exit(file_is_empty(program_path) ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "");
 }
 
 TEST(LogDefaults, BeforeConfigureMessagesGoToStderrAtTheDefaultLevel) {

@@ -1,5 +1,7 @@
 #include "run_command.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <array>
@@ -15,6 +17,7 @@
 #include "config/config.h"
 #include "config/options.h"
 #include "config/suggest.h"
+#include "shim_library.h"
 
 extern char** environ;
 
@@ -86,6 +89,42 @@ fs::path library_path(const RunOptions& options, const Environment& environment)
   const fs::path self = fs::read_symlink("/proc/self/exe", error);
   if (error) return fs::path("..") / "lib" / kLibraryName;  // reported as missing below
   return (self.parent_path().parent_path() / "lib" / kLibraryName).lexically_normal();
+}
+
+// Note [The policy the job reads]
+// `run` checks the policy, then the job reads it again: the shim in each of its processes reads
+// VRAMSPILL_CONFIG when that process starts CUDA, possibly much later. So the path handed over
+// must name, for every process of the job, the file that was checked:
+// - Only regular files are policies (Note [Only regular files] in config/config.h): a pipe
+//   (`-c /dev/stdin` from a pipe, `-c <(...)`) is read once and is empty, or gone, when the
+//   job reads it, and is refused here, as the shim would refuse it.
+// - A path through a process's own descriptors (/dev/stdin, /dev/fd/N, /proc/self/fd/N) names
+//   another file in the job, or none: it is replaced by the path of the file it leads to, as is
+//   any symbolic link.
+// A policy edited after `run` checked it is read as edited, and checked again by the shim, which
+// fails cuInit on an invalid one (never defaults). Handing over a private copy instead (a temp
+// file, a memfd) would freeze the checked bytes, but a temp file outlives the job (`run` execs
+// and cannot remove it) and a memfd's /proc/<pid>/fd path dies with the process that holds it
+// and is closed by children started with close_fds.
+//
+// The path to hand the job for the policy at `path`: the real path of the file opened for it.
+// A path that cannot be opened as a regular file stays as it is, made absolute (reading the
+// configuration reports why, in the shim's words); nullopt, with `problem`, when the file opened
+// has no path that leads to it.
+std::optional<std::string> policy_path_for_job(const std::string& path, std::string& problem) {
+  std::string unreadable;
+  const int fd = open_regular_file(path, O_RDONLY, 0, unreadable);
+  if (fd < 0) return fs::absolute(path).lexically_normal().string();
+  std::error_code error;
+  const fs::path real = fs::read_symlink("/proc/self/fd/" + std::to_string(fd), error);
+  struct stat opened {};
+  struct stat named {};
+  const bool same = !error && fstat(fd, &opened) == 0 && stat(real.c_str(), &named) == 0 &&
+                    opened.st_dev == named.st_dev && opened.st_ino == named.st_ino;
+  close(fd);
+  if (same) return real.string();
+  problem = "it has no path the job could open it by (was it deleted?); give the policy's own path";
+  return std::nullopt;
 }
 
 bool same_file(const std::string& a, const std::string& b) {
@@ -161,8 +200,9 @@ CLI::App* add_run_command(CLI::App& app, RunOptions& options) {
       "run", "Check a policy, then run a command with libvramspill.so preloaded.");
   run->add_option("COMMAND", options.usage_only, "The command to run, and its arguments.");
   run->add_option("-c,--config", options.config,
-                  "The policy (a TOML file). It is checked before the command starts and passed "
-                  "to the shim as VRAMSPILL_CONFIG (an absolute path). Without it, the "
+                  "The policy (a regular TOML file, at most 1 MiB). It is checked before the "
+                  "command starts and passed to the shim as VRAMSPILL_CONFIG, by its real path "
+                  "(symbolic links and /dev/stdin resolved; a pipe is refused). Without it, the "
                   "VRAMSPILL_CONFIG already set, if any, is used.")
       ->type_name("FILE");
   run->add_option("--budget", options.budget,
@@ -178,7 +218,8 @@ CLI::App* add_run_command(CLI::App& app, RunOptions& options) {
       ->type_name("SECTION.KEY=VALUE");
   run->add_option("--library", options.library,
                   "The shim to preload. Default: $VRAMSPILL_LIBRARY, else ../lib/libvramspill.so "
-                  "next to this program's directory.")
+                  "next to this program's directory. It must be a shared library for this "
+                  "machine, on a path without spaces or colons (LD_PRELOAD's separators).")
       ->type_name("PATH");
   run->footer(
       "The command runs with libvramspill.so first in LD_PRELOAD (libraries already there stay, "
@@ -188,7 +229,8 @@ CLI::App* add_run_command(CLI::App& app, RunOptions& options) {
       "(file:line:column, key, what was expected), and the command is not started. The command "
       "is everything after `--`, or from the first argument that is not an option of run.\n\n"
       "vramspill replaces itself with the command, so the exit status is the command's. Its own: "
-      "1 when the shim library is missing, 2 for a usage error or an invalid configuration, "
+      "1 when the shim library is missing or cannot be preloaded, 2 for a usage error or an "
+      "invalid configuration, "
       "126 when the command cannot be executed, 127 when it is not found.\n\n"
       "Example: vramspill run -c job.toml -- python train.py");
   return run;
@@ -207,9 +249,22 @@ int run_run_command(const RunOptions& options, const std::vector<std::string>& c
   if (!fs::is_regular_file(library, error) || access(library.c_str(), R_OK) != 0)
     return fail(kRunCannotStart, "cannot find the shim library " + library.string() +
                                      " (give its path with --library or VRAMSPILL_LIBRARY)");
+  // Note [A preload that cannot load]
+  if (const std::string problem = shim_library_problem(library.string()); !problem.empty())
+    return fail(kRunCannotStart, "cannot preload the shim library " + library.string() + ": " +
+                                     problem + " (give its path with --library or "
+                                     "VRAMSPILL_LIBRARY)");
 
-  if (!options.config.empty())
-    environment.set(kConfigFileVariable, fs::absolute(options.config).lexically_normal().string());
+  // Note [The policy the job reads]. A policy that cannot be opened is left as it is: reading
+  // it below reports why, in the shim's words.
+  const std::string policy =
+      options.config.empty() ? environment.get(kConfigFileVariable).value_or("") : options.config;
+  if (!policy.empty()) {
+    std::string problem;
+    const std::optional<std::string> for_job = policy_path_for_job(policy, problem);
+    if (!for_job) return fail(kRunBadInput, "the policy '" + policy + "': " + problem);
+    environment.set(kConfigFileVariable, *for_job);
+  }
   if (!apply_settings(options, environment)) return kRunBadInput;
 
   // The environment the command will have, read as the shim will read it.

@@ -21,7 +21,7 @@ struct RunOptions {
 };
 
 // Exit statuses of `vramspill run` itself (otherwise the command's own).
-inline constexpr int kRunCannotStart = 1;  // the shim library is missing
+inline constexpr int kRunCannotStart = 1;  // the shim library is missing or cannot be preloaded
 inline constexpr int kRunBadInput = 2;     // usage error or invalid configuration
 inline constexpr int kRunNotExecutable = 126;
 inline constexpr int kRunNotFound = 127;

@@ -1,0 +1,20 @@
+// Checks that `vramspill run` makes before it preloads the shim.
+//
+// Note [A preload that cannot load]
+// The dynamic loader skips an LD_PRELOAD entry it cannot load, with one line on standard error,
+// and runs the program anyway: a wrong --library would run the job without the shim, no budget
+// and no spilling, and exit 0. So `run` refuses, before starting anything, a path that LD_PRELOAD
+// would split (it separates entries at spaces and colons, with no way to quote them) and a file
+// that is not a shared object the loader could map into this kind of process (ELF magic, ELF
+// class, byte order and machine as this program's own, type ET_DYN).
+#pragma once
+
+#include <string>
+
+namespace vramspill::cli {
+
+// "" when `path` can be preloaded as far as its name and ELF header tell, else what is wrong
+// ("its path contains a space, ...", "it is not an ELF file", ...). `path` is readable.
+std::string shim_library_problem(const std::string& path);
+
+}  // namespace vramspill::cli

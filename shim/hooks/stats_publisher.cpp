@@ -1,8 +1,6 @@
 #include "hooks/stats_publisher.h"
 
-#include <pthread.h>
-#include <signal.h>
-
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <chrono>
@@ -10,6 +8,7 @@
 
 #include "telemetry/log.h"
 #include "telemetry/stats_file.h"
+#include "util/quiet_thread.h"
 
 namespace vramspill::hooks {
 namespace {
@@ -22,6 +21,7 @@ constexpr auto kPublishInterval = std::chrono::milliseconds(500);
 constinit telemetry::StatsFile stats_file;
 
 void publish(ShimState& shim) noexcept {
+  refresh_host_limit(shim);  // the limit shown follows the memory available, spills or not
   std::array<telemetry::DeviceFigures, telemetry::kStatsMaxDevices> devices{};
   std::size_t count = 0;
   uint64_t spilled = 0;
@@ -31,6 +31,7 @@ void publish(ShimState& shim) noexcept {
       const core::DeviceSnapshot d = shim.ledger.snapshot(device);
       const core::RouteSnapshot& managed = d.routes[route_index(Route::kSpillManaged)];
       const core::RouteSnapshot& host = d.routes[route_index(Route::kSpillHost)];
+      const uint64_t spills = managed.allocations + host.allocations;
       devices[count++] = telemetry::DeviceFigures{
           .device = device,
           .total_bytes = d.total_bytes,
@@ -39,8 +40,9 @@ void publish(ShimState& shim) noexcept {
           .device_peak_bytes = d.peak_bytes,
           .spilled_managed_bytes = managed.live_bytes,
           .spilled_host_bytes = host.live_bytes,
-          .spills = managed.allocations + host.allocations,
-          .refused = d.refused};
+          .spills = spills,
+          // Refused and not spilled: these failed with OUT_OF_MEMORY.
+          .refused = d.refused - std::min(d.refused, d.refused_then_spilled)};
       spilled += managed.live_bytes + host.live_bytes;
     }
   } catch (...) {  // devices() could not allocate: publish what was gathered
@@ -63,14 +65,9 @@ void publish(ShimState& shim) noexcept {
 void start_stats_publisher(ShimState& shim) noexcept {
   if (!shim.config.log.stats || !stats_file.open_for_this_process()) return;
   publish(shim);
-  sigset_t all;
-  sigset_t previous;
-  sigfillset(&all);
-  pthread_sigmask(SIG_SETMASK, &all, &previous);  // the new thread inherits the mask
   std::atomic<bool> running{false};
   try {
-    std::thread([&shim, &running] {
-      pthread_setname_np(pthread_self(), "vramspill-stat");
+    start_quiet_thread("vramspill-stat", [&shim, &running] {
       running.store(true, std::memory_order_release);  // `running` is gone after this
       for (;;) {
         std::this_thread::sleep_for(kPublishInterval);
@@ -83,7 +80,6 @@ void start_stats_publisher(ShimState& shim) noexcept {
     logging::warn("cannot start the stats thread: `vramspill stat` shows this process's figures "
                   "from its start only");
   }
-  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
 }
 
 void stop_stats_publisher(ShimState& shim) noexcept {

@@ -1,12 +1,13 @@
 #include "telemetry/stats_file.h"
 
 #include <fcntl.h>
-#include <sys/mman.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstddef>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
@@ -16,8 +17,6 @@
 
 namespace vramspill::telemetry {
 namespace {
-
-constexpr auto kRelaxed = std::memory_order_relaxed;
 
 uint64_t realtime_ns() {
   timespec now{};
@@ -55,45 +54,89 @@ void read_command(char (&command)[kStatsCommandBytes]) {
   for (ssize_t i = length - 1; i >= 0 && command[i] == ' '; --i) command[i] = '\0';
 }
 
-// The largest value stored in `counter`, whoever wins (publish() may run on several threads).
-void store_max(StatsCounter& counter, uint64_t value) {
-  uint64_t current = counter.load(kRelaxed);
-  while (current < value && !counter.compare_exchange_weak(current, value, kRelaxed)) {
-  }
-}
-
 // Stats are switched off at most once per process, so the warning is written at most once even
 // if a caller retries.
 constinit std::atomic<bool> g_failure_logged{false};
 
 void log_failure(const char* what) {
-  if (g_failure_logged.exchange(true, kRelaxed)) return;
+  if (g_failure_logged.exchange(true, std::memory_order_relaxed)) return;
   logging::warn(
       "stats are off for this process ({}); the job runs on, but `vramspill stat` "
       "will not show it",
       what);
 }
 
+// `<pid>.stats`, then `<pid>-1.stats` ... when live processes hold those (Note [Stats liveness]).
+constexpr int kNameAttempts = 8;
+
+// `fd` moved to a number of 3 or more (the original closed); -1 when that fails. With a standard
+// stream closed, the lowest free number is 0, 1 or 2: the program's writes to that stream would
+// land in the stats file, and the next publish would overwrite them.
+int above_standard_streams(int fd) {
+  if (fd < 0 || fd > STDERR_FILENO) return fd;
+  const int moved = fcntl(fd, F_DUPFD_CLOEXEC, STDERR_FILENO + 1);
+  const int error = errno;
+  ::close(fd);
+  errno = error;
+  return moved;
+}
+
+// Whether the file at `name` may be replaced (Note [Stats liveness]): something that is not a
+// regular file (a planted link is never followed, and removed), or a file that is not empty and
+// that nobody holds the lock of; removed here if so. False, with errno EEXIST, when it stays.
+bool remove_abandoned(int directory_fd, const char* name) {
+  const int fd = openat(directory_fd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) {
+    if (errno == ENOENT) return true;  // gone meanwhile
+    const bool link = errno == ELOOP;
+    errno = EEXIST;
+    return link && unlinkat(directory_fd, name, 0) == 0;
+  }
+  struct stat info {};
+  const bool removed =
+      fstat(fd, &info) == 0 &&
+      (!S_ISREG(info.st_mode) || (info.st_size > 0 && take_abandoned_lock(fd))) &&
+      unlink_if_unchanged(directory_fd, name, info);
+  ::close(fd);
+  errno = EEXIST;
+  return removed;
+}
+
+// Creates `name` (0600, never following a link, on a descriptor >= 3), replacing an abandoned
+// file of that name; -1 with errno set otherwise (EEXIST: a live process holds the name).
+int create_file(int directory_fd, const char* name) {
+  constexpr int kFlags = O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
+  int fd = openat(directory_fd, name, kFlags, kStatsFileMode);
+  if (fd < 0 && errno == EEXIST && remove_abandoned(directory_fd, name))
+    fd = openat(directory_fd, name, kFlags, kStatsFileMode);
+  return above_standard_streams(fd);
+}
+
 }  // namespace
 
-std::optional<uint64_t> process_start_time(int pid) noexcept {
-  char path[64];
-  std::snprintf(path, sizeof path, "/proc/%d/stat", pid);
-  char text[1024];
-  if (read_small_file(path, text, sizeof text) <= 0) return std::nullopt;
-  // "pid (comm) state ppid ...": comm may hold spaces and parentheses, so start after the last
-  // ')'. The state is field 3; the start time is field 22, 19 fields after it.
-  const char* cursor = std::strrchr(text, ')');
-  if (cursor == nullptr) return std::nullopt;
-  ++cursor;
-  for (int field = 3; field < 22; ++field) {
-    while (*cursor == ' ') ++cursor;
-    while (*cursor != ' ' && *cursor != '\0') ++cursor;
-    if (*cursor == '\0') return std::nullopt;
+uint64_t stats_checksum(const StatsSegment& segment) noexcept {
+  constexpr std::size_t kChecksumAt = offsetof(StatsSegment, checksum);
+  const auto* bytes = reinterpret_cast<const unsigned char*>(&segment);
+  uint64_t hash = 0xcbf29ce484222325ULL;
+  for (std::size_t i = 0; i < sizeof segment; ++i) {
+    const bool in_checksum = i >= kChecksumAt && i < kChecksumAt + sizeof segment.checksum;
+    hash = (hash ^ (in_checksum ? 0U : bytes[i])) * 0x100000001b3ULL;
   }
-  unsigned long long ticks = 0;
-  if (std::sscanf(cursor, " %llu", &ticks) != 1) return std::nullopt;
-  return ticks;
+  return hash;
+}
+
+bool take_abandoned_lock(int fd) noexcept {
+  while (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    if (errno != EINTR) return false;
+  }
+  return true;
+}
+
+bool unlink_if_unchanged(int directory_fd, const char* name, const struct stat& opened) noexcept {
+  struct stat now {};
+  return fstatat(directory_fd, name, &now, AT_SYMLINK_NOFOLLOW) == 0 &&
+         now.st_dev == opened.st_dev && now.st_ino == opened.st_ino &&
+         unlinkat(directory_fd, name, 0) == 0;
 }
 
 bool StatsFile::open_for_this_process() noexcept {
@@ -119,17 +162,17 @@ bool StatsFile::open_in(const char* directory) noexcept {
 
 bool StatsFile::open_at(int directory_fd, const char* directory) noexcept {
   const int pid = getpid();
-  char name[32];
-  std::snprintf(name, sizeof name, "%d.stats", pid);
+  char name[48];
   char problem[PATH_MAX + 128];
-
-  // O_EXCL | O_NOFOLLOW: never open something already there, nor follow a link (Note [Stats
-  // directory]). A file with our pid can only be left over: from a process that had this pid
-  // before and was killed, or from this process before it exec()ed. Replace it, once.
-  const int flags = O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
-  int fd = openat(directory_fd, name, flags, kStatsFileMode);
-  if (fd < 0 && errno == EEXIST && unlinkat(directory_fd, name, 0) == 0)
-    fd = openat(directory_fd, name, flags, kStatsFileMode);
+  int fd = -1;
+  for (int suffix = 0; suffix < kNameAttempts && fd < 0; ++suffix) {
+    if (suffix == 0)
+      std::snprintf(name, sizeof name, "%d.stats", pid);
+    else
+      std::snprintf(name, sizeof name, "%d-%d.stats", pid, suffix);
+    fd = create_file(directory_fd, name);
+    if (fd < 0 && errno != EEXIST) break;
+  }
   if (fd < 0) {
     std::snprintf(problem, sizeof problem, "cannot create %s/%s: %s", directory, name,
                   std::strerror(errno));
@@ -138,10 +181,9 @@ bool StatsFile::open_at(int directory_fd, const char* directory) noexcept {
   }
 
   // As with the directory: the umask may only have taken bits away; the file must be 0600.
-  void* mapped = MAP_FAILED;
-  if (fchmod(fd, kStatsFileMode) != 0 || ftruncate(fd, sizeof(StatsSegment)) != 0 ||
-      (mapped = mmap(nullptr, sizeof(StatsSegment), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) ==
-          MAP_FAILED) {
+  // The lock comes before the first write (Note [Stats liveness]).
+  struct stat info {};
+  if (fchmod(fd, kStatsFileMode) != 0 || !take_abandoned_lock(fd) || fstat(fd, &info) != 0) {
     std::snprintf(problem, sizeof problem, "cannot set up %s/%s: %s", directory, name,
                   std::strerror(errno));
     unlinkat(directory_fd, name, 0);
@@ -150,63 +192,103 @@ bool StatsFile::open_at(int directory_fd, const char* directory) noexcept {
     return false;
   }
 
-  // The file is zero-filled by ftruncate, which is every counter at 0 (std::atomic<uint64_t> is
-  // a plain 64-bit word: stats_format.h checks it), so the segment needs no constructor call.
-  auto* segment = static_cast<StatsSegment*>(mapped);
-  segment->version.store(kStatsVersion, kRelaxed);
-  segment->segment_size.store(sizeof(StatsSegment), kRelaxed);
-  segment->pid.store(static_cast<uint64_t>(pid), kRelaxed);
-  segment->start_time_ticks.store(process_start_time(pid).value_or(0), kRelaxed);
-  segment->started_unix_ns.store(realtime_ns(), kRelaxed);
-  read_command(segment->command);
-  segment->magic.store(kStatsMagic, std::memory_order_release);  // Note [Stats segment consistency]
-
-  // The mapping keeps the file; a descriptor left open in the program could surprise it (a
-  // program that counts or closes its descriptors).
-  ::close(fd);
+  header_ = StatsSegment{};
+  header_.magic = kStatsMagic;
+  header_.version = kStatsVersion;
+  header_.segment_size = sizeof(StatsSegment);
+  header_.pid = static_cast<uint64_t>(pid);
+  header_.started_unix_ns = realtime_ns();
+  read_command(header_.command);
   std::snprintf(path_, sizeof path_, "%s/%s", directory, name);
+  fd_ = fd;
+  device_ = info.st_dev;
+  inode_ = info.st_ino;
   owner_pid_ = pid;
-  mapping_ = segment;
-  segment_.store(segment, std::memory_order_release);
+  publishing_.store(true, std::memory_order_release);
+
+  // The header, with no figures yet: the file is complete from here on.
+  StatsSegment first = header_;
+  if (!write(first)) {
+    // Stats are off (logged, the file removed); no other thread has seen the descriptor yet.
+    ::close(fd_);
+    fd_ = -1;
+    return false;
+  }
   logging::debug("stats: publishing to {}", path_);
   return true;
 }
 
 void StatsFile::publish(const ProcessFigures& figures) noexcept {
-  StatsSegment* segment = segment_.load(std::memory_order_acquire);
-  if (segment == nullptr || getpid() != owner_pid_) return;
-  segment->host_pool_pinned_bytes.store(figures.host_pool_pinned_bytes, kRelaxed);
-  segment->host_spilled_bytes.store(figures.host_spilled_bytes, kRelaxed);
-  segment->host_limit_bytes.store(figures.host_limit_bytes, kRelaxed);
+  if (!is_open() || getpid() != owner_pid_) return;
+  StatsSegment segment = header_;
+  segment.host_pool_pinned_bytes = figures.host_pool_pinned_bytes;
+  segment.host_spilled_bytes = figures.host_spilled_bytes;
+  segment.host_limit_bytes = figures.host_limit_bytes;
   for (const DeviceFigures& device : figures.devices) {
     if (device.device < 0 || static_cast<std::size_t>(device.device) >= kStatsMaxDevices) continue;
-    StatsDeviceSlot& slot = segment->devices[device.device];
-    slot.total_bytes.store(device.total_bytes, kRelaxed);
-    slot.limit_bytes.store(device.limit_bytes, kRelaxed);
-    slot.device_bytes.store(device.device_bytes, kRelaxed);
-    slot.device_peak_bytes.store(device.device_peak_bytes, kRelaxed);
-    slot.spilled_managed_bytes.store(device.spilled_managed_bytes, kRelaxed);
-    slot.spilled_host_bytes.store(device.spilled_host_bytes, kRelaxed);
-    slot.spills.store(device.spills, kRelaxed);
-    slot.refused.store(device.refused, kRelaxed);
-    slot.present.store(1, kRelaxed);
-    store_max(segment->device_slots_used, static_cast<uint64_t>(device.device) + 1);
+    segment.devices[device.device] = StatsDeviceSlot{
+        .present = 1,
+        .total_bytes = device.total_bytes,
+        .limit_bytes = device.limit_bytes,
+        .device_bytes = device.device_bytes,
+        .device_peak_bytes = device.device_peak_bytes,
+        .spilled_managed_bytes = device.spilled_managed_bytes,
+        .spilled_host_bytes = device.spilled_host_bytes,
+        .spills = device.spills,
+        .refused = device.refused};
+    segment.device_slots_used =
+        std::max(segment.device_slots_used, static_cast<uint64_t>(device.device) + 1);
   }
-  segment->updated_unix_ns.store(realtime_ns(), kRelaxed);
-  segment->publish_count.fetch_add(1, kRelaxed);
+  segment.updated_unix_ns = realtime_ns();
+  segment.publish_count = publish_count_.fetch_add(1, std::memory_order_relaxed) + 1;
+  write(segment);
+}
+
+bool StatsFile::write(StatsSegment& segment) noexcept {
+  segment.checksum = stats_checksum(segment);
+  // A program may close descriptors it did not open (closefrom) and open a file of its own under
+  // the same number: write only into the file this descriptor was opened for.
+  struct stat info {};
+  if (fstat(fd_, &info) != 0 || info.st_dev != device_ || info.st_ino != inode_) {
+    switch_off("the program closed the stats file's descriptor");
+    return false;
+  }
+  ssize_t written = 0;
+  do {
+    written = pwrite(fd_, &segment, sizeof segment, 0);
+  } while (written < 0 && errno == EINTR);
+  // Someone made the file longer: the segment is all of it again (a file only shrinks here, so
+  // this needs no room on the filesystem).
+  if (written == static_cast<ssize_t>(sizeof segment) &&
+      (info.st_size <= static_cast<off_t>(sizeof segment) || ftruncate(fd_, sizeof segment) == 0))
+    return true;
+  char problem[PATH_MAX + 128];
+  if (written < 0 || written == static_cast<ssize_t>(sizeof segment))
+    std::snprintf(problem, sizeof problem, "cannot write %s: %s", path_, std::strerror(errno));
+  else
+    std::snprintf(problem, sizeof problem, "cannot write %s: wrote %zd of %zu bytes", path_,
+                  written, sizeof segment);
+  switch_off(problem);
+  return false;
+}
+
+void StatsFile::switch_off(const char* what) noexcept {
+  if (!publishing_.exchange(false, std::memory_order_acq_rel)) return;  // off already
+  unlink(path_);
+  log_failure(what);
 }
 
 void StatsFile::remove() noexcept {
   if (owner_pid_ == 0 || getpid() != owner_pid_) return;
-  if (segment_.exchange(nullptr, std::memory_order_acq_rel) == nullptr) return;  // removed already
+  if (!publishing_.exchange(false, std::memory_order_acq_rel)) return;  // removed already
   if (unlink(path_) != 0 && errno != ENOENT)
     logging::debug("stats: cannot remove {}: {}", path_, std::strerror(errno));
 }
 
 void StatsFile::close() noexcept {
   remove();
-  if (mapping_ != nullptr) munmap(mapping_, sizeof(StatsSegment));
-  mapping_ = nullptr;
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
   owner_pid_ = 0;
   path_[0] = '\0';
 }

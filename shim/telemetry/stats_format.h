@@ -1,28 +1,43 @@
 // The stats segment: the layout of the small file a process under the shim publishes its figures
 // in, one file per process, `<pid>.stats` in the per-user stats directory
 // (telemetry/stats_directory.h). The shim writes it (telemetry/stats_file.h); `vramspill stat`
-// maps it read-only and shows it. This header is the one seam between the two (DESIGN.md
-// section 2): plain data, no code, no dependencies beyond the standard library.
+// reads it and shows it (telemetry/stats_reader.h). This header is the one seam between the two
+// (DESIGN.md section 2): plain data, no code, no dependencies beyond the standard library.
 //
 // Note [Stats segment consistency]
-// Every figure is a std::atomic<uint64_t> stored and loaded with relaxed ordering, so the writer
-// never blocks on a reader (a reader can be stopped or killed at any point while it has the file
-// mapped) and never takes a lock on the shim's side. The cost is that a reader's snapshot mixes
-// instants: it may see a device's spill count from one publish and its spilled bytes from the
-// next. Each figure on its own is always a value the writer stored (64-bit atomics never tear),
-// and the figures change slowly next to a human's refresh rate, so that is what `vramspill stat`
-// shows. A reader that needs figures from one instant cannot have them; none does today.
+// Nobody maps the file. The shim keeps its segment in its own memory and publishes it whole,
+// with one pwrite() at offset 0 (on the stats thread twice a second, and at exit: Note
+// [Publishing stats off the hot path]); a reader pread()s the whole file into its own buffer and
+// checks it before believing a byte of it: the size, the magic, the version and the checksum.
+// Linux does not make a read atomic against a concurrent write of the same bytes, so a reader
+// can see a publish half done; the checksum tells it so, and it reads again. What a reader shows
+// is therefore one publish, every figure from the same instant.
 //
-// The header (pid, start time, command, version) is written once, before `magic` is stored with
-// release ordering: a reader that loads `magic` with acquire ordering and finds kStatsMagic sees
-// the whole header. A file whose magic is not (yet) set is being created, or was left by a
-// process that died while creating it; readers skip it.
+// Neither side can hurt the other: the writer never reads the file, and a reader only copies
+// bytes. A mapping would not give that: a store into a page the filesystem cannot back (a full
+// tmpfs) or a load past the end of a file someone truncated raises SIGBUS. Here a file cut
+// short, grown, emptied or filled with garbage by anyone is refused by the reader's checks, and
+// the writer's next publish puts the whole segment back; a write the filesystem refuses
+// (ENOSPC, EIO) switches stats off for the process, once, with one log line, and the job runs on.
+//
+// Note [Stats liveness]
+// A file says whose it is (pid), but not whether that process still runs: its pid may be from
+// another PID namespace sharing the directory (containers sharing /tmp), where the same number
+// names a different process or none. So liveness is not decided by pid. The writer holds an
+// flock() on its file from before its first write until it exits (a forked child shares the lock
+// through the inherited descriptor; exec() drops it, the descriptor is close-on-exec). A file
+// nobody holds a lock on, and whose segment is complete, was left by a process that is gone:
+// `vramspill stat` takes the lock itself (LOCK_EX | LOCK_NB succeeds only with no holder) and
+// deletes the file while holding it. An empty file (created, nothing written yet) is never
+// deleted; a file of another format is never deleted either (its writer may hold no lock).
+// The writer replaces a file already named `<pid>.stats` by the same rule (left by a process
+// that had this pid, or by this one before it exec()ed); when a live process holds it (the same
+// pid in another namespace), the writer takes `<pid>-1.stats`, `<pid>-2.stats`, ... instead.
 //
 // Compatibility: a reader refuses a file whose version or segment size differs from its own
 // (the shim and the CLI come from one build). Change kStatsVersion when the layout changes.
 #pragma once
 
-#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <type_traits>
@@ -31,7 +46,7 @@ namespace vramspill::telemetry {
 
 // "VRAMSPIL" read as a little-endian integer.
 inline constexpr uint64_t kStatsMagic = 0x4c495053'4d415256ULL;
-inline constexpr uint64_t kStatsVersion = 1;
+inline constexpr uint64_t kStatsVersion = 2;
 
 // Device ordinals 0 .. kStatsMaxDevices-1 have a slot; figures of higher ordinals are not
 // published (the exit summary in the log still has them).
@@ -40,44 +55,41 @@ inline constexpr std::size_t kStatsMaxDevices = 16;
 // The command line, arguments separated by spaces, truncated, NUL-terminated.
 inline constexpr std::size_t kStatsCommandBytes = 256;
 
-using StatsCounter = std::atomic<uint64_t>;
-static_assert(StatsCounter::is_always_lock_free && sizeof(StatsCounter) == sizeof(uint64_t),
-              "the stats segment needs lock-free 64-bit atomics with no hidden state");
-
 // One device's figures. The slot's index is the device ordinal.
 struct StatsDeviceSlot {
-  StatsCounter present;                // 1 once this device's figures have been published
-  StatsCounter total_bytes;            // the device's memory
-  StatsCounter limit_bytes;            // what the ledger enforces (budget - reserve)
-  StatsCounter device_bytes;           // device memory the job holds now
-  StatsCounter device_peak_bytes;      // the most it held
-  StatsCounter spilled_managed_bytes;  // overflow living in managed memory now
-  StatsCounter spilled_host_bytes;     // overflow living in the pinned host pool now
-  StatsCounter spills;                 // allocations that were spilled, since start
-  StatsCounter refused;                // allocations refused (OUT_OF_MEMORY), since start
+  uint64_t present;                // 1 when this publish has the device's figures
+  uint64_t total_bytes;            // the device's memory
+  uint64_t limit_bytes;            // what the ledger enforces (budget - reserve)
+  uint64_t device_bytes;           // device memory the job holds now
+  uint64_t device_peak_bytes;      // the most it held
+  uint64_t spilled_managed_bytes;  // overflow living in managed memory now
+  uint64_t spilled_host_bytes;     // overflow living in the pinned host pool now
+  uint64_t spills;                 // allocations that were spilled, since start
+  uint64_t refused;                // over the budget and not spilled (OUT_OF_MEMORY), since start
 };
 
 struct StatsSegment {
-  // --- header: written once, then `magic` (Note [Stats segment consistency]) ---
-  StatsCounter magic;
-  StatsCounter version;
-  StatsCounter segment_size;  // sizeof(StatsSegment) of the writer
-  StatsCounter pid;
-  StatsCounter start_time_ticks;  // /proc/<pid>/stat field 22: tells a reused pid apart
-  StatsCounter started_unix_ns;   // CLOCK_REALTIME when the file was created
+  // --- header: the same in every publish ---
+  uint64_t magic;
+  uint64_t version;
+  uint64_t segment_size;  // sizeof(StatsSegment) of the writer
+  uint64_t checksum;      // stats_checksum() of the segment with this field 0
+  uint64_t pid;           // in the writer's PID namespace (Note [Stats liveness])
+  uint64_t started_unix_ns;  // CLOCK_REALTIME when the file was created
   char command[kStatsCommandBytes];
 
-  // --- figures: updated by every publish ---
-  StatsCounter updated_unix_ns;  // CLOCK_REALTIME of the last publish; 0 before the first
-  StatsCounter publish_count;
-  StatsCounter host_pool_pinned_bytes;  // host memory pinned for the pool (used or not)
-  StatsCounter host_spilled_bytes;      // host bytes holding spilled allocations, all devices
-  StatsCounter host_limit_bytes;        // the host limit (pinned + managed host bytes)
-  StatsCounter device_slots_used;       // highest published ordinal + 1
+  // --- figures: what this publish saw ---
+  uint64_t updated_unix_ns;  // CLOCK_REALTIME of the publish; 0 before the first
+  uint64_t publish_count;
+  uint64_t host_pool_pinned_bytes;  // host memory pinned for the pool (used or not)
+  uint64_t host_spilled_bytes;      // host bytes holding spilled allocations, all devices
+  uint64_t host_limit_bytes;        // the host limit (pinned + managed host bytes)
+  uint64_t device_slots_used;       // highest published ordinal + 1
   StatsDeviceSlot devices[kStatsMaxDevices];
 };
 
-static_assert(std::is_standard_layout_v<StatsSegment>);
-static_assert(sizeof(StatsSegment) % sizeof(uint64_t) == 0);
+static_assert(std::is_trivially_copyable_v<StatsSegment> && std::is_standard_layout_v<StatsSegment>);
+// No padding: the checksum covers every byte, and every byte is a field.
+static_assert(std::has_unique_object_representations_v<StatsSegment>);
 
 }  // namespace vramspill::telemetry

@@ -11,11 +11,10 @@
 
 namespace vramspill::telemetry {
 
-// One process's figures, copied out of its file (Note [Stats segment consistency]: each figure
-// is one the writer stored, the set may mix instants).
+// One process's figures, copied out of its file: one publish, every figure from the same
+// instant (Note [Stats segment consistency]).
 struct StatsSnapshot {
-  uint64_t pid = 0;
-  uint64_t start_time_ticks = 0;
+  uint64_t pid = 0;  // in the writer's PID namespace
   uint64_t started_unix_ns = 0;
   uint64_t updated_unix_ns = 0;  // 0: nothing published yet
   uint64_t publish_count = 0;
@@ -26,11 +25,13 @@ struct StatsSnapshot {
   std::vector<DeviceFigures> devices;  // published devices, by ordinal
 };
 
+// Note [Stats liveness] says how live and stale are told apart.
 enum class StatsState {
-  kLive,      // its process is running
-  kStale,     // its process is gone (or the pid was reused): left by a killed process
-  kNotReady,  // no magic yet: being created (or its creator died right then)
-  kInvalid,   // not a stats file we can read: wrong owner, type, size or version
+  kLive,      // a process holds its lock: its writer, running (in whatever PID namespace)
+  kStale,     // nobody holds its lock: left by a process that was killed
+  kNotReady,  // empty: being created (or emptied by someone else; its writer refills it)
+  kInvalid,   // not a stats file we can read: wrong owner, type, size, version or checksum,
+              // garbage, or cut short or grown by someone else
 };
 
 struct StatsEntry {
@@ -40,18 +41,15 @@ struct StatsEntry {
   StatsSnapshot snapshot;  // for kLive and kStale
 };
 
-// Reads one file (opened without following links, checked to be a regular file of this user of
-// the right size, mapped read-only just long enough to copy it).
+// Reads one file: opened without following links, checked to be a regular file of this user,
+// read whole with pread() and checked (Note [Stats segment consistency]). Never maps it, so no
+// file anyone truncates, grows or scribbles on can crash the reader.
 StatsEntry read_stats_file(const std::string& path);
 
 // Every `*.stats` file in `directory`, sorted by pid. A missing directory is an empty list; an
 // untrustworthy one (Note [Stats directory]) is a single kInvalid entry naming the problem. With
 // `remove_stale`, the files of processes that are gone are deleted (and still returned, as
-// kStale), so that a killed job's file does not linger.
+// kStale), so that a killed job's file does not linger; only those (Note [Stats liveness]).
 std::vector<StatsEntry> scan_stats_directory(const std::string& directory, bool remove_stale);
-
-// Whether the process `pid` that started at `start_time_ticks` is still running (a start time of
-// 0, unknown to the writer, matches any process with that pid).
-bool process_is_running(uint64_t pid, uint64_t start_time_ticks);
 
 }  // namespace vramspill::telemetry

@@ -1,11 +1,10 @@
 #include "tiers/host_pool.h"
 
-#include <pthread.h>
-#include <signal.h>
-
 #include <algorithm>
 #include <bit>
 #include <iterator>
+
+#include "util/quiet_thread.h"
 
 namespace vramspill::tiers {
 namespace {
@@ -294,20 +293,11 @@ bool HostPool::start_background_thread_locked() noexcept {
   if (stopping_) return false;  // allocations then pin on their own threads
   if (grower_.joinable()) return true;
   if (grower_failed_to_start_) return false;
-  // Blocked signals are inherited: the program's handlers keep running on its own threads.
-  sigset_t all;
-  sigset_t previous;
-  sigfillset(&all);
-  pthread_sigmask(SIG_SETMASK, &all, &previous);
   try {
-    grower_ = std::thread([this] {
-      pthread_setname_np(pthread_self(), "vramspill-pin");
-      grower_main();
-    });
+    grower_ = start_quiet_thread("vramspill-pin", [this] { grower_main(); });
   } catch (...) {
     grower_failed_to_start_ = true;  // growth stays on the allocating threads
   }
-  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
   return !grower_failed_to_start_;
 }
 

@@ -1,20 +1,23 @@
 // The stats segment's writer (telemetry/stats_file.h) and reader (telemetry/stats_reader.h),
 // driven directly: figures round-trip, permissions, the directory checks of Note [Stats
-// directory], and files left by processes that are gone.
+// directory], files left by processes that are gone (Note [Stats liveness]), and files others
+// damaged (Note [Stats segment consistency]). stats_job_test.cpp runs real jobs under the shim.
 #include "telemetry/stats_file.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
-#include <sys/mman.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <array>
+#include <atomic>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <type_traits>
 
 #include "telemetry/stats_directory.h"
@@ -50,6 +53,21 @@ class StatsFileTest : public ::testing::Test {
   std::string dir() const { return directory_.string(); }
   std::string own_file() const { return dir() + "/" + std::to_string(getpid()) + ".stats"; }
 
+  // The segment in `path` as it is, and written back with a correct checksum (a file another
+  // writer published, as far as a reader can tell).
+  static StatsSegment read_segment(const std::string& path) {
+    StatsSegment segment{};
+    std::ifstream(path, std::ios::binary).read(reinterpret_cast<char*>(&segment), sizeof segment);
+    return segment;
+  }
+  static void write_segment(const std::string& path, StatsSegment segment) {
+    segment.checksum = stats_checksum(segment);
+    const int fd = open(path.c_str(), O_WRONLY);
+    ASSERT_GE(fd, 0) << path;
+    ASSERT_EQ(pwrite(fd, &segment, sizeof segment, 0), static_cast<ssize_t>(sizeof segment));
+    close(fd);
+  }
+
   static unsigned mode_of(const std::string& path) {
     struct stat info {};
     EXPECT_EQ(lstat(path.c_str(), &info), 0) << path;
@@ -78,7 +96,6 @@ TEST_F(StatsFileTest, figures_round_trip_from_writer_to_reader) {
   ASSERT_EQ(entry.state, StatsState::kLive) << entry.problem;
   const StatsSnapshot& snapshot = entry.snapshot;
   EXPECT_EQ(snapshot.pid, static_cast<uint64_t>(getpid()));
-  EXPECT_EQ(snapshot.start_time_ticks, process_start_time(getpid()).value());
   EXPECT_NE(snapshot.command.find("vramspill_stats_test"), std::string::npos) << snapshot.command;
   EXPECT_GT(snapshot.updated_unix_ns, 0U);
   EXPECT_GE(snapshot.updated_unix_ns, snapshot.started_unix_ns);
@@ -108,7 +125,7 @@ TEST_F(StatsFileTest, figures_round_trip_from_writer_to_reader) {
   EXPECT_EQ(third.spills, 9U);
   EXPECT_EQ(third.refused, 10U);
 
-  // A later publish replaces the figures; an ordinal beyond the slots is left out.
+  // A later publish replaces every figure; an ordinal beyond the slots is left out.
   std::array<DeviceFigures, 2> later{};
   later[0].device_bytes = 1;
   later[1].device = 99;
@@ -119,8 +136,10 @@ TEST_F(StatsFileTest, figures_round_trip_from_writer_to_reader) {
   const StatsEntry again = read_stats_file(own_file());
   ASSERT_EQ(again.state, StatsState::kLive);
   EXPECT_EQ(again.snapshot.publish_count, 2U);
-  EXPECT_EQ(again.snapshot.devices.size(), 2U);
+  ASSERT_EQ(again.snapshot.devices.size(), 1U);
   EXPECT_EQ(again.snapshot.devices[0].device_bytes, 1U);
+  EXPECT_EQ(again.snapshot.devices[0].total_bytes, 0U);
+  EXPECT_EQ(again.snapshot.host_spilled_bytes, 0U);
 }
 
 TEST_F(StatsFileTest, file_is_0600_and_directory_0700_whatever_the_umask) {
@@ -221,11 +240,12 @@ TEST_F(StatsFileTest, reader_refuses_files_it_cannot_trust) {
   fs::create_symlink(short_file, link);
   EXPECT_EQ(read_stats_file(link).state, StatsState::kInvalid);
 
-  // The right size, but no magic yet: being created.
+  // Empty: being created. The right size, but zeros: not a stats file.
   const std::string unready = dir() + "/3.stats";
   { std::ofstream create(unready); }
-  fs::resize_file(unready, sizeof(StatsSegment));
   EXPECT_EQ(read_stats_file(unready).state, StatsState::kNotReady);
+  fs::resize_file(unready, sizeof(StatsSegment));
+  EXPECT_EQ(read_stats_file(unready).state, StatsState::kInvalid);
 
   if (geteuid() == 0) {  // only root can make a file someone else's
     ASSERT_TRUE(stats_.open_in(dir().c_str()));
@@ -263,21 +283,119 @@ TEST_F(StatsFileTest, files_of_dead_processes_are_stale_and_removed_on_request) 
   EXPECT_TRUE(fs::exists(own_file()));
 }
 
-TEST_F(StatsFileTest, a_reused_pid_is_told_apart_by_the_start_time) {
+TEST_F(StatsFileTest, liveness_is_the_lock_not_the_pid) {
+  // A live writer whose pid means nothing here (another PID namespace sharing the directory):
+  // this process holds the lock, the file names a pid that has exited.
   ASSERT_TRUE(stats_.open_in(dir().c_str()));
-  ASSERT_EQ(read_stats_file(own_file()).state, StatsState::kLive);
-  // Pretend the file was written by an earlier process that had our pid.
-  const int fd = open(own_file().c_str(), O_RDWR);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) _exit(0);
+  ASSERT_EQ(waitpid(child, nullptr, 0), child);
+  StatsSegment segment = read_segment(own_file());
+  segment.pid = static_cast<uint64_t>(child);
+  write_segment(own_file(), segment);
+
+  const StatsEntry entry = read_stats_file(own_file());
+  ASSERT_EQ(entry.state, StatsState::kLive) << entry.problem;
+  EXPECT_EQ(entry.snapshot.pid, static_cast<uint64_t>(child));
+  scan_stats_directory(dir(), /*remove_stale=*/true);
+  EXPECT_TRUE(fs::exists(own_file()));
+
+  // What keeps it: the writer's lock, which nobody else can take while it runs.
+  const int fd = open(own_file().c_str(), O_RDONLY);
   ASSERT_GE(fd, 0);
-  void* mapped = mmap(nullptr, sizeof(StatsSegment), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  EXPECT_NE(flock(fd, LOCK_EX | LOCK_NB), 0) << "the writer holds no lock";
   close(fd);
-  ASSERT_NE(mapped, MAP_FAILED);
-  auto* segment = static_cast<StatsSegment*>(mapped);
-  segment->start_time_ticks.store(segment->start_time_ticks.load() - 1);
-  munmap(mapped, sizeof(StatsSegment));
-  EXPECT_EQ(read_stats_file(own_file()).state, StatsState::kStale);
-  EXPECT_FALSE(process_is_running(static_cast<uint64_t>(getpid()), 1));
-  EXPECT_TRUE(process_is_running(static_cast<uint64_t>(getpid()), 0));
+}
+
+TEST_F(StatsFileTest, a_name_held_by_a_live_process_is_not_taken) {
+  // Two writers with one pid: the second is, for the file names, a process of another PID
+  // namespace with the same pid.
+  ASSERT_TRUE(stats_.open_in(dir().c_str()));
+  StatsFile other;
+  ASSERT_TRUE(other.open_in(dir().c_str()));
+  EXPECT_EQ(std::string(other.path()), dir() + "/" + std::to_string(getpid()) + "-1.stats");
+  EXPECT_EQ(read_stats_file(own_file()).state, StatsState::kLive);
+  EXPECT_EQ(read_stats_file(other.path()).state, StatsState::kLive);
+  other.close();
+}
+
+TEST_F(StatsFileTest, the_file_never_takes_a_standard_streams_number) {
+  // A program that closed its standard streams: the file must not become its stdin, stdout or
+  // stderr, where the program's own writes would land in it.
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    close(STDIN_FILENO);
+    close(STDOUT_FILENO);
+    close(STDERR_FILENO);
+    if (!stats_.open_in(dir().c_str())) _exit(2);
+    for (int fd = 0; fd <= 2; ++fd)
+      if (fcntl(fd, F_GETFD) != -1) _exit(3);
+    _exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "2: not opened, 3: a standard stream's number was taken";
+}
+
+TEST_F(StatsFileTest, reader_survives_files_truncated_grown_or_scribbled_on) {
+  ASSERT_TRUE(stats_.open_in(dir().c_str()));
+  stats_.publish({});
+  const std::string path = own_file();
+  const auto state_after = [&](auto damage) {
+    damage();
+    const StatsEntry entry = read_stats_file(path);
+    stats_.publish({});  // the writer puts the whole segment back
+    EXPECT_EQ(read_stats_file(path).state, StatsState::kLive);
+    return entry;
+  };
+  EXPECT_EQ(state_after([&] { fs::resize_file(path, 0); }).state, StatsState::kNotReady);
+  StatsEntry entry = state_after([&] { fs::resize_file(path, sizeof(StatsSegment) / 2); });
+  EXPECT_EQ(entry.state, StatsState::kInvalid);
+  EXPECT_NE(entry.problem.find("size"), std::string::npos) << entry.problem;
+  entry = state_after([&] { fs::resize_file(path, sizeof(StatsSegment) + 4096); });
+  EXPECT_EQ(entry.state, StatsState::kInvalid);
+  entry = state_after([&] {
+    StatsSegment segment = read_segment(path);
+    segment.devices[3].spills = 7;  // not what the writer wrote: the checksum says so
+    std::ofstream(path, std::ios::binary | std::ios::in)
+        .write(reinterpret_cast<const char*>(&segment), sizeof segment);
+  });
+  EXPECT_EQ(entry.state, StatsState::kInvalid);
+  EXPECT_NE(entry.problem.find("checksum"), std::string::npos) << entry.problem;
+  entry = state_after([&] {
+    std::ofstream(path, std::ios::binary | std::ios::in) << std::string(sizeof(StatsSegment), 'x');
+  });
+  EXPECT_EQ(entry.state, StatsState::kInvalid);
+  EXPECT_NE(entry.problem.find("magic"), std::string::npos) << entry.problem;
+  // None of them was taken for a file left by a dead process.
+  scan_stats_directory(dir(), /*remove_stale=*/true);
+  EXPECT_TRUE(fs::exists(path));
+}
+
+TEST_F(StatsFileTest, reader_survives_a_file_truncated_while_it_reads) {
+  // Someone truncates and regrows the file as fast as they can while it is read: a reader that
+  // mapped the file would die of SIGBUS reading past the new end.
+  ASSERT_TRUE(stats_.open_in(dir().c_str()));
+  stats_.publish({});
+  const std::string path = own_file();
+  std::atomic<bool> stop{false};
+  std::thread truncator([&] {
+    const int fd = open(path.c_str(), O_WRONLY);
+    while (!stop.load()) {
+      (void)!ftruncate(fd, 0);
+      (void)!ftruncate(fd, sizeof(StatsSegment));
+    }
+    close(fd);
+  });
+  int stale = 0;
+  for (int i = 0; i < 20000; ++i) stale += read_stats_file(path).state == StatsState::kStale;
+  stop.store(true);
+  truncator.join();
+  // Whatever the race showed it (whole, empty, cut short), a live writer's file is never stale.
+  EXPECT_EQ(stale, 0);
 }
 
 TEST(StatsDirectoryPath, xdg_runtime_dir_when_usable_else_tmp) {

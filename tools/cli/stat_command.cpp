@@ -84,15 +84,17 @@ CLI::App* add_stat_command(CLI::App& app, StatOptions& options) {
   stat->footer(
       "Each process under the shim publishes its figures in a file only its user can read: "
       "$XDG_RUNTIME_DIR/vramspill/<pid>.stats when XDG_RUNTIME_DIR is set, else "
-      "/tmp/vramspill-<uid>/<pid>.stats. stat reads both places. Files left by processes that "
-      "died without removing theirs (killed) are deleted.\n\n"
+      "/tmp/vramspill-<uid>/<pid>.stats. stat reads both places. A process holds a lock on its "
+      "file while it runs, in whatever PID namespace; files nobody holds, left by processes "
+      "that were killed, are deleted. A file stat cannot read (damaged, cut short, another "
+      "version) is skipped with a message on standard error.\n\n"
       "Per process: how long it has run, how old its figures are, and its host memory: the "
       "pinned host pool, the host bytes holding spilled allocations, the host limit. Per device: "
       "held (device memory the job holds now), peak (the most it held), limit (the budget minus "
       "the reserve), total (the device's memory), managed and host (bytes spilled to managed "
       "memory and to the pinned host pool, now), spills (allocations spilled so far), refused "
-      "(allocations refused with OUT_OF_MEMORY so far). Figures are updated a few times a second "
-      "at most and each is read on its own, so they can be a moment apart.\n\n"
+      "(allocations over the budget that failed with OUT_OF_MEMORY so far; spilled ones are not "
+      "counted). Figures are updated twice a second, all from the same instant.\n\n"
       "Exit status: 0; 1 when --pid names no process under vramspill.");
   return stat;
 }

@@ -1,18 +1,20 @@
 // The host-memory budget: how many bytes of host memory the shim holds pinned or managed on the
-// program's behalf, against one limit (DESIGN.md section 6, "Host limit").
+// program's behalf, against one limit ([spill] host_limit).
 //
 // One HostBudget per process, shared by every tier that takes host memory: the pinned host pool
 // reserves a region's bytes before it pins them and releases them after it unpins them; managed
-// spills are charged the same way. Nothing here decides the limit (config: a fraction of
-// MemAvailable, respecting RLIMIT_MEMLOCK); this only keeps the count honest under threads.
+// spills are charged the same way. Nothing here decides the limit (the hooks set it, and with a
+// percent move it as the memory available to the job changes: Note [A percent host limit follows
+// the container] in hooks/shim_state.cpp); this only keeps the count honest under threads.
 //
 // Note [Host budget reservations]
 // The limit must hold against races: two threads must never both pass a check that only one of
 // them fits, or together they pin more than the machine can spare and the kernel's OOM killer
 // takes the job. So try_reserve() is one compare-and-swap that adds the request only if the sum
 // stays within the limit, and a tier reserves *before* it pins (the reservation is given back if
-// pinning fails). Lowering the limit below what is held revokes nothing: later reservations fail
-// until enough has been released. release() of more than is held is a caller's bug; the count
+// pinning fails). The limit may change at any time, from another thread, while reservations run;
+// lowering it below what is held revokes nothing: later reservations fail until enough has been
+// released (or the limit rises again). release() of more than is held is a caller's bug; the count
 // clamps at zero and counts an internal error instead of wrapping around to "everything used".
 #pragma once
 

@@ -3,12 +3,15 @@
 #include <pthread.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <mutex>
+#include <new>
 
 #include "hooks/stats_publisher.h"
 #include "telemetry/log.h"
+#include "util/bytes.h"
 #include "util/host_memory.h"
 
 namespace vramspill::hooks {
@@ -32,6 +35,7 @@ void write_exit_summary() {
   if (the_state == nullptr || in_forked_child) return;
   stop_stats_publisher(*the_state);
   the_state->host.stop_background_pinning();
+  the_state->managed.stop_stream_ordered_frees();
   if (the_state->config.log.summary) logging::summary(the_state->ledger.summary_line());
   logging::report_suppressed();
   logging::flush();
@@ -59,20 +63,86 @@ void initialise() {
 
 namespace {
 
-// [spill] host_limit in bytes. A percent of MemAvailable is taken once, at start: the limit must
-// not shrink as the job's own spills use the memory up.
+// Note [A percent host limit follows the container]
+// [spill] host_limit = 50% is half of the memory the job could take if the host budget held
+// nothing:
+//     limit = fraction * (room + held)
+// room: the smaller of MemAvailable and what the process's memory cgroups leave it (Note [Memory
+// a cgroup leaves] in util/cgroup_memory.h), read now; held: the bytes the budget counts (the
+// pool's pinned regions, managed spills, the program's own pinned memory). Both figures already
+// count the held bytes as taken, so adding them back keeps the limit where it is however much the
+// shim holds: it moves only when something else takes or gives back memory (the program's own
+// allocations, page cache, other processes in the container or on the host). Without adding them
+// back, a limit re-read as the job spills would shrink under its own spills (a 50% limit would
+// settle at a third of the room). A reservation of b bytes then passes only if
+// held + b <= fraction * (room + held), that is b <= fraction * room - (1 - fraction) * held:
+// it fits in the room there is now and leaves the rest of it to the program. (This counts held
+// memory as resident; pinned memory is, and a managed spill's pages count once they are touched.)
+// The figures are read when the shim starts and again at most once a second as the job runs
+// (refresh_host_limit(): on the spill path and by the stats thread), and the new limit is set on
+// the budget, which never revokes what is held (Note [Host budget reservations] in
+// core/host_budget.h): memory taken by others lowers the limit, and a later spill gets
+// CUDA_ERROR_OUT_OF_MEMORY and a log line, not the kernel's OOM killer. The limit is per process:
+// another process in the container is one of the "others".
+
+constexpr std::chrono::nanoseconds kHostLimitRecheck = std::chrono::seconds(1);
+
+// What a percent host limit is a percent of; null when [spill] host_limit is a size. Created by
+// the first host_limit_bytes() (once, with the state) and never freed, like the state.
+const AvailableMemory* available_memory = nullptr;
+// steady_clock time, in nanoseconds, from which refresh_host_limit() reads the figures again.
+std::atomic<int64_t> next_host_limit_check{0};
+
+int64_t steady_now() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// fraction * (room + held), as Note [A percent host limit follows the container] says.
+uint64_t percent_host_limit(const SpillConfig& spill, const MemoryRoom& room, uint64_t held) {
+  const uint64_t total = room.bytes > UINT64_MAX - held ? UINT64_MAX : room.bytes + held;
+  return spill.host_limit.resolve(total);
+}
+
+// [spill] host_limit in bytes when the shim starts.
 uint64_t host_limit_bytes(const SpillConfig& spill) {
   if (!spill.host_limit.is_fraction()) return spill.host_limit.byte_count();
-  const std::optional<uint64_t> available = host_memory_available();
-  if (!available) {
-    logging::warn("cannot read MemAvailable from /proc/meminfo: [spill] host_limit = {:.0f}% "
-                  "allows no spilling; give it as a size instead",
+  available_memory = new (std::nothrow) AvailableMemory(kSystemRoot);
+  next_host_limit_check.store(steady_now() + kHostLimitRecheck.count(), std::memory_order_relaxed);
+  const std::optional<MemoryRoom> room =
+      available_memory != nullptr ? available_memory->now() : std::nullopt;
+  if (!room) {
+    logging::warn("cannot read MemAvailable from /proc/meminfo, nor a memory cgroup's limit: "
+                  "[spill] host_limit = {:.0f}% allows no spilling; give it as a size instead",
                   spill.host_limit.fraction_of_total() * 100);
+    return 0;
   }
-  return spill.host_limit.resolve(available.value_or(0));
+  const uint64_t limit = percent_host_limit(spill, *room, 0);
+  try {
+    logging::debug("host limit {} ([spill] host_limit = {:.0f}% of {}, {})", format_bytes(limit),
+                   spill.host_limit.fraction_of_total() * 100, format_bytes(room->bytes),
+                   room->cgroup_bound ? "what the memory cgroup leaves" : "MemAvailable");
+  } catch (...) {  // the limit stands without its log line
+  }
+  return limit;
 }
 
 }  // namespace
+
+void refresh_host_limit(ShimState& shim) noexcept {
+  if (available_memory == nullptr) return;
+  const int64_t now = steady_now();
+  int64_t due = next_host_limit_check.load(std::memory_order_relaxed);
+  // One thread reads the figures; the others go on with the limit as it is.
+  if (now < due || !next_host_limit_check.compare_exchange_strong(
+                       due, now + kHostLimitRecheck.count(), std::memory_order_relaxed))
+    return;
+  const std::optional<MemoryRoom> room = available_memory->now();
+  if (!room) return;  // unreadable for now: the last limit stands
+  shim.host_budget.set_limit(
+      percent_host_limit(shim.config.spill, *room, shim.host_budget.used()));
+}
 
 ShimState::ShimState(const Config& loaded) noexcept
     : config(loaded),

@@ -55,6 +55,11 @@ class Entry {
   bool outermost_ = false;
 };
 
+// With [spill] host_limit as a percent, re-reads the memory available to the job, at most once a
+// second, and sets the host budget's limit from it (Note [A percent host limit follows the
+// container] in shim_state.cpp).
+void refresh_host_limit(ShimState& shim) noexcept;
+
 // The configuration error that disabled the shim, or null. Initialises the shim if needed.
 const std::string* configuration_error() noexcept;
 

@@ -21,6 +21,8 @@ PACKAGES=(
   libcli11-dev
   file
   binutils
+  clang
+  libclang-rt-dev
 )
 MIN_CMAKE_VERSION=3.25   # keep in step with cmake_minimum_required in CMakeLists.txt
 
@@ -93,7 +95,7 @@ Install the equivalents of these Debian packages with your system's package mana
   ${PACKAGES[*]}
 That is: a C++20 compiler (GCC 12+ or Clang 15+), CMake >= $MIN_CMAKE_VERSION, Ninja, Python 3,
 pkg-config, GoogleTest + GoogleMock, Google Benchmark, toml++, spdlog, fmt, mimalloc, libunwind
-(nongnu.org), CLI11, file and binutils.
+(nongnu.org), CLI11, file and binutils; and clang with its libFuzzer runtime for the fuzzers.
 EOF
   cuda_help
   exit 1

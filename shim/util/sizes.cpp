@@ -3,6 +3,7 @@
 #include <array>
 #include <charconv>
 #include <cmath>
+#include <cstdint>
 #include <system_error>
 
 namespace vramspill {
@@ -10,11 +11,11 @@ namespace {
 
 struct Unit {
   std::string_view suffix;
-  double multiplier;
+  uint64_t multiplier;
 };
 
-constexpr double kKi = 1024.0;
-constexpr double kKilo = 1000.0;
+constexpr uint64_t kKi = 1024;
+constexpr uint64_t kKilo = 1000;
 
 // Longest suffixes first, so "MiB" is not read as "B" after a number "512Mi".
 // clang-format off
@@ -25,7 +26,7 @@ constexpr std::array kUnits = {
     Unit{"TB", kKilo * kKilo * kKilo * kKilo},
     Unit{"K", kKi},            Unit{"M", kKi * kKi},          Unit{"G", kKi * kKi * kKi},
     Unit{"T", kKi * kKi * kKi * kKi},
-    Unit{"B", 1.0},
+    Unit{"B", 1},
 };
 // clang-format on
 
@@ -47,33 +48,62 @@ std::string_view trim_trailing_spaces(std::string_view text) {
   return text;
 }
 
-// Splits "1.5GiB" into 1.5 and the multiplier of "GiB".
-std::optional<double> parse_scaled(std::string_view text) {
+struct Scaled {
+  std::string_view number;
+  uint64_t multiplier;
+};
+
+// Splits "1.5GiB" into "1.5" and the multiplier of "GiB" (1 without a unit).
+Scaled split_unit(std::string_view text) {
   text = trim_trailing_spaces(text);
-  double multiplier = 1.0;
   for (const Unit& unit : kUnits) {
     if (text.size() > unit.suffix.size() && text.ends_with(unit.suffix)) {
-      multiplier = unit.multiplier;
       text.remove_suffix(unit.suffix.size());
-      break;
+      return {text, unit.multiplier};
     }
   }
-  const std::optional<double> value = parse_number(text);
+  return {text, 1};
+}
+
+// The number times the multiplier, as a double: "1.5GiB", "5e10". Finite, like the number:
+// "1e300T" overflows to infinity.
+std::optional<double> scaled_value(const Scaled& scaled) {
+  const std::optional<double> value = parse_number(scaled.number);
   if (!value) return std::nullopt;
-  return *value * multiplier;
+  const double scaled_number = *value * static_cast<double>(scaled.multiplier);
+  if (!std::isfinite(scaled_number)) return std::nullopt;
+  return scaled_number;
+}
+
+// Note [Exact integer sizes]
+// A double holds every integer only up to 2^53: read through one, "9007199254740993" would be
+// ...992 bytes, and 2^64 - 1 would round up to 2^64 and be refused as an overflow. So a size
+// whose number is digits only ("123", "3GiB") is computed in integers, exactly; only one with a
+// fraction or an exponent ("1.5GB", "5e10") goes through a double.
+std::optional<uint64_t> parse_integer_size(const Scaled& scaled) {
+  uint64_t value = 0;
+  const char* const end = scaled.number.data() + scaled.number.size();
+  const auto [stop, error] = std::from_chars(scaled.number.data(), end, value);
+  if (error != std::errc{} || stop != end) return std::nullopt;  // also out of range
+  if (value > UINT64_MAX / scaled.multiplier) return std::nullopt;
+  return value * scaled.multiplier;
 }
 
 }  // namespace
 
 std::optional<uint64_t> parse_size(std::string_view text) {
-  const std::optional<double> bytes = parse_scaled(text);
+  const Scaled scaled = split_unit(text);
+  if (!scaled.number.empty() &&
+      scaled.number.find_first_not_of("0123456789") == std::string_view::npos)
+    return parse_integer_size(scaled);  // Note [Exact integer sizes]
+  const std::optional<double> bytes = scaled_value(scaled);
   // 2^64 is exactly representable; anything at or above it does not fit.
   if (!bytes || *bytes >= 18446744073709551616.0) return std::nullopt;
   return static_cast<uint64_t>(std::round(*bytes));
 }
 
 std::optional<double> parse_rate(std::string_view text) {
-  const std::optional<double> rate = parse_scaled(text);
+  const std::optional<double> rate = scaled_value(split_unit(text));
   if (!rate || *rate <= 0) return std::nullopt;
   return rate;
 }

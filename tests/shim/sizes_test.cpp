@@ -36,6 +36,18 @@ TEST(ParseSize, RejectsOverflow) {
   EXPECT_TRUE(parse_size("16000000TiB").has_value());
 }
 
+// Found by tests/fuzz/fuzz_size: above 2^53 a double cannot hold every integer, so these came
+// back off by a few bytes, and 2^64 - 1 rounded up to 2^64 and was refused as an overflow.
+TEST(ParseSize, IntegersAreExact) {
+  EXPECT_EQ(parse_size("9007199254740993"), 9007199254740993u);
+  EXPECT_EQ(parse_size("18446744073709551615"), UINT64_MAX);
+  EXPECT_EQ(parse_size("18446744073709551615B"), UINT64_MAX);
+  EXPECT_EQ(parse_size("18446744073709551KB"), 18446744073709551000u);
+  EXPECT_EQ(parse_size("16777215TiB"), 16777215ull << 40);
+  EXPECT_EQ(parse_size("16777216TiB"), std::nullopt);  // 2^64
+  EXPECT_EQ(parse_size("18446744073709552KB"), std::nullopt);
+}
+
 // The shim runs inside programs that may set LC_NUMERIC to a locale whose decimal point is ','.
 TEST(ParseSize, IgnoresTheProgramsLocale) {
   const std::string saved = std::setlocale(LC_NUMERIC, nullptr);
@@ -52,6 +64,13 @@ TEST(ParseRate, PositiveNumbersAndSizes) {
   EXPECT_EQ(parse_rate("50GB"), 50e9);
   EXPECT_EQ(parse_rate("0"), std::nullopt);
   EXPECT_EQ(parse_rate("fast"), std::nullopt);
+}
+
+// Found by tests/fuzz/fuzz_size: the number was checked to be finite, but not once scaled.
+TEST(ParseRate, RejectsOverflowToInfinity) {
+  EXPECT_EQ(parse_rate("16000e300T"), std::nullopt);
+  EXPECT_EQ(parse_rate("1e308KB"), std::nullopt);
+  EXPECT_EQ(parse_rate("1e290T"), 1e290 * 1099511627776.0);
 }
 
 TEST(ParsePercent, FractionsOfOne) {

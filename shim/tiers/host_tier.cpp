@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <limits>
 #include <new>
+#include <optional>
 
 #include "driver/real_driver.h"
 #include "telemetry/log.h"
@@ -41,11 +42,12 @@ HostPoolOptions pool_options(const SpillConfig& config, uint64_t host_limit) {
   return options;
 }
 
-int device_attribute(CUdevice_attribute attribute, int device, int fallback) {
+// The attribute's value; nullopt when the driver does not answer.
+std::optional<int> device_attribute(CUdevice_attribute attribute, int device) {
   const auto get_attribute = VRAMSPILL_REAL(cuDeviceGetAttribute);
   int value = 0;
   if (get_attribute == nullptr || get_attribute(&value, attribute, device) != CUDA_SUCCESS)
-    return fallback;
+    return std::nullopt;
   return value;
 }
 
@@ -92,8 +94,12 @@ bool HostTier::supported(int device) noexcept {
   std::atomic<uint8_t>& cached = support_[static_cast<std::size_t>(device)];
   if (const uint8_t known = cached.load(std::memory_order_relaxed); known != kUnknown)
     return known == kSupported;
-  const bool ok = device_attribute(CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING, device, 0) != 0 &&
-                  device_attribute(CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY, device, 0) != 0;
+  const std::optional<int> unified = device_attribute(CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING, device);
+  const std::optional<int> can_map = device_attribute(CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY, device);
+  // A query the driver refused says nothing about the device: not supported for this request,
+  // asked again for the next (cached, one failed call would disable the tier for the process).
+  if (!unified || !can_map) return false;
+  const bool ok = *unified != 0 && *can_map != 0;
   cached.store(ok ? kSupported : kUnsupported, std::memory_order_relaxed);
   return ok;
 }
@@ -107,7 +113,7 @@ CUresult HostTier::allocate(int device, uint64_t bytes, CUdeviceptr* out) noexce
       return CUDA_ERROR_OUT_OF_MEMORY;
     CUcontext none = nullptr;
     if (context_.compare_exchange_strong(none, primary, std::memory_order_acq_rel)) {
-      numa_node_.store(device_attribute(CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID, device, -1),
+      numa_node_.store(device_attribute(CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID, device).value_or(-1),
                        std::memory_order_relaxed);
     } else {
       release(device);  // another thread was first
@@ -193,14 +199,25 @@ bool HostTier::pin_reserved(std::size_t bytes, void** base) noexcept {
     pinned = host_alloc(base, bytes, CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE) ==
              CUDA_SUCCESS;
   }
-  CUdeviceptr on_device = 0;
-  if (pinned && (device_pointer(&on_device, *base, 0) != CUDA_SUCCESS ||
-                 on_device != reinterpret_cast<CUdeviceptr>(*base))) {
-    logging::error("pinned host memory at {} is mapped at another device address ({:#x}): the "
-                   "host spill tier needs unified addressing",
-                   *base, on_device);
-    free_host(*base);
-    pinned = false;
+  if (pinned) {
+    CUdeviceptr on_device = 0;
+    const CUresult mapped = device_pointer(&on_device, *base, 0);
+    const bool same_address = on_device == reinterpret_cast<CUdeviceptr>(*base);
+    if (mapped != CUDA_SUCCESS) {
+      // The driver's failure, not the device's nature: this pin fails, a later one may work.
+      logging::limited(LogLevel::kWarn, RateKey::kDriverFallback,
+                       "cuMemHostGetDevicePointer of pinned host memory at {} failed with error "
+                       "{}: that memory is given back",
+                       *base, static_cast<int>(mapped));
+    } else if (!same_address) {
+      logging::error("pinned host memory at {} is mapped at another device address ({:#x}): the "
+                     "host spill tier needs unified addressing",
+                     *base, on_device);
+    }
+    if (mapped != CUDA_SUCCESS || !same_address) {
+      free_host(*base);
+      pinned = false;
+    }
   }
   CUcontext popped = nullptr;
   pop(&popped);

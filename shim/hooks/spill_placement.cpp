@@ -54,17 +54,6 @@ TierChain tiers_for(ShimState& shim, const SpillRequest& request) {
   return chain;
 }
 
-// Whether `stream` is being captured into a graph. The driver's error for a stream it does not
-// know (CUDA_ERROR_INVALID_HANDLE, say) is what the program's call gets too.
-CUresult check_capture(CUstream stream, bool& capturing) {
-  const auto is_capturing_stream = VRAMSPILL_REAL(cuStreamIsCapturing);
-  if (is_capturing_stream == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
-  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
-  const CUresult result = is_capturing_stream(stream, &status);
-  capturing = status != CU_STREAM_CAPTURE_STATUS_NONE;
-  return result;
-}
-
 void log_spilled(const SpillRequest& request, Tier tier, bool over_budget) noexcept {
   try {
     logging::limited(LogLevel::kInfo, RateKey::kSpilled, "{} of {} on device {} spilled to {}{}",
@@ -76,10 +65,15 @@ void log_spilled(const SpillRequest& request, Tier tier, bool over_budget) noexc
   }
 }
 
-std::string host_limit_text(const ShimState& shim) {
+// Why the host budget refused `bytes`: it is full, or the request alone is larger than all of it.
+std::string host_limit_text(const ShimState& shim, uint64_t bytes) {
+  const uint64_t limit = shim.host_budget.limit();
+  const std::string how_to_raise = "raise [spill] host_limit, or VRAMSPILL_SPILL_HOST_LIMIT)";
+  if (bytes > limit)
+    return "the request is larger than the whole host limit (" + format_bytes(limit) + "; " +
+           how_to_raise;
   return "the host limit is reached (" + format_bytes(shim.host_budget.used()) + " of " +
-         format_bytes(shim.host_budget.limit()) +
-         " in use; raise [spill] host_limit, or VRAMSPILL_SPILL_HOST_LIMIT)";
+         format_bytes(limit) + " in use; " + how_to_raise;
 }
 
 // Tries one tier; on failure appends the reason to `why`.
@@ -103,7 +97,7 @@ CUresult try_tier(ShimState& shim, Tier tier, const SpillRequest& request, CUdev
   if (result == CUDA_SUCCESS) return result;
   why += std::string(why.empty() ? "" : "; ") + tier_name(tier) + ": ";
   why += shim.host_budget.refusals() != host_refusals
-             ? host_limit_text(shim)
+             ? host_limit_text(shim, request.bytes)
              : "the driver refused (error " + std::to_string(static_cast<int>(result)) + ")";
   return result;
 }
@@ -116,6 +110,15 @@ void log_not_spilled(const std::string& refusal, const SpillRequest& request,
 }
 
 }  // namespace
+
+CUresult check_capture(CUstream stream, bool& capturing) {
+  const auto is_capturing_stream = VRAMSPILL_REAL(cuStreamIsCapturing);
+  if (is_capturing_stream == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  const CUresult result = is_capturing_stream(stream, &status);
+  capturing = status != CU_STREAM_CAPTURE_STATUS_NONE;
+  return result;
+}
 
 CUresult spill(ShimState& shim, const SpillRequest& request, const std::string& refusal,
                CUdeviceptr* out) noexcept {
@@ -140,6 +143,7 @@ CUresult spill(ShimState& shim, const SpillRequest& request, const std::string& 
         return CUDA_ERROR_OUT_OF_MEMORY;
       }
     }
+    refresh_host_limit(shim);
     const TierChain chain = tiers_for(shim, request);
     std::string why;
     for (const Tier tier : chain.list()) {
@@ -149,6 +153,7 @@ CUresult spill(ShimState& shim, const SpillRequest& request, const std::string& 
       const core::Admission admission =
           shim.ledger.admit(request.device, tier_route(tier), request.bytes);
       shim.ledger.on_allocated(admission, *out, request.bytes);
+      if (!refusal.empty()) shim.ledger.note_refusal_spilled(request.device);
       log_spilled(request, tier, !refusal.empty());
       return CUDA_SUCCESS;
     }
@@ -174,13 +179,8 @@ CUresult free_spilled(ShimState& shim, const core::Allocation& spilled, CUstream
     if (capturing) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   }
   if (spilled.route == Route::kSpillManaged) {
-    // The driver's cuMemFree waits for the device's work; in stream order it needs the stream's.
-    if (stream_ordered) {
-      if (const auto synchronize = VRAMSPILL_REAL(cuStreamSynchronize)) {
-        if (const CUresult result = synchronize(stream); result != CUDA_SUCCESS) return result;
-      }
-    }
-    return shim.managed.free(spilled.key, spilled.bytes);
+    return stream_ordered ? shim.managed.free_in_stream_order(spilled.key, spilled.bytes, stream)
+                          : shim.managed.free(spilled.key, spilled.bytes);
   }
   if (!stream_ordered) return shim.host.free(spilled.key, spilled.device);
   return shim.host.free_in_stream_order(spilled.key, stream);

@@ -13,10 +13,12 @@ bool ManagedTier::supported(int device) noexcept {
     return known == kSupported;
   const auto get_attribute = VRAMSPILL_REAL(cuDeviceGetAttribute);
   int concurrent = 0;
-  if (get_attribute == nullptr ||
-      get_attribute(&concurrent, CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS, device) !=
-          CUDA_SUCCESS)
-    concurrent = 0;
+  if (get_attribute == nullptr) return false;
+  // A query the driver refused says nothing about the device: no managed spill for this request,
+  // asked again for the next (cached, one failed call would disable the tier for the process).
+  if (get_attribute(&concurrent, CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS, device) !=
+      CUDA_SUCCESS)
+    return false;
   cached.store(concurrent != 0 ? kSupported : kUnsupported, std::memory_order_relaxed);
   return concurrent != 0;
 }
@@ -25,7 +27,11 @@ CUresult ManagedTier::allocate(int device, uint64_t bytes, unsigned int flags,
                                CUdeviceptr* out) noexcept {
   const auto allocate_managed = VRAMSPILL_REAL(cuMemAllocManaged);
   if (allocate_managed == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
-  if (!budget_.try_reserve(bytes)) return CUDA_ERROR_OUT_OF_MEMORY;
+  // Note [Stream-ordered frees of managed spills]: bytes whose free is due may be on their way.
+  constexpr auto kDueFreesWait = std::chrono::milliseconds(1000);
+  if (!budget_.try_reserve(bytes) &&
+      (!stream_ordered_frees_.wait_for_due_frees(kDueFreesWait) || !budget_.try_reserve(bytes)))
+    return CUDA_ERROR_OUT_OF_MEMORY;
   const CUresult result = allocate_managed(out, bytes, flags);
   if (result != CUDA_SUCCESS) {
     budget_.release(bytes);

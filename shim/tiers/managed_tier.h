@@ -16,6 +16,7 @@
 
 #include "config/config.h"
 #include "core/host_budget.h"
+#include "tiers/managed_frees.h"
 
 namespace vramspill::tiers {
 
@@ -37,6 +38,15 @@ class ManagedTier {
   // given the bytes back.
   CUresult free(CUdeviceptr pointer, uint64_t bytes) noexcept;
 
+  // The same once the work queued on `stream` has run, without waiting for it (Note
+  // [Stream-ordered frees of managed spills] in tiers/managed_frees.h).
+  CUresult free_in_stream_order(CUdeviceptr pointer, uint64_t bytes, CUstream stream) noexcept {
+    return stream_ordered_frees_.free_in_stream_order(pointer, bytes, stream);
+  }
+
+  // At exit: no stream-ordered free is in progress once this returns, and none starts.
+  void stop_stream_ordered_frees() noexcept { stream_ordered_frees_.stop(); }
+
  private:
   void advise(int device, CUdeviceptr pointer, uint64_t bytes) noexcept;
 
@@ -46,6 +56,9 @@ class ManagedTier {
   const SpillConfig& config_;
   core::HostBudget& budget_;
   std::array<std::atomic<uint8_t>, kDevices> support_{};
+  ManagedFrees stream_ordered_frees_{this, [](void* tier, CUdeviceptr pointer, uint64_t bytes) {
+    return static_cast<ManagedTier*>(tier)->free(pointer, bytes);
+  }};
 };
 
 }  // namespace vramspill::tiers

@@ -25,7 +25,7 @@ using spill::tier_of;
 constexpr size_t kWords = kBlock / sizeof(uint32_t);
 
 // A gate for a stream: a host function that blocks the stream until the test opens it (or a
-// watchdog does, so a free that waits for the stream cannot hang the test).
+// watchdog does, so a call that wrongly waits for the stream fails the test instead of hanging it).
 struct Gate {
   std::mutex mutex;
   std::condition_variable changed;
@@ -81,6 +81,18 @@ class FreeRoutes : public spill::SpillTest {
   }
 
   void free_async_is_ordered(CUstream stream, bool stream_ordered_allocation, bool per_thread_free);
+
+  // `block` (kBlock bytes) holds exactly `expected`: nothing queued before the free of another
+  // block overwrote it.
+  static void expect_holds(CUdeviceptr block, const std::vector<uint32_t>& expected) {
+    std::vector<uint32_t> back(kWords);
+    ASSERT_CU(cuMemcpyDtoH(back.data(), block, kBlock));
+    size_t wrong = 0;
+    for (size_t j = 0; j < kWords; ++j) wrong += back[j] != expected[j] ? 1 : 0;
+    EXPECT_EQ(wrong, 0u) << "words of the new block overwritten by work queued before the free "
+                            "of another (first word now "
+                         << std::hex << back[0] << ")";
+  }
 
   std::vector<CUdeviceptr> device_blocks_;
   routes::PerThreadExports per_thread_;
@@ -211,11 +223,12 @@ TEST_F(FreeRoutes, PerThreadStreamOrderedRoutes) {
 }
 
 // cuMemFreeAsync of a spilled block must not give its bytes away before the work queued ahead
-// of it in the stream has run. The stream is held shut by a gate while a kernel that writes
-// block A and A's cuMemFreeAsync wait behind it; then block B is spilled and written from the
-// host. Were A's bytes reused at once, B would be (or overlap) A and the kernel would overwrite
-// B when the gate opens. (A free that instead waits for the stream is correct too: the watchdog
-// opens the gate for it.)
+// of it in the stream has run, nor make the calling thread wait for that work (Note
+// [Stream-ordered frees of managed spills]). The stream is held shut by a gate while a kernel
+// that writes block A and A's cuMemFreeAsync wait behind it; then block B is spilled and written
+// from the host. Were A's bytes reused at once, B would be (or overlap) A and the kernel would
+// overwrite B when the gate opens. A free that waits for the stream instead is a failure: the
+// watchdog opens the gate for it after 500 ms.
 void FreeRoutes::free_async_is_ordered(CUstream stream, bool stream_ordered_allocation,
                                        bool per_thread_free) {
   CUdeviceptr first = 0;
@@ -243,6 +256,9 @@ void FreeRoutes::free_async_is_ordered(CUstream stream, bool stream_ordered_allo
     EXPECT_CU(cuMemFreeAsync(first, stream));
   }
 
+  EXPECT_FALSE(gate.opened_by_watchdog)
+      << "cuMemFreeAsync blocked the calling thread until its stream drained";
+
   CUdeviceptr second = 0;
   EXPECT_CU(cuMemAlloc(&second, kBlock));
   EXPECT_NO_FATAL_FAILURE(expect_spilled(second));
@@ -259,22 +275,50 @@ void FreeRoutes::free_async_is_ordered(CUstream stream, bool stream_ordered_allo
   EXPECT_CU(cuMemcpyHtoDAsync(second, host.data(), kBlock, writer));
   EXPECT_CU(cuStreamSynchronize(writer));
   EXPECT_CU(cuStreamDestroy(writer));
-  std::printf("the free %s\n", gate.opened_by_watchdog
-                                   ? "waited for the stream (the watchdog opened the gate)"
-                                   : "was queued behind the gate");
 
   gate.release();
   watchdog.join();
   ASSERT_CU(cuStreamSynchronize(stream));
-  std::vector<uint32_t> back(kWords);
-  ASSERT_CU(cuMemcpyDtoH(back.data(), second, kBlock));
-  size_t wrong = 0;
-  for (size_t j = 0; j < kWords; ++j) wrong += back[j] != host[j] ? 1 : 0;
-  EXPECT_EQ(wrong, 0u) << "words of the new block overwritten by work queued before the free "
-                          "of another (first word now "
-                       << std::hex << back[0] << ")";
+  expect_holds(second, host);
   EXPECT_CU(cuMemFree(second));
   EXPECT_EQ(free_bytes(), expected_free(device_blocks_.size() * kBlock));
+}
+
+// cuMemFree of a spilled block waits for the device's work, as the driver's free does: a kernel
+// queued before it that writes the block must not reach a block allocated after it. The stream
+// is held by a gate; another thread frees A and then allocates and writes B (which the tier may
+// cut from A's bytes). Whether the free waits or not, the gate opens after 200 ms at most; a free
+// that did not wait has let B be written by then, and the kernel then overwrites it.
+TEST_F(FreeRoutes, MemFreeWaitsForQueuedWork) {
+  CUdeviceptr first = 0;
+  ASSERT_CU(cuMemAlloc(&first, kBlock));
+  ASSERT_NO_FATAL_FAILURE(expect_spilled(first));
+  Gate gate;
+  ASSERT_CU(cuLaunchHostFunc(stream_, &Gate::wait, &gate));
+  ASSERT_CU(fill(first, 0xdeaddeadu, kWords, stream_));
+
+  std::vector<uint32_t> host(kWords);
+  for (size_t j = 0; j < kWords; ++j) host[j] = pattern(78, j);
+  CUdeviceptr second = 0;
+  std::atomic<bool> written{false};
+  std::thread other([&] {
+    EXPECT_CU(cuCtxSetCurrent(context_));
+    EXPECT_CU(cuMemFree(first));
+    EXPECT_CU(cuMemAlloc(&second, kBlock));
+    CUstream writer = nullptr;
+    EXPECT_CU(cuStreamCreate(&writer, CU_STREAM_NON_BLOCKING));
+    EXPECT_CU(cuMemcpyHtoDAsync(second, host.data(), kBlock, writer));
+    EXPECT_CU(cuStreamSynchronize(writer));
+    EXPECT_CU(cuStreamDestroy(writer));
+    written.store(true);
+  });
+  for (int i = 0; i < 200 && !written.load(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  gate.release();
+  other.join();
+  ASSERT_CU(cuStreamSynchronize(stream_));
+  expect_holds(second, host);
+  EXPECT_CU(cuMemFree(second));
 }
 
 TEST_F(FreeRoutes, MemFreeAsyncWaitsForQueuedWork) {

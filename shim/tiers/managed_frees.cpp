@@ -1,0 +1,111 @@
+#include "tiers/managed_frees.h"
+
+#include <new>
+
+#include "driver/real_driver.h"
+#include "telemetry/log.h"
+#include "util/quiet_thread.h"
+
+namespace vramspill::tiers {
+
+CUresult ManagedFrees::free_in_stream_order(CUdeviceptr pointer, uint64_t bytes,
+                                            CUstream stream) noexcept {
+  const auto launch_host_func = VRAMSPILL_REAL(cuLaunchHostFunc);
+  const auto get_current = VRAMSPILL_REAL(cuCtxGetCurrent);
+  CUcontext context = nullptr;
+  bool thread_ready = false;
+  {
+    const std::lock_guard lock(mutex_);
+    thread_ready = start_thread_locked();
+  }
+  auto* pending = new (std::nothrow) Pending{this, pointer, bytes, nullptr};
+  if (thread_ready && pending != nullptr && launch_host_func != nullptr &&
+      get_current != nullptr && get_current(&context) == CUDA_SUCCESS && context != nullptr) {
+    pending->context = context;
+    if (launch_host_func(stream, &ManagedFrees::hand_over, pending) == CUDA_SUCCESS)
+      return CUDA_SUCCESS;
+  }
+  delete pending;
+  // Could not queue it: wait for the stream instead, then free.
+  if (const auto synchronize = VRAMSPILL_REAL(cuStreamSynchronize)) {
+    if (const CUresult result = synchronize(stream); result != CUDA_SUCCESS) return result;
+  }
+  return free_now_(owner_, pointer, bytes);
+}
+
+void CUDA_CB ManagedFrees::hand_over(void* pending) noexcept {
+  // On the driver's callback thread: no CUDA calls here, only the hand-over.
+  auto* block = static_cast<Pending*>(pending);
+  ManagedFrees& queue = *block->queue;
+  try {
+    const std::lock_guard lock(queue.mutex_);
+    queue.ready_.push_back(block);
+  } catch (...) {
+    // Out of memory: the block stays allocated (and counted) for the rest of the process.
+    delete block;
+    return;
+  }
+  queue.changed_.notify_all();
+}
+
+bool ManagedFrees::start_thread_locked() noexcept {
+  if (thread_.joinable()) return true;
+  if (stopping_ || thread_failed_) return false;
+  try {
+    thread_ = start_quiet_thread("vramspill-free", [this] { thread_main(); });
+  } catch (...) {
+    thread_failed_ = true;
+    logging::warn("cannot start the thread for stream-ordered frees of managed spills: "
+                  "cuMemFreeAsync of such blocks waits for its stream instead");
+  }
+  return !thread_failed_;
+}
+
+void ManagedFrees::thread_main() noexcept {
+  const auto push = VRAMSPILL_REAL(cuCtxPushCurrent_v2);
+  const auto pop = VRAMSPILL_REAL(cuCtxPopCurrent_v2);
+  std::unique_lock lock(mutex_);
+  for (;;) {
+    changed_.wait(lock, [this] { return stopping_ || !ready_.empty(); });
+    if (stopping_) return;
+    Pending* block = ready_.front();
+    ready_.pop_front();
+    freeing_ = true;
+    lock.unlock();
+    // cuMemFree needs the block's context current; this thread has none of its own.
+    const bool pushed = push != nullptr && pop != nullptr && push(block->context) == CUDA_SUCCESS;
+    const CUresult result = free_now_(owner_, block->pointer, block->bytes);
+    if (pushed) {
+      CUcontext popped = nullptr;
+      pop(&popped);
+    }
+    if (result != CUDA_SUCCESS)
+      logging::debug("stream-ordered free of managed spill {:#x} failed with error {}",
+                     block->pointer, static_cast<int>(result));
+    delete block;
+    lock.lock();
+    freeing_ = false;
+    changed_.notify_all();
+  }
+}
+
+bool ManagedFrees::wait_for_due_frees(std::chrono::milliseconds timeout) noexcept {
+  std::unique_lock lock(mutex_);
+  if (ready_.empty() && !freeing_) return false;
+  changed_.wait_for(lock, timeout, [this] { return ready_.empty() && !freeing_; });
+  return true;
+}
+
+void ManagedFrees::stop() noexcept {
+  {
+    std::unique_lock lock(mutex_);
+    stopping_ = true;
+    changed_.notify_all();
+    changed_.wait(lock, [this] { return !freeing_; });
+  }
+  // The thread returns at its next wake-up; it is never joined (threads may still free while the
+  // process exits), so it is detached to let the std::thread go.
+  if (thread_.joinable()) thread_.detach();
+}
+
+}  // namespace vramspill::tiers

@@ -14,12 +14,13 @@ die() {
 
 # configure_and_build BUILD_DIR [EXTRA_CMAKE_ARGS...]
 # Configures BUILD_DIR with Ninja (the first time; an existing build directory keeps its generator)
-# and builds everything in it. Returns non-zero on failure.
+# as a user or packager would (Release, no -Werror; EXTRA_CMAKE_ARGS may override both) and builds
+# everything in it. Returns non-zero on failure.
 configure_and_build() {
   local dir=$1
   shift
   local generator=()
   [[ -f $dir/CMakeCache.txt ]] || generator=(-G Ninja)
-  cmake -S "$VRAMSPILL_ROOT" -B "$dir" "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" &&
+  cmake -S "$VRAMSPILL_ROOT" -B "$dir" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release "$@" &&
     cmake --build "$dir" --parallel "$JOBS"
 }

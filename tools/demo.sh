@@ -11,7 +11,7 @@ usage() {
 Usage: tools/demo.sh [--sim] [--no-build] [--config FILE] [--help] [-- DEMO_ARGS...]
 
 Installs missing build dependencies (tools/install-deps.sh), configures and builds build/
-(Ninja, RelWithDebInfo) and runs the demo job twice. The job, build/bin/train_demo, is a plain
+(Ninja, Release) and runs the demo job twice. The job, build/bin/train_demo, is a plain
 CUDA driver-API program that trains like a framework: parameters, activations, gradients and
 momentum in many 64 MiB cuMemAlloc blocks, three times the device memory that cuMemGetInfo
 reports, updated by SGD with momentum (vs_copy and vs_axpy_f32 kernels) and verified element by

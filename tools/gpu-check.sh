@@ -13,7 +13,7 @@ usage() {
 Usage: tools/gpu-check.sh [--help]
 
 On a machine with an NVIDIA driver:
-  1. configures and builds build-gpu/ (Ninja, RelWithDebInfo; no dependency installation)
+  1. configures and builds build-gpu/ (Ninja, Release; no dependency installation)
   2. ctest -L gpu: the demo programs with nvcc-built kernels, train_demo under the shim with a
      256 MiB budget, and PyTorch under the shim (skipped without torch)
   3. the hook benchmark (build-gpu/tests/shim/bench/vramspill_hook_bench) on the real driver
@@ -50,7 +50,9 @@ head -n 1 /proc/driver/nvidia/version
 nvidia-smi --query-gpu=name,memory.total,memory.used --format=csv 2>/dev/null || true
 run_step "build" configure_and_build "$build_dir"
 run_step "gpu tests" ctest --test-dir "$build_dir" -L gpu --output-on-failure
-run_step "hook benchmark" env VRAMSPILL_LOG_LEVEL=warn \
+# HOOK_BENCH_DRIVER=system: the machine's driver, not simcuda (the benchmark prints which).
+run_step "hook benchmark" env VRAMSPILL_LOG_LEVEL=warn HOOK_BENCH_DRIVER=system \
+  HOOK_BENCH_KERNELS="$build_dir/simcuda/vs_kernels.fatbin" \
   "$build_dir/tests/shim/bench/vramspill_hook_bench" --benchmark_repetitions=3 \
   --benchmark_report_aggregates_only=true --benchmark_min_time=0.3
 run_step "demo" env BUILD_DIR="$build_dir" "$VRAMSPILL_ROOT/tools/demo.sh" --no-build

@@ -6,12 +6,32 @@ Run by ctest (label gpu) as
 It allocates float32 tensors worth three times what torch.cuda.mem_get_info() reports as total
 (the budget, under the shim), fills each on the GPU, runs a few in-place updates over all of
 them, and checks every value on the GPU against the closed form. Without the shim the same job
-would take three times the budget; with it, what does not fit is spilled to host memory.
+would take three times the budget; with it, what does not fit is spilled to host memory, and the
+driver's own pointer attributes must say so for some of the tensors (managed or host memory): a
+run in which nothing spilled proves nothing.
 
-Exits 77 (ctest's "skipped") without torch or without a CUDA device, 0 when every value checks,
-1 otherwise.
+Exits 77 (ctest's "skipped") without torch or without a CUDA device, 0 when every value checks
+and some tensors live in host memory, 1 otherwise.
 """
+import ctypes
 import sys
+
+CU_POINTER_ATTRIBUTE_MEMORY_TYPE = 2
+CU_POINTER_ATTRIBUTE_IS_MANAGED = 8
+CU_MEMORYTYPE_HOST = 1
+
+
+def lives_on_host(driver, address):
+    """Whether the driver says `address` is managed or host memory (a spill), not device memory."""
+    managed = ctypes.c_int(0)
+    memory_type = ctypes.c_uint(0)
+    for attribute, value in ((CU_POINTER_ATTRIBUTE_IS_MANAGED, managed),
+                             (CU_POINTER_ATTRIBUTE_MEMORY_TYPE, memory_type)):
+        result = driver.cuPointerGetAttribute(ctypes.byref(value), attribute,
+                                              ctypes.c_uint64(address))
+        if result != 0:
+            raise RuntimeError(f"cuPointerGetAttribute({attribute}) returned {result}")
+    return managed.value != 0 or memory_type.value == CU_MEMORYTYPE_HOST
 
 
 def main() -> int:
@@ -46,7 +66,12 @@ def main() -> int:
             bad += 1
             print(f"pytorch_spill: tensor {i} differs from {expected}")
     print(f"pytorch_spill: {count - bad} of {count} tensors exact")
-    return 0 if bad == 0 else 1
+    driver = ctypes.CDLL("libcuda.so.1")
+    spilled = sum(1 for t in tensors if lives_on_host(driver, t.data_ptr()))
+    print(f"pytorch_spill: {spilled} of {count} tensors in managed or host memory")
+    if spilled == 0:
+        print("pytorch_spill: nothing was spilled: is the shim preloaded?")
+    return 0 if bad == 0 and spilled > 0 else 1
 
 
 if __name__ == "__main__":

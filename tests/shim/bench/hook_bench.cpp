@@ -1,7 +1,10 @@
-// What the shim adds to a hooked call's fast path, measured on simcuda (DESIGN.md section 11).
+// What the shim adds to a hooked call's fast path, measured on simcuda or on the machine's real
+// driver.
 //
 // Method: one process, the shim preloaded (the program re-executes itself with LD_PRELOAD when
-// started without it). Each benchmark calls the same driver function N times two ways:
+// started without it, and with simcuda first on the loader path unless HOOK_BENCH_DRIVER=system:
+// then the libcuda.so.1 the loader finds, a real GPU's driver; the program prints which library it
+// measured, so a run can never pass one driver off as the other). Each benchmark calls the same driver function N times two ways:
 //   shim    through the hook (the address a program linked to libcuda binds to under the preload)
 //   driver  through the real driver's pointer, looked up with glibc's own dlsym in libcuda.so.1's
 //           scope, where the preloaded shim is not
@@ -16,10 +19,11 @@
 //   the arguments, so this is exactly the path a successful launch takes through the shim.
 // - LaunchQueued: a real launch (vs_fill_u32, 0 elements) on a stream; simcuda packs the
 //   arguments and queues work for the stream's thread, which dominates and makes this one noisy.
-//   The stream is synchronised every 256 launches (in both variants alike).
+//   The stream is synchronised every 256 launches (in both variants alike). A real driver needs
+//   the kernels' image: HOOK_BENCH_KERNELS=build/simcuda/vs_kernels.fatbin (built with nvcc).
 //
-// Run by hand: build/tests/shim/bench/vramspill_hook_bench --benchmark_repetitions=5
-// (a ctest, hook_bench_smoke, only proves it runs).
+// Run by hand: build/tests/shim/bench/vramspill_hook_bench --benchmark_repetitions=5, or on a
+// GPU as tools/gpu-check.sh does (a ctest, hook_bench_smoke, only proves it runs on simcuda).
 #include <benchmark/benchmark.h>
 #include <cuda.h>
 #include <dlfcn.h>
@@ -39,10 +43,15 @@ namespace {
 
 constexpr size_t kAllocBytes = 4096;
 
-std::string object_of(const void* address) {
+// The path of the object that holds `address`, as the loader found it; empty if none.
+std::string object_path(const void* address) {
   Dl_info info{};
   if (address == nullptr || dladdr(address, &info) == 0 || info.dli_fname == nullptr) return "";
-  const std::string path = info.dli_fname;
+  return info.dli_fname;
+}
+
+std::string object_of(const void* address) {
+  const std::string path = object_path(address);
   return path.substr(path.rfind('/') + 1);
 }
 
@@ -55,18 +64,28 @@ void check(CUresult result, const char* what) {
   if (result != CUDA_SUCCESS) die(std::string(what) + " returned " + std::to_string(result));
 }
 
-// Restarts this program with the shim preloaded and simcuda on the loader path, unless the shim
-// is already loaded.
+// Whether HOOK_BENCH_DRIVER asks for the machine's own driver instead of simcuda.
+bool system_driver() {
+  const char* driver = std::getenv("HOOK_BENCH_DRIVER");
+  if (driver == nullptr || std::strcmp(driver, "simcuda") == 0) return false;
+  if (std::strcmp(driver, "system") == 0) return true;
+  die(std::string("HOOK_BENCH_DRIVER must be simcuda or system, not '") + driver + "'");
+}
+
+// Restarts this program with the shim preloaded and (unless the system's driver is asked for)
+// simcuda on the loader path, unless the shim is already loaded.
 void ensure_preloaded(char** argv) {
   if (dlopen("libvramspill.so", RTLD_NOW | RTLD_NOLOAD) != nullptr) return;
   if (std::getenv("HOOK_BENCH_REEXECUTED") != nullptr)
     die("libvramspill.so is not loaded even with LD_PRELOAD=" VRAMSPILL_TEST_PRELOAD);
   setenv("HOOK_BENCH_REEXECUTED", "1", 1);
   setenv("LD_PRELOAD", VRAMSPILL_TEST_PRELOAD, 1);
-  std::string library_path = VRAMSPILL_TEST_SIMCUDA_DIR;
-  if (const char* old = std::getenv("LD_LIBRARY_PATH"); old != nullptr && *old != '\0')
-    library_path += std::string(":") + old;
-  setenv("LD_LIBRARY_PATH", library_path.c_str(), 1);
+  if (!system_driver()) {
+    std::string library_path = VRAMSPILL_TEST_SIMCUDA_DIR;
+    if (const char* old = std::getenv("LD_LIBRARY_PATH"); old != nullptr && *old != '\0')
+      library_path += std::string(":") + old;
+    setenv("LD_LIBRARY_PATH", library_path.c_str(), 1);
+  }
   execv("/proc/self/exe", argv);
   die(std::string("cannot re-execute: ") + std::strerror(errno));
 }
@@ -130,6 +149,27 @@ CUcontext context = nullptr;
 CUfunction fill_function = nullptr;
 CUstream stream = nullptr;
 
+// The kernels' module: simcuda takes any image; a real driver needs HOOK_BENCH_KERNELS. Null
+// function (LaunchQueued then reports an error) when there is none.
+CUfunction load_fill_function() {
+  CUmodule module = nullptr;
+  const char* image_path = std::getenv("HOOK_BENCH_KERNELS");
+  const CUresult loaded =
+      image_path != nullptr
+          ? driver_function<decltype(&cuModuleLoad)>("cuModuleLoad")(&module, image_path)
+          : driver_function<decltype(&cuModuleLoadData)>("cuModuleLoadData")(
+                &module, "simcuda accepts any image");
+  CUfunction function = nullptr;
+  if (loaded != CUDA_SUCCESS ||
+      driver_function<decltype(&cuModuleGetFunction)>("cuModuleGetFunction")(
+          &function, module, "vs_fill_u32") != CUDA_SUCCESS) {
+    std::fprintf(stderr, "vramspill_hook_bench: no vs_fill_u32 (%s): LaunchQueued cannot run\n",
+                 image_path != nullptr ? image_path : "set HOOK_BENCH_KERNELS on a real driver");
+    return nullptr;
+  }
+  return function;
+}
+
 void set_up() {
   // The program does not link libcuda (it would not start without simcuda on the loader path;
   // ensure_preloaded() puts it there): the driver is opened here, as the CUDA runtime does.
@@ -151,13 +191,9 @@ void set_up() {
   functions.launch = pair_of<decltype(&cuLaunchKernel)>("cuLaunchKernel");
   functions.stream_synchronize =
       driver_function<decltype(&cuStreamSynchronize)>("cuStreamSynchronize");
-  CUmodule module = nullptr;
-  check(driver_function<decltype(&cuModuleLoadData)>("cuModuleLoadData")(
-            &module, "simcuda accepts any image"),
-        "cuModuleLoadData");
-  check(driver_function<decltype(&cuModuleGetFunction)>("cuModuleGetFunction")(
-            &fill_function, module, "vs_fill_u32"),
-        "cuModuleGetFunction");
+  fill_function = load_fill_function();
+  std::fprintf(stderr, "vramspill_hook_bench: driver measured: %s\n",
+               object_path(reinterpret_cast<const void*>(functions.alloc.driver)).c_str());
   check(
       driver_function<decltype(&cuStreamCreate)>("cuStreamCreate")(&stream, CU_STREAM_NON_BLOCKING),
       "cuStreamCreate");
@@ -264,6 +300,10 @@ void BM_LaunchRejected(benchmark::State& state) {
 BENCHMARK(BM_LaunchRejected)->ArgName("shim")->Arg(0)->Arg(1);
 
 void BM_LaunchQueued(benchmark::State& state) {
+  if (fill_function == nullptr) {
+    state.SkipWithError("no vs_fill_u32 to launch (HOOK_BENCH_KERNELS)");
+    return;
+  }
   make_context_current();
   const auto launch = functions.launch.get(state.range(0) != 0);
   CUdeviceptr destination = 0;

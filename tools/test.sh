@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # README command 2 (and CI's only command): install what is missing, build, run the tests, then build
-# and run them again under AddressSanitizer + UndefinedBehaviorSanitizer. Run with --help for details.
+# and run them again under AddressSanitizer + UndefinedBehaviorSanitizer, then run the fuzzers
+# briefly. Run with --help for details.
 set -uo pipefail
 # shellcheck source=tools/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -8,26 +9,35 @@ cd "$VRAMSPILL_ROOT" || exit 1
 
 usage() {
   cat <<EOF
-Usage: tools/test.sh [--no-sanitizers] [--help]
+Usage: tools/test.sh [--no-sanitizers] [--no-fuzz] [--help]
 
   1. tools/install-deps.sh (installs missing packages; checks for the CUDA headers)
-  2. configures and builds build/ (Ninja, RelWithDebInfo), runs its tests:
+  2. configures and builds build/ exactly as a user or packager would (Ninja, Release, warnings
+     not errors), runs its tests:
        ctest --test-dir build --output-on-failure -LE gpu -j$JOBS
-  3. configures and builds build-asan/ with -DVRAMSPILL_SANITIZE="address;undefined" and runs the
-     same tests there (skipped with --no-sanitizers)
+  3. configures and builds build-asan/ as the project's own test build: RelWithDebInfo,
+     -DVRAMSPILL_WERROR=ON (warnings are errors) and -DVRAMSPILL_SANITIZE="address;undefined", and
+     runs the same tests there (skipped with --no-sanitizers)
+  4. configures build-fuzz/ with clang, -DVRAMSPILL_FUZZ=ON and the same sanitizers, builds only
+     the fuzzers (tests/fuzz: the policy file, the environment, sizes) and runs them: each
+     replays its seed corpus, then fuzzes for 30 s (skipped with --no-fuzz):
+       ctest --test-dir build-fuzz --output-on-failure -L fuzz -j$JOBS
 Tests labelled 'gpu' need a real GPU and are excluded. Parallelism is the number of cores ($JOBS
 here); set JOBS to change it. Prints a summary at the end; exits non-zero if any step failed.
 
   --no-sanitizers   skip step 3
+  --no-fuzz         skip step 4
   -h, --help        show this help
 EOF
 }
 
 sanitizers=1
+fuzz=1
 while [[ $# -gt 0 ]]; do
   case $1 in
     -h | --help) usage; exit 0 ;;
     --no-sanitizers) sanitizers=0 ;;
+    --no-fuzz) fuzz=0 ;;
     *) printf 'test.sh: unknown argument %s\n' "$1" >&2; usage >&2; exit 2 ;;
   esac
   shift
@@ -63,6 +73,29 @@ run_pass() {
   record "$name: tests (ctest -LE gpu)" "$rc" $((SECONDS - start))
 }
 
+# fuzz_pass: build-fuzz/ is a clang tree in which everything is instrumented for libFuzzer, so
+# only the fuzzers and the libraries they test are built there (target vramspill_fuzzers), and
+# only their tests run (label fuzz).
+fuzz_pass() {
+  local dir=$VRAMSPILL_ROOT/build-fuzz start=$SECONDS rc=0 generator=()
+  [[ -f $dir/CMakeCache.txt ]] || generator=(-G Ninja)
+  step "[fuzz] configure $dir with clang and build the fuzzers"
+  { cmake -S "$VRAMSPILL_ROOT" -B "$dir" "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+      -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DVRAMSPILL_FUZZ=ON \
+      -DVRAMSPILL_WERROR=ON '-DVRAMSPILL_SANITIZE=address;undefined' &&
+      cmake --build "$dir" --parallel "$JOBS" --target vramspill_fuzzers; } || rc=$?
+  record "fuzz: build ${dir#"$VRAMSPILL_ROOT"/}/ (fuzzers only)" "$rc" $((SECONDS - start))
+  if [[ $rc -ne 0 ]]; then
+    summary+=("  fuzz: fuzzers not run (build failed)")
+    return
+  fi
+  start=$SECONDS
+  step "[fuzz] ctest -L fuzz in $dir"
+  UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1} \
+    ctest --test-dir "$dir" --output-on-failure -L fuzz -j"$JOBS" --no-tests=error || rc=$?
+  record "fuzz: fuzzers (ctest -L fuzz)" "$rc" $((SECONDS - start))
+}
+
 step "Checking build dependencies"
 start=$SECONDS
 rc=0
@@ -74,9 +107,15 @@ if [[ $rc -eq 0 ]]; then
   if [[ $sanitizers -eq 1 ]]; then
     # halt_on_error etc. come from -fno-sanitize-recover=all; print stacks for UBSan too.
     UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1} \
-      run_pass asan+ubsan "$VRAMSPILL_ROOT/build-asan" '-DVRAMSPILL_SANITIZE=address;undefined'
+      run_pass asan+ubsan "$VRAMSPILL_ROOT/build-asan" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+        -DVRAMSPILL_WERROR=ON '-DVRAMSPILL_SANITIZE=address;undefined'
   else
     summary+=("  asan+ubsan: skipped (--no-sanitizers)")
+  fi
+  if [[ $fuzz -eq 1 ]]; then
+    fuzz_pass
+  else
+    summary+=("  fuzz: skipped (--no-fuzz)")
   fi
 else
   summary+=("  build and tests not run (dependencies missing)")

@@ -17,7 +17,10 @@ __attribute__((visibility("hidden"))) vramspill::hooks::DlsymFunction
 
 namespace vramspill::hooks {
 
-DlsymFunction real_dlsym() {
+// Not instrumented by ThreadSanitizer (nor vramspill_resolve_real_dlsym below): the TSan runtime
+// looks up its interceptors' targets with dlsym(RTLD_NEXT, ...) while it initialises, which
+// reaches this path, and TSan's instrumentation crashes when it runs before that is done.
+__attribute__((no_sanitize("thread"))) DlsymFunction real_dlsym() {
   DlsymFunction function = __atomic_load_n(&vramspill_real_dlsym_pointer, __ATOMIC_ACQUIRE);
   if (function != nullptr) return function;
   // dlvsym is not overridden, so this cannot come back to the shim.
@@ -32,7 +35,8 @@ DlsymFunction real_dlsym() {
 
 // Called by the assembly entry on the first call of a non-driver name, so that it can then jump
 // to glibc's dlsym with the caller's return address in place.
-extern "C" __attribute__((visibility("hidden"))) vramspill::hooks::DlsymFunction
+extern "C" __attribute__((visibility("hidden"), no_sanitize("thread")))
+vramspill::hooks::DlsymFunction
 vramspill_resolve_real_dlsym() {
   return vramspill::hooks::real_dlsym();
 }

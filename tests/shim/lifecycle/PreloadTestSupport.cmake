@@ -4,8 +4,9 @@
 #
 # VRAMSPILL_TEST_SHIM       the shim's path (shim/CMakeLists.txt puts it in ${CMAKE_BINARY_DIR}/lib)
 # VRAMSPILL_TEST_SIMCUDA_DIR simcuda's directory, for LD_LIBRARY_PATH
-# VRAMSPILL_TEST_PRELOAD    the LD_PRELOAD value: the shim, after the ASan runtime in sanitizer
-#                           builds (ASan must be the first object in the initial library list)
+# VRAMSPILL_TEST_PRELOAD    the LD_PRELOAD value: the shim, after the ASan (or TSan) runtime in
+#                           sanitizer builds (it must be the first object in the initial library
+#                           list)
 # VRAMSPILL_TEST_SANITIZED  1 in VRAMSPILL_SANITIZE builds, else 0 (compile definition for tests)
 # VRAMSPILL_TEST_ASAN_RUNTIME the ASan runtime's path, or empty
 include_guard(DIRECTORY)
@@ -27,6 +28,16 @@ if(VRAMSPILL_SANITIZE)
     set(VRAMSPILL_TEST_ASAN_RUNTIME ${_vramspill_asan})
     set(VRAMSPILL_TEST_PRELOAD "${_vramspill_asan}:${VRAMSPILL_TEST_SHIM}")
     unset(_vramspill_asan)
+  elseif("thread" IN_LIST VRAMSPILL_SANITIZE)
+    # The ThreadSanitizer runtime comes first as well (tests/shim/stress runs in such a build).
+    execute_process(COMMAND ${CMAKE_CXX_COMPILER} -print-file-name=libtsan.so
+                    OUTPUT_VARIABLE _vramspill_tsan OUTPUT_STRIP_TRAILING_WHITESPACE)
+    get_filename_component(_vramspill_tsan "${_vramspill_tsan}" REALPATH)
+    if(NOT EXISTS "${_vramspill_tsan}")
+      message(FATAL_ERROR "cannot find the TSan runtime to preload (got '${_vramspill_tsan}')")
+    endif()
+    set(VRAMSPILL_TEST_PRELOAD "${_vramspill_tsan}:${VRAMSPILL_TEST_SHIM}")
+    unset(_vramspill_tsan)
   endif()
 endif()
 

@@ -1,0 +1,269 @@
+// Every allocation route at once, from many threads, over the budget (tests/shim/stress/
+// CMakeLists.txt runs it with spilling on and off, in the plain, ASan and TSan builds).
+//
+// Each thread makes a fixed number of allocations, each by a route and of a size drawn from its
+// own seeded generator (so a run is the same work every time, whatever the interleaving): picks
+// a route (cuMemAlloc, cuMemAllocPitch, cuMemAllocManaged, cuMemAllocAsync,
+// cuMemAllocFromPoolAsync on a created pool, cuMemCreate + cuMemAddressReserve + cuMemMap +
+// cuMemSetAccess), fills the block with a pattern of its own, and keeps at most kMaxLive blocks;
+// to make room it checks every byte of one of them and frees it, sometimes on its other stream.
+// Some blocks are freed early instead: with writes still queued on their stream, which the free
+// must wait for before the memory goes to another block (a free that does not shows as another
+// block's bytes overwritten).
+//
+// Checked: every byte of every block that was kept; no error but CUDA_ERROR_OUT_OF_MEMORY, and
+// that only where the run allows a refusal (spilling off, or cuMemCreate, which never spills);
+// blocks are where SPILL_EXPECT says; the device memory the program holds by the routes that count
+// their own bytes never exceeds the budget (pools count what they reserve, which the program does
+// not see); at the end everything is freed and, once the pools are trimmed, the whole budget is
+// free again.
+#include <atomic>
+#include <chrono>
+#include <cinttypes>
+#include <cstdio>
+#include <thread>
+
+#include "spill_support.h"
+#include "stress_blocks.h"
+
+namespace {
+
+using stress::Block;
+using stress::Route;
+using stress::route_name;
+
+constexpr int kThreads = 8;
+// Allocations per thread; STRESS_ITERATIONS sets another count (the ThreadSanitizer build, which
+// runs far slower, makes fewer).
+int iterations() {
+  const char* value = std::getenv("STRESS_ITERATIONS");
+  return value != nullptr ? std::atoi(value) : 150;
+}
+constexpr std::size_t kMaxLive = 4;
+// Sizes: 64 KiB to 2 MiB. Eight threads keeping four blocks each hold more than the budget.
+constexpr std::size_t kPage = 4096;
+constexpr std::size_t kMinPages = 16;
+constexpr std::size_t kMaxPages = 512;
+// One in kEarlyFreeOdds blocks is freed early, behind kEarlyWrites more memsets on its stream.
+constexpr uint64_t kEarlyFreeOdds = 6;
+constexpr int kEarlyWrites = 3;
+constexpr uint64_t kSeed = 0x5eed;
+
+struct RouteCounts {
+  std::atomic<uint64_t> allocations{0};
+  std::atomic<uint64_t> spilled{0};
+  std::atomic<uint64_t> refused{0};
+  std::atomic<uint64_t> early_frees{0};
+  std::atomic<uint64_t> verified_bytes{0};
+};
+
+class Stress : public spill::SpillTest {
+ protected:
+  void SetUp() override {
+    ASSERT_NO_FATAL_FAILURE(SpillTest::SetUp());
+    shared_.device = device_;
+    // A created pool capped at a third of the budget: past the cap the driver refuses and the
+    // shim spills (or refuses) as for a full device.
+    CUmemPoolProps props{};
+    props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+    props.location = {CU_MEM_LOCATION_TYPE_DEVICE, device_};
+    props.maxSize = budget_ / 3;
+    ASSERT_CU(cuMemPoolCreate(&shared_.pool, &props));
+    ASSERT_CU(cuDeviceGetDefaultMemPool(&default_pool_, device_));
+    CUmemAllocationProp vmm{};
+    vmm.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    vmm.location = props.location;
+    ASSERT_CU(cuMemGetAllocationGranularity(&shared_.vmm_granularity, &vmm,
+                                            CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+  }
+
+  void TearDown() override {
+    if (shared_.pool != nullptr) {
+      EXPECT_CU(cuMemPoolDestroy(shared_.pool));
+    }
+    SpillTest::TearDown();
+  }
+
+  // False (and a test failure) for anything but success.
+  bool succeeded(CUresult result, int thread, const char* what) {
+    if (result == CUDA_SUCCESS) return true;
+    ADD_FAILURE() << "thread " << thread << ": " << what << " returned " << result;
+    failed_ = true;
+    return false;
+  }
+
+  // Whether `block`'s bytes count against the budget as the program sees them: device memory
+  // of the routes the ledger counts by their own size (pools count what they reserve).
+  static bool counted_by_size(const Block& block, spill::Tier tier) {
+    return (block.route == Route::kAlloc || block.route == Route::kPitch ||
+            block.route == Route::kVmm) &&
+           tier == spill::Tier::kDevice;
+  }
+
+  // Where `block` landed: checks it is a tier this run allows, counts spills and the bytes it
+  // holds on the device. Returns whether they count by their size.
+  bool place(const Block& block, int thread) {
+    const spill::Tier tier = spill::tier_of(block.pointer);
+    RouteCounts& counts = counts_[static_cast<std::size_t>(block.route)];
+    if (block.route == Route::kManaged) {
+      EXPECT_EQ(tier, spill::Tier::kManaged) << "thread " << thread;
+    } else if (tier != spill::Tier::kDevice) {
+      counts.spilled.fetch_add(1);
+      EXPECT_TRUE(!spill::spilling_off() && block.route != Route::kVmm &&
+                  tier == spill::expected_tier())
+          << "thread " << thread << ": a " << route_name(block.route) << " block in "
+          << spill::tier_name(tier) << " memory";
+    }
+    if (!counted_by_size(block, tier)) return false;
+    const std::size_t held = device_bytes_.fetch_add(block.bytes) + block.bytes;
+    EXPECT_LE(held, budget_) << "thread " << thread << ": the program holds more device memory "
+                             << "than the budget (a " << route_name(block.route) << " block)";
+    return true;
+  }
+
+  void release(const Block& block, bool counted, CUstream stream, int thread) {
+    // Before the free: the ledger forgets a block before the driver frees it.
+    if (counted) device_bytes_.fetch_sub(block.bytes);
+    succeeded(stress::release(block, stream), thread, "freeing a block");
+  }
+
+  struct Live {
+    Block block;
+    bool counted;
+  };
+
+  // Checks every byte of `live`, then frees it: stream-ordered blocks on either stream (the
+  // check synchronised with the block's own), cuMemAlloc/cuMemAllocPitch blocks sometimes by
+  // cuMemFreeAsync.
+  void retire(const Live& live, const stress::Streams& streams, std::mt19937_64& random,
+              std::vector<uint32_t>& scratch, int thread) {
+    const Block& block = live.block;
+    stress::Mismatch wrong;
+    if (succeeded(stress::check(block, scratch, wrong), thread, "copying a block back")) {
+      if (wrong.words != 0) {
+        ADD_FAILURE() << "thread " << thread << ": " << wrong.words << " of " << block.bytes / 4
+                      << " words wrong in a " << route_name(block.route) << " block of "
+                      << block.bytes << " bytes at 0x" << std::hex << block.pointer << " ("
+                      << spill::tier_name(spill::tier_of(block.pointer)) << ", filled by "
+                      << (block.constant ? "a memset" : "a copy")
+                      << (block.stream == nullptr ? "" : " on a stream") << "): the first, word "
+                      << std::dec << wrong.first << ", is 0x" << std::hex << wrong.first_value
+                      << ", not 0x" << stress::expected_word(block, wrong.first) << std::dec;
+        failed_ = true;
+      }
+      counts_[static_cast<std::size_t>(block.route)].verified_bytes.fetch_add(block.bytes);
+    }
+    CUstream stream = nullptr;
+    if (stress::is_stream_ordered(block.route)) {
+      stream = random() % 4 == 0 ? streams[random() % 2] : block.stream;
+    } else if (block.route == Route::kAlloc || block.route == Route::kPitch) {
+      stream = random() % 4 == 0 ? streams[random() % 2] : nullptr;
+    }
+    release(block, live.counted, stream, thread);
+  }
+
+  void run_thread(int thread) {
+    if (!succeeded(cuCtxSetCurrent(context_), thread, "cuCtxSetCurrent")) return;
+    stress::Streams streams{};
+    for (CUstream& stream : streams)
+      if (!succeeded(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), thread, "cuStreamCreate"))
+        return;
+    std::mt19937_64 random(kSeed + static_cast<uint64_t>(thread));
+    std::uniform_int_distribution<std::size_t> pages(kMinPages, kMaxPages);
+    std::vector<Live> live;
+    std::vector<uint32_t> scratch;
+    for (int i = 0; i < iterations_ && !failed_; ++i) {
+      if (live.size() == kMaxLive) {
+        const std::size_t which = random() % live.size();
+        retire(live[which], streams, random, scratch, thread);
+        live.erase(live.begin() + static_cast<std::ptrdiff_t>(which));
+      }
+      Block block;
+      block.route = static_cast<Route>(random() % stress::kRouteCount);
+      block.bytes = pages(random) * kPage;
+      block.seed = static_cast<uint32_t>(thread) << 24 | static_cast<uint32_t>(i);
+      RouteCounts& counts = counts_[static_cast<std::size_t>(block.route)];
+      const CUresult result = stress::allocate(block, shared_, streams[random() % 2]);
+      if (result == CUDA_ERROR_OUT_OF_MEMORY) {
+        counts.refused.fetch_add(1);
+        EXPECT_TRUE(spill::spilling_off() || block.route == Route::kVmm)
+            << "thread " << thread << ": " << route_name(block.route) << " of " << block.bytes
+            << " bytes refused with spilling on";
+        continue;
+      }
+      if (!succeeded(result, thread, route_name(block.route))) break;
+      counts.allocations.fetch_add(1);
+      const bool counted = place(block, thread);
+      if (!succeeded(stress::fill(block, streams[0], random, scratch), thread, "filling a block"))
+        break;
+      if (block.route == Route::kVmm || random() % kEarlyFreeOdds != 0) {
+        live.push_back({block, counted});
+        continue;
+      }
+      // Freed early: its stream is still writing it.
+      const CUstream writer = block.stream != nullptr ? block.stream : streams[0];
+      for (int w = 0; w < kEarlyWrites; ++w)
+        succeeded(cuMemsetD32Async(block.pointer, ~0U, block.bytes / 4, writer), thread,
+                  "cuMemsetD32Async");
+      counts.early_frees.fetch_add(1);
+      release(block, counted, stress::is_stream_ordered(block.route) ? writer : nullptr, thread);
+    }
+    for (const Live& block : live) retire(block, streams, random, scratch, thread);
+    for (CUstream stream : streams) {
+      succeeded(cuStreamSynchronize(stream), thread, "cuStreamSynchronize");
+      succeeded(cuStreamDestroy(stream), thread, "cuStreamDestroy");
+    }
+  }
+
+  const int iterations_ = iterations();
+  stress::Shared shared_;
+  CUmemoryPool default_pool_ = nullptr;
+  std::array<RouteCounts, stress::kRouteCount> counts_;
+  std::atomic<std::size_t> device_bytes_{0};
+  std::atomic<bool> failed_{false};
+};
+
+TEST_F(Stress, EveryRouteFromManyThreads) {
+  ASSERT_GT(iterations_, 0) << "STRESS_ITERATIONS must be a positive number";
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) threads.emplace_back([this, t] { run_thread(t); });
+  for (std::thread& thread : threads) thread.join();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+
+  EXPECT_FALSE(failed_);
+  EXPECT_EQ(device_bytes_.load(), 0U);
+  // Pools keep what they reserved until trimmed; then the budget is whole again.
+  ASSERT_CU(cuCtxSynchronize());
+  ASSERT_CU(cuMemPoolTrimTo(default_pool_, 0));
+  ASSERT_CU(cuMemPoolTrimTo(shared_.pool, 0));
+  EXPECT_EQ(free_bytes(), expected_free(0)) << "the budget is not all free again";
+
+  uint64_t allocations = 0, spilled = 0, refused = 0, verified = 0;
+  for (std::size_t r = 0; r < stress::kRouteCount; ++r) {
+    const RouteCounts& c = counts_[r];
+    std::printf("stress: %-23s %4" PRIu64 " allocations, %4" PRIu64 " spilled, %4" PRIu64
+                " refused, %3" PRIu64 " freed early, %6.1f MiB verified\n",
+                route_name(static_cast<Route>(r)), c.allocations.load(), c.spilled.load(),
+                c.refused.load(), c.early_frees.load(),
+                static_cast<double>(c.verified_bytes.load()) / spill::kMiB);
+    EXPECT_GT(c.allocations.load(), 0U) << route_name(static_cast<Route>(r));
+    allocations += c.allocations;
+    spilled += c.spilled;
+    refused += c.refused;
+    verified += c.verified_bytes;
+  }
+  std::printf("stress: %d threads x %d iterations in %.2f s: %" PRIu64 " allocations, %" PRIu64
+              " spilled, %" PRIu64 " refused, %.1f MiB verified\n",
+              kThreads, iterations_, seconds, allocations, spilled, refused,
+              static_cast<double>(verified) / spill::kMiB);
+  if (spill::spilling_off()) {
+    EXPECT_EQ(spilled, 0U);
+    EXPECT_GT(refused, 0U) << "nothing refused: the test does not oversubscribe";
+  } else {
+    EXPECT_GT(spilled, 0U) << "nothing spilled: the test does not oversubscribe";
+  }
+}
+
+}  // namespace

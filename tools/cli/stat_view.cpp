@@ -59,8 +59,10 @@ std::string render_stats(const std::vector<telemetry::StatsSnapshot>& processes,
   if (processes.empty()) return "no processes under vramspill\n";
   std::string text = std::to_string(processes.size()) +
                      (processes.size() == 1 ? " process" : " processes") + " under vramspill\n";
-  for (const telemetry::StatsSnapshot& process : processes)
-    text += "\n" + process_block(process, now_unix_ns);
+  for (const telemetry::StatsSnapshot& process : processes) {
+    text += '\n';  // appended apart: GCC 12's false -Wrestrict on "literal" + std::string&&
+    text += process_block(process, now_unix_ns);
+  }
   return text;
 }
 

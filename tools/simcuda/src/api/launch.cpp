@@ -2,13 +2,15 @@
 // can be asked of a function or kernel: parameter info, name, module, attributes.
 //
 // A launch copies its arguments (Note [Kernel parameters] in core/kernels.h) and queues work on
-// the stream that accounts for the memory the kernel touches (the cost model; this also migrates
+// the stream that checks that the context may reach the memory the kernel touches (Note [Peer
+// access] in core/peer_access.h), accounts for that memory (the cost model; this also migrates
 // managed pages to the device) and then runs the host implementation, guarded so that a fault
 // poisons the context instead of killing the process (Note [Kernel faults] in
 // core/kernel_fault.h).
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <vector>
 
 #include "core/api.h"
@@ -17,6 +19,7 @@
 #include "core/driver.h"
 #include "core/kernel_fault.h"
 #include "core/kernels.h"
+#include "core/peer_access.h"
 #include "core/submit.h"
 #include "core/traffic.h"
 
@@ -97,6 +100,18 @@ void run_body(void* data) {
   run->result = run->kernel->run(*run->args);
 }
 
+// The first address of the kernel's ranges that its context has no peer access to (Note [Peer
+// access] in core/peer_access.h), or nullptr.
+const void* address_without_peer_access(const std::vector<simcuda::MemoryRange>& ranges,
+                                        const Context& context) {
+  for (const simcuda::MemoryRange& range : ranges) {
+    if (const std::optional<uint64_t> denied =
+            simcuda::first_address_without_peer_access(context, range.address, range.size))
+      return reinterpret_cast<const void*>(*denied);
+  }
+  return nullptr;
+}
+
 // The stream work of one launch; returns its modeled seconds. Launches are counted here, as they
 // run, rather than at the call, so that each replay of a captured graph counts too.
 double execute(const KernelDef& kernel, const KernelArgs& args, Context& context) {
@@ -104,20 +119,32 @@ double execute(const KernelDef& kernel, const KernelArgs& args, Context& context
   if (context.sticky_error.load(std::memory_order_relaxed) != CUDA_SUCCESS) return 0.0;
   context.device->counters().kernel_launches.fetch_add(1, std::memory_order_relaxed);
   double seconds = kModeledLaunchOverheadSeconds;
-  for (const simcuda::MemoryRange& range : kernel.touches(args)) {
-    if (const uint64_t bytes = charged_bytes(range); bytes != 0)
-      seconds += simcuda::account_access(*context.device, simcuda::Engine::kKernel, range.address,
-                                         bytes, range.access);
-  }
+  const std::vector<simcuda::MemoryRange> ranges = kernel.touches(args);
   KernelRun run{&kernel, &args, CUDA_SUCCESS};
-  void* fault_address = nullptr;
-  if (!simcuda::run_guarded(run_body, &run, &fault_address)) {
+  // Another device's memory faults before the kernel moves a byte; a bad pointer when it runs.
+  const char* illegal = nullptr;
+  const void* fault_address = address_without_peer_access(ranges, context);
+  if (fault_address != nullptr) {
+    illegal = "another device's memory without peer access";
+  } else {
+    for (const simcuda::MemoryRange& range : ranges) {
+      if (const uint64_t bytes = charged_bytes(range); bytes != 0)
+        seconds += simcuda::account_access(*context.device, simcuda::Engine::kKernel, range.address,
+                                           bytes, range.access);
+    }
+    void* unmapped = nullptr;
+    if (!simcuda::run_guarded(run_body, &run, &unmapped)) {
+      illegal = "unmapped";
+      fault_address = unmapped;
+    }
+  }
+  if (illegal != nullptr) {
     run.result = CUDA_ERROR_ILLEGAL_ADDRESS;
     // The driver reports nothing more; a line on stderr saves a debugging session.
     std::fprintf(stderr,
-                 "simcuda: kernel %s touched unmapped address %p: CUDA_ERROR_ILLEGAL_ADDRESS "
-                 "(the context is now unusable)\n",
-                 kernel.name, fault_address);
+                 "simcuda: kernel %s touched address %p (%s): CUDA_ERROR_ILLEGAL_ADDRESS (the "
+                 "context is now unusable)\n",
+                 kernel.name, fault_address, illegal);
   }
   if (run.result != CUDA_SUCCESS) {
     CUresult expected = CUDA_SUCCESS;

@@ -29,7 +29,8 @@ CUresult allocate(CUdeviceptr* dptr, size_t size, MemoryPool* pool, CUstream han
                   DefaultStream null_means) {
   if (dptr == nullptr || size == 0) return CUDA_ERROR_INVALID_VALUE;
   simcuda::Stream* stream = nullptr;
-  if (CUresult resolved = simcuda::resolve_stream(handle, null_means, &stream);
+  if (CUresult resolved = simcuda::resolve_stream(handle, null_means, &stream,
+                                                  simcuda::StreamScope::kAnyContext);
       resolved != CUDA_SUCCESS)
     return resolved;
   Device& device = pool != nullptr ? simcuda::pool_device(*pool) : *stream->context()->device;
@@ -61,7 +62,8 @@ CUresult allocate_from(CUdeviceptr* dptr, size_t size, CUmemoryPool handle, CUst
 // stream and frees it at once.
 CUresult free_async(CUdeviceptr dptr, CUstream handle, DefaultStream null_means) {
   simcuda::Stream* stream = nullptr;
-  if (CUresult resolved = simcuda::resolve_stream(handle, null_means, &stream);
+  if (CUresult resolved = simcuda::resolve_stream(handle, null_means, &stream,
+                                                  simcuda::StreamScope::kAnyContext);
       resolved != CUDA_SUCCESS)
     return resolved;
   if (simcuda::stream_is_capturing(*stream)) return simcuda::capture_memory_free(*stream, dptr);

@@ -12,6 +12,7 @@
 using simcuda::Context;
 using simcuda::DefaultStream;
 using simcuda::Stream;
+using simcuda::StreamScope;
 
 namespace {
 
@@ -116,7 +117,8 @@ CUresult get_stream_property(DefaultStream null_means, CUstream hStream, Value* 
                              Value (*read)(const Stream&)) {
   if (out == nullptr) return CUDA_ERROR_INVALID_VALUE;
   Stream* stream = nullptr;
-  if (CUresult result = resolve_stream(hStream, null_means, &stream); result != CUDA_SUCCESS)
+  if (CUresult result = resolve_stream(hStream, null_means, &stream, StreamScope::kAnyContext);
+      result != CUDA_SUCCESS)
     return result;
   *out = read(*stream);
   return CUDA_SUCCESS;

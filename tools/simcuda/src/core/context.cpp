@@ -7,6 +7,7 @@
 #include "core/capture.h"
 #include "core/event.h"
 #include "core/memory_release.h"
+#include "core/peer_access.h"
 
 namespace simcuda {
 namespace {
@@ -144,6 +145,9 @@ void destroy_context(Context* context) {
   // So does its memory, once the work still queued that may use it has run.
   context->synchronize();
   release_context_memory(*context);
+  // Peer access from it and to it ends (Note [Peer access] in peer_access.h); its own kernels,
+  // which the synchronisation ran, kept theirs to the end.
+  forget_peer_access(*context);
   delete context;
 }
 

@@ -66,7 +66,8 @@ struct KernelDef {
   // with destructors: a fault leaves it by siglongjmp. Returns CUDA_SUCCESS or the error the GPU
   // would raise (CUDA_ERROR_MISALIGNED_ADDRESS).
   CUresult (*run)(const KernelArgs& args);
-  // The memory the kernel touches with these arguments, for the cost model.
+  // The memory the kernel touches with these arguments, for the cost model and the peer-access
+  // check (Note [Peer access] in peer_access.h).
   std::vector<MemoryRange> (*touches)(const KernelArgs& args);
 };
 

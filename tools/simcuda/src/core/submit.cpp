@@ -5,7 +5,19 @@
 
 namespace simcuda {
 
-CUresult resolve_stream(CUstream handle, DefaultStream null_means, Stream** out) {
+namespace {
+
+// Whether `stream` is a live stream of any live context (Note [Streams of other contexts]).
+bool any_context_owns(const Stream* stream) {
+  bool owned = false;
+  for_each_context([&](Context& context) { owned = owned || context.owns_stream(stream); });
+  return owned;
+}
+
+}  // namespace
+
+CUresult resolve_stream(CUstream handle, DefaultStream null_means, Stream** out,
+                        StreamScope scope) {
   Context* context = current_context();
   if (context == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
   if (handle == CU_STREAM_LEGACY || (handle == nullptr && null_means == DefaultStream::kLegacy)) {
@@ -14,7 +26,9 @@ CUresult resolve_stream(CUstream handle, DefaultStream null_means, Stream** out)
     *out = &context->per_thread_stream();
   } else {
     auto* stream = reinterpret_cast<Stream*>(handle);
-    if (!context->owns_stream(stream)) return CUDA_ERROR_INVALID_HANDLE;
+    if (!context->owns_stream(stream) &&
+        (scope == StreamScope::kCurrentContext || !any_context_owns(stream)))
+      return CUDA_ERROR_INVALID_HANDLE;
     *out = stream;
   }
   return CUDA_SUCCESS;

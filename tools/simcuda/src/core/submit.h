@@ -18,9 +18,20 @@ namespace simcuda {
 
 enum class DefaultStream { kLegacy, kPerThread };
 
-// A stream of the current context. CUDA_ERROR_INVALID_CONTEXT without a current context,
-// CUDA_ERROR_INVALID_HANDLE for a handle that is no live stream of it.
-CUresult resolve_stream(CUstream handle, DefaultStream null_means, Stream** out);
+// Note [Streams of other contexts]
+// A kernel launch into a stream of another context than the current one fails, but the driver
+// takes such a stream where the call does not run code in the current context: the stream
+// queries (cuStreamGetCtx, cuStreamGetDevice, flags, priority, id) and stream-ordered allocation,
+// whose documentation says it draws on the pool of "the stream's device", which need not be the
+// current one. Those calls resolve with kAnyContext; the default streams are still the current
+// context's.
+enum class StreamScope { kCurrentContext, kAnyContext };
+
+// A stream of the current context (or, with kAnyContext, of any live context).
+// CUDA_ERROR_INVALID_CONTEXT without a current context, CUDA_ERROR_INVALID_HANDLE for a handle
+// that is no live stream of it.
+CUresult resolve_stream(CUstream handle, DefaultStream null_means, Stream** out,
+                        StreamScope scope = StreamScope::kCurrentContext);
 
 // Queues `work` on `stream` after the implicit waits of Note [Default streams] and after
 // `extra_waits`; returns its sequence number on `stream`. Knows nothing of capture: entry points

@@ -7,6 +7,7 @@
 #include <new>
 #include <optional>
 
+#include "driver/context_scope.h"
 #include "driver/real_driver.h"
 #include "telemetry/log.h"
 #include "tiers/numa_policy.h"
@@ -61,17 +62,13 @@ CUresult synchronize_device(int device) {
   if (get_device(&current) == CUDA_SUCCESS && current == device) return synchronize();
   const auto retain = VRAMSPILL_REAL(cuDevicePrimaryCtxRetain);
   const auto release = VRAMSPILL_REAL(cuDevicePrimaryCtxRelease_v2);
-  const auto push = VRAMSPILL_REAL(cuCtxPushCurrent_v2);
-  const auto pop = VRAMSPILL_REAL(cuCtxPopCurrent_v2);
   CUcontext primary = nullptr;
-  if (retain == nullptr || release == nullptr || push == nullptr || pop == nullptr ||
-      retain(&primary, device) != CUDA_SUCCESS)
+  if (retain == nullptr || release == nullptr || retain(&primary, device) != CUDA_SUCCESS)
     return CUDA_ERROR_NOT_SUPPORTED;
-  CUresult result = push(primary);
-  if (result == CUDA_SUCCESS) {
-    result = synchronize();
-    CUcontext popped = nullptr;
-    pop(&popped);
+  CUresult result = CUDA_SUCCESS;
+  {
+    const driver::ContextScope scope(primary);
+    result = scope.entered() ? synchronize() : scope.status();
   }
   release(device);
   return result;
@@ -184,15 +181,12 @@ bool HostTier::pin(void* self, std::size_t bytes, void** base) {
 }
 
 bool HostTier::pin_reserved(std::size_t bytes, void** base) noexcept {
-  const auto push = VRAMSPILL_REAL(cuCtxPushCurrent_v2);
-  const auto pop = VRAMSPILL_REAL(cuCtxPopCurrent_v2);
   const auto host_alloc = VRAMSPILL_REAL(cuMemHostAlloc);
   const auto device_pointer = VRAMSPILL_REAL(cuMemHostGetDevicePointer_v2);
   const auto free_host = VRAMSPILL_REAL(cuMemFreeHost);
-  const CUcontext context = context_.load(std::memory_order_acquire);
-  if (push == nullptr || pop == nullptr || host_alloc == nullptr || device_pointer == nullptr ||
-      free_host == nullptr || context == nullptr || push(context) != CUDA_SUCCESS)
-    return false;
+  if (host_alloc == nullptr || device_pointer == nullptr || free_host == nullptr) return false;
+  const driver::ContextScope scope(context_.load(std::memory_order_acquire));
+  if (!scope.entered()) return false;
   bool pinned = false;
   {
     const ScopedPreferredNode node(numa_node_.load(std::memory_order_relaxed));
@@ -219,8 +213,6 @@ bool HostTier::pin_reserved(std::size_t bytes, void** base) noexcept {
       pinned = false;
     }
   }
-  CUcontext popped = nullptr;
-  pop(&popped);
   return pinned;
 }
 

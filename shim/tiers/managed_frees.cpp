@@ -2,6 +2,7 @@
 
 #include <new>
 
+#include "driver/context_scope.h"
 #include "driver/real_driver.h"
 #include "telemetry/log.h"
 #include "util/quiet_thread.h"
@@ -62,8 +63,6 @@ bool ManagedFrees::start_thread_locked() noexcept {
 }
 
 void ManagedFrees::thread_main() noexcept {
-  const auto push = VRAMSPILL_REAL(cuCtxPushCurrent_v2);
-  const auto pop = VRAMSPILL_REAL(cuCtxPopCurrent_v2);
   std::unique_lock lock(mutex_);
   for (;;) {
     changed_.wait(lock, [this] { return stopping_ || !ready_.empty(); });
@@ -72,12 +71,11 @@ void ManagedFrees::thread_main() noexcept {
     ready_.pop_front();
     freeing_ = true;
     lock.unlock();
-    // cuMemFree needs the block's context current; this thread has none of its own.
-    const bool pushed = push != nullptr && pop != nullptr && push(block->context) == CUDA_SUCCESS;
-    const CUresult result = free_now_(owner_, block->pointer, block->bytes);
-    if (pushed) {
-      CUcontext popped = nullptr;
-      pop(&popped);
+    CUresult result = CUDA_SUCCESS;
+    {
+      // cuMemFree needs the block's context current; this thread has none of its own.
+      const driver::ContextScope scope(block->context);
+      result = free_now_(owner_, block->pointer, block->bytes);
     }
     if (result != CUDA_SUCCESS)
       logging::debug("stream-ordered free of managed spill {:#x} failed with error {}",

@@ -233,6 +233,13 @@ void Ledger::raise_peak(DeviceState& d, uint64_t held) noexcept {
   }
 }
 
+uint64_t Ledger::pool_figure(uint64_t pool_key) const noexcept {
+  const std::lock_guard guard(pools_mutex_);
+  const auto it = std::find_if(pools_.begin(), pools_.end(),
+                               [&](const Pool& pool) { return pool.key == pool_key; });
+  return it != pools_.end() ? it->reserved : 0;
+}
+
 void Ledger::set_pool_reserved(int device, uint64_t pool_key, uint64_t reserved_bytes) noexcept {
   DeviceState* d = state(device);
   if (d == nullptr) {

@@ -162,6 +162,10 @@ class Ledger {
   // the pool (cuMemPoolDestroy).
   void set_pool_reserved(int device, uint64_t pool_key, uint64_t reserved_bytes) noexcept;
 
+  // The ledger's figure for the pool `pool_key`: what it was last told (0 for a pool it does not
+  // know).
+  uint64_t pool_figure(uint64_t pool_key) const noexcept;
+
   // A stream-ordered allocation admitted as `admission` left its pool `pool_key` reserving
   // `reserved_bytes`: the growth since the pool's recorded figure replaces the reservation (Note
   // [Stream-ordered pools in the budget]) and `admission` no longer reserves anything. False when

@@ -25,6 +25,8 @@
   X(cuMemAllocAsync_ptsz)                        \
   X(cuMemAllocFromPoolAsync)                     \
   X(cuMemAllocFromPoolAsync_ptsz)                \
+  X(cuMemPoolCreate)                             \
+  X(cuMemPoolDestroy)                            \
   X(cuMemFree_v2)                                \
   X(cuMemFreeAsync)                              \
   X(cuMemFreeAsync_ptsz)                         \
@@ -87,11 +89,14 @@
   Y(cuDeviceGet)                      \
   Y(cuDeviceTotalMem_v2)              \
   Y(cuDeviceGetMemPool)               \
+  Y(cuDeviceGetDefaultMemPool)        \
   Y(cuMemPoolGetAttribute)            \
   Y(cuMemAdvise)                      \
   Y(cuMemAdvise_v2)                   \
   Y(cuMemHostGetDevicePointer_v2)     \
   Y(cuStreamIsCapturing)              \
+  Y(cuStreamGetDevice)                \
+  Y(cuStreamGetCtx)                   \
   Y(cuStreamSynchronize)              \
   Y(cuMemPoolTrimTo)                  \
   Y(cuLaunchHostFunc)

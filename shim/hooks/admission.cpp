@@ -1,34 +1,8 @@
 #include "hooks/admission.h"
 
-#include <atomic>
-
-#include "driver/real_driver.h"
 #include "hooks/spill_placement.h"
 
 namespace vramspill::hooks {
-namespace {
-
-// A bit per device seen, so know_device() costs one relaxed load after the first time.
-std::atomic<uint64_t> known_devices{0};
-
-}  // namespace
-
-std::optional<int> current_device() {
-  const auto get_device = VRAMSPILL_REAL(cuCtxGetDevice);
-  CUdevice device = 0;
-  if (get_device == nullptr || get_device(&device) != CUDA_SUCCESS) return std::nullopt;
-  return device;
-}
-
-void know_device(ShimState& shim, int device) {
-  const uint64_t bit = device >= 0 && device < 64 ? uint64_t{1} << device : 0;
-  if (bit == 0 || (known_devices.load(std::memory_order_relaxed) & bit) != 0) return;
-  const auto total_memory = VRAMSPILL_REAL(cuDeviceTotalMem_v2);
-  size_t total = 0;
-  if (total_memory == nullptr || total_memory(&total, device) != CUDA_SUCCESS) return;
-  shim.ledger.set_device(device, total, shim.config.device.limit(total));
-  known_devices.fetch_or(bit, std::memory_order_relaxed);
-}
 
 core::Admission driver_refusal(int device, core::Route route, uint64_t bytes) {
   core::Admission admission;

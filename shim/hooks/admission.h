@@ -9,19 +9,13 @@
 #include <optional>
 
 #include "core/ledger.h"
+#include "hooks/devices.h"
 #include "hooks/pool_tracking.h"
 #include "hooks/shim_state.h"
 #include "hooks/spill_placement.h"
 #include "telemetry/log.h"
 
 namespace vramspill::hooks {
-
-// The device of the calling thread's current context; nullopt without one (the driver will
-// refuse the allocation itself, so the ledger stays out of it).
-std::optional<int> current_device();
-
-// Tells the ledger a device's total and limit the first time the device is seen.
-void know_device(ShimState& shim, int device);
 
 // What the driver's allocation produced.
 struct Allocated {
@@ -90,19 +84,21 @@ CUresult admit_and_allocate(ShimState& shim, int device, core::Route route, uint
 }
 
 // The whole flow of one allocation hook: enter (Note [Entering the shim]), then
-// admit_and_allocate() on the current device; without shim state or a current device, the
-// driver's call alone.
+// admit_and_allocate() on the current device; without shim state, the driver's call alone;
+// without a current device, cuCtxGetDevice's error (Note [A failed device query fails the
+// request] in hooks/devices.h).
 template <typename Allocate>
 CUresult enter_and_allocate(core::Route route, uint64_t bytes, const SpillTarget& spill_target,
                             Allocate allocate) {
   const Entry entry;
   ShimState* shim = entry.state();
-  const std::optional<int> device = shim != nullptr ? current_device() : std::nullopt;
-  if (!device) {
+  if (shim == nullptr) {
     Allocated ignored;
     return allocate(ignored);
   }
-  return admit_and_allocate(*shim, *device, route, bytes, spill_target, allocate);
+  int device = 0;
+  if (const CUresult result = current_device(device); result != CUDA_SUCCESS) return result;
+  return admit_and_allocate(*shim, device, route, bytes, spill_target, allocate);
 }
 
 // After the driver's free of a forgotten allocation: its bytes leave the budget, or, if the

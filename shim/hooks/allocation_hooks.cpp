@@ -22,6 +22,7 @@ using vramspill::core::KeySpace;
 using vramspill::core::Route;
 using vramspill::hooks::Allocated;
 using vramspill::hooks::Entry;
+using vramspill::hooks::ShimState;
 using vramspill::hooks::SpillTarget;
 using vramspill::hooks::array_bytes;
 using vramspill::hooks::array_creation;
@@ -179,6 +180,25 @@ VRAMSPILL_HOOK CUresult CUDAAPI cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, 
   VRAMSPILL_REAL_OR_RETURN(real, cuMemAllocFromPoolAsync_ptsz);
   return pool_allocation(Route::kMemAllocFromPoolAsync, dptr, bytesize, pool, per_thread(hStream),
                          [&] { return real(dptr, bytesize, pool, hStream); });
+}
+
+// Not allocations: the shim records where a pool's memory is, and forgets a destroyed pool's
+// figure (hooks/pool_tracking.h).
+VRAMSPILL_HOOK CUresult CUDAAPI cuMemPoolCreate(CUmemoryPool* pool,
+                                                const CUmemPoolProps* poolProps) {
+  VRAMSPILL_REAL_OR_RETURN(real, cuMemPoolCreate);
+  const CUresult result = real(pool, poolProps);
+  if (result == CUDA_SUCCESS) vramspill::hooks::pool_created(*pool, *poolProps);
+  return result;
+}
+
+VRAMSPILL_HOOK CUresult CUDAAPI cuMemPoolDestroy(CUmemoryPool pool) {
+  VRAMSPILL_REAL_OR_RETURN(real, cuMemPoolDestroy);
+  const CUresult result = real(pool);
+  const Entry entry;
+  if (ShimState* shim = entry.state(); shim != nullptr && result == CUDA_SUCCESS)
+    vramspill::hooks::pool_destroyed(*shim, pool);
+  return result;
 }
 
 VRAMSPILL_HOOK CUresult CUDAAPI cuMemFree_v2(CUdeviceptr dptr) {

@@ -24,11 +24,14 @@ VRAMSPILL_HOOK CUresult CUDAAPI cuMemGetInfo_v2(size_t* free, size_t* total) {
   const Entry entry;
   ShimState* shim = entry.state();
   if (shim == nullptr || shim->config.report.memory_info == MemoryInfo::kPhysical) return result;
-  const std::optional<int> device = vramspill::hooks::current_device();
-  if (!device) return result;
-  vramspill::hooks::know_device(*shim, *device);
+  // Note [A failed device query fails the request] in hooks/devices.h: the device's own figures
+  // would show memory past the budget as free.
+  int device = 0;
+  if (const CUresult failed = vramspill::hooks::current_device(device); failed != CUDA_SUCCESS)
+    return failed;
+  vramspill::hooks::know_device(*shim, device);
   vramspill::hooks::refresh_pools(*shim);  // Note [Refreshing pool figures]
-  const vramspill::core::MemInfo view = shim->ledger.budget_view(*device, *free, *total);
+  const vramspill::core::MemInfo view = shim->ledger.budget_view(device, *free, *total);
   *free = view.free_bytes;
   *total = view.total_bytes;
   if (shim->config.report.memory_info == MemoryInfo::kVirtual &&

@@ -31,6 +31,15 @@ bool give_back(CUmemoryPool pool, CUdeviceptr block, CUstream stream) {
 
 }  // namespace
 
+CUresult allocating_device(core::Route route, CUmemoryPool pool, CUstream stream, int& device) {
+  if (route == core::Route::kMemAllocAsync) return stream_device(stream, device);
+  if (const std::optional<int> pool_place = pool_device(pool)) {
+    device = *pool_place;
+    return CUDA_SUCCESS;
+  }
+  return current_device(device);
+}
+
 PoolExchange::PoolExchange(ShimState& shim, int device, CUmemoryPool pool, uint64_t bytes)
     : shim_(shim), device_(device), pool_(pool), bytes_(bytes) {
   // Note [Refreshing pool figures]; before this pool's lock, which refresh_pools() would try.
@@ -42,19 +51,23 @@ PoolExchange::PoolExchange(ShimState& shim, int device, CUmemoryPool pool, uint6
 }
 
 core::Admission PoolExchange::admit(core::Route route) {
-  const PoolUsage usage = pool_usage(pool_);
-  reserved_at_admission_ = usage.reserved;
+  const std::optional<PoolUsage> usage = pool_usage(pool_);
+  if (!usage) {  // Note [A pool figure the driver does not give] in hooks/pool_tracking.h
+    reserved_at_admission_ = shim_.ledger.pool_figure(pool_key(pool_));
+    return shim_.ledger.admit(device_, route, bytes_);
+  }
+  reserved_at_admission_ = usage->reserved;
   // The figure as the driver has it now: the pool may have given memory back at a
   // synchronisation the shim did not see, and no one else reports it while the lock is held.
-  shim_.ledger.set_pool_reserved(device_, pool_key(pool_), usage.reserved);
+  shim_.ledger.set_pool_reserved(device_, pool_key(pool_), usage->reserved);
   return shim_.ledger.admit(device_, route, bytes_,
-                            usage.reserved > usage.used ? usage.reserved - usage.used : 0);
+                            usage->reserved > usage->used ? usage->reserved - usage->used : 0);
 }
 
 bool PoolExchange::settle(core::Admission& admission, CUdeviceptr block, CUstream stream,
                           bool& retry) {
   retry = false;
-  const uint64_t grown = reserved_now();
+  const uint64_t grown = reserved_now(admission.reserved_bytes);
   if (shim_.ledger.settle_pool_growth(admission, pool_key(pool_), grown)) return true;
   bool capturing = false;
   // Waiting for a capturing stream would invalidate the program's graph (graph allocations do
@@ -67,7 +80,7 @@ bool PoolExchange::settle(core::Admission& admission, CUdeviceptr block, CUstrea
     shim_.ledger.set_pool_reserved(device_, pool_key(pool_), grown);
     return true;
   }
-  const uint64_t trimmed = reserved_now();
+  const uint64_t trimmed = reserved_now(0);
   shim_.ledger.set_pool_reserved(device_, pool_key(pool_), trimmed);
   shim_.ledger.cancel(admission);
   // Trimming gave back more than this request's growth: unused reserve that could not serve the
@@ -80,6 +93,9 @@ bool PoolExchange::settle(core::Admission& admission, CUdeviceptr block, CUstrea
   return false;
 }
 
-uint64_t PoolExchange::reserved_now() const { return pool_usage(pool_).reserved; }
+uint64_t PoolExchange::reserved_now(uint64_t assumed_growth) const {
+  if (const std::optional<PoolUsage> usage = pool_usage(pool_)) return usage->reserved;
+  return shim_.ledger.pool_figure(pool_key(pool_)) + assumed_growth;
+}
 
 }  // namespace vramspill::hooks

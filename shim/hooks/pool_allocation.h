@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "hooks/admission.h"
+#include "hooks/pool_tracking.h"
 
 namespace vramspill::hooks {
 
@@ -33,7 +34,9 @@ class PoolExchange {
   void unlock() { lock_.unlock(); }
 
  private:
-  uint64_t reserved_now() const;
+  // The pool's reserve now, or if the driver does not say, the ledger's figure plus `assumed`
+  // (Note [A pool figure the driver does not give] in hooks/pool_tracking.h).
+  uint64_t reserved_now(uint64_t assumed_growth) const;
 
   ShimState& shim_;
   int device_;
@@ -42,6 +45,11 @@ class PoolExchange {
   std::unique_lock<std::mutex> lock_;
   uint64_t reserved_at_admission_ = 0;
 };
+
+// The device a stream-ordered request takes memory of (Note [The device a request charges] in
+// hooks/devices.h): the stream's for cuMemAllocAsync (`pool` null), the pool's otherwise, or
+// kHostLocatedPool; or the error of the driver's query.
+CUresult allocating_device(core::Route route, CUmemoryPool pool, CUstream stream, int& device);
 
 // The shared flow of the stream-ordered allocation hooks: `call` is the driver's allocation into
 // `*dptr`; `pool` is null for cuMemAllocAsync (the device's current pool); `stream` is the
@@ -52,16 +60,22 @@ CUresult pool_allocation(core::Route route, CUdeviceptr* dptr, size_t bytesize, 
   if (dptr == nullptr) return call();  // the driver's error, whatever the budget would say
   const Entry entry;
   ShimState* shim = entry.state();
-  const std::optional<int> device = shim != nullptr ? current_device() : std::nullopt;
-  if (!device) return call();
-  know_device(*shim, *device);
-  if (route == core::Route::kMemAllocAsync) pool = current_pool(*device);
+  if (shim == nullptr) return call();
+  int device = 0;
+  if (const CUresult result = allocating_device(route, pool, stream, device);
+      result != CUDA_SUCCESS)
+    return result;  // Note [A failed device query fails the request] in hooks/devices.h
+  if (device == kHostLocatedPool) return call();  // takes no device memory
+  know_device(*shim, device);
+  if (route == core::Route::kMemAllocAsync) {
+    if (const CUresult result = current_pool(device, pool); result != CUDA_SUCCESS) return result;
+  }
   const SpillTarget spill_target{
       .out = dptr, .bytes = bytesize, .stream = stream, .stream_ordered = true};
   // A second attempt only after a first one that grew the pool past the budget and then trimmed
   // it (PoolExchange::settle).
   for (int attempt = 0;; ++attempt) {
-    PoolExchange exchange(*shim, *device, pool, bytesize);
+    PoolExchange exchange(*shim, device, pool, bytesize);
     core::Admission admission = exchange.admit(route);
     if (!admission.admitted) {
       exchange.unlock();
@@ -73,7 +87,7 @@ CUresult pool_allocation(core::Route route, CUdeviceptr* dptr, size_t bytesize, 
       exchange.unlock();
       // Another process took the memory: under the budget, the request spills all the same.
       if (result == CUDA_ERROR_OUT_OF_MEMORY)
-        return refuse_or_spill(*shim, driver_refusal(*device, route, bytesize), spill_target);
+        return refuse_or_spill(*shim, driver_refusal(device, route, bytesize), spill_target);
       return result;
     }
     bool retry = false;

@@ -21,7 +21,9 @@ namespace {
 // reported (a few per process; kTrackedPoolCount at most, later ones are only refreshed by their
 // own calls) and reads their figures again where a stale one would show: before refusing a
 // request for want of room, in cuMemGetInfo, and when a stream-ordered block is freed (its pool
-// is not recorded with the block). A pool that no longer answers (destroyed) is forgotten.
+// is not recorded with the block). A destroyed pool is forgotten at cuMemPoolDestroy. The
+// same slots say which device each pool's memory is on (pool_device()): pools the program creates
+// are recorded at cuMemPoolCreate, the devices' default pools when first seen.
 constexpr std::size_t kTrackedPoolCount = 64;
 
 struct TrackedPool {
@@ -42,35 +44,69 @@ std::mutex& pool_mutex(CUmemoryPool pool) {
   return pool_locks[(bits >> 4 ^ bits >> 12) % kPoolLockCount];
 }
 
-// The pool's reserved bytes; 0 for a pool the driver does not know (any more).
-uint64_t pool_reserved(CUmemoryPool pool) {
+// The pool's reserved bytes, if the driver says (Note [A pool figure the driver does not give]).
+std::optional<uint64_t> pool_reserved(CUmemoryPool pool) {
   const auto get_attribute = VRAMSPILL_REAL(cuMemPoolGetAttribute);
   cuuint64_t value = 0;
   if (get_attribute == nullptr || pool == nullptr ||
       get_attribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &value) != CUDA_SUCCESS)
-    return 0;
+    return std::nullopt;
   return value;
 }
 
 }  // namespace
 
-PoolUsage pool_usage(CUmemoryPool pool) {
+std::optional<PoolUsage> pool_usage(CUmemoryPool pool) {
   const auto get_attribute = VRAMSPILL_REAL(cuMemPoolGetAttribute);
-  PoolUsage usage;
-  if (get_attribute == nullptr || pool == nullptr) return usage;
-  cuuint64_t value = 0;
-  if (get_attribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &value) == CUDA_SUCCESS)
-    usage.reserved = value;
-  if (get_attribute(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &value) == CUDA_SUCCESS)
-    usage.used = value;
-  return usage;
+  const std::optional<uint64_t> reserved = pool_reserved(pool);
+  cuuint64_t used = 0;
+  if (!reserved || get_attribute(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &used) != CUDA_SUCCESS)
+    return std::nullopt;
+  return PoolUsage{.reserved = *reserved, .used = used};
 }
 
-CUmemoryPool current_pool(int device) {
+CUresult current_pool(int device, CUmemoryPool& pool) {
   const auto get_pool = VRAMSPILL_REAL(cuDeviceGetMemPool);
-  CUmemoryPool pool = nullptr;
-  if (get_pool == nullptr || get_pool(&pool, device) != CUDA_SUCCESS) return nullptr;
-  return pool;
+  const auto default_pool = VRAMSPILL_REAL(cuDeviceGetDefaultMemPool);
+  if (get_pool == nullptr || default_pool == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
+  const CUresult result = get_pool(&pool, device);
+  if (result == CUDA_SUCCESS || default_pool(&pool, device) == CUDA_SUCCESS) return CUDA_SUCCESS;
+  return result;
+}
+
+std::optional<int> pool_device(CUmemoryPool pool) {
+  if (pool == nullptr) return std::nullopt;
+  for (const TrackedPool& slot : tracked_pools) {
+    const CUmemoryPool seen = slot.pool.load(std::memory_order_acquire);
+    if (seen == nullptr) break;
+    if (seen == pool) return slot.device.load(std::memory_order_relaxed);
+  }
+  const auto count_devices = VRAMSPILL_REAL(cuDeviceGetCount);
+  const auto default_pool = VRAMSPILL_REAL(cuDeviceGetDefaultMemPool);
+  int count = 0;
+  if (count_devices == nullptr || default_pool == nullptr || count_devices(&count) != CUDA_SUCCESS)
+    return std::nullopt;
+  for (int device = 0; device < count; ++device) {
+    CUmemoryPool candidate = nullptr;
+    if (default_pool(&candidate, device) == CUDA_SUCCESS && candidate == pool) {
+      track_pool(device, pool);
+      return device;
+    }
+  }
+  return std::nullopt;
+}
+
+void pool_created(CUmemoryPool pool, const CUmemPoolProps& props) {
+  track_pool(props.location.type == CU_MEM_LOCATION_TYPE_DEVICE ? props.location.id
+                                                                : kHostLocatedPool,
+             pool);
+}
+
+void pool_destroyed(ShimState& shim, CUmemoryPool pool) {
+  const std::optional<int> device = pool_device(pool);
+  if (!device || *device == kHostLocatedPool) return;
+  const std::lock_guard lock(pool_mutex(pool));
+  shim.ledger.set_pool_reserved(*device, reinterpret_cast<uint64_t>(pool), 0);
 }
 
 void track_pool(int device, CUmemoryPool pool) {
@@ -105,10 +141,12 @@ void refresh_pools(ShimState& shim) {
   for (TrackedPool& slot : tracked_pools) {
     const CUmemoryPool pool = slot.pool.load(std::memory_order_acquire);
     if (pool == nullptr) return;
+    const int device = slot.device.load(std::memory_order_relaxed);
+    if (device == kHostLocatedPool) continue;
     const std::unique_lock lock(pool_mutex(pool), std::try_to_lock);
     if (!lock.owns_lock()) continue;
-    shim.ledger.set_pool_reserved(slot.device.load(std::memory_order_relaxed),
-                                  reinterpret_cast<uint64_t>(pool), pool_reserved(pool));
+    if (const std::optional<uint64_t> reserved = pool_reserved(pool))
+      shim.ledger.set_pool_reserved(device, reinterpret_cast<uint64_t>(pool), *reserved);
   }
 }
 

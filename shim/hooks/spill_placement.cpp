@@ -6,6 +6,7 @@
 
 #include "util/bytes.h"
 #include "driver/real_driver.h"
+#include "hooks/devices.h"
 #include "telemetry/log.h"
 
 namespace vramspill::hooks {
@@ -126,6 +127,12 @@ CUresult spill(ShimState& shim, const SpillRequest& request, const std::string& 
     if (shim.config.spill.mode == SpillMode::kOff) {
       // The driver's own OUT_OF_MEMORY passes as it is, as without vramspill.
       if (!refusal.empty()) logging::limited(LogLevel::kWarn, RateKey::kOverBudget, "{}", refusal);
+      return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    if (is_integrated(request.device)) {  // Note [Integrated devices] in hooks/devices.h
+      log_not_spilled(refusal, request,
+                      "the device is integrated (its memory is the host's), so spilling would "
+                      "buy nothing");
       return CUDA_ERROR_OUT_OF_MEMORY;
     }
     if (request.bytes < shim.config.spill.min_size) {

@@ -59,6 +59,8 @@ const char* outcome_text(Outcome outcome) {
       return "or an allocation past the budget is CUDA_ERROR_OUT_OF_MEMORY (no spill tier)";
     case Outcome::kStreamOrderedError:
       return "or a stream-ordered allocation or free gets the error (the shim's capture check)";
+    case Outcome::kDeviceQueryError:
+      return "or an allocation or cuMemGetInfo gets the error (the shim cannot tell its device)";
   }
   return "?";
 }
@@ -109,6 +111,11 @@ bool allowed_surface(const Cell& cell, std::string_view name, int result) {
   static constexpr std::array<std::string_view, 6> kStreamOrdered = {
       "cuMemAllocAsync",         "cuMemAllocAsync_ptsz", "cuMemAllocFromPoolAsync",
       "cuMemAllocFromPoolAsync_ptsz", "cuMemFreeAsync",   "cuMemFreeAsync_ptsz"};
+  // The routes that ask for the current device (Note [A failed device query fails the request]
+  // in shim/hooks/devices.h).
+  static constexpr std::array<std::string_view, 7> kCurrentDeviceRoutes = {
+      "cuMemGetInfo_v2",  "cuArrayCreate_v2", "cuArray3DCreate_v2", "cuMipmappedArrayCreate",
+      "cuMemAlloc",       "cuMemAllocPitch",  "cuMemCreate"};
   const auto one_of = [name](const auto& names) {
     return std::find(names.begin(), names.end(), name) != names.end();
   };
@@ -119,6 +126,8 @@ bool allowed_surface(const Cell& cell, std::string_view name, int result) {
       return result == CUDA_ERROR_OUT_OF_MEMORY && one_of(kAllocations);
     case Outcome::kStreamOrderedError:
       return result == cell.result.value && one_of(kStreamOrdered);
+    case Outcome::kDeviceQueryError:
+      return result == cell.result.value && (one_of(kAllocations) || one_of(kCurrentDeviceRoutes));
   }
   return false;
 }

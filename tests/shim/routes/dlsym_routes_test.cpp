@@ -104,7 +104,8 @@ TEST_F(DlsymRoutes, OtherExportsStayTheDrivers) {
   // arguments. (The 32-bit cuMemAlloc, cuMemAllocPitch and cuMemFree have hooks of their own.)
   for (const char* name :
        {"cuDeviceGetCount", "cuDeviceGet", "cuCtxGetDevice", "cuMemHostGetFlags",
-        "cuMemGetAddressRange", "cuMemHostGetDevicePointer_v2", "cuStreamSynchronize", "cuMemPoolCreate", "cuMemSetAccess",
+        "cuMemGetAddressRange", "cuMemHostGetDevicePointer_v2", "cuStreamSynchronize",
+        "cuMemPoolTrimTo", "cuMemSetAccess",
         "cuMemGetInfo", "cuArrayCreate", "cuArray3DCreate", "cuMemcpyHtoD", "cuGetExportTable"}) {
     SCOPED_TRACE(name);
     void* found = dlsym(driver_, name);

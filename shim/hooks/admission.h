@@ -54,7 +54,7 @@ template <typename Allocate, typename AfterSuccess>
 CUresult admit_and_allocate(ShimState& shim, int device, core::Route route, uint64_t bytes,
                             uint64_t pool_free_reserved, const SpillTarget& spill_target,
                             Allocate allocate, AfterSuccess after_success) {
-  know_device(shim, device);
+  if (const CUresult result = know_device(shim, device); result != CUDA_SUCCESS) return result;
   // Note [Refreshing pool figures]: before a request is refused for want of room, make sure
   // the room is not taken by memory the pools have already given back.
   constexpr uint64_t kUnknown = std::numeric_limits<uint64_t>::max();

@@ -65,12 +65,13 @@ CUresult stream_device(CUstream stream, int& device) {
   return CUDA_SUCCESS;
 }
 
-void know_device(ShimState& shim, int device) {
+CUresult know_device(ShimState& shim, int device) {
   const uint64_t bit = device_bit(device);
-  if (bit == 0 || (known_devices.load(std::memory_order_acquire) & bit) != 0) return;
+  if (bit == 0 || (known_devices.load(std::memory_order_acquire) & bit) != 0) return CUDA_SUCCESS;
   const auto total_memory = VRAMSPILL_REAL(cuDeviceTotalMem_v2);
+  if (total_memory == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
   size_t total = 0;
-  if (total_memory == nullptr || total_memory(&total, device) != CUDA_SUCCESS) return;
+  if (const CUresult result = total_memory(&total, device); result != CUDA_SUCCESS) return result;
   shim.ledger.set_device(device, total, shim.config.device.limit(total));
   if (query_integrated(device)) integrated_devices.fetch_or(bit, std::memory_order_relaxed);
   // Only the thread that learns the device first says so.
@@ -78,6 +79,7 @@ void know_device(ShimState& shim, int device) {
     logging::info("device {} is integrated: its memory is the host's, so spilling would buy "
                   "nothing; vramspill holds its budget and refuses what does not fit",
                   device);
+  return CUDA_SUCCESS;
 }
 
 bool is_integrated(int device) {

@@ -31,8 +31,10 @@ CUresult current_device(int& device);
 CUresult stream_device(CUstream stream, int& device);
 
 // Tells the ledger a device's total and limit the first time the device is seen, and logs once
-// if it is integrated (Note [Integrated devices]).
-void know_device(ShimState& shim, int device);
+// if it is integrated (Note [Integrated devices]). The error of cuDeviceTotalMem if the driver
+// will not give the device's size: without it the device has no limit, and the request fails
+// (Note [A failed device query fails the request]).
+CUresult know_device(ShimState& shim, int device);
 
 // Note [Integrated devices]
 // An integrated GPU (Jetson, CU_DEVICE_ATTRIBUTE_INTEGRATED) has no memory of its own: device

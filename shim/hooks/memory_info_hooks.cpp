@@ -29,7 +29,9 @@ VRAMSPILL_HOOK CUresult CUDAAPI cuMemGetInfo_v2(size_t* free, size_t* total) {
   int device = 0;
   if (const CUresult failed = vramspill::hooks::current_device(device); failed != CUDA_SUCCESS)
     return failed;
-  vramspill::hooks::know_device(*shim, device);
+  if (const CUresult failed = vramspill::hooks::know_device(*shim, device);
+      failed != CUDA_SUCCESS)
+    return failed;
   vramspill::hooks::refresh_pools(*shim);  // Note [Refreshing pool figures]
   const vramspill::core::MemInfo view = shim->ledger.budget_view(device, *free, *total);
   *free = view.free_bytes;

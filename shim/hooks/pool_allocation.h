@@ -66,7 +66,7 @@ CUresult pool_allocation(core::Route route, CUdeviceptr* dptr, size_t bytesize, 
       result != CUDA_SUCCESS)
     return result;  // Note [A failed device query fails the request] in hooks/devices.h
   if (device == kHostLocatedPool) return call();  // takes no device memory
-  know_device(*shim, device);
+  if (const CUresult result = know_device(*shim, device); result != CUDA_SUCCESS) return result;
   if (route == core::Route::kMemAllocAsync) {
     if (const CUresult result = current_pool(device, pool); result != CUDA_SUCCESS) return result;
   }

@@ -332,4 +332,30 @@ TEST_F(StatsJobTest, spilled_allocations_are_not_counted_as_refused) {
   EXPECT_TRUE(result.exited(0)) << result.describe();
 }
 
+// README: the file is the running job's, "removed at exit".
+TEST_F(StatsJobTest, a_job_removes_its_file_at_exit) {
+  Job job({STATS_JOB_PROGRAM, "16"}, job_environment(runtime_.string()), error_file());
+  ASSERT_GT(job.pid(), 0);
+  ASSERT_TRUE(job.wait_ready()) << job.finish().describe();
+  const std::string path = stats_file_of(job.pid());
+  ASSERT_TRUE(wait_for_entry(path, job, has_figures).has_value()) << job.finish().describe();
+  const RunResult result = job.finish();
+  EXPECT_TRUE(result.exited(0)) << result.describe();
+  EXPECT_FALSE(fs::exists(path)) << "the stats file outlived its job";
+}
+
+// log.stats = false: the job runs and publishes nothing.
+TEST_F(StatsJobTest, log_stats_false_publishes_no_file) {
+  Environment environment = job_environment(runtime_.string());
+  environment["VRAMSPILL_LOG_STATS"] = "false";
+  Job job({STATS_JOB_PROGRAM, "16", "16", "16"}, environment, error_file());
+  ASSERT_GT(job.pid(), 0);
+  ASSERT_TRUE(job.wait_ready()) << job.finish().describe();
+  // The first publish comes with the first driver call, which "ready" follows.
+  EXPECT_FALSE(fs::exists(stats_file_of(job.pid())));
+  const RunResult result = job.finish();
+  EXPECT_TRUE(result.exited(0)) << result.describe();
+  EXPECT_TRUE(!fs::exists(stats_directory()) || fs::is_empty(stats_directory()));
+}
+
 }  // namespace

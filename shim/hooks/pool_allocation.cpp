@@ -15,17 +15,20 @@ uint64_t pool_key(CUmemoryPool pool) { return reinterpret_cast<uint64_t>(pool); 
 // Frees `block` on `stream` and waits for the stream, so that the free has happened and the pool
 // can give the memory back; then trims the pool's unused reserve. A request that made the pool
 // grow past the budget leaves nothing behind but the wait. False when the block could not be
-// freed: it is still the program's.
+// freed: it is still the program's. A step that fails is made once more: the block and the stream
+// were good a moment ago, and a pool left grown past the budget is what this exists to prevent.
 bool give_back(CUmemoryPool pool, CUdeviceptr block, CUstream stream) {
   const auto free_async = VRAMSPILL_REAL(cuMemFreeAsync);
   const auto synchronize = VRAMSPILL_REAL(cuStreamSynchronize);
   const auto trim = VRAMSPILL_REAL(cuMemPoolTrimTo);
-  if (free_async == nullptr || synchronize == nullptr || trim == nullptr ||
-      free_async(block, stream) != CUDA_SUCCESS)
-    return false;
-  // Trimming before the free has run would release nothing. An error here (a fault in earlier
-  // work) is the program's to find at its next call.
-  if (synchronize(stream) == CUDA_SUCCESS) trim(pool, 0);
+  if (free_async == nullptr || synchronize == nullptr || trim == nullptr) return false;
+  const auto twice = [](const auto& step) {
+    return step() == CUDA_SUCCESS || step() == CUDA_SUCCESS;
+  };
+  if (!twice([&] { return free_async(block, stream); })) return false;
+  // Trimming before the free has run would release nothing. An error that persists (a fault in
+  // earlier work) is the program's to find at its next call.
+  if (twice([&] { return synchronize(stream); })) trim(pool, 0);
   return true;
 }
 

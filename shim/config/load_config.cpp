@@ -6,6 +6,7 @@
 #include <unistd.h>  // environ, read, close
 
 #include <algorithm>
+#include <cstdio>
 #include <cerrno>
 #include <cstring>
 #include <exception>
@@ -16,6 +17,7 @@
 #include "config/config.h"
 #include "config/options.h"
 #include "config/suggest.h"
+#include "config/toml_prescan.h"
 
 namespace vramspill {
 namespace {
@@ -212,6 +214,17 @@ class Loader {
       return;
     }
     file_ = file;
+    // Note [Characters toml++ 3.3.0 mishandles] in config/toml_prescan.h
+    if (const std::optional<MishandledCharacter> found = first_character_toml_mishandles(*text)) {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "%04X", static_cast<unsigned>(found->code_point));
+      errors_.push_back("character U+" + std::string(hex) + " at " + printable(file_) + ":" +
+                        std::to_string(found->line) + ":" + std::to_string(found->column) +
+                        " is refused: the TOML library vramspill is built with (toml++ 3.3.0) "
+                        "misreads it; keys are ASCII in TOML, and in a \"double-quoted\" string "
+                        "write it as \\u" + std::string(hex));
+      return;
+    }
     toml::parse_result parsed = toml::parse(*text, file);
     if (!parsed) {
       const toml::parse_error& error = parsed.error();

@@ -125,6 +125,22 @@ TEST(ConfigErrors, SyntaxErrorNamesThePlaceAndHowToWriteSizes) {
   EXPECT_THAT(message, HasSubstr("budget = \"20GiB\""));
 }
 
+// Note [Characters toml++ 3.3.0 mishandles] in shim/config/toml_prescan.h: refused before
+// toml++, whose 3.3.0 reaches undefined behaviour on them, wherever they stand.
+TEST(ConfigErrors, CharactersTomlMishandlesAreRefusedWithTheirPlace) {
+  std::string path;
+  const std::string message = toml_error("[device]\nbudg\u00e9t = \"1GiB\"\n", path);
+  EXPECT_EQ(message, "character U+00E9 at " + path +
+                         ":2:5 is refused: the TOML library vramspill is built with (toml++ "
+                         "3.3.0) misreads it; keys are ASCII in TOML, and in a \"double-quoted\" "
+                         "string write it as \\u00E9");
+  // After a malformed value (the fuzzer's find), and in a comment after a CJK character.
+  const std::string after_value = toml_error("[log]\nlevel =-\"d\u00e9bug\"\n", path);
+  EXPECT_THAT(after_value, HasSubstr("character U+00E9 at " + path + ":2:11 is refused"));
+  const std::string in_comment = toml_error("[log] # \u65e5 \u0416\n", path);
+  EXPECT_THAT(in_comment, HasSubstr("character U+0416 at " + path + ":1:11 is refused"));
+}
+
 TEST(ConfigErrors, MissingFile) {
   const std::string message = env_error({"VRAMSPILL_CONFIG=/nonexistent/job.toml"});
   EXPECT_EQ(message,

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # README command 2 (and CI's only command): install what is missing, build, run the tests, then build
-# and run them again under AddressSanitizer + UndefinedBehaviorSanitizer, then run the fuzzers
-# briefly. Run with --help for details.
+# and run them again under AddressSanitizer + UndefinedBehaviorSanitizer, run the stress tests under
+# ThreadSanitizer, then run the fuzzers briefly. Run with --help for details.
 set -uo pipefail
 # shellcheck source=tools/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -9,7 +9,7 @@ cd "$VRAMSPILL_ROOT" || exit 1
 
 usage() {
   cat <<EOF
-Usage: tools/test.sh [--no-sanitizers] [--no-fuzz] [--help]
+Usage: tools/test.sh [--no-sanitizers] [--no-tsan] [--no-fuzz] [--help]
 
   1. tools/install-deps.sh (installs missing packages; checks for the CUDA headers)
   2. configures and builds build/ exactly as a user or packager would (Ninja, Release, warnings
@@ -18,25 +18,32 @@ Usage: tools/test.sh [--no-sanitizers] [--no-fuzz] [--help]
   3. configures and builds build-asan/ as the project's own test build: RelWithDebInfo,
      -DVRAMSPILL_WERROR=ON (warnings are errors) and -DVRAMSPILL_SANITIZE="address;undefined", and
      runs the same tests there (skipped with --no-sanitizers)
-  4. configures build-fuzz/ with clang, -DVRAMSPILL_FUZZ=ON and the same sanitizers, builds only
-     the fuzzers (tests/fuzz: the policy file, the environment, sizes) and runs them: each
+  4. configures build-tsan/ the same way but with -DVRAMSPILL_SANITIZE=thread, builds only the
+     stress tests (every allocation route from eight threads) and what they load, and runs them
+     under ThreadSanitizer (skipped with --no-tsan):
+       ctest --test-dir build-tsan --output-on-failure -L stress -j$JOBS
+  5. configures build-fuzz/ with clang, -DVRAMSPILL_FUZZ=ON and the sanitizers of step 3, builds
+     only the fuzzers (tests/fuzz: the policy file, the environment, sizes) and runs them: each
      replays its seed corpus, then fuzzes for 30 s (skipped with --no-fuzz):
        ctest --test-dir build-fuzz --output-on-failure -L fuzz -j$JOBS
 Tests labelled 'gpu' need a real GPU and are excluded. Parallelism is the number of cores ($JOBS
 here); set JOBS to change it. Prints a summary at the end; exits non-zero if any step failed.
 
   --no-sanitizers   skip step 3
-  --no-fuzz         skip step 4
+  --no-tsan         skip step 4
+  --no-fuzz         skip step 5
   -h, --help        show this help
 EOF
 }
 
 sanitizers=1
+tsan=1
 fuzz=1
 while [[ $# -gt 0 ]]; do
   case $1 in
     -h | --help) usage; exit 0 ;;
     --no-sanitizers) sanitizers=0 ;;
+    --no-tsan) tsan=0 ;;
     --no-fuzz) fuzz=0 ;;
     *) printf 'test.sh: unknown argument %s\n' "$1" >&2; usage >&2; exit 2 ;;
   esac
@@ -73,27 +80,50 @@ run_pass() {
   record "$name: tests (ctest -LE gpu)" "$rc" $((SECONDS - start))
 }
 
+# labelled_pass NAME BUILD_DIR LABEL WHAT TARGET... -- [CMAKE_ARGS...]: a tree in which only
+# TARGETs are built (the project's strict build: RelWithDebInfo, warnings are errors, then
+# CMAKE_ARGS) and only the tests labelled LABEL run; WHAT names them in the summary.
+labelled_pass() {
+  local name=$1 dir=$2 label=$3 what=$4 targets=()
+  shift 4
+  while [[ $# -gt 0 && $1 != -- ]]; do
+    targets+=("$1")
+    shift
+  done
+  shift
+  local start=$SECONDS rc=0 generator=()
+  [[ -f $dir/CMakeCache.txt ]] || generator=(-G Ninja)
+  step "[$name] configure $dir and build the $what"
+  { cmake -S "$VRAMSPILL_ROOT" -B "$dir" "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+      -DVRAMSPILL_WERROR=ON "$@" &&
+      cmake --build "$dir" --parallel "$JOBS" --target "${targets[@]}"; } || rc=$?
+  record "$name: build ${dir#"$VRAMSPILL_ROOT"/}/ ($what only)" "$rc" $((SECONDS - start))
+  if [[ $rc -ne 0 ]]; then
+    summary+=("  $name: $what not run (build failed)")
+    return
+  fi
+  start=$SECONDS
+  step "[$name] ctest -L $label in $dir"
+  ctest --test-dir "$dir" --output-on-failure -L "$label" -j"$JOBS" --no-tests=error || rc=$?
+  record "$name: $what (ctest -L $label)" "$rc" $((SECONDS - start))
+}
+
+# tsan_pass: ThreadSanitizer cannot share a build with AddressSanitizer, and it slows everything
+# down many times over, so build-tsan/ builds only the stress tests, the shim and simcuda, and runs
+# only the stress tests: they drive both from many threads at once.
+tsan_pass() {
+  labelled_pass tsan "$VRAMSPILL_ROOT/build-tsan" stress "stress tests" \
+    vramspill simcuda vramspill_stress_test -- -DVRAMSPILL_SANITIZE=thread
+}
+
 # fuzz_pass: build-fuzz/ is a clang tree in which everything is instrumented for libFuzzer, so
 # only the fuzzers and the libraries they test are built there (target vramspill_fuzzers), and
 # only their tests run (label fuzz).
 fuzz_pass() {
-  local dir=$VRAMSPILL_ROOT/build-fuzz start=$SECONDS rc=0 generator=()
-  [[ -f $dir/CMakeCache.txt ]] || generator=(-G Ninja)
-  step "[fuzz] configure $dir with clang and build the fuzzers"
-  { cmake -S "$VRAMSPILL_ROOT" -B "$dir" "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-      -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DVRAMSPILL_FUZZ=ON \
-      -DVRAMSPILL_WERROR=ON '-DVRAMSPILL_SANITIZE=address;undefined' &&
-      cmake --build "$dir" --parallel "$JOBS" --target vramspill_fuzzers; } || rc=$?
-  record "fuzz: build ${dir#"$VRAMSPILL_ROOT"/}/ (fuzzers only)" "$rc" $((SECONDS - start))
-  if [[ $rc -ne 0 ]]; then
-    summary+=("  fuzz: fuzzers not run (build failed)")
-    return
-  fi
-  start=$SECONDS
-  step "[fuzz] ctest -L fuzz in $dir"
   UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1} \
-    ctest --test-dir "$dir" --output-on-failure -L fuzz -j"$JOBS" --no-tests=error || rc=$?
-  record "fuzz: fuzzers (ctest -L fuzz)" "$rc" $((SECONDS - start))
+    labelled_pass fuzz "$VRAMSPILL_ROOT/build-fuzz" fuzz fuzzers vramspill_fuzzers -- \
+      -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DVRAMSPILL_FUZZ=ON \
+      '-DVRAMSPILL_SANITIZE=address;undefined'
 }
 
 step "Checking build dependencies"
@@ -111,6 +141,11 @@ if [[ $rc -eq 0 ]]; then
         -DVRAMSPILL_WERROR=ON '-DVRAMSPILL_SANITIZE=address;undefined'
   else
     summary+=("  asan+ubsan: skipped (--no-sanitizers)")
+  fi
+  if [[ $tsan -eq 1 ]]; then
+    tsan_pass
+  else
+    summary+=("  tsan: skipped (--no-tsan)")
   fi
   if [[ $fuzz -eq 1 ]]; then
     fuzz_pass

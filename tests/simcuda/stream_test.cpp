@@ -1,6 +1,11 @@
 // Streams and events on simcuda: asynchronous in-order execution, the default streams' implicit
 // synchronisation, event waits, host functions and modeled event timing.
+#include <pthread.h>
+
 #include <atomic>
+#include <cstdint>
+#include <fstream>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -123,7 +128,7 @@ TEST_F(StreamTest, StreamWaitEventOrdersTwoStreams) {
   CUdeviceptr source = 0, target = 0;
   ASSERT_CU(cuMemAlloc(&source, 4));
   ASSERT_CU(cuMemAlloc(&target, 4));
-  ASSERT_CU(cuMemsetD32(target, 0, 1));
+  ASSERT_CU(cuMemsetD32Async(target, 0, 1, consumer));  // ordered before the copy
   {
     Gate gate;
     ASSERT_CU(gate.block(producer));
@@ -356,6 +361,50 @@ TEST_F(StreamTest, HandlesOfADestroyedContextAreInvalid) {
   ASSERT_CU(cuCtxDestroy(other));
   EXPECT_EQ(cuEventQuery(event), CUDA_ERROR_INVALID_HANDLE);
   EXPECT_EQ(cuStreamQuery(stream), CUDA_ERROR_INVALID_HANDLE);
+}
+
+// The process's mapped address space (VmSize), in bytes.
+uint64_t mapped_bytes() {
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);)
+    if (line.starts_with("VmSize:")) return std::stoull(line.substr(7)) * 1024;
+  ADD_FAILURE() << "no VmSize in /proc/self/status";
+  return 0;
+}
+
+void CUDA_CB count_call(void* calls) { static_cast<std::atomic<int>*>(calls)->fetch_add(1); }
+
+// cuStreamDestroy returns at once and the work queued still runs; then the stream's worker thread
+// goes away (Note [Stream workers]). A worker left finished but unjoined keeps its stack mapped
+// for the rest of the process: a program that creates and destroys streams as it goes would map
+// one more stack per stream, until thread creation fails.
+TEST_F(StreamTest, DestroyedStreamsGiveTheirThreadsBack) {
+  pthread_attr_t defaults;
+  ASSERT_EQ(pthread_getattr_default_np(&defaults), 0);
+  size_t stack_bytes = 0;
+  ASSERT_EQ(pthread_attr_getstacksize(&defaults, &stack_bytes), 0);
+  pthread_attr_destroy(&defaults);
+
+  constexpr int kStreams = 64;
+  std::atomic<int> calls{0};
+  const uint64_t before = mapped_bytes();
+  for (int i = 0; i < kStreams; ++i) {
+    CUstream stream = nullptr;
+    ASSERT_CU(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+    ASSERT_CU(cuLaunchHostFunc(stream, count_call, &calls));
+    ASSERT_CU(cuStreamDestroy(stream));
+  }
+  ASSERT_CU(cuCtxSynchronize());  // destroyed streams included
+  EXPECT_EQ(calls.load(), kStreams);
+  // The workers return in their own time once their queues are empty; then at most a few stacks
+  // stay mapped (the C library keeps some for reuse), far fewer than one per stream.
+  const uint64_t limit = before + kStreams / 2 * stack_bytes;
+  const auto stacks_given_back = [&] {
+    return mapped_bytes() < limit ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+  };
+  EXPECT_EQ(eventually(stacks_given_back), CUDA_SUCCESS)
+      << "mapped " << (mapped_bytes() - before) / kMiB << " MiB more after " << kStreams
+      << " streams came and went, with " << stack_bytes / kMiB << " MiB per thread stack";
 }
 
 }  // namespace

@@ -200,8 +200,10 @@ class Stress : public spill::SpillTest {
         live.push_back({block, counted});
         continue;
       }
-      // Freed early: its stream is still writing it.
-      const CUstream writer = block.stream != nullptr ? block.stream : streams[0];
+      // Freed early: its stream is still writing it. That is the stream it was filled on: the
+      // legacy stream (nullptr) after a synchronous fill, which may still be running, as on a
+      // GPU, and which the created streams (non-blocking) would not wait for.
+      const CUstream writer = block.stream;
       for (int w = 0; w < kEarlyWrites; ++w)
         succeeded(cuMemsetD32Async(block.pointer, ~0U, block.bytes / 4, writer), thread,
                   "cuMemsetD32Async");

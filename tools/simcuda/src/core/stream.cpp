@@ -14,21 +14,34 @@ Stream::Stream(Context* context, Kind kind, unsigned int flags, int priority)
       kind_(kind),
       flags_(flags),
       priority_(priority),
-      id_(next_stream_id.fetch_add(1, std::memory_order_relaxed)) {
-  worker_ = std::thread([this] { run(); });
+      id_(next_stream_id.fetch_add(1, std::memory_order_relaxed)),
+      queue_(std::make_shared<Queue>()) {
+  // The worker keeps its own share of the queue (Note [Stream workers]).
+  worker_ = std::thread([this, queue = queue_] { run(*queue); });
 }
 
 Stream::~Stream() {
-  retire();
-  worker_.join();
+  if (worker_.joinable()) {
+    stop();
+    worker_.join();
+  } else {
+    synchronize();  // retired: its detached worker may still be running the last jobs
+  }
+}
+
+void Stream::stop() {
+  {
+    std::lock_guard lock(queue_->mutex);
+    queue_->stopping = true;
+  }
+  queue_->queued.notify_one();
 }
 
 void Stream::retire() {
-  {
-    std::lock_guard lock(mutex_);
-    stopping_ = true;
-  }
-  queued_.notify_one();
+  stop();
+  // Context::retire_stream serialises the calls; a second cuStreamDestroy of the same stream,
+  // racing the first past the handle check, finds the worker detached already.
+  if (worker_.joinable()) worker_.detach();
 }
 
 bool Stream::blocking() const { return (flags_ & CU_STREAM_NON_BLOCKING) == 0; }
@@ -36,57 +49,63 @@ bool Stream::blocking() const { return (flags_ & CU_STREAM_NON_BLOCKING) == 0; }
 uint64_t Stream::enqueue(StreamWork work, std::vector<StreamPoint> waits) {
   uint64_t sequence = 0;
   {
-    std::lock_guard lock(mutex_);
-    sequence = ++enqueued_;
-    jobs_.push_back({sequence, std::move(work), std::move(waits)});
+    std::lock_guard lock(queue_->mutex);
+    sequence = ++queue_->enqueued;
+    queue_->jobs.push_back({sequence, std::move(work), std::move(waits)});
   }
-  queued_.notify_one();
+  queue_->queued.notify_one();
   return sequence;
 }
 
 uint64_t Stream::last_enqueued() const {
-  std::lock_guard lock(mutex_);
-  return enqueued_;
+  std::lock_guard lock(queue_->mutex);
+  return queue_->enqueued;
 }
 
 bool Stream::reached(uint64_t sequence) const {
-  std::lock_guard lock(mutex_);
-  return completed_ >= sequence;
+  std::lock_guard lock(queue_->mutex);
+  return queue_->completed >= sequence;
 }
 
 void Stream::wait_until(uint64_t sequence) {
-  std::unique_lock lock(mutex_);
-  completed_cv_.wait(lock, [&] { return completed_ >= sequence; });
+  std::unique_lock lock(queue_->mutex);
+  queue_->completed_cv.wait(lock, [&] { return queue_->completed >= sequence; });
 }
 
-void Stream::run() {
+void Stream::run(Queue& queue) {
   while (true) {
     Job job;
     {
-      std::unique_lock lock(mutex_);
-      queued_.wait(lock, [&] { return stopping_ || !jobs_.empty(); });
-      if (jobs_.empty()) return;  // stopping, and everything queued has run
-      job = std::move(jobs_.front());
-      jobs_.pop_front();
+      std::unique_lock lock(queue.mutex);
+      queue.queued.wait(lock, [&] { return queue.stopping || !queue.jobs.empty(); });
+      if (queue.jobs.empty()) return;  // stopping, and everything queued has run
+      job = std::move(queue.jobs.front());
+      queue.jobs.pop_front();
     }
-    // The modeled start is when this stream and everything it waits for are done. Another
-    // stream's clock may already include later work than the point waited for, so the model
-    // errs towards later starts.
-    double start = modeled_clock();
-    for (const StreamPoint& point : job.waits) {
-      point.stream->wait_until(point.sequence);
-      start = std::max(start, point.stream->modeled_clock());
-    }
-    // Work that reads the clock while it runs (an event record) sees its own modeled start.
-    clock_.store(start, std::memory_order_release);
-    const double duration = job.work ? job.work() : 0.0;
-    clock_.store(start + duration, std::memory_order_release);
+    const uint64_t sequence = job.sequence;
+    run_job(std::move(job));  // destroys the work too, while its stream surely exists
     {
-      std::lock_guard lock(mutex_);
-      completed_ = job.sequence;
+      std::lock_guard lock(queue.mutex);
+      queue.completed = sequence;
     }
-    completed_cv_.notify_all();
+    // From here on a retired stream may be destroyed at any moment: only `queue` is used.
+    queue.completed_cv.notify_all();
   }
+}
+
+void Stream::run_job(Job job) {
+  // The modeled start is when this stream and everything it waits for are done. Another
+  // stream's clock may already include later work than the point waited for, so the model
+  // errs towards later starts.
+  double start = modeled_clock();
+  for (const StreamPoint& point : job.waits) {
+    point.stream->wait_until(point.sequence);
+    start = std::max(start, point.stream->modeled_clock());
+  }
+  // Work that reads the clock while it runs (an event record) sees its own modeled start.
+  clock_.store(start, std::memory_order_release);
+  const double duration = job.work ? job.work() : 0.0;
+  clock_.store(start + duration, std::memory_order_release);
 }
 
 }  // namespace simcuda

@@ -4,6 +4,20 @@
 // Each piece of work returns its modeled duration in seconds; the stream keeps a modeled clock
 // (the time its last work would have finished on the modeled GPU), which cuEventElapsedTime and
 // the statistics report. It is a model, never a measurement.
+//
+// Note [Stream workers]
+// Every worker thread is joined or detached, never left to finish unjoined (which keeps its stack
+// mapped for the rest of the process, and which ThreadSanitizer reports as a thread leak):
+// - A stream the program never destroys (the default streams, and created streams still live when
+//   their context goes) is stopped and joined by its destructor, at cuCtxDestroy.
+// - cuStreamDestroy returns at once while the work already queued still runs, so retire() cannot
+//   join: it detaches the worker, which returns once the queue is empty. The Stream object stays
+//   with its context (work elsewhere may wait on it), and the context synchronises before it
+//   destroys its streams, so the object outlives every job. What the worker still touches after
+//   its last job (the queue, its lock and condition variables) lives in a Queue that the worker
+//   owns a share of, so a detached worker that is slow to return never touches a destroyed Stream.
+// Nothing joins at process exit: the driver and its primary contexts are never destroyed, and the
+// default streams' workers are still running when the process ends.
 #pragma once
 
 #include <atomic>
@@ -11,6 +25,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -33,9 +48,10 @@ class Stream {
   enum class Kind { kCreated, kLegacyDefault, kPerThreadDefault };
 
   Stream(Context* context, Kind kind, unsigned int flags, int priority);
-  ~Stream();  // finishes queued work first
-  // Lets the worker exit once the queue is empty (cuStreamDestroy returns at once, as on a GPU).
-  // The object lives on, owned by its context, so work elsewhere that waits on it stays valid.
+  ~Stream();  // finishes queued work first, and joins the worker unless retire() detached it
+  // Lets the worker exit once the queue is empty (cuStreamDestroy returns at once, as on a GPU),
+  // detached (Note [Stream workers]). The object lives on, owned by its context, so work
+  // elsewhere that waits on it stays valid.
   void retire();
   Stream(const Stream&) = delete;
   Stream& operator=(const Stream&) = delete;
@@ -64,20 +80,27 @@ class Stream {
     StreamWork work;
     std::vector<StreamPoint> waits;
   };
-  void run();
+  // Shared by the stream and its worker (Note [Stream workers]).
+  struct Queue {
+    std::mutex mutex;
+    std::condition_variable queued;
+    std::condition_variable completed_cv;
+    std::deque<Job> jobs;
+    uint64_t enqueued = 0;
+    uint64_t completed = 0;
+    bool stopping = false;
+  };
+  // The worker's loop: touches `this` only inside run_job(), while a job is incomplete.
+  void run(Queue& queue);
+  void run_job(Job job);
+  void stop();
 
   Context* context_;
   Kind kind_;
   unsigned int flags_;
   int priority_;
   uint64_t id_;
-  mutable std::mutex mutex_;
-  std::condition_variable queued_;
-  std::condition_variable completed_cv_;
-  std::deque<Job> jobs_;
-  uint64_t enqueued_ = 0;
-  uint64_t completed_ = 0;
-  bool stopping_ = false;
+  std::shared_ptr<Queue> queue_;
   std::atomic<double> clock_{0.0};
   std::thread worker_;
 };

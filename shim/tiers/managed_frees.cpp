@@ -83,15 +83,16 @@ void ManagedFrees::thread_main() noexcept {
     delete block;
     lock.lock();
     freeing_ = false;
+    ++completed_;
     changed_.notify_all();
   }
 }
 
-bool ManagedFrees::wait_for_due_frees(std::chrono::milliseconds timeout) noexcept {
+bool ManagedFrees::wait_for_a_due_free(std::chrono::milliseconds patience) noexcept {
   std::unique_lock lock(mutex_);
   if (ready_.empty() && !freeing_) return false;
-  changed_.wait_for(lock, timeout, [this] { return ready_.empty() && !freeing_; });
-  return true;
+  const uint64_t seen = completed_;
+  return changed_.wait_for(lock, patience, [&] { return completed_ != seen; });
 }
 
 void ManagedFrees::stop() noexcept {

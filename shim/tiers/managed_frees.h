@@ -9,10 +9,12 @@
 // ("vramspill-free"), which calls cuMemFree in the block's context and then gives its bytes back
 // to the host budget: until then they stay counted (held a little longer, never too short).
 // When the host function cannot be queued, the calling thread waits for the stream and frees.
-// A managed spill that finds the host budget full first waits, a bounded time, for the frees
-// already handed over: their streams are past them, and only this thread's cuMemFree (which may
-// wait for the whole device, streams held by the program included, hence the bound) stands
-// between their bytes and the budget.
+// A managed spill that finds the host budget full first waits for the frees already handed over:
+// their streams are past them, and only this thread's cuMemFree stands between their bytes and
+// the budget. That cuMemFree waits for the whole device each time, so under load the queue can
+// hold many blocks while other threads keep adding to it; the spill therefore retries after each
+// free that completes, and gives up only after a whole bound without one (the device may be held
+// by the program's own streams, which is why there is a bound at all).
 // At exit, stop() waits for a free in progress, so that the thread is not inside the driver while
 // it tears down; blocks still queued then are the process's to drop.
 #pragma once
@@ -40,9 +42,9 @@ class ManagedFrees {
   // Frees `pointer` once the work queued on `stream` before this call has run.
   CUresult free_in_stream_order(CUdeviceptr pointer, uint64_t bytes, CUstream stream) noexcept;
 
-  // Waits up to `timeout` for the frees whose streams are past them to be done; false when there
-  // were none.
-  bool wait_for_due_frees(std::chrono::milliseconds timeout) noexcept;
+  // Waits up to `patience` for one of the frees whose streams are past them to complete; false
+  // when none is due or in progress, or none completed in time.
+  bool wait_for_a_due_free(std::chrono::milliseconds patience) noexcept;
 
   // Waits for a free in progress and stops the thread taking new ones (exit).
   void stop() noexcept;
@@ -65,6 +67,7 @@ class ManagedFrees {
   std::condition_variable changed_;
   std::deque<Pending*> ready_;  // guarded by mutex_
   bool freeing_ = false;        // guarded by mutex_: the thread is inside free_now_
+  uint64_t completed_ = 0;      // guarded by mutex_: frees done, for wait_for_a_due_free()
   bool stopping_ = false;       // guarded by mutex_
   bool thread_failed_ = false;  // guarded by mutex_
   std::thread thread_;

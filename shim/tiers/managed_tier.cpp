@@ -28,10 +28,11 @@ CUresult ManagedTier::allocate(int device, uint64_t bytes, unsigned int flags,
   const auto allocate_managed = VRAMSPILL_REAL(cuMemAllocManaged);
   if (allocate_managed == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
   // Note [Stream-ordered frees of managed spills]: bytes whose free is due may be on their way.
-  constexpr auto kDueFreesWait = std::chrono::milliseconds(1000);
-  if (!budget_.try_reserve(bytes) &&
-      (!stream_ordered_frees_.wait_for_due_frees(kDueFreesWait) || !budget_.try_reserve(bytes)))
-    return CUDA_ERROR_OUT_OF_MEMORY;
+  constexpr auto kDueFreePatience = std::chrono::milliseconds(1000);
+  while (!budget_.try_reserve(bytes)) {
+    if (!stream_ordered_frees_.wait_for_a_due_free(kDueFreePatience))
+      return CUDA_ERROR_OUT_OF_MEMORY;
+  }
   const CUresult result = allocate_managed(out, bytes, flags);
   if (result != CUDA_SUCCESS) {
     budget_.release(bytes);

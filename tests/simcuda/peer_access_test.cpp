@@ -44,14 +44,28 @@ class PeerAccessTest : public KernelFixture {
     void* params[] = {&dst, &value, &count};
     return cuLaunchKernel(device1_fill_, 4, 1, 1, 256, 1, 1, 0, nullptr, params, nullptr);
   }
-  // In a death-test child: fills `target` from the current context of device 1, synchronises,
-  // and reports both results on stderr.
-  [[noreturn]] void report_fill_from_device1(CUdeviceptr target) {
-    const CUresult launched = fill_on_device1(target, kPattern, kWords);
-    const CUresult synchronized = cuCtxSynchronize();
-    std::fprintf(stderr, "launch=%d synchronize=%d\n", launched, synchronized);
-    std::exit(0);
+  // In a death-test child: allocates a block on device 0, enters device 1, runs `arrange(block)`
+  // (which exits with a code of its own when a step fails), then fills the block from device 1
+  // and reports the launch's and the synchronisation's results. Expects the stderr of the child
+  // to match `expected`: by default, the launch queued and the kernel faulted (a sticky
+  // CUDA_ERROR_ILLEGAL_ADDRESS).
+  template <typename Arrange>
+  void expect_fill_from_device1(Arrange arrange, const char* expected = kFaulted) {
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+    EXPECT_EXIT(
+        {
+          CUdeviceptr on_device0 = 0;
+          if (cuMemAlloc(&on_device0, kWords * 4) != CUDA_SUCCESS) std::exit(2);
+          enter_device1();
+          arrange(on_device0);
+          const CUresult launched = fill_on_device1(on_device0, kPattern, kWords);
+          const CUresult synchronized = cuCtxSynchronize();
+          std::fprintf(stderr, "launch=%d synchronize=%d\n", launched, synchronized);
+          std::exit(0);
+        },
+        ::testing::ExitedWithCode(0), expected);
   }
+  static constexpr const char* kFaulted = "launch=0 synchronize=700";
 
   CUcontext device1_context_ = nullptr;
   CUmodule device1_module_ = nullptr;
@@ -128,16 +142,8 @@ TEST_F(PeerAccessTest, EnableAndDisableReturnTheDriversErrors) {
 }
 
 TEST_F(PeerAccessDeathTest, KernelOnAnotherDeviceFaultsWithoutPeerAccess) {
-  GTEST_FLAG_SET(death_test_style, "threadsafe");
-  EXPECT_EXIT(
-      {
-        CUdeviceptr on_device0 = 0;
-        if (cuMemAlloc(&on_device0, kWords * 4) != CUDA_SUCCESS) std::exit(2);
-        enter_device1();
-        report_fill_from_device1(on_device0);
-      },
-      ::testing::ExitedWithCode(0),
-      "another device's memory without peer access.*launch=0 synchronize=700");
+  expect_fill_from_device1([](CUdeviceptr) {},
+                           "another device's memory without peer access.*launch=0 synchronize=700");
 }
 
 TEST_F(PeerAccessTest, KernelOnAnotherDeviceWritesWithPeerAccess) {
@@ -166,57 +172,36 @@ TEST_F(PeerAccessDeathTest, AccessIsOneWay) {
         std::fprintf(stderr, "launch=%d synchronize=%d\n", launched, synchronized);
         std::exit(0);
       },
-      ::testing::ExitedWithCode(0), "launch=0 synchronize=700");
+      ::testing::ExitedWithCode(0), kFaulted);
 }
 
 TEST_F(PeerAccessDeathTest, DisablingEndsAccess) {
-  GTEST_FLAG_SET(death_test_style, "threadsafe");
-  EXPECT_EXIT(
-      {
-        CUdeviceptr on_device0 = 0;
-        if (cuMemAlloc(&on_device0, kWords * 4) != CUDA_SUCCESS) std::exit(2);
-        enter_device1();
-        if (cuCtxEnablePeerAccess(context_, 0) != CUDA_SUCCESS) std::exit(3);
-        if (fill_on_device1(on_device0, 1, kWords) != CUDA_SUCCESS ||
-            cuCtxSynchronize() != CUDA_SUCCESS)
-          std::exit(4);  // accessible while enabled
-        if (cuCtxDisablePeerAccess(context_) != CUDA_SUCCESS) std::exit(5);
-        report_fill_from_device1(on_device0);
-      },
-      ::testing::ExitedWithCode(0), "launch=0 synchronize=700");
+  expect_fill_from_device1([this](CUdeviceptr on_device0) {
+    if (cuCtxEnablePeerAccess(context_, 0) != CUDA_SUCCESS) std::exit(3);
+    if (fill_on_device1(on_device0, 1, kWords) != CUDA_SUCCESS ||
+        cuCtxSynchronize() != CUDA_SUCCESS)
+      std::exit(4);  // accessible while enabled
+    if (cuCtxDisablePeerAccess(context_) != CUDA_SUCCESS) std::exit(5);
+  });
 }
 
 // A new context of device 1 (which may reuse the destroyed one's address) starts without access.
 TEST_F(PeerAccessDeathTest, DestroyingTheContextEndsItsAccess) {
-  GTEST_FLAG_SET(death_test_style, "threadsafe");
-  EXPECT_EXIT(
-      {
-        CUdeviceptr on_device0 = 0;
-        if (cuMemAlloc(&on_device0, kWords * 4) != CUDA_SUCCESS) std::exit(2);
-        enter_device1();
-        if (cuCtxEnablePeerAccess(context_, 0) != CUDA_SUCCESS) std::exit(3);
-        leave_device1();
-        enter_device1();
-        report_fill_from_device1(on_device0);
-      },
-      ::testing::ExitedWithCode(0), "launch=0 synchronize=700");
+  expect_fill_from_device1([this](CUdeviceptr) {
+    if (cuCtxEnablePeerAccess(context_, 0) != CUDA_SUCCESS) std::exit(3);
+    leave_device1();
+    enter_device1();
+  });
 }
 
 TEST_F(PeerAccessDeathTest, DestroyingThePeerEndsAccess) {
-  GTEST_FLAG_SET(death_test_style, "threadsafe");
-  EXPECT_EXIT(
-      {
-        CUdeviceptr on_device0 = 0;
-        if (cuMemAlloc(&on_device0, kWords * 4) != CUDA_SUCCESS) std::exit(2);
-        CUcontext peer = nullptr;  // a second context of device 0, the one access is granted to
-        if (cuCtxCreate(&peer, nullptr, 0, 0) != CUDA_SUCCESS) std::exit(3);
-        if (cuCtxPopCurrent(nullptr) != CUDA_SUCCESS) std::exit(4);
-        enter_device1();
-        if (cuCtxEnablePeerAccess(peer, 0) != CUDA_SUCCESS) std::exit(5);
-        if (cuCtxDestroy(peer) != CUDA_SUCCESS) std::exit(6);
-        report_fill_from_device1(on_device0);
-      },
-      ::testing::ExitedWithCode(0), "launch=0 synchronize=700");
+  expect_fill_from_device1([](CUdeviceptr) {
+    CUcontext peer = nullptr;  // a second context of device 0, the one access is granted to
+    if (cuCtxCreate(&peer, nullptr, 0, 0) != CUDA_SUCCESS) std::exit(3);
+    if (cuCtxPopCurrent(nullptr) != CUDA_SUCCESS) std::exit(4);  // device 1's is current again
+    if (cuCtxEnablePeerAccess(peer, 0) != CUDA_SUCCESS) std::exit(5);
+    if (cuCtxDestroy(peer) != CUDA_SUCCESS) std::exit(6);
+  });
 }
 
 TEST_F(PeerAccessTest, ManagedAndPinnedHostMemoryNeedNoPeerAccess) {

@@ -3,12 +3,13 @@
 #
 # Note [Preload-safe dependency targets]
 # Whatever libvramspill.so has as DT_NEEDED is loaded into every process that inherits LD_PRELOAD
-# (DESIGN.md section 5). The Debian packages' own CMake targets link shared libraries: toml++'s
-# target links libtomlplusplus.so, spdlog's header-only target still links libfmt.so, mimalloc's
-# libmimalloc.so replaces malloc process-wide and libunwind.so.8 replaces the C++ unwinder. So the
-# preloaded library links only the vramspill::* targets below, which carry headers and compile
-# definitions and no libraries; mimalloc and libunwind are dlopen()ed by the SONAME their header
-# target defines. Tests, benchmarks and tools may link the packages' own targets.
+# (shim/README.md, "What a preloaded library may link"). The Debian packages' own CMake targets link
+# shared libraries: toml++'s target links libtomlplusplus.so, spdlog's header-only target still
+# links libfmt.so, mimalloc's libmimalloc.so replaces malloc process-wide and libunwind.so.8
+# replaces the C++ unwinder. So the preloaded library links only the vramspill::* targets below,
+# which carry headers and compile definitions and no libraries; mimalloc and libunwind are
+# dlopen()ed by the SONAME their header target defines. Tests, benchmarks and tools may link the
+# packages' own targets.
 
 # --- CUDA toolkit ------------------------------------------------------------------------------
 # The shim uses the driver API headers only (vramspill::cuda_headers; it must never link libcuda).

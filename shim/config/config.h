@@ -47,7 +47,7 @@ class Budget {
 
 // Enum options: the names are the TOML/env spellings, indexed by the enum's value; the options
 // table takes its list of valid choices from these arrays, so the two cannot drift apart.
-// Where an allocation over the limit goes (DESIGN.md section 3).
+// Where an allocation over the limit goes (shim/README.md, "Placement modes").
 enum class SpillMode : uint8_t { kOff, kManaged, kHost, kAuto };
 inline constexpr std::array<std::string_view, 4> kSpillModeNames = {"off", "managed", "host",
                                                                     "auto"};

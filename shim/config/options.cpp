@@ -12,7 +12,8 @@ namespace {
 // Note [One options table]
 // Each row says everything about one option; `store` is the only code that knows which Config
 // field it fills. The table is constexpr so that it is built at compile time: the shim does no
-// work when it is loaded (DESIGN.md section 4), and reading the table needs no initialisation.
+// work when it is loaded (Note [Entering the shim] in hooks/shim_state.h), and reading the table
+// needs no initialisation.
 // Defaults are text parsed by the same code as environment values, so a default can never be
 // something a user could not have written (a test parses every one).
 // One row per option reads better than the one field per line clang-format would make of it.

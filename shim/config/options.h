@@ -1,6 +1,6 @@
 // The options table: the single source of every configuration option. The TOML schema, the
 // VRAMSPILL_<SECTION>_<KEY> environment names, the defaults, the README's table and the typed
-// Config all come from it (DESIGN.md section 8). Adding an option is one row in options.cpp
+// Config all come from it (Note [One options table]). Adding an option is one row in options.cpp
 // plus its Config field; tests fail on a row without documentation or with a bad default, and
 // when the README's table is stale.
 #pragma once

@@ -1,7 +1,7 @@
-// The program's own page-locked host memory (cuMemHostAlloc, cuMemAllocHost, cuMemHostRegister),
-// by address, so that its free gives the bytes back to the host budget (DESIGN.md sections 4 and
-// 6: the program's pinned bytes count against the host limit, and so leave less room to spill).
-// Pinning is slow and rare next to device allocations, so one mutex and a hash map.
+// The program's own page-locked host memory (cuMemHostAlloc, cuMemAllocHost, cuMemHostRegister), by
+// address, so that its free gives the bytes back to the host budget (shim/README.md, "Budgets and
+// honesty": the program's pinned bytes count against the host limit, and so leave less room to
+// spill). Pinning is slow and rare next to device allocations, so one mutex and a hash map.
 #pragma once
 
 #include <cstdint>

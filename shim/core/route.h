@@ -6,9 +6,9 @@
 
 namespace vramspill::core {
 
-// Every allocation route of DESIGN.md section 4 that draws on the device budget, and the spill
-// tiers that take what does not fit. The ledger keeps live bytes per route, so a refusal can say
-// which route holds the memory and the summary where spilled bytes went.
+// Every allocation route (shim/README.md, "Interception") that draws on the device budget, and the
+// spill tiers that take what does not fit. The ledger keeps live bytes per route, so a refusal can
+// say which route holds the memory and the summary where spilled bytes went.
 enum class Route : uint8_t {
   kMemAlloc,               // cuMemAlloc_v2 and the 32-bit cuMemAlloc
   kMemAllocPitch,          // cuMemAllocPitch_v2 and the 32-bit one (counted as pitch x height)

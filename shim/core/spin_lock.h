@@ -4,7 +4,7 @@
 // Every device allocation and free takes one shard lock, held for one hash-table probe. An
 // uncontended pthread mutex costs two atomic read-modify-writes (lock and unlock) plus two calls
 // into libc; this lock costs one exchange and one plain release store, which is what keeps the
-// ledger's part of an alloc+free pair near the budget of DESIGN.md section 11. Holders never block
+// ledger's part of an alloc+free pair cheap (shim/README.md, "Costs"). Holders never block
 // while they hold it (no driver calls, no logging), so a waiter spins briefly and then yields
 // rather than sleeping on a futex. The one slow holder is a shard table growing (a reallocation,
 // rare and amortised); yielding keeps waiters from burning a core through it.

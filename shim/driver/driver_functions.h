@@ -52,8 +52,8 @@
   X(cuMemFreeHost)                               \
   X(cuMemHostUnregister)
 
-// Launches and copies are forwarded untouched for now; use tracking (DESIGN section 7) will
-// look at their arguments.
+// Launches and copies are forwarded untouched for now; use tracking (shim/README.md,
+// "Interception") will look at their arguments.
 #define VRAMSPILL_HOOKED_PASSTHROUGH_FUNCTIONS(X) \
   X(cuLaunchKernel)                               \
   X(cuLaunchKernel_ptsz)                          \

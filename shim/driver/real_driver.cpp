@@ -2,7 +2,7 @@
 
 #include <dlfcn.h>
 
-#include "hooks/real_dlsym.h"
+#include "driver/real_dlsym.h"
 
 namespace vramspill::driver {
 
@@ -17,7 +17,7 @@ bool is_own_address(const void* address) {
 void* find_real_function(const char* name) {
   void* driver = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
   if (driver == nullptr) return nullptr;
-  void* function = hooks::real_dlsym()(driver, name);
+  void* function = real_dlsym()(driver, name);
   dlclose(driver);  // drops only the reference RTLD_NOLOAD took
   if (function == nullptr || is_own_address(function)) return nullptr;
   return function;

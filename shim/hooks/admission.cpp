@@ -1,6 +1,5 @@
 #include "hooks/admission.h"
 
-#include "hooks/spill_placement.h"
 
 namespace vramspill::hooks {
 
@@ -21,14 +20,14 @@ CUresult refuse_or_spill(ShimState& shim, const core::Admission& admission,
     }
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
-  const SpillRequest request{.device = admission.device,
+  const placement::SpillRequest request{.device = admission.device,
                              .route = admission.route,
                              .bytes = spill_target.bytes,
                              .stream = spill_target.stream,
                              .stream_ordered = spill_target.stream_ordered,
                              .managed_flags = spill_target.managed_flags};
   // An admitted admission has no refusal text: empty then, the driver refused.
-  const CUresult result = spill(shim, request, admission.refusal, spill_target.out);
+  const CUresult result = shim.spill.spill(request, admission.refusal, spill_target.out);
   if (result == CUDA_SUCCESS && spill_target.pitch_out != nullptr)
     *spill_target.pitch_out = spill_target.pitch;
   return result;

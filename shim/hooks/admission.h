@@ -12,7 +12,6 @@
 #include "hooks/devices.h"
 #include "hooks/pool_tracking.h"
 #include "hooks/shim_state.h"
-#include "hooks/spill_placement.h"
 #include "telemetry/log.h"
 
 namespace vramspill::hooks {
@@ -24,7 +23,7 @@ struct Allocated {
 };
 
 
-// How a request may spill when it does not fit (Note [What spills] in hooks/spill_placement.h):
+// How a request may spill when it does not fit (Note [What spills] in placement/spill_placement.h):
 // `out` is where the spilled pointer goes; null for routes that never spill.
 struct SpillTarget {
   CUdeviceptr* out = nullptr;
@@ -118,7 +117,7 @@ CUresult forget_then_free(uint64_t key, core::KeySpace space, Free free,
   const std::optional<core::Allocation> forgotten = shim->ledger.forget(key, space);
   const CUresult result =
       forgotten && core::is_spill_route(forgotten->route)
-          ? free_spilled(*shim, *forgotten, stream.value_or(nullptr), stream.has_value())
+          ? shim->spill.free(*forgotten, stream.value_or(nullptr), stream.has_value())
           : free();
   if (forgotten) settle_free(*shim, *forgotten, result);
   return result;

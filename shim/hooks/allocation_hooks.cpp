@@ -1,6 +1,6 @@
-// Every route by which a program takes device memory (DESIGN section 4), accounted in the
+// Every route by which a program takes device memory (shim/README.md, "Interception"), accounted in the
 // ledger and held to the device budget. An allocation that does not fit spills to host memory
-// where it can (Note [What spills] in hooks/spill_placement.h); with [spill] mode = "off" it
+// where it can (Note [What spills] in placement/spill_placement.h); with [spill] mode = "off" it
 // returns CUDA_ERROR_OUT_OF_MEMORY and the log says who holds what.
 //
 // Each hook: enter (Note [Entering the shim]); without shim state, forward untouched. Otherwise

@@ -1,5 +1,5 @@
-// The program's own page-locked host memory counts against [spill] host_limit (DESIGN.md
-// sections 4 and 6): pinned bytes are host memory the kernel cannot reclaim, whoever pinned
+// The program's own page-locked host memory counts against [spill] host_limit (shim/README.md,
+// "Budgets and honesty"): pinned bytes are host memory the kernel cannot reclaim, whoever pinned
 // them, so spills get less room while the program holds them. The program's pinning is never
 // refused here: without vramspill it would succeed, and the limit exists to keep the shim's own
 // spilling from pushing the host over.

@@ -1,7 +1,7 @@
 // CUDA IPC shares device memory between processes; host memory that stands in for device memory
-// cannot be shared that way (DESIGN.md section 6). cuIpcGetMemHandle of a spilled allocation is
-// refused with the error the driver gives for memory it cannot share, and the log says which
-// allocation and why, so the user can keep it on the device.
+// cannot be shared that way (shim/README.md, "Budgets and honesty"). cuIpcGetMemHandle of a spilled
+// allocation is refused with the error the driver gives for memory it cannot share, and the log
+// says which allocation and why, so the user can keep it on the device.
 #include "util/bytes.h"
 #include "hooks/hook.h"
 #include "hooks/shim_state.h"

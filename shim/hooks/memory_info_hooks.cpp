@@ -1,7 +1,7 @@
-// cuMemGetInfo under the shim reports what [report] memory_info says (DESIGN.md section 6).
-// Frameworks size themselves from it (vLLM's KV cache, JAX's preallocation, TensorFlow's
-// allow_growth=false), so the choice decides whether they stay within the budget or fill the
-// spill tier on purpose:
+// cuMemGetInfo under the shim reports what [report] memory_info says (shim/README.md, "Budgets and
+// honesty"). Frameworks size themselves from it (vLLM's KV cache, JAX's preallocation, TensorFlow's
+// allow_growth=false), so the choice decides whether they stay within the budget or fill the spill
+// tier on purpose:
 //   budget    total = the limit, free = the limit minus the device bytes the job holds (never
 //             more than the driver's own free figure);
 //   physical  the driver's figures, untouched;

@@ -1,6 +1,7 @@
 // Launches and copies: forwarded untouched, one relaxed load and an indirect call each, so a
-// program pays nothing measurable for them. They are hooked now so that use tracking (DESIGN
-// section 7) can later see every submission without changing how programs reach the shim.
+// program pays nothing measurable for them. They are hooked now so that use tracking
+// (shim/README.md, "Interception") can later see every submission without changing how programs
+// reach the shim.
 #include "hooks/hook.h"
 
 #define VRAMSPILL_FORWARD(name, parameters, arguments) \

@@ -1,11 +1,11 @@
-// Pointer queries tell the truth about spilled memory (DESIGN.md section 6). The driver's answers
-// are already true for almost everything: a managed spill is managed memory, a host-pool block is
-// mapped host memory. The exception is the extent of a host-pool block: the driver knows only the
-// pinned region the pool cut it from (a gigabyte, say), while the program allocated the block.
-// So for an address inside a live host-pool block, the range a query reports (base and size:
-// cuMemGetAddressRange, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR and _RANGE_SIZE) is the block's,
-// as it would have been for the device allocation it stands in for. Everything else is the
-// driver's own answer.
+// Pointer queries tell the truth about spilled memory (shim/README.md, "Budgets and honesty"). The
+// driver's answers are already true for almost everything: a managed spill is managed memory, a
+// host-pool block is mapped host memory. The exception is the extent of a host-pool block: the
+// driver knows only the pinned region the pool cut it from (a gigabyte, say), while the program
+// allocated the block. So for an address inside a live host-pool block, the range a query reports
+// (base and size: cuMemGetAddressRange, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR and _RANGE_SIZE) is
+// the block's, as it would have been for the device allocation it stands in for. Everything else is
+// the driver's own answer.
 #include <optional>
 
 #include "hooks/hook.h"

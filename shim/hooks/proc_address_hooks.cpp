@@ -1,5 +1,5 @@
 // cuGetProcAddress, both ABIs: the way the CUDA runtime (static or shared), PyTorch's
-// cudaGetDriverEntryPoint and most frameworks reach the driver (DESIGN section 4).
+// cudaGetDriverEntryPoint and most frameworks reach the driver (shim/README.md, "Interception").
 //
 // The real lookup runs first, so the driver's own rules decide which export answers a
 // (name, version, flags) triple, including its per-thread (_ptsz/_ptds) variants; the shim then

@@ -148,7 +148,9 @@ ShimState::ShimState(const Config& loaded) noexcept
     : config(loaded),
       host_budget(host_limit_bytes(config.spill)),
       managed(config.spill, host_budget),
-      host(config.spill, host_budget) {}
+      host(config.spill, host_budget),
+      spill_facts(*this),
+      spill(config.spill, ledger, host_budget, spill_facts, managed, host) {}
 
 Entry::Entry() noexcept {
   if (inside_shim) return;

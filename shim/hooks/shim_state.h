@@ -21,6 +21,8 @@
 #include "core/host_allocations.h"
 #include "core/host_budget.h"
 #include "core/vmm_tracker.h"
+#include "hooks/spill_facts.h"
+#include "placement/spill_placement.h"
 #include "tiers/host_tier.h"
 #include "tiers/managed_tier.h"
 
@@ -38,6 +40,8 @@ struct ShimState {
   core::HostAllocations program_pinned;  // the program's own page-locked memory
   tiers::ManagedTier managed;
   tiers::HostTier host;
+  DriverSpillFacts spill_facts;
+  placement::SpillPlacement spill;  // where what does not fit goes
 };
 
 class Entry {

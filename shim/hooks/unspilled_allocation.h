@@ -1,4 +1,4 @@
-// Allocations that never spill (Note [What spills] in hooks/spill_placement.h): CUDA arrays,
+// Allocations that never spill (Note [What spills] in placement/spill_placement.h): CUDA arrays,
 // plain and mipmapped, and the 32-bit ABI's device pointers (Note [Legacy allocations never
 // spill] in hooks/legacy_allocation_hooks.cpp). Over the budget they are
 // CUDA_ERROR_OUT_OF_MEMORY, with the refusal logged.

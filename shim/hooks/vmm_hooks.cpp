@@ -3,7 +3,7 @@
 // frees it, which is at the last cuMemRelease or the last cuMemUnmap, whichever comes later
 // (Note [VMM memory lives until its last mapping goes] in core/vmm_tracker.h). Host-located
 // physical memory takes no device memory and is forwarded untouched. VMM memory never spills
-// (Note [What spills] in hooks/spill_placement.h).
+// (Note [What spills] in placement/spill_placement.h).
 #include <cstdint>
 #include <optional>
 #include <vector>

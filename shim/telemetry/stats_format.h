@@ -2,7 +2,7 @@
 // in, one file per process, `<pid>.stats` in the per-user stats directory
 // (telemetry/stats_directory.h). The shim writes it (telemetry/stats_file.h); `vramspill stat`
 // reads it and shows it (telemetry/stats_reader.h). This header is the one seam between the two
-// (DESIGN.md section 2): plain data, no code, no dependencies beyond the standard library.
+// (shim/README.md, "Layers"): plain data, no code, no dependencies beyond the standard library.
 //
 // Note [Stats segment consistency]
 // Nobody maps the file. The shim keeps its segment in its own memory and publishes it whole,

@@ -1,6 +1,7 @@
-// The pinned host pool: where `host` placement mode puts an overflow allocation (DESIGN.md
-// section 3). Page-locked, device-mapped host memory is pinned in large regions ahead of need and
-// suballocated into blocks; a block's address is what the program gets back from cuMemAlloc.
+// The pinned host pool: where `host` placement mode puts an overflow allocation (shim/README.md,
+// "Placement modes"). Page-locked, device-mapped host memory is pinned in large regions ahead of
+// need and suballocated into blocks; a block's address is what the program gets back from
+// cuMemAlloc.
 //
 // Algorithm in brief: regions are pinned `step_bytes` at a time (a request larger than a step gets
 // a region of its own, sized for it). Blocks are cut from the regions' free ranges by address-
@@ -10,9 +11,9 @@
 // bytes given back to the host budget. Every pinned byte is reserved in a core::HostBudget first.
 //
 // Note [The pool's own suballocator]
-// DESIGN.md section 5 suggests mimalloc over the pinned region (mi_manage_os_memory_ex as an
-// exclusive arena, mi_heap_new_in_arena). Measured with Debian's mimalloc 2.0.9, dlopen()ed
-// RTLD_LOCAL, over a 1 GiB arena (is_committed, is_large, exclusive):
+// mimalloc over the pinned region was the first plan (mi_manage_os_memory_ex as an exclusive arena,
+// mi_heap_new_in_arena). Measured with Debian's mimalloc 2.0.9, dlopen()ed RTLD_LOCAL, over a 1 GiB
+// arena (is_committed, is_large, exclusive):
 //   - the arena must start 32 MiB-aligned (mimalloc's segment size): at base + 4 KiB the first
 //     mi_heap_malloc crashes (SIGSEGV), so cuMemHostAlloc's page-aligned memory would need
 //     over-allocating by 32 MiB per region;
@@ -63,12 +64,13 @@
 // empty) or when it is larger than a step (its own region). Idle release never takes free room
 // below the low-water mark, so release and growth cannot chase each other.
 // The thread starts lazily, at the first growth request (nothing runs when the shim is loaded),
-// with every signal blocked (the program's signal handlers must run on the program's threads),
-// and is named "vramspill-pin". fork(): the child has no such thread and the pool's lock may be
-// held; the shim is pass-through in a forked child (DESIGN.md section 4), so it never calls the
-// pool there (CUDA itself is unusable in the child). exit(): the shim never destroys its pool
-// (threads may allocate during exit); the thread is then ended by exit_group, possibly inside the
-// pin function. A HostPool that is destroyed (tests, tools) stops and joins it first.
+// with every signal blocked (the program's signal handlers must run on the program's threads), and
+// is named "vramspill-pin". fork(): the child has no such thread and the pool's lock may be held;
+// the shim is pass-through in a forked child (Note [Entering the shim] in hooks/shim_state.h), so
+// it never calls the pool there (CUDA itself is unusable in the child). exit(): the shim never
+// destroys its pool (threads may allocate during exit); the thread is then ended by exit_group,
+// possibly inside the pin function. A HostPool that is destroyed (tests, tools) stops and joins it
+// first.
 //
 // Note [Unpinning off the stream's callback]
 // A block freed by cuMemFreeAsync goes back to the pool from a host function the driver runs in

@@ -82,26 +82,33 @@ struct HostTier::PendingFree {
 };
 
 HostTier::HostTier(const SpillConfig& config, core::HostBudget& budget) noexcept
-    : memlock_limit_(memlock_limit(config)),
+    : SpillTier("the pinned host pool", core::Route::kSpillHost),
+      budget_(budget),
+      memlock_limit_(memlock_limit(config)),
       pool_(pool_options(config, budget.limit()),
             PinnedMemoryOps{this, &HostTier::pin, &HostTier::unpin}, budget) {}
 
-bool HostTier::supported(int device) noexcept {
-  if (device < 0 || static_cast<std::size_t>(device) >= kDevices) return false;
-  std::atomic<uint8_t>& cached = support_[static_cast<std::size_t>(device)];
-  if (const uint8_t known = cached.load(std::memory_order_relaxed); known != kUnknown)
-    return known == kSupported;
+std::optional<bool> HostTier::do_query_support(int device) noexcept {
   const std::optional<int> unified = device_attribute(CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING, device);
   const std::optional<int> can_map = device_attribute(CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY, device);
-  // A query the driver refused says nothing about the device: not supported for this request,
-  // asked again for the next (cached, one failed call would disable the tier for the process).
-  if (!unified || !can_map) return false;
-  const bool ok = *unified != 0 && *can_map != 0;
-  cached.store(ok ? kSupported : kUnsupported, std::memory_order_relaxed);
-  return ok;
+  if (!unified || !can_map) return std::nullopt;
+  return *unified != 0 && *can_map != 0;
 }
 
-CUresult HostTier::allocate(int device, uint64_t bytes, CUdeviceptr* out) noexcept {
+SpillOutcome HostTier::do_allocate(const SpillAllocation& request, CUdeviceptr* out) noexcept {
+  const uint64_t host_refusals = budget_.refusals();
+  const uint64_t memlock_refusals = memlock_refusals_.load(std::memory_order_relaxed);
+  const CUresult result = pool_block(request.device, request.bytes, out);
+  if (result == CUDA_SUCCESS) return {};
+  // The pool says only that it could not grow; the counters say which limit stopped it.
+  if (memlock_refusals_.load(std::memory_order_relaxed) != memlock_refusals)
+    return {.result = result, .refusal = SpillRefusal::kLockedMemoryLimit};
+  if (budget_.refusals() != host_refusals)
+    return {.result = result, .refusal = SpillRefusal::kHostLimit};
+  return {.result = result, .refusal = SpillRefusal::kDriver};
+}
+
+CUresult HostTier::pool_block(int device, uint64_t bytes, CUdeviceptr* out) noexcept {
   if (context_.load(std::memory_order_acquire) == nullptr) {  // Note [The pool's context]
     const auto retain = VRAMSPILL_REAL(cuDevicePrimaryCtxRetain);
     const auto release = VRAMSPILL_REAL(cuDevicePrimaryCtxRelease_v2);
@@ -127,7 +134,7 @@ std::optional<CUdeviceptr> HostTier::block_containing(CUdeviceptr address) const
   return pool_.block_start(reinterpret_cast<const void*>(address));
 }
 
-CUresult HostTier::free(CUdeviceptr pointer, int device) noexcept {
+CUresult HostTier::do_free(CUdeviceptr pointer, uint64_t /*bytes*/, int device) noexcept {
   if (!pool_.owns(reinterpret_cast<void*>(pointer))) return CUDA_ERROR_INVALID_VALUE;
   const CUresult result = synchronize_device(device);
   // A sticky error (a kernel faulted) is the program's to see; the block is freed anyway, as
@@ -138,7 +145,8 @@ CUresult HostTier::free(CUdeviceptr pointer, int device) noexcept {
   return pool_.free(reinterpret_cast<void*>(pointer)) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
-CUresult HostTier::free_in_stream_order(CUdeviceptr pointer, CUstream stream) noexcept {
+CUresult HostTier::do_free_in_stream_order(CUdeviceptr pointer, uint64_t /*bytes*/,
+                                           CUstream stream) noexcept {
   if (!pool_.owns(reinterpret_cast<void*>(pointer))) return CUDA_ERROR_INVALID_VALUE;
   const auto launch_host_func = VRAMSPILL_REAL(cuLaunchHostFunc);
   auto* pending = new (std::nothrow) PendingFree{this, reinterpret_cast<void*>(pointer)};

@@ -1,6 +1,6 @@
 // Spill tier `host`: an allocation that does not fit on the device becomes a block of the pinned
 // host pool (tiers/host_pool.h), mapped into the device: the device reads and writes it over the
-// link (zero-copy), at the same address the host uses (DESIGN.md section 3).
+// link (zero-copy), at the same address the host uses (shim/README.md, "Placement modes").
 //
 // The pool pins with cuMemHostAlloc(DEVICEMAP | PORTABLE): portable, so the memory is usable from
 // every context; device-mapped, so kernels can reach it. "Same pointer on host and device" needs
@@ -27,7 +27,6 @@
 
 #include <cuda.h>
 
-#include <array>
 #include <atomic>
 #include <cstdint>
 #include <optional>
@@ -35,35 +34,13 @@
 #include "config/config.h"
 #include "core/host_budget.h"
 #include "tiers/host_pool.h"
+#include "tiers/spill_tier.h"
 
 namespace vramspill::tiers {
 
-class HostTier {
+class HostTier final : public SpillTier {
  public:
   HostTier(const SpillConfig& config, core::HostBudget& budget) noexcept;
-  HostTier(const HostTier&) = delete;
-  HostTier& operator=(const HostTier&) = delete;
-
-  // Whether `device` can map host memory at the host's address (asked once per device).
-  bool supported(int device) noexcept;
-
-  // A pool block of `bytes`; CUDA_ERROR_OUT_OF_MEMORY when the pool cannot grow (host budget,
-  // RLIMIT_MEMLOCK, pinning refused).
-  CUresult allocate(int device, uint64_t bytes, CUdeviceptr* out) noexcept;
-
-  // Note [The pool's context]
-// Page-locked memory belongs to the context it was allocated in, and goes when that context is
-// destroyed, portable or not. A program's own contexts come and go (cuCtxDestroy, a library's
-// private context), so the pool pins only in the primary context of the first device that
-// spills, which the shim retains itself: every pin pushes it, on the spilling thread or the
-// background one. The memory is portable, so every context can use it. What remains: a program
-// that resets that device (cudaDeviceReset, cuDevicePrimaryCtxReset) frees the pool's memory
-// under its live blocks, as it frees the program's own allocations.
-//
-// Note [Freeing spilled host blocks]: waits for `device`'s work (the device the block was
-  // spilled for), then frees. CUDA_ERROR_INVALID_VALUE for a pointer not in the pool.
-  CUresult free(CUdeviceptr pointer, int device) noexcept;
-  CUresult free_in_stream_order(CUdeviceptr pointer, CUstream stream) noexcept;
 
   // The start of the pool block that holds `address`; nullopt when no block does. Costs one
   // relaxed load while nothing has been pinned.
@@ -72,13 +49,21 @@ class HostTier {
   HostPoolStats stats() const noexcept { return pool_.stats(); }
   // At exit: no pinning may be in flight while the driver tears down.
   void stop_background_pinning() noexcept { pool_.stop_background_pinning(); }
-  // Pins refused for RLIMIT_MEMLOCK so far (for the log line that says which limit was hit).
-  uint64_t memlock_refusals() const noexcept {
-    return memlock_refusals_.load(std::memory_order_relaxed);
-  }
 
  private:
   struct PendingFree;  // a block waiting in a stream for its free
+
+  // Whether the device can map host memory at the host's address.
+  std::optional<bool> do_query_support(int device) noexcept override;
+  // A pool block; refused when the pool cannot grow (host budget, RLIMIT_MEMLOCK, pinning
+  // refused).
+  SpillOutcome do_allocate(const SpillAllocation& request, CUdeviceptr* out) noexcept override;
+  // Note [Freeing spilled host blocks]: waits for `device`'s work (the device the block was
+  // spilled for), then frees. CUDA_ERROR_INVALID_VALUE for a pointer not in the pool.
+  CUresult do_free(CUdeviceptr pointer, uint64_t bytes, int device) noexcept override;
+  CUresult do_free_in_stream_order(CUdeviceptr pointer, uint64_t bytes,
+                                   CUstream stream) noexcept override;
+  CUresult pool_block(int device, uint64_t bytes, CUdeviceptr* out) noexcept;
 
   // Counts `bytes` against RLIMIT_MEMLOCK if they fit under it.
   bool reserve_locked_memory(uint64_t bytes) noexcept;
@@ -87,10 +72,7 @@ class HostTier {
   static bool unpin(void* self, void* base, std::size_t bytes);
   static void CUDA_CB free_from_stream(void* block);
 
-  static constexpr std::size_t kDevices = 64;
-  enum Support : uint8_t { kUnknown, kSupported, kUnsupported };
-
-  std::array<std::atomic<uint8_t>, kDevices> support_{};
+  core::HostBudget& budget_;
   // Where the pool pins (Note [The pool's context]): the primary context of the first spilling
   // device, retained for the life of the process, and that device's NUMA node.
   std::atomic<CUcontext> context_{nullptr};

@@ -6,43 +6,39 @@
 
 namespace vramspill::tiers {
 
-bool ManagedTier::supported(int device) noexcept {
-  if (device < 0 || static_cast<std::size_t>(device) >= kDevices) return false;
-  std::atomic<uint8_t>& cached = support_[static_cast<std::size_t>(device)];
-  if (const uint8_t known = cached.load(std::memory_order_relaxed); known != kUnknown)
-    return known == kSupported;
+std::optional<bool> ManagedTier::do_query_support(int device) noexcept {
   const auto get_attribute = VRAMSPILL_REAL(cuDeviceGetAttribute);
   int concurrent = 0;
   if (get_attribute == nullptr) return false;
-  // A query the driver refused says nothing about the device: no managed spill for this request,
-  // asked again for the next (cached, one failed call would disable the tier for the process).
   if (get_attribute(&concurrent, CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS, device) !=
       CUDA_SUCCESS)
-    return false;
-  cached.store(concurrent != 0 ? kSupported : kUnsupported, std::memory_order_relaxed);
+    return std::nullopt;
   return concurrent != 0;
 }
 
-CUresult ManagedTier::allocate(int device, uint64_t bytes, unsigned int flags,
-                               CUdeviceptr* out) noexcept {
+SpillOutcome ManagedTier::do_allocate(const SpillAllocation& request, CUdeviceptr* out) noexcept {
   const auto allocate_managed = VRAMSPILL_REAL(cuMemAllocManaged);
-  if (allocate_managed == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
+  if (allocate_managed == nullptr) return {.result = CUDA_ERROR_NOT_SUPPORTED};
   // Note [Stream-ordered frees of managed spills]: bytes whose free is due may be on their way.
   constexpr auto kDueFreePatience = std::chrono::milliseconds(1000);
-  while (!budget_.try_reserve(bytes)) {
+  while (!budget_.try_reserve(request.bytes)) {
     if (!stream_ordered_frees_.wait_for_a_due_free(kDueFreePatience))
-      return CUDA_ERROR_OUT_OF_MEMORY;
+      return {.result = CUDA_ERROR_OUT_OF_MEMORY, .refusal = SpillRefusal::kHostLimit};
   }
-  const CUresult result = allocate_managed(out, bytes, flags);
+  const CUresult result = allocate_managed(out, request.bytes, request.managed_flags);
   if (result != CUDA_SUCCESS) {
-    budget_.release(bytes);
-    return result;
+    budget_.release(request.bytes);
+    return {.result = result, .refusal = SpillRefusal::kDriver};
   }
-  advise(device, *out, bytes);
-  return result;
+  advise(request.device, *out, request.bytes);
+  return {};
 }
 
-CUresult ManagedTier::free(CUdeviceptr pointer, uint64_t bytes) noexcept {
+CUresult ManagedTier::do_free(CUdeviceptr pointer, uint64_t bytes, int /*device*/) noexcept {
+  return free_now(pointer, bytes);
+}
+
+CUresult ManagedTier::free_now(CUdeviceptr pointer, uint64_t bytes) noexcept {
   const auto free_memory = VRAMSPILL_REAL(cuMemFree_v2);
   if (free_memory == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
   const CUresult result = free_memory(pointer);

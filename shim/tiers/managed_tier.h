@@ -1,5 +1,5 @@
 // Spill tier `managed`: an allocation that does not fit on the device becomes CUDA managed memory,
-// advised to live where [spill] managed_location says (DESIGN.md section 3).
+// advised to live where [spill] managed_location says (shim/README.md, "Placement modes").
 //
 // Oversubscribing a device with managed memory needs CONCURRENT_MANAGED_ACCESS (Linux, Pascal or
 // later, not under some virtualisation); without it managed memory is migrated wholesale at each
@@ -10,54 +10,47 @@
 
 #include <cuda.h>
 
-#include <array>
-#include <atomic>
 #include <cstdint>
+#include <optional>
 
 #include "config/config.h"
 #include "core/host_budget.h"
 #include "tiers/managed_frees.h"
+#include "tiers/spill_tier.h"
 
 namespace vramspill::tiers {
 
-class ManagedTier {
+class ManagedTier final : public SpillTier {
  public:
   ManagedTier(const SpillConfig& config, core::HostBudget& budget) noexcept
-      : config_(config), budget_(budget) {}
-  ManagedTier(const ManagedTier&) = delete;
-  ManagedTier& operator=(const ManagedTier&) = delete;
-
-  // Whether `device` can oversubscribe with managed memory (asked once per device).
-  bool supported(int device) noexcept;
-
-  // Managed memory for `bytes` (cuMemAllocManaged with `flags`), advised per the configuration.
-  // CUDA_ERROR_OUT_OF_MEMORY when the host budget has no room (nothing is allocated then).
-  CUresult allocate(int device, uint64_t bytes, unsigned int flags, CUdeviceptr* out) noexcept;
-
-  // cuMemFree_v2 (which waits for the device's work, as for any free), then the host budget is
-  // given the bytes back.
-  CUresult free(CUdeviceptr pointer, uint64_t bytes) noexcept;
-
-  // The same once the work queued on `stream` has run, without waiting for it (Note
-  // [Stream-ordered frees of managed spills] in tiers/managed_frees.h).
-  CUresult free_in_stream_order(CUdeviceptr pointer, uint64_t bytes, CUstream stream) noexcept {
-    return stream_ordered_frees_.free_in_stream_order(pointer, bytes, stream);
-  }
+      : SpillTier("managed memory", core::Route::kSpillManaged), config_(config), budget_(budget) {}
 
   // At exit: no stream-ordered free is in progress once this returns, and none starts.
   void stop_stream_ordered_frees() noexcept { stream_ordered_frees_.stop(); }
 
  private:
-  void advise(int device, CUdeviceptr pointer, uint64_t bytes) noexcept;
+  // Whether the device can oversubscribe with managed memory (CONCURRENT_MANAGED_ACCESS).
+  std::optional<bool> do_query_support(int device) noexcept override;
+  // cuMemAllocManaged with the request's flags, advised per the configuration; refused with
+  // kHostLimit when the host budget has no room (nothing is allocated then).
+  SpillOutcome do_allocate(const SpillAllocation& request, CUdeviceptr* out) noexcept override;
+  // cuMemFree_v2 (which waits for the device's work, as for any free), then the host budget is
+  // given the bytes back.
+  CUresult do_free(CUdeviceptr pointer, uint64_t bytes, int device) noexcept override;
+  // The same once the work queued on `stream` has run, without waiting for it (Note
+  // [Stream-ordered frees of managed spills] in tiers/managed_frees.h).
+  CUresult do_free_in_stream_order(CUdeviceptr pointer, uint64_t bytes,
+                                   CUstream stream) noexcept override {
+    return stream_ordered_frees_.free_in_stream_order(pointer, bytes, stream);
+  }
 
-  static constexpr std::size_t kDevices = 64;
-  enum Support : uint8_t { kUnknown, kSupported, kUnsupported };
+  CUresult free_now(CUdeviceptr pointer, uint64_t bytes) noexcept;
+  void advise(int device, CUdeviceptr pointer, uint64_t bytes) noexcept;
 
   const SpillConfig& config_;
   core::HostBudget& budget_;
-  std::array<std::atomic<uint8_t>, kDevices> support_{};
   ManagedFrees stream_ordered_frees_{this, [](void* tier, CUdeviceptr pointer, uint64_t bytes) {
-    return static_cast<ManagedTier*>(tier)->free(pointer, bytes);
+    return static_cast<ManagedTier*>(tier)->free_now(pointer, bytes);
   }};
 };
 

@@ -1,5 +1,5 @@
-// Placing pinned memory on the GPU's NUMA node (DESIGN.md section 6: "place it on the GPU's NUMA
-// node (CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID)").
+// Placing pinned memory on the GPU's NUMA node, the one CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID names
+// (shim/README.md, "Budgets and honesty").
 //
 // Note [Pinned pages on the GPU's node]
 // cuMemHostAlloc takes no NUMA node: the driver allocates and touches the pages itself, so they

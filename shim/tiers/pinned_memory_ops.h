@@ -1,6 +1,6 @@
 // How the pinned host pool gets and gives back page-locked memory: two function pointers, so the
-// pool never knows the CUDA driver (DESIGN.md section 2: tiers sit above driver/, and unit tests
-// drive tiers with fakes).
+// pool never knows the CUDA driver (shim/README.md, "Layers": tiers sit above driver/, and unit
+// tests drive tiers with fakes).
 //
 // The shim passes cuMemHostAlloc(CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE) and
 // cuMemFreeHost, wrapped so that the pinning thread prefers the GPU's NUMA node

@@ -31,7 +31,7 @@ using namespace vramspill::telemetry;
 constexpr uid_t kSomeoneElse = 65534;  // nobody
 
 // The shim keeps its StatsFile in a global: it must need no constructor or destructor to run
-// when the library is loaded or unloaded (DESIGN.md section 4).
+// when the library is loaded or unloaded (Note [Entering the shim] in hooks/shim_state.h).
 constinit StatsFile g_global_stats_file;
 static_assert(std::is_trivially_destructible_v<StatsFile>);
 

@@ -190,7 +190,8 @@ TEST(Budget, IntegerAndDecimalSizes) {
   EXPECT_EQ(result.config().device.budget, Budget::bytes(1'500'000'000));
 }
 
-// Every example under conf/ loads cleanly (DESIGN.md section 2: each one is loaded by a test).
+// Every example under conf/ loads cleanly (README.md, "Configuration": each one is loaded by a
+// test).
 TEST(ConfExamples, EveryFileLoads) {
   int count = 0;
   for (const auto& entry : std::filesystem::directory_iterator(VRAMSPILL_CONF_DIR)) {

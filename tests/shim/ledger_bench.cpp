@@ -1,5 +1,6 @@
 // The ledger's part of one device allocation and its free (admit + on_allocated + on_freed),
-// the cost every hooked cuMemAlloc/cuMemFree pair pays on top of the driver (DESIGN.md section 11).
+// the cost every hooked cuMemAlloc/cuMemFree pair pays on top of the driver (shim/README.md,
+// "Costs").
 // Run: vramspill_ledger_bench [--benchmark_repetitions=N]; "Time" is per pair per thread.
 #include <benchmark/benchmark.h>
 

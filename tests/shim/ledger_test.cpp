@@ -112,7 +112,7 @@ TEST(LedgerAdmission, ANullKeyIsNotRecordedAndGivesItsReservationBack) {
 }
 
 // The hooks may keep the ledger in static storage without running code when the shim is loaded
-// (DESIGN.md section 4): it must be constant-initialisable.
+// (Note [Entering the shim] in hooks/shim_state.h): it must be constant-initialisable.
 constinit Ledger constant_initialised_ledger;
 
 TEST(LedgerAdmission, IsConstantInitialisable) {

@@ -1,4 +1,4 @@
-// util/sizes: the spellings DESIGN.md section 8 promises (123, 512MiB, 20GiB, 1.5GB, 90%).
+// util/sizes: the spellings README.md promises ("Configuration": 123, 512MiB, 20GiB, 1.5GB, 90%).
 #include "util/sizes.h"
 
 #include <gtest/gtest.h>

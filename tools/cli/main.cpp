@@ -1,6 +1,6 @@
-// vramspill, the command-line tool (DESIGN.md section 1): `run` starts a job under the shim,
-// `stat` shows the jobs running under it. Each subcommand lives in its own file; this one only
-// parses the command line and hands over.
+// vramspill, the command-line tool (README.md, "Using the shim"): `run` starts a job under the
+// shim, `stat` shows the jobs running under it. Each subcommand lives in its own file; this one
+// only parses the command line and hands over.
 #include <CLI/CLI.hpp>
 #include <string>
 #include <vector>

@@ -1,6 +1,7 @@
 // A read-only view of a 64-bit ELF shared object's dynamic section and dynamic symbol table, with
 // symbol versions: what the dynamic linker sees when it loads the object. Enough for the shim's
-// hygiene tests (DESIGN.md section 5) without readelf or objdump.
+// hygiene tests (shim/README.md, "What a preloaded library may link") without readelf or
+// objdump.
 #pragma once
 
 #include <elf.h>

@@ -1,6 +1,7 @@
-// What libvramspill.so brings into every process that inherits LD_PRELOAD (DESIGN.md section 5):
-// the libraries it needs and the symbols it exports. Anything more than the C/C++ runtime and
-// anything exported beyond dlsym and the hooks would change programs that never asked for it.
+// What libvramspill.so brings into every process that inherits LD_PRELOAD (shim/README.md, "What a
+// preloaded library may link"): the libraries it needs and the symbols it exports. Anything more
+// than the C/C++ runtime and anything exported beyond dlsym and the hooks would change programs
+// that never asked for it.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -71,7 +72,7 @@ TEST(ShimElf, NeedsOnlyTheCAndCxxRuntime) {
         << "libvramspill.so has DT_NEEDED " << name
         << ": it would be loaded into every process that inherits LD_PRELOAD "
            "(Note [Preload-safe dependency targets])";
-  // The ones DESIGN.md section 5 names, explicitly.
+  // The ones shim/README.md names ("What a preloaded library may link"), explicitly.
   for (const char* banned : {"libmimalloc", "libunwind", "libspdlog", "libfmt", "libtomlplusplus",
                              "libcuda", "libcudart"})
     for (const std::string& name : shim().needed())

@@ -1,6 +1,7 @@
 // Runs with libvramspill.so preloaded and simcuda first on the loader path (CMake sets both):
 // once the shim has initialised, the process still gets its allocator from the C library and its
-// C++ exception unwinder from libgcc_s, and exceptions still work (DESIGN.md section 5).
+// C++ exception unwinder from libgcc_s, and exceptions still work (shim/README.md, "What a
+// preloaded library may link").
 #include <cuda.h>
 #include <dlfcn.h>
 #include <gtest/gtest.h>

@@ -20,7 +20,7 @@ enum class Spill { kAuto, kHost, kOff };
 enum class Outcome {
   kInjectedOnly,        // nothing: the shim copes, or the program's own call gets the error
   kSpillOutOfMemory,    // an allocation past the budget is CUDA_ERROR_OUT_OF_MEMORY: the spill
-                        // tier failed (Note [What spills] in shim/hooks/spill_placement.h)
+                        // tier failed (Note [What spills] in shim/placement/spill_placement.h)
   kStreamOrderedError,  // a stream-ordered call gets the injected error: the shim asked the
                         // driver about its stream, and the driver's answer is the program's
   kDeviceQueryError,    // an allocation or cuMemGetInfo gets the injected error: the shim could

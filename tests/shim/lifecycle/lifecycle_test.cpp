@@ -1,4 +1,4 @@
-// The shim over a process's life (DESIGN.md section 4, Note [Entering the shim]): programs are
+// The shim over a process's life (Note [Entering the shim] in hooks/shim_state.h): programs are
 // started with and without libvramspill.so preloaded, simcuda first on the loader path, and what
 // they print and how they exit is compared.
 //

@@ -1,7 +1,7 @@
-// A program that never loads libcuda (DESIGN.md section 4: the shim must not load it either).
-// It looks a driver name up in the global scope and, when the shim is preloaded, calls the
-// shim's exported hooks directly, as a program bound to them would; then it checks that no
-// libcuda is mapped. Prints one line per observation.
+// A program that never loads libcuda (shim/README.md, "Interception": the shim must not load it
+// either). It looks a driver name up in the global scope and, when the shim is preloaded, calls the
+// shim's exported hooks directly, as a program bound to them would; then it checks that no libcuda
+// is mapped. Prints one line per observation.
 #include "program_support.h"
 
 using vramspill::testing::is_mapped;

@@ -1,5 +1,5 @@
-// Every allocation route of DESIGN.md section 4, called by a program linked to libcuda (the
-// toolkit's stub, simcuda at run time), is held to the device budget.
+// Every allocation route (shim/README.md, "Interception"), called by a program linked to libcuda
+// (the toolkit's stub, simcuda at run time), is held to the device budget.
 //
 // Run twice (CMakeLists.txt): under the shim with VRAMSPILL_DEVICE_BUDGET=256MiB and
 // VRAMSPILL_SPILL_MODE=off on simcuda's 1 GiB device (ROUTES_EXPECT=shim), where 512 MiB is

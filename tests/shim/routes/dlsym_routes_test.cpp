@@ -1,6 +1,6 @@
 // A program that does not link libcuda but dlopen()s libcuda.so.1 and dlsym()s the versioned
 // export names, as cudart does when its "" probe says the driver is a stub library, and as NCCL
-// and frameworks' own loaders do (DESIGN.md section 4).
+// and frameworks' own loaders do (shim/README.md, "Interception").
 //
 // Under the shim (ROUTES_EXPECT=shim) every hooked export comes back as the shim's hook for
 // exactly that export (the shim's own definition of the name); every other export comes back

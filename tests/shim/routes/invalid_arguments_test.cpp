@@ -1,6 +1,6 @@
 // NULL and invalid arguments get the driver's own error, under the shim as without it, and never
-// a crash: the shim must not dereference what the driver has not checked (DESIGN.md section 6,
-// "the shim never crashes the program it is in").
+// a crash: the shim must not dereference what the driver has not checked (shim/README.md,
+// "Budgets and honesty": the shim never crashes the program it is in).
 //
 // Run twice, like budget_routes_test: under the shim (ROUTES_EXPECT=shim) and without it
 // (ROUTES_EXPECT=driver). The expected results are simcuda's, hard-coded, and the same in both

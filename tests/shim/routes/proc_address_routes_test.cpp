@@ -1,7 +1,7 @@
-// What the CUDA runtime does to reach the driver (DESIGN.md section 4): dlopen libcuda.so.1,
-// dlsym "cuGetProcAddress_v2" once, the "" probe, "cuGetProcAddress" itself at 11030 and 12000
-// (the pointers cudaGetDriverEntryPoint later uses), then every entry point by (name, version,
-// flags). The program does not link libcuda.
+// What the CUDA runtime does to reach the driver (shim/README.md, "Interception"): dlopen
+// libcuda.so.1, dlsym "cuGetProcAddress_v2" once, the "" probe, "cuGetProcAddress" itself at 11030
+// and 12000 (the pointers cudaGetDriverEntryPoint later uses), then every entry point by (name,
+// version, flags). The program does not link libcuda.
 //
 // Under the shim (ROUTES_EXPECT=shim) each lookup must answer the shim's hook for exactly the
 // export the driver picks (dladdr: that export's name, in libvramspill.so) when the shim hooks

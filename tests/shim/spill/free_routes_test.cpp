@@ -1,8 +1,9 @@
-// Every route by which spilled memory is allocated and freed (issue item 9, DESIGN.md section 6:
-// "cuMemFreeAsync on a spilled pointer must still work"): cuMemAlloc, cuMemAllocPitch,
-// cuMemAllocManaged, cuMemAllocAsync and cuMemAllocFromPoolAsync (plain and per-thread) that
-// spilled, freed by cuMemFree_v2, cuMemFreeAsync and cuMemFreeAsync_ptsz; a stream-ordered free
-// of a spilled block is ordered after the work queued before it; and freed bytes come back.
+// Every route by which spilled memory is allocated and freed (issue item 9; shim/README.md,
+// "Budgets and honesty": cuMemFreeAsync of a spilled pointer still frees in stream order):
+// cuMemAlloc, cuMemAllocPitch, cuMemAllocManaged, cuMemAllocAsync and cuMemAllocFromPoolAsync
+// (plain and per-thread) that spilled, freed by cuMemFree_v2, cuMemFreeAsync and
+// cuMemFreeAsync_ptsz; a stream-ordered free of a spilled block is ordered after the work queued
+// before it; and freed bytes come back.
 #include <atomic>
 #include <chrono>
 #include <condition_variable>

@@ -1,4 +1,4 @@
-// When host memory runs out too (DESIGN.md section 6, "Host limit"), and when the spill path
+// When host memory runs out too (shim/README.md, "Budgets and honesty"), and when the spill path
 // itself fails (SIMCUDA_FAIL): CUDA_ERROR_OUT_OF_MEMORY, cleanly, with nothing already allocated
 // lost; and the bytes come back when the spilled blocks are freed. Each case runs in its own
 // environment (CMakeLists.txt), which also checks the log lines.

@@ -1,4 +1,4 @@
-// What must not spill (DESIGN.md section 6, Note [What spills] in hooks/spill_placement.h):
+// What must not spill (Note [What spills] in placement/spill_placement.h):
 // stream-ordered allocations made while their stream is captured, allocations below
 // [spill] min_size, and spilled memory whose IPC handle is asked for. CMakeLists.txt checks the
 // log lines that say why (check_output.py); these tests check the results.

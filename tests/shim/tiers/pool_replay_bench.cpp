@@ -138,9 +138,9 @@ class HostPoolAllocator final : public Allocator {
   HostPool pool_;
 };
 
-// mimalloc's entry points, through a handle that keeps it out of the global scope (DESIGN.md
-// section 5): linking libmimalloc would replace malloc for the whole benchmark, HostPool's index
-// included.
+// mimalloc's entry points, through a handle that keeps it out of the global scope
+// (shim/README.md, "What a preloaded library may link"): linking libmimalloc would replace malloc
+// for the whole benchmark, HostPool's index included.
 struct Mimalloc {
   decltype(&mi_manage_os_memory_ex) manage_os_memory_ex = nullptr;
   decltype(&mi_heap_new_in_arena) heap_new_in_arena = nullptr;

@@ -2,8 +2,8 @@
 // error names and strings, and the driver version.
 //
 // cudart dlopens libcuda.so.1, dlsyms cuGetProcAddress_v2 and then resolves ~440 driver
-// functions through it before it ever calls cuInit (DESIGN.md section 4), so this is the first
-// code of simcuda any CUDA program runs.
+// functions through it before it ever calls cuInit (shim/README.md, "Interception"), so this is
+// the first code of simcuda any CUDA program runs.
 
 #include <fcntl.h>
 #include <unistd.h>

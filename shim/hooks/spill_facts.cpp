@@ -1,0 +1,22 @@
+#include "hooks/spill_facts.h"
+
+#include "driver/real_driver.h"
+#include "hooks/devices.h"
+#include "hooks/shim_state.h"
+
+namespace vramspill::hooks {
+
+CUresult check_capture(CUstream stream, bool& capturing) {
+  const auto is_capturing_stream = VRAMSPILL_REAL(cuStreamIsCapturing);
+  if (is_capturing_stream == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  const CUresult result = is_capturing_stream(stream, &status);
+  capturing = status != CU_STREAM_CAPTURE_STATUS_NONE;
+  return result;
+}
+
+bool DriverSpillFacts::integrated(int device) noexcept { return is_integrated(device); }
+
+void DriverSpillFacts::refresh_host_limit() noexcept { hooks::refresh_host_limit(shim_); }
+
+}  // namespace vramspill::hooks

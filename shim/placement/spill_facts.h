@@ -1,0 +1,29 @@
+// What placement needs to know from outside itself, behind a seam: the driver's answers (is the
+// device integrated, is the stream being captured) and the host's (how much memory the job may
+// use). The shim answers through the real driver (hooks/spill_facts.h); unit tests answer with
+// fakes, so the whole decision flow runs without a driver.
+#pragma once
+
+#include <cuda.h>
+
+namespace vramspill::placement {
+
+class SpillFacts {
+ public:
+  // Note [Integrated devices] in hooks/devices.h.
+  virtual bool integrated(int device) noexcept = 0;
+  // Whether `stream` is being captured into a graph; the driver's error for a stream it does not
+  // know is what the program's call gets too.
+  virtual CUresult capturing(CUstream stream, bool& capturing) noexcept = 0;
+  // Brings the host limit up to date before a spill reserves host memory (a percent limit follows
+  // the memory the job may use, which changes while it runs).
+  virtual void refresh_host_limit() noexcept = 0;
+
+ protected:
+  SpillFacts() = default;
+  ~SpillFacts() = default;
+  SpillFacts(const SpillFacts&) = default;
+  SpillFacts& operator=(const SpillFacts&) = default;
+};
+
+}  // namespace vramspill::placement

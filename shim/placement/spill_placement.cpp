@@ -1,0 +1,158 @@
+#include "placement/spill_placement.h"
+
+#include "telemetry/log.h"
+#include "util/bytes.h"
+
+namespace vramspill::placement {
+namespace {
+
+void log_spilled(const SpillRequest& request, const tiers::SpillTier& tier,
+                 bool over_budget) noexcept {
+  try {
+    logging::limited(LogLevel::kInfo, RateKey::kSpilled, "{} of {} on device {} spilled to {}{}",
+                     core::route_name(request.route), format_bytes(request.bytes),
+                     request.device, tier.name(),
+                     over_budget ? " (over the device budget)"
+                                 : " (the driver is out of device memory)");
+  } catch (...) {  // the spill stands without its log line
+  }
+}
+
+void log_not_spilled(const std::string& refusal, const SpillRequest& request,
+                     const std::string& why) {
+  logging::limited(LogLevel::kWarn, RateKey::kNotSpilled, "{}{}{} of {} on device {} not spilled: {}",
+                   refusal, refusal.empty() ? "" : " ", core::route_name(request.route),
+                   format_bytes(request.bytes), request.device, why);
+}
+
+}  // namespace
+
+CUresult SpillPlacement::spill(const SpillRequest& request, const std::string& refusal,
+                               CUdeviceptr* out) noexcept {
+  try {
+    if (config_.mode == SpillMode::kOff) {
+      // The driver's own OUT_OF_MEMORY passes as it is, as without vramspill.
+      if (!refusal.empty()) logging::limited(LogLevel::kWarn, RateKey::kOverBudget, "{}", refusal);
+      return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    if (facts_.integrated(request.device)) {  // Note [Integrated devices] in hooks/devices.h
+      log_not_spilled(refusal, request,
+                      "the device is integrated (its memory is the host's), so spilling would "
+                      "buy nothing");
+      return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    if (request.bytes < config_.min_size) {
+      log_not_spilled(refusal, request,
+                      "smaller than [spill] min_size (" + format_bytes(config_.min_size) + ")");
+      return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    if (request.stream_ordered) {
+      bool capturing = false;
+      if (const CUresult result = facts_.capturing(request.stream, capturing);
+          result != CUDA_SUCCESS)
+        return result;
+      if (capturing) {
+        log_not_spilled(refusal, request, "its stream is being captured into a graph");
+        return CUDA_ERROR_OUT_OF_MEMORY;
+      }
+    }
+    facts_.refresh_host_limit();
+    const Chain chain = chain_for(request);
+    std::string why;
+    const tiers::SpillAllocation allocation{
+        .device = request.device, .bytes = request.bytes, .managed_flags = request.managed_flags};
+    for (tiers::SpillTier* tier : chain.list()) {
+      const tiers::SpillOutcome outcome = tier->allocate(allocation, out);
+      if (outcome.result != CUDA_SUCCESS) {
+        explain(*tier, outcome, request, why);
+        continue;
+      }
+      // Recorded before anything that could throw: a spill that happened is never reported as
+      // a failure (the allocation would be lost to the program and held forever).
+      const core::Admission admission = ledger_.admit(request.device, tier->route(), request.bytes);
+      ledger_.on_allocated(admission, *out, request.bytes);
+      if (!refusal.empty()) ledger_.note_refusal_spilled(request.device);
+      log_spilled(request, *tier, !refusal.empty());
+      return CUDA_SUCCESS;
+    }
+    if (chain.list().empty()) {
+      why = "no spill tier works on this device (managed memory needs concurrent managed "
+            "access; the host pool needs unified addressing and mapped host memory)";
+    }
+    log_not_spilled(refusal, request, why);
+  } catch (...) {  // a log line could not be built: the answer stands without it
+  }
+  return CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+SpillPlacement::Chain SpillPlacement::chain_for(const SpillRequest& request) {
+  Chain chain;
+  if (request.route == core::Route::kMemAllocManaged) {  // managed stays managed
+    chain.add(managed_);
+    return chain;
+  }
+  const SpillMode mode = config_.mode;
+  const bool managed = managed_.supported(request.device);
+  const bool host = host_.supported(request.device);
+  if (mode == SpillMode::kManaged && !managed) {
+    logging::limited(LogLevel::kWarn, RateKey::kNotSpilled,
+                     "[spill] mode = \"managed\", but device {} has no concurrent managed access: "
+                     "spilling to the pinned host pool instead",
+                     request.device);
+  }
+  if (mode != SpillMode::kHost && managed) chain.add(managed_);
+  if ((mode != SpillMode::kManaged || !managed) && host) chain.add(host_);
+  return chain;
+}
+
+void SpillPlacement::explain(const tiers::SpillTier& tier, const tiers::SpillOutcome& outcome,
+                             const SpillRequest& request, std::string& why) const {
+  why += std::string(why.empty() ? "" : "; ") + tier.name() + ": ";
+  const std::string how_to_raise = "raise [spill] host_limit, or VRAMSPILL_SPILL_HOST_LIMIT)";
+  switch (outcome.refusal) {
+    case tiers::SpillRefusal::kLockedMemoryLimit:
+      why += "pinned memory would exceed RLIMIT_MEMLOCK (raise it with `ulimit -l` or "
+             "`--ulimit memlock=-1` for a container, or give [spill] host_limit as a size, "
+             "which replaces it)";
+      return;
+    case tiers::SpillRefusal::kHostLimit:
+      if (request.bytes > host_budget_.limit()) {
+        why += "the request is larger than the whole host limit (" +
+               format_bytes(host_budget_.limit()) + "; " + how_to_raise;
+      } else {
+        why += "the host limit is reached (" + format_bytes(host_budget_.used()) + " of " +
+               format_bytes(host_budget_.limit()) + " in use; " + how_to_raise;
+      }
+      return;
+    case tiers::SpillRefusal::kNone:
+    case tiers::SpillRefusal::kDriver:
+      why += "the driver refused (error " + std::to_string(static_cast<int>(outcome.result)) + ")";
+      return;
+  }
+}
+
+tiers::SpillTier* SpillPlacement::tier_holding(core::Route route) {
+  for (tiers::SpillTier* tier : {&managed_, &host_}) {
+    if (tier->route() == route) return tier;
+  }
+  return nullptr;
+}
+
+CUresult SpillPlacement::free(const core::Allocation& spilled, CUstream stream,
+                              bool stream_ordered) noexcept {
+  tiers::SpillTier* tier = tier_holding(spilled.route);
+  if (tier == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  // A stream-ordered free on a capturing stream would have to become part of the graph (a host
+  // function), or wait for the stream (which invalidates the program's capture): refused, and
+  // the allocation stays live, as the driver's refusal would leave it.
+  if (stream_ordered) {
+    bool capturing = false;
+    if (const CUresult result = facts_.capturing(stream, capturing); result != CUDA_SUCCESS)
+      return result;
+    if (capturing) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    return tier->free_in_stream_order(spilled.key, spilled.bytes, stream);
+  }
+  return tier->free(spilled.key, spilled.bytes, spilled.device);
+}
+
+}  // namespace vramspill::placement

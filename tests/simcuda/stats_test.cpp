@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
@@ -210,7 +211,7 @@ TEST(StatsTest, CountersAndModeledTimesMatchTheWorkDone) {
   Json stats;
   ASSERT_NO_THROW(stats = Parser(outcome.file).document()) << outcome.file;
 
-  EXPECT_EQ(stats["simcuda_stats_version"].integer(), 1u);
+  EXPECT_EQ(stats["simcuda_stats_version"].integer(), 2u);
   EXPECT_TRUE(stats["modeled"].boolean);
   EXPECT_NE(stats["note"].text.find("modeled"), std::string::npos);
   EXPECT_EQ(stats["cost_model"]["hbm_bytes_per_second"].number, kHbm);
@@ -247,6 +248,10 @@ TEST(StatsTest, CountersAndModeledTimesMatchTheWorkDone) {
   ASSERT_EQ(seconds_by_kind.count("created"), 1u);  // destroyed, but its work happened
   EXPECT_NEAR(seconds_by_kind["legacy_default"], copy_seconds, copy_seconds * 1e-9);
   EXPECT_NEAR(seconds_by_kind["created"], fill_seconds, fill_seconds * 1e-9);
+  // cuCtxSynchronize waited for both streams: the host's clock reached the later one's end.
+  EXPECT_NEAR(stats["host_modeled_seconds"].number, std::max(copy_seconds, fill_seconds),
+              copy_seconds * 1e-9);
+  EXPECT_EQ(stats["remap_violations"].integer(), 0u);
 }
 
 TEST(StatsTest, AnUnwritablePathIsReportedWithoutFailingTheProgram) {

@@ -15,6 +15,7 @@
 #include "core/capture.h"
 #include "core/context.h"
 #include "core/copy_engine.h"
+#include "core/host_clock.h"
 #include "core/submit.h"
 
 using simcuda::Copy2D;
@@ -72,7 +73,8 @@ CUresult copy_sync(DefaultStream null_means, const CopyRequest& request) {
   if (CUresult result = prepare(null_means, nullptr, request, &stream, places);
       result != CUDA_SUCCESS || empty(request.copy))
     return result;
-  return simcuda::submit_sync(*stream, simcuda::copy_work(*stream->context(), request.copy));
+  return simcuda::submit_sync(*stream, simcuda::copy_work(*stream->context(), request.copy),
+                              /*wait=*/true, simcuda::copy_footprint(request.copy));
 }
 
 CUresult copy_async(DefaultStream null_means, CUstream hStream, CopyRequest request) {
@@ -82,16 +84,17 @@ CUresult copy_async(DefaultStream null_means, CUstream hStream, CopyRequest requ
       result != CUDA_SUCCESS || empty(request.copy))
     return result;
   const bool capturing = simcuda::stream_is_capturing(*stream);
+  simcuda::Footprint footprint = simcuda::copy_footprint(request.copy);  // before staging
   std::shared_ptr<std::vector<unsigned char>> staging;
   if (!capturing && places[1] == MemoryPlace::kPageableHost)
     staging = simcuda::stage_source(request.copy);
   simcuda::Placement placement;
   const CUresult result = simcuda::submit_async(
-      *stream, simcuda::copy_work(*stream->context(), request.copy, std::move(staging)),
-      &placement);
+      *stream, simcuda::copy_work(*stream->context(), request.copy, std::move(staging)), &placement,
+      std::move(footprint));
   if (result == CUDA_SUCCESS && placement.capture_id == 0 &&
       places[0] == MemoryPlace::kPageableHost)
-    stream->wait_until(placement.sequence);
+    simcuda::host_wait({stream, placement.sequence});
   return result;
 }
 

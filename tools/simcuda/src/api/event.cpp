@@ -7,6 +7,7 @@
 #include "core/capture.h"
 #include "core/context.h"
 #include "core/device.h"
+#include "core/host_clock.h"
 #include "core/memory_pool.h"
 #include "core/submit.h"
 
@@ -71,7 +72,11 @@ bool reached(const EventRecord& record) {
 CUresult query(CUevent hEvent) {
   std::optional<EventRecord> record;
   if (CUresult result = completed_record(hEvent, &record); result != CUDA_SUCCESS) return result;
-  return !record || reached(*record) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+  if (!record) return CUDA_SUCCESS;
+  if (!reached(*record)) return CUDA_ERROR_NOT_READY;
+  // Seeing the work done is as good as having waited for it (Note [Host clock]).
+  simcuda::host_clock_observe(record->modeled_time->load());
+  return CUDA_SUCCESS;
 }
 
 CUresult synchronize(CUevent hEvent) {
@@ -79,7 +84,10 @@ CUresult synchronize(CUevent hEvent) {
   std::shared_ptr<Event> event;
   if (CUresult result = completed_record(hEvent, &record, &event); result != CUDA_SUCCESS)
     return result;
-  if (record) record->point.stream->wait_until(record->point.sequence);
+  if (record) {
+    record->point.stream->wait_until(record->point.sequence);
+    simcuda::host_clock_observe(record->modeled_time->load());
+  }
   // A synchronisation point, where stream-ordered pools give back memory (core/memory_pool.h).
   simcuda::trim_pools_at_synchronize(*event->context->device);
   return CUDA_SUCCESS;

@@ -151,7 +151,7 @@ CUresult launch(DefaultStream null_means, CUgraphExec hGraphExec, CUstream hStre
         if (run->one_shot.load()) run->nodes.reset();
         return seconds;
       },
-      &placement);
+      &placement, simcuda::Footprint{"graph launch", exec->touches});
   if (result == CUDA_SUCCESS && placement.capture_id == 0) run->one_shot.store(true);
   return result;
 }

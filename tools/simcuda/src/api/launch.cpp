@@ -20,6 +20,7 @@
 #include "core/kernel_fault.h"
 #include "core/kernels.h"
 #include "core/peer_access.h"
+#include "core/remap_check.h"
 #include "core/submit.h"
 #include "core/traffic.h"
 
@@ -136,6 +137,7 @@ double execute(const KernelDef& kernel, const KernelArgs& args, Context& context
     if (!simcuda::run_guarded(run_body, &run, &unmapped)) {
       illegal = "unmapped";
       fault_address = unmapped;
+      simcuda::check_touch_during_remap(kernel.name, reinterpret_cast<uint64_t>(unmapped));
     }
   }
   if (illegal != nullptr) {
@@ -171,9 +173,14 @@ CUresult launch(simcuda::DefaultStream null_means, const void* function, unsigne
   Context* context = stream->context();
   // The work may be recorded by a stream capture and replayed later: it owns what it uses (the
   // kernel table is static; contexts outlive their streams' work).
-  return simcuda::submit_async(*stream, [kernel, args = KernelArgs(std::move(packed)), context] {
-    return execute(*kernel, args, *context);
-  });
+  KernelArgs args(std::move(packed));
+  simcuda::Footprint footprint{kernel->name, {}};
+  for (const simcuda::MemoryRange& range : kernel->touches(args))
+    footprint.ranges.push_back({range.address, range.size});
+  return simcuda::submit_async(
+      *stream,
+      [kernel, args = std::move(args), context] { return execute(*kernel, args, *context); },
+      nullptr, std::move(footprint));
 }
 
 CUresult launch_ex(simcuda::DefaultStream null_means, const CUlaunchConfig* config, CUfunction f,

@@ -42,8 +42,10 @@ CUresult fill_memory(DefaultStream null_means, CUstream hStream, bool async, con
   if (fill.width == 0 || fill.height == 0) return CUDA_SUCCESS;
   if (CUresult result = check_fill(fill); result != CUDA_SUCCESS) return result;
   simcuda::StreamWork work = simcuda::fill_work(*stream->context(), fill);
-  if (async) return simcuda::submit_async(*stream, std::move(work));
-  return simcuda::submit_sync(*stream, std::move(work), /*wait=*/host_visible(fill.dst));
+  if (async)
+    return simcuda::submit_async(*stream, std::move(work), nullptr, simcuda::fill_footprint(fill));
+  return simcuda::submit_sync(*stream, std::move(work), /*wait=*/host_visible(fill.dst),
+                              simcuda::fill_footprint(fill));
 }
 
 Fill linear_fill(CUdeviceptr dst, uint32_t value, size_t count, unsigned int element_size) {

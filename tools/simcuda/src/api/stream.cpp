@@ -6,6 +6,7 @@
 #include "core/context.h"
 #include "core/device.h"
 #include "core/event.h"
+#include "core/host_clock.h"
 #include "core/memory_pool.h"
 #include "core/submit.h"
 
@@ -77,8 +78,7 @@ CUresult synchronize(DefaultStream null_means, CUstream hStream) {
   Stream* stream = nullptr;
   if (CUresult result = resolve_for_sync(null_means, hStream, &stream); result != CUDA_SUCCESS)
     return result;
-  for (const simcuda::StreamPoint& point : sync_points(*stream))
-    point.stream->wait_until(point.sequence);
+  for (const simcuda::StreamPoint& point : sync_points(*stream)) simcuda::host_wait(point);
   // A synchronisation point, where stream-ordered pools give back memory (core/memory_pool.h).
   simcuda::trim_pools_at_synchronize(*stream->context()->device);
   return stream->context()->sticky_error.load();
@@ -88,8 +88,12 @@ CUresult query(DefaultStream null_means, CUstream hStream) {
   Stream* stream = nullptr;
   if (CUresult result = resolve_for_sync(null_means, hStream, &stream); result != CUDA_SUCCESS)
     return result;
-  for (const simcuda::StreamPoint& point : sync_points(*stream))
+  const std::vector<simcuda::StreamPoint> points = sync_points(*stream);
+  for (const simcuda::StreamPoint& point : points)
     if (!point.stream->reached(point.sequence)) return CUDA_ERROR_NOT_READY;
+  // Seeing the work done is as good as having waited for it (Note [Host clock]).
+  for (const simcuda::StreamPoint& point : points)
+    simcuda::host_clock_observe(point.stream->modeled_clock());
   return stream->context()->sticky_error.load();
 }
 

@@ -6,6 +6,7 @@
 #include "core/context.h"
 #include "core/device.h"
 #include "core/driver.h"
+#include "core/remap_check.h"
 
 using simcuda::Device;
 using simcuda::Driver;
@@ -98,19 +99,27 @@ SIMCUDA_EXPORT CUresult CUDAAPI cuMemMap(CUdeviceptr ptr, size_t size, size_t of
                                          unsigned long long flags) {
   SIMCUDA_ENTER("cuMemMap");
   if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
-  return simcuda::vmm_map(ptr, size, offset, handle);
+  const CUresult result = simcuda::vmm_map(ptr, size, offset, handle);
+  if (result == CUDA_SUCCESS) simcuda::check_remap("cuMemMap", ptr, size);
+  return result;
 }
 
 SIMCUDA_EXPORT CUresult CUDAAPI cuMemUnmap(CUdeviceptr ptr, size_t size) {
   SIMCUDA_ENTER("cuMemUnmap");
   if (size == 0) return CUDA_ERROR_INVALID_VALUE;
-  return simcuda::vmm_unmap(ptr, size);
+  const CUresult result = simcuda::vmm_unmap(ptr, size);
+  if (result == CUDA_SUCCESS) simcuda::check_remap("cuMemUnmap", ptr, size);
+  return result;
 }
 
 SIMCUDA_EXPORT CUresult CUDAAPI cuMemSetAccess(CUdeviceptr ptr, size_t size,
                                                const CUmemAccessDesc* desc, size_t count) {
   SIMCUDA_ENTER("cuMemSetAccess");
-  return simcuda::vmm_set_access(ptr, size, desc, count);
+  bool revoked = false;
+  const CUresult result = simcuda::vmm_set_access(ptr, size, desc, count, &revoked);
+  // Granting access cannot break queued work; taking it away makes that work fault.
+  if (result == CUDA_SUCCESS && revoked) simcuda::check_remap("cuMemSetAccess", ptr, size);
+  return result;
 }
 
 SIMCUDA_EXPORT CUresult CUDAAPI cuMemGetAccess(unsigned long long* flags,

@@ -142,13 +142,16 @@ CUresult exchange_thread_capture_mode(CUstreamCaptureMode* mode) {
   return CUDA_SUCCESS;
 }
 
-CUresult capture_work(Stream& stream, const StreamWork& work, uint64_t* capture_id) {
+CUresult capture_work(Stream& stream, const StreamWork& work, uint64_t* capture_id,
+                      const Footprint& footprint) {
   *capture_id = 0;
   if (sequence_count.load(std::memory_order_acquire) == 0) return CUDA_SUCCESS;
   std::lock_guard lock(capture_mutex);
   if (Sequence* sequence = sequence_of(stream)) {
     if (sequence->invalidated) return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
     if (work) sequence->graph->nodes.push_back(work);
+    std::vector<AddressRange>& touches = sequence->graph->touches;
+    touches.insert(touches.end(), footprint.ranges.begin(), footprint.ranges.end());
     *capture_id = sequence->id;
     return CUDA_SUCCESS;
   }
@@ -303,6 +306,7 @@ CUresult new_graph_exec(const Graph& graph, bool auto_free_on_launch,
     if (graph.capturing) return CUDA_ERROR_ILLEGAL_STATE;
     exec->context = graph.context;
     exec->nodes = std::make_shared<const std::vector<StreamWork>>(graph.nodes);
+    exec->touches = graph.touches;
     exec->auto_free_on_launch = auto_free_on_launch;
     for (const GraphMemoryNode& node : graph.memory) {
       allocations.push_back(node.allocation);

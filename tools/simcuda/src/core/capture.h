@@ -54,7 +54,8 @@ struct GraphMemoryNode {
 
 struct Graph {
   Context* context = nullptr;
-  std::vector<StreamWork> nodes;  // in replay order
+  std::vector<StreamWork> nodes;      // in replay order
+  std::vector<AddressRange> touches;  // every node's footprint (Note [Remap protocol])
   std::vector<GraphMemoryNode> memory;
   bool capturing = false;  // still being filled by a capture
 };
@@ -62,6 +63,7 @@ struct Graph {
 struct GraphExec {
   Context* context = nullptr;
   std::shared_ptr<const std::vector<StreamWork>> nodes;  // shared with launches still queued
+  std::vector<AddressRange> touches;                     // each launch's footprint
   std::vector<std::shared_ptr<GraphAllocation>> left_allocated;  // by each launch
   bool auto_free_on_launch = false;
 };
@@ -86,9 +88,11 @@ CUresult exchange_thread_capture_mode(CUstreamCaptureMode* mode);
 
 // The rules of Note [Stream capture] for submissions. Each returns CUDA_SUCCESS when the caller
 // may go on.
-// Records `work` when `stream` captures (`*capture_id` is then the capture's id, else 0). An
-// empty `work` records no node: an event record only marks the event with the capture.
-CUresult capture_work(Stream& stream, const StreamWork& work, uint64_t* capture_id);
+// Records `work` and its footprint when `stream` captures (`*capture_id` is then the capture's
+// id, else 0). An empty `work` records no node: an event record only marks the event with the
+// capture.
+CUresult capture_work(Stream& stream, const StreamWork& work, uint64_t* capture_id,
+                      const Footprint& footprint = {});
 // Before synchronising with, querying, or doing a synchronous operation on `stream`.
 CUresult check_sync(Stream& stream);
 // Before a potentially unsafe synchronous call, by the thread's capture mode.

@@ -98,6 +98,14 @@ ConfigResult config_from_environment() {
     config.vram_bytes = *bytes;
   }
   if (const char* value = variable("SIMCUDA_STATS")) config.stats_path = value;
+  if (const char* value = variable("SIMCUDA_REMAP_VIOLATIONS")) {
+    const std::string_view action = value;
+    if (action != "report" && action != "abort") {
+      out.error = bad_value("SIMCUDA_REMAP_VIOLATIONS", value, "report or abort");
+      return out;
+    }
+    config.abort_on_remap_violation = action == "abort";
+  }
   if (const char* value = variable("SIMCUDA_FAIL")) {
     out.error = parse_faults(value, config.faults);
     if (!out.error.empty()) return out;

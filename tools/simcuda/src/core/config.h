@@ -33,6 +33,8 @@ struct Config {
   int device_count = 1;
   uint64_t vram_bytes = uint64_t{1} << 30;
   std::string stats_path;
+  // SIMCUDA_REMAP_VIOLATIONS=abort (Note [Remap protocol] in remap_check.h).
+  bool abort_on_remap_violation = false;
   std::vector<FaultRule> faults;
   std::vector<AttributeOverride> attribute_overrides;
   CostModelConfig cost;

@@ -6,6 +6,7 @@
 
 #include "core/capture.h"
 #include "core/event.h"
+#include "core/host_clock.h"
 #include "core/memory_release.h"
 #include "core/peer_access.h"
 
@@ -78,13 +79,13 @@ std::vector<StreamPoint> Context::blocking_stream_tails() {
 }
 
 void Context::synchronize() {
-  legacy_->synchronize();
+  host_wait(legacy_->tail());
   std::vector<Stream*> streams;
   {
     std::lock_guard lock(streams_mutex_);
     for (const auto& stream : streams_) streams.push_back(stream.get());
   }
-  for (Stream* stream : streams) stream->synchronize();
+  for (Stream* stream : streams) host_wait(stream->tail());
 }
 
 std::vector<const Stream*> Context::all_streams() {

@@ -36,7 +36,8 @@ struct Context {
   // Points that mark all work queued so far on every stream that is blocking w.r.t. the legacy
   // stream (the legacy stream's implicit synchronisation).
   std::vector<StreamPoint> blocking_stream_tails();
-  void synchronize();  // every stream of the context
+  // Waits for every stream of the context, as the host (Note [Host clock] in host_clock.h).
+  void synchronize();
   // Every stream the context has (destroyed ones included: they stay owned), for the statistics.
   std::vector<const Stream*> all_streams();
 

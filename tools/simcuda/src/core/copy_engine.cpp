@@ -9,6 +9,7 @@
 #include "core/device_memory.h"
 #include "core/driver.h"
 #include "core/kernel_fault.h"
+#include "core/remap_check.h"
 #include "core/vmm.h"
 
 namespace simcuda {
@@ -27,7 +28,10 @@ CUresult check_range(uint64_t address, uint64_t size, Access access) {
   const uint64_t end = address + size;
   for (uint64_t cursor = address;;) {
     const std::optional<Allocation> found = registry.find_containing(cursor);
-    if (!found) return CUDA_ERROR_INVALID_VALUE;
+    if (!found) {
+      check_touch_during_remap("a copy or memset (refused at the call)", cursor);
+      return CUDA_ERROR_INVALID_VALUE;
+    }
     // A VMM mapping is usable up to its mapped end; other allocations up to the size asked for.
     const bool vmm = found->kind == MemoryKind::kVmmMapping;
     const uint64_t limit = found->base + (vmm ? found->mapped : found->size);
@@ -126,6 +130,7 @@ bool run_or_poison(Context& context, const char* what, void (*body)(void*), void
                "simcuda: %s touched inaccessible address 0x%llx: CUDA_ERROR_ILLEGAL_ADDRESS (the "
                "context is now unusable)\n",
                what, static_cast<unsigned long long>(address));
+  check_touch_during_remap(what, address);
   CUresult expected = CUDA_SUCCESS;
   context.sticky_error.compare_exchange_strong(expected, CUDA_ERROR_ILLEGAL_ADDRESS);
   return false;
@@ -153,6 +158,17 @@ StreamWork copy_work(Context& context, Copy2D copy,
     return account_access(device, Engine::kCopy, copy.src, bytes, Access::kRead) +
            account_access(device, Engine::kCopy, copy.dst, bytes, Access::kWrite);
   };
+}
+
+Footprint copy_footprint(const Copy2D& copy) {
+  return {"copy",
+          {{copy.dst, region_extent(copy.dst_pitch, copy.width, copy.height)},
+           {copy.src, region_extent(copy.src_pitch, copy.width, copy.height)}}};
+}
+
+Footprint fill_footprint(const Fill& fill) {
+  return {"memset",
+          {{fill.dst, region_extent(fill.pitch, fill.width * fill.element_size, fill.height)}}};
 }
 
 StreamWork fill_work(Context& context, Fill fill) {

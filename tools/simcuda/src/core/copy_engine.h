@@ -73,6 +73,8 @@ std::shared_ptr<std::vector<unsigned char>> stage_source(Copy2D& copy);
 // pageable memory would. Like kernels, copies and memsets of a poisoned context do not run.
 StreamWork copy_work(Context& context, Copy2D copy,
                      std::shared_ptr<std::vector<unsigned char>> staging = nullptr);
+// The ranges a copy reads and writes, for Note [Remap protocol] in remap_check.h.
+Footprint copy_footprint(const Copy2D& copy);
 
 struct Fill {
   uint64_t dst = 0;
@@ -88,5 +90,6 @@ struct Fill {
 // and writes to pinned host memory cross the link as zero-copy traffic. Faults as in
 // Note [Copy faults].
 StreamWork fill_work(Context& context, Fill fill);
+Footprint fill_footprint(const Fill& fill);
 
 }  // namespace simcuda

@@ -15,6 +15,8 @@
 #include "core/context.h"
 #include "core/device.h"
 #include "core/driver.h"
+#include "core/host_clock.h"
+#include "core/remap_check.h"
 
 namespace simcuda {
 namespace {
@@ -229,7 +231,7 @@ std::string stats_json(Driver& driver) {
   JsonWriter json;
   json.begin_object();
   json.key("simcuda_stats_version");
-  json.value(uint64_t{1});
+  json.value(uint64_t{2});
   json.key("modeled");
   json.value(true);
   json.key("note");
@@ -241,6 +243,10 @@ std::string stats_json(Driver& driver) {
   json.key("link_bytes_per_second");
   json.value(driver.config().cost.link_bytes_per_second);
   json.end_object();
+  json.key("host_modeled_seconds");
+  json.value(host_modeled_seconds());
+  json.key("remap_violations");
+  json.value(remap_violations());
   json.key("devices");
   json.begin_array();
   for (int ordinal = 0; ordinal < driver.device_count(); ++ordinal)

@@ -46,12 +46,14 @@ void Stream::retire() {
 
 bool Stream::blocking() const { return (flags_ & CU_STREAM_NON_BLOCKING) == 0; }
 
-uint64_t Stream::enqueue(StreamWork work, std::vector<StreamPoint> waits) {
+uint64_t Stream::enqueue(StreamWork work, std::vector<StreamPoint> waits, Footprint footprint,
+                         double not_before) {
   uint64_t sequence = 0;
   {
     std::lock_guard lock(queue_->mutex);
     sequence = ++queue_->enqueued;
-    queue_->jobs.push_back({sequence, std::move(work), std::move(waits)});
+    queue_->jobs.push_back(
+        {sequence, std::move(work), std::move(waits), std::move(footprint), not_before});
   }
   queue_->queued.notify_one();
   return sequence;
@@ -60,6 +62,24 @@ uint64_t Stream::enqueue(StreamWork work, std::vector<StreamPoint> waits) {
 uint64_t Stream::last_enqueued() const {
   std::lock_guard lock(queue_->mutex);
   return queue_->enqueued;
+}
+
+namespace {
+bool overlaps(const Footprint& footprint, uint64_t address, uint64_t size) {
+  for (const AddressRange& range : footprint.ranges)
+    if (range.address < address + size && address < range.address + range.size) return true;
+  return false;
+}
+}  // namespace
+
+std::optional<PendingOverlap> Stream::pending_overlap(uint64_t address, uint64_t size) const {
+  std::lock_guard lock(queue_->mutex);
+  if (overlaps(queue_->running, address, size))  // empty while no job runs
+    return PendingOverlap{queue_->running.what, id_, queue_->completed + 1, /*running=*/true};
+  for (const Job& job : queue_->jobs)
+    if (overlaps(job.footprint, address, size))
+      return PendingOverlap{job.footprint.what, id_, job.sequence, /*running=*/false};
+  return std::nullopt;
 }
 
 bool Stream::reached(uint64_t sequence) const {
@@ -81,12 +101,14 @@ void Stream::run(Queue& queue) {
       if (queue.jobs.empty()) return;  // stopping, and everything queued has run
       job = std::move(queue.jobs.front());
       queue.jobs.pop_front();
+      queue.running = std::move(job.footprint);
     }
     const uint64_t sequence = job.sequence;
     run_job(std::move(job));  // destroys the work too, while its stream surely exists
     {
       std::lock_guard lock(queue.mutex);
       queue.completed = sequence;
+      queue.running = {};
     }
     // From here on a retired stream may be destroyed at any moment: only `queue` is used.
     queue.completed_cv.notify_all();
@@ -94,10 +116,10 @@ void Stream::run(Queue& queue) {
 }
 
 void Stream::run_job(Job job) {
-  // The modeled start is when this stream and everything it waits for are done. Another
-  // stream's clock may already include later work than the point waited for, so the model
-  // errs towards later starts.
-  double start = modeled_clock();
+  // The modeled start is when this stream and everything it waits for are done, and not before
+  // the host queued it (Note [Host clock] in host_clock.h). Another stream's clock may already
+  // include later work than the point waited for, so the model errs towards later starts.
+  double start = std::max(modeled_clock(), job.not_before);
   for (const StreamPoint& point : job.waits) {
     point.stream->wait_until(point.sequence);
     start = std::max(start, point.stream->modeled_clock());

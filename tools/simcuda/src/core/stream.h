@@ -3,7 +3,12 @@
 //
 // Each piece of work returns its modeled duration in seconds; the stream keeps a modeled clock
 // (the time its last work would have finished on the modeled GPU), which cuEventElapsedTime and
-// the statistics report. It is a model, never a measurement.
+// the statistics report. It is a model, never a measurement. Work starts no earlier than the
+// modeled host clock of the thread that queued it (Note [Host clock] in core/host_clock.h).
+//
+// Each piece of work may carry its footprint, the device addresses it can touch; the stream keeps
+// the footprints of its queued and running work so that a remap can be checked against them
+// (Note [Remap protocol] in core/remap_check.h).
 //
 // Note [Stream workers]
 // Every worker thread is joined or detached, never left to finish unjoined (which keeps its stack
@@ -27,6 +32,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -43,6 +49,25 @@ struct StreamPoint {
   uint64_t sequence = 0;
 };
 
+struct AddressRange {
+  uint64_t address = 0;
+  uint64_t size = 0;
+};
+
+// What a piece of work can touch (Note [Remap protocol] in core/remap_check.h).
+struct Footprint {
+  const char* what = nullptr;  // "copy", "memset", "graph launch", a kernel's name: static text
+  std::vector<AddressRange> ranges;
+};
+
+// Queued or running work whose footprint overlaps a range.
+struct PendingOverlap {
+  const char* what = nullptr;
+  uint64_t stream_id = 0;
+  uint64_t sequence = 0;
+  bool running = false;
+};
+
 class Stream {
  public:
   enum class Kind { kCreated, kLegacyDefault, kPerThreadDefault };
@@ -56,13 +81,17 @@ class Stream {
   Stream(const Stream&) = delete;
   Stream& operator=(const Stream&) = delete;
 
-  // Queues `work` to run after this stream's earlier work and after every point in `waits`.
-  uint64_t enqueue(StreamWork work, std::vector<StreamPoint> waits = {});
+  // Queues `work` to run after this stream's earlier work, after every point in `waits`, and
+  // not before the modeled time `not_before` (the queuing thread's host clock).
+  uint64_t enqueue(StreamWork work, std::vector<StreamPoint> waits = {}, Footprint footprint = {},
+                   double not_before = 0.0);
   uint64_t last_enqueued() const;
   bool reached(uint64_t sequence) const;
   void wait_until(uint64_t sequence);
   void synchronize() { wait_until(last_enqueued()); }
   StreamPoint tail() { return {this, last_enqueued()}; }
+  // The first queued or running work whose footprint overlaps [address, address + size).
+  std::optional<PendingOverlap> pending_overlap(uint64_t address, uint64_t size) const;
 
   // While a piece of work runs, its modeled start; otherwise the end of the last work run.
   double modeled_clock() const { return clock_.load(std::memory_order_acquire); }
@@ -79,6 +108,8 @@ class Stream {
     uint64_t sequence;
     StreamWork work;
     std::vector<StreamPoint> waits;
+    Footprint footprint;
+    double not_before = 0.0;
   };
   // Shared by the stream and its worker (Note [Stream workers]).
   struct Queue {
@@ -86,6 +117,7 @@ class Stream {
     std::condition_variable queued;
     std::condition_variable completed_cv;
     std::deque<Job> jobs;
+    Footprint running;  // the footprint of the job the worker has taken, until it completes
     uint64_t enqueued = 0;
     uint64_t completed = 0;
     bool stopping = false;

@@ -2,6 +2,7 @@
 
 #include "core/capture.h"
 #include "core/context.h"
+#include "core/host_clock.h"
 
 namespace simcuda {
 
@@ -34,7 +35,8 @@ CUresult resolve_stream(CUstream handle, DefaultStream null_means, Stream** out,
   return CUDA_SUCCESS;
 }
 
-uint64_t submit(Stream& stream, StreamWork work, std::vector<StreamPoint> extra_waits) {
+uint64_t submit(Stream& stream, StreamWork work, std::vector<StreamPoint> extra_waits,
+                Footprint footprint) {
   Context& context = *stream.context();
   std::vector<StreamPoint> waits = std::move(extra_waits);
   if (stream.kind() == Stream::Kind::kLegacyDefault) {
@@ -43,27 +45,25 @@ uint64_t submit(Stream& stream, StreamWork work, std::vector<StreamPoint> extra_
   } else if (stream.blocking()) {
     waits.push_back(context.legacy_stream().tail());
   }
-  return stream.enqueue(std::move(work), std::move(waits));
+  return stream.enqueue(std::move(work), std::move(waits), std::move(footprint), host_clock());
 }
 
-void submit_and_wait(Stream& stream, StreamWork work) {
-  stream.wait_until(submit(stream, std::move(work)));
-}
-
-CUresult submit_async(Stream& stream, StreamWork work, Placement* placement) {
+CUresult submit_async(Stream& stream, StreamWork work, Placement* placement, Footprint footprint) {
   Placement placed;
-  if (CUresult result = capture_work(stream, work, &placed.capture_id); result != CUDA_SUCCESS)
+  if (CUresult result = capture_work(stream, work, &placed.capture_id, footprint);
+      result != CUDA_SUCCESS)
     return result;
-  if (placed.capture_id == 0) placed.sequence = submit(stream, std::move(work));
+  if (placed.capture_id == 0)
+    placed.sequence = submit(stream, std::move(work), {}, std::move(footprint));
   if (placement != nullptr) *placement = placed;
   return CUDA_SUCCESS;
 }
 
-CUresult submit_sync(Stream& stream, StreamWork work, bool wait) {
+CUresult submit_sync(Stream& stream, StreamWork work, bool wait, Footprint footprint) {
   if (CUresult result = check_unsafe_call(); result != CUDA_SUCCESS) return result;
   if (CUresult result = check_sync(stream); result != CUDA_SUCCESS) return result;
-  const uint64_t sequence = submit(stream, std::move(work));
-  if (wait) stream.wait_until(sequence);
+  const uint64_t sequence = submit(stream, std::move(work), {}, std::move(footprint));
+  if (wait) host_wait({&stream, sequence});
   return CUDA_SUCCESS;
 }
 

@@ -34,12 +34,12 @@ CUresult resolve_stream(CUstream handle, DefaultStream null_means, Stream** out,
                         StreamScope scope = StreamScope::kCurrentContext);
 
 // Queues `work` on `stream` after the implicit waits of Note [Default streams] and after
-// `extra_waits`; returns its sequence number on `stream`. Knows nothing of capture: entry points
-// use submit_async() or submit_sync().
-uint64_t submit(Stream& stream, StreamWork work, std::vector<StreamPoint> extra_waits = {});
-
-// Queues `work` and waits for it.
-void submit_and_wait(Stream& stream, StreamWork work);
+// `extra_waits`, not before the calling thread's host clock (Note [Host clock] in
+// core/host_clock.h); `footprint` is what it can touch (Note [Remap protocol] in
+// core/remap_check.h). Returns its sequence number on `stream`. Knows nothing of capture: entry
+// points use submit_async() or submit_sync().
+uint64_t submit(Stream& stream, StreamWork work, std::vector<StreamPoint> extra_waits = {},
+                Footprint footprint = {});
 
 // Where submit_async() put a piece of work.
 struct Placement {
@@ -50,11 +50,13 @@ struct Placement {
 // What every asynchronous entry point (a copy, a kernel launch, a host function) queues its work
 // with: recorded when the stream captures, refused as Note [Stream capture] in core/capture.h
 // says, otherwise submit().
-CUresult submit_async(Stream& stream, StreamWork work, Placement* placement = nullptr);
+CUresult submit_async(Stream& stream, StreamWork work, Placement* placement = nullptr,
+                      Footprint footprint = {});
 
 // A synchronous call on `stream` (one of the default streams): refused while capture forbids it
-// (check_unsafe_call(), check_sync()), otherwise submitted and, when `wait`, waited for.
-CUresult submit_sync(Stream& stream, StreamWork work, bool wait = true);
+// (check_unsafe_call(), check_sync()), otherwise submitted and, when `wait`, waited for (which
+// advances the host clock).
+CUresult submit_sync(Stream& stream, StreamWork work, bool wait, Footprint footprint);
 
 }  // namespace simcuda
 

@@ -43,9 +43,16 @@ struct Mapping {
   bool registered = false;
 };
 
+struct Reservation {
+  uint64_t size = 0;
+  // Per granule: mapped at some time. A granule mapped once and unmapped now is in the middle
+  // of a remap (Note [Remap protocol] in remap_check.h).
+  std::vector<bool> ever_mapped;
+};
+
 struct State {
   std::mutex mutex;
-  std::map<uint64_t, uint64_t> reservations;  // base -> size
+  std::map<uint64_t, Reservation> reservations;  // base -> reservation
   std::map<CUmemGenericAllocationHandle, Handle> handles;
   std::map<uint64_t, Mapping> mappings;                   // base -> mapping
   CUmemGenericAllocationHandle next_handle = 0x5e1c0000;  // opaque, never 0
@@ -79,11 +86,14 @@ bool for_mappings(State& s, uint64_t address, uint64_t size, Visit visit) {
   return true;
 }
 
-bool inside_reservation(State& s, uint64_t address, uint64_t size) {
+// The reservation holding all of [address, address + size), or end().
+std::map<uint64_t, Reservation>::iterator reservation_of(State& s, uint64_t address,
+                                                         uint64_t size) {
   auto it = s.reservations.upper_bound(address);
-  if (it == s.reservations.begin()) return false;
+  if (it == s.reservations.begin()) return s.reservations.end();
   --it;
-  return address >= it->first && address + size <= it->first + it->second;
+  const bool inside = address >= it->first && address + size <= it->first + it->second.size;
+  return inside ? it : s.reservations.end();
 }
 
 void free_if_unused(State& s, std::map<CUmemGenericAllocationHandle, Handle>::iterator it) {
@@ -138,7 +148,7 @@ CUresult vmm_reserve(uint64_t size, uint64_t alignment, uint64_t hint, CUdevicep
   if (!base) return CUDA_ERROR_OUT_OF_MEMORY;
   State& s = state();
   std::lock_guard lock(s.mutex);
-  s.reservations[*base] = size;
+  s.reservations[*base] = Reservation{size, std::vector<bool>(size / kVmmGranularity)};
   *out = *base;
   return CUDA_SUCCESS;
 }
@@ -147,7 +157,7 @@ CUresult vmm_free_reservation(uint64_t address, uint64_t size) {
   State& s = state();
   std::lock_guard lock(s.mutex);
   auto it = s.reservations.find(address);
-  if (it == s.reservations.end() || it->second != size) return CUDA_ERROR_INVALID_VALUE;
+  if (it == s.reservations.end() || it->second.size != size) return CUDA_ERROR_INVALID_VALUE;
   // Mappings must be gone first; freeing under them would leave dangling registry entries.
   auto mapped = s.mappings.lower_bound(address);
   if (mapped != s.mappings.end() && mapped->first < address + size) return CUDA_ERROR_INVALID_VALUE;
@@ -212,7 +222,8 @@ CUresult vmm_map(uint64_t address, uint64_t size, uint64_t offset,
   if (found == s.handles.end() || found->second.references == 0) return CUDA_ERROR_INVALID_HANDLE;
   Handle& physical = found->second;
   if (offset > physical.size || size > physical.size - offset) return CUDA_ERROR_INVALID_VALUE;
-  if (!inside_reservation(s, address, size)) return CUDA_ERROR_INVALID_VALUE;
+  const auto reservation = reservation_of(s, address, size);
+  if (reservation == s.reservations.end()) return CUDA_ERROR_INVALID_VALUE;
   auto next = s.mappings.lower_bound(address);
   if (mapping_at(s, address) != s.mappings.end() ||
       (next != s.mappings.end() && next->first < address + size))
@@ -222,6 +233,10 @@ CUresult vmm_map(uint64_t address, uint64_t size, uint64_t offset,
                               /*host_accessible=*/false))
     return CUDA_ERROR_OUT_OF_MEMORY;
   mprotect(driver.addresses().shadow(address), size, PROT_NONE);  // until cuMemSetAccess
+  std::vector<bool>& ever_mapped = reservation->second.ever_mapped;
+  const uint64_t first = (address - reservation->first) / kVmmGranularity;
+  std::fill_n(ever_mapped.begin() + static_cast<std::ptrdiff_t>(first), size / kVmmGranularity,
+              true);
   const bool host = physical.device < 0;
   ++physical.mappings;
   Context* context = current_context();
@@ -273,7 +288,7 @@ CUresult vmm_unmap(uint64_t address, uint64_t size) {
 }
 
 CUresult vmm_set_access(uint64_t address, uint64_t size, const CUmemAccessDesc* descriptors,
-                        size_t count) {
+                        size_t count, bool* revoked) {
   if (size == 0 || !aligned(address) || !aligned(size) || descriptors == nullptr || count == 0)
     return CUDA_ERROR_INVALID_VALUE;
   State& s = state();
@@ -297,9 +312,11 @@ CUresult vmm_set_access(uint64_t address, uint64_t size, const CUmemAccessDesc* 
       return CUDA_ERROR_INVALID_VALUE;
     }
   }
+  *revoked = false;
   for (uint64_t at = address; at < address + size; at += kVmmGranularity) {
     auto it = mapping_at(s, at);
     Granule& granule = it->second.access[(at - it->first) / kVmmGranularity];
+    const Granule before = granule;
     for (size_t i = 0; i < count; ++i) {
       const CUmemAccessDesc& desc = descriptors[i];
       const uint64_t who = desc.location.type == CU_MEM_LOCATION_TYPE_DEVICE
@@ -310,6 +327,7 @@ CUresult vmm_set_access(uint64_t address, uint64_t size, const CUmemAccessDesc* 
       granule.write = desc.flags == CU_MEM_ACCESS_FLAGS_PROT_READWRITE ? granule.write | who
                                                                        : granule.write & ~who;
     }
+    *revoked |= (before.read & ~granule.read) != 0 || (before.write & ~granule.write) != 0;
     protect(at, granule, it->second.host);
   }
   for_mappings(s, address, size, [](uint64_t, Mapping& m) { update_registration(m); });
@@ -349,6 +367,15 @@ void vmm_forget_context(const Context& context) {
     mapping.allocation.context = driver.device(mapping.allocation.device)->primary_context();
     if (mapping.registered) driver.allocations().set_context(base, mapping.allocation.context);
   }
+}
+
+bool vmm_remap_in_progress(uint64_t address) {
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  const auto reservation = reservation_of(s, address, 1);
+  if (reservation == s.reservations.end() || mapping_at(s, address) != s.mappings.end())
+    return false;
+  return reservation->second.ever_mapped[(address - reservation->first) / kVmmGranularity];
 }
 
 bool vmm_range_accessible(uint64_t address, uint64_t size, bool write) {

@@ -47,13 +47,18 @@ CUresult vmm_map(uint64_t address, uint64_t size, uint64_t offset,
                  CUmemGenericAllocationHandle handle);
 CUresult vmm_unmap(uint64_t address, uint64_t size);
 
+// `*revoked` tells whether a device or the host lost access it had somewhere in the range.
 CUresult vmm_set_access(uint64_t address, uint64_t size, const CUmemAccessDesc* descriptors,
-                        size_t count);
+                        size_t count, bool* revoked);
 CUresult vmm_get_access(uint64_t address, const CUmemLocation& location, unsigned long long* flags);
 
 // cuCtxDestroy of `context`: VMM memory outlives contexts (handles and mappings are not the
 // context's), so mappings made while it was current now name their device's primary context.
 void vmm_forget_context(const Context& context);
+
+// True when `address` lies in a reserved granule that was mapped once and is not mapped now: a
+// remap in progress (Note [Remap protocol] in remap_check.h).
+bool vmm_remap_in_progress(uint64_t address);
 
 // True when every byte of [address, address + size) is mapped and readable (`write`: writable)
 // by devices: what the copy engine must check for kVmmMapping memory before touching it.

@@ -1,0 +1,37 @@
+// The modeled clock of the host threads: what a synchronising call costs the program.
+//
+// Note [Host clock]
+// Each stream has a modeled clock (core/stream.h); the host has one too, kept per host thread.
+// - A call that blocks until work is done advances the calling thread's clock to the modeled
+//   time that work ends: cuCtxSynchronize, cuStreamSynchronize, cuEventSynchronize, synchronous
+//   copies and the memsets that wait (api/copy.cpp, api/memset.cpp), an asynchronous copy into
+//   pageable memory, and the implicit synchronisations of cuMemFree, cuMemFreeHost,
+//   cuMemHostUnregister, cuCtxDestroy and cuDevicePrimaryCtxReset (Context::synchronize).
+// - So does a cuStreamQuery or cuEventQuery that answers CUDA_SUCCESS: a program that polls
+//   until the work is done has waited for it as surely as one that synchronised.
+// - Work a thread queues starts no earlier than that thread's clock (Stream::enqueue's
+//   `not_before`). Without it, work queued on a fresh stream after a long synchronisation
+//   started at modeled time 0, as if the wait had cost nothing.
+// Why per thread, not one clock for the process: simcuda sees only driver calls. With one
+// clock, a thread that waits for device 0 would push back the work that an unrelated thread
+// queues on device 1 (one host thread per GPU is common). Per thread, a handoff between host
+// threads (a mutex, a queue) is not seen: work the second thread queues may start earlier than
+// it could on a GPU. The statistics report the latest clock any thread reached
+// (host_modeled_seconds). The stream clock read after a wait may include work queued later, so
+// like the rest of the model this errs towards late starts.
+#pragma once
+
+#include "core/stream.h"
+
+namespace simcuda {
+
+// The calling thread's modeled host clock, in seconds.
+double host_clock();
+// The calling thread observed work that ends at modeled time `seconds` (a wait or a query).
+void host_clock_observe(double seconds);
+// The calling thread blocks until `point` is reached, then observes its stream's clock.
+void host_wait(const StreamPoint& point);
+// The latest modeled host clock any thread reached (the statistics' host_modeled_seconds).
+double host_modeled_seconds();
+
+}  // namespace simcuda

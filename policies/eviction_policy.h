@@ -1,0 +1,150 @@
+// The interface every eviction policy implements: told of allocations, frees, launches and moves,
+// asked which blocks to evict and whether to promote one. Pure decision code: block ids and
+// granule counts in, decisions out, no driver and nothing from shim/, so the same policy runs in
+// the preloaded library and in a replay of a recorded trace (policies/README.md).
+//
+// The shape is RMM's memory resources: the public methods are not virtual; they check what comes
+// in and what goes out, keep the books and count, and call the private virtual do_* that decide.
+// A policy therefore cannot skip the checks, and the books and counters are the same for all.
+//
+// Note [Whole blocks move]
+// A block is one tracked device allocation (at least 1 MiB), backed by 2 MiB granules that are
+// each device- or host-located. Decisions name whole blocks: a victim gives up all its device
+// granules, a promotion brings in all its host granules. Use tracking sees which allocations a
+// launch reaches (a pointer anywhere inside counts), never which bytes the kernel reads, so a
+// half-resident block runs a kernel at the speed of its host half while still taking device room;
+// evicting half a block frees room without making anything faster. Whole blocks also keep the
+// books at one entry per allocation and let the mover remap each block in one batch. The books
+// still record a partial block (moved() reports what the mover achieved, which may fall short of
+// what was asked), and a block larger than the whole budget is never promoted: it is touched in
+// place.
+//
+// Note [Decisions are checked]
+// The public wrappers hold every decision to the contract: victims distinct, live, holding device
+// granules and not in `keep`, together enough for the need whenever the blocks outside `keep`
+// hold enough; a promotion only of a block that fits the budget at all. Events must name live
+// blocks (allocated: a new one) with consistent granule counts. What breaks the contract is
+// handled as the InvariantMode says: in a user's job it is counted (stats().invalid_decisions or
+// invalid_events), the bad victim or event dropped and the rest kept, so a policy bug costs speed,
+// never the job; in the project's own tests it aborts at once with what broke, so the bug is found
+// where it happens.
+//
+// Not thread-safe: the caller serialises (the tiered layer holds its lock; a replay is one thread).
+// Deterministic: no clocks and no randomness, so the same events give the same decisions.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+namespace vramspill::policies {
+
+using BlockId = uint64_t;
+
+// What a broken contract does (Note [Decisions are checked]).
+enum class InvariantMode : uint8_t {
+  kCountAndDrop,  // a user's job: count it, drop the bad victim or event, carry on
+  kAbort,         // the project's tests: print what broke to stderr and abort
+};
+
+struct PolicyOptions {
+  uint64_t capacity_granules = 0;  // the device budget, in granules
+  InvariantMode invariant_mode = InvariantMode::kCountAndDrop;
+};
+
+// What choose_victims() decided.
+struct Victims {
+  std::vector<BlockId> blocks;  // in the order the policy gave them up
+  uint64_t granules = 0;        // the device granules they hold together
+  // granules >= the need. False only when the blocks outside `keep` hold fewer granules than
+  // needed: then `blocks` is what the policy would give up, and a caller that cannot use a
+  // partial room (a promotion, a whole new block) should move none of them.
+  bool enough = false;
+};
+
+struct PolicyStats {
+  uint64_t launches = 0;         // used() calls
+  uint64_t victim_requests = 0;  // choose_victims() calls
+  uint64_t victims_chosen = 0;   // valid victims returned
+  uint64_t short_requests = 0;   // requests that could not be met (Victims::enough false)
+  uint64_t promotions_agreed = 0;
+  uint64_t promotions_refused = 0;
+  uint64_t invalid_decisions = 0;  // the policy broke the contract; dropped
+  uint64_t invalid_events = 0;     // the caller did; dropped
+};
+
+class EvictionPolicy {
+ public:
+  virtual ~EvictionPolicy() = default;
+  EvictionPolicy(const EvictionPolicy&) = delete;
+  EvictionPolicy& operator=(const EvictionPolicy&) = delete;
+
+  // The name the registry knows it by (policies/registry.h).
+  std::string_view name() const noexcept { return do_name(); }
+
+  // Events.
+  // A new block of `granules` granules, all device-located or all host-located.
+  void allocated(BlockId block, uint64_t granules, bool on_device);
+  void freed(BlockId block);
+  // One launch: its sequence number, its stream and every block it touches.
+  void used(uint64_t sequence, uint32_t stream, std::span<const BlockId> blocks);
+  // The mover's report: `block` now holds `device_granules` granules on the device.
+  void moved(BlockId block, uint64_t device_granules);
+  // The device budget changed.
+  void set_capacity(uint64_t capacity_granules) noexcept { capacity_granules_ = capacity_granules; }
+
+  // Decisions.
+  // Blocks to evict so that `granules_needed` device granules come free, none of them in `keep`
+  // (the blocks the launch at hand needs). Asks nothing of the policy only for a need of zero.
+  Victims choose_victims(uint64_t granules_needed, std::span<const BlockId> keep);
+  // `block` has host granules and a launch touches it: bring it in first (true), or let the
+  // kernel reach it in place over the link (false)?
+  bool should_promote(BlockId block);
+
+  const PolicyStats& stats() const noexcept { return stats_; }
+  // What the last broken contract was ("" if none), for the caller's warning.
+  std::string_view last_problem() const noexcept { return last_problem_; }
+
+ protected:
+  explicit EvictionPolicy(const PolicyOptions& options) noexcept
+      : capacity_granules_(options.capacity_granules), mode_(options.invariant_mode) {}
+
+  // The books, for the do_* below. Each event updates them before its do_* runs, so during
+  // do_freed the block is already gone. A block that is not live has 0 granules.
+  uint64_t granules(BlockId block) const noexcept;
+  uint64_t device_granules(BlockId block) const noexcept;
+  uint64_t capacity_granules() const noexcept { return capacity_granules_; }
+
+ private:
+  struct Books {
+    uint64_t granules = 0;
+    uint64_t device_granules = 0;
+  };
+
+  virtual std::string_view do_name() const noexcept = 0;
+  virtual void do_allocated(BlockId block, uint64_t granules, bool on_device) = 0;
+  virtual void do_freed(BlockId block) = 0;
+  // `blocks` are all live (unknown ones were dropped), possibly repeated.
+  virtual void do_used(uint64_t sequence, uint32_t stream, std::span<const BlockId> blocks) = 0;
+  virtual void do_moved(BlockId block, uint64_t device_granules) = 0;
+  virtual std::vector<BlockId> do_choose_victims(uint64_t granules_needed,
+                                                 std::span<const BlockId> keep) = 0;
+  virtual bool do_should_promote(BlockId block) = 0;
+
+  // Counts a broken contract, or aborts (Note [Decisions are checked]). `problem` ends with
+  // what `value` is ("...: block").
+  void broken(uint64_t& counter, const char* problem, uint64_t value);
+  Books* find(BlockId block) noexcept;
+
+  std::unordered_map<BlockId, Books> books_;
+  uint64_t device_granules_total_ = 0;
+  uint64_t capacity_granules_ = 0;
+  InvariantMode mode_;
+  PolicyStats stats_;
+  char last_problem_[128] = {};
+  std::vector<BlockId> scratch_;  // used()'s live blocks when some were dropped
+};
+
+}  // namespace vramspill::policies

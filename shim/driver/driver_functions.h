@@ -99,7 +99,13 @@
   Y(cuStreamGetCtx)                   \
   Y(cuStreamSynchronize)              \
   Y(cuMemPoolTrimTo)                  \
-  Y(cuLaunchHostFunc)
+  Y(cuLaunchHostFunc)                 \
+  Y(cuDeviceCanAccessPeer)            \
+  Y(cuMemAddressReserve)              \
+  Y(cuMemAddressFree)                 \
+  Y(cuMemSetAccess)                   \
+  Y(cuStreamCreate)                   \
+  Y(cuStreamDestroy_v2)
 
 #define VRAMSPILL_HOOKED_FUNCTIONS(X)       \
   VRAMSPILL_HOOKED_ALLOCATION_FUNCTIONS(X)  \

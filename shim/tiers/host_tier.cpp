@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "driver/context_scope.h"
+#include "driver/device_work.h"
 #include "driver/real_driver.h"
 #include "telemetry/log.h"
 #include "tiers/numa_policy.h"
@@ -50,28 +51,6 @@ std::optional<int> device_attribute(CUdevice_attribute attribute, int device) {
   if (get_attribute == nullptr || get_attribute(&value, attribute, device) != CUDA_SUCCESS)
     return std::nullopt;
   return value;
-}
-
-// Waits for the work of `device`: the calling thread's context when it is on that device,
-// otherwise the device's primary context (what the runtime, and so most frameworks, use).
-CUresult synchronize_device(int device) {
-  const auto get_device = VRAMSPILL_REAL(cuCtxGetDevice);
-  const auto synchronize = VRAMSPILL_REAL(cuCtxSynchronize);
-  if (get_device == nullptr || synchronize == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
-  CUdevice current = -1;
-  if (get_device(&current) == CUDA_SUCCESS && current == device) return synchronize();
-  const auto retain = VRAMSPILL_REAL(cuDevicePrimaryCtxRetain);
-  const auto release = VRAMSPILL_REAL(cuDevicePrimaryCtxRelease_v2);
-  CUcontext primary = nullptr;
-  if (retain == nullptr || release == nullptr || retain(&primary, device) != CUDA_SUCCESS)
-    return CUDA_ERROR_NOT_SUPPORTED;
-  CUresult result = CUDA_SUCCESS;
-  {
-    const driver::ContextScope scope(primary);
-    result = scope.entered() ? synchronize() : scope.status();
-  }
-  release(device);
-  return result;
 }
 
 }  // namespace
@@ -136,7 +115,7 @@ std::optional<CUdeviceptr> HostTier::block_containing(CUdeviceptr address) const
 
 CUresult HostTier::do_free(CUdeviceptr pointer, uint64_t /*bytes*/, int device) noexcept {
   if (!pool_.owns(reinterpret_cast<void*>(pointer))) return CUDA_ERROR_INVALID_VALUE;
-  const CUresult result = synchronize_device(device);
+  const CUresult result = driver::synchronize_device(device);
   // A sticky error (a kernel faulted) is the program's to see; the block is freed anyway, as
   // the driver's cuMemFree frees memory after such an error.
   if (result != CUDA_SUCCESS && result != CUDA_ERROR_ILLEGAL_ADDRESS &&

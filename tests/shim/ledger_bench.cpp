@@ -1,13 +1,17 @@
 // The ledger's part of one device allocation and its free (admit + on_allocated + on_freed),
 // the cost every hooked cuMemAlloc/cuMemFree pair pays on top of the driver (shim/README.md,
 // "Costs").
-// Run: vramspill_ledger_bench [--benchmark_repetitions=N]; "Time" is per pair per thread.
+// Also what one submission pays for the remap window (Note [Remap window]) while no mover
+// closes it: every launch, copy and memset will pay it in tiered mode.
+// Run: vramspill_ledger_bench [--benchmark_repetitions=N]; "Time" is per pair (or submission)
+// per thread.
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
 #include <memory>
 
 #include "core/ledger.h"
+#include "core/remap_window.h"
 
 namespace vramspill::core {
 namespace {
@@ -58,6 +62,17 @@ BENCHMARK(BM_AllocFreePair)->Threads(1)->Threads(4);
 
 void BM_AllocFreePairLoadedTable(benchmark::State& state) { run_pairs(state, loaded_ledger()); }
 BENCHMARK(BM_AllocFreePairLoadedTable)->Threads(1)->Threads(4);
+
+// All threads enter and leave one window, as every submission hook of a process does.
+void BM_SubmissionThroughTheRemapWindow(benchmark::State& state) {
+  static RemapWindow window;
+  for (auto _ : state) {  // NOLINT(clang-analyzer-deadcode.DeadStores): the library idiom
+    const RemapWindow::Submission submission = window.enter();
+    benchmark::DoNotOptimize(&submission);
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_SubmissionThroughTheRemapWindow)->Threads(1)->Threads(4);
 
 }  // namespace
 }  // namespace vramspill::core

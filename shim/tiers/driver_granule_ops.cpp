@@ -1,0 +1,154 @@
+#include "tiers/driver_granule_ops.h"
+
+#include <new>
+
+#include "driver/context_scope.h"
+#include "driver/device_work.h"
+#include "driver/real_driver.h"
+
+namespace vramspill::tiers {
+namespace {
+
+CUmemAccessDesc read_write(int device) {
+  CUmemAccessDesc access{};
+  access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  access.location.id = device;
+  access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  return access;
+}
+
+}  // namespace
+
+DriverGranuleOps::DriverGranuleOps(int device, int host_numa_node) noexcept
+    : device_(device), host_numa_node_(host_numa_node) {
+  try {
+    access_.push_back(read_write(device));
+    const auto count_devices = VRAMSPILL_REAL(cuDeviceGetCount);
+    const auto can_access_peer = VRAMSPILL_REAL(cuDeviceCanAccessPeer);
+    int count = 0;
+    if (count_devices == nullptr || can_access_peer == nullptr ||
+        count_devices(&count) != CUDA_SUCCESS)
+      return;  // the device alone: what cuMemAlloc gives before peer access is enabled
+    for (int peer = 0; peer < count; ++peer) {
+      int reachable = 0;
+      if (peer != device && can_access_peer(&reachable, peer, device) == CUDA_SUCCESS &&
+          reachable != 0)
+        access_.push_back(read_write(peer));
+    }
+  } catch (const std::bad_alloc&) {  // map() refuses every granule then
+  }
+}
+
+CUresult DriverGranuleOps::reserve(uint64_t bytes, CUdeviceptr* base) noexcept {
+  const auto reserve_range = VRAMSPILL_REAL(cuMemAddressReserve);
+  if (reserve_range == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
+  return reserve_range(base, bytes, kGranuleBytes, 0, 0);
+}
+
+CUresult DriverGranuleOps::unreserve(CUdeviceptr base, uint64_t bytes) noexcept {
+  const auto free_range = VRAMSPILL_REAL(cuMemAddressFree);
+  if (free_range == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
+  return free_range(base, bytes);
+}
+
+CUresult DriverGranuleOps::create(GranuleKind kind, GranuleHandle* handle) noexcept {
+  const auto create_memory = VRAMSPILL_REAL(cuMemCreate);
+  if (create_memory == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
+  CUmemAllocationProp prop{};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  if (kind == GranuleKind::kDevice) {
+    prop.location = {CU_MEM_LOCATION_TYPE_DEVICE, device_};
+  } else if (host_numa_node_ >= 0) {
+    prop.location = {CU_MEM_LOCATION_TYPE_HOST_NUMA, host_numa_node_};
+  } else {
+    prop.location = {CU_MEM_LOCATION_TYPE_HOST, 0};
+  }
+  CUmemGenericAllocationHandle created = 0;
+  const CUresult result = create_memory(&created, kGranuleBytes, &prop, 0);
+  if (result == CUDA_SUCCESS) *handle = created;
+  return result;
+}
+
+CUresult DriverGranuleOps::release(GranuleHandle handle) noexcept {
+  const auto release_memory = VRAMSPILL_REAL(cuMemRelease);
+  if (release_memory == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
+  return release_memory(handle);
+}
+
+CUresult DriverGranuleOps::map(CUdeviceptr address, GranuleHandle handle) noexcept {
+  const auto map_memory = VRAMSPILL_REAL(cuMemMap);
+  const auto set_access = VRAMSPILL_REAL(cuMemSetAccess);
+  const auto unmap_memory = VRAMSPILL_REAL(cuMemUnmap);
+  if (map_memory == nullptr || set_access == nullptr || unmap_memory == nullptr)
+    return CUDA_ERROR_NOT_SUPPORTED;
+  if (access_.empty()) return CUDA_ERROR_OUT_OF_MEMORY;
+  if (const CUresult result = map_memory(address, kGranuleBytes, 0, handle, 0);
+      result != CUDA_SUCCESS)
+    return result;
+  const CUresult result = set_access(address, kGranuleBytes, access_.data(), access_.size());
+  // A mapping nothing may reach is of no use, and the arena's books say it is not there.
+  if (result != CUDA_SUCCESS) unmap_memory(address, kGranuleBytes);
+  return result;
+}
+
+CUresult DriverGranuleOps::unmap(CUdeviceptr address) noexcept {
+  const auto unmap_memory = VRAMSPILL_REAL(cuMemUnmap);
+  if (unmap_memory == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
+  return unmap_memory(address, kGranuleBytes);
+}
+
+DriverGranuleOps::~DriverGranuleOps() {
+  if (primary_ == nullptr) return;
+  if (const auto destroy = VRAMSPILL_REAL(cuStreamDestroy_v2); destroy != nullptr) {
+    const driver::ContextScope scope(primary_);
+    if (scope.entered()) destroy(copy_stream_);
+  }
+  if (const auto release = VRAMSPILL_REAL(cuDevicePrimaryCtxRelease_v2)) release(device_);
+}
+
+CUresult DriverGranuleOps::synchronize_device() noexcept {
+  return driver::synchronize_device(device_);
+}
+
+CUresult DriverGranuleOps::make_copy_stream() noexcept {
+  const auto retain = VRAMSPILL_REAL(cuDevicePrimaryCtxRetain);
+  const auto release = VRAMSPILL_REAL(cuDevicePrimaryCtxRelease_v2);
+  const auto create_stream = VRAMSPILL_REAL(cuStreamCreate);
+  if (retain == nullptr || release == nullptr || create_stream == nullptr)
+    return CUDA_ERROR_NOT_SUPPORTED;
+  CUcontext primary = nullptr;
+  if (const CUresult result = retain(&primary, device_); result != CUDA_SUCCESS) return result;
+  CUresult result = CUDA_SUCCESS;
+  {
+    const driver::ContextScope scope(primary);
+    result =
+        scope.entered() ? create_stream(&copy_stream_, CU_STREAM_NON_BLOCKING) : scope.status();
+  }
+  if (result != CUDA_SUCCESS) {
+    release(device_);
+    return result;
+  }
+  primary_ = primary;
+  return CUDA_SUCCESS;
+}
+
+CUresult DriverGranuleOps::copy(CUdeviceptr destination, CUdeviceptr source,
+                                uint64_t bytes) noexcept {
+  const auto copy_async = VRAMSPILL_REAL(cuMemcpyAsync);
+  if (copy_async == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
+  if (primary_ == nullptr) {
+    if (const CUresult result = make_copy_stream(); result != CUDA_SUCCESS) return result;
+  }
+  const driver::ContextScope scope(primary_);
+  return scope.entered() ? copy_async(destination, source, bytes, copy_stream_) : scope.status();
+}
+
+CUresult DriverGranuleOps::wait_for_copies() noexcept {
+  const auto synchronize = VRAMSPILL_REAL(cuStreamSynchronize);
+  if (synchronize == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
+  if (primary_ == nullptr) return CUDA_SUCCESS;  // nothing was ever copied
+  const driver::ContextScope scope(primary_);
+  return scope.entered() ? synchronize(copy_stream_) : scope.status();
+}
+
+}  // namespace vramspill::tiers

@@ -1,0 +1,55 @@
+// The granule arena's VMM calls on the real driver (tiers/granule_ops.h), for one device.
+//
+// Note [Who may reach a granule]
+// Memory from cuMemAlloc is reachable from every device that has peer access to its device;
+// VMM memory is reachable only from the devices cuMemSetAccess names. A program that enabled
+// peer access and hands a tiered block to a kernel on another device must not fault where the
+// same program without vramspill works, so every granule is made accessible to its own device
+// and to every device that can access it as a peer (cuDeviceCanAccessPeer), asked once. That is
+// more than cuMemAlloc gives before cuCtxEnablePeerAccess, never less.
+#pragma once
+
+#include <cuda.h>
+
+#include <vector>
+
+#include "tiers/granule_ops.h"
+
+namespace vramspill::tiers {
+
+class DriverGranuleOps final : public GranuleOps {
+ public:
+  // Device granules on `device`; host granules on the host NUMA node `host_numa_node`
+  // (CU_MEM_LOCATION_TYPE_HOST_NUMA), or anywhere on the host (CU_MEM_LOCATION_TYPE_HOST) when
+  // it is negative.
+  DriverGranuleOps(int device, int host_numa_node) noexcept;
+  // Gives back the copy stream and the primary context it lives in.
+  ~DriverGranuleOps();
+  DriverGranuleOps(const DriverGranuleOps&) = delete;
+  DriverGranuleOps& operator=(const DriverGranuleOps&) = delete;
+
+  CUresult reserve(uint64_t bytes, CUdeviceptr* base) noexcept override;
+  CUresult unreserve(CUdeviceptr base, uint64_t bytes) noexcept override;
+  CUresult create(GranuleKind kind, GranuleHandle* handle) noexcept override;
+  CUresult release(GranuleHandle handle) noexcept override;
+  CUresult map(CUdeviceptr address, GranuleHandle handle) noexcept override;
+  CUresult unmap(CUdeviceptr address) noexcept override;
+  CUresult synchronize_device() noexcept override;
+  // On a stream of the arena's own, created at the first copy in the device's primary context
+  // (which the arena retains): a program's streams and contexts come and go.
+  CUresult copy(CUdeviceptr destination, CUdeviceptr source, uint64_t bytes) noexcept override;
+  CUresult wait_for_copies() noexcept override;
+
+ private:
+  CUresult make_copy_stream() noexcept;
+
+  int device_;
+  int host_numa_node_;
+  // Note [Who may reach a granule]: the device and its peers.
+  std::vector<CUmemAccessDesc> access_;
+  // Used only by copy() and wait_for_copies(), which the arena calls with its move lock held.
+  CUcontext primary_ = nullptr;
+  CUstream copy_stream_ = nullptr;
+};
+
+}  // namespace vramspill::tiers

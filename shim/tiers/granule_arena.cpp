@@ -1,0 +1,250 @@
+#include "tiers/granule_arena.h"
+
+#include <algorithm>
+#include <iterator>
+#include <new>
+#include <set>
+#include <string>
+#include <utility>
+
+namespace vramspill::tiers {
+
+GranuleArena::~GranuleArena() {
+  for (auto& [base, block] : blocks_) {
+    if (unmap_first(base, block.granules, block.granules.size()))
+      unreserve(base, granules_for(block.bytes));
+    for (const Granule& granule : block.granules) release(granule.handle);
+  }
+  for (const GranuleHandle handle : pooled_device_) release(handle);
+  for (const GranuleHandle handle : pooled_host_) release(handle);
+}
+
+CUresult GranuleArena::allocate(uint64_t bytes, uint64_t device_granules,
+                                CUdeviceptr* base) noexcept {
+  const uint64_t count = granules_for(bytes);
+  if (base == nullptr || bytes == 0 || device_granules > count) return CUDA_ERROR_INVALID_VALUE;
+  std::vector<Granule> granules;
+  try {
+    granules.reserve(count);
+  } catch (const std::bad_alloc&) {
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  CUresult result = take_granules(count, device_granules, granules);
+  CUdeviceptr range = 0;
+  if (result == CUDA_SUCCESS) result = ops_.reserve(count * kGranuleBytes, &range);
+  if (result != CUDA_SUCCESS) {
+    pool(granules);
+    return result;
+  }
+  std::size_t mapped = 0;
+  for (; mapped < count; ++mapped) {
+    result = ops_.map(range + mapped * kGranuleBytes, granules[mapped].handle);
+    if (result != CUDA_SUCCESS) break;
+  }
+  if (result == CUDA_SUCCESS) {
+    try {
+      const std::lock_guard lock(mutex_);
+      blocks_.emplace(range, Block{.bytes = bytes, .granules = granules});
+      *base = range;
+      return CUDA_SUCCESS;
+    } catch (const std::bad_alloc&) {  // the books cannot hold it: undone like a failed map
+      result = CUDA_ERROR_OUT_OF_MEMORY;
+    }
+  }
+  if (unmap_first(range, granules, mapped)) {
+    unreserve(range, count);
+  } else {
+    const std::lock_guard lock(mutex_);
+    ++leaked_ranges_;  // granules the driver would not unmap keep it
+  }
+  pool(granules);
+  return result;
+}
+
+CUresult GranuleArena::take_granules(uint64_t count, uint64_t device_count,
+                                     std::vector<Granule>& taken) {
+  uint64_t wanted[2] = {device_count, count - device_count};
+  {
+    const std::lock_guard lock(mutex_);
+    for (const GranuleKind kind : {GranuleKind::kDevice, GranuleKind::kHost}) {
+      std::vector<GranuleHandle>& pooled = pool_of(kind);
+      uint64_t& still_wanted = wanted[static_cast<int>(kind)];
+      for (; still_wanted > 0 && !pooled.empty(); --still_wanted) {
+        taken.push_back({.handle = pooled.back(), .kind = kind});
+        pooled.pop_back();
+      }
+    }
+  }
+  for (const GranuleKind kind : {GranuleKind::kDevice, GranuleKind::kHost}) {
+    for (uint64_t& still_wanted = wanted[static_cast<int>(kind)]; still_wanted > 0;
+         --still_wanted) {
+      GranuleHandle handle = 0;
+      if (const CUresult result = ops_.create(kind, &handle); result != CUDA_SUCCESS) return result;
+      taken.push_back({.handle = handle, .kind = kind});
+      const std::lock_guard lock(mutex_);
+      ++created_;
+    }
+  }
+  // Device granules first: the block's first `device_count` granules are on the device.
+  std::stable_partition(taken.begin(), taken.end(), [](const Granule& granule) {
+    return granule.kind == GranuleKind::kDevice;
+  });
+  return CUDA_SUCCESS;
+}
+
+bool GranuleArena::unmap_first(CUdeviceptr base, std::vector<Granule>& granules,
+                               std::size_t count) {
+  std::vector<bool> kept(count, false);
+  bool all_unmapped = true;
+  for (std::size_t i = 0; i < count; ++i) {
+    kept[i] = ops_.unmap(base + i * kGranuleBytes) != CUDA_SUCCESS;
+    all_unmapped = all_unmapped && !kept[i];
+  }
+  if (all_unmapped) return true;
+  std::size_t index = 0;
+  uint64_t leaked = 0;
+  std::erase_if(granules, [&](const Granule&) {
+    const bool lost = index < count && kept[index];
+    ++index;
+    leaked += lost ? 1 : 0;
+    return lost;
+  });
+  const std::lock_guard lock(mutex_);
+  leaked_granules_ += leaked;
+  return false;
+}
+
+void GranuleArena::unreserve(CUdeviceptr base, uint64_t granules) {
+  if (ops_.unreserve(base, granules * kGranuleBytes) == CUDA_SUCCESS) return;
+  const std::lock_guard lock(mutex_);
+  ++leaked_ranges_;
+}
+
+void GranuleArena::pool(const std::vector<Granule>& granules) noexcept {
+  for (const Granule& granule : granules) {
+    try {
+      const std::lock_guard lock(mutex_);
+      pool_of(granule.kind).push_back(granule.handle);
+      continue;
+    } catch (const std::bad_alloc&) {  // the pool cannot grow: the driver has it back instead
+    }
+    release(granule.handle);
+  }
+}
+
+void GranuleArena::release(GranuleHandle handle) noexcept {
+  const bool released = ops_.release(handle) == CUDA_SUCCESS;
+  const std::lock_guard lock(mutex_);
+  (released ? released_ : leaked_granules_) += 1;
+}
+
+std::optional<ArenaBlock> GranuleArena::free(CUdeviceptr base) noexcept {
+  const std::lock_guard move_lock(move_mutex_);  // Note [Moving a granule]
+  Block block;
+  {
+    const std::lock_guard lock(mutex_);
+    const auto found = blocks_.find(base);
+    if (found == blocks_.end()) return std::nullopt;
+    block = std::move(found->second);
+    blocks_.erase(found);
+  }
+  const ArenaBlock freed = view(base, block);
+  if (unmap_first(base, block.granules, block.granules.size())) {
+    unreserve(base, freed.granules);
+  } else {
+    const std::lock_guard lock(mutex_);
+    ++leaked_ranges_;
+  }
+  pool(block.granules);
+  return freed;
+}
+
+std::optional<ArenaBlock> GranuleArena::block_containing(CUdeviceptr address) const noexcept {
+  const std::lock_guard lock(mutex_);
+  auto after = blocks_.upper_bound(address);
+  if (after == blocks_.begin()) return std::nullopt;
+  const auto& [base, block] = *std::prev(after);
+  if (address - base >= block.granules.size() * kGranuleBytes) return std::nullopt;
+  return view(base, block);
+}
+
+void GranuleArena::trim() noexcept {
+  std::vector<GranuleHandle> surplus;
+  {
+    const std::lock_guard lock(mutex_);
+    const auto take_surplus = [&](std::vector<GranuleHandle>& pooled, uint64_t keep) {
+      while (pooled.size() > keep) {
+        try {
+          surplus.push_back(pooled.back());
+        } catch (const std::bad_alloc&) {
+          return;  // trimmed next time
+        }
+        pooled.pop_back();
+      }
+    };
+    take_surplus(pooled_device_, options_.keep_device_granules);
+    take_surplus(pooled_host_, options_.keep_host_granules);
+  }
+  for (const GranuleHandle handle : surplus) release(handle);
+}
+
+ArenaBlock GranuleArena::view(CUdeviceptr base, const Block& block) {
+  ArenaBlock view{.base = base, .bytes = block.bytes, .granules = block.granules.size()};
+  for (const Granule& granule : block.granules)
+    view.device_granules += granule.kind == GranuleKind::kDevice ? 1 : 0;
+  return view;
+}
+
+ArenaStats GranuleArena::stats() const noexcept {
+  const std::lock_guard lock(mutex_);
+  ArenaStats stats{.blocks = blocks_.size(),
+                   .pooled_device_granules = pooled_device_.size(),
+                   .pooled_host_granules = pooled_host_.size(),
+                   .created_granules = created_,
+                   .released_granules = released_,
+                   .leaked_granules = leaked_granules_,
+                   .leaked_ranges = leaked_ranges_,
+                   .unbacked_granules = unbacked_granules_};
+  for (const auto& [base, block] : blocks_) {
+    const ArenaBlock counted = view(base, block);
+    stats.device_granules += counted.device_granules;
+    stats.host_granules += counted.host_granules();
+  }
+  return stats;
+}
+
+bool GranuleArena::check_invariants(std::string* problem) const {
+  const auto fail = [&](std::string what) {
+    if (problem != nullptr) *problem = std::move(what);
+    return false;
+  };
+  const std::lock_guard lock(mutex_);
+  std::set<GranuleHandle> seen;
+  uint64_t held = 0;
+  CUdeviceptr previous_end = 0;
+  for (const auto& [base, block] : blocks_) {
+    if (base % kGranuleBytes != 0) return fail("a block's range is not granule-aligned");
+    if (base < previous_end) return fail("two blocks' ranges overlap");
+    if (block.granules.size() != granules_for(block.bytes))
+      return fail("a block has " + std::to_string(block.granules.size()) + " granules for " +
+                  std::to_string(block.bytes) + " bytes");
+    previous_end = base + block.granules.size() * kGranuleBytes;
+    for (const Granule& granule : block.granules) {
+      if (!seen.insert(granule.handle).second) return fail("a granule backs two places");
+      ++held;
+    }
+  }
+  for (const auto* pooled : {&pooled_device_, &pooled_host_}) {
+    for (const GranuleHandle handle : *pooled) {
+      if (!seen.insert(handle).second) return fail("a pooled granule is also in use");
+      ++held;
+    }
+  }
+  if (created_ != released_ + leaked_granules_ + held)
+    return fail("created granules (" + std::to_string(created_) +
+                ") are not released + leaked + held (" + std::to_string(released_) + " + " +
+                std::to_string(leaked_granules_) + " + " + std::to_string(held) + ")");
+  return true;
+}
+
+}  // namespace vramspill::tiers

@@ -1,0 +1,202 @@
+// The granule arena: tiered mode's memory for one device. Each allocation gets a range of
+// address space of its own, backed granule by granule by physical memory on the device or on
+// the host, and the backing of one granule can later change without the address changing.
+//
+// Note [The granule arena]
+// - A block (one program allocation) owns a reserved range of whole granules (2 MiB,
+//   kGranuleBytes). Each granule is backed by one physical granule of its own, device- or
+//   host-located, so any free physical granule can back any block: the device never fragments,
+//   whatever the order of allocations and frees (GMLake's stitching, by construction).
+// - Every granule of a live block is mapped and device-accessible at all times. An evicted
+//   granule is mapped to host memory, never unmapped, so a kernel that reaches a block through a
+//   pointer the shim cannot see (inside a struct in device memory, inside a graph) is slow,
+//   never wrong.
+// - Physical granules a freed block gave back wait in a pool per kind and back the next block
+//   without a driver call; trim() gives the pooled ones beyond the keep sizes back to the driver.
+// - What a block costs is counted in whole granules (device granules against the device
+//   budget, host granules against the host limit): the rounding is the arena's, and it is paid
+//   honestly. Deciding how many granules of a block go on the device is the caller's (placement
+//   holds the budgets); the arena only carries it out.
+// - Only the books take the arena's lock; driver calls run outside it (a cuMemMap can take tens
+//   of microseconds), on granules and ranges no other thread can reach yet, or any more.
+//
+// Note [An arena allocation is all or nothing]
+// allocate() either returns a block whose every granule is mapped, or leaves nothing behind: on
+// a failed cuMemCreate, cuMemMap or cuMemAddressReserve it unmaps what it mapped, puts the
+// physical granules it took or made into the pools and gives back the range, and answers with
+// the driver's error. A driver that also refuses to unmap or unreserve (a torn-down context)
+// leaves those granules or that range to the driver; they are counted as leaked, never reused.
+//
+// Note [Moving a granule]
+// move() changes which physical memory backs granules of live blocks, at the same addresses,
+// inside a closed remap window (core/remap_window.h; the Exclusive token is a parameter, so no
+// caller can move outside one). For a batch:
+//   1. wait for the device's work: nothing queued before the window may run after a remap;
+//   2. take a physical granule of the new kind for each granule to move (pool, then driver; if
+//      the driver runs out, the batch shrinks to what it has: moving less is never wrong);
+//   3. map the new granules side by side in a staging range, copy each run of consecutive
+//      granules of a block into it with one copy, and wait for the copies;
+//   4. for each granule, unmap the old backing at the block's address and map the new one
+//      there (a physical granule may be mapped at two addresses, so the staging mapping can
+//      stay until the end); should the new mapping fail, the old one is mapped back;
+//   5. unmap the staging range, pool the old granules, and count.
+// A free() of a block waits for a move in progress (they share move_mutex_): a block is never
+// freed under the mover.
+#pragma once
+
+#include <cuda.h>
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/remap_window.h"
+#include "tiers/granule_ops.h"
+
+namespace vramspill::tiers {
+
+struct ArenaOptions {
+  // Idle physical granules trim() keeps, per kind: the next blocks then need no cuMemCreate.
+  uint64_t keep_device_granules = 0;
+  uint64_t keep_host_granules = 0;
+};
+
+// One live block, as the arena sees it.
+struct ArenaBlock {
+  CUdeviceptr base = 0;
+  uint64_t bytes = 0;            // what the program asked for
+  uint64_t granules = 0;         // the range, in granules (bytes rounded up)
+  uint64_t device_granules = 0;  // of those, backed by device memory; the rest by host memory
+  uint64_t host_granules() const { return granules - device_granules; }
+  uint64_t range_bytes() const { return granules * kGranuleBytes; }
+};
+
+struct ArenaStats {
+  uint64_t blocks = 0;
+  uint64_t device_granules = 0;  // backing live blocks
+  uint64_t host_granules = 0;
+  uint64_t pooled_device_granules = 0;  // idle, kept for the next block
+  uint64_t pooled_host_granules = 0;
+  uint64_t created_granules = 0;   // cuMemCreate calls that succeeded
+  uint64_t released_granules = 0;  // cuMemRelease calls that succeeded
+  // What the driver would not take back (Note [An arena allocation is all or nothing]).
+  uint64_t leaked_granules = 0;
+  uint64_t leaked_ranges = 0;
+  // Granules left with no backing: a move could neither map the new one nor the old one back.
+  uint64_t unbacked_granules = 0;
+};
+
+// One block's part of a move: up to `granules` of its granules not of kind `to` become `to`
+// (evictions give up the block's last device granules first, promotions bring its first host
+// granules in first).
+struct GranuleMove {
+  CUdeviceptr base = 0;
+  GranuleKind to = GranuleKind::kHost;
+  uint64_t granules = 0;
+};
+
+struct MoveOutcome {
+  CUresult result = CUDA_SUCCESS;  // the first driver error, if any stopped part of the batch
+  uint64_t to_device = 0;          // granules moved in each direction
+  uint64_t to_host = 0;
+};
+
+class GranuleArena {
+ public:
+  GranuleArena(GranuleOps& ops, const ArenaOptions& options) noexcept
+      : ops_(ops), options_(options) {}
+  GranuleArena(const GranuleArena&) = delete;
+  GranuleArena& operator=(const GranuleArena&) = delete;
+  // Every granule, live or pooled, goes back to the driver.
+  ~GranuleArena();
+
+  // The number of granules a block of `bytes` takes.
+  static constexpr uint64_t granules_for(uint64_t bytes) {
+    return bytes / kGranuleBytes + (bytes % kGranuleBytes != 0 ? 1 : 0);
+  }
+
+  // A block of `bytes` (> 0), its first `device_granules` granules (at most granules_for(bytes))
+  // backed by device memory and the rest by host memory, at *base. All or nothing (Note [An
+  // arena allocation is all or nothing]).
+  CUresult allocate(uint64_t bytes, uint64_t device_granules, CUdeviceptr* base) noexcept;
+
+  // Unmaps the block that starts at `base`, pools its granules and gives its range back. The
+  // caller has made sure no work can touch it any more. nullopt for an address that starts no
+  // block (nothing changes then).
+  std::optional<ArenaBlock> free(CUdeviceptr base) noexcept;
+
+  // The live block that holds `address`, anywhere in its range.
+  std::optional<ArenaBlock> block_containing(CUdeviceptr address) const noexcept;
+
+  // Carries out `moves` (Note [Moving a granule]). Moves naming no live block are skipped.
+  MoveOutcome move(std::span<const GranuleMove> moves,
+                   const core::RemapWindow::Exclusive& window) noexcept;
+
+  // Gives pooled granules beyond the keep sizes back to the driver.
+  void trim() noexcept;
+
+  ArenaStats stats() const noexcept;
+
+  // Recomputes the counters from the blocks and pools; false (and the first difference in
+  // `problem`) when they disagree. For tests and debug builds.
+  bool check_invariants(std::string* problem = nullptr) const;
+
+ private:
+  struct Granule {
+    GranuleHandle handle = 0;
+    GranuleKind kind = GranuleKind::kDevice;
+  };
+  struct Block {
+    uint64_t bytes = 0;
+    std::vector<Granule> granules;  // granule i backs base + i * kGranuleBytes
+  };
+
+  // Physical granules for a new block: from the pools first, then from the driver.
+  CUresult take_granules(uint64_t count, uint64_t device_count, std::vector<Granule>& taken);
+  // Unmaps granules [0, count) of the range at `base`; those the driver refuses are leaked and
+  // taken out of `granules`. Returns whether the range is now empty of mappings.
+  bool unmap_first(CUdeviceptr base, std::vector<Granule>& granules, std::size_t count);
+  // Gives the range back; one the driver keeps is leaked.
+  void unreserve(CUdeviceptr base, uint64_t granules);
+  // Puts granules mapped nowhere into the pools (or, if a pool cannot grow, back to the driver).
+  void pool(const std::vector<Granule>& granules) noexcept;
+  void release(GranuleHandle handle) noexcept;
+  std::vector<GranuleHandle>& pool_of(GranuleKind kind) {
+    return kind == GranuleKind::kDevice ? pooled_device_ : pooled_host_;
+  }
+  static ArenaBlock view(CUdeviceptr base, const Block& block);
+
+  // A granule of a live block that a move changes.
+  struct Slot {
+    CUdeviceptr block = 0;
+    std::size_t index = 0;
+    Granule from;
+    Granule to;
+  };
+  std::vector<Slot> plan_locked(std::span<const GranuleMove> moves) const;
+  // Steps 3 and 4 of Note [Moving a granule] for `slots`, staged at `staging`: the slots before
+  // the returned count moved, the rest did not. `staging_clean` goes false when a staging
+  // mapping could not be undone.
+  std::size_t copy_and_remap(CUdeviceptr staging, std::vector<Slot>& slots, CUresult& result,
+                             bool& staging_clean);
+  CUresult copy_runs(CUdeviceptr staging, const std::vector<Slot>& slots);
+
+  GranuleOps& ops_;
+  const ArenaOptions options_;
+  std::mutex move_mutex_;     // held by move() and free(): no block is freed under the mover
+  mutable std::mutex mutex_;  // the books below
+  std::map<CUdeviceptr, Block> blocks_;
+  std::vector<GranuleHandle> pooled_device_;
+  std::vector<GranuleHandle> pooled_host_;
+  uint64_t created_ = 0;
+  uint64_t released_ = 0;
+  uint64_t leaked_granules_ = 0;
+  uint64_t leaked_ranges_ = 0;
+  uint64_t unbacked_granules_ = 0;
+};
+
+}  // namespace vramspill::tiers

@@ -1,0 +1,172 @@
+// GranuleArena::move (Note [Moving a granule] in tiers/granule_arena.h).
+#include <algorithm>
+#include <new>
+
+#include "tiers/granule_arena.h"
+
+namespace vramspill::tiers {
+
+std::vector<GranuleArena::Slot> GranuleArena::plan_locked(
+    std::span<const GranuleMove> moves) const {
+  std::vector<Slot> slots;
+  for (const GranuleMove& move : moves) {
+    const auto found = blocks_.find(move.base);
+    if (found == blocks_.end()) continue;
+    const std::vector<Granule>& granules = found->second.granules;
+    const std::size_t count = granules.size();
+    uint64_t left = move.granules == 0 ? count : move.granules;
+    // Evictions take the block's last device granules, promotions its first host ones.
+    for (std::size_t step = 0; step < count && left > 0; ++step) {
+      const std::size_t index = move.to == GranuleKind::kHost ? count - 1 - step : step;
+      if (granules[index].kind == move.to) continue;
+      slots.push_back({.block = move.base, .index = index, .from = granules[index], .to = {}});
+      --left;
+    }
+  }
+  // A block named twice moves each granule once: the first move that names it wins.
+  std::stable_sort(slots.begin(), slots.end(), [](const Slot& a, const Slot& b) {
+    return a.block != b.block ? a.block < b.block : a.index < b.index;
+  });
+  slots.erase(std::unique(slots.begin(), slots.end(),
+                          [](const Slot& a, const Slot& b) {
+                            return a.block == b.block && a.index == b.index;
+                          }),
+              slots.end());
+  return slots;
+}
+
+MoveOutcome GranuleArena::move(std::span<const GranuleMove> moves,
+                               const core::RemapWindow::Exclusive& /*window*/) noexcept {
+  MoveOutcome outcome;
+  const std::lock_guard move_lock(move_mutex_);
+  std::vector<Slot> slots;
+  std::vector<Granule> fresh;
+  try {
+    {
+      const std::lock_guard lock(mutex_);
+      slots = plan_locked(moves);
+    }
+    // Room for the new granules and, at the end, the old ones: pooling them allocates nothing.
+    fresh.reserve(2 * slots.size());
+  } catch (const std::bad_alloc&) {
+    outcome.result = CUDA_ERROR_OUT_OF_MEMORY;
+    return outcome;
+  }
+  if (slots.empty()) return outcome;
+  if (outcome.result = ops_.synchronize_device(); outcome.result != CUDA_SUCCESS) return outcome;
+
+  // Step 2: a destination for each slot; what the driver cannot give shrinks the batch.
+  const auto to_device =
+      static_cast<uint64_t>(std::count_if(slots.begin(), slots.end(), [](const Slot& slot) {
+        return slot.from.kind == GranuleKind::kHost;
+      }));
+  outcome.result = take_granules(slots.size(), to_device, fresh);
+  // take_granules() put the device granules first: hand them out from both ends.
+  auto next_device = fresh.begin();
+  auto past_host = fresh.end();
+  std::erase_if(slots, [&](Slot& slot) {
+    if (slot.from.kind == GranuleKind::kHost) {
+      if (next_device == past_host || next_device->kind != GranuleKind::kDevice) return true;
+      slot.to = *next_device++;
+    } else {
+      if (past_host == next_device || std::prev(past_host)->kind != GranuleKind::kHost) return true;
+      slot.to = *--past_host;
+    }
+    return false;
+  });
+  // What is left between the two ends was not handed out: it goes back to the pools.
+  const auto handed_device = next_device - fresh.begin();
+  fresh.erase(past_host, fresh.end());
+  fresh.erase(fresh.begin(), fresh.begin() + handed_device);
+  CUdeviceptr staging = 0;
+  std::size_t moved = 0;
+  if (!slots.empty()) {
+    const CUresult reserved = ops_.reserve(slots.size() * kGranuleBytes, &staging);
+    if (reserved == CUDA_SUCCESS) {
+      CUresult failure = CUDA_SUCCESS;
+      bool staging_clean = true;
+      moved = copy_and_remap(staging, slots, failure, staging_clean);
+      if (outcome.result == CUDA_SUCCESS) outcome.result = failure;
+      if (staging_clean) {
+        unreserve(staging, slots.size());
+      } else {
+        // A staging mapping stays: the range keeps it, and the new granules of the slots that
+        // did not move may still be mapped there, so none of them is reused.
+        const std::lock_guard lock(mutex_);
+        ++leaked_ranges_;
+        leaked_granules_ += slots.size() - moved;
+        slots.resize(moved);
+      }
+    } else if (outcome.result == CUDA_SUCCESS) {
+      outcome.result = reserved;
+    }
+  }
+
+  // Step 5: the books, and the pools take the old granules and the unused new ones.
+  for (std::size_t i = 0; i < slots.size(); ++i)
+    fresh.push_back(i < moved ? slots[i].from : slots[i].to);
+  {
+    const std::lock_guard lock(mutex_);
+    for (std::size_t i = 0; i < moved; ++i) {
+      blocks_.at(slots[i].block).granules[slots[i].index] = slots[i].to;
+      (slots[i].to.kind == GranuleKind::kDevice ? outcome.to_device : outcome.to_host) += 1;
+    }
+  }
+  pool(fresh);
+  return outcome;
+}
+
+std::size_t GranuleArena::copy_and_remap(CUdeviceptr staging, std::vector<Slot>& slots,
+                                         CUresult& result, bool& staging_clean) {
+  std::size_t staged = 0;
+  for (; staged < slots.size(); ++staged) {
+    result = ops_.map(staging + staged * kGranuleBytes, slots[staged].to.handle);
+    if (result != CUDA_SUCCESS) break;
+  }
+  std::size_t moved = 0;
+  if (staged == slots.size()) {
+    result = copy_runs(staging, slots);
+    // Waited for even when a copy failed: the ones queued before it may still be running.
+    const CUresult waited = ops_.wait_for_copies();
+    if (waited != CUDA_SUCCESS) {
+      // Copies may still run into the staging range: it stays mapped, and its granules are
+      // lost with it rather than handed to another block under a running copy.
+      if (result == CUDA_SUCCESS) result = waited;
+      staging_clean = false;
+      return 0;
+    }
+    // Step 4, granule by granule: a failure stops the batch with everything before it moved.
+    for (; result == CUDA_SUCCESS && moved < slots.size(); ++moved) {
+      const Slot& slot = slots[moved];
+      const CUdeviceptr address = slot.block + slot.index * kGranuleBytes;
+      if (result = ops_.unmap(address); result != CUDA_SUCCESS) break;
+      if (result = ops_.map(address, slot.to.handle); result == CUDA_SUCCESS) continue;
+      if (ops_.map(address, slot.from.handle) != CUDA_SUCCESS) {
+        const std::lock_guard lock(mutex_);
+        ++unbacked_granules_;  // neither backing maps again: a hole the block keeps
+      }
+      break;
+    }
+  }
+  for (std::size_t i = 0; i < staged; ++i)
+    staging_clean = ops_.unmap(staging + i * kGranuleBytes) == CUDA_SUCCESS && staging_clean;
+  return moved;
+}
+
+CUresult GranuleArena::copy_runs(CUdeviceptr staging, const std::vector<Slot>& slots) {
+  std::size_t run_start = 0;
+  for (std::size_t i = 1; i <= slots.size(); ++i) {
+    const bool run_goes_on = i < slots.size() && slots[i].block == slots[i - 1].block &&
+                             slots[i].index == slots[i - 1].index + 1;
+    if (run_goes_on) continue;
+    const Slot& first = slots[run_start];
+    const CUresult result =
+        ops_.copy(staging + run_start * kGranuleBytes, first.block + first.index * kGranuleBytes,
+                  (i - run_start) * kGranuleBytes);
+    if (result != CUDA_SUCCESS) return result;
+    run_start = i;
+  }
+  return CUDA_SUCCESS;
+}
+
+}  // namespace vramspill::tiers

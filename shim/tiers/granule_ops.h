@@ -1,0 +1,57 @@
+// The VMM calls the granule arena (tiers/granule_arena.h) makes, behind a seam: the shim passes
+// the real driver's, unit tests a fake that counts calls and fails on demand. One GranuleOps
+// serves one device: its granules are that device's memory, or host memory on the device's
+// NUMA node.
+#pragma once
+
+#include <cuda.h>
+
+#include <cstdint>
+
+namespace vramspill::tiers {
+
+// The size of one physical granule: the driver's allocation granularity for device memory on
+// every current GPU, and the size of PyTorch's small segments.
+inline constexpr uint64_t kGranuleBytes = uint64_t{2} << 20;
+
+// Where a granule's bytes are.
+enum class GranuleKind : uint8_t { kDevice, kHost };
+
+// A physical allocation of one granule (a CUmemGenericAllocationHandle).
+using GranuleHandle = uint64_t;
+
+class GranuleOps {
+ public:
+  // cuMemAddressReserve: `bytes` (a multiple of kGranuleBytes) of address space, aligned to a
+  // granule, at *base.
+  virtual CUresult reserve(uint64_t bytes, CUdeviceptr* base) noexcept = 0;
+  // cuMemAddressFree of exactly what reserve() returned; nothing may be mapped in it.
+  virtual CUresult unreserve(CUdeviceptr base, uint64_t bytes) noexcept = 0;
+  // cuMemCreate of one granule of `kind`.
+  virtual CUresult create(GranuleKind kind, GranuleHandle* handle) noexcept = 0;
+  // cuMemRelease of a granule that is mapped nowhere.
+  virtual CUresult release(GranuleHandle handle) noexcept = 0;
+  // cuMemMap of `handle` at `address` (granule-aligned, inside a reservation), then
+  // cuMemSetAccess giving the device read and write: a mapped granule is always reachable, from
+  // kernels as from copies. On failure nothing stays mapped.
+  virtual CUresult map(CUdeviceptr address, GranuleHandle handle) noexcept = 0;
+  // cuMemUnmap of the granule at `address`. The caller has made sure no work can touch it.
+  virtual CUresult unmap(CUdeviceptr address) noexcept = 0;
+
+  // Waits for all the work queued on the device (cuCtxSynchronize): nothing queued before a
+  // remap may run after it.
+  virtual CUresult synchronize_device() noexcept = 0;
+  // Queues a copy of `bytes` from `source` to `destination` (mapped, device-accessible ranges)
+  // on the arena's own stream.
+  virtual CUresult copy(CUdeviceptr destination, CUdeviceptr source, uint64_t bytes) noexcept = 0;
+  // Waits for the copies copy() queued.
+  virtual CUresult wait_for_copies() noexcept = 0;
+
+ protected:
+  GranuleOps() = default;
+  ~GranuleOps() = default;
+  GranuleOps(const GranuleOps&) = default;
+  GranuleOps& operator=(const GranuleOps&) = default;
+};
+
+}  // namespace vramspill::tiers

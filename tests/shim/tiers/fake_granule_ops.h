@@ -1,0 +1,209 @@
+// A stand-in for the driver's VMM calls that keeps the driver's rules: mappings only inside a
+// reservation, at granule-aligned addresses not already mapped; no release of a mapped granule,
+// no cuMemAddressFree of a range with mappings. A broken rule is recorded in misuse() (tests
+// expect none), and any call can be made to fail on demand. Thread-safe: one lock per call.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "tiers/granule_ops.h"
+
+namespace vramspill::tiers {
+
+class FakeGranuleOps final : public GranuleOps {
+ public:
+  enum Call {
+    kReserve,
+    kUnreserve,
+    kCreate,
+    kRelease,
+    kMap,
+    kUnmap,
+    kSynchronize,
+    kCopy,
+    kWait,
+    kCallCount
+  };
+
+  // Fails the `nth` (1-based) next call of `call` with `error`; 0 clears it.
+  void fail(Call call, int nth, CUresult error = CUDA_ERROR_OUT_OF_MEMORY) {
+    fail_at_[call] = nth == 0 ? 0 : calls_[call] + nth;
+    error_[call] = error;
+  }
+  // Fails every call of `call` from the next one on.
+  void fail_always(Call call, CUresult error = CUDA_ERROR_OUT_OF_MEMORY) {
+    always_[call] = true;
+    error_[call] = error;
+  }
+  void heal() {
+    for (int call = 0; call < kCallCount; ++call) {
+      fail_at_[call] = 0;
+      always_[call] = false;
+    }
+  }
+
+  int calls(Call call) const { return calls_[call]; }
+  // Moves map a granule at its block and in the staging range at once, as the driver allows.
+  void allow_double_mapping() { allow_double_mapping_ = true; }
+  const std::vector<std::string>& misuse() const { return misuse_; }
+  std::size_t live_handles() const { return handles_.size(); }
+  std::size_t live_handles(GranuleKind kind) const {
+    std::size_t count = 0;
+    for (const auto& [handle, held] : handles_) count += held == kind ? 1 : 0;
+    return count;
+  }
+  std::size_t mappings() const { return mapped_.size(); }
+  // How many addresses `handle` is mapped at.
+  std::size_t mappings_of(GranuleHandle handle) const {
+    std::size_t count = 0;
+    for (const auto& [address, mapped] : mapped_) count += mapped == handle ? 1 : 0;
+    return count;
+  }
+  std::size_t reservations() const { return reservations_.size(); }
+  // The kind of memory mapped at `address` (granule-aligned), if any.
+  std::optional<GranuleKind> mapped_kind(CUdeviceptr address) const {
+    const auto found = mapped_.find(address);
+    if (found == mapped_.end()) return std::nullopt;
+    return handles_.at(found->second);
+  }
+
+  CUresult reserve(uint64_t bytes, CUdeviceptr* base) noexcept override {
+    const std::lock_guard lock(mutex_);
+    if (CUresult failure = injected(kReserve); failure != CUDA_SUCCESS) return failure;
+    if (bytes == 0 || bytes % kGranuleBytes != 0) misuse_.push_back("reserve of a partial granule");
+    *base = next_address_;
+    next_address_ += bytes + kGranuleBytes;  // a gap, so that ranges never touch
+    reservations_[*base] = bytes;
+    return CUDA_SUCCESS;
+  }
+  CUresult unreserve(CUdeviceptr base, uint64_t bytes) noexcept override {
+    const std::lock_guard lock(mutex_);
+    if (CUresult failure = injected(kUnreserve); failure != CUDA_SUCCESS) return failure;
+    const auto found = reservations_.find(base);
+    if (found == reservations_.end() || found->second != bytes) {
+      misuse_.push_back("unreserve of a range never reserved");
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+    const auto first = mapped_.lower_bound(base);
+    if (first != mapped_.end() && first->first < base + bytes) {
+      misuse_.push_back("unreserve of a range with mappings");
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+    reservations_.erase(found);
+    return CUDA_SUCCESS;
+  }
+  CUresult create(GranuleKind kind, GranuleHandle* handle) noexcept override {
+    const std::lock_guard lock(mutex_);
+    if (CUresult failure = injected(kCreate); failure != CUDA_SUCCESS) return failure;
+    *handle = next_handle_++;
+    handles_[*handle] = kind;
+    return CUDA_SUCCESS;
+  }
+  CUresult release(GranuleHandle handle) noexcept override {
+    const std::lock_guard lock(mutex_);
+    if (CUresult failure = injected(kRelease); failure != CUDA_SUCCESS) return failure;
+    if (handles_.erase(handle) == 0) {
+      misuse_.push_back("release of an unknown handle");
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+    for (const auto& [address, mapped] : mapped_) {
+      if (mapped == handle) misuse_.push_back("release of a mapped granule");
+    }
+    return CUDA_SUCCESS;
+  }
+  CUresult map(CUdeviceptr address, GranuleHandle handle) noexcept override {
+    const std::lock_guard lock(mutex_);
+    if (CUresult failure = injected(kMap); failure != CUDA_SUCCESS) return failure;
+    if (!handles_.contains(handle)) misuse_.push_back("map of an unknown handle");
+    if (address % kGranuleBytes != 0) misuse_.push_back("map at an unaligned address");
+    if (!inside_a_reservation(address)) misuse_.push_back("map outside every reservation");
+    if (!mapped_.emplace(address, handle).second) misuse_.push_back("map over a mapping");
+    for (const auto& [other, mapped] : mapped_) {
+      if (mapped == handle && other != address && !allow_double_mapping_)
+        misuse_.push_back("a granule mapped twice");
+    }
+    return CUDA_SUCCESS;
+  }
+  CUresult unmap(CUdeviceptr address) noexcept override {
+    const std::lock_guard lock(mutex_);
+    if (CUresult failure = injected(kUnmap); failure != CUDA_SUCCESS) return failure;
+    if (copies_in_flight_ != 0) misuse_.push_back("unmap while copies are in flight");
+    if (mapped_.erase(address) == 0) {
+      misuse_.push_back("unmap of nothing");
+      return CUDA_ERROR_INVALID_VALUE;
+    }
+    return CUDA_SUCCESS;
+  }
+  CUresult synchronize_device() noexcept override {
+    const std::lock_guard lock(mutex_);
+    return injected(kSynchronize);
+  }
+  // Copies the contents (tags) of each granule of the source range to the destination's.
+  CUresult copy(CUdeviceptr destination, CUdeviceptr source, uint64_t bytes) noexcept override {
+    const std::lock_guard lock(mutex_);
+    if (CUresult failure = injected(kCopy); failure != CUDA_SUCCESS) return failure;
+    for (uint64_t offset = 0; offset < bytes; offset += kGranuleBytes) {
+      const auto from = mapped_.find(source + offset);
+      const auto to = mapped_.find(destination + offset);
+      if (from == mapped_.end() || to == mapped_.end()) {
+        misuse_.push_back("copy to or from an unmapped granule");
+        return CUDA_ERROR_INVALID_VALUE;
+      }
+      tags_[to->second] = tags_[from->second];
+    }
+    ++copies_in_flight_;
+    return CUDA_SUCCESS;
+  }
+  CUresult wait_for_copies() noexcept override {
+    const std::lock_guard lock(mutex_);
+    if (CUresult failure = injected(kWait); failure != CUDA_SUCCESS) return failure;
+    copies_in_flight_ = 0;
+    return CUDA_SUCCESS;
+  }
+
+  // What a test writes to and reads from the granule mapped at `address` (granule-aligned).
+  void write(CUdeviceptr address, uint64_t tag) {
+    const std::lock_guard lock(mutex_);
+    tags_[mapped_.at(address)] = tag;
+  }
+  uint64_t read(CUdeviceptr address) {
+    const std::lock_guard lock(mutex_);
+    return tags_[mapped_.at(address)];
+  }
+
+ private:
+  CUresult injected(Call call) {
+    ++calls_[call];
+    if (always_[call] || calls_[call] == fail_at_[call]) return error_[call];
+    return CUDA_SUCCESS;
+  }
+  bool inside_a_reservation(CUdeviceptr address) const {
+    auto after = reservations_.upper_bound(address);
+    if (after == reservations_.begin()) return false;
+    --after;
+    return address - after->first < after->second;
+  }
+
+  int calls_[kCallCount] = {};
+  int fail_at_[kCallCount] = {};
+  bool always_[kCallCount] = {};
+  CUresult error_[kCallCount] = {};
+  CUdeviceptr next_address_ = 0x7f0000000000;
+  GranuleHandle next_handle_ = 1;
+  std::map<CUdeviceptr, uint64_t> reservations_;
+  std::map<GranuleHandle, GranuleKind> handles_;
+  std::map<CUdeviceptr, GranuleHandle> mapped_;
+  std::map<GranuleHandle, uint64_t> tags_;
+  int copies_in_flight_ = 0;
+  bool allow_double_mapping_ = false;
+  std::vector<std::string> misuse_;
+  std::mutex mutex_;
+};
+
+}  // namespace vramspill::tiers

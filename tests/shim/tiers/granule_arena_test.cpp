@@ -1,0 +1,399 @@
+// tiers/granule_arena: blocks of whole granules, device share first, pooled and reused granules
+// (no fragmentation by construction), trim, all-or-nothing allocation under every driver
+// failure, and books that always add up (Note [The granule arena]).
+#include "tiers/granule_arena.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "core/remap_window.h"
+#include "fake_granule_ops.h"
+
+namespace vramspill::tiers {
+namespace {
+
+constexpr uint64_t kMiB = uint64_t{1} << 20;
+using Call = FakeGranuleOps::Call;
+
+class GranuleArenaTest : public ::testing::Test {
+ protected:
+  void TearDown() override {
+    std::string problem;
+    EXPECT_TRUE(arena_.check_invariants(&problem)) << problem;
+    EXPECT_TRUE(ops_.misuse().empty()) << ops_.misuse().front();
+  }
+
+  CUdeviceptr allocate(uint64_t bytes, uint64_t device_granules) {
+    CUdeviceptr base = 0;
+    EXPECT_EQ(arena_.allocate(bytes, device_granules, &base), CUDA_SUCCESS);
+    return base;
+  }
+
+  FakeGranuleOps ops_;
+  GranuleArena arena_{ops_, ArenaOptions{.keep_device_granules = 2, .keep_host_granules = 1}};
+};
+
+TEST_F(GranuleArenaTest, ABlockIsWholeGranulesWithItsDeviceShareFirst) {
+  const CUdeviceptr base = allocate(5 * kMiB, 2);
+  EXPECT_EQ(base % kGranuleBytes, 0u);
+  EXPECT_EQ(ops_.mapped_kind(base), GranuleKind::kDevice);
+  EXPECT_EQ(ops_.mapped_kind(base + kGranuleBytes), GranuleKind::kDevice);
+  EXPECT_EQ(ops_.mapped_kind(base + 2 * kGranuleBytes), GranuleKind::kHost);
+  EXPECT_EQ(ops_.mappings(), 3u);
+  const ArenaStats stats = arena_.stats();
+  EXPECT_EQ(stats.blocks, 1u);
+  EXPECT_EQ(stats.device_granules, 2u);
+  EXPECT_EQ(stats.host_granules, 1u);
+  const ArenaBlock block = *arena_.block_containing(base);
+  EXPECT_EQ(block.bytes, 5 * kMiB);
+  EXPECT_EQ(block.range_bytes(), 6 * kMiB) << "rounding to granules is the block's to pay";
+}
+
+TEST_F(GranuleArenaTest, FreedGranulesBackTheNextBlockWithoutTheDriver) {
+  const CUdeviceptr first = allocate(8 * kMiB, 4);
+  const int created = ops_.calls(Call::kCreate);
+  const std::optional<ArenaBlock> freed = arena_.free(first);
+  ASSERT_TRUE(freed);
+  EXPECT_EQ(freed->device_granules, 4u);
+  EXPECT_EQ(ops_.mappings(), 0u);
+  EXPECT_EQ(ops_.reservations(), 0u);
+  EXPECT_EQ(arena_.stats().pooled_device_granules, 4u);
+  allocate(8 * kMiB, 4);
+  EXPECT_EQ(ops_.calls(Call::kCreate), created);
+  EXPECT_EQ(arena_.stats().pooled_device_granules, 0u);
+}
+
+TEST_F(GranuleArenaTest, AnyFreeGranuleBacksAnyBlock) {
+  // Ten one-granule blocks, every other one freed: the five scattered granules back one block
+  // of five, where a contiguous allocator would have no five-granule hole.
+  std::vector<CUdeviceptr> blocks;
+  for (int i = 0; i < 10; ++i) blocks.push_back(allocate(kGranuleBytes, 1));
+  for (int i = 0; i < 10; i += 2) ASSERT_TRUE(arena_.free(blocks[i]));
+  const int created = ops_.calls(Call::kCreate);
+  allocate(5 * kGranuleBytes, 5);
+  EXPECT_EQ(ops_.calls(Call::kCreate), created);
+  EXPECT_EQ(ops_.live_handles(), 10u);
+}
+
+TEST_F(GranuleArenaTest, TrimKeepsOnlyTheKeepSizes) {
+  const CUdeviceptr a = allocate(10 * kGranuleBytes, 6);
+  arena_.free(a);
+  EXPECT_EQ(ops_.live_handles(), 10u);
+  arena_.trim();
+  EXPECT_EQ(ops_.live_handles(GranuleKind::kDevice), 2u);
+  EXPECT_EQ(ops_.live_handles(GranuleKind::kHost), 1u);
+  EXPECT_EQ(arena_.stats().released_granules, 7u);
+}
+
+TEST_F(GranuleArenaTest, AFailedCreateLeavesNothingBehind) {
+  ops_.fail(Call::kCreate, 3);
+  CUdeviceptr base = 0;
+  EXPECT_EQ(arena_.allocate(4 * kGranuleBytes, 4, &base), CUDA_ERROR_OUT_OF_MEMORY);
+  EXPECT_EQ(base, 0u);
+  EXPECT_EQ(ops_.mappings(), 0u);
+  EXPECT_EQ(ops_.reservations(), 0u);
+  EXPECT_EQ(arena_.stats().pooled_device_granules, 2u) << "what was made is kept for later";
+  allocate(4 * kGranuleBytes, 4);
+}
+
+TEST_F(GranuleArenaTest, AFailedMapLeavesNothingBehind) {
+  ops_.fail(Call::kMap, 3, CUDA_ERROR_INVALID_VALUE);
+  CUdeviceptr base = 0;
+  EXPECT_EQ(arena_.allocate(4 * kGranuleBytes, 2, &base), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(ops_.mappings(), 0u);
+  EXPECT_EQ(ops_.reservations(), 0u);
+  EXPECT_EQ(arena_.stats().blocks, 0u);
+  EXPECT_EQ(arena_.stats().pooled_device_granules + arena_.stats().pooled_host_granules, 4u);
+}
+
+TEST_F(GranuleArenaTest, AFailedReserveLeavesNothingBehind) {
+  ops_.fail(Call::kReserve, 1);
+  CUdeviceptr base = 0;
+  EXPECT_EQ(arena_.allocate(3 * kGranuleBytes, 1, &base), CUDA_ERROR_OUT_OF_MEMORY);
+  EXPECT_EQ(ops_.mappings(), 0u);
+  EXPECT_EQ(arena_.stats().blocks, 0u);
+}
+
+TEST_F(GranuleArenaTest, GranulesTheDriverWillNotUnmapAreLeakedNeverReused) {
+  const CUdeviceptr base = allocate(3 * kGranuleBytes, 3);
+  ops_.fail(Call::kUnmap, 2, CUDA_ERROR_UNKNOWN);
+  ASSERT_TRUE(arena_.free(base));
+  const ArenaStats stats = arena_.stats();
+  EXPECT_EQ(stats.leaked_granules, 1u);
+  EXPECT_EQ(stats.leaked_ranges, 1u) << "a range that still has a mapping cannot be given back";
+  EXPECT_EQ(stats.pooled_device_granules, 2u);
+  // Reusing the leaked granule would map it twice: the fake would report it.
+  allocate(3 * kGranuleBytes, 3);
+}
+
+TEST_F(GranuleArenaTest, FindsTheBlockOfAnyAddressInItsRange) {
+  const CUdeviceptr base = allocate(3 * kMiB, 2);  // two granules
+  EXPECT_EQ(arena_.block_containing(base + 3 * kMiB + 17)->base, base) << "rounding included";
+  EXPECT_FALSE(arena_.block_containing(base + 2 * kGranuleBytes));
+  EXPECT_FALSE(arena_.block_containing(base - 1));
+  EXPECT_FALSE(arena_.free(base + kGranuleBytes)) << "only a block's start frees it";
+  EXPECT_TRUE(arena_.block_containing(base));
+}
+
+TEST_F(GranuleArenaTest, RefusesWhatIsNotABlock) {
+  CUdeviceptr base = 0;
+  EXPECT_EQ(arena_.allocate(kMiB, 0, nullptr), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(arena_.allocate(0, 0, &base), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(arena_.allocate(3 * kMiB, 3, &base), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(ops_.calls(Call::kReserve), 0);
+}
+
+// Moves (Note [Moving a granule]): each test tags every granule of its blocks and checks the
+// tags are where they were after the move, whatever moved.
+class GranuleMoveTest : public GranuleArenaTest {
+ protected:
+  void SetUp() override { ops_.allow_double_mapping(); }
+
+  CUdeviceptr tagged_block(uint64_t granules, uint64_t device_granules) {
+    const CUdeviceptr base = allocate(granules * kGranuleBytes, device_granules);
+    for (uint64_t i = 0; i < granules; ++i) ops_.write(base + i * kGranuleBytes, base + i);
+    return base;
+  }
+  void expect_tags(CUdeviceptr base, uint64_t granules) {
+    for (uint64_t i = 0; i < granules; ++i)
+      EXPECT_EQ(ops_.read(base + i * kGranuleBytes), base + i) << "granule " << i;
+  }
+  std::vector<GranuleKind> kinds(CUdeviceptr base, uint64_t granules) {
+    std::vector<GranuleKind> found;
+    for (uint64_t i = 0; i < granules; ++i)
+      found.push_back(*ops_.mapped_kind(base + i * kGranuleBytes));
+    return found;
+  }
+  MoveOutcome move(std::vector<GranuleMove> moves) {
+    const core::RemapWindow::Exclusive exclusive = window_.close();
+    return arena_.move(moves, exclusive);
+  }
+
+  core::RemapWindow window_;
+  static constexpr GranuleKind kDevice = GranuleKind::kDevice;
+  static constexpr GranuleKind kHost = GranuleKind::kHost;
+};
+
+TEST_F(GranuleMoveTest, AnEvictionMovesTheLastDeviceGranulesAndKeepsTheBytes) {
+  const CUdeviceptr base = tagged_block(4, 4);
+  const MoveOutcome outcome = move({{.base = base, .to = kHost, .granules = 2}});
+  EXPECT_EQ(outcome.result, CUDA_SUCCESS);
+  EXPECT_EQ(outcome.to_host, 2u);
+  EXPECT_EQ(kinds(base, 4), (std::vector{kDevice, kDevice, kHost, kHost}));
+  expect_tags(base, 4);
+  EXPECT_EQ(ops_.calls(Call::kSynchronize), 1) << "the device's work is waited for first";
+  EXPECT_EQ(ops_.calls(Call::kCopy), 1) << "one copy per run of consecutive granules";
+  EXPECT_EQ(ops_.reservations(), 1u) << "the staging range is given back";
+  EXPECT_EQ(ops_.mappings(), 4u);
+  const ArenaStats stats = arena_.stats();
+  EXPECT_EQ(stats.device_granules, 2u);
+  EXPECT_EQ(stats.host_granules, 2u);
+  EXPECT_EQ(stats.pooled_device_granules, 2u) << "the old backing waits for the next block";
+}
+
+TEST_F(GranuleMoveTest, APromotionBringsTheHostGranulesInFirstToLast) {
+  const CUdeviceptr base = tagged_block(5, 1);
+  const MoveOutcome outcome = move({{.base = base, .to = kDevice, .granules = 3}});
+  EXPECT_EQ(outcome.to_device, 3u);
+  EXPECT_EQ(kinds(base, 5), (std::vector{kDevice, kDevice, kDevice, kDevice, kHost}));
+  expect_tags(base, 5);
+  EXPECT_EQ(move({{.base = base, .to = kDevice, .granules = 0}}).to_device, 1u) << "0: all";
+  expect_tags(base, 5);
+}
+
+TEST_F(GranuleMoveTest, EachBlockIsItsOwnRun) {
+  const CUdeviceptr a = tagged_block(2, 0);
+  const CUdeviceptr b = tagged_block(3, 0);
+  const MoveOutcome outcome =
+      move({{.base = b, .to = kDevice, .granules = 0}, {.base = a, .to = kDevice, .granules = 0}});
+  EXPECT_EQ(outcome.to_device, 5u);
+  EXPECT_EQ(ops_.calls(Call::kCopy), 2);
+  expect_tags(a, 2);
+  expect_tags(b, 3);
+}
+
+TEST_F(GranuleMoveTest, AFailedCopyMovesNothing) {
+  const CUdeviceptr base = tagged_block(3, 3);
+  ops_.fail(Call::kCopy, 1, CUDA_ERROR_LAUNCH_FAILED);
+  const MoveOutcome outcome = move({{.base = base, .to = kHost, .granules = 0}});
+  EXPECT_EQ(outcome.result, CUDA_ERROR_LAUNCH_FAILED);
+  EXPECT_EQ(outcome.to_host, 0u);
+  EXPECT_EQ(kinds(base, 3), (std::vector{kDevice, kDevice, kDevice}));
+  expect_tags(base, 3);
+  EXPECT_EQ(ops_.reservations(), 1u);
+  EXPECT_EQ(arena_.stats().pooled_host_granules, 3u);
+}
+
+TEST_F(GranuleMoveTest, AFailedRemapStopsTheBatchWithTheGranuleAsItWas) {
+  const CUdeviceptr base = tagged_block(3, 0);
+  // Three staging maps, then the remap of granule 0 succeeds and that of granule 1 fails.
+  ops_.fail(Call::kMap, 5, CUDA_ERROR_UNKNOWN);
+  const MoveOutcome outcome = move({{.base = base, .to = kDevice, .granules = 0}});
+  EXPECT_EQ(outcome.result, CUDA_ERROR_UNKNOWN);
+  EXPECT_EQ(outcome.to_device, 1u);
+  EXPECT_EQ(kinds(base, 3), (std::vector{kDevice, kHost, kHost}));
+  expect_tags(base, 3);
+  EXPECT_EQ(arena_.stats().unbacked_granules, 0u);
+}
+
+TEST_F(GranuleMoveTest, WhatTheDriverCannotGiveShrinksTheBatch) {
+  const CUdeviceptr base = tagged_block(4, 0);
+  ops_.fail(Call::kCreate, 3);  // two device granules, then out of memory
+  const MoveOutcome outcome = move({{.base = base, .to = kDevice, .granules = 0}});
+  EXPECT_EQ(outcome.result, CUDA_ERROR_OUT_OF_MEMORY);
+  EXPECT_EQ(outcome.to_device, 2u);
+  EXPECT_EQ(kinds(base, 4), (std::vector{kDevice, kDevice, kHost, kHost}));
+  expect_tags(base, 4);
+}
+
+TEST_F(GranuleMoveTest, MovesOfBlocksThatAreGoneAreSkipped) {
+  const CUdeviceptr base = tagged_block(2, 2);
+  ASSERT_TRUE(arena_.free(base));
+  const MoveOutcome outcome = move({{.base = base, .to = kHost, .granules = 0}});
+  EXPECT_EQ(outcome.result, CUDA_SUCCESS);
+  EXPECT_EQ(outcome.to_host, 0u);
+  EXPECT_EQ(ops_.calls(Call::kSynchronize), 0) << "an empty batch waits for nothing";
+}
+
+TEST(GranuleArenaLifetime, GivesEverythingBackWhenDestroyed) {
+  FakeGranuleOps ops;
+  {
+    GranuleArena arena{ops, ArenaOptions{.keep_device_granules = 8, .keep_host_granules = 8}};
+    CUdeviceptr a = 0;
+    CUdeviceptr b = 0;
+    ASSERT_EQ(arena.allocate(5 * kMiB, 1, &a), CUDA_SUCCESS);
+    ASSERT_EQ(arena.allocate(9 * kMiB, 5, &b), CUDA_SUCCESS);
+    arena.free(a);
+  }
+  EXPECT_EQ(ops.live_handles(), 0u);
+  EXPECT_EQ(ops.mappings(), 0u);
+  EXPECT_EQ(ops.reservations(), 0u);
+  EXPECT_TRUE(ops.misuse().empty());
+}
+
+// Random allocations and frees with random driver failures: after every step the books add up
+// and the driver's rules hold; at the end, everything goes back.
+TEST(GranuleArenaRandom, BooksAddUpUnderRandomFailures) {
+  FakeGranuleOps ops;
+  GranuleArena arena{ops, ArenaOptions{.keep_device_granules = 4, .keep_host_granules = 4}};
+  std::mt19937 random(20261202);
+  std::vector<CUdeviceptr> live;
+  for (int step = 0; step < 3000; ++step) {
+    ops.heal();
+    if (random() % 5 == 0) {
+      const auto call = static_cast<Call>(random() % FakeGranuleOps::kCallCount);
+      ops.fail(call, static_cast<int>(random() % 4) + 1, CUDA_ERROR_UNKNOWN);
+    }
+    const uint32_t action = random() % 10;
+    if (action < 5 || live.empty()) {
+      const uint64_t bytes = (random() % (12 * kMiB)) + 1;
+      const uint64_t granules = GranuleArena::granules_for(bytes);
+      CUdeviceptr base = 0;
+      if (arena.allocate(bytes, random() % (granules + 1), &base) == CUDA_SUCCESS)
+        live.push_back(base);
+    } else if (action < 9) {
+      const std::size_t index = random() % live.size();
+      ASSERT_TRUE(arena.free(live[index]));
+      live.erase(live.begin() + static_cast<long>(index));
+    } else {
+      arena.trim();
+    }
+    std::string problem;
+    ASSERT_TRUE(arena.check_invariants(&problem)) << "step " << step << ": " << problem;
+    ASSERT_TRUE(ops.misuse().empty()) << "step " << step << ": " << ops.misuse().front();
+  }
+  ops.heal();
+  for (const CUdeviceptr base : live) arena.free(base);
+  const ArenaStats stats = arena.stats();
+  EXPECT_GT(stats.leaked_granules, 0u) << "the failures did not reach the leak paths";
+  // What stays with the driver is exactly what the arena says it leaked.
+  EXPECT_LE(ops.mappings(), stats.leaked_granules);
+  EXPECT_EQ(ops.reservations(), stats.leaked_ranges);
+  EXPECT_EQ(ops.live_handles(),
+            stats.pooled_device_granules + stats.pooled_host_granules + stats.leaked_granules);
+}
+
+// Random moves both ways under random driver failures: every granule keeps its bytes, and the
+// books add up after each batch.
+TEST(GranuleArenaRandom, MovesKeepEveryByteUnderRandomFailures) {
+  FakeGranuleOps ops;
+  ops.allow_double_mapping();
+  GranuleArena arena{ops, ArenaOptions{.keep_device_granules = 4, .keep_host_granules = 4}};
+  core::RemapWindow window;
+  std::mt19937 random(7);
+  std::vector<std::pair<CUdeviceptr, uint64_t>> blocks;  // base, granules
+  for (int i = 0; i < 12; ++i) {
+    const uint64_t granules = random() % 6 + 1;
+    CUdeviceptr base = 0;
+    ASSERT_EQ(arena.allocate(granules * kGranuleBytes, random() % (granules + 1), &base),
+              CUDA_SUCCESS);
+    for (uint64_t g = 0; g < granules; ++g) ops.write(base + g * kGranuleBytes, base + g);
+    blocks.emplace_back(base, granules);
+  }
+  uint64_t moved = 0;
+  for (int batch = 0; batch < 400; ++batch) {
+    ops.heal();
+    if (random() % 3 == 0) {
+      const auto call = static_cast<Call>(random() % FakeGranuleOps::kCallCount);
+      ops.fail(call, static_cast<int>(random() % 6) + 1, CUDA_ERROR_UNKNOWN);
+    }
+    std::vector<GranuleMove> moves;
+    for (int m = 0; m < 3; ++m) {
+      const auto& [base, granules] = blocks[random() % blocks.size()];
+      moves.push_back({.base = base,
+                       .to = random() % 2 == 0 ? GranuleKind::kDevice : GranuleKind::kHost,
+                       .granules = random() % (granules + 1)});
+    }
+    MoveOutcome outcome;
+    {
+      const core::RemapWindow::Exclusive exclusive = window.close();
+      outcome = arena.move(moves, exclusive);
+    }
+    moved += outcome.to_device + outcome.to_host;
+    ASSERT_EQ(arena.stats().unbacked_granules, 0u) << "batch " << batch;
+    for (const auto& [base, granules] : blocks) {
+      for (uint64_t g = 0; g < granules; ++g)
+        ASSERT_EQ(ops.read(base + g * kGranuleBytes), base + g) << "batch " << batch;
+    }
+    std::string problem;
+    ASSERT_TRUE(arena.check_invariants(&problem)) << "batch " << batch << ": " << problem;
+    ASSERT_TRUE(ops.misuse().empty()) << "batch " << batch << ": " << ops.misuse().front();
+  }
+  EXPECT_GT(moved, 100u);
+}
+
+TEST(GranuleArenaThreads, ManyThreadsAllocateAndFreeAtOnce) {
+  FakeGranuleOps ops;
+  GranuleArena arena{ops, ArenaOptions{.keep_device_granules = 16, .keep_host_granules = 16}};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&arena, t] {
+      std::mt19937 random(static_cast<uint32_t>(t));
+      std::vector<CUdeviceptr> mine;
+      for (int i = 0; i < 500; ++i) {
+        CUdeviceptr base = 0;
+        if (mine.size() < 8 && arena.allocate((random() % 4 + 1) * kGranuleBytes, random() % 2,
+                                              &base) == CUDA_SUCCESS) {
+          mine.push_back(base);
+        } else if (!mine.empty()) {
+          arena.free(mine.back());
+          mine.pop_back();
+        }
+        if (i % 50 == 0) arena.trim();
+      }
+      for (const CUdeviceptr base : mine) arena.free(base);
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  std::string problem;
+  EXPECT_TRUE(arena.check_invariants(&problem)) << problem;
+  EXPECT_TRUE(ops.misuse().empty()) << ops.misuse().front();
+  EXPECT_EQ(arena.stats().blocks, 0u);
+  EXPECT_EQ(ops.mappings(), 0u);
+}
+
+}  // namespace
+}  // namespace vramspill::tiers

@@ -1,0 +1,228 @@
+#include "placement/tiered_placement.h"
+
+#include <algorithm>
+#include <new>
+#include <vector>
+
+#include "policies/registry.h"
+
+namespace vramspill::placement {
+namespace {
+
+using tiers::GranuleArena;
+using tiers::GranuleKind;
+using tiers::GranuleMove;
+using tiers::kGranuleBytes;
+
+uint64_t more_than(uint64_t wanted, uint64_t pooled) {
+  return wanted > pooled ? wanted - pooled : 0;
+}
+
+}  // namespace
+
+TieredPlacement::TieredPlacement(TieredBudgets& budgets, ArenaSource& arenas,
+                                 core::RemapWindow& window, const TieredOptions& options) noexcept
+    : budgets_(budgets), arenas_(arenas), window_(window), options_(options) {
+  try {
+    if (const policies::MadePolicy made = policies::make_policy(options_.policy, {});
+        made.policy == nullptr)
+      error_ = made.error;
+  } catch (const std::bad_alloc&) {
+    error_ = "out of memory while choosing the eviction policy";
+  }
+}
+
+TieredPlacement::Device* TieredPlacement::device_state(int device) noexcept {
+  if (!error_.empty() || device < 0 || static_cast<std::size_t>(device) >= kDevices) return nullptr;
+  const std::lock_guard lock(devices_mutex_);
+  std::unique_ptr<Device>& state = devices_[static_cast<std::size_t>(device)];
+  if (state != nullptr) return state.get();
+  try {
+    GranuleArena* arena = arenas_.arena(device);
+    if (arena == nullptr) return nullptr;
+    policies::MadePolicy made = policies::make_policy(
+        options_.policy, {.capacity_granules = budgets_.device_room(device) / kGranuleBytes,
+                          .invariant_mode = options_.invariant_mode});
+    if (made.policy == nullptr) return nullptr;
+    auto created = std::make_unique<Device>();
+    created->arena = arena;
+    created->policy = std::move(made.policy);
+    state = std::move(created);
+  } catch (const std::bad_alloc&) {
+    return nullptr;
+  }
+  return state.get();
+}
+
+bool TieredPlacement::charge(int device, Device& state, uint64_t device_granules,
+                             uint64_t host_granules) {
+  const uint64_t device_bytes = device_granules * kGranuleBytes;
+  const uint64_t host_bytes = host_granules * kGranuleBytes;
+  if (device_bytes != 0 && !budgets_.take_device(device, device_bytes)) return false;
+  if (host_bytes != 0 && !budgets_.take_host(host_bytes)) {
+    if (device_bytes != 0) budgets_.give_device(device, device_bytes);
+    return false;
+  }
+  state.charged_device += device_bytes;
+  state.charged_host += host_bytes;
+  return true;
+}
+
+void TieredPlacement::settle(int device, Device& state) {
+  state.arena->trim();
+  const tiers::ArenaStats held = state.arena->stats();
+  const uint64_t device_bytes =
+      (held.device_granules + held.pooled_device_granules) * kGranuleBytes;
+  const uint64_t host_bytes = (held.host_granules + held.pooled_host_granules) * kGranuleBytes;
+  // Every operation charged first (Note [Tiered budgets]): the arena holds at most that much.
+  if (state.charged_device > device_bytes)
+    budgets_.give_device(device, state.charged_device - device_bytes);
+  if (state.charged_host > host_bytes) budgets_.give_host(state.charged_host - host_bytes);
+  state.charged_device = device_bytes;
+  state.charged_host = host_bytes;
+}
+
+uint64_t TieredPlacement::usable_device_granules(int device, const Device& state) {
+  return budgets_.device_room(device) / kGranuleBytes + state.arena->stats().pooled_device_granules;
+}
+
+tiers::MoveOutcome TieredPlacement::move(Device& state, std::span<const GranuleMove> moves) {
+  tiers::MoveOutcome outcome;
+  {
+    const core::RemapWindow::Exclusive exclusive = window_.close();
+    outcome = state.arena->move(moves, exclusive);
+  }
+  const std::lock_guard lock(stats_mutex_);
+  ++stats_.windows;
+  stats_.evicted_granules += outcome.to_host;
+  stats_.promoted_granules += outcome.to_device;
+  return outcome;
+}
+
+void TieredPlacement::tell_policy_of_moves(Device& state, std::span<const GranuleMove> moves) {
+  for (const GranuleMove& moved : moves) {
+    if (const auto block = state.arena->block_containing(moved.base))
+      state.policy->moved(moved.base, block->device_granules);
+  }
+}
+
+void TieredPlacement::make_room(int device, Device& state, uint64_t granules,
+                                std::span<const CUdeviceptr> keep) {
+  const std::vector<policies::BlockId> keep_blocks(keep.begin(), keep.end());
+  const policies::Victims victims = state.policy->choose_victims(granules, keep_blocks);
+  std::vector<GranuleMove> evictions;
+  uint64_t evicted = 0;
+  for (const policies::BlockId victim : victims.blocks) {
+    const auto block = state.arena->block_containing(victim);
+    if (!block || block->device_granules == 0) continue;
+    evictions.push_back({.base = victim, .to = GranuleKind::kHost, .granules = 0});
+    evicted += block->device_granules;
+  }
+  // The victims' granules need host granules: as many victims as the host limit can take.
+  const uint64_t pooled_host = state.arena->stats().pooled_host_granules;
+  while (!evictions.empty() && !charge(device, state, 0, more_than(evicted, pooled_host))) {
+    evicted -= state.arena->block_containing(evictions.back().base)->device_granules;
+    evictions.pop_back();
+  }
+  if (evictions.empty()) return;
+  move(state, evictions);
+  tell_policy_of_moves(state, evictions);
+}
+
+CUresult TieredPlacement::allocate(int device, uint64_t bytes, CUdeviceptr* out) noexcept {
+  if (out == nullptr || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
+  Device* state = device_state(device);
+  if (state == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
+  const std::lock_guard lock(state->mutex);
+  CUresult result = CUDA_ERROR_OUT_OF_MEMORY;
+  try {
+    const uint64_t granules = GranuleArena::granules_for(bytes);
+    if (usable_device_granules(device, *state) < granules)
+      make_room(device, *state, granules - usable_device_granules(device, *state), {});
+    const uint64_t on_device = std::min(granules, usable_device_granules(device, *state));
+    const tiers::ArenaStats pooled = state->arena->stats();
+    if (charge(device, *state, more_than(on_device, pooled.pooled_device_granules),
+               more_than(granules - on_device, pooled.pooled_host_granules))) {
+      result = state->arena->allocate(bytes, on_device, out);
+      if (result == CUDA_SUCCESS) {
+        state->policy->allocated(*out, granules, /*on_device=*/false);
+        if (on_device != 0) state->policy->moved(*out, on_device);
+      }
+    }
+  } catch (const std::bad_alloc&) {  // the policy's books could not grow
+  }
+  settle(device, *state);
+  return result;
+}
+
+CUresult TieredPlacement::free(int device, CUdeviceptr base) noexcept {
+  Device* state = device_state(device);
+  if (state == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  const std::lock_guard lock(state->mutex);
+  if (!state->arena->free(base)) return CUDA_ERROR_INVALID_VALUE;
+  try {
+    state->policy->freed(base);
+  } catch (const std::bad_alloc&) {  // the policy keeps a stale entry; its checks drop it later
+  }
+  settle(device, *state);
+  return CUDA_SUCCESS;
+}
+
+void TieredPlacement::before_launch(int device, uint64_t sequence, uint32_t stream,
+                                    std::span<const CUdeviceptr> blocks) noexcept {
+  if (blocks.empty()) return;
+  Device* state = device_state(device);
+  if (state == nullptr) return;
+  const std::lock_guard lock(state->mutex);
+  try {
+    const std::vector<policies::BlockId> touched(blocks.begin(), blocks.end());
+    state->policy->used(sequence, stream, touched);
+    // The blocks to bring in, and how many granules they need, decided first: one window makes
+    // room for all of them and one moves them.
+    std::vector<GranuleMove> promotions;
+    uint64_t needed = 0;
+    uint64_t refused = 0;
+    for (const CUdeviceptr base : blocks) {
+      const auto block = state->arena->block_containing(base);
+      if (!block || block->base != base || block->host_granules() == 0) continue;
+      if (std::any_of(promotions.begin(), promotions.end(),
+                      [&](const GranuleMove& move) { return move.base == base; }))
+        continue;
+      if (!state->policy->should_promote(base)) {
+        ++refused;
+        continue;
+      }
+      promotions.push_back({.base = base, .to = GranuleKind::kDevice, .granules = 0});
+      needed += block->host_granules();
+    }
+    if (!promotions.empty()) {
+      if (usable_device_granules(device, *state) < needed)
+        make_room(device, *state, needed - usable_device_granules(device, *state), blocks);
+      // What does not fit even now stays on the host: the kernel reaches it in place.
+      while (!promotions.empty() && usable_device_granules(device, *state) < needed) {
+        needed -= state->arena->block_containing(promotions.back().base)->host_granules();
+        promotions.pop_back();
+        ++refused;
+      }
+      if (!promotions.empty() &&
+          charge(device, *state, more_than(needed, state->arena->stats().pooled_device_granules),
+                 0)) {
+        move(*state, promotions);
+        tell_policy_of_moves(*state, promotions);
+      } else {
+        refused += promotions.size();
+      }
+    }
+    const std::lock_guard stats_lock(stats_mutex_);
+    stats_.promotions_refused += refused;
+  } catch (const std::bad_alloc&) {  // no promotion this time: the kernel reaches it in place
+  }
+  settle(device, *state);
+}
+
+TieredStats TieredPlacement::stats() const noexcept {
+  const std::lock_guard lock(stats_mutex_);
+  return stats_;
+}
+
+}  // namespace vramspill::placement

@@ -1,0 +1,147 @@
+// Tiered placement: which granules of which blocks live on the device, decided as the job runs.
+// A new block takes device granules while the budget allows, evicting cold blocks for room when
+// the policy finds some, and host granules beyond; a launch that touches a block with host
+// granules promotes it first when the policy agrees. The arena (tiers/granule_arena.h) carries
+// the moves out inside the remap window (core/remap_window.h); the policy (policies/) only
+// decides. The budgets are reached through a seam, so unit tests run this with fakes.
+//
+// Note [Tiered budgets]
+// What a device's arena holds from the driver is what it costs: its device granules, live or
+// pooled, count against the device budget, and its host granules against the host limit. An
+// operation that may create granules first takes the most it could need from the budgets, and
+// gives back what the arena did not use once it is done, so the budgets are never exceeded, not
+// even for a moment. Pooled device granules are room like any other: an eviction pools the
+// victims' device granules, and the allocation or promotion it was for takes them at once.
+// Idle granules beyond the keep sizes are trimmed after each operation, and their budget given
+// back.
+//
+// Note [Tiered serialisation]
+// One mutex per device serialises its placement decisions and the policy (which is not
+// thread-safe), and the window serialises the moves of all devices. A launch that needs a
+// promotion takes the mutex before its submission enters the window, never inside it (Note
+// [Remap window]).
+#pragma once
+
+#include <cuda.h>
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+
+#include "core/remap_window.h"
+#include "policies/eviction_policy.h"
+#include "tiers/granule_arena.h"
+
+namespace vramspill::placement {
+
+// The device budget and the host limit, as tiered placement charges them (Note [Tiered
+// budgets]). The shim's answers come from the ledger and the host budget.
+class TieredBudgets {
+ public:
+  // Bytes `device` may still take under its budget.
+  virtual uint64_t device_room(int device) noexcept = 0;
+  virtual bool take_device(int device, uint64_t bytes) noexcept = 0;
+  virtual void give_device(int device, uint64_t bytes) noexcept = 0;
+  virtual bool take_host(uint64_t bytes) noexcept = 0;
+  virtual void give_host(uint64_t bytes) noexcept = 0;
+
+ protected:
+  TieredBudgets() = default;
+  ~TieredBudgets() = default;
+  TieredBudgets(const TieredBudgets&) = default;
+  TieredBudgets& operator=(const TieredBudgets&) = default;
+};
+
+// The arena of each device, made on first use (the shim's on the real driver; tests' on fakes).
+class ArenaSource {
+ public:
+  // Null when the device cannot have one (the caller then places the allocation as before).
+  virtual tiers::GranuleArena* arena(int device) noexcept = 0;
+
+ protected:
+  ArenaSource() = default;
+  ~ArenaSource() = default;
+  ArenaSource(const ArenaSource&) = default;
+  ArenaSource& operator=(const ArenaSource&) = default;
+};
+
+struct TieredOptions {
+  std::string policy = "lru";
+  policies::InvariantMode invariant_mode = policies::InvariantMode::kCountAndDrop;
+};
+
+struct TieredStats {
+  uint64_t evicted_granules = 0;    // moved to the host
+  uint64_t promoted_granules = 0;   // moved to the device
+  uint64_t windows = 0;             // remap windows this placement closed
+  uint64_t promotions_refused = 0;  // the policy said touch in place, or no room could be made
+};
+
+class TieredPlacement {
+ public:
+  // The policy name is checked here: an unknown one leaves the placement unusable (error()).
+  TieredPlacement(TieredBudgets& budgets, ArenaSource& arenas, core::RemapWindow& window,
+                  const TieredOptions& options) noexcept;
+  TieredPlacement(const TieredPlacement&) = delete;
+  TieredPlacement& operator=(const TieredPlacement&) = delete;
+
+  // Why the placement cannot work (an unknown policy), or empty.
+  const std::string& error() const noexcept { return error_; }
+
+  // A block of `bytes` on `device` (Note [Tiered budgets]). CUDA_ERROR_OUT_OF_MEMORY when the
+  // host limit cannot take what the device budget does not; CUDA_ERROR_NOT_SUPPORTED when the
+  // device has no arena.
+  CUresult allocate(int device, uint64_t bytes, CUdeviceptr* out) noexcept;
+
+  // Frees the block at `base` on `device`; the caller has waited for the work that could touch
+  // it (as cuMemFree does). CUDA_ERROR_INVALID_VALUE for an address that starts no block.
+  CUresult free(int device, CUdeviceptr base) noexcept;
+
+  // A launch is about to touch `blocks` (block bases, from use tracking): tells the policy, and
+  // promotes the ones with host granules that the policy wants on the device, evicting others
+  // for room. Called before the launch's submission enters the window.
+  void before_launch(int device, uint64_t sequence, uint32_t stream,
+                     std::span<const CUdeviceptr> blocks) noexcept;
+
+  TieredStats stats() const noexcept;
+
+ private:
+  struct Device {
+    std::mutex mutex;  // Note [Tiered serialisation]
+    tiers::GranuleArena* arena = nullptr;
+    std::unique_ptr<policies::EvictionPolicy> policy;
+    // What the budgets were charged for this arena (Note [Tiered budgets]).
+    uint64_t charged_device = 0;
+    uint64_t charged_host = 0;
+  };
+  static constexpr std::size_t kDevices = 64;
+
+  Device* device_state(int device) noexcept;
+  // Charges the budgets for up to `device_granules` and `host_granules` more granules than the
+  // arena holds; false (nothing charged) when a budget says no.
+  bool charge(int device, Device& state, uint64_t device_granules, uint64_t host_granules);
+  // Trims the arena and sets the charges to what it holds now.
+  void settle(int device, Device& state);
+  // Device granules usable without the budget growing: room left plus the arena's pooled ones.
+  uint64_t usable_device_granules(int device, const Device& state);
+  // Evicts blocks (none of `keep`) until `granules` device granules are pooled, as far as the
+  // policy and the host limit allow.
+  void make_room(int device, Device& state, uint64_t granules, std::span<const CUdeviceptr> keep);
+  tiers::MoveOutcome move(Device& state, std::span<const tiers::GranuleMove> moves);
+  void tell_policy_of_moves(Device& state, std::span<const tiers::GranuleMove> moves);
+
+  TieredBudgets& budgets_;
+  ArenaSource& arenas_;
+  core::RemapWindow& window_;
+  const TieredOptions options_;
+  std::string error_;
+  std::mutex devices_mutex_;  // creating a Device
+  std::array<std::unique_ptr<Device>, kDevices> devices_{};
+  mutable std::mutex stats_mutex_;
+  TieredStats stats_;
+};
+
+}  // namespace vramspill::placement

@@ -1,0 +1,212 @@
+// placement/tiered_placement over the granule arena on fake VMM calls, fake budgets and the real
+// lru policy: blocks take the device while the budget allows, cold blocks are evicted for new
+// ones, a launch promotes the blocks it touches, every byte stays where it was, and the budgets
+// are never exceeded (Note [Tiered budgets]).
+#include "placement/tiered_placement.h"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "../tiers/fake_granule_ops.h"
+
+namespace vramspill::placement {
+namespace {
+
+using tiers::GranuleKind;
+using tiers::kGranuleBytes;
+
+// Budgets that refuse past their limits and remember the most they ever held.
+class FakeBudgets final : public TieredBudgets {
+ public:
+  FakeBudgets(uint64_t device_limit, uint64_t host_limit)
+      : device_limit_(device_limit), host_limit_(host_limit) {}
+
+  uint64_t device_room(int) noexcept override { return device_limit_ - device_; }
+  bool take_device(int, uint64_t bytes) noexcept override {
+    if (device_ + bytes > device_limit_) return false;
+    device_ += bytes;
+    return true;
+  }
+  void give_device(int, uint64_t bytes) noexcept override {
+    EXPECT_LE(bytes, device_);
+    device_ -= bytes;
+  }
+  bool take_host(uint64_t bytes) noexcept override {
+    if (host_ + bytes > host_limit_) return false;
+    host_ += bytes;
+    return true;
+  }
+  void give_host(uint64_t bytes) noexcept override {
+    EXPECT_LE(bytes, host_);
+    host_ -= bytes;
+  }
+
+  uint64_t device() const { return device_; }
+  uint64_t host() const { return host_; }
+
+ private:
+  uint64_t device_limit_;
+  uint64_t host_limit_;
+  uint64_t device_ = 0;
+  uint64_t host_ = 0;
+};
+
+class OneArena final : public ArenaSource {
+ public:
+  explicit OneArena(tiers::GranuleArena& arena) : arena_(arena) {}
+  tiers::GranuleArena* arena(int device) noexcept override {
+    return device == 0 ? &arena_ : nullptr;
+  }
+
+ private:
+  tiers::GranuleArena& arena_;
+};
+
+class TieredPlacementTest : public ::testing::Test {
+ protected:
+  void SetUp() override { ops_.allow_double_mapping(); }
+  void TearDown() override {
+    EXPECT_TRUE(ops_.misuse().empty()) << ops_.misuse().front();
+    std::string problem;
+    EXPECT_TRUE(arena_.check_invariants(&problem)) << problem;
+    // What the budgets hold is what the arena holds (Note [Tiered budgets]).
+    const tiers::ArenaStats held = arena_.stats();
+    EXPECT_EQ(budgets_.device(),
+              (held.device_granules + held.pooled_device_granules) * kGranuleBytes);
+    EXPECT_EQ(budgets_.host(), (held.host_granules + held.pooled_host_granules) * kGranuleBytes);
+  }
+
+  CUdeviceptr allocate(uint64_t granules) {
+    CUdeviceptr base = 0;
+    EXPECT_EQ(placement_.allocate(0, granules * kGranuleBytes, &base), CUDA_SUCCESS);
+    for (uint64_t i = 0; i < granules; ++i) ops_.write(base + i * kGranuleBytes, base + i);
+    return base;
+  }
+  void launch(std::vector<CUdeviceptr> blocks) {
+    placement_.before_launch(0, ++sequence_, 1, blocks);
+  }
+  uint64_t device_granules(CUdeviceptr base) {
+    return arena_.block_containing(base)->device_granules;
+  }
+  void expect_bytes(CUdeviceptr base, uint64_t granules) {
+    for (uint64_t i = 0; i < granules; ++i)
+      EXPECT_EQ(ops_.read(base + i * kGranuleBytes), base + i) << "granule " << i;
+  }
+
+  tiers::FakeGranuleOps ops_;
+  tiers::GranuleArena arena_{ops_, tiers::ArenaOptions{}};
+  FakeBudgets budgets_{8 * kGranuleBytes, 64 * kGranuleBytes};
+  OneArena arenas_{arena_};
+  core::RemapWindow window_;
+  TieredPlacement placement_{budgets_,
+                             arenas_,
+                             window_,
+                             {.policy = "lru", .invariant_mode = policies::InvariantMode::kAbort}};
+  uint64_t sequence_ = 0;
+};
+
+TEST_F(TieredPlacementTest, BlocksTakeTheDeviceWhileTheBudgetAllows) {
+  const CUdeviceptr a = allocate(5);
+  EXPECT_EQ(device_granules(a), 5u);
+  EXPECT_EQ(budgets_.device(), 5 * kGranuleBytes);
+  EXPECT_EQ(placement_.stats().windows, 0u) << "nothing to evict, nothing moved";
+}
+
+TEST_F(TieredPlacementTest, ANewBlockEvictsTheLeastRecentlyUsedOne) {
+  const CUdeviceptr old_block = allocate(4);
+  const CUdeviceptr hot = allocate(4);
+  launch({old_block});
+  launch({hot});  // old_block is now the least recently used
+  const CUdeviceptr fresh = allocate(4);
+  EXPECT_EQ(device_granules(fresh), 4u);
+  EXPECT_EQ(device_granules(hot), 4u);
+  EXPECT_EQ(device_granules(old_block), 0u);
+  expect_bytes(old_block, 4);
+  expect_bytes(hot, 4);
+  EXPECT_EQ(placement_.stats().evicted_granules, 4u);
+  EXPECT_LE(budgets_.device(), 8 * kGranuleBytes);
+}
+
+TEST_F(TieredPlacementTest, ALaunchPromotesTheBlockItTouches) {
+  const CUdeviceptr a = allocate(4);
+  const CUdeviceptr b = allocate(4);
+  const CUdeviceptr c = allocate(4);  // evicts a
+  ASSERT_EQ(device_granules(a), 0u);
+  launch({a});  // a comes back; b, the least recent, goes
+  EXPECT_EQ(device_granules(a), 4u);
+  EXPECT_EQ(device_granules(b), 0u);
+  EXPECT_EQ(device_granules(c), 4u);
+  expect_bytes(a, 4);
+  expect_bytes(b, 4);
+  EXPECT_EQ(placement_.stats().promoted_granules, 4u);
+}
+
+TEST_F(TieredPlacementTest, ABlockTheLaunchNeedsIsNeverEvictedForAnother) {
+  const CUdeviceptr a = allocate(4);
+  const CUdeviceptr b = allocate(4);
+  const CUdeviceptr c = allocate(4);  // evicts a
+  launch({a, b});                     // a needs room: c goes, b stays (the launch keeps it)
+  EXPECT_EQ(device_granules(a), 4u);
+  EXPECT_EQ(device_granules(b), 4u);
+  EXPECT_EQ(device_granules(c), 0u);
+}
+
+TEST_F(TieredPlacementTest, ABlockLargerThanTheBudgetIsSplitAndTouchedInPlace) {
+  const CUdeviceptr big = allocate(12);
+  EXPECT_EQ(device_granules(big), 8u);
+  launch({big});
+  EXPECT_EQ(device_granules(big), 8u) << "it cannot fit whole: it stays as it is";
+  EXPECT_GE(placement_.stats().promotions_refused, 1u);
+  expect_bytes(big, 12);
+}
+
+TEST_F(TieredPlacementTest, TheHostLimitBoundsWhatDoesNotFit) {
+  FakeBudgets tight{4 * kGranuleBytes, 2 * kGranuleBytes};
+  TieredPlacement placement{tight, arenas_, window_, {}};
+  CUdeviceptr base = 0;
+  EXPECT_EQ(placement.allocate(0, 7 * kGranuleBytes, &base), CUDA_ERROR_OUT_OF_MEMORY);
+  EXPECT_EQ(tight.device(), 0u);
+  EXPECT_EQ(tight.host(), 0u);
+  EXPECT_EQ(placement.allocate(0, 6 * kGranuleBytes, &base), CUDA_SUCCESS);
+  EXPECT_EQ(tight.device(), 4 * kGranuleBytes);
+  EXPECT_EQ(tight.host(), 2 * kGranuleBytes);
+  EXPECT_EQ(placement.free(0, base), CUDA_SUCCESS);
+  EXPECT_EQ(tight.device(), 0u);
+  EXPECT_EQ(tight.host(), 0u);
+}
+
+TEST_F(TieredPlacementTest, FreesGiveTheBudgetsBack) {
+  const CUdeviceptr a = allocate(6);
+  const CUdeviceptr b = allocate(6);  // evicts a
+  EXPECT_EQ(placement_.free(0, a), CUDA_SUCCESS);
+  EXPECT_EQ(placement_.free(0, b), CUDA_SUCCESS);
+  EXPECT_EQ(budgets_.device(), 0u);
+  EXPECT_EQ(budgets_.host(), 0u);
+  EXPECT_EQ(placement_.free(0, b), CUDA_ERROR_INVALID_VALUE);
+}
+
+TEST_F(TieredPlacementTest, AnUnknownPolicyIsAnErrorNamingTheValidOnes) {
+  const TieredPlacement placement{budgets_, arenas_, window_, {.policy = "belady"}};
+  EXPECT_NE(placement.error().find("lru"), std::string::npos) << placement.error();
+  CUdeviceptr base = 0;
+  EXPECT_EQ(const_cast<TieredPlacement&>(placement).allocate(0, kGranuleBytes, &base),
+            CUDA_ERROR_NOT_SUPPORTED);
+}
+
+// A training-like loop over more blocks than the budget holds, with random launches: every byte
+// stays put, the budgets hold, and the policy's checks (abort mode) never fire.
+TEST_F(TieredPlacementTest, ALoopOverTwiceTheBudgetKeepsEveryByte) {
+  std::vector<CUdeviceptr> blocks;
+  for (int i = 0; i < 8; ++i) blocks.push_back(allocate(2));
+  for (int step = 0; step < 50; ++step) {
+    for (std::size_t i = 0; i < blocks.size(); ++i) launch({blocks[i], blocks[(i + 3) % 8]});
+    for (std::size_t i = blocks.size(); i-- > 0;) launch({blocks[i]});
+    EXPECT_LE(budgets_.device(), 8 * kGranuleBytes);
+  }
+  for (const CUdeviceptr block : blocks) expect_bytes(block, 2);
+  EXPECT_GT(placement_.stats().promoted_granules, 0u);
+}
+
+}  // namespace
+}  // namespace vramspill::placement

@@ -5,7 +5,7 @@
 
 namespace vramspill {
 
-std::optional<uint64_t> host_memory_available(std::string_view root) {
+std::optional<uint64_t> meminfo_bytes(std::string_view root, std::string_view key) {
   // stdio rather than iostreams: this runs inside the shim's initialisation, in every process.
   const std::string path = std::string(root) + "/proc/meminfo";
   std::FILE* meminfo = std::fopen(path.c_str(), "re");
@@ -13,14 +13,20 @@ std::optional<uint64_t> host_memory_available(std::string_view root) {
   std::optional<uint64_t> bytes;
   char line[256];
   while (std::fgets(line, sizeof line, meminfo) != nullptr) {
+    const std::string_view text = line;
     unsigned long long kib = 0;
-    if (std::sscanf(line, "MemAvailable: %llu kB", &kib) == 1) {
+    if (text.starts_with(key) && text.size() > key.size() && text[key.size()] == ':' &&
+        std::sscanf(line + key.size(), ": %llu kB", &kib) == 1) {
       bytes = uint64_t{kib} * 1024;
       break;
     }
   }
   std::fclose(meminfo);
   return bytes;
+}
+
+std::optional<uint64_t> host_memory_available(std::string_view root) {
+  return meminfo_bytes(root, "MemAvailable");
 }
 
 AvailableMemory::AvailableMemory(std::string_view root) noexcept {

@@ -14,6 +14,10 @@ namespace vramspill {
 // The `root` of a real system: the paths are read as they are. Tests pass a fake tree instead.
 inline constexpr std::string_view kSystemRoot = "";
 
+// The line `key` ("MemTotal", "SwapTotal", ...) of <root>/proc/meminfo, in bytes; nullopt when it
+// cannot be read.
+std::optional<uint64_t> meminfo_bytes(std::string_view root, std::string_view key);
+
 // MemAvailable from <root>/proc/meminfo, in bytes: the kernel's estimate of memory available for
 // new work without swapping. nullopt when it cannot be read.
 std::optional<uint64_t> host_memory_available(std::string_view root);

@@ -86,6 +86,7 @@ TEST(CliHelp, top_level_help_lists_the_commands) {
   ASSERT_TRUE(result.exited(0)) << result.describe();
   EXPECT_TRUE(contains(result.out, "run")) << result.out;
   EXPECT_TRUE(contains(result.out, "stat")) << result.out;
+  EXPECT_TRUE(contains(result.out, "doctor")) << result.out;
   EXPECT_TRUE(contains(result.out, "--version")) << result.out;
 }
 

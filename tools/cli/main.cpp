@@ -1,10 +1,11 @@
 // vramspill, the command-line tool (README.md, "Using the shim"): `run` starts a job under the
-// shim, `stat` shows the jobs running under it. Each subcommand lives in its own file; this one
-// only parses the command line and hands over.
+// shim, `stat` shows the jobs running under it, `doctor` checks the machine for spilling. Each
+// subcommand lives in its own file; this one only parses the command line and hands over.
 #include <CLI/CLI.hpp>
 #include <string>
 #include <vector>
 
+#include "doctor_command.h"
 #include "run_command.h"
 #include "stat_command.h"
 
@@ -34,8 +35,10 @@ int main(int argc, char** argv) {
       "configured by a TOML policy and VRAMSPILL_* variables: see README.md.");
   RunOptions run_options;
   StatOptions stat_options;
+  DoctorOptions doctor_options;
   CLI::App* run = add_run_command(app, run_options);
   CLI::App* stat = add_stat_command(app, stat_options);
+  CLI::App* doctor = add_doctor_command(app, doctor_options);
 
   // Note [Where the command starts]: CLI11 parses only what comes before `run`'s command.
   int parsed_count = argc;
@@ -59,5 +62,6 @@ int main(int argc, char** argv) {
   }
   if (run->parsed()) return run_run_command(run_options, command);
   if (stat->parsed()) return run_stat_command(stat_options);
+  if (doctor->parsed()) return run_doctor_command(doctor_options);
   return kUsageError;  // require_subcommand(1) makes this unreachable
 }

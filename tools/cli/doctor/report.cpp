@@ -1,0 +1,94 @@
+#include "doctor/report.h"
+
+#include <algorithm>
+#include <cstdio>
+
+namespace vramspill::cli::doctor {
+namespace {
+
+constexpr int kVerdictWidth = 6;
+constexpr int kCheckWidth = 14;
+
+// `text` as a JSON string (RFC 8259).
+std::string json_string(const std::string& text) {
+  std::string out = "\"";
+  for (const char c : text) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char escaped[8];
+      std::snprintf(escaped, sizeof escaped, "\\u%04x", static_cast<unsigned>(c));
+      out += escaped;
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
+std::string render_json(const std::vector<const Finding*>& shown, bool blocked) {
+  std::string out = "{\n  \"vramspill_doctor_version\": 1,\n  \"blocked\": ";
+  out += blocked ? "true" : "false";
+  out += ",\n  \"findings\": [";
+  for (const Finding* finding : shown) {
+    out += finding == shown.front() ? "\n" : ",\n";
+    out += "    {\"check\": " + json_string(finding->check) +
+           ", \"gpu\": " + (finding->gpu ? std::to_string(*finding->gpu) : std::string("null")) +
+           ", \"verdict\": " + json_string(std::string(verdict_name(finding->verdict))) +
+           ", \"message\": " + json_string(finding->message) +
+           ", \"fix\": " + json_string(finding->fix) + "}";
+  }
+  out += shown.empty() ? "]\n}\n" : "\n  ]\n}\n";
+  return out;
+}
+
+std::string summary(const std::vector<Finding>& findings) {
+  const auto count = [&](Verdict verdict) {
+    return std::count_if(findings.begin(), findings.end(),
+                         [&](const Finding& finding) { return finding.verdict == verdict; });
+  };
+  const auto blocks = count(Verdict::kBlock);
+  const auto warnings = count(Verdict::kWarn);
+  std::string out = blocks > 0 ? "spilling is blocked: " + std::to_string(blocks) +
+                                     (blocks == 1 ? " block" : " blocks")
+                               : std::string("nothing blocks spilling");
+  if (warnings > 0)
+    out += (blocks > 0 ? ", " : ": ") + std::to_string(warnings) +
+           (warnings == 1 ? " warning" : " warnings");
+  return out + "\n";
+}
+
+std::string render_text(const std::vector<const Finding*>& shown) {
+  std::string out;
+  char line[64];
+  for (const Finding* finding : shown) {
+    const std::string check = finding->check;
+    std::snprintf(line, sizeof line, "%-*s%-*s", kVerdictWidth,
+                  std::string(verdict_name(finding->verdict)).c_str(), kCheckWidth, check.c_str());
+    out += line;
+    if (finding->gpu) out += "gpu " + std::to_string(*finding->gpu) + ": ";
+    out += finding->message + "\n";
+    if (!finding->fix.empty())
+      out += std::string(kVerdictWidth + kCheckWidth, ' ') + "fix: " + finding->fix + "\n";
+  }
+  return out;
+}
+
+}  // namespace
+
+bool any_blocks(const std::vector<Finding>& findings) {
+  return std::any_of(findings.begin(), findings.end(),
+                     [](const Finding& finding) { return finding.verdict == Verdict::kBlock; });
+}
+
+std::string render_report(const std::vector<Finding>& findings, ReportStyle style) {
+  std::vector<const Finding*> shown;
+  for (const Finding& finding : findings)
+    if (!style.quiet || finding.verdict != Verdict::kOk) shown.push_back(&finding);
+  if (style.json) return render_json(shown, any_blocks(findings));
+  if (style.quiet) return render_text(shown);
+  return render_text(shown) + "\n" + summary(findings);
+}
+
+}  // namespace vramspill::cli::doctor

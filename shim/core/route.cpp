@@ -22,6 +22,8 @@ const char* route_name(Route route) {
       return "managed spill";
     case Route::kSpillHost:
       return "host-pool spill";
+    case Route::kSpillVmmHost:
+      return "host-located VMM spill";
   }
   return "unknown route";
 }

@@ -19,9 +19,10 @@ enum class Route : uint8_t {
   kArray,                  // cuArrayCreate / cuArray3DCreate / cuMipmappedArrayCreate
   kSpillManaged,           // spilled to CUDA managed memory (any linear route)
   kSpillHost,              // spilled to a block of the pinned host pool (any linear route)
+  kSpillVmmHost,           // cuMemCreate made host-located instead (Note [Host-located VMM spills])
 };
 
-inline constexpr std::size_t kRouteCount = 9;
+inline constexpr std::size_t kRouteCount = 10;
 
 constexpr std::size_t route_index(Route route) { return static_cast<std::size_t>(route); }
 
@@ -37,7 +38,8 @@ constexpr bool is_pool_route(Route route) {
 // Spilled allocations live in host memory: they are recorded (frees find their tier by the
 // route) but take no device budget.
 constexpr bool is_spill_route(Route route) {
-  return route == Route::kSpillManaged || route == Route::kSpillHost;
+  return route == Route::kSpillManaged || route == Route::kSpillHost ||
+         route == Route::kSpillVmmHost;
 }
 
 // Whether an allocation's own bytes count against the device budget.
@@ -57,6 +59,7 @@ enum class KeySpace : uint8_t {
 constexpr KeySpace key_space(Route route) {
   switch (route) {
     case Route::kMemCreate:
+    case Route::kSpillVmmHost:
       return KeySpace::kVmmHandle;
     case Route::kArray:
       return KeySpace::kArray;

@@ -10,7 +10,9 @@
 // handle's references (cuMemCreate gives one, cuMemRetainAllocationHandle one more, each
 // cuMemRelease takes one) and its mapped ranges, and says which call actually frees the memory;
 // that call's hook then settles the ledger entry (Note [Reservation protocol] in ledger.h).
-// Only handles reported by created() are tracked: host-located memory takes no device budget.
+// Only handles reported by created() are tracked: host-located memory the program asked for takes
+// no budget, while a handle the shim made host-located (Note [Host-located VMM spills] in
+// placement/vmm_spill.h) is tracked alike, since it holds host budget until the driver frees it.
 //
 // The hooks change the tracker *before* the driver call, so that another thread never sees a
 // handle as live after the driver may have reused its value, and undo the change if the driver

@@ -52,29 +52,95 @@
   X(cuMemFreeHost)                               \
   X(cuMemHostUnregister)
 
-// Launches and copies are forwarded untouched for now; use tracking (shim/README.md,
-// "Interception") will look at their arguments.
-#define VRAMSPILL_HOOKED_PASSTHROUGH_FUNCTIONS(X) \
-  X(cuLaunchKernel)                               \
-  X(cuLaunchKernel_ptsz)                          \
-  X(cuLaunchKernelEx)                             \
-  X(cuLaunchKernelEx_ptsz)                        \
-  X(cuMemcpy)                                     \
-  X(cuMemcpy_ptds)                                \
-  X(cuMemcpyAsync)                                \
-  X(cuMemcpyAsync_ptsz)                           \
-  X(cuMemcpyHtoD_v2)                              \
-  X(cuMemcpyHtoD_v2_ptds)                         \
-  X(cuMemcpyDtoH_v2)                              \
-  X(cuMemcpyDtoH_v2_ptds)                         \
-  X(cuMemcpyDtoD_v2)                              \
-  X(cuMemcpyDtoD_v2_ptds)                         \
-  X(cuMemcpyHtoDAsync_v2)                         \
-  X(cuMemcpyHtoDAsync_v2_ptsz)                    \
-  X(cuMemcpyDtoHAsync_v2)                         \
-  X(cuMemcpyDtoHAsync_v2_ptsz)                    \
-  X(cuMemcpyDtoDAsync_v2)                         \
-  X(cuMemcpyDtoDAsync_v2_ptsz)
+// Every submission: launches, copies, memsets, graph launches and host functions, each telling
+// the use tracker what it may touch before it reaches the driver (hooks/submission_hooks.cpp,
+// shim/README.md, "Use tracking"). ctest -R submissions_are_tracked holds this list to every
+// cuLaunch*, cuMemcpy*, cuMemset* and cuGraphLaunch* export of the toolkit's headers.
+#define VRAMSPILL_HOOKED_SUBMISSION_FUNCTIONS(X) \
+  X(cuLaunchKernel)                              \
+  X(cuLaunchKernel_ptsz)                         \
+  X(cuLaunchKernelEx)                            \
+  X(cuLaunchKernelEx_ptsz)                       \
+  X(cuLaunchCooperativeKernel)                   \
+  X(cuLaunchCooperativeKernel_ptsz)              \
+  X(cuLaunchHostFunc)                            \
+  X(cuLaunchHostFunc_ptsz)                       \
+  X(cuGraphLaunch)                               \
+  X(cuGraphLaunch_ptsz)                          \
+  X(cuMemcpy)                                    \
+  X(cuMemcpy_ptds)                               \
+  X(cuMemcpyAsync)                               \
+  X(cuMemcpyAsync_ptsz)                          \
+  X(cuMemcpyPeer)                                \
+  X(cuMemcpyPeer_ptds)                           \
+  X(cuMemcpyPeerAsync)                           \
+  X(cuMemcpyPeerAsync_ptsz)                      \
+  X(cuMemcpyHtoD_v2)                             \
+  X(cuMemcpyHtoD_v2_ptds)                        \
+  X(cuMemcpyDtoH_v2)                             \
+  X(cuMemcpyDtoH_v2_ptds)                        \
+  X(cuMemcpyDtoD_v2)                             \
+  X(cuMemcpyDtoD_v2_ptds)                        \
+  X(cuMemcpyDtoA_v2)                             \
+  X(cuMemcpyDtoA_v2_ptds)                        \
+  X(cuMemcpyAtoD_v2)                             \
+  X(cuMemcpyAtoD_v2_ptds)                        \
+  X(cuMemcpyHtoDAsync_v2)                        \
+  X(cuMemcpyHtoDAsync_v2_ptsz)                   \
+  X(cuMemcpyDtoHAsync_v2)                        \
+  X(cuMemcpyDtoHAsync_v2_ptsz)                   \
+  X(cuMemcpyDtoDAsync_v2)                        \
+  X(cuMemcpyDtoDAsync_v2_ptsz)                   \
+  X(cuMemcpy2D_v2)                               \
+  X(cuMemcpy2D_v2_ptds)                          \
+  X(cuMemcpy2DUnaligned_v2)                      \
+  X(cuMemcpy2DUnaligned_v2_ptds)                 \
+  X(cuMemcpy2DAsync_v2)                          \
+  X(cuMemcpy2DAsync_v2_ptsz)                     \
+  X(cuMemcpy3D_v2)                               \
+  X(cuMemcpy3D_v2_ptds)                          \
+  X(cuMemcpy3DAsync_v2)                          \
+  X(cuMemcpy3DAsync_v2_ptsz)                     \
+  X(cuMemcpy3DPeer)                              \
+  X(cuMemcpy3DPeer_ptds)                         \
+  X(cuMemcpy3DPeerAsync)                         \
+  X(cuMemcpy3DPeerAsync_ptsz)                    \
+  X(cuMemcpyBatchAsync)                          \
+  X(cuMemcpyBatchAsync_ptsz)                     \
+  X(cuMemcpyBatchAsync_v2)                       \
+  X(cuMemcpy3DBatchAsync)                        \
+  X(cuMemcpy3DBatchAsync_ptsz)                   \
+  X(cuMemcpy3DBatchAsync_v2)                     \
+  X(cuMemsetD8_v2)                               \
+  X(cuMemsetD8_v2_ptds)                          \
+  X(cuMemsetD16_v2)                              \
+  X(cuMemsetD16_v2_ptds)                         \
+  X(cuMemsetD32_v2)                              \
+  X(cuMemsetD32_v2_ptds)                         \
+  X(cuMemsetD2D8_v2)                             \
+  X(cuMemsetD2D8_v2_ptds)                        \
+  X(cuMemsetD2D16_v2)                            \
+  X(cuMemsetD2D16_v2_ptds)                       \
+  X(cuMemsetD2D32_v2)                            \
+  X(cuMemsetD2D32_v2_ptds)                       \
+  X(cuMemsetD8Async)                             \
+  X(cuMemsetD8Async_ptsz)                        \
+  X(cuMemsetD16Async)                            \
+  X(cuMemsetD16Async_ptsz)                       \
+  X(cuMemsetD32Async)                            \
+  X(cuMemsetD32Async_ptsz)                       \
+  X(cuMemsetD2D8Async)                           \
+  X(cuMemsetD2D8Async_ptsz)                      \
+  X(cuMemsetD2D16Async)                          \
+  X(cuMemsetD2D16Async_ptsz)                     \
+  X(cuMemsetD2D32Async)                          \
+  X(cuMemsetD2D32Async_ptsz)
+
+// Unloading code: a CUfunction's value may come back for another kernel, so the parameter
+// layouts cached per CUfunction are forgotten (Note [The parameter layout cache]).
+#define VRAMSPILL_HOOKED_UNLOAD_FUNCTIONS(X) \
+  X(cuModuleUnload)                          \
+  X(cuLibraryUnload)
 
 #define VRAMSPILL_CALLED_FUNCTIONS(Y) \
   Y(cuCtxGetDevice)                   \
@@ -99,7 +165,7 @@
   Y(cuStreamGetCtx)                   \
   Y(cuStreamSynchronize)              \
   Y(cuMemPoolTrimTo)                  \
-  Y(cuLaunchHostFunc)                 \
+  Y(cuFuncGetParamInfo)               \
   Y(cuDeviceCanAccessPeer)            \
   Y(cuMemAddressReserve)              \
   Y(cuMemAddressFree)                 \
@@ -109,7 +175,8 @@
 
 #define VRAMSPILL_HOOKED_FUNCTIONS(X)       \
   VRAMSPILL_HOOKED_ALLOCATION_FUNCTIONS(X)  \
-  VRAMSPILL_HOOKED_PASSTHROUGH_FUNCTIONS(X)
+  VRAMSPILL_HOOKED_SUBMISSION_FUNCTIONS(X)  \
+  VRAMSPILL_HOOKED_UNLOAD_FUNCTIONS(X)
 
 #define VRAMSPILL_DRIVER_FUNCTIONS(X) \
   VRAMSPILL_HOOKED_FUNCTIONS(X)       \

@@ -13,6 +13,8 @@ core::Admission driver_refusal(int device, core::Route route, uint64_t bytes) {
 
 CUresult refuse_or_spill(ShimState& shim, const core::Admission& admission,
                          const SpillTarget& spill_target) {
+  if (spill_target.vmm != nullptr)
+    return shim.vmm_spill.spill(*spill_target.vmm, admission.refusal, spill_target.handle_out);
   if (spill_target.out == nullptr) {
     if (!admission.admitted) {
       // The refusal names the route: "cuMemAlloc of 1.0 GiB (...) on device 0 refused: ...".

@@ -24,7 +24,8 @@ struct Allocated {
 
 
 // How a request may spill when it does not fit (Note [What spills] in placement/spill_placement.h):
-// `out` is where the spilled pointer goes; null for routes that never spill.
+// `out` is where the spilled pointer goes; null for routes that never spill. cuMemCreate spills a
+// handle instead (`vmm`, `handle_out`).
 struct SpillTarget {
   CUdeviceptr* out = nullptr;
   uint64_t bytes = 0;  // what the spill takes (for cuMemAllocPitch, pitch x height)
@@ -34,6 +35,12 @@ struct SpillTarget {
   // cuMemAllocPitch: where the spill's pitch goes, and its value.
   size_t* pitch_out = nullptr;
   size_t pitch = 0;
+  // cuMemCreate: the program's request, and where the handle goes should it be made host-located
+  // instead (Note [Host-located VMM spills] in placement/vmm_spill.h).
+  const placement::VmmSpillRequest* vmm = nullptr;
+  CUmemGenericAllocationHandle* handle_out = nullptr;
+
+  bool may_spill() const { return out != nullptr || vmm != nullptr; }
 };
 
 // A request the device has no room for: spills it to `spill_target` if allowed, otherwise
@@ -66,7 +73,7 @@ CUresult admit_and_allocate(ShimState& shim, int device, core::Route route, uint
   if (result != CUDA_SUCCESS) {
     shim.ledger.cancel(admission);
     // Another process took the memory: under the budget, the request spills all the same.
-    if (result == CUDA_ERROR_OUT_OF_MEMORY && spill_target.out != nullptr)
+    if (result == CUDA_ERROR_OUT_OF_MEMORY && spill_target.may_spill())
       return refuse_or_spill(shim, driver_refusal(device, route, bytes), spill_target);
     return result;
   }

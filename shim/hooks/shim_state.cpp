@@ -27,7 +27,10 @@ bool in_forked_child = false;         // written by the atfork handler, read by 
 // %fs-relative access instead of a __tls_get_addr call on every hook.
 __attribute__((tls_model("initial-exec"))) thread_local bool inside_shim = false;
 
-void enter_forked_child() { in_forked_child = true; }
+void enter_forked_child() {
+  in_forked_child = true;
+  initialised_state.store(nullptr, std::memory_order_relaxed);
+}
 
 void write_exit_summary() {
   // A forked child logs nothing at all: the parent's memory is not its to report, and a log
@@ -51,6 +54,7 @@ void initialise() {
   }
   logging::configure(loaded.config().log);
   the_state = new ShimState(loaded.config());
+  initialised_state.store(the_state, std::memory_order_release);
   pthread_atfork(nullptr, nullptr, enter_forked_child);
   std::atexit(write_exit_summary);
   start_stats_publisher(*the_state);
@@ -150,7 +154,8 @@ ShimState::ShimState(const Config& loaded) noexcept
       managed(config.spill, host_budget),
       host(config.spill, host_budget),
       spill_facts(*this),
-      spill(config.spill, ledger, host_budget, spill_facts, managed, host) {}
+      spill(config.spill, ledger, host_budget, spill_facts, managed, host),
+      vmm_spill(config.spill, ledger, vmm, host_budget, spill_facts, host_vmm) {}
 
 Entry::Entry() noexcept {
   if (inside_shim) return;

@@ -13,6 +13,7 @@
 // State is created once and never destroyed: threads may still allocate while the process exits.
 #pragma once
 
+#include <atomic>
 #include <optional>
 #include <string>
 
@@ -20,9 +21,13 @@
 #include "core/ledger.h"
 #include "core/host_allocations.h"
 #include "core/host_budget.h"
+#include "core/launch_arguments.h"
+#include "core/use_tracker.h"
 #include "core/vmm_tracker.h"
 #include "hooks/spill_facts.h"
 #include "placement/spill_placement.h"
+#include "placement/vmm_spill.h"
+#include "tiers/driver_host_vmm_tier.h"
 #include "tiers/host_tier.h"
 #include "tiers/managed_tier.h"
 
@@ -40,9 +45,17 @@ struct ShimState {
   core::HostAllocations program_pinned;  // the program's own page-locked memory
   tiers::ManagedTier managed;
   tiers::HostTier host;
+  tiers::DriverHostVmmTier host_vmm;
   DriverSpillFacts spill_facts;
   placement::SpillPlacement spill;  // where what does not fit goes
+  placement::VmmSpill vmm_spill;    // where a cuMemCreate that does not fit goes
+  core::UseTracker use;  // which tracked blocks each submission touches (hooks/use_tracking.h)
+  core::ParamLayoutCache launch_layouts;  // kernel parameter layouts, per CUfunction
 };
+
+// The state once initialised; null before, with an invalid configuration, and in a forked child.
+// For the submission hooks, whose fast path is a load or two and no Entry (hooks/use_tracking.h).
+inline constinit std::atomic<ShimState*> initialised_state{nullptr};
 
 class Entry {
  public:

@@ -31,7 +31,10 @@ void publish(ShimState& shim) noexcept {
       const core::DeviceSnapshot d = shim.ledger.snapshot(device);
       const core::RouteSnapshot& managed = d.routes[route_index(Route::kSpillManaged)];
       const core::RouteSnapshot& host = d.routes[route_index(Route::kSpillHost)];
-      const uint64_t spills = managed.allocations + host.allocations;
+      // Host-located VMM handles are pinned host memory too: shown with the host pool's blocks.
+      const core::RouteSnapshot& vmm_host = d.routes[route_index(Route::kSpillVmmHost)];
+      const uint64_t spills = managed.allocations + host.allocations + vmm_host.allocations;
+      const uint64_t spilled_host = host.live_bytes + vmm_host.live_bytes;
       devices[count++] = telemetry::DeviceFigures{
           .device = device,
           .total_bytes = d.total_bytes,
@@ -39,11 +42,11 @@ void publish(ShimState& shim) noexcept {
           .device_bytes = d.held_bytes,
           .device_peak_bytes = d.peak_bytes,
           .spilled_managed_bytes = managed.live_bytes,
-          .spilled_host_bytes = host.live_bytes,
+          .spilled_host_bytes = spilled_host,
           .spills = spills,
           // Refused and not spilled: these failed with OUT_OF_MEMORY.
           .refused = d.refused - std::min(d.refused, d.refused_then_spilled)};
-      spilled += managed.live_bytes + host.live_bytes;
+      spilled += managed.live_bytes + spilled_host;
     }
   } catch (...) {  // devices() could not allocate: publish what was gathered
   }

@@ -2,8 +2,9 @@
 // device-located physical memory counts against the budget from cuMemCreate until the driver
 // frees it, which is at the last cuMemRelease or the last cuMemUnmap, whichever comes later
 // (Note [VMM memory lives until its last mapping goes] in core/vmm_tracker.h). Host-located
-// physical memory takes no device memory and is forwarded untouched. VMM memory never spills
-// (Note [What spills] in placement/spill_placement.h).
+// physical memory the program asks for takes no device memory and is forwarded untouched. A
+// device-located cuMemCreate that does not fit may be made host-located instead, charged to the
+// host budget until the driver frees it (Note [Host-located VMM spills] in placement/vmm_spill.h).
 #include <cstdint>
 #include <optional>
 #include <vector>
@@ -18,6 +19,18 @@ using vramspill::hooks::Allocated;
 using vramspill::hooks::Entry;
 using vramspill::hooks::ShimState;
 
+namespace {
+
+// After the driver's answer to the call that frees a handle's memory (Note [VMM memory lives until
+// its last mapping goes]): a host-located spill gives its host budget back too.
+void settle_vmm_free(ShimState& shim, const Allocation& forgotten, CUresult result) {
+  vramspill::hooks::settle_free(shim, forgotten, result);
+  if (result == CUDA_SUCCESS && forgotten.route == Route::kSpillVmmHost)
+    shim.vmm_spill.freed(forgotten);
+}
+
+}  // namespace
+
 VRAMSPILL_HOOK CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size,
                                             const CUmemAllocationProp* prop,
                                             unsigned long long flags) {
@@ -28,8 +41,11 @@ VRAMSPILL_HOOK CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle* handle
   if (shim == nullptr || prop == nullptr || handle == nullptr ||
       prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
     return create();
+  const vramspill::placement::VmmSpillRequest spill{
+      .device = prop->location.id, .bytes = size, .prop = prop, .flags = flags};
   return vramspill::hooks::admit_and_allocate(
-      *shim, prop->location.id, Route::kMemCreate, size, 0, vramspill::hooks::SpillTarget{},
+      *shim, prop->location.id, Route::kMemCreate, size, 0,
+      vramspill::hooks::SpillTarget{.vmm = &spill, .handle_out = handle},
       [&](Allocated& allocated) {
         const CUresult result = create();
         if (result == CUDA_SUCCESS) allocated.key = *handle;
@@ -72,7 +88,7 @@ VRAMSPILL_HOOK CUresult CUDAAPI cuMemRelease(CUmemGenericAllocationHandle handle
   const std::optional<Allocation> forgotten = shim->ledger.forget(handle, KeySpace::kVmmHandle);
   const CUresult result = real(handle);
   if (result != CUDA_SUCCESS) shim->vmm.undo_release(handle);
-  if (forgotten) vramspill::hooks::settle_free(*shim, *forgotten, result);
+  if (forgotten) settle_vmm_free(*shim, *forgotten, result);
   return result;
 }
 
@@ -94,7 +110,6 @@ VRAMSPILL_HOOK CUresult CUDAAPI cuMemUnmap(CUdeviceptr ptr, size_t size) {
   }
   const CUresult result = real(ptr, size);
   if (result != CUDA_SUCCESS) shim->vmm.undo_unmap(unmapping);
-  for (const Allocation& allocation : forgotten)
-    vramspill::hooks::settle_free(*shim, allocation, result);
+  for (const Allocation& allocation : forgotten) settle_vmm_free(*shim, allocation, result);
   return result;
 }

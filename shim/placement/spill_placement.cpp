@@ -1,28 +1,15 @@
 #include "placement/spill_placement.h"
 
+#include "placement/spill_log.h"
 #include "telemetry/log.h"
 #include "util/bytes.h"
 
 namespace vramspill::placement {
 namespace {
 
-void log_spilled(const SpillRequest& request, const tiers::SpillTier& tier,
-                 bool over_budget) noexcept {
-  try {
-    logging::limited(LogLevel::kInfo, RateKey::kSpilled, "{} of {} on device {} spilled to {}{}",
-                     core::route_name(request.route), format_bytes(request.bytes),
-                     request.device, tier.name(),
-                     over_budget ? " (over the device budget)"
-                                 : " (the driver is out of device memory)");
-  } catch (...) {  // the spill stands without its log line
-  }
-}
-
 void log_not_spilled(const std::string& refusal, const SpillRequest& request,
                      const std::string& why) {
-  logging::limited(LogLevel::kWarn, RateKey::kNotSpilled, "{}{}{} of {} on device {} not spilled: {}",
-                   refusal, refusal.empty() ? "" : " ", core::route_name(request.route),
-                   format_bytes(request.bytes), request.device, why);
+  placement::log_not_spilled(refusal, request.route, request.bytes, request.device, why);
 }
 
 }  // namespace
@@ -72,12 +59,13 @@ CUresult SpillPlacement::spill(const SpillRequest& request, const std::string& r
       const core::Admission admission = ledger_.admit(request.device, tier->route(), request.bytes);
       ledger_.on_allocated(admission, *out, request.bytes);
       if (!refusal.empty()) ledger_.note_refusal_spilled(request.device);
-      log_spilled(request, *tier, !refusal.empty());
+      log_spilled(request.route, request.bytes, request.device, tier->name(), !refusal.empty());
       return CUDA_SUCCESS;
     }
     if (chain.list().empty()) {
-      why = "no spill tier works on this device (managed memory needs concurrent managed "
-            "access; the host pool needs unified addressing and mapped host memory)";
+      why =
+          "no spill tier works on this device (managed memory needs concurrent managed "
+          "access; the host pool needs unified addressing and mapped host memory)";
     }
     log_not_spilled(refusal, request, why);
   } catch (...) {  // a log line could not be built: the answer stands without it
@@ -108,21 +96,15 @@ SpillPlacement::Chain SpillPlacement::chain_for(const SpillRequest& request) {
 void SpillPlacement::explain(const tiers::SpillTier& tier, const tiers::SpillOutcome& outcome,
                              const SpillRequest& request, std::string& why) const {
   why += std::string(why.empty() ? "" : "; ") + tier.name() + ": ";
-  const std::string how_to_raise = "raise [spill] host_limit, or VRAMSPILL_SPILL_HOST_LIMIT)";
   switch (outcome.refusal) {
     case tiers::SpillRefusal::kLockedMemoryLimit:
-      why += "pinned memory would exceed RLIMIT_MEMLOCK (raise it with `ulimit -l` or "
-             "`--ulimit memlock=-1` for a container, or give [spill] host_limit as a size, "
-             "which replaces it)";
+      why +=
+          "pinned memory would exceed RLIMIT_MEMLOCK (raise it with `ulimit -l` or "
+          "`--ulimit memlock=-1` for a container, or give [spill] host_limit as a size, "
+          "which replaces it)";
       return;
     case tiers::SpillRefusal::kHostLimit:
-      if (request.bytes > host_budget_.limit()) {
-        why += "the request is larger than the whole host limit (" +
-               format_bytes(host_budget_.limit()) + "; " + how_to_raise;
-      } else {
-        why += "the host limit is reached (" + format_bytes(host_budget_.used()) + " of " +
-               format_bytes(host_budget_.limit()) + " in use; " + how_to_raise;
-      }
+      why += host_limit_refusal(host_budget_, request.bytes);
       return;
     case tiers::SpillRefusal::kNone:
     case tiers::SpillRefusal::kDriver:

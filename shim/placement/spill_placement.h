@@ -7,9 +7,10 @@
 // Linear device memory spills: cuMemAlloc, cuMemAllocPitch, and stream-ordered allocations (which
 // then exist at once; their cuMemFreeAsync is still ordered in the stream). cuMemAllocManaged
 // spills only to managed memory, the one tier that keeps its semantics (prefetch, host access by
-// the same pointer). VMM physical memory (cuMemCreate) and arrays do not spill: their memory has
-// no host-backed equivalent outside the tiered mode of a later version. Nothing spills that
-// could not live on the host:
+// the same pointer). Arrays do not spill: their memory has no host-backed equivalent. VMM
+// physical memory (cuMemCreate) spills as a handle, not here: made host-located in auto mode
+// (Note [Host-located VMM spills] in placement/vmm_spill.h). Nothing spills that could not live
+// on the host:
 //   - allocations smaller than [spill] min_size (small buffers tend to be hot);
 //   - stream-ordered allocations made while their stream is being captured: a graph would bake
 //     in the spilled address, and the graph's own free would never reach the spill tier;
@@ -52,10 +53,14 @@ class SpillPlacement {
  public:
   // Each reference must outlive the placement (all are members of the shim's state).
   SpillPlacement(const SpillConfig& config, core::Ledger& ledger,
-                 const core::HostBudget& host_budget, SpillFacts& facts,
-                 tiers::SpillTier& managed, tiers::SpillTier& host) noexcept
-      : config_(config), ledger_(ledger), host_budget_(host_budget), facts_(facts),
-        managed_(managed), host_(host) {}
+                 const core::HostBudget& host_budget, SpillFacts& facts, tiers::SpillTier& managed,
+                 tiers::SpillTier& host) noexcept
+      : config_(config),
+        ledger_(ledger),
+        host_budget_(host_budget),
+        facts_(facts),
+        managed_(managed),
+        host_(host) {}
   SpillPlacement(const SpillPlacement&) = delete;
   SpillPlacement& operator=(const SpillPlacement&) = delete;
 

@@ -266,6 +266,10 @@ void flush() noexcept {
   }
 }
 
+std::string format_message(fmt::string_view format, fmt::format_args args) {
+  return fmt::vformat(format, args);
+}
+
 void write_limited(LogLevel level, const RateDecision& decision, std::string message) noexcept {
   try {
     if (decision.suppressed_before > 0)

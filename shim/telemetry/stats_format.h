@@ -63,7 +63,7 @@ struct StatsDeviceSlot {
   uint64_t device_bytes;           // device memory the job holds now
   uint64_t device_peak_bytes;      // the most it held
   uint64_t spilled_managed_bytes;  // overflow living in managed memory now
-  uint64_t spilled_host_bytes;     // overflow living in the pinned host pool now
+  uint64_t spilled_host_bytes;     // overflow in pinned host memory now (pool, host-located VMM)
   uint64_t spills;                 // allocations that were spilled, since start
   uint64_t refused;                // over the budget and not spilled (OUT_OF_MEMORY), since start
 };

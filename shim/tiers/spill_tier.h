@@ -24,7 +24,7 @@ namespace vramspill::tiers {
 
 // What a spill asks of a tier.
 struct SpillAllocation {
-  int device = 0;          // the device whose budget had no room
+  int device = 0;  // the device whose budget had no room
   uint64_t bytes = 0;
   unsigned int managed_flags = CU_MEM_ATTACH_GLOBAL;  // cuMemAllocManaged's own flags
 };

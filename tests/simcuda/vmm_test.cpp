@@ -417,8 +417,11 @@ TEST(VmmSupportDeathTest, NoVmmMeansNotSupported) {
 
 TEST(VmmSupportDeathTest, NoHostVmmMeansNoHostLocatedHandles) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
-  EXPECT_EXIT(exit_with_vmm_results("HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED=0"),
+  // host_prop() is HOST_NUMA, which needs the NUMA attribute; HOST alone does not make it.
+  EXPECT_EXIT(exit_with_vmm_results("HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED=0"),
               ::testing::ExitedWithCode(1 + 2 + 8), "");
+  EXPECT_EXIT(exit_with_vmm_results("HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED=0"),
+              ::testing::ExitedWithCode(1 + 2 + 4), "");
 }
 
 }  // namespace

@@ -20,6 +20,7 @@
 #include <cuda.h>
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <cstdint>
 #include <cstdio>
@@ -330,17 +331,23 @@ class Program {
       blocks_.push_back(from_pool_ptsz);
   }
 
-  // Routes that never spill: VMM, arrays, mipmapped arrays, the 32-bit ABI (which simcuda always
-  // refuses: Note [Legacy allocations have no 32-bit address] there).
-  void unspilled_routes(bool past) {
-    const CUresult expected = past ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
+  // A device-located VMM handle. Past the budget, auto mode makes it host-located (Note
+  // [Host-located VMM spills] in shim/placement/vmm_spill.h); other modes refuse it.
+  void vmm_route(bool past) {
     CUmemAllocationProp prop{};
     prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
     prop.location = {CU_MEM_LOCATION_TYPE_DEVICE, device_};
     CUmemGenericAllocationHandle handle = 0;
+    const CUresult expected = past && spill_ != "auto" ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
     if (calls.make("cuMemCreate", expected,
                    [&] { return cuMemCreate(&handle, kBlock, &prop, 0); }) == CUDA_SUCCESS)
       map_vmm(handle);
+  }
+
+  // Routes that never spill: arrays, mipmapped arrays, the 32-bit ABI (which simcuda always
+  // refuses: Note [Legacy allocations have no 32-bit address] there).
+  void unspilled_routes(bool past) {
+    const CUresult expected = past ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
 
     CUDA_ARRAY_DESCRIPTOR flat{};
     flat.Width = past ? 2048 : 256;
@@ -378,8 +385,8 @@ class Program {
                [&] { return legacy_alloc_pitch_(&legacy, &legacy_pitch, 4096, 1024, 4); });
   }
 
-  // A device-located VMM handle mapped, made accessible and retained once more (then released),
-  // as frameworks' expandable segments do.
+  // A VMM handle mapped, made accessible and retained once more (then released), as frameworks'
+  // expandable segments do.
   void map_vmm(CUmemGenericAllocationHandle handle) {
     CUdeviceptr address = 0;
     calls.ok("cuMemAddressReserve", [&] { return cuMemAddressReserve(&address, kBlock, 0, 0, 0); });
@@ -393,8 +400,7 @@ class Program {
       return cuMemRetainAllocationHandle(&retained, reinterpret_cast<void*>(address));
     });
     calls.ok("cuMemRelease", [&] { return cuMemRelease(retained); });
-    vmm_handle_ = handle;
-    vmm_address_ = address;
+    vmm_.push_back(VmmMapping{.handle = handle, .address = address});
     blocks_.push_back(Block{.name = "VMM mapping", .pointer = address, .bytes = kBlock});
   }
 
@@ -414,6 +420,7 @@ class Program {
     calls.ok("cuMemAlloc_v2", [&] { return cuMemAlloc(&filler_.pointer, filler_.bytes); });
     linear_routes(/*past=*/false);
     pool_routes(/*past=*/false);
+    vmm_route(/*past=*/false);
     unspilled_routes(/*past=*/false);
     host_memory();
     write_blocks();
@@ -435,6 +442,7 @@ class Program {
     linear_routes(/*past=*/true);
     pool_routes(/*past=*/true);
     pool_growth_past_budget();
+    vmm_route(/*past=*/true);
     unspilled_routes(/*past=*/true);
     for (size_t i = first; i < blocks_.size(); ++i) write_block(i);
     check_spill_tiers(first);
@@ -622,14 +630,17 @@ class Program {
   }
 
   void free_everything() {
+    const auto is_vmm = [this](CUdeviceptr pointer) {
+      return std::ranges::find(vmm_, pointer, &VmmMapping::address) != vmm_.end();
+    };
     for (const Block& block : blocks_)
-      if (block.pointer != vmm_address_) free_block(block);
+      if (!is_vmm(block.pointer)) free_block(block);
     free_block(filler_);
     free_block(last_filler_);
-    if (vmm_handle_ != 0) {
-      calls.ok("cuMemUnmap", [&] { return cuMemUnmap(vmm_address_, kBlock); });
-      calls.ok("cuMemRelease", [&] { return cuMemRelease(vmm_handle_); });
-      calls.ok("cuMemAddressFree", [&] { return cuMemAddressFree(vmm_address_, kBlock); });
+    for (const VmmMapping& vmm : vmm_) {
+      calls.ok("cuMemUnmap", [&] { return cuMemUnmap(vmm.address, kBlock); });
+      calls.ok("cuMemRelease", [&] { return cuMemRelease(vmm.handle); });
+      calls.ok("cuMemAddressFree", [&] { return cuMemAddressFree(vmm.address, kBlock); });
     }
     for (CUarray array : arrays_) calls.ok("cuArrayDestroy", [&] { return cuArrayDestroy(array); });
     for (CUmipmappedArray array : mipmapped_)
@@ -695,8 +706,11 @@ class Program {
   Block filler_{.name = "filler"};
   Block last_filler_{.name = "last filler"};
   std::vector<Block> blocks_;
-  CUmemGenericAllocationHandle vmm_handle_ = 0;
-  CUdeviceptr vmm_address_ = 0;
+  struct VmmMapping {
+    CUmemGenericAllocationHandle handle = 0;
+    CUdeviceptr address = 0;
+  };
+  std::vector<VmmMapping> vmm_;
   std::vector<CUarray> arrays_;
   std::vector<CUmipmappedArray> mipmapped_;
   void* pinned_ = nullptr;

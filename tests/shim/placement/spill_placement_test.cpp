@@ -6,14 +6,10 @@
 
 #include <gtest/gtest.h>
 
-#include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
-#include "telemetry/log.h"
-#include "telemetry/rate_limit.h"
+#include "placement_fakes.h"
 
 namespace vramspill::placement {
 namespace {
@@ -63,46 +59,15 @@ class FakeTier final : public tiers::SpillTier {
   CUdeviceptr next_pointer_;
 };
 
-class FakeFacts final : public SpillFacts {
- public:
-  bool is_integrated = false;
-  bool is_capturing = false;
-  CUresult capture_query = CUDA_SUCCESS;
-  int capture_queries = 0;
-  int host_limit_refreshes = 0;
-
-  bool integrated(int) noexcept override { return is_integrated; }
-  CUresult capturing(CUstream, bool& capturing) noexcept override {
-    ++capture_queries;
-    capturing = is_capturing;
-    return capture_query;
-  }
-  void refresh_host_limit() noexcept override { ++host_limit_refreshes; }
-};
-
 class SpillPlacementTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    log_path_ = ::testing::TempDir() + "vramspill_placement_" +
-                ::testing::UnitTest::GetInstance()->current_test_info()->name() + ".log";
-    std::filesystem::remove(log_path_);
-    LogConfig log;
-    log.level = LogLevel::kInfo;
-    log.file = log_path_;
-    logging::configure(log);
-    reset_rate_limits();  // each test sees every line it causes
     config_.mode = SpillMode::kAuto;
     config_.min_size = kMiB;
     ledger_.set_device(0, 1024 * kMiB, 512 * kMiB);
   }
 
-  std::string log() {
-    logging::flush();
-    std::ifstream in(log_path_);
-    std::ostringstream text;
-    text << in.rdbuf();
-    return text.str();
-  }
+  std::string log() const { return log_.text(); }
 
   CUresult spill(Route route, uint64_t bytes, const std::string& refusal = "over budget",
                  bool stream_ordered = false) {
@@ -119,7 +84,7 @@ class SpillPlacementTest : public ::testing::Test {
     return ledger_.snapshot(0).routes[core::route_index(route)];
   }
 
-  std::string log_path_;
+  LogCapture log_;
   SpillConfig config_;
   core::Ledger ledger_;
   core::HostBudget host_budget_{64 * kMiB};
@@ -278,8 +243,8 @@ TEST_F(SpillPlacementTest, FreesGoToTheTierThatHoldsTheSpill) {
   EXPECT_EQ(host_.stream_ordered_frees, std::vector<CUdeviceptr>{in_host.key});
   EXPECT_TRUE(host_.frees.empty());
 
-  const core::Allocation not_spilled{.key = 0x42, .bytes = kMiB, .device = 0,
-                                     .route = Route::kMemAlloc};
+  const core::Allocation not_spilled{
+      .key = 0x42, .bytes = kMiB, .device = 0, .route = Route::kMemAlloc};
   EXPECT_EQ(placement_.free(not_spilled, nullptr, false), CUDA_ERROR_INVALID_VALUE);
 }
 

@@ -29,8 +29,16 @@ bool is_host(CUmemLocationType type) {
          type == CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT;
 }
 
+// The attribute a host location needs: HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED for the
+// NUMA ones, HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED for HOST.
+CUdevice_attribute host_vmm_attribute(CUmemLocationType type) {
+  return type == CU_MEM_LOCATION_TYPE_HOST
+             ? CU_DEVICE_ATTRIBUTE_HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED
+             : CU_DEVICE_ATTRIBUTE_HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED;
+}
+
 // Checks an allocation's properties; `device` gets the ordinal whose VRAM it uses, or -1 for
-// host-located memory (which needs HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED).
+// host-located memory (which needs host_vmm_attribute()).
 CUresult check_properties(const CUmemAllocationProp* prop, int* device) {
   if (prop == nullptr || prop->type != CU_MEM_ALLOCATION_TYPE_PINNED)
     return CUDA_ERROR_INVALID_VALUE;
@@ -43,9 +51,13 @@ CUresult check_properties(const CUmemAllocationProp* prop, int* device) {
   } else if (is_host(prop->location.type)) {
     if (prop->location.type == CU_MEM_LOCATION_TYPE_HOST_NUMA && prop->location.id < 0)
       return CUDA_ERROR_INVALID_VALUE;
+    // As cuda.h says: HOST memory is not IPC capable.
+    if (prop->location.type == CU_MEM_LOCATION_TYPE_HOST &&
+        prop->requestedHandleTypes != CU_MEM_HANDLE_TYPE_NONE)
+      return CUDA_ERROR_INVALID_VALUE;
     owner = &calling_device();
     if (!vmm_supported(*owner) ||
-        !owner->attributes().supports(CU_DEVICE_ATTRIBUTE_HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED))
+        !owner->attributes().supports(host_vmm_attribute(prop->location.type)))
       return CUDA_ERROR_NOT_SUPPORTED;
     *device = -1;
   } else {

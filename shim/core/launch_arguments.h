@@ -1,0 +1,98 @@
+// A kernel launch's arguments as the 8-byte words use tracking looks up (core/use_tracker.h).
+// Driver-free: where each parameter lies comes through a seam with cuFuncGetParamInfo's
+// signature, so unit tests drive the decoding with a fake layout and real parameter buffers.
+//
+// Note [Reading a launch's arguments]
+// cuLaunchKernel takes either kernelParams, one pointer per parameter to its value, or `extra`,
+// one packed buffer laid out as the kernel's parameter space (CU_LAUNCH_PARAM_BUFFER_POINTER and
+// CU_LAUNCH_PARAM_BUFFER_SIZE). A device pointer is 8 bytes at an 8-byte aligned offset of that
+// space, alone or inside a struct, so the words looked up are:
+// - from `extra`: every aligned word of the buffer, no layout needed;
+// - from kernelParams: each parameter's aligned words, its size and offset from
+//   cuFuncGetParamInfo (a parameter that is not 8-byte aligned, or smaller than 8 bytes, holds no
+//   pointer). Only the parameter's own bytes are read, never past them.
+// Pointer-sized integers that happen to fall inside a tracked range count as uses: harmless (a
+// block looks used), where missing a pointer would remap memory under a running kernel.
+// The layout cannot be read (cuFuncGetParamInfo missing, as before CUDA 12.4, or failing; more
+// than kMaxParams parameters; more than kMaxWords words; an `extra` key this does not know): the
+// launch may touch everything, and the caller records it so (UseTracker::record_everything).
+// A null kernelParams, or a null pointer in it, is the driver's to refuse: it is not read.
+//
+// Note [The parameter layout cache]
+// cuFuncGetParamInfo is one driver call per parameter, and every launch needs the layout, so it
+// is cached per CUfunction in a direct-mapped table of fixed size: no allocation, no lock. Each
+// entry is a sequence lock: a writer makes its version odd with a compare-and-swap (a second
+// writer of the same entry gives up: the value is only a cache), writes, and makes it even; a
+// reader copies the entry and keeps the copy only if the version was even and unchanged. A
+// CUfunction's value may be reused after its module or library is unloaded, so the unload hooks
+// call forget_all(), which moves the cache to a new generation: entries of older ones miss.
+#pragma once
+
+#include <cuda.h>
+
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+namespace vramspill::core {
+
+// cuFuncGetParamInfo's signature: the seam the decoding reads layouts through.
+using ParamInfoFunction = CUresult (*)(CUfunction function, size_t index, size_t* offset,
+                                       size_t* size);
+
+// Where a kernel's parameters lie in its parameter space.
+struct ParamLayout {
+  static constexpr size_t kMaxParams = 64;
+  // No default member initialisers: a layout is built on every launch, and clearing all
+  // kMaxParams entries would cost more than reading the few that are set.
+  struct Param {
+    uint16_t offset;  // the parameter space is at most 32764 bytes
+    uint16_t size;
+  };
+  uint32_t count = 0;
+  std::array<Param, kMaxParams> params;  // [0, count) set; not cleared on the launch path
+};
+
+// Note [The parameter layout cache].
+class ParamLayoutCache {
+ public:
+  static constexpr size_t kEntries = 128;
+
+  // The layout, from the cache or (then cached) through `info`; false if it cannot be read.
+  bool layout(CUfunction function, ParamInfoFunction info, ParamLayout& layout) noexcept;
+  // A module or library is being unloaded: its CUfunction values may come back for others.
+  void forget_all() noexcept { generation_.fetch_add(1, std::memory_order_relaxed); }
+
+ private:
+  struct alignas(64) Entry {
+    std::atomic<uint32_t> version{0};  // odd while being written
+    std::atomic<uint32_t> generation{0};
+    std::atomic<uintptr_t> function{0};
+    std::atomic<uint32_t> count{0};
+    std::array<std::atomic<uint32_t>, ParamLayout::kMaxParams> params{};  // offset << 16 | size
+  };
+
+  bool find(const Entry& entry, uintptr_t function, uint32_t generation,
+            ParamLayout& layout) const noexcept;
+  void store(Entry& entry, uintptr_t function, uint32_t generation,
+             const ParamLayout& layout) noexcept;
+
+  std::atomic<uint32_t> generation_{1};  // entries start at 0: never a hit
+  std::array<Entry, kEntries> entries_{};
+};
+
+// A launch's argument words, gathered without allocating.
+struct ArgumentWords {
+  static constexpr size_t kMaxWords = 512;  // 4 KiB of parameters; the driver allows 32764 bytes
+  size_t count = 0;
+  std::array<uint64_t, kMaxWords> words;
+};
+
+// Fills `words` with the aligned 8-byte words of a cuLaunchKernel-style launch's arguments (Note
+// [Reading a launch's arguments]). False: they cannot be read, the launch may touch everything.
+bool argument_words(CUfunction function, void** kernel_params, void** extra,
+                    ParamLayoutCache& cache, ParamInfoFunction info,
+                    ArgumentWords& words) noexcept;
+
+}  // namespace vramspill::core

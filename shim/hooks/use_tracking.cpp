@@ -1,0 +1,101 @@
+#include "hooks/use_tracking.h"
+
+#include <array>
+
+#include "core/launch_arguments.h"
+#include "driver/real_driver.h"
+
+namespace vramspill::hooks {
+namespace {
+
+// One side of a 2D/3D copy: the bytes it spans when it is linear memory (device or unified;
+// host memory and arrays are never tracked).
+core::AddressRange side(CUmemorytype type, CUdeviceptr device, size_t x, size_t y, size_t z,
+                        size_t pitch, size_t slice_rows, size_t width, size_t height,
+                        size_t depth) noexcept {
+  if (type != CU_MEMORYTYPE_DEVICE && type != CU_MEMORYTYPE_UNIFIED) return {};
+  if (depth == 0) return {};
+  return pitched(device + (z * slice_rows + y) * pitch + x, pitch, width,
+                 (depth - 1) * slice_rows + height);
+}
+
+}  // namespace
+
+void record_kernel(ShimState& shim, CUfunction function, uint64_t stream,
+                   void** kernel_params, void** extra, core::SubmissionUse& use) noexcept {
+  core::ArgumentWords words;
+  // Missing before CUDA 12.4: argument_words() then says the launch may touch everything.
+  if (!core::argument_words(function, kernel_params, extra, shim.launch_layouts,
+                            VRAMSPILL_REAL(cuFuncGetParamInfo), words)) {
+    shim.use.record_everything(stream, use);
+    return;
+  }
+  shim.use.record_words(stream, {words.words.data(), words.count}, use);
+}
+
+void record_ranges(ShimState& shim, uint64_t stream,
+                   std::initializer_list<core::AddressRange> ranges,
+                   core::SubmissionUse& use) noexcept {
+  shim.use.record_ranges(stream, {ranges.begin(), ranges.size()}, use);
+}
+
+void record_copy(ShimState& shim, uint64_t stream, const CUDA_MEMCPY2D* copy,
+                 core::SubmissionUse& use) noexcept {
+  if (copy == nullptr) return;  // the driver's to refuse
+  const CUDA_MEMCPY2D& c = *copy;
+  record_ranges(shim, stream,
+                {side(c.srcMemoryType, c.srcDevice, c.srcXInBytes, c.srcY, 0, c.srcPitch, 0,
+                      c.WidthInBytes, c.Height, 1),
+                 side(c.dstMemoryType, c.dstDevice, c.dstXInBytes, c.dstY, 0, c.dstPitch, 0,
+                      c.WidthInBytes, c.Height, 1)},
+                use);
+}
+
+void record_copy(ShimState& shim, uint64_t stream, const CUDA_MEMCPY3D* copy,
+                 core::SubmissionUse& use) noexcept {
+  if (copy == nullptr) return;
+  const CUDA_MEMCPY3D& c = *copy;
+  record_ranges(shim, stream,
+                {side(c.srcMemoryType, c.srcDevice, c.srcXInBytes, c.srcY, c.srcZ, c.srcPitch,
+                      c.srcHeight, c.WidthInBytes, c.Height, c.Depth),
+                 side(c.dstMemoryType, c.dstDevice, c.dstXInBytes, c.dstY, c.dstZ, c.dstPitch,
+                      c.dstHeight, c.WidthInBytes, c.Height, c.Depth)},
+                use);
+}
+
+void record_copy(ShimState& shim, uint64_t stream, const CUDA_MEMCPY3D_PEER* copy,
+                 core::SubmissionUse& use) noexcept {
+  if (copy == nullptr) return;
+  const CUDA_MEMCPY3D_PEER& c = *copy;
+  record_ranges(shim, stream,
+                {side(c.srcMemoryType, c.srcDevice, c.srcXInBytes, c.srcY, c.srcZ, c.srcPitch,
+                      c.srcHeight, c.WidthInBytes, c.Height, c.Depth),
+                 side(c.dstMemoryType, c.dstDevice, c.dstXInBytes, c.dstY, c.dstZ, c.dstPitch,
+                      c.dstHeight, c.WidthInBytes, c.Height, c.Depth)},
+                use);
+}
+
+void record_batch(ShimState& shim, uint64_t stream, const CUdeviceptr* destinations,
+                  const CUdeviceptr* sources, const size_t* sizes, size_t count,
+                  core::SubmissionUse& use) noexcept {
+  // Ranges on the stack, so a batch larger than that is taken as touching everything.
+  constexpr size_t kMaxPairs = 64;
+  if (destinations == nullptr || sources == nullptr || sizes == nullptr) return;
+  if (count > kMaxPairs) {
+    shim.use.record_everything(stream, use);
+    return;
+  }
+  std::array<core::AddressRange, 2 * kMaxPairs> ranges;
+  for (size_t index = 0; index < count; ++index) {
+    ranges[2 * index] = {destinations[index], sizes[index]};
+    ranges[2 * index + 1] = {sources[index], sizes[index]};
+  }
+  shim.use.record_ranges(stream, {ranges.data(), 2 * count}, use);
+}
+
+void forget_parameter_layouts() noexcept {
+  if (ShimState* state = initialised_state.load(std::memory_order_acquire); state != nullptr)
+    state->launch_layouts.forget_all();
+}
+
+}  // namespace vramspill::hooks

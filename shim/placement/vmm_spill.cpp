@@ -1,0 +1,117 @@
+#include "placement/vmm_spill.h"
+
+#include "placement/spill_log.h"
+#include "telemetry/log.h"
+#include "util/bytes.h"
+
+namespace vramspill::placement {
+namespace {
+
+using Kind = tiers::HostVmmLocation::Kind;
+
+// "host-located VMM memory on NUMA node 0", for the log.
+std::string describe(const CUmemLocation& location) {
+  std::string text = "host-located VMM memory";
+  if (location.type == CU_MEM_LOCATION_TYPE_HOST_NUMA)
+    text += " on NUMA node " + std::to_string(location.id);
+  return text;
+}
+
+}  // namespace
+
+CUresult VmmSpill::spill(const VmmSpillRequest& request, const std::string& refusal,
+                         CUmemGenericAllocationHandle* out) noexcept {
+  try {
+    if (!relocates_vmm_handles(config_.mode)) {
+      // As before this tier existed: the ledger's refusal, or the driver's OUT_OF_MEMORY as it is.
+      if (!refusal.empty()) logging::limited(LogLevel::kWarn, RateKey::kOverBudget, "{}", refusal);
+      return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    const auto not_spilled = [&](const std::string& why) {
+      log_not_spilled(refusal, core::Route::kMemCreate, request.bytes, request.device, why);
+      return CUDA_ERROR_OUT_OF_MEMORY;
+    };
+    if (facts_.integrated(request.device)) {  // Note [Integrated devices] in hooks/devices.h
+      return not_spilled(
+          "the device is integrated (its memory is the host's), so spilling would buy nothing");
+    }
+    if (request.bytes < config_.min_size)
+      return not_spilled("smaller than [spill] min_size (" + format_bytes(config_.min_size) + ")");
+    if (const std::string why = kept_on_device(*request.prop); !why.empty())
+      return not_spilled(why);
+    CUmemLocation location{};
+    if (const std::string why = no_location(request.device, *request.prop, location); !why.empty())
+      return not_spilled(why);
+    facts_.refresh_host_limit();
+    if (!host_budget_.try_reserve(request.bytes))
+      return not_spilled(host_limit_refusal(host_budget_, request.bytes));
+    CUmemAllocationProp host_prop = *request.prop;
+    host_prop.location = location;
+    host_prop.allocFlags.compressionType = CU_MEM_ALLOCATION_COMP_NONE;
+    if (const CUresult result = tier_.create(out, request.bytes, host_prop, request.flags);
+        result != CUDA_SUCCESS) {
+      host_budget_.release(request.bytes);
+      return not_spilled(describe(location) + ": the driver refused (error " +
+                         std::to_string(static_cast<int>(result)) + ")");
+    }
+    // Recorded before anything that could throw: a spill that happened is never reported as a
+    // failure (the handle would be lost to the program and held forever).
+    const core::Admission admission =
+        ledger_.admit(request.device, core::Route::kSpillVmmHost, request.bytes);
+    ledger_.on_allocated(admission, *out, request.bytes);
+    vmm_.created(*out);  // Note [VMM memory lives until its last mapping goes]
+    if (!refusal.empty()) ledger_.note_refusal_spilled(request.device);
+    log_spilled(core::Route::kMemCreate, request.bytes, request.device, describe(location),
+                !refusal.empty());
+    return CUDA_SUCCESS;
+  } catch (...) {  // a log line could not be built: the answer stands without it
+  }
+  return CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+void VmmSpill::freed(const core::Allocation& spilled) noexcept {
+  host_budget_.release(spilled.bytes);
+}
+
+std::string VmmSpill::kept_on_device(const CUmemAllocationProp& prop) {
+  const auto handle_types = static_cast<unsigned int>(prop.requestedHandleTypes);
+  if ((handle_types & ~static_cast<unsigned int>(CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)) != 0) {
+    return "the program asked for exportable handles (requestedHandleTypes " +
+           std::to_string(handle_types) +
+           ") other than POSIX file descriptors, whose importers expect device memory";
+  }
+  if (prop.allocFlags.gpuDirectRDMACapable != 0)
+    return "the program asked for GPUDirect RDMA (gpuDirectRDMACapable), which is for device "
+           "memory";
+  if (prop.allocFlags.usage != 0) {
+    return "the program asked for a usage of device memory (allocFlags.usage " +
+           std::to_string(prop.allocFlags.usage) + ")";
+  }
+  return {};
+}
+
+std::string VmmSpill::no_location(int device, const CUmemAllocationProp& prop,
+                                  CUmemLocation& location) {
+  const std::optional<tiers::HostVmmLocation> where = tier_.location(device);
+  const std::string named = "device " + std::to_string(device);
+  if (!where)
+    return "the driver did not say whether " + named + " supports host-located VMM memory";
+  if (where->kind == Kind::kHostNuma) {
+    location = {CU_MEM_LOCATION_TYPE_HOST_NUMA, where->numa_node};
+    return {};
+  }
+  if (where->kind == Kind::kNone) {
+    return named +
+           " supports no host-located VMM memory (neither "
+           "HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED nor "
+           "HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED)";
+  }
+  if (prop.requestedHandleTypes != CU_MEM_HANDLE_TYPE_NONE) {
+    return "the program asked for POSIX file descriptor handles, and " + named +
+           " has host-located VMM memory only outside NUMA nodes, which cannot be exported";
+  }
+  location = {CU_MEM_LOCATION_TYPE_HOST, 0};
+  return {};
+}
+
+}  // namespace vramspill::placement

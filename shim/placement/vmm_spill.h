@@ -1,0 +1,104 @@
+// Where a cuMemCreate of device memory goes when it does not fit: host-located VMM memory, or
+// nowhere (CUDA_ERROR_OUT_OF_MEMORY), with a log line that says which and why. The tier is
+// reached through tiers/host_vmm_tier.h and the driver's other answers through
+// placement/spill_facts.h, so unit tests drive this with fakes of both.
+//
+// Note [Host-located VMM spills]
+// A program that builds its memory from VMM handles (PyTorch's expandable segments, NCCL)
+// creates device-located handles with cuMemCreate, maps them with cuMemMap and grants the device
+// access with cuMemSetAccess. Past the budget (the ledger refuses) or when the driver runs out of
+// device memory, such a cuMemCreate is made again with the same size, flags and properties but a
+// host location, and the program gets that handle: it maps it and sets access as it would have,
+// and its kernels reach the memory over the link. Nothing is evicted to make room: the new handle
+// is host memory for its whole life. Where it goes: CU_MEM_LOCATION_TYPE_HOST_NUMA on the GPU's
+// own node (CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID) where the device supports host-NUMA VMM memory,
+// else CU_MEM_LOCATION_TYPE_HOST where it supports host VMM memory, else nowhere.
+// The driver tells the truth about the handle afterwards (cuMemGetAllocationPropertiesFromHandle
+// and pointer attributes say host): the shim does not hide the move.
+//
+// Only where the user let the shim choose ([spill] mode auto; the tiered mode joins through
+// relocates_vmm_handles()): the `host` and `managed` modes name the pointer tier spills go to,
+// and a VMM handle becomes neither; `off` spills nothing. Not when the program asked for
+// something host memory would change in a way it would notice:
+//   - exportable handles other than POSIX file descriptors (FABRIC for NVLink peers and
+//     multicast objects, which bind device memory; Win32 handles): the importer expects device
+//     memory. POSIX file descriptors (what PyTorch asks for) stay where the handle can be
+//     HOST_NUMA, which cuda.h does not bar from IPC, so the program's
+//     cuMemExportToShareableHandle works as before; HOST memory is "not IPC capable" (cuMemCreate
+//     refuses the request), so without a NUMA node such a request does not spill;
+//   - gpuDirectRDMACapable: the program means to register the memory with a network adapter
+//     through GPUDirect RDMA, which is for device memory;
+//   - a usage (CU_MEM_CREATE_USAGE_TILE_POOL for sparse arrays, HW_DECOMPRESS): device roles.
+// compressionType is a hint the driver may decline (cuda.h tells programs to check the handle's
+// properties), and host memory is never compressed: it is cleared. win32HandleMetaData and the
+// reserved bytes pass as they are. Then, as for every spill (Note [What spills]): not on an
+// integrated device, not below [spill] min_size, and not past the host limit, which the handle
+// is charged to from cuMemCreate until the driver frees it (the last cuMemRelease or cuMemUnmap:
+// Note [VMM memory lives until its last mapping goes]).
+#pragma once
+
+#include <cuda.h>
+
+#include <cstdint>
+#include <string>
+
+#include "config/config.h"
+#include "core/host_budget.h"
+#include "core/ledger.h"
+#include "core/vmm_tracker.h"
+#include "placement/spill_facts.h"
+#include "tiers/host_vmm_tier.h"
+
+namespace vramspill::placement {
+
+// Whether [spill] `mode` lets the shim give the program a host-located handle for a device one
+// (Note [Host-located VMM spills]).
+constexpr bool relocates_vmm_handles(SpillMode mode) { return mode == SpillMode::kAuto; }
+
+struct VmmSpillRequest {
+  int device = 0;  // prop->location.id
+  uint64_t bytes = 0;
+  const CUmemAllocationProp* prop = nullptr;  // the program's, device-located
+  unsigned long long flags = 0;               // cuMemCreate's own
+};
+
+class VmmSpill {
+ public:
+  // Each reference must outlive the placement (all are members of the shim's state).
+  VmmSpill(const SpillConfig& config, core::Ledger& ledger, core::VmmTracker& vmm,
+           core::HostBudget& host_budget, SpillFacts& facts, tiers::HostVmmTier& tier) noexcept
+      : config_(config),
+        ledger_(ledger),
+        vmm_(vmm),
+        host_budget_(host_budget),
+        facts_(facts),
+        tier_(tier) {}
+  VmmSpill(const VmmSpill&) = delete;
+  VmmSpill& operator=(const VmmSpill&) = delete;
+
+  // Creates a host-located handle for `request` at *out, charged to the host budget and recorded
+  // in the ledger (core::Route::kSpillVmmHost) and the VMM tracker; otherwise returns
+  // CUDA_ERROR_OUT_OF_MEMORY and logs why. `refusal` is the ledger's explanation of why the
+  // device had no room (empty when the driver itself ran out of memory).
+  CUresult spill(const VmmSpillRequest& request, const std::string& refusal,
+                 CUmemGenericAllocationHandle* out) noexcept;
+
+  // The driver freed a handle this made (its ledger entry, forgotten and released): the host
+  // budget has its bytes back.
+  void freed(const core::Allocation& spilled) noexcept;
+
+ private:
+  // Why `prop` must stay device memory, or empty (Note [Host-located VMM spills]).
+  static std::string kept_on_device(const CUmemAllocationProp& prop);
+  // Why `device` gives no host location for it, or empty (then `location` holds it).
+  std::string no_location(int device, const CUmemAllocationProp& prop, CUmemLocation& location);
+
+  const SpillConfig& config_;
+  core::Ledger& ledger_;
+  core::VmmTracker& vmm_;
+  core::HostBudget& host_budget_;
+  SpillFacts& facts_;
+  tiers::HostVmmTier& tier_;
+};
+
+}  // namespace vramspill::placement

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # README command 2 (and CI's only command): install what is missing, build, run the tests, then build
-# and run them again under AddressSanitizer + UndefinedBehaviorSanitizer, run the stress tests under
-# ThreadSanitizer, then run the fuzzers briefly. Run with --help for details.
+# and run them again under AddressSanitizer + UndefinedBehaviorSanitizer, run the stress and
+# concurrency tests under ThreadSanitizer, then run the fuzzers briefly. Run with --help for details.
 set -uo pipefail
 # shellcheck source=tools/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -17,11 +17,14 @@ Usage: tools/test.sh [--no-sanitizers] [--no-tsan] [--no-fuzz] [--help]
        ctest --test-dir build --output-on-failure -LE gpu -j$JOBS
   3. configures and builds build-asan/ as the project's own test build: RelWithDebInfo,
      -DVRAMSPILL_WERROR=ON (warnings are errors) and -DVRAMSPILL_SANITIZE="address;undefined", and
-     runs the same tests there (skipped with --no-sanitizers)
+     runs the same tests there (skipped with --no-sanitizers). Sanitizer trees compile at -O1 -g1,
+     not -O2 -g: the same checks and line numbers in stack traces, in half the build time (Note
+     [Sanitizer builds compile at -O1 -g1] in cmake/VramspillSanitizers.cmake)
   4. configures build-tsan/ the same way but with -DVRAMSPILL_SANITIZE=thread, builds only the
-     stress tests (every allocation route from eight threads) and what they load, and runs them
-     under ThreadSanitizer (skipped with --no-tsan):
-       ctest --test-dir build-tsan --output-on-failure -L stress -j$JOBS
+     stress tests (every allocation route from eight threads), the unit tests labelled
+     'concurrency' (the ledger, use tracker, host pool, granule arena and remap window from many
+     threads) and what they load, and runs them under ThreadSanitizer (skipped with --no-tsan):
+       ctest --test-dir build-tsan --output-on-failure -L 'stress|concurrency' -j$JOBS
   5. configures build-fuzz/ with clang, -DVRAMSPILL_FUZZ=ON and the sanitizers of step 3, builds
      only the fuzzers (tests/fuzz: the policy file, the environment, sizes) and runs them: each
      replays its seed corpus, then fuzzes for 30 s (skipped with --no-fuzz):
@@ -109,11 +112,12 @@ labelled_pass() {
 }
 
 # tsan_pass: ThreadSanitizer cannot share a build with AddressSanitizer, and it slows everything
-# down many times over, so build-tsan/ builds only the stress tests, the shim and simcuda, and runs
-# only the stress tests: they drive both from many threads at once.
+# down many times over, so build-tsan/ builds only the stress tests, the shim and simcuda, and the
+# unit tests of the parts that many threads use at once, and runs only those.
 tsan_pass() {
-  labelled_pass tsan "$VRAMSPILL_ROOT/build-tsan" stress "stress tests" \
-    vramspill simcuda vramspill_stress_test -- -DVRAMSPILL_SANITIZE=thread
+  labelled_pass tsan "$VRAMSPILL_ROOT/build-tsan" 'stress|concurrency' \
+    "stress and concurrency tests" vramspill simcuda vramspill_stress_test vramspill_ledger_test \
+    vramspill_use_tracking_test vramspill_tiers_test -- -DVRAMSPILL_SANITIZE=thread
 }
 
 # fuzz_pass: build-fuzz/ is a clang tree in which everything is instrumented for libFuzzer, so

@@ -62,17 +62,16 @@ bool extra_words(void** extra, ArgumentWords& words) noexcept {
 bool ParamLayoutCache::find(const Entry& entry, uintptr_t function, uint32_t generation,
                             ParamLayout& layout) const noexcept {
   const uint32_t version = entry.version.load(std::memory_order_acquire);
-  if ((version & 1) != 0 || entry.function.load(std::memory_order_relaxed) != function ||
-      entry.generation.load(std::memory_order_relaxed) != generation)
+  if ((version & 1) != 0 || entry.function.load(std::memory_order_acquire) != function ||
+      entry.generation.load(std::memory_order_acquire) != generation)
     return false;
-  layout.count = entry.count.load(std::memory_order_relaxed);
+  layout.count = entry.count.load(std::memory_order_acquire);
   if (layout.count > ParamLayout::kMaxParams) return false;
   for (uint32_t index = 0; index < layout.count; ++index) {
-    const uint32_t packed = entry.params[index].load(std::memory_order_relaxed);
+    const uint32_t packed = entry.params[index].load(std::memory_order_acquire);
     layout.params[index] = {static_cast<uint16_t>(packed >> 16),
                             static_cast<uint16_t>(packed & 0xFFFF)};
   }
-  std::atomic_thread_fence(std::memory_order_acquire);
   return entry.version.load(std::memory_order_relaxed) == version;
 }
 
@@ -82,13 +81,13 @@ void ParamLayoutCache::store(Entry& entry, uintptr_t function, uint32_t generati
   if ((version & 1) != 0 ||
       !entry.version.compare_exchange_strong(version, version + 1, std::memory_order_acquire))
     return;  // another thread is writing it
-  entry.function.store(function, std::memory_order_relaxed);
-  entry.generation.store(generation, std::memory_order_relaxed);
-  entry.count.store(layout.count, std::memory_order_relaxed);
+  entry.function.store(function, std::memory_order_release);
+  entry.generation.store(generation, std::memory_order_release);
+  entry.count.store(layout.count, std::memory_order_release);
   for (uint32_t index = 0; index < layout.count; ++index)
     entry.params[index].store(
         static_cast<uint32_t>(layout.params[index].offset) << 16 | layout.params[index].size,
-        std::memory_order_relaxed);
+        std::memory_order_release);
   entry.version.store(version + 2, std::memory_order_release);
 }
 

@@ -23,7 +23,10 @@
 // is cached per CUfunction in a direct-mapped table of fixed size: no allocation, no lock. Each
 // entry is a sequence lock: a writer makes its version odd with a compare-and-swap (a second
 // writer of the same entry gives up: the value is only a cache), writes, and makes it even; a
-// reader copies the entry and keeps the copy only if the version was even and unchanged. A
+// reader copies the entry and keeps the copy only if the version was even and unchanged. The
+// fields are written with release stores and read with acquire loads (no fences, which
+// ThreadSanitizer cannot follow): a reader that sees any field a writer wrote therefore also sees
+// that writer's odd version when it reads the version again, and drops the copy. A
 // CUfunction's value may be reused after its module or library is unloaded, so the unload hooks
 // call forget_all(), which moves the cache to a new generation: entries of older ones miss.
 #pragma once

@@ -19,10 +19,22 @@ core::AddressRange side(CUmemorytype type, CUdeviceptr device, size_t x, size_t 
                  (depth - 1) * slice_rows + height);
 }
 
+// CUDA_MEMCPY3D and CUDA_MEMCPY3D_PEER name their two sides with the same fields.
+template <typename Copy3D>
+void record_3d_copy(ShimState& shim, uint64_t stream, const Copy3D& c,
+                    core::SubmissionUse& use) noexcept {
+  record_ranges(shim, stream,
+                {side(c.srcMemoryType, c.srcDevice, c.srcXInBytes, c.srcY, c.srcZ, c.srcPitch,
+                      c.srcHeight, c.WidthInBytes, c.Height, c.Depth),
+                 side(c.dstMemoryType, c.dstDevice, c.dstXInBytes, c.dstY, c.dstZ, c.dstPitch,
+                      c.dstHeight, c.WidthInBytes, c.Height, c.Depth)},
+                use);
+}
+
 }  // namespace
 
-void record_kernel(ShimState& shim, CUfunction function, uint64_t stream,
-                   void** kernel_params, void** extra, core::SubmissionUse& use) noexcept {
+void record_kernel(ShimState& shim, CUfunction function, uint64_t stream, void** kernel_params,
+                   void** extra, core::SubmissionUse& use) noexcept {
   core::ArgumentWords words;
   // Missing before CUDA 12.4: argument_words() then says the launch may touch everything.
   if (!core::argument_words(function, kernel_params, extra, shim.launch_layouts,
@@ -53,26 +65,12 @@ void record_copy(ShimState& shim, uint64_t stream, const CUDA_MEMCPY2D* copy,
 
 void record_copy(ShimState& shim, uint64_t stream, const CUDA_MEMCPY3D* copy,
                  core::SubmissionUse& use) noexcept {
-  if (copy == nullptr) return;
-  const CUDA_MEMCPY3D& c = *copy;
-  record_ranges(shim, stream,
-                {side(c.srcMemoryType, c.srcDevice, c.srcXInBytes, c.srcY, c.srcZ, c.srcPitch,
-                      c.srcHeight, c.WidthInBytes, c.Height, c.Depth),
-                 side(c.dstMemoryType, c.dstDevice, c.dstXInBytes, c.dstY, c.dstZ, c.dstPitch,
-                      c.dstHeight, c.WidthInBytes, c.Height, c.Depth)},
-                use);
+  if (copy != nullptr) record_3d_copy(shim, stream, *copy, use);
 }
 
 void record_copy(ShimState& shim, uint64_t stream, const CUDA_MEMCPY3D_PEER* copy,
                  core::SubmissionUse& use) noexcept {
-  if (copy == nullptr) return;
-  const CUDA_MEMCPY3D_PEER& c = *copy;
-  record_ranges(shim, stream,
-                {side(c.srcMemoryType, c.srcDevice, c.srcXInBytes, c.srcY, c.srcZ, c.srcPitch,
-                      c.srcHeight, c.WidthInBytes, c.Height, c.Depth),
-                 side(c.dstMemoryType, c.dstDevice, c.dstXInBytes, c.dstY, c.dstZ, c.dstPitch,
-                      c.dstHeight, c.WidthInBytes, c.Height, c.Depth)},
-                use);
+  if (copy != nullptr) record_3d_copy(shim, stream, *copy, use);
 }
 
 void record_batch(ShimState& shim, uint64_t stream, const CUdeviceptr* destinations,

@@ -366,5 +366,66 @@ TEST(HostPool, DestructionUnpinsEverythingAndReleasesTheBudget) {
   EXPECT_EQ(fake.bad_unpins(), 0);
 }
 
+// Note [Coalescing idle regions]: idle regions make way for the region a block needs, so the
+// pool does not grow while as much sits idle in regions too small for the block.
+TEST(HostPool, IdleRegionsAreUnpinnedToMakeWayForALargerRegion) {
+  core::HostBudget budget;
+  FakePinnedMemory fake;
+  HostPoolOptions options = small_steps(false);
+  options.release_idle_above = 1024 * kMiB;  // idle release alone would unpin nothing
+  HostPool pool(options, fake.ops(), budget);
+  std::vector<void*> steps;
+  for (int i = 0; i < 4; ++i) steps.push_back(pool.allocate(1 * kMiB));  // a step region each
+  for (void* block : steps) ASSERT_TRUE(pool.free(block).has_value());
+  ASSERT_EQ(pool.stats().pinned_bytes, 4 * kMiB);
+
+  void* large = pool.allocate(3 * kMiB);  // larger than a step and than any idle region
+  ASSERT_NE(large, nullptr);
+  fill(large, 3 * kMiB, 7);  // one pinned region holds all of it
+  const HostPoolStats stats = pool.stats();
+  EXPECT_EQ(stats.peak_pinned_bytes, 4 * kMiB);  // three idle regions made way, before the pin
+  EXPECT_EQ(stats.pinned_bytes, 4 * kMiB);
+  EXPECT_EQ(stats.regions, 2u);
+  EXPECT_EQ(stats.idle_bytes, 1 * kMiB);
+  EXPECT_EQ(stats.unpins, 3u);
+  EXPECT_EQ(stats.coalescings, 1u);
+  EXPECT_EQ(budget.used(), 4 * kMiB);
+  EXPECT_EQ(budget.peak(), 4 * kMiB);
+  EXPECT_EQ(fake.outstanding_bytes(), 4 * kMiB);
+  EXPECT_EQ(fake.bad_unpins(), 0);
+  EXPECT_EQ(pool.free(large), 3 * kMiB);
+}
+
+// Note [Blocks with a region of their own]: a large block never takes part of a larger free
+// range (what is left there would hold small blocks, and keep the region pinned), but reuses a
+// range of exactly its size.
+TEST(HostPool, ALargeBlockTakesOnlyFreeRoomOfExactlyItsSize) {
+  core::HostBudget budget;
+  FakePinnedMemory fake;
+  HostPoolOptions options = small_steps(false);
+  options.release_idle_above = 1024 * kMiB;
+  HostPool pool(options, fake.ops(), budget);
+  EXPECT_EQ(pool.options().own_region_above, 256 * kKiB);  // a quarter of the step
+
+  void* first = pool.allocate(3 * kMiB);
+  ASSERT_NE(first, nullptr);
+  ASSERT_TRUE(pool.free(first).has_value());
+  void* smaller = pool.allocate(2 * kMiB);  // the idle 3 MiB region is unpinned, not split
+  ASSERT_NE(smaller, nullptr);
+  EXPECT_EQ(pool.stats().pinned_bytes, 2 * kMiB);
+  EXPECT_EQ(pool.stats().peak_pinned_bytes, 3 * kMiB);
+  EXPECT_EQ(fake.pin_sizes(), (std::vector<std::size_t>{3 * kMiB, 2 * kMiB}));
+
+  ASSERT_TRUE(pool.free(smaller).has_value());
+  EXPECT_EQ(pool.allocate(2 * kMiB), smaller);  // the same size again: no pin
+  EXPECT_EQ(fake.pins(), 2);
+  // A small block does not split a large idle region either: that region makes way for a step.
+  ASSERT_TRUE(pool.free(smaller).has_value());
+  ASSERT_NE(pool.allocate(100 * kKiB), nullptr);
+  EXPECT_EQ(fake.pin_sizes().back(), 1 * kMiB);
+  EXPECT_EQ(pool.stats().pinned_bytes, 1 * kMiB);
+  EXPECT_EQ(pool.stats().regions, 1u);
+}
+
 }  // namespace
 }  // namespace vramspill::tiers

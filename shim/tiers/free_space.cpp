@@ -15,9 +15,9 @@ void FreeSpace::add(uint64_t start, uint64_t bytes) {
   free_bytes_ += bytes;
 }
 
-std::optional<uint64_t> FreeSpace::take(uint64_t bytes, uint64_t most) noexcept {
+std::optional<uint64_t> FreeSpace::take(uint64_t bytes) noexcept {
   const auto fit = by_size_.lower_bound({bytes, 0});
-  if (fit == by_size_.end() || fit->first > most) return std::nullopt;
+  if (fit == by_size_.end()) return std::nullopt;
   const auto [size, start] = *fit;
   auto size_node = by_size_.extract(fit);
   auto address_node = by_address_.extract(start);

@@ -28,11 +28,9 @@ class FreeSpace {
   void add(uint64_t start, uint64_t bytes);
 
   // Best fit: the smallest free range of at least `bytes`, the lowest-addressed among equals; the
-  // block is cut from its low end and the rest stays free. nullopt if no range is large enough,
-  // or if the best fit is larger than `most` (the pool's size classes, Note [Blocks with a
-  // region of their own] in tiers/host_pool.h). Never allocates (the split reuses the taken
-  // range's nodes), so never throws.
-  std::optional<uint64_t> take(uint64_t bytes, uint64_t most = UINT64_MAX) noexcept;
+  // block is cut from its low end and the rest stays free. nullopt if no range is large enough.
+  // Never allocates (the split reuses the taken range's nodes), so never throws.
+  std::optional<uint64_t> take(uint64_t bytes) noexcept;
 
   // Frees [start, start + bytes), merging it with free neighbours inside the region
   // [region_start, region_end); returns the merged free range. Allocates (and may throw

@@ -3,8 +3,6 @@
 #include <algorithm>
 #include <bit>
 #include <iterator>
-#include <utility>
-#include <vector>
 
 #include "util/quiet_thread.h"
 
@@ -27,8 +25,6 @@ HostPool::HostPool(HostPoolOptions options, PinnedMemoryOps ops, core::HostBudge
   options_.step_bytes = std::max(round_up(std::min(options_.step_bytes, kLargest)),
                                  options_.granularity);
   if (options_.low_water_bytes == 0) options_.low_water_bytes = options_.step_bytes / 2;
-  if (options_.own_region_above == 0) options_.own_region_above = options_.step_bytes / 4;
-  options_.own_region_above = std::min(options_.own_region_above, options_.step_bytes);
 }
 
 HostPool::~HostPool() {
@@ -47,11 +43,6 @@ uint64_t HostPool::round_up(uint64_t bytes) const noexcept {
   return (bytes + mask) & ~mask;
 }
 
-uint64_t HostPool::alignment_slack() const noexcept {
-  // pin() promises page alignment; a coarser granularity may lose up to a granule at the start.
-  return options_.granularity > kPageBytes ? options_.granularity : 0;
-}
-
 void* HostPool::allocate(uint64_t bytes) noexcept {
   const uint64_t size = round_up(bytes);
   std::unique_lock lock(mutex_);
@@ -59,18 +50,15 @@ void* HostPool::allocate(uint64_t bytes) noexcept {
     ++counters_.failed_allocations;
     return nullptr;
   }
-  // Note [Blocks with a region of their own]: a large block takes only free room of exactly its
-  // size; a small one only room in a range no larger than a step.
-  const bool own_region = size > options_.own_region_above;
-  const uint64_t most = (own_region ? size : options_.step_bytes) + alignment_slack();
   uint64_t block = 0;
   for (;;) {
-    const Take taken = take_locked(size, most, block);
+    const Take taken = take_locked(size, block);
     if (taken == Take::kTaken) break;
     if (taken == Take::kFailed) {
       ++counters_.failed_allocations;
       return nullptr;
     }
+    const bool own_region = size > options_.step_bytes;
     if (!own_region && (pin_in_flight_ || growth_requested_)) {
       // A step is being pinned, or about to be (ahead of need, but not far enough ahead): wait
       // for it rather than pin another.
@@ -80,15 +68,12 @@ void* HostPool::allocate(uint64_t bytes) noexcept {
     }
     // The pool is truly empty for this size (Note [Pinning ahead of need]): pin here, and claim
     // the block from the new region so no other thread can take its room first.
-    if (!own_region) pin_in_flight_ = true;
-    // Idle regions make way for the new one first (Note [Coalescing idle regions]): their bytes
-    // go back to the budget before it is asked for more.
-    coalesce_idle(lock, std::max(size, most));
     uint64_t region_bytes = size;
     if (!own_region) {
       // Near the host limit, a whole step may not fit where the block alone does.
       const uint64_t available = align_down(budget_.available(), options_.granularity);
       region_bytes = std::max(size, std::min(options_.step_bytes, available));
+      pin_in_flight_ = true;
     }
     const std::optional<uint64_t> claimed = grow(lock, region_bytes, size, /*ahead=*/false);
     if (!own_region) {
@@ -107,8 +92,8 @@ void* HostPool::allocate(uint64_t bytes) noexcept {
   return reinterpret_cast<void*>(block);
 }
 
-HostPool::Take HostPool::take_locked(uint64_t bytes, uint64_t most, uint64_t& block) noexcept {
-  const std::optional<uint64_t> start = free_space_.take(bytes, most);
+HostPool::Take HostPool::take_locked(uint64_t bytes, uint64_t& block) noexcept {
+  const std::optional<uint64_t> start = free_space_.take(bytes);
   if (!start) return Take::kNoRoom;
   try {
     blocks_.emplace(*start, bytes);
@@ -138,7 +123,8 @@ void HostPool::charge_locked(Region& region, uint64_t bytes) noexcept {
 std::optional<uint64_t> HostPool::grow(std::unique_lock<std::mutex>& lock, uint64_t bytes,
                                        uint64_t claim, bool ahead) noexcept {
   const uint64_t granularity = options_.granularity;
-  const uint64_t pin_bytes = bytes + alignment_slack();
+  // pin() promises page alignment; a coarser granularity may lose up to a granule at the start.
+  const uint64_t pin_bytes = bytes + (granularity > kPageBytes ? granularity : 0);
   if (!budget_.try_reserve(pin_bytes)) {
     ++counters_.budget_refusals;
     return std::nullopt;
@@ -239,56 +225,19 @@ void HostPool::release_idle(std::unique_lock<std::mutex>& lock) noexcept {
       if (victim == regions_.end() || region.bytes > victim->second.bytes) victim = it;
     }
     if (victim == regions_.end()) return;
-    const std::optional<Region> region = retire_locked(victim);
-    if (!region) return;
+    const Region region = victim->second;
+    if (!free_space_.remove(region.start, region.bytes)) {
+      ++counters_.internal_errors;  // an idle region is one free range; never unpin live blocks
+      return;
+    }
+    regions_.erase(victim);
+    pinned_bytes_ -= region.bytes;
+    idle_bytes_ -= region.bytes;
+    ++counters_.unpins;
     lock.unlock();
-    unpin(*region);
+    unpin(region);
     lock.lock();
   }
-}
-
-void HostPool::coalesce_idle(std::unique_lock<std::mutex>& lock, uint64_t bytes) noexcept {
-  // The smallest idle regions first, until they hold `bytes`: they are the ones least able to
-  // take a block on their own, and stopping there gives up less than one idle region of free
-  // room beyond what the new region brings back.
-  std::vector<std::pair<uint64_t, uint64_t>> idle;  // (bytes, start)
-  std::vector<Region> retired;
-  try {
-    for (const auto& [start, region] : regions_) {
-      if (region.used == 0) idle.emplace_back(region.bytes, start);
-    }
-    retired.reserve(idle.size());
-  } catch (...) {
-    return;  // no room for the lists: the pool grows, as it would without coalescing
-  }
-  std::sort(idle.begin(), idle.end());
-  uint64_t coalesced = 0;
-  for (const auto& [region_bytes, start] : idle) {
-    if (coalesced >= bytes) break;
-    const std::optional<Region> region = retire_locked(regions_.find(start));
-    if (!region) break;
-    retired.push_back(*region);
-    coalesced += region->bytes;
-  }
-  if (retired.empty()) return;
-  ++counters_.coalescings;
-  lock.unlock();
-  for (const Region& region : retired) unpin(region);
-  lock.lock();
-}
-
-std::optional<HostPool::Region> HostPool::retire_locked(
-    std::map<uint64_t, Region>::iterator idle) noexcept {
-  const Region region = idle->second;
-  if (!free_space_.remove(region.start, region.bytes)) {
-    ++counters_.internal_errors;  // an idle region is one free range; never unpin live blocks
-    return std::nullopt;
-  }
-  regions_.erase(idle);
-  pinned_bytes_ -= region.bytes;
-  idle_bytes_ -= region.bytes;
-  ++counters_.unpins;
-  return region;
 }
 
 void HostPool::unpin(const Region& region) noexcept {

@@ -3,12 +3,10 @@
 // need and suballocated into blocks; a block's address is what the program gets back from
 // cuMemAlloc.
 //
-// Algorithm in brief: regions are pinned `step_bytes` at a time; a block larger than a quarter of
-// a step gets a region of its own, sized for it (Note [Blocks with a region of their own]).
-// Blocks are cut from the regions' free ranges by address-ordered best fit and merged back on
-// free (tiers/free_space.h). When free room falls below the low-water mark, a background thread
-// pins the next step (Note [Pinning ahead of need]). Before the pool pins a region for a block
-// that finds no room, idle regions make way for it (Note [Coalescing idle regions]). When
+// Algorithm in brief: regions are pinned `step_bytes` at a time (a request larger than a step gets
+// a region of its own, sized for it). Blocks are cut from the regions' free ranges by address-
+// ordered best fit and merged back on free (tiers/free_space.h). When free room falls below the
+// low-water mark, a background thread pins the next step (Note [Pinning ahead of need]). When
 // regions with no live block hold more than `release_idle_above`, they are unpinned and their
 // bytes given back to the host budget. Every pinned byte is reserved in a core::HostBudget first.
 //
@@ -47,59 +45,9 @@
 // outside the pinned pages: the GPU can write into them, and a kernel overrunning its buffer
 // must not corrupt the allocator's free lists. One mutex guards it all: spills happen at driver
 // allocation rate (each cuMemAlloc already costs microseconds), not at malloc rate.
-// What the step size costs: PyTorch's 100 MiB segments tiled 256 MiB steps badly (two per step,
-// 56 MiB left over: the fullstep segments needed 1.14x their live bytes, against 1.02x with
-// 1 GiB steps), hence the 1 GiB default. Since blocks above a quarter of a step get regions of
-// their own, 256 MiB steps need 1.01x there (table in Note [Coalescing idle regions]).
-//
-// Note [Coalescing idle regions]
-// A pinned region is one cuMemHostAlloc, one allocation to the driver, which answers pointer
-// queries (a range's base and size) and checks copies per allocation; a block spanning two
-// regions, even adjacent ones, would be two allocations to it (not tried on a GPU: never done).
-// So free ranges of different regions never merge, and a block never spans two regions. What
-// the pool can do is unpin and pin again: before it pins a region for a block that found no room,
-// it unpins idle regions (no live block), the smallest first, until they hold what the new region
-// will (coalesce_idle()). Their bytes go back to the budget before the new pin asks for its own,
-// so the pool grows only by what idle memory does not cover, and the one region pinned replaces
-// several that could not hold the block. The cost is the unpins (the pin happens anyway); a region
-// is given up only when the pool would otherwise grow. The case: a trace from another program,
-// with several streams, 0.7 to 2 GiB segments and empty_cache() bursts, where a 2 GiB segment got
-// a region of its own while 8.6 GiB sat idle in 20 regions (tools/traces/synthetic_events.py
-// writes such traces). Coalescing alone took those from 1.25-1.6 to 1.12-1.16; with Note [Blocks
-// with a region of their own] as well, to the figures below.
-// Replayed (tests/shim/tiers/pool_replay_bench.cpp, HostPool/sync: no idle release, every pin on
-// the allocating thread; fragmentation = peak pool bytes / peak live bytes; before = one region
-// per block above a step, best fit over every range, no coalescing; synN = synthetic_events.py
-// --seed N, syn8 with --streams 2 --burst-every 5; pool figures vary by about 0.005 from run to
-// run with the addresses mmap gives):
-//                               1 GiB steps        256 MiB steps    first  granule
-//                               before  after      before  after    fit    arena
-//   fullstep, segments          1.019   1.019      1.138   1.014    1.000  1.000
-//   fullstep, tensors           1.038   1.038      1.043   1.048    1.019  1.021
-//   forward-compiled, segments  1.021   1.021      1.036   1.027    1.000  1.000
-//   forward-compiled, tensors   1.037   1.037      1.006   1.010    1.001  1.061
-//   syn1                        1.597   1.057      1.548   1.011    1.107  1.000
-//   syn2                        1.249   1.029      1.247   1.006    1.071  1.000
-//   syn3                        1.265   1.025      1.295   1.007    1.076  1.000
-//   syn4                        1.224   1.047      1.184   1.005    1.060  1.000
-//   syn5                        1.327   1.046      1.345   1.012    1.127  1.000
-//   syn6                        1.318   1.028      1.294   1.009    1.059  1.000
-//   syn7                        1.250   1.029      1.303   1.009    1.108  1.000
-//   syn8                        1.508   1.024      1.483   1.002    1.004  1.000
-// (The granule arena rounds each block to whole 2 MiB granules: nothing for PyTorch's segments,
-// 6% on forward-compiled's small tensors.) What is left with 1 GiB steps is mostly the last step,
-// pinned whole while little of it is used yet, and room in steps that blocks of up to 256 MiB
-// leave: up to 1.06 on these traces, where 256 MiB steps stay at or below 1.05.
-//
-// Note [Blocks with a region of their own]
-// A block above `own_region_above` (default a quarter of a step) gets a region of exactly its
-// size, pinned on the allocating thread (its size is not known ahead), and takes free room only
-// of exactly its size (PyTorch asks for the same segment sizes again and again). Split from a
-// larger range, it would leave room that small blocks fill, and those would keep a region too
-// large for them pinned after the large block is gone: in the synthetic traces above, that was
-// most of what was left after coalescing. A small block takes room only in a range no larger
-// than a step, so it never splits an idle region that was pinned for a large block either
-// (coalescing gives that region up for a step when nothing else fits).
+// What the step size costs: PyTorch's 100 MiB segments tile 256 MiB steps badly (two per step,
+// 56 MiB left over), so with 256 MiB steps the fullstep segments need 1.14x their live bytes;
+// with 1 GiB steps, 1.02x. Hence the 1 GiB default (pinned in about 0.35 s, in the background).
 //
 // Note [Pool granularity]
 // Block sizes and addresses are multiples of `granularity` (default 4 KiB, at least 256 B, the
@@ -152,9 +100,6 @@ namespace vramspill::tiers {
 
 struct HostPoolOptions {
   uint64_t step_bytes = uint64_t{1} << 30;            // pinned per growth step
-  // Larger blocks get a region of their own (Note [Blocks with a region of their own]); at most
-  // step_bytes; 0 = step_bytes / 4.
-  uint64_t own_region_above = 0;
   uint64_t low_water_bytes = 0;                       // free room kept ahead; 0 = step_bytes / 2
   uint64_t release_idle_above = uint64_t{2} << 30;    // idle pinned bytes kept; beyond: unpinned
   uint64_t granularity = 4096;                        // Note [Pool granularity]; power of two
@@ -177,7 +122,6 @@ struct HostPoolStats {
   uint64_t pins_ahead = 0;               // pins by the background thread
   uint64_t waits_for_background_pin = 0;
   uint64_t unpins = 0;
-  uint64_t coalescings = 0;  // idle regions pinned again as one (Note [Coalescing idle regions])
   uint64_t pin_failures = 0;
   uint64_t budget_refusals = 0;
   uint64_t internal_errors = 0;
@@ -230,8 +174,7 @@ class HostPool {
   };
 
   enum class Take { kTaken, kNoRoom, kFailed };
-  // A block of `bytes` from a free range of at most `most` bytes.
-  Take take_locked(uint64_t bytes, uint64_t most, uint64_t& block) noexcept;
+  Take take_locked(uint64_t bytes, uint64_t& block) noexcept;
   void charge_locked(Region& region, uint64_t bytes) noexcept;
   // Pins a region of at least `bytes` (outside the lock) and adds it under the lock, the first
   // `claim` bytes as a live block; returns the region's start, nullopt on failure.
@@ -241,19 +184,11 @@ class HostPool {
   void request_growth_locked() noexcept;
   void request_idle_release_locked() noexcept;
   void release_idle(std::unique_lock<std::mutex>& lock) noexcept;
-  // Unpins the smallest idle regions until they hold at least `bytes` (all of them if they hold
-  // less), before the caller pins a region (Note [Coalescing idle regions]).
-  void coalesce_idle(std::unique_lock<std::mutex>& lock, uint64_t bytes) noexcept;
-  // Takes the idle region `idle` out of the books, for the caller to unpin outside the lock;
-  // nullopt (and nothing changes) if it is not one free range.
-  std::optional<Region> retire_locked(std::map<uint64_t, Region>::iterator idle) noexcept;
   void unpin(const Region& region) noexcept;
   void grower_main() noexcept;
   uint64_t free_room_locked() const noexcept { return pinned_bytes_ - used_bytes_; }
   std::map<uint64_t, Region>::iterator region_of_locked(uint64_t address) noexcept;
   uint64_t round_up(uint64_t bytes) const noexcept;
-  // What a region is pinned larger than its usable bytes, to align its start to the granularity.
-  uint64_t alignment_slack() const noexcept;
 
   HostPoolOptions options_;
   PinnedMemoryOps ops_;

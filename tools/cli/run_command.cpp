@@ -31,8 +31,6 @@ namespace fs = std::filesystem;
 constexpr std::array<std::string_view, 6> kValueOptions = {"-c",       "--config", "--library",
                                                            "--budget", "--mode",   "--set"};
 
-constexpr std::string_view kLibraryName = "libvramspill.so";
-
 bool takes_value(std::string_view argument) {
   for (std::string_view option : kValueOptions)
     if (argument == option) return true;
@@ -78,8 +76,8 @@ int fail(int status, const std::string& message) {
   return status;
 }
 
-// The shim: --library, else $VRAMSPILL_LIBRARY, else <bindir>/../lib/libvramspill.so (the
-// build tree's and an install's layout).
+// The shim: --library, else $VRAMSPILL_LIBRARY, else the one installed or built with this
+// program (default_shim_library).
 fs::path library_path(const RunOptions& options, const Environment& environment) {
   if (!options.library.empty()) return fs::absolute(options.library);
   if (auto from_environment = environment.get(kLibraryVariable);
@@ -87,8 +85,9 @@ fs::path library_path(const RunOptions& options, const Environment& environment)
     return fs::absolute(*from_environment);
   std::error_code error;
   const fs::path self = fs::read_symlink("/proc/self/exe", error);
-  if (error) return fs::path("..") / "lib" / kLibraryName;  // reported as missing below
-  return (self.parent_path().parent_path() / "lib" / kLibraryName).lexically_normal();
+  // Without /proc, relative to the working directory: reported as missing below.
+  return default_shim_library(error ? fs::path() : self.parent_path(),
+                              VRAMSPILL_LIBDIR_FROM_BINDIR);
 }
 
 // Note [The policy the job reads]
@@ -217,9 +216,11 @@ CLI::App* add_run_command(CLI::App& app, RunOptions& options) {
                   "variable). May be repeated.")
       ->type_name("SECTION.KEY=VALUE");
   run->add_option("--library", options.library,
-                  "The shim to preload. Default: $VRAMSPILL_LIBRARY, else ../lib/libvramspill.so "
-                  "next to this program's directory. It must be a shared library for this "
-                  "machine, on a path without spaces or colons (LD_PRELOAD's separators).")
+                  "The shim to preload. Default: $VRAMSPILL_LIBRARY, else the libvramspill.so "
+                  "installed with this program (in the install's library directory, e.g. "
+                  "../lib, from this program's directory) or built with it (../lib). It must be "
+                  "a shared library for this machine, on a path without spaces or colons "
+                  "(LD_PRELOAD's separators).")
       ->type_name("PATH");
   run->footer(
       "The command runs with libvramspill.so first in LD_PRELOAD (libraries already there stay, "

@@ -59,4 +59,17 @@ std::string shim_library_problem(const std::string& path) {
   return "";
 }
 
+std::filesystem::path default_shim_library(const std::filesystem::path& program_dir,
+                                           const std::filesystem::path& libdir_from_bindir) {
+  constexpr const char* kLibraryName = "libvramspill.so";
+  const std::filesystem::path installed =
+      (program_dir / libdir_from_bindir / kLibraryName).lexically_normal();
+  const std::filesystem::path built =
+      (program_dir / ".." / "lib" / kLibraryName).lexically_normal();
+  std::error_code error;
+  if (!std::filesystem::exists(installed, error) && std::filesystem::exists(built, error))
+    return built;
+  return installed;
+}
+
 }  // namespace vramspill::cli

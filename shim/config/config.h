@@ -48,9 +48,13 @@ class Budget {
 // Enum options: the names are the TOML/env spellings, indexed by the enum's value; the options
 // table takes its list of valid choices from these arrays, so the two cannot drift apart.
 // Where an allocation over the limit goes (shim/README.md, "Placement modes").
-enum class SpillMode : uint8_t { kOff, kManaged, kHost, kAuto };
-inline constexpr std::array<std::string_view, 4> kSpillModeNames = {"off", "managed", "host",
-                                                                    "auto"};
+enum class SpillMode : uint8_t { kOff, kManaged, kHost, kAuto, kTiered };
+inline constexpr std::array<std::string_view, 5> kSpillModeNames = {"off", "managed", "host",
+                                                                    "auto", "tiered"};
+
+// The eviction policies [tiered] policy may name: policies/registry.h's names, which a test
+// holds this list to (the config layer cannot reach the registry).
+inline constexpr std::array<std::string_view, 1> kTieredPolicyNames = {"lru"};
 
 // The preferred location given to managed memory that holds a spilled allocation.
 enum class ManagedLocation : uint8_t { kHost, kDevice, kNone };
@@ -91,6 +95,12 @@ struct SpillConfig {
   uint64_t host_pool_keep{};
 };
 
+struct TieredConfig {
+  std::string policy;   // one of kTieredPolicyNames
+  uint64_t min_size{};  // smaller linear allocations are not tiered
+  uint64_t keep{};      // idle granules of each kind the arena keeps for later blocks
+};
+
 struct ReportConfig {
   MemoryInfo memory_info{};
 };
@@ -105,6 +115,7 @@ struct LogConfig {
 struct Config {
   DeviceConfig device;
   SpillConfig spill;
+  TieredConfig tiered;
   ReportConfig report;
   LogConfig log;
   std::string source_file;  // the VRAMSPILL_CONFIG file that was read; empty when none

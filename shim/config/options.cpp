@@ -18,7 +18,7 @@ namespace {
 // something a user could not have written (a test parses every one).
 // One row per option reads better than the one field per line clang-format would make of it.
 // clang-format off
-constexpr std::array<OptionSpec, 14> kOptions = {{
+constexpr std::array<OptionSpec, 17> kOptions = {{
     {"device", "budget", OptionType::kSizeOrPercent, "100%",
      "Device memory the job may use: a size, or a percent of the GPU's total memory.",
      {},
@@ -34,7 +34,10 @@ constexpr std::array<OptionSpec, 14> kOptions = {{
      "`managed`: CUDA managed memory, advised per `managed_location`; needs a device with "
      "concurrent managed access. `host`: a block of the pinned host pool, mapped into the device "
      "at the same address. `auto`: `managed` where the device supports it, else `host`. `off`: "
-     "the allocation fails with `CUDA_ERROR_OUT_OF_MEMORY`, as without vramspill.",
+     "the allocation fails with `CUDA_ERROR_OUT_OF_MEMORY`, as without vramspill. `tiered`: "
+     "linear allocations of at least `tiered.min_size` live on 2 MiB granules that move between "
+     "the device and the host as the job runs, at the same address (README, \"Tiered mode\"); "
+     "on a device without host-located VMM memory, and for everything else, as `auto`.",
      kSpillModeNames,
      [](Config& c, const OptionValue& v) {
        c.spill.mode = static_cast<SpillMode>(std::get<Choice>(v).index);
@@ -78,6 +81,25 @@ constexpr std::array<OptionSpec, 14> kOptions = {{
      "and returned to the system.",
      {},
      [](Config& c, const OptionValue& v) { c.spill.host_pool_keep = std::get<uint64_t>(v); }},
+    {"tiered", "policy", OptionType::kEnum, "lru",
+     "The eviction policy of `tiered` mode: which blocks leave the device when room is needed. "
+     "`lru`: the least recently used, by the launches, copies and memsets that touched them.",
+     kTieredPolicyNames,
+     [](Config& c, const OptionValue& v) {
+       c.tiered.policy = std::string(kTieredPolicyNames[std::get<Choice>(v).index]);
+     }},
+    {"tiered", "min_size", OptionType::kSize, "1MiB",
+     "In `tiered` mode, linear allocations (`cuMemAlloc`, `cuMemAllocPitch`) of at least this "
+     "size are tiered; smaller ones go to the driver as in `auto` mode. Each tiered allocation "
+     "takes whole 2 MiB granules, so below 1 MiB the rounding would cost more than it saves.",
+     {},
+     [](Config& c, const OptionValue& v) { c.tiered.min_size = std::get<uint64_t>(v); }},
+    {"tiered", "keep", OptionType::kSize, "64MiB",
+     "Idle granules `tiered` mode keeps, of each kind (device and host), for the next "
+     "allocations; beyond it they go back to the driver. Kept device granules count against "
+     "the device budget.",
+     {},
+     [](Config& c, const OptionValue& v) { c.tiered.keep = std::get<uint64_t>(v); }},
     {"report", "memory_info", OptionType::kEnum, "budget",
      "What `cuMemGetInfo` reports. `budget`: total is the limit, free is the limit minus the "
      "device bytes the job holds (frameworks that size themselves from it, such as vLLM's KV "
@@ -112,7 +134,8 @@ constexpr std::array<OptionSpec, 14> kOptions = {{
 }};
 // clang-format on
 
-constexpr std::array<std::string_view, 4> kSections = {"device", "spill", "report", "log"};
+constexpr std::array<std::string_view, 5> kSections = {"device", "spill", "tiered", "report",
+                                                       "log"};
 
 // ASCII only, on purpose: <cctype> follows the program's locale, and in a Turkish one 'i' does
 // not upper-case to 'I'.

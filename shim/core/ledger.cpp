@@ -44,7 +44,8 @@ Admission Ledger::admit(int device, Route route, uint64_t bytes,
     admission.pool_free_reserved = pool_free_reserved;
     needed = bytes > pool_free_reserved ? bytes - pool_free_reserved : 0;
   }
-  if (is_spill_route(route)) needed = 0;  // host memory: the host budget guards it
+  // Host memory (the host budget guards it), or a tiered block (its granules were taken).
+  if (is_spill_route(route) || route == Route::kTiered) needed = 0;
   if (needed == 0) return admission;
 
   // Note [Reservation protocol]: the check and the reservation are one compare-and-swap.
@@ -178,7 +179,8 @@ void Ledger::reinstate(const Allocation& entry) noexcept {
     const std::lock_guard guard(s.lock);
     replaced = s.table.insert(entry.key, entry.bytes, entry.device, entry.route, hash, stale);
     --s.counts[static_cast<std::size_t>(entry.device)][route_index(entry.route)].frees;
-    if (replaced) ++s.counts[static_cast<std::size_t>(stale.device)][route_index(stale.route)].frees;
+    if (replaced)
+      ++s.counts[static_cast<std::size_t>(stale.device)][route_index(stale.route)].frees;
   } catch (...) {
     // The table could not grow: the allocation stays untracked, so its bytes must not stay held.
     note_internal_error();
@@ -228,6 +230,7 @@ void Ledger::raise_peak(DeviceState& d, uint64_t held) noexcept {
         d.live_at_peak[r].store(d.live[r].load(kRelaxed), kRelaxed);
       }
       d.pool_reserved_at_peak.store(d.pool_reserved.load(kRelaxed), kRelaxed);
+      d.tiered_at_peak.store(d.tiered.load(kRelaxed), kRelaxed);
       return;
     }
   }
@@ -238,6 +241,41 @@ uint64_t Ledger::pool_figure(uint64_t pool_key) const noexcept {
   const auto it = std::find_if(pools_.begin(), pools_.end(),
                                [&](const Pool& pool) { return pool.key == pool_key; });
   return it != pools_.end() ? it->reserved : 0;
+}
+
+bool Ledger::take(int device, uint64_t bytes) noexcept {
+  DeviceState* d = state(device);
+  if (d == nullptr) {
+    note_internal_error();
+    return false;
+  }
+  // Note [Reservation protocol]: the check and the addition are one compare-and-swap.
+  const uint64_t limit = d->limit.load(kRelaxed);
+  uint64_t held = d->held.load(kRelaxed);
+  do {
+    if (bytes > limit || held > limit - bytes) return false;
+  } while (!d->held.compare_exchange_weak(held, held + bytes, kRelaxed, kRelaxed));
+  d->tiered.fetch_add(bytes, kRelaxed);
+  raise_peak(*d, held + bytes);
+  return true;
+}
+
+void Ledger::give(int device, uint64_t bytes) noexcept {
+  DeviceState* d = state(device);
+  if (d == nullptr) {
+    note_internal_error();
+    return;
+  }
+  subtract(d->tiered, bytes);
+  subtract(d->held, bytes);
+}
+
+uint64_t Ledger::room(int device) const noexcept {
+  const DeviceState* d = state(device);
+  if (d == nullptr) return 0;
+  const uint64_t limit = d->limit.load(kRelaxed);
+  const uint64_t held = d->held.load(kRelaxed);
+  return held >= limit ? 0 : limit - held;
 }
 
 void Ledger::set_pool_reserved(int device, uint64_t pool_key, uint64_t reserved_bytes) noexcept {
@@ -283,9 +321,9 @@ bool Ledger::settle_pool_growth(Admission& admission, uint64_t pool_key,
       uint64_t held = d->held.load(kRelaxed);
       do {
         if (extra > limit || held > limit - extra) {
-          admission.refusal = refusal_text(admission.device, admission.route,
-                                           admission.requested_bytes,
-                                           admission.pool_free_reserved, growth);
+          admission.refusal =
+              refusal_text(admission.device, admission.route, admission.requested_bytes,
+                           admission.pool_free_reserved, growth);
           d->refused.fetch_add(1, kRelaxed);
           return false;
         }
@@ -357,6 +395,8 @@ DeviceSnapshot Ledger::snapshot(int device) const noexcept {
   out.peak_bytes = d->peak.load(kRelaxed);
   out.pool_reserved_bytes = d->pool_reserved.load(kRelaxed);
   out.pool_reserved_at_peak = d->pool_reserved_at_peak.load(kRelaxed);
+  out.tiered_bytes = d->tiered.load(kRelaxed);
+  out.tiered_at_peak = d->tiered_at_peak.load(kRelaxed);
   out.refused = d->refused.load(kRelaxed);
   out.refused_then_spilled = d->refused_then_spilled.load(kRelaxed);
   for (std::size_t r = 0; r < kRouteCount; ++r) {

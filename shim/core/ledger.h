@@ -81,9 +81,9 @@ struct Admission {
   int device = 0;
   Route route = Route::kMemAlloc;
   uint64_t requested_bytes = 0;
-  uint64_t reserved_bytes = 0;  // added to the device's held bytes until settled
+  uint64_t reserved_bytes = 0;      // added to the device's held bytes until settled
   uint64_t pool_free_reserved = 0;  // pool routes: the pool's unused reserve when admitted
-  std::string refusal;          // one paragraph for the log, when !admitted
+  std::string refusal;              // one paragraph for the log, when !admitted
 };
 
 // cuMemGetInfo's answer under the budget.
@@ -95,8 +95,8 @@ struct MemInfo {
 struct RouteSnapshot {
   uint64_t live_bytes = 0;  // for pool routes: handed out, not reserved
   uint64_t live_count = 0;
-  uint64_t allocations = 0;    // recorded since the start
-  uint64_t bytes_at_peak = 0;  // live bytes when the device's held bytes last peaked
+  uint64_t allocations = 0;      // recorded since the start
+  uint64_t bytes_at_peak = 0;    // live bytes when the device's held bytes last peaked
   uint64_t peak_live_bytes = 0;  // spill routes only: the most live at once
 };
 
@@ -109,6 +109,8 @@ struct DeviceSnapshot {
   uint64_t peak_bytes = 0;
   uint64_t pool_reserved_bytes = 0;
   uint64_t pool_reserved_at_peak = 0;
+  uint64_t tiered_bytes = 0;  // device granules tiered mode's arena holds (Ledger::take)
+  uint64_t tiered_at_peak = 0;
   uint64_t refused = 0;               // requests that did not fit (Admission::admitted false)
   uint64_t refused_then_spilled = 0;  // of those, the ones a spill tier then took
   std::array<RouteSnapshot, kRouteCount> routes{};
@@ -174,6 +176,16 @@ class Ledger {
   [[nodiscard]] bool settle_pool_growth(Admission& admission, uint64_t pool_key,
                                         uint64_t reserved_bytes) noexcept;
 
+  // Tiered mode's arena takes the device memory it holds in whole granules, live or pooled,
+  // whoever they back (Note [Tiered budgets] in placement/tiered_placement.h): take() adds
+  // `bytes` to the device's held bytes if they stay within the limit (one compare-and-swap, as
+  // admit() does), give() takes them back off. The blocks themselves are recorded as
+  // Route::kTiered, whose bytes do not count a second time.
+  [[nodiscard]] bool take(int device, uint64_t bytes) noexcept;
+  void give(int device, uint64_t bytes) noexcept;
+  // Bytes `device` may still take under its limit (its limit when it has none).
+  uint64_t room(int device) const noexcept;
+
   // cuMemGetInfo under the shim: total = min(limit, driver total), free = min(driver free, room
   // left under the limit), never negative. An unconfigured device shows the driver's figures.
   MemInfo budget_view(int device, uint64_t driver_free, uint64_t driver_total) const noexcept;
@@ -215,6 +227,8 @@ class Ledger {
     std::array<std::atomic<uint64_t>, kRouteCount> live_at_peak{};
     std::array<std::atomic<uint64_t>, kRouteCount> live_peak{};  // spill routes only
     std::atomic<uint64_t> pool_reserved_at_peak{0};
+    std::atomic<uint64_t> tiered{0};
+    std::atomic<uint64_t> tiered_at_peak{0};
   };
 
   // Counted under the shard lock, so they cost no atomic operation on the hot path.

@@ -71,6 +71,10 @@ std::string Ledger::refusal_text(int device, Route route, uint64_t bytes,
     const std::string handed_out = route_holdings(d, /*with_pools=*/true);
     if (!handed_out.empty()) holdings += " (handed out: " + handed_out + ")";
   }
+  if (d.tiered_bytes != 0) {
+    if (!holdings.empty()) holdings += ", ";
+    holdings += "tiered mode's device granules " + format_bytes(d.tiered_bytes);
+  }
   text += holdings.empty() ? "nothing recorded (in-flight requests only)" : holdings;
   text += '.';
   const std::vector<Allocation> top = largest(device, kRefusalLargestCount);
@@ -101,6 +105,10 @@ std::string Ledger::device_summary(const DeviceSnapshot& d) const {
   if (d.pool_reserved_at_peak != 0) {
     if (!at_peak.empty()) at_peak += ", ";
     at_peak += "stream-ordered pools " + format_bytes(d.pool_reserved_at_peak);
+  }
+  if (d.tiered_at_peak != 0) {
+    if (!at_peak.empty()) at_peak += ", ";
+    at_peak += "tiered granules " + format_bytes(d.tiered_at_peak);
   }
   if (!at_peak.empty()) line += " (" + at_peak + ')';
   std::string seen;

@@ -24,6 +24,8 @@ const char* route_name(Route route) {
       return "host-pool spill";
     case Route::kSpillVmmHost:
       return "host-located VMM spill";
+    case Route::kTiered:
+      return "tiered";
   }
   return "unknown route";
 }

@@ -20,9 +20,10 @@ enum class Route : uint8_t {
   kSpillManaged,           // spilled to CUDA managed memory (any linear route)
   kSpillHost,              // spilled to a block of the pinned host pool (any linear route)
   kSpillVmmHost,           // cuMemCreate made host-located instead (Note [Host-located VMM spills])
+  kTiered,                 // a block of tiered mode's granule arena (cuMemAlloc, pitch)
 };
 
-inline constexpr std::size_t kRouteCount = 10;
+inline constexpr std::size_t kRouteCount = 11;
 
 constexpr std::size_t route_index(Route route) { return static_cast<std::size_t>(route); }
 
@@ -42,9 +43,10 @@ constexpr bool is_spill_route(Route route) {
          route == Route::kSpillVmmHost;
 }
 
-// Whether an allocation's own bytes count against the device budget.
+// Whether an allocation's own bytes count against the device budget. A tiered block's do not:
+// its arena's device granules do, taken and given back as they come and go (Ledger::take).
 constexpr bool counts_against_device(Route route) {
-  return !is_pool_route(route) && !is_spill_route(route);
+  return !is_pool_route(route) && !is_spill_route(route) && route != Route::kTiered;
 }
 
 // What the ledger's key for an allocation is. Device pointers, VMM handles and CUarray handles

@@ -241,8 +241,9 @@ void UseTracker::stamp_everything(const Stamp& stamp) noexcept {
 
 namespace {
 
-void reset(SubmissionUse& use) noexcept {
+void reset(SubmissionUse& use, uint64_t stream) noexcept {
   use.sequence = 0;
+  use.stream = stream;
   use.everything = false;
   use.count = 0;
 }
@@ -251,7 +252,7 @@ void reset(SubmissionUse& use) noexcept {
 
 void UseTracker::record_words(uint64_t stream, std::span<const uint64_t> words,
                               SubmissionUse& use) noexcept {
-  reset(use);
+  reset(use, stream);
   const ReadSection section(*this);
   const Snapshot* snapshot = section.snapshot();
   if (snapshot == nullptr) return;
@@ -266,7 +267,7 @@ void UseTracker::record_words(uint64_t stream, std::span<const uint64_t> words,
 
 void UseTracker::record_ranges(uint64_t stream, std::span<const AddressRange> ranges,
                                SubmissionUse& use) noexcept {
-  reset(use);
+  reset(use, stream);
   const ReadSection section(*this);
   const Snapshot* snapshot = section.snapshot();
   if (snapshot == nullptr) return;
@@ -284,7 +285,7 @@ void UseTracker::record_ranges(uint64_t stream, std::span<const AddressRange> ra
 }
 
 void UseTracker::record_everything(uint64_t stream, SubmissionUse& use) noexcept {
-  reset(use);
+  reset(use, stream);
   use.everything = true;
   use.sequence = next_sequence();
   stamp_everything({use.sequence, stream});

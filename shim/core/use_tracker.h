@@ -91,6 +91,7 @@ struct Stamp {
 struct SubmissionUse {
   static constexpr size_t kCapacity = 32;
   uint64_t sequence = 0;  // 0: it touched nothing tracked
+  uint64_t stream = 0;    // the stream it was submitted to, as recorded
   // It may touch tracked blocks not listed in `blocks`: a graph launch, unreadable parameters, or
   // more blocks than kCapacity (all of which are recorded all the same). The tiered layer
   // synchronises before remapping anything under such a submission.

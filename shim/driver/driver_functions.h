@@ -142,6 +142,14 @@
   X(cuModuleUnload)                          \
   X(cuLibraryUnload)
 
+// Stream capture: tiered mode moves nothing while a capture is in progress (Note [No moves during
+// a capture] in placement/tiered_placement.h), so the shim counts them (hooks/capture_hooks.cpp).
+#define VRAMSPILL_HOOKED_CAPTURE_FUNCTIONS(X) \
+  X(cuStreamBeginCapture_v2)                  \
+  X(cuStreamBeginCapture_v2_ptsz)             \
+  X(cuStreamEndCapture)                       \
+  X(cuStreamEndCapture_ptsz)
+
 #define VRAMSPILL_CALLED_FUNCTIONS(Y) \
   Y(cuCtxGetDevice)                   \
   Y(cuCtxGetCurrent)                  \
@@ -171,12 +179,14 @@
   Y(cuMemAddressFree)                 \
   Y(cuMemSetAccess)                   \
   Y(cuStreamCreate)                   \
-  Y(cuStreamDestroy_v2)
+  Y(cuStreamDestroy_v2)               \
+  Y(cuMemGetAllocationGranularity)
 
 #define VRAMSPILL_HOOKED_FUNCTIONS(X)       \
   VRAMSPILL_HOOKED_ALLOCATION_FUNCTIONS(X)  \
   VRAMSPILL_HOOKED_SUBMISSION_FUNCTIONS(X)  \
-  VRAMSPILL_HOOKED_UNLOAD_FUNCTIONS(X)
+  VRAMSPILL_HOOKED_UNLOAD_FUNCTIONS(X)      \
+  VRAMSPILL_HOOKED_CAPTURE_FUNCTIONS(X)
 
 #define VRAMSPILL_DRIVER_FUNCTIONS(X) \
   VRAMSPILL_HOOKED_FUNCTIONS(X)       \

@@ -12,6 +12,7 @@
 #include "hooks/devices.h"
 #include "hooks/pool_tracking.h"
 #include "hooks/shim_state.h"
+#include "hooks/tiered_allocation.h"
 #include "telemetry/log.h"
 
 namespace vramspill::hooks {
@@ -39,6 +40,9 @@ struct SpillTarget {
   // instead (Note [Host-located VMM spills] in placement/vmm_spill.h).
   const placement::VmmSpillRequest* vmm = nullptr;
   CUmemGenericAllocationHandle* handle_out = nullptr;
+  // Linear allocations tiered mode may take instead (hooks/tiered_allocation.h), at `bytes`
+  // into `out` (and `pitch` into `pitch_out`).
+  bool may_tier = false;
 
   bool may_spill() const { return out != nullptr || vmm != nullptr; }
 };
@@ -66,7 +70,11 @@ CUresult admit_and_allocate(ShimState& shim, int device, core::Route route, uint
   constexpr uint64_t kUnknown = std::numeric_limits<uint64_t>::max();
   if (bytes > shim.ledger.budget_view(device, kUnknown, kUnknown).free_bytes)
     refresh_pools(shim);
-  const core::Admission admission = shim.ledger.admit(device, route, bytes, pool_free_reserved);
+  core::Admission admission = shim.ledger.admit(device, route, bytes, pool_free_reserved);
+  // Room tiered mode's arena holds is room for this request too (Note [Tiered budgets]).
+  if (!admission.admitted && shim.config.spill.mode == SpillMode::kTiered &&
+      shim.tiered.make_device_room(device, bytes))
+    admission = shim.ledger.admit(device, route, bytes, pool_free_reserved);
   if (!admission.admitted) return refuse_or_spill(shim, admission, spill_target);
   Allocated allocated{.key = 0, .bytes = bytes};
   const CUresult result = allocate(allocated);
@@ -104,6 +112,14 @@ CUresult enter_and_allocate(core::Route route, uint64_t bytes, const SpillTarget
   }
   int device = 0;
   if (const CUresult result = current_device(device); result != CUDA_SUCCESS) return result;
+  if (spill_target.may_tier) {
+    if (const std::optional<CUresult> tiered =
+            allocate_tiered(*shim, device, spill_target.bytes, spill_target.out)) {
+      if (*tiered == CUDA_SUCCESS && spill_target.pitch_out != nullptr)
+        *spill_target.pitch_out = spill_target.pitch;
+      return *tiered;
+    }
+  }
   return admit_and_allocate(*shim, device, route, bytes, spill_target, allocate);
 }
 
@@ -113,8 +129,8 @@ void settle_free(ShimState& shim, const core::Allocation& forgotten, CUresult re
 
 // Frees: the ledger forgets the allocation before the driver has it back (another thread may
 // get the same key at once) and releases its bytes after (until then the device still holds
-// them). A spilled allocation goes back to its tier instead of the driver; for a stream-ordered
-// free (cuMemFreeAsync) `stream` says whose work it waits for.
+// them). A spilled allocation goes back to its tier instead of the driver, and a tiered one to
+// its arena; for a stream-ordered free (cuMemFreeAsync) `stream` says whose work it waits for.
 template <typename Free>
 CUresult forget_then_free(uint64_t key, core::KeySpace space, Free free,
                           std::optional<CUstream> stream = std::nullopt) {
@@ -122,10 +138,13 @@ CUresult forget_then_free(uint64_t key, core::KeySpace space, Free free,
   ShimState* shim = entry.state();
   if (shim == nullptr) return free();
   const std::optional<core::Allocation> forgotten = shim->ledger.forget(key, space);
-  const CUresult result =
-      forgotten && core::is_spill_route(forgotten->route)
-          ? shim->spill.free(*forgotten, stream.value_or(nullptr), stream.has_value())
-          : free();
+  CUresult result = CUDA_SUCCESS;
+  if (forgotten && core::is_spill_route(forgotten->route))
+    result = shim->spill.free(*forgotten, stream.value_or(nullptr), stream.has_value());
+  else if (forgotten && forgotten->route == core::Route::kTiered)
+    result = free_tiered(*shim, *forgotten, stream);
+  else
+    result = free();
   if (forgotten) settle_free(*shim, *forgotten, result);
   return result;
 }

@@ -98,7 +98,7 @@ VRAMSPILL_HOOK CUresult CUDAAPI cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize
   // The driver's error for a NULL output or a zero size, before any budget or spill.
   if (dptr == nullptr || bytesize == 0) return real(dptr, bytesize);
   return enter_and_allocate(Route::kMemAlloc, bytesize,
-                            SpillTarget{.out = dptr, .bytes = bytesize},
+                            SpillTarget{.out = dptr, .bytes = bytesize, .may_tier = true},
                             [&](Allocated& allocated) {
                               const CUresult result = real(dptr, bytesize);
                               if (result == CUDA_SUCCESS) allocated.key = *dptr;
@@ -128,7 +128,8 @@ VRAMSPILL_HOOK CUresult CUDAAPI cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pP
       SpillTarget{.out = dptr,
                   .bytes = spill_bytes,
                   .pitch_out = pPitch,
-                  .pitch = static_cast<size_t>(spill_pitch)},
+                  .pitch = static_cast<size_t>(spill_pitch),
+                  .may_tier = true},
       [&](Allocated& allocated) {
         const CUresult result = allocate();
         if (result == CUDA_SUCCESS) {

@@ -4,8 +4,9 @@
 // driver knows only the pinned region the pool cut it from (a gigabyte, say), while the program
 // allocated the block. So for an address inside a live host-pool block, the range a query reports
 // (base and size: cuMemGetAddressRange, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR and _RANGE_SIZE) is
-// the block's, as it would have been for the device allocation it stands in for. Everything else is
-// the driver's own answer.
+// the block's, as it would have been for the device allocation it stands in for. The same goes
+// for a tiered block, which the driver knows as separately mapped 2 MiB granules. Everything else
+// is the driver's own answer.
 #include <optional>
 
 #include "hooks/hook.h"
@@ -21,16 +22,21 @@ struct Extent {
   size_t size = 0;
 };
 
-// The allocation a spilled host-pool block stands for, if `address` lies in one.
-std::optional<Extent> spilled_host_block(CUdeviceptr address) {
+// The allocation a spilled host-pool block or a tiered block stands for, if `address` lies in one.
+std::optional<Extent> stand_in_block(CUdeviceptr address) {
   const Entry entry;
   ShimState* shim = entry.state();
   if (shim == nullptr) return std::nullopt;
-  const std::optional<CUdeviceptr> start = shim->host.block_containing(address);
+  std::optional<CUdeviceptr> start = shim->host.block_containing(address);
+  vramspill::core::Route route = vramspill::core::Route::kSpillHost;
+  if (!start) {
+    start = shim->tiered.block_containing(address);
+    route = vramspill::core::Route::kTiered;
+  }
   if (!start) return std::nullopt;
-  // The ledger has the size the program asked for; the pool's block may be rounded up.
+  // The ledger has the size the program asked for; the block may be rounded up.
   const auto allocation = shim->ledger.find(*start);
-  if (!allocation || allocation->route != vramspill::core::Route::kSpillHost) return std::nullopt;
+  if (!allocation || allocation->route != route) return std::nullopt;
   return Extent{.base = *start, .size = allocation->bytes};
 }
 
@@ -53,7 +59,7 @@ VRAMSPILL_HOOK CUresult CUDAAPI cuMemGetAddressRange_v2(CUdeviceptr* pbase, size
   const CUresult result = real(pbase, psize, dptr);
   // The answer for a block does not depend on the driver's: a driver that does not describe
   // page-locked host memory here gets the block's extent all the same.
-  if (const std::optional<Extent> block = spilled_host_block(dptr)) {
+  if (const std::optional<Extent> block = stand_in_block(dptr)) {
     if (pbase != nullptr) *pbase = block->base;
     if (psize != nullptr) *psize = block->size;
     return CUDA_SUCCESS;
@@ -66,7 +72,7 @@ VRAMSPILL_HOOK CUresult CUDAAPI cuPointerGetAttribute(void* data, CUpointer_attr
   VRAMSPILL_REAL_OR_RETURN(real, cuPointerGetAttribute);
   const CUresult result = real(data, attribute, ptr);
   if (data == nullptr || !is_range_attribute(attribute)) return result;
-  if (const std::optional<Extent> block = spilled_host_block(ptr)) {
+  if (const std::optional<Extent> block = stand_in_block(ptr)) {
     correct_range(attribute, data, *block);
     return CUDA_SUCCESS;
   }
@@ -83,7 +89,7 @@ VRAMSPILL_HOOK CUresult CUDAAPI cuPointerGetAttributes(unsigned int numAttribute
   for (unsigned int i = 0; i < numAttributes; ++i)
     asks_range = asks_range || is_range_attribute(attributes[i]);
   if (!asks_range) return result;
-  if (const std::optional<Extent> block = spilled_host_block(ptr)) {
+  if (const std::optional<Extent> block = stand_in_block(ptr)) {
     for (unsigned int i = 0; i < numAttributes; ++i) correct_range(attributes[i], data[i], *block);
   }
   return result;

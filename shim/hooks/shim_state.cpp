@@ -10,6 +10,7 @@
 #include <new>
 
 #include "hooks/stats_publisher.h"
+#include "hooks/tiered_allocation.h"
 #include "telemetry/log.h"
 #include "util/bytes.h"
 #include "util/host_memory.h"
@@ -39,7 +40,11 @@ void write_exit_summary() {
   stop_stats_publisher(*the_state);
   the_state->host.stop_background_pinning();
   the_state->managed.stop_stream_ordered_frees();
-  if (the_state->config.log.summary) logging::summary(the_state->ledger.summary_line());
+  if (the_state->config.log.summary) {
+    logging::summary(the_state->ledger.summary_line());
+    if (const std::string tiered = tiered_summary(*the_state); !tiered.empty())
+      logging::summary(tiered);
+  }
   logging::report_suppressed();
   logging::flush();
 }
@@ -155,7 +160,10 @@ ShimState::ShimState(const Config& loaded) noexcept
       host(config.spill, host_budget),
       spill_facts(*this),
       spill(config.spill, ledger, host_budget, spill_facts, managed, host),
-      vmm_spill(config.spill, ledger, vmm, host_budget, spill_facts, host_vmm) {}
+      vmm_spill(config.spill, ledger, vmm, host_budget, spill_facts, host_vmm),
+      tiered_budgets(ledger, host_budget),
+      arenas(config.tiered, host_vmm, captures),
+      tiered(tiered_budgets, arenas, window, {.policy = config.tiered.policy}) {}
 
 Entry::Entry() noexcept {
   if (inside_shim) return;

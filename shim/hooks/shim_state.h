@@ -24,8 +24,12 @@
 #include "core/launch_arguments.h"
 #include "core/use_tracker.h"
 #include "core/vmm_tracker.h"
+#include "core/remap_window.h"
 #include "hooks/spill_facts.h"
+#include "hooks/tiered_arenas.h"
+#include "placement/ledger_tiered_budgets.h"
 #include "placement/spill_placement.h"
+#include "placement/tiered_placement.h"
 #include "placement/vmm_spill.h"
 #include "tiers/driver_host_vmm_tier.h"
 #include "tiers/host_tier.h"
@@ -51,6 +55,12 @@ struct ShimState {
   placement::VmmSpill vmm_spill;    // where a cuMemCreate that does not fit goes
   core::UseTracker use;  // which tracked blocks each submission touches (hooks/use_tracking.h)
   core::ParamLayoutCache launch_layouts;  // kernel parameter layouts, per CUfunction
+  // Tiered mode (hooks/tiered_allocation.h).
+  std::atomic<int> captures{0};  // stream captures in progress (hooks/capture_hooks.cpp)
+  core::RemapWindow window;      // Note [Remap window]
+  placement::LedgerTieredBudgets tiered_budgets;
+  DriverArenaSource arenas;
+  placement::TieredPlacement tiered;
 };
 
 // The state once initialised; null before, with an invalid configuration, and in a forked child.

@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "hooks/hook.h"
+#include "hooks/tiered_allocation.h"
 #include "hooks/use_tracking.h"
 
 namespace {
@@ -25,21 +26,23 @@ using vramspill::hooks::pitched;
 using vramspill::hooks::ShimState;
 using vramspill::hooks::tracking_state;
 
-// `record` runs only when something is tracked, with `shim`, `use` and `stream_of(s)` (the
-// tracker's id for stream s) in scope. It stamps the blocks the submission touches and lists them
-// in `use`, which is where tiered mode, once it exists, makes them resident before the call goes
-// on (until then nothing reads it).
-#define VRAMSPILL_SUBMISSION(name, parameters, arguments, record)                          \
-  VRAMSPILL_HOOK CUresult CUDAAPI name parameters {                                        \
-    VRAMSPILL_REAL_OR_RETURN(real, name);                                                  \
-    if (ShimState* shim = tracking_state()) [[unlikely]] {                                 \
-      const auto stream_of = [](CUstream s) {                                              \
-        return vramspill::hooks::stream_id(s, is_per_thread(#name));                       \
-      };                                                                                   \
-      SubmissionUse use;                                                                   \
-      record;                                                                              \
-    }                                                                                      \
-    return real arguments;                                                                 \
+// `record` runs only when something is tracked (tiered mode holds blocks), with `shim`, `use` and
+// `stream_of(s)` (the tracker's id for stream s) in scope. It stamps the blocks the submission
+// touches and lists them in `use`; tiered mode makes them resident as its policy decides, and
+// the call reaches the driver inside the remap window (hooks/tiered_allocation.h).
+#define VRAMSPILL_SUBMISSION(name, parameters, arguments, record)                            \
+  VRAMSPILL_HOOK CUresult CUDAAPI name parameters {                                          \
+    VRAMSPILL_REAL_OR_RETURN(real, name);                                                    \
+    if (ShimState* shim = tracking_state()) [[unlikely]] {                                   \
+      const auto stream_of = [](CUstream s) {                                                \
+        return vramspill::hooks::stream_id(s, is_per_thread(#name));                         \
+      };                                                                                     \
+      SubmissionUse use;                                                                     \
+      record;                                                                                \
+      const auto submission = vramspill::hooks::enter_submission(*shim, use);                \
+      return real arguments;                                                                 \
+    }                                                                                        \
+    return real arguments;                                                                   \
   }
 
 #define VRAMSPILL_RANGES(stream, ...) \

@@ -1,9 +1,12 @@
 #include "placement/tiered_placement.h"
 
 #include <algorithm>
+#include <array>
+#include <chrono>
 #include <new>
 #include <vector>
 
+#include "core/use_tracker.h"
 #include "policies/registry.h"
 
 namespace vramspill::placement {
@@ -88,12 +91,16 @@ uint64_t TieredPlacement::usable_device_granules(int device, const Device& state
 
 tiers::MoveOutcome TieredPlacement::move(Device& state, std::span<const GranuleMove> moves) {
   tiers::MoveOutcome outcome;
+  const auto asked = std::chrono::steady_clock::now();
   {
     const core::RemapWindow::Exclusive exclusive = window_.close();
     outcome = state.arena->move(moves, exclusive);
   }
+  const auto open_again = std::chrono::steady_clock::now();
   const std::lock_guard lock(stats_mutex_);
   ++stats_.windows;
+  stats_.window_nanoseconds += static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(open_again - asked).count());
   stats_.evicted_granules += outcome.to_host;
   stats_.promoted_granules += outcome.to_device;
   return outcome;
@@ -108,6 +115,7 @@ void TieredPlacement::tell_policy_of_moves(Device& state, std::span<const Granul
 
 void TieredPlacement::make_room(int device, Device& state, uint64_t granules,
                                 std::span<const CUdeviceptr> keep) {
+  if (!arenas_.may_synchronize()) return;  // Note [No moves during a capture]
   const std::vector<policies::BlockId> keep_blocks(keep.begin(), keep.end());
   const policies::Victims victims = state.policy->choose_victims(granules, keep_blocks);
   std::vector<GranuleMove> evictions;
@@ -155,6 +163,23 @@ CUresult TieredPlacement::allocate(int device, uint64_t bytes, CUdeviceptr* out)
   return result;
 }
 
+bool TieredPlacement::make_device_room(int device, uint64_t bytes) noexcept {
+  Device* state = device_state(device);
+  if (state == nullptr) return false;
+  const std::lock_guard lock(state->mutex);
+  try {
+    const uint64_t room = budgets_.device_room(device);
+    if (room >= bytes) return true;
+    const uint64_t granules = GranuleArena::granules_for(bytes - room);
+    const uint64_t pooled = state->arena->stats().pooled_device_granules;
+    if (pooled < granules) make_room(device, *state, granules - pooled, {});
+    state->arena->give_back_device_granules(granules);
+  } catch (const std::bad_alloc&) {  // what was given back stays given back
+  }
+  settle(device, *state);
+  return budgets_.device_room(device) >= bytes;
+}
+
 CUresult TieredPlacement::free(int device, CUdeviceptr base) noexcept {
   Device* state = device_state(device);
   if (state == nullptr) return CUDA_ERROR_INVALID_VALUE;
@@ -195,6 +220,10 @@ void TieredPlacement::before_launch(int device, uint64_t sequence, uint32_t stre
       promotions.push_back({.base = base, .to = GranuleKind::kDevice, .granules = 0});
       needed += block->host_granules();
     }
+    if (!promotions.empty() && !arenas_.may_synchronize()) {
+      refused += promotions.size();  // Note [No moves during a capture]
+      promotions.clear();
+    }
     if (!promotions.empty()) {
       if (usable_device_granules(device, *state) < needed)
         make_room(device, *state, needed - usable_device_granules(device, *state), blocks);
@@ -218,6 +247,48 @@ void TieredPlacement::before_launch(int device, uint64_t sequence, uint32_t stre
   } catch (const std::bad_alloc&) {  // no promotion this time: the kernel reaches it in place
   }
   settle(device, *state);
+}
+
+void TieredPlacement::before_submission(uint64_t sequence, uint32_t stream,
+                                        std::span<const policies::BlockId> blocks) noexcept {
+  try {
+    for (const auto& [device, state] : devices_with_arenas()) {
+      std::array<CUdeviceptr, core::SubmissionUse::kCapacity> mine{};
+      std::size_t count = 0;
+      for (const policies::BlockId base : blocks) {
+        if (count < mine.size() && state->arena->block_containing(base)) mine[count++] = base;
+      }
+      if (count != 0) before_launch(device, sequence, stream, std::span(mine.data(), count));
+    }
+  } catch (const std::bad_alloc&) {  // no promotion this time: the kernel reaches it in place
+  }
+}
+
+std::vector<std::pair<int, TieredPlacement::Device*>> TieredPlacement::devices_with_arenas() {
+  std::vector<std::pair<int, Device*>> found;
+  const std::lock_guard lock(devices_mutex_);
+  for (std::size_t device = 0; device < kDevices; ++device) {
+    if (devices_[device] != nullptr)
+      found.emplace_back(static_cast<int>(device), devices_[device].get());
+  }
+  return found;
+}
+
+std::optional<CUdeviceptr> TieredPlacement::block_containing(CUdeviceptr address) noexcept {
+  try {
+    for (const auto& [device, state] : devices_with_arenas()) {
+      if (const auto block = state->arena->block_containing(address)) return block->base;
+    }
+  } catch (const std::bad_alloc&) {  // the driver's answer stands
+  }
+  return std::nullopt;
+}
+
+const tiers::GranuleArena* TieredPlacement::arena_of(int device) noexcept {
+  if (device < 0 || static_cast<std::size_t>(device) >= kDevices) return nullptr;
+  const std::lock_guard lock(devices_mutex_);
+  const Device* state = devices_[static_cast<std::size_t>(device)].get();
+  return state != nullptr ? state->arena : nullptr;
 }
 
 TieredStats TieredPlacement::stats() const noexcept {

@@ -13,13 +13,23 @@
 // even for a moment. Pooled device granules are room like any other: an eviction pools the
 // victims' device granules, and the allocation or promotion it was for takes them at once.
 // Idle granules beyond the keep sizes are trimmed after each operation, and their budget given
-// back.
+// back. The budget is the device's, not tiered mode's alone: an allocation tiered mode does not
+// take (a small one, a stream-ordered one, an array) that finds no room gets it from the arena,
+// its pooled device granules first and then evictions (make_device_room()).
 //
 // Note [Tiered serialisation]
 // One mutex per device serialises its placement decisions and the policy (which is not
 // thread-safe), and the window serialises the moves of all devices. A launch that needs a
 // promotion takes the mutex before its submission enters the window, never inside it (Note
 // [Remap window]).
+//
+// Note [No moves during a capture]
+// A move waits for the device's work, and synchronising while a stream is being captured into a
+// graph invalidates the capture (the driver refuses the call and the program's cuStreamEndCapture
+// then fails). So while any capture is in progress (ArenaSource::may_synchronize) nothing moves:
+// a new block takes device granules only from the room the budget has and host granules beyond
+// it, and launches touch host granules in place. Addresses never change, so a graph that bakes in
+// a tiered block's address stays right whatever moves later.
 #pragma once
 
 #include <cuda.h>
@@ -28,8 +38,11 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "core/remap_window.h"
 #include "policies/eviction_policy.h"
@@ -60,6 +73,8 @@ class ArenaSource {
  public:
   // Null when the device cannot have one (the caller then places the allocation as before).
   virtual tiers::GranuleArena* arena(int device) noexcept = 0;
+  // False while synchronising would break the program's work (Note [No moves during a capture]).
+  virtual bool may_synchronize() noexcept = 0;
 
  protected:
   ArenaSource() = default;
@@ -77,6 +92,7 @@ struct TieredStats {
   uint64_t evicted_granules = 0;    // moved to the host
   uint64_t promoted_granules = 0;   // moved to the device
   uint64_t windows = 0;             // remap windows this placement closed
+  uint64_t window_nanoseconds = 0;  // from asking for each window to opening it again
   uint64_t promotions_refused = 0;  // the policy said touch in place, or no room could be made
 };
 
@@ -96,6 +112,11 @@ class TieredPlacement {
   // device has no arena.
   CUresult allocate(int device, uint64_t bytes, CUdeviceptr* out) noexcept;
 
+  // Another allocation of `device` needs `bytes` of room under the device budget: pooled device
+  // granules go back to the driver, and blocks are evicted for more as the policy allows (Note
+  // [Tiered budgets]). Whether the budget now has that much room.
+  bool make_device_room(int device, uint64_t bytes) noexcept;
+
   // Frees the block at `base` on `device`; the caller has waited for the work that could touch
   // it (as cuMemFree does). CUDA_ERROR_INVALID_VALUE for an address that starts no block.
   CUresult free(int device, CUdeviceptr base) noexcept;
@@ -105,6 +126,17 @@ class TieredPlacement {
   // for room. Called before the launch's submission enters the window.
   void before_launch(int device, uint64_t sequence, uint32_t stream,
                      std::span<const CUdeviceptr> blocks) noexcept;
+
+  // before_launch() for a submission whose blocks may be on any device: each device's arena
+  // gets the blocks it holds.
+  void before_submission(uint64_t sequence, uint32_t stream,
+                         std::span<const policies::BlockId> blocks) noexcept;
+
+  // The base of the live block whose range holds `address`, on any device.
+  std::optional<CUdeviceptr> block_containing(CUdeviceptr address) noexcept;
+
+  // The arena of `device`, if tiered placement made one (for the statistics).
+  const tiers::GranuleArena* arena_of(int device) noexcept;
 
   TieredStats stats() const noexcept;
 
@@ -120,6 +152,8 @@ class TieredPlacement {
   static constexpr std::size_t kDevices = 64;
 
   Device* device_state(int device) noexcept;
+  // The devices that have an arena, by ordinal. Throws std::bad_alloc.
+  std::vector<std::pair<int, Device*>> devices_with_arenas();
   // Charges the budgets for up to `device_granules` and `host_granules` more granules than the
   // arena holds; false (nothing charged) when a budget says no.
   bool charge(int device, Device& state, uint64_t device_granules, uint64_t host_granules);

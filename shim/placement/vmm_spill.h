@@ -16,7 +16,7 @@
 // The driver tells the truth about the handle afterwards (cuMemGetAllocationPropertiesFromHandle
 // and pointer attributes say host): the shim does not hide the move.
 //
-// Only where the user let the shim choose ([spill] mode auto; the tiered mode joins through
+// Only where the user let the shim choose ([spill] mode auto or tiered,
 // relocates_vmm_handles()): the `host` and `managed` modes name the pointer tier spills go to,
 // and a VMM handle becomes neither; `off` spills nothing. Not when the program asked for
 // something host memory would change in a way it would notice:
@@ -53,7 +53,9 @@ namespace vramspill::placement {
 
 // Whether [spill] `mode` lets the shim give the program a host-located handle for a device one
 // (Note [Host-located VMM spills]).
-constexpr bool relocates_vmm_handles(SpillMode mode) { return mode == SpillMode::kAuto; }
+constexpr bool relocates_vmm_handles(SpillMode mode) {
+  return mode == SpillMode::kAuto || mode == SpillMode::kTiered;
+}
 
 struct VmmSpillRequest {
   int device = 0;  // prop->location.id

@@ -169,6 +169,19 @@ std::optional<ArenaBlock> GranuleArena::block_containing(CUdeviceptr address) co
 }
 
 void GranuleArena::trim() noexcept {
+  trim_to(options_.keep_device_granules, options_.keep_host_granules);
+}
+
+void GranuleArena::give_back_device_granules(uint64_t granules) noexcept {
+  uint64_t pooled = 0;
+  {
+    const std::lock_guard lock(mutex_);
+    pooled = pooled_device_.size();
+  }
+  trim_to(pooled > granules ? pooled - granules : 0, UINT64_MAX);
+}
+
+void GranuleArena::trim_to(uint64_t keep_device, uint64_t keep_host) noexcept {
   std::vector<GranuleHandle> surplus;
   {
     const std::lock_guard lock(mutex_);
@@ -182,8 +195,8 @@ void GranuleArena::trim() noexcept {
         pooled.pop_back();
       }
     };
-    take_surplus(pooled_device_, options_.keep_device_granules);
-    take_surplus(pooled_host_, options_.keep_host_granules);
+    take_surplus(pooled_device_, keep_device);
+    take_surplus(pooled_host_, keep_host);
   }
   for (const GranuleHandle handle : surplus) release(handle);
 }

@@ -138,6 +138,9 @@ class GranuleArena {
 
   // Gives pooled granules beyond the keep sizes back to the driver.
   void trim() noexcept;
+  // Gives up to `granules` pooled device granules back to the driver, below the keep size too
+  // (memory another allocation of the device needs).
+  void give_back_device_granules(uint64_t granules) noexcept;
 
   ArenaStats stats() const noexcept;
 
@@ -157,6 +160,8 @@ class GranuleArena {
 
   // Physical granules for a new block: from the pools first, then from the driver.
   CUresult take_granules(uint64_t count, uint64_t device_count, std::vector<Granule>& taken);
+  // Gives pooled granules beyond `keep_device` and `keep_host` back to the driver.
+  void trim_to(uint64_t keep_device, uint64_t keep_host) noexcept;
   // Unmaps granules [0, count) of the range at `base`; those the driver refuses are leaked and
   // taken out of `granules`. Returns whether the range is now empty of mappings.
   bool unmap_first(CUdeviceptr base, std::vector<Granule>& granules, std::size_t count);

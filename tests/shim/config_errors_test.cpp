@@ -53,7 +53,7 @@ TEST(ConfigErrors, UnknownSection) {
   std::string path;
   const std::string message = toml_error("[devise]\nbudget = \"1GiB\"\n", path);
   EXPECT_EQ(message, "unknown section [devise] at " + path +
-                         ":1:2; known sections: device, spill, report, log (did you mean [device]?)");
+                         ":1:2; known sections: device, spill, tiered, report, log (did you mean [device]?)");
 }
 
 TEST(ConfigErrors, KeyOutsideAnySection) {
@@ -112,7 +112,7 @@ TEST(ConfigErrors, EnumListsTheValidChoices) {
   std::string path;
   const std::string message = toml_error("[spill]\nmode = \"disk\"\n", path);
   EXPECT_EQ(message, "bad value 'disk' for spill.mode at " + path +
-                         ":2:8: not a valid choice; expected one of: off, managed, host, auto");
+                         ":2:8: not a valid choice; expected one of: off, managed, host, auto, tiered");
   EXPECT_EQ(env_error({"VRAMSPILL_LOG_LEVEL=loud"}),
             "bad value 'loud' for log.level in VRAMSPILL_LOG_LEVEL: not a valid choice; "
             "expected one of: trace, debug, info, warn, error, off");

@@ -6,8 +6,11 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <string_view>
+#include <vector>
 
 #include "config_test_support.h"
+#include "policies/registry.h"
 
 namespace vramspill {
 namespace {
@@ -251,6 +254,38 @@ TEST(ConfExamples, DemoSpillsOverA256MiBBudget) {
   ASSERT_TRUE(result.ok()) << result.error().message;
   EXPECT_EQ(result.config().device.budget, Budget::bytes(256ull << 20));
   EXPECT_EQ(result.config().spill.mode, SpillMode::kAuto);
+}
+
+TEST(ConfExamples, TieredKeepsTheHotBlocksOnTheDevice) {
+  const ConfigResult result =
+      load({std::string("VRAMSPILL_CONFIG=") + VRAMSPILL_CONF_DIR + "/tiered.toml"});
+  ASSERT_TRUE(result.ok()) << result.error().message;
+  const Config& config = result.config();
+  EXPECT_EQ(config.spill.mode, SpillMode::kTiered);
+  EXPECT_EQ(config.tiered.policy, "lru");
+  EXPECT_EQ(config.tiered.min_size, 1ull << 20);
+  EXPECT_EQ(config.tiered.keep, 256ull << 20);
+}
+
+TEST(LoadConfig, TieredDefaults) {
+  const ConfigResult result = load({});
+  ASSERT_TRUE(result.ok()) << result.error().message;
+  EXPECT_EQ(result.config().tiered.policy, "lru");
+  EXPECT_EQ(result.config().tiered.min_size, 1ull << 20);
+  EXPECT_EQ(result.config().tiered.keep, 64ull << 20);
+}
+
+// The config layer cannot reach the policy registry: its list of names is held to it here.
+TEST(LoadConfig, TieredPolicyNamesAreTheRegistrys) {
+  const auto registered = policies::policy_names();
+  EXPECT_EQ(std::vector<std::string_view>(kTieredPolicyNames.begin(), kTieredPolicyNames.end()),
+            std::vector<std::string_view>(registered.begin(), registered.end()));
+}
+
+TEST(LoadConfig, AnUnknownTieredPolicyListsTheValidOnes) {
+  const ConfigResult result = load({"VRAMSPILL_TIERED_POLICY=belady"});
+  ASSERT_FALSE(result.ok());
+  EXPECT_NE(result.error().message.find("lru"), std::string::npos) << result.error().message;
 }
 
 }  // namespace

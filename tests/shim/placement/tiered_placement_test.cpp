@@ -58,6 +58,8 @@ class OneArena final : public ArenaSource {
   tiers::GranuleArena* arena(int device) noexcept override {
     return device == 0 ? &arena_ : nullptr;
   }
+  bool may_synchronize() noexcept override { return synchronize; }
+  bool synchronize = true;
 
  private:
   tiers::GranuleArena& arena_;
@@ -209,4 +211,54 @@ TEST_F(TieredPlacementTest, ALoopOverTwiceTheBudgetKeepsEveryByte) {
 }
 
 }  // namespace
+// Note [No moves during a capture]: a synchronisation would invalidate the program's capture.
+TEST_F(TieredPlacementTest, NothingMovesWhileACaptureIsInProgress) {
+  const CUdeviceptr a = allocate(4);
+  const CUdeviceptr b = allocate(4);
+  arenas_.synchronize = false;
+  const CUdeviceptr c = allocate(4);  // no room is made: c goes to the host
+  EXPECT_EQ(device_granules(a), 4u);
+  EXPECT_EQ(device_granules(c), 0u);
+  launch({c});  // touched in place
+  EXPECT_EQ(device_granules(c), 0u);
+  EXPECT_EQ(placement_.stats().windows, 0u);
+  EXPECT_EQ(placement_.stats().promotions_refused, 1u);
+  arenas_.synchronize = true;
+  launch({c});  // the capture is over: c comes in, the least recent goes
+  EXPECT_EQ(device_granules(c), 4u);
+  EXPECT_EQ(device_granules(a), 0u);
+  expect_bytes(a, 4);
+  expect_bytes(b, 4);
+  expect_bytes(c, 4);
+}
+
+TEST_F(TieredPlacementTest, ASubmissionReachesTheArenaHoldingItsBlocks) {
+  const CUdeviceptr a = allocate(4);
+  const CUdeviceptr b = allocate(4);
+  allocate(4);  // evicts a
+  const std::vector<policies::BlockId> touched = {a, 0x1000 /* no arena's */};
+  placement_.before_submission(++sequence_, 1, touched);
+  EXPECT_EQ(device_granules(a), 4u);
+  EXPECT_EQ(device_granules(b), 0u);
+  EXPECT_GT(placement_.stats().window_nanoseconds, 0u);
+}
+
+// Note [Tiered budgets]: the budget is the device's. An allocation tiered mode does not take gets
+// room from the arena: pooled device granules first, then evictions.
+TEST_F(TieredPlacementTest, OtherAllocationsGetRoomFromTheArena) {
+  const CUdeviceptr a = allocate(4);
+  const CUdeviceptr b = allocate(4);
+  ASSERT_EQ(placement_.free(0, b), CUDA_SUCCESS);
+  const CUdeviceptr c = allocate(4);
+  ASSERT_EQ(budgets_.device(), 8 * kGranuleBytes);
+  EXPECT_TRUE(placement_.make_device_room(0, 3 * kGranuleBytes));
+  EXPECT_GE(budgets_.device_room(0), 3 * kGranuleBytes);
+  EXPECT_EQ(device_granules(a) + device_granules(c), 4u) << "one block was evicted";
+  expect_bytes(a, 4);
+  expect_bytes(c, 4);
+  EXPECT_TRUE(placement_.make_device_room(0, 8 * kGranuleBytes));
+  EXPECT_EQ(budgets_.device(), 0u);
+  EXPECT_FALSE(placement_.make_device_room(0, 9 * kGranuleBytes)) << "more than the budget";
+}
+
 }  // namespace vramspill::placement

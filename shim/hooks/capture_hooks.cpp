@@ -1,0 +1,65 @@
+// Stream captures in progress, counted for tiered mode, which must not synchronise while one
+// runs (Note [No moves during a capture] in placement/tiered_placement.h). A capture is counted
+// when cuStreamBeginCapture succeeds and uncounted when its stream stops capturing, whatever
+// cuStreamEndCapture returns: an invalidated capture ends too, and a stream that was not
+// capturing changes nothing.
+#include "hooks/hook.h"
+#include "hooks/shim_state.h"
+
+using vramspill::hooks::Entry;
+using vramspill::hooks::ShimState;
+
+namespace {
+
+CUstreamCaptureStatus capture_status(CUstream stream) {
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  const auto is_capturing = VRAMSPILL_REAL(cuStreamIsCapturing);
+  if (is_capturing == nullptr || is_capturing(stream, &status) != CUDA_SUCCESS)
+    return CU_STREAM_CAPTURE_STATUS_NONE;
+  return status;
+}
+
+template <typename Begin>
+CUresult begin_capture(Begin begin) {
+  const CUresult result = begin();
+  const Entry entry;
+  if (ShimState* shim = entry.state(); shim != nullptr && result == CUDA_SUCCESS)
+    shim->captures.fetch_add(1, std::memory_order_acq_rel);
+  return result;
+}
+
+template <typename End>
+CUresult end_capture(CUstream stream, End end) {
+  const bool was_capturing = capture_status(stream) != CU_STREAM_CAPTURE_STATUS_NONE;
+  const CUresult result = end();
+  const Entry entry;
+  if (ShimState* shim = entry.state();
+      shim != nullptr && was_capturing && capture_status(stream) == CU_STREAM_CAPTURE_STATUS_NONE)
+    shim->captures.fetch_sub(1, std::memory_order_acq_rel);
+  return result;
+}
+
+}  // namespace
+
+VRAMSPILL_HOOK CUresult CUDAAPI cuStreamBeginCapture_v2(CUstream hStream,
+                                                        CUstreamCaptureMode mode) {
+  VRAMSPILL_REAL_OR_RETURN(real, cuStreamBeginCapture_v2);
+  return begin_capture([&] { return real(hStream, mode); });
+}
+
+VRAMSPILL_HOOK CUresult CUDAAPI cuStreamBeginCapture_v2_ptsz(CUstream hStream,
+                                                             CUstreamCaptureMode mode) {
+  VRAMSPILL_REAL_OR_RETURN(real, cuStreamBeginCapture_v2_ptsz);
+  return begin_capture([&] { return real(hStream, mode); });
+}
+
+VRAMSPILL_HOOK CUresult CUDAAPI cuStreamEndCapture(CUstream hStream, CUgraph* phGraph) {
+  VRAMSPILL_REAL_OR_RETURN(real, cuStreamEndCapture);
+  return end_capture(hStream, [&] { return real(hStream, phGraph); });
+}
+
+VRAMSPILL_HOOK CUresult CUDAAPI cuStreamEndCapture_ptsz(CUstream hStream, CUgraph* phGraph) {
+  VRAMSPILL_REAL_OR_RETURN(real, cuStreamEndCapture_ptsz);
+  return end_capture(hStream == nullptr ? CU_STREAM_PER_THREAD : hStream,
+                     [&] { return real(hStream, phGraph); });
+}

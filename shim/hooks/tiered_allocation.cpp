@@ -1,0 +1,103 @@
+#include "hooks/tiered_allocation.h"
+
+#include <span>
+
+#include "driver/device_work.h"
+#include "driver/real_driver.h"
+#include "hooks/devices.h"
+#include "telemetry/log.h"
+#include "tiers/granule_arena.h"
+#include "util/bytes.h"
+
+namespace vramspill::hooks {
+
+std::optional<CUresult> allocate_tiered(ShimState& shim, int device, uint64_t bytes,
+                                        CUdeviceptr* out) noexcept {
+  if (shim.config.spill.mode != SpillMode::kTiered || bytes < shim.config.tiered.min_size)
+    return std::nullopt;
+  if (const CUresult known = know_device(shim, device); known != CUDA_SUCCESS) return known;
+  CUdeviceptr base = 0;
+  const CUresult result = shim.tiered.allocate(device, bytes, &base);
+  if (result == CUDA_ERROR_NOT_SUPPORTED) return std::nullopt;
+  if (result != CUDA_SUCCESS) {
+    try {
+      logging::warn(
+          "tiered allocation of {} on device {} failed ({}): the host limit has {} of "
+          "{} left for what the device budget cannot hold",
+          format_bytes(bytes), device, static_cast<int>(result),
+          format_bytes(shim.host_budget.available()), format_bytes(shim.host_budget.limit()));
+    } catch (...) {  // the error stands without its log line
+    }
+    return result;
+  }
+  // Note [A tiered block in the books]
+  shim.ledger.on_allocated(shim.ledger.admit(device, core::Route::kTiered, bytes), base, bytes);
+  const uint64_t range = tiers::GranuleArena::granules_for(bytes) * tiers::kGranuleBytes;
+  if (const core::TrackResult tracked = shim.use.track(base, range, base);
+      tracked != core::TrackResult::kTracked)
+    logging::debug("tiered block at {:#x} is not tracked ({}): launches reach it where it is", base,
+                   static_cast<int>(tracked));
+  *out = base;
+  return CUDA_SUCCESS;
+}
+
+CUresult free_tiered(ShimState& shim, const core::Allocation& block,
+                     std::optional<CUstream> stream) noexcept {
+  // A stream-ordered free into a graph would have to free when the graph runs: refused, as for
+  // spilled blocks (Note [What spills] in placement/spill_placement.h); the block stays live.
+  if (stream) {
+    bool capturing = false;
+    if (const CUresult checked = shim.spill_facts.capturing(*stream, capturing);
+        checked != CUDA_SUCCESS)
+      return checked;
+    if (capturing) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  }
+  const auto synchronize_stream = VRAMSPILL_REAL(cuStreamSynchronize);
+  const CUresult waited =
+      stream ? (synchronize_stream != nullptr ? synchronize_stream(*stream) : CUDA_ERROR_NOT_FOUND)
+             : driver::synchronize_device(block.device);
+  if (waited != CUDA_SUCCESS) return waited;
+  // Untracked first: no submission may promote a block while its granules go back.
+  shim.use.untrack(block.key);
+  return shim.tiered.free(block.device, block.key);
+}
+
+core::RemapWindow::Submission enter_submission(ShimState& shim,
+                                               const core::SubmissionUse& use) noexcept {
+  if (use.count != 0) {
+    // The policy's stream id: the CUstream's value folded to 32 bits (ids only tell streams
+    // apart; a collision merely merges two streams' recency).
+    const auto stream_id = static_cast<uint32_t>(use.stream ^ (use.stream >> 32));
+    shim.tiered.before_submission(use.sequence, stream_id, std::span(use.blocks.data(), use.count));
+  }
+  return shim.window.enter();
+}
+
+std::string tiered_summary(ShimState& shim) noexcept {
+  if (shim.config.spill.mode != SpillMode::kTiered) return {};
+  try {
+    const placement::TieredStats moved = shim.tiered.stats();
+    std::string held;
+    for (int device : shim.ledger.devices()) {
+      const tiers::GranuleArena* arena = shim.tiered.arena_of(device);
+      if (arena == nullptr) continue;
+      const tiers::ArenaStats now = arena->stats();
+      held += fmt::format(
+          "; device {}: {} blocks on {} device and {} host granules ({} and {} "
+          "pooled)",
+          device, now.blocks, now.device_granules, now.host_granules, now.pooled_device_granules,
+          now.pooled_host_granules);
+    }
+    return fmt::format(
+        "tiered: {} evicted to the host in {} granules, {} promoted to the device "
+        "in {} granules, {} remap windows ({:.1f} ms), {} promotions refused{}",
+        format_bytes(moved.evicted_granules * tiers::kGranuleBytes), moved.evicted_granules,
+        format_bytes(moved.promoted_granules * tiers::kGranuleBytes), moved.promoted_granules,
+        moved.windows, static_cast<double>(moved.window_nanoseconds) / 1e6,
+        moved.promotions_refused, held);
+  } catch (...) {  // no line rather than no exit
+    return {};
+  }
+}
+
+}  // namespace vramspill::hooks

@@ -1,0 +1,245 @@
+// Tiered mode end to end: a driver-API program under the shim on simcuda with [spill] mode =
+// "tiered" (tests/shim/tiered/CMakeLists.txt sets the environment: 64 MiB of VRAM, a 16 MiB
+// budget). The program allocates several times the budget, and its data must come back byte
+// for byte however the blocks moved, with simcuda's remap checks (Note [Remap protocol] in
+// tools/simcuda) counting no violation: the shim never remapped a granule that queued work
+// could touch.
+#include <cuda.h>
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "spill_support.h"  // behind_the_shim, ASSERT_CU, kMiB
+
+namespace {
+
+using spill::behind_the_shim;
+using spill::kMiB;
+
+constexpr size_t kBlock = 4 * kMiB;
+constexpr size_t kWords = kBlock / sizeof(uint32_t);
+constexpr int kStreams = 3;
+
+uint64_t remap_violations() {
+  const auto violations = behind_the_shim<uint64_t (*)()>("simcuda_remap_violations");
+  return violations != nullptr ? violations() : ~uint64_t{0};
+}
+
+class TieredTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(routes::shim_is_loaded()) << "libvramspill.so is not preloaded";
+    ASSERT_CU(cuInit(0));
+    ASSERT_CU(cuDeviceGet(&device_, 0));
+    ASSERT_CU(cuDevicePrimaryCtxRetain(&context_, device_));
+    ASSERT_CU(cuCtxSetCurrent(context_));
+    ASSERT_CU(cuModuleLoadData(&module_, "simcuda accepts any image"));
+    ASSERT_CU(cuModuleGetFunction(&fill_, module_, "vs_fill_u32"));
+    ASSERT_CU(cuModuleGetFunction(&copy_, module_, "vs_copy"));
+    for (CUstream& stream : streams_) ASSERT_CU(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+    violations_at_start_ = remap_violations();
+  }
+
+  void TearDown() override {
+    EXPECT_CU(cuCtxSynchronize());
+    EXPECT_EQ(remap_violations(), violations_at_start_) << "simcuda saw a remap under queued work";
+    for (CUstream stream : streams_) {
+      if (stream != nullptr) {
+        EXPECT_CU(cuStreamDestroy(stream));
+      }
+    }
+    if (module_ != nullptr) {
+      EXPECT_CU(cuModuleUnload(module_));
+    }
+    if (context_ != nullptr) {
+      EXPECT_CU(cuDevicePrimaryCtxRelease(device_));
+    }
+  }
+
+  CUresult fill(CUdeviceptr block, uint32_t value, CUstream stream) {
+    uint64_t count = kWords;
+    void* params[] = {&block, &value, &count};
+    return cuLaunchKernel(fill_, 64, 1, 1, 256, 1, 1, 0, stream, params, nullptr);
+  }
+  CUresult copy(CUdeviceptr destination, CUdeviceptr source, CUstream stream) {
+    uint64_t bytes = kBlock;
+    void* params[] = {&destination, &source, &bytes};
+    return cuLaunchKernel(copy_, 64, 1, 1, 256, 1, 1, 0, stream, params, nullptr);
+  }
+  // Every word of `block` is `value`.
+  void expect_block(CUdeviceptr block, uint32_t value) {
+    std::vector<uint32_t> words(kWords);
+    ASSERT_CU(cuMemcpyDtoH(words.data(), block, kBlock));
+    size_t wrong = 0;
+    for (uint32_t word : words) wrong += word != value ? 1 : 0;
+    EXPECT_EQ(wrong, 0u) << "block " << std::hex << block << " should hold " << value;
+  }
+
+  CUdevice device_ = 0;
+  CUcontext context_ = nullptr;
+  CUmodule module_ = nullptr;
+  CUfunction fill_ = nullptr;
+  CUfunction copy_ = nullptr;
+  CUstream streams_[kStreams] = {};
+  uint64_t violations_at_start_ = 0;
+};
+
+// A block of the workload: its stream, the value every word holds once its stream's work has
+// run, and the event after its last piece of work (other streams wait on it before they read
+// it, so the program is race-free without ever synchronising the host).
+struct Tracked {
+  CUdeviceptr base = 0;
+  int stream = 0;
+  uint32_t value = 0;
+  CUevent done = nullptr;
+};
+
+// Random allocations, frees (cuMemFree and cuMemFreeAsync), fills, kernel copies and
+// cuMemcpyDtoDAsync copies across three streams ordered only by events, over 2 to 4 times the
+// budget; then every byte is checked.
+TEST_F(TieredTest, EveryByteSurvivesEvictionAndPromotion) {
+  std::mt19937 random(20261202);
+  std::vector<Tracked> blocks;
+  const auto add_block = [&] {
+    Tracked block;
+    ASSERT_CU(cuMemAlloc(&block.base, kBlock));
+    block.stream = static_cast<int>(random() % kStreams);
+    block.value = static_cast<uint32_t>(random());
+    ASSERT_CU(cuEventCreate(&block.done, CU_EVENT_DISABLE_TIMING));
+    ASSERT_CU(fill(block.base, block.value, streams_[block.stream]));
+    ASSERT_CU(cuEventRecord(block.done, streams_[block.stream]));
+    blocks.push_back(block);
+  };
+  for (int i = 0; i < 8; ++i) add_block();  // 32 MiB: twice the budget
+  for (int step = 0; step < 400; ++step) {
+    const unsigned action = random() % 10;
+    Tracked& target = blocks[random() % blocks.size()];
+    CUstream stream = streams_[target.stream];
+    if (action < 4) {  // refill
+      target.value = static_cast<uint32_t>(random());
+      ASSERT_CU(fill(target.base, target.value, stream));
+    } else if (action < 8) {  // copy another block into this one
+      Tracked& source = blocks[random() % blocks.size()];
+      if (&source == &target) continue;
+      ASSERT_CU(cuStreamWaitEvent(stream, source.done, 0));
+      if (action < 6) {
+        ASSERT_CU(copy(target.base, source.base, stream));
+      } else {
+        ASSERT_CU(cuMemcpyDtoDAsync(target.base, source.base, kBlock, stream));
+      }
+      target.value = source.value;
+      // The source's stream must not overwrite it before this copy has read it.
+      ASSERT_CU(cuEventRecord(target.done, stream));
+      ASSERT_CU(cuStreamWaitEvent(streams_[source.stream], target.done, 0));
+    } else if (action == 8 && blocks.size() > 6) {  // free in stream order or at once
+      if (random() % 2 == 0) {
+        ASSERT_CU(cuMemFreeAsync(target.base, stream));
+      } else {
+        ASSERT_CU(cuMemFree(target.base));
+      }
+      ASSERT_CU(cuEventDestroy(target.done));
+      target = blocks.back();
+      blocks.pop_back();
+      continue;
+    } else if (blocks.size() < 16) {  // up to 64 MiB: four times the budget
+      add_block();
+      continue;
+    }
+    ASSERT_CU(cuEventRecord(target.done, stream));
+  }
+  ASSERT_CU(cuCtxSynchronize());
+  for (const Tracked& block : blocks) expect_block(block.base, block.value);
+  for (const Tracked& block : blocks) {
+    EXPECT_CU(cuMemFree(block.base));
+    EXPECT_CU(cuEventDestroy(block.done));
+  }
+}
+
+// The budget holds: with blocks of three times the budget allocated and touched, the device
+// memory the driver itself has handed out (asked past the shim) stays within the budget.
+TEST_F(TieredTest, TheBudgetHoldsWhateverIsAllocated) {
+  const auto driver_info = behind_the_shim<decltype(&cuMemGetInfo_v2)>("cuMemGetInfo_v2");
+  ASSERT_NE(driver_info, nullptr);
+  size_t free_at_start = 0;
+  size_t total = 0;
+  ASSERT_CU(driver_info(&free_at_start, &total));
+  std::vector<CUdeviceptr> pointers(12);
+  for (CUdeviceptr& pointer : pointers) {
+    ASSERT_CU(cuMemAlloc(&pointer, kBlock));
+    ASSERT_CU(fill(pointer, 7, streams_[0]));
+    size_t free = 0;
+    ASSERT_CU(driver_info(&free, &total));
+    EXPECT_LE(free_at_start - free, 16 * kMiB) << "the arena holds more than the budget";
+  }
+  ASSERT_CU(cuStreamSynchronize(streams_[0]));
+  for (CUdeviceptr pointer : pointers) expect_block(pointer, 7);
+  for (CUdeviceptr pointer : pointers) ASSERT_CU(cuMemFree(pointer));
+}
+
+// A tiered block answers for itself: its range is the allocation (not a granule), pitch is the
+// driver's, and CUDA IPC refuses it.
+TEST_F(TieredTest, QueriesSeeTheWholeAllocation) {
+  CUdeviceptr block = 0;
+  ASSERT_CU(cuMemAlloc(&block, 3 * kMiB));
+  CUdeviceptr base = 0;
+  size_t size = 0;
+  ASSERT_CU(cuMemGetAddressRange(&base, &size, block + 2 * kMiB + 5));
+  EXPECT_EQ(base, block);
+  EXPECT_EQ(size, 3 * kMiB);
+  CUipcMemHandle handle;
+  EXPECT_EQ(cuIpcGetMemHandle(&handle, block), CUDA_ERROR_INVALID_VALUE);
+  ASSERT_CU(cuMemFree(block));
+
+  CUdeviceptr pitched = 0;
+  size_t pitch = 0;
+  ASSERT_CU(cuMemAllocPitch(&pitched, &pitch, 1000, 2048, 4));
+  EXPECT_EQ(pitch, 1024u);
+  std::vector<uint8_t> rows(1000 * 2048, 0x5a);
+  CUDA_MEMCPY2D to_device{};
+  to_device.srcMemoryType = CU_MEMORYTYPE_HOST;
+  to_device.srcHost = rows.data();
+  to_device.srcPitch = 1000;
+  to_device.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+  to_device.dstDevice = pitched;
+  to_device.dstPitch = pitch;
+  to_device.WidthInBytes = 1000;
+  to_device.Height = 2048;
+  ASSERT_CU(cuMemcpy2D(&to_device));
+  std::vector<uint8_t> back(1000);
+  ASSERT_CU(cuMemcpyDtoH(back.data(), pitched + 2047 * pitch, 1000));
+  EXPECT_EQ(back, std::vector<uint8_t>(1000, 0x5a));
+  ASSERT_CU(cuMemFree(pitched));
+
+  // Below [tiered] min_size: the driver's own allocation, which IPC shares.
+  CUdeviceptr small = 0;
+  ASSERT_CU(cuMemAlloc(&small, 256 * 1024));
+  EXPECT_CU(cuIpcGetMemHandle(&handle, small));
+  ASSERT_CU(cuMemFree(small));
+}
+
+// Note [No moves during a capture]: allocating past the budget while a stream is captured
+// evicts nothing (a synchronisation would invalidate the capture), so the capture still ends
+// with a graph, and that graph's kernel reaches the block wherever it is.
+TEST_F(TieredTest, ACaptureSurvivesAllocationsPastTheBudget) {
+  std::vector<CUdeviceptr> pointers(4);  // the whole budget
+  for (CUdeviceptr& pointer : pointers) ASSERT_CU(cuMemAlloc(&pointer, kBlock));
+  ASSERT_CU(cuStreamBeginCapture(streams_[0], CU_STREAM_CAPTURE_MODE_GLOBAL));
+  CUdeviceptr late = 0;
+  ASSERT_CU(cuMemAlloc(&late, kBlock));
+  ASSERT_CU(fill(late, 0xC0FFEE, streams_[0]));
+  CUgraph graph = nullptr;
+  ASSERT_CU(cuStreamEndCapture(streams_[0], &graph));
+  CUgraphExec exec = nullptr;
+  ASSERT_CU(cuGraphInstantiate(&exec, graph, 0));
+  ASSERT_CU(cuGraphLaunch(exec, streams_[0]));
+  ASSERT_CU(cuStreamSynchronize(streams_[0]));
+  expect_block(late, 0xC0FFEE);
+  ASSERT_CU(cuGraphExecDestroy(exec));
+  ASSERT_CU(cuGraphDestroy(graph));
+  ASSERT_CU(cuMemFree(late));
+  for (CUdeviceptr pointer : pointers) ASSERT_CU(cuMemFree(pointer));
+}
+
+}  // namespace

@@ -46,14 +46,24 @@ void publish(ShimState& shim) noexcept {
           .spills = spills,
           // Refused and not spilled: these failed with OUT_OF_MEMORY.
           .refused = d.refused - std::min(d.refused, d.refused_then_spilled)};
+      if (const tiers::GranuleArena* arena = shim.tiered.arena_of(device)) {
+        const tiers::ArenaStats held = arena->stats();
+        devices[count - 1].tiered_device_bytes = held.device_granules * tiers::kGranuleBytes;
+        devices[count - 1].tiered_host_bytes = held.host_granules * tiers::kGranuleBytes;
+      }
       spilled += managed.live_bytes + spilled_host;
     }
   } catch (...) {  // devices() could not allocate: publish what was gathered
   }
+  const placement::TieredStats moved = shim.tiered.stats();
   stats_file.publish(telemetry::ProcessFigures{
       .host_pool_pinned_bytes = shim.host.stats().pinned_bytes,
       .host_spilled_bytes = spilled,
       .host_limit_bytes = shim.host_budget.limit(),
+      .tiered = {.evicted_bytes = moved.evicted_granules * tiers::kGranuleBytes,
+                 .promoted_bytes = moved.promoted_granules * tiers::kGranuleBytes,
+                 .windows = moved.windows,
+                 .window_ns = moved.window_nanoseconds},
       .devices = std::span<const telemetry::DeviceFigures>(devices.data(), count)});
 }
 

@@ -224,6 +224,7 @@ void StatsFile::publish(const ProcessFigures& figures) noexcept {
   segment.host_pool_pinned_bytes = figures.host_pool_pinned_bytes;
   segment.host_spilled_bytes = figures.host_spilled_bytes;
   segment.host_limit_bytes = figures.host_limit_bytes;
+  segment.tiered = figures.tiered;
   for (const DeviceFigures& device : figures.devices) {
     if (device.device < 0 || static_cast<std::size_t>(device.device) >= kStatsMaxDevices) continue;
     segment.devices[device.device] = StatsDeviceSlot{
@@ -235,7 +236,9 @@ void StatsFile::publish(const ProcessFigures& figures) noexcept {
         .spilled_managed_bytes = device.spilled_managed_bytes,
         .spilled_host_bytes = device.spilled_host_bytes,
         .spills = device.spills,
-        .refused = device.refused};
+        .refused = device.refused,
+        .tiered_device_bytes = device.tiered_device_bytes,
+        .tiered_host_bytes = device.tiered_host_bytes};
     segment.device_slots_used =
         std::max(segment.device_slots_used, static_cast<uint64_t>(device.device) + 1);
   }

@@ -38,12 +38,15 @@ struct DeviceFigures {
   uint64_t spilled_host_bytes = 0;
   uint64_t spills = 0;
   uint64_t refused = 0;
+  uint64_t tiered_device_bytes = 0;
+  uint64_t tiered_host_bytes = 0;
 };
 
 struct ProcessFigures {
   uint64_t host_pool_pinned_bytes = 0;
   uint64_t host_spilled_bytes = 0;
   uint64_t host_limit_bytes = 0;
+  StatsTiered tiered{};
   std::span<const DeviceFigures> devices;
 };
 

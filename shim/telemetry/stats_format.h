@@ -46,7 +46,7 @@ namespace vramspill::telemetry {
 
 // "VRAMSPIL" read as a little-endian integer.
 inline constexpr uint64_t kStatsMagic = 0x4c495053'4d415256ULL;
-inline constexpr uint64_t kStatsVersion = 2;
+inline constexpr uint64_t kStatsVersion = 3;
 
 // Device ordinals 0 .. kStatsMaxDevices-1 have a slot; figures of higher ordinals are not
 // published (the exit summary in the log still has them).
@@ -66,6 +66,16 @@ struct StatsDeviceSlot {
   uint64_t spilled_host_bytes;     // overflow in pinned host memory now (pool, host-located VMM)
   uint64_t spills;                 // allocations that were spilled, since start
   uint64_t refused;                // over the budget and not spilled (OUT_OF_MEMORY), since start
+  uint64_t tiered_device_bytes;    // tiered blocks' granules on the device now
+  uint64_t tiered_host_bytes;      // tiered blocks' granules on the host now
+};
+
+// Tiered mode's moves since start, all devices (zero in the other modes).
+struct StatsTiered {
+  uint64_t evicted_bytes;   // moved to the host
+  uint64_t promoted_bytes;  // moved to the device
+  uint64_t windows;         // remap windows
+  uint64_t window_ns;       // time from asking for each window to opening it again
 };
 
 struct StatsSegment {
@@ -85,6 +95,7 @@ struct StatsSegment {
   uint64_t host_spilled_bytes;      // host bytes holding spilled allocations, all devices
   uint64_t host_limit_bytes;        // the host limit (pinned + managed host bytes)
   uint64_t device_slots_used;       // highest published ordinal + 1
+  StatsTiered tiered;
   StatsDeviceSlot devices[kStatsMaxDevices];
 };
 

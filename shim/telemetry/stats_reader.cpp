@@ -39,6 +39,7 @@ StatsSnapshot copy_segment(const StatsSegment& segment) {
   snapshot.host_pool_pinned_bytes = segment.host_pool_pinned_bytes;
   snapshot.host_spilled_bytes = segment.host_spilled_bytes;
   snapshot.host_limit_bytes = segment.host_limit_bytes;
+  snapshot.tiered = segment.tiered;
   const uint64_t used = std::min<uint64_t>(segment.device_slots_used, kStatsMaxDevices);
   for (std::size_t i = 0; i < used; ++i) {
     const StatsDeviceSlot& slot = segment.devices[i];
@@ -51,7 +52,9 @@ StatsSnapshot copy_segment(const StatsSegment& segment) {
                                              .spilled_managed_bytes = slot.spilled_managed_bytes,
                                              .spilled_host_bytes = slot.spilled_host_bytes,
                                              .spills = slot.spills,
-                                             .refused = slot.refused});
+                                             .refused = slot.refused,
+                                             .tiered_device_bytes = slot.tiered_device_bytes,
+                                             .tiered_host_bytes = slot.tiered_host_bytes});
   }
   return snapshot;
 }

@@ -22,6 +22,7 @@ struct StatsSnapshot {
   uint64_t host_pool_pinned_bytes = 0;
   uint64_t host_spilled_bytes = 0;
   uint64_t host_limit_bytes = 0;
+  StatsTiered tiered{};
   std::vector<DeviceFigures> devices;  // published devices, by ordinal
 };
 

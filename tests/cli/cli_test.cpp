@@ -370,6 +370,37 @@ TEST_F(CliStatTest, stat_once_shows_a_process_and_its_figures) {
       << out;
 }
 
+TEST_F(CliStatTest, stat_shows_tiered_moves_and_where_the_granules_are) {
+  ASSERT_TRUE(stats_.open_in(directory().c_str()));
+  const std::array<DeviceFigures, 1> devices = {
+      DeviceFigures{.device = 0,
+                    .limit_bytes = 16ULL << 30,
+                    .device_bytes = 16ULL << 30,
+                    .tiered_device_bytes = 14ULL << 30,
+                    .tiered_host_bytes = 30ULL << 30}};
+  stats_.publish({.tiered = {.evicted_bytes = 40ULL << 30,
+                             .promoted_bytes = 24ULL << 30,
+                             .windows = 120,
+                             .window_ns = 2'500'000'000},
+                  .devices = devices});
+  const RunResult result = vramspill({"stat", "--once", "--directory", directory()});
+  ASSERT_TRUE(result.exited(0)) << result.describe();
+  EXPECT_TRUE(contains(result.out, "  tiered: 40.0 GiB evicted, 24.0 GiB promoted, 120 remap "
+                                   "windows (2500.0 ms)\n"))
+      << result.out;
+  EXPECT_TRUE(contains(result.out, "  dev 0 tiered blocks: 14.0 GiB on the device, 30.0 GiB on "
+                                   "the host\n"))
+      << result.out;
+}
+
+TEST_F(CliStatTest, stat_shows_no_tiered_line_outside_tiered_mode) {
+  publish_own_figures();
+  const RunResult result = vramspill({"stat", "--once", "--directory", directory()});
+  ASSERT_TRUE(result.exited(0)) << result.describe();
+  EXPECT_FALSE(contains(result.out, "  tiered: ")) << result.out;
+  EXPECT_FALSE(contains(result.out, "tiered blocks")) << result.out;
+}
+
 TEST_F(CliStatTest, stat_pid_selects_one_process) {
   publish_own_figures();
   RunResult result =

@@ -94,7 +94,9 @@ CLI::App* add_stat_command(CLI::App& app, StatOptions& options) {
       "the reserve), total (the device's memory), managed and host (bytes spilled to managed "
       "memory and to the pinned host pool, now), spills (allocations spilled so far), refused "
       "(allocations over the budget that failed with OUT_OF_MEMORY so far; spilled ones are not "
-      "counted). Figures are updated twice a second, all from the same instant.\n\n"
+      "counted). In tiered mode, the bytes moved each way, the remap windows and their time, "
+      "and per device where the tiered blocks' granules are now. Figures are updated twice a "
+      "second, all from the same instant.\n\n"
       "Exit status: 0; 1 when --pid names no process under vramspill.");
   return stat;
 }

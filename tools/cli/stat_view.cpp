@@ -30,6 +30,24 @@ std::string device_row(const telemetry::DeviceFigures& device) {
   return row;
 }
 
+// Tiered mode's figures, when the job is in it: one line for the moves, one per device.
+std::string tiered_lines(const telemetry::StatsSnapshot& process) {
+  std::string text;
+  for (const telemetry::DeviceFigures& device : process.devices) {
+    if (device.tiered_device_bytes == 0 && device.tiered_host_bytes == 0) continue;
+    text += "  dev " + std::to_string(device.device) + " tiered blocks: " +
+            format_bytes(device.tiered_device_bytes) + " on the device, " +
+            format_bytes(device.tiered_host_bytes) + " on the host\n";
+  }
+  const telemetry::StatsTiered& moved = process.tiered;
+  if (text.empty() && moved.windows == 0) return text;
+  char windows[64];
+  std::snprintf(windows, sizeof windows, "%.1f ms", static_cast<double>(moved.window_ns) / 1e6);
+  return "  tiered: " + format_bytes(moved.evicted_bytes) + " evicted, " +
+         format_bytes(moved.promoted_bytes) + " promoted, " + std::to_string(moved.windows) +
+         " remap windows (" + windows + ")\n" + text;
+}
+
 std::string process_block(const telemetry::StatsSnapshot& process, uint64_t now_unix_ns) {
   std::string text = "pid " + std::to_string(process.pid) + "  " +
                      (process.command.empty() ? "?" : process.command) + "\n";
@@ -49,6 +67,7 @@ std::string process_block(const telemetry::StatsSnapshot& process, uint64_t now_
   }
   text += kDeviceHeader;
   for (const telemetry::DeviceFigures& device : process.devices) text += device_row(device);
+  text += tiered_lines(process);
   return text;
 }
 

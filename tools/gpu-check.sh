@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The checks that need a real GPU, as one script for a machine with an NVIDIA driver (a lent
 # device machine runs exactly this): build, the gpu-labelled tests (the demo programs on the GPU,
-# the train demo spilling under the shim, PyTorch under the shim when torch is installed), the
-# hook benchmark against the real driver, and the demo. Run with --help for details.
+# the train demo spilling and tiered under the shim, PyTorch under the shim when torch is
+# installed), the hook benchmark against the real driver, and the demo. Run with --help for
+# details.
 set -uo pipefail
 # shellcheck source=tools/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -15,7 +16,8 @@ Usage: tools/gpu-check.sh [--help]
 On a machine with an NVIDIA driver:
   1. configures and builds build-gpu/ (Ninja, Release; no dependency installation)
   2. ctest -L gpu: the demo programs with nvcc-built kernels, train_demo under the shim with a
-     256 MiB budget, and PyTorch under the shim (skipped without torch)
+     256 MiB budget (spilling, and in tiered mode: conf/demo-tiered.toml), and PyTorch under the
+     shim (skipped without torch)
   3. the hook benchmark (build-gpu/tests/shim/bench/vramspill_hook_bench) on the real driver
   4. tools/demo.sh --no-build against build-gpu/
 Each step's output is printed; the summary at the end says which failed. Exits 77 without a

@@ -199,6 +199,9 @@ void TieredPlacement::before_launch(int device, uint64_t sequence, uint32_t stre
   Device* state = device_state(device);
   if (state == nullptr) return;
   const std::lock_guard lock(state->mutex);
+  // Only a promotion changes what the budgets were charged: a launch whose blocks are all on
+  // the device (the common case) does not settle them, which would cost a walk over every block.
+  bool promoting = false;
   try {
     const std::vector<policies::BlockId> touched(blocks.begin(), blocks.end());
     state->policy->used(sequence, stream, touched);
@@ -225,6 +228,7 @@ void TieredPlacement::before_launch(int device, uint64_t sequence, uint32_t stre
       promotions.clear();
     }
     if (!promotions.empty()) {
+      promoting = true;
       if (usable_device_granules(device, *state) < needed)
         make_room(device, *state, needed - usable_device_granules(device, *state), blocks);
       // What does not fit even now stays on the host: the kernel reaches it in place.
@@ -246,7 +250,7 @@ void TieredPlacement::before_launch(int device, uint64_t sequence, uint32_t stre
     stats_.promotions_refused += refused;
   } catch (const std::bad_alloc&) {  // no promotion this time: the kernel reaches it in place
   }
-  settle(device, *state);
+  if (promoting) settle(device, *state);
 }
 
 void TieredPlacement::before_submission(uint64_t sequence, uint32_t stream,

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "spill_support.h"  // behind_the_shim, ASSERT_CU, kMiB
@@ -240,6 +241,47 @@ TEST_F(TieredTest, ACaptureSurvivesAllocationsPastTheBudget) {
   ASSERT_CU(cuGraphDestroy(graph));
   ASSERT_CU(cuMemFree(late));
   for (CUdeviceptr pointer : pointers) ASSERT_CU(cuMemFree(pointer));
+}
+
+// Several threads submit at once while their blocks move: each thread's fills and copies on its
+// own stream, over three times the budget in all, must come back byte for byte (the remap
+// window holds every thread's submissions while a move remaps).
+TEST_F(TieredTest, ThreadsSubmitWhileBlocksMove) {
+  constexpr int kThreads = 3;
+  constexpr int kBlocksEach = 4;
+  std::vector<int> failures(kThreads, 0);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      int& failed = failures[static_cast<size_t>(t)];
+      const auto ok = [&](CUresult result) { failed += result != CUDA_SUCCESS ? 1 : 0; };
+      ok(cuCtxSetCurrent(context_));
+      CUstream stream = streams_[t];
+      CUdeviceptr blocks[kBlocksEach] = {};
+      uint32_t values[kBlocksEach] = {};
+      for (CUdeviceptr& block : blocks) ok(cuMemAlloc(&block, kBlock));
+      for (int step = 0; step < 40; ++step) {
+        const int i = step % kBlocksEach;
+        const int j = (step * 3 + 1) % kBlocksEach;
+        values[i] = static_cast<uint32_t>(t * 100000 + step);
+        ok(fill(blocks[i], values[i], stream));
+        if (i != j) {
+          ok(copy(blocks[j], blocks[i], stream));
+          values[j] = values[i];
+        }
+      }
+      ok(cuStreamSynchronize(stream));
+      std::vector<uint32_t> words(kWords);
+      for (int i = 0; i < kBlocksEach; ++i) {
+        ok(cuMemcpyDtoH(words.data(), blocks[i], kBlock));
+        for (const uint32_t word : words) failed += word != values[i] ? 1 : 0;
+        ok(cuMemFree(blocks[i]));
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  for (int t = 0; t < kThreads; ++t)
+    EXPECT_EQ(failures[static_cast<size_t>(t)], 0) << "thread " << t;
 }
 
 }  // namespace

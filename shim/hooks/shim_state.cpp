@@ -40,6 +40,7 @@ void write_exit_summary() {
   stop_stats_publisher(*the_state);
   the_state->host.stop_background_pinning();
   the_state->managed.stop_stream_ordered_frees();
+  the_state->tiered_frees.stop();
   if (the_state->config.log.summary) {
     logging::summary(the_state->ledger.summary_line());
     if (const std::string tiered = tiered_summary(*the_state); !tiered.empty())

@@ -34,8 +34,13 @@
 #include "tiers/driver_host_vmm_tier.h"
 #include "tiers/host_tier.h"
 #include "tiers/managed_tier.h"
+#include "tiers/stream_ordered_frees.h"
 
 namespace vramspill::hooks {
+
+// Frees a tiered block at once, in the current context (hooks/tiered_allocation.cpp): what
+// ShimState::tiered_frees' thread calls once the block's stream is past its cuMemFreeAsync.
+CUresult free_tiered_block_now(void* shim, CUdeviceptr base, uint64_t bytes);
 
 struct ShimState {
   explicit ShimState(const Config& loaded) noexcept;
@@ -61,6 +66,8 @@ struct ShimState {
   placement::LedgerTieredBudgets tiered_budgets;
   DriverArenaSource arenas;
   placement::TieredPlacement tiered;
+  // cuMemFreeAsync of a tiered block (Note [Stream-ordered frees on the shim's thread]).
+  tiers::StreamOrderedFrees tiered_frees{this, &free_tiered_block_now};
 };
 
 // The state once initialised; null before, with an invalid configuration, and in a forked child.

@@ -52,14 +52,21 @@ CUresult free_tiered(ShimState& shim, const core::Allocation& block,
       return checked;
     if (capturing) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   }
-  const auto synchronize_stream = VRAMSPILL_REAL(cuStreamSynchronize);
-  const CUresult waited =
-      stream ? (synchronize_stream != nullptr ? synchronize_stream(*stream) : CUDA_ERROR_NOT_FOUND)
-             : driver::synchronize_device(block.device);
-  if (waited != CUDA_SUCCESS) return waited;
+  if (stream) return shim.tiered_frees.free_in_stream_order(block.key, block.bytes, *stream);
+  if (const CUresult waited = driver::synchronize_device(block.device); waited != CUDA_SUCCESS)
+    return waited;
+  return free_tiered_block_now(&shim, block.key, block.bytes);
+}
+
+CUresult free_tiered_block_now(void* shim_state, CUdeviceptr base, uint64_t /*bytes*/) {
+  auto& shim = *static_cast<ShimState*>(shim_state);
+  const auto current_device = VRAMSPILL_REAL(cuCtxGetDevice);
+  CUdevice device = 0;
+  if (current_device == nullptr || current_device(&device) != CUDA_SUCCESS)
+    return CUDA_ERROR_INVALID_CONTEXT;
   // Untracked first: no submission may promote a block while its granules go back.
-  shim.use.untrack(block.key);
-  return shim.tiered.free(block.device, block.key);
+  shim.use.untrack(base);
+  return shim.tiered.free(device, base);
 }
 
 core::RemapWindow::Submission enter_submission(ShimState& shim,

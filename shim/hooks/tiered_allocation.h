@@ -32,7 +32,8 @@ std::optional<CUresult> allocate_tiered(ShimState& shim, int device, uint64_t by
                                         CUdeviceptr* out) noexcept;
 
 // Frees a tiered block the ledger has forgotten: once the device's work is done (cuMemFree), or
-// once `stream`'s is (cuMemFreeAsync, which then waits on the calling thread).
+// once `stream`'s is, without waiting for it (cuMemFreeAsync: Note [Stream-ordered frees on the
+// shim's thread] in tiers/stream_ordered_frees.h).
 CUresult free_tiered(ShimState& shim, const core::Allocation& block,
                      std::optional<CUstream> stream) noexcept;
 

@@ -19,7 +19,7 @@ std::optional<bool> ManagedTier::do_query_support(int device) noexcept {
 SpillOutcome ManagedTier::do_allocate(const SpillAllocation& request, CUdeviceptr* out) noexcept {
   const auto allocate_managed = VRAMSPILL_REAL(cuMemAllocManaged);
   if (allocate_managed == nullptr) return {.result = CUDA_ERROR_NOT_SUPPORTED};
-  // Note [Stream-ordered frees of managed spills]: bytes whose free is due may be on their way.
+  // Note [Stream-ordered frees on the shim's thread]: bytes whose free is due may be on their way.
   constexpr auto kDueFreePatience = std::chrono::milliseconds(1000);
   while (!budget_.try_reserve(request.bytes)) {
     if (!stream_ordered_frees_.wait_for_a_due_free(kDueFreePatience))

@@ -15,7 +15,7 @@
 
 #include "config/config.h"
 #include "core/host_budget.h"
-#include "tiers/managed_frees.h"
+#include "tiers/stream_ordered_frees.h"
 #include "tiers/spill_tier.h"
 
 namespace vramspill::tiers {
@@ -38,7 +38,7 @@ class ManagedTier final : public SpillTier {
   // given the bytes back.
   CUresult do_free(CUdeviceptr pointer, uint64_t bytes, int device) noexcept override;
   // The same once the work queued on `stream` has run, without waiting for it (Note
-  // [Stream-ordered frees of managed spills] in tiers/managed_frees.h).
+  // [Stream-ordered frees on the shim's thread] in tiers/stream_ordered_frees.h).
   CUresult do_free_in_stream_order(CUdeviceptr pointer, uint64_t bytes,
                                    CUstream stream) noexcept override {
     return stream_ordered_frees_.free_in_stream_order(pointer, bytes, stream);
@@ -49,7 +49,7 @@ class ManagedTier final : public SpillTier {
 
   const SpillConfig& config_;
   core::HostBudget& budget_;
-  ManagedFrees stream_ordered_frees_{this, [](void* tier, CUdeviceptr pointer, uint64_t bytes) {
+  StreamOrderedFrees stream_ordered_frees_{this, [](void* tier, CUdeviceptr pointer, uint64_t bytes) {
     return static_cast<ManagedTier*>(tier)->free_now(pointer, bytes);
   }};
 };

@@ -7,7 +7,10 @@
 #include <cuda.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
+#include <mutex>
 #include <random>
 #include <thread>
 #include <vector>
@@ -282,6 +285,49 @@ TEST_F(TieredTest, ThreadsSubmitWhileBlocksMove) {
   for (std::thread& thread : threads) thread.join();
   for (int t = 0; t < kThreads; ++t)
     EXPECT_EQ(failures[static_cast<size_t>(t)], 0) << "thread " << t;
+}
+
+// A gate a host function waits at, on the stream it holds, until the test opens it.
+struct Gate {
+  std::mutex mutex;
+  std::condition_variable opened_changed;
+  bool opened = false;
+  static void CUDA_CB wait(void* self) {
+    auto* gate = static_cast<Gate*>(self);
+    std::unique_lock lock(gate->mutex);
+    gate->opened_changed.wait(lock, [gate] { return gate->opened; });
+  }
+  void open() {
+    {
+      const std::lock_guard lock(mutex);
+      opened = true;
+    }
+    opened_changed.notify_all();
+  }
+};
+
+// cuMemFreeAsync of a tiered block returns while its stream is still held by earlier work (the
+// program may be the one that lets it go on), and the block is freed once the stream gets there:
+// its granules leave the budget.
+TEST_F(TieredTest, AStreamOrderedFreeDoesNotWaitForItsStream) {
+  size_t free_at_start = 0;
+  size_t total = 0;
+  ASSERT_CU(cuMemGetInfo(&free_at_start, &total));
+  CUdeviceptr block = 0;
+  ASSERT_CU(cuMemAlloc(&block, kBlock));
+  Gate gate;
+  ASSERT_CU(fill(block, 1, streams_[0]));
+  ASSERT_CU(cuLaunchHostFunc(streams_[0], &Gate::wait, &gate));
+  ASSERT_CU(cuMemFreeAsync(block, streams_[0]));  // would hang here if it waited for the stream
+  gate.open();
+  ASSERT_CU(cuStreamSynchronize(streams_[0]));
+  // The shim's free thread gives the granules back once the stream has passed the free.
+  size_t free_now = 0;
+  for (int tries = 0; tries < 1000 && free_now != free_at_start; ++tries) {
+    ASSERT_CU(cuMemGetInfo(&free_now, &total));
+    if (free_now != free_at_start) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ(free_now, free_at_start) << "the block's granules were not given back";
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-#include "tiers/managed_frees.h"
+#include "tiers/stream_ordered_frees.h"
 
 #include <new>
 
@@ -9,7 +9,7 @@
 
 namespace vramspill::tiers {
 
-CUresult ManagedFrees::free_in_stream_order(CUdeviceptr pointer, uint64_t bytes,
+CUresult StreamOrderedFrees::free_in_stream_order(CUdeviceptr pointer, uint64_t bytes,
                                             CUstream stream) noexcept {
   const auto launch_host_func = VRAMSPILL_REAL(cuLaunchHostFunc);
   const auto get_current = VRAMSPILL_REAL(cuCtxGetCurrent);
@@ -23,7 +23,7 @@ CUresult ManagedFrees::free_in_stream_order(CUdeviceptr pointer, uint64_t bytes,
   if (thread_ready && pending != nullptr && launch_host_func != nullptr &&
       get_current != nullptr && get_current(&context) == CUDA_SUCCESS && context != nullptr) {
     pending->context = context;
-    if (launch_host_func(stream, &ManagedFrees::hand_over, pending) == CUDA_SUCCESS)
+    if (launch_host_func(stream, &StreamOrderedFrees::hand_over, pending) == CUDA_SUCCESS)
       return CUDA_SUCCESS;
   }
   delete pending;
@@ -34,10 +34,10 @@ CUresult ManagedFrees::free_in_stream_order(CUdeviceptr pointer, uint64_t bytes,
   return free_now_(owner_, pointer, bytes);
 }
 
-void CUDA_CB ManagedFrees::hand_over(void* pending) noexcept {
+void CUDA_CB StreamOrderedFrees::hand_over(void* pending) noexcept {
   // On the driver's callback thread: no CUDA calls here, only the hand-over.
   auto* block = static_cast<Pending*>(pending);
-  ManagedFrees& queue = *block->queue;
+  StreamOrderedFrees& queue = *block->queue;
   try {
     const std::lock_guard lock(queue.mutex_);
     queue.ready_.push_back(block);
@@ -49,20 +49,20 @@ void CUDA_CB ManagedFrees::hand_over(void* pending) noexcept {
   queue.changed_.notify_all();
 }
 
-bool ManagedFrees::start_thread_locked() noexcept {
+bool StreamOrderedFrees::start_thread_locked() noexcept {
   if (thread_.joinable()) return true;
   if (stopping_ || thread_failed_) return false;
   try {
     thread_ = start_quiet_thread("vramspill-free", [this] { thread_main(); });
   } catch (...) {
     thread_failed_ = true;
-    logging::warn("cannot start the thread for stream-ordered frees of managed spills: "
-                  "cuMemFreeAsync of such blocks waits for its stream instead");
+    logging::warn("cannot start the thread for stream-ordered frees of managed spills and "
+                  "tiered blocks: cuMemFreeAsync of such blocks waits for its stream instead");
   }
   return !thread_failed_;
 }
 
-void ManagedFrees::thread_main() noexcept {
+void StreamOrderedFrees::thread_main() noexcept {
   std::unique_lock lock(mutex_);
   for (;;) {
     changed_.wait(lock, [this] { return stopping_ || !ready_.empty(); });
@@ -88,14 +88,14 @@ void ManagedFrees::thread_main() noexcept {
   }
 }
 
-bool ManagedFrees::wait_for_a_due_free(std::chrono::milliseconds patience) noexcept {
+bool StreamOrderedFrees::wait_for_a_due_free(std::chrono::milliseconds patience) noexcept {
   std::unique_lock lock(mutex_);
   if (ready_.empty() && !freeing_) return false;
   const uint64_t seen = completed_;
   return changed_.wait_for(lock, patience, [&] { return completed_ != seen; });
 }
 
-void ManagedFrees::stop() noexcept {
+void StreamOrderedFrees::stop() noexcept {
   {
     std::unique_lock lock(mutex_);
     stopping_ = true;

@@ -1,13 +1,15 @@
-// Stream-ordered frees of managed spills (cuMemFreeAsync of a block the managed tier placed).
+// Stream-ordered frees the driver cannot do itself: cuMemFreeAsync of a managed spill, or of a
+// tiered block (hooks/tiered_allocation.h).
 //
-// Note [Stream-ordered frees of managed spills]
+// Note [Stream-ordered frees on the shim's thread]
 // cuMemFreeAsync must free in stream order: after the work queued before it on the stream, and
 // without making the calling thread wait for that work (a program that queues a free and goes on
 // may be the very thread that lets the stream proceed). The driver has no stream-ordered free for
-// managed memory, and a host function queued on the stream may not call CUDA. So the free is
-// queued as a host function that only hands the block to the shim's own thread
-// ("vramspill-free"), which calls cuMemFree in the block's context and then gives its bytes back
-// to the host budget: until then they stay counted (held a little longer, never too short).
+// managed memory or for a tiered block's granules, and a host function queued on the stream may
+// not call CUDA. So the free is queued as a host function that only hands the block to a thread
+// of the shim's own ("vramspill-free"), which frees it in the block's context (the owner's
+// FreeNow: cuMemFree and the host budget for a managed spill, the arena for a tiered block):
+// until then its bytes stay counted (held a little longer, never too short).
 // When the host function cannot be queued, the calling thread waits for the stream and frees.
 // A managed spill that finds the host budget full first waits for the frees already handed over:
 // their streams are past them, and only this thread's cuMemFree stands between their bytes and
@@ -30,14 +32,14 @@
 
 namespace vramspill::tiers {
 
-class ManagedFrees {
+class StreamOrderedFrees {
  public:
-  // `free` is the managed tier's immediate free (cuMemFree_v2, then the budget released).
+  // The owner's immediate free, called with the block's context current.
   using FreeNow = CUresult (*)(void* owner, CUdeviceptr pointer, uint64_t bytes);
 
-  ManagedFrees(void* owner, FreeNow free_now) noexcept : owner_(owner), free_now_(free_now) {}
-  ManagedFrees(const ManagedFrees&) = delete;
-  ManagedFrees& operator=(const ManagedFrees&) = delete;
+  StreamOrderedFrees(void* owner, FreeNow free_now) noexcept : owner_(owner), free_now_(free_now) {}
+  StreamOrderedFrees(const StreamOrderedFrees&) = delete;
+  StreamOrderedFrees& operator=(const StreamOrderedFrees&) = delete;
 
   // Frees `pointer` once the work queued on `stream` before this call has run.
   CUresult free_in_stream_order(CUdeviceptr pointer, uint64_t bytes, CUstream stream) noexcept;
@@ -51,7 +53,7 @@ class ManagedFrees {
 
  private:
   struct Pending {
-    ManagedFrees* queue;
+    StreamOrderedFrees* queue;
     CUdeviceptr pointer;
     uint64_t bytes;
     CUcontext context;

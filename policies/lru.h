@@ -6,24 +6,24 @@
 // launch is not the first victim before that launch runs. Ties (blocks of one launch, blocks
 // allocated between two launches) go by allocation order: the older allocation is evicted first.
 // Launches reported out of order never make a block look older than it is (the maximum wins).
-// Only blocks holding device granules are indexed, ordered by (recency, allocation), so a victim
-// search walks from the oldest without stepping over host-resident blocks: each event costs
-// O(log n), amortised O(1) for a launch reported in sequence order (the block goes to the end of
-// the index, which the insert is hinted with), and a search O((victims + keep) log keep).
+// Blocks holding device granules are ordered by (recency, allocation) in policies/ranked_index.h,
+// so a victim search walks from the oldest without stepping over host-resident blocks: each event
+// costs O(log n), amortised O(1) per block for a launch reported in sequence order (the block goes
+// to the end of the order, which the insert is hinted with), and a search
+// O((victims + keep) log keep).
 // A loop over more data than fits the budget evicts each block just before its next use and so
 // misses on every use (the classic LRU failure, tests/policies/lru_test.cpp); Belady's MIN
 // (policies/belady.h) shows what was possible.
 #pragma once
 
 #include <cstdint>
-#include <set>
 #include <span>
 #include <string_view>
 #include <tuple>
-#include <unordered_map>
 #include <vector>
 
 #include "policies/eviction_policy.h"
+#include "policies/ranked_index.h"
 
 namespace vramspill::policies {
 
@@ -37,14 +37,9 @@ class LruPolicy final : public EvictionPolicy {
   struct Recency {
     uint64_t last_use = 0;
     uint64_t allocation = 0;  // allocation order, unique: breaks ties
-    BlockId block = 0;
     bool operator<(const Recency& other) const noexcept {
       return std::tie(last_use, allocation) < std::tie(other.last_use, other.allocation);
     }
-  };
-  struct Entry {
-    Recency recency;
-    bool indexed = false;  // in resident_: holds device granules
   };
 
   std::string_view do_name() const noexcept override { return kName; }
@@ -56,8 +51,7 @@ class LruPolicy final : public EvictionPolicy {
                                          std::span<const BlockId> keep) override;
   bool do_should_promote(BlockId block) override;
 
-  std::unordered_map<BlockId, Entry> entries_;
-  std::set<Recency> resident_;  // blocks holding device granules, least recent first
+  RankedIndex<Recency> index_;  // least recent first
   uint64_t latest_use_ = 0;
   uint64_t allocations_ = 0;
 };

@@ -2,6 +2,9 @@
 
 #include <array>
 
+#include "policies/fifo.h"
+#include "policies/largest.h"
+#include "policies/lfu.h"
 #include "policies/lru.h"
 
 namespace vramspill::policies {
@@ -19,6 +22,9 @@ std::unique_ptr<EvictionPolicy> make(const PolicyOptions& options) {
 
 // Sorted by name. A new policy is one line here; tests/policies then holds it to the contract.
 constexpr std::array kPolicies = {
+    Registered{FifoPolicy::kName, &make<FifoPolicy>},
+    Registered{LargestPolicy::kName, &make<LargestPolicy>},
+    Registered{LfuPolicy::kName, &make<LfuPolicy>},
     Registered{LruPolicy::kName, &make<LruPolicy>},
 };
 

@@ -83,7 +83,11 @@ constexpr std::array<OptionSpec, 17> kOptions = {{
      [](Config& c, const OptionValue& v) { c.spill.host_pool_keep = std::get<uint64_t>(v); }},
     {"tiered", "policy", OptionType::kEnum, "lru",
      "The eviction policy of `tiered` mode: which blocks leave the device when room is needed. "
-     "`lru`: the least recently used, by the launches, copies and memsets that touched them.",
+     "`lru`: the least recently used, by the launches, copies and memsets that touched them. "
+     "`lfu`: the least often used lately (a use counts half after 1024 launches); a block on the "
+     "host is brought in once used twice lately. `largest`: the largest blocks, so that fewest "
+     "move; a block over half the budget is never brought in. `fifo`: the first to arrive on the "
+     "device, whatever their use (close to what CUDA unified memory does; for comparison).",
      kTieredPolicyNames,
      [](Config& c, const OptionValue& v) {
        c.tiered.policy = std::string(kTieredPolicyNames[std::get<Choice>(v).index]);

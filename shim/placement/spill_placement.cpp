@@ -2,6 +2,7 @@
 
 #include "placement/spill_log.h"
 #include "telemetry/log.h"
+#include "telemetry/nvtx.h"
 #include "util/bytes.h"
 
 namespace vramspill::placement {
@@ -60,6 +61,7 @@ CUresult SpillPlacement::spill(const SpillRequest& request, const std::string& r
       ledger_.on_allocated(admission, *out, request.bytes);
       if (!refusal.empty()) ledger_.note_refusal_spilled(request.device);
       log_spilled(request.route, request.bytes, request.device, tier->name(), !refusal.empty());
+      nvtx::spilled(request.bytes, request.device, tier->name());
       return CUDA_SUCCESS;
     }
     if (chain.list().empty()) {

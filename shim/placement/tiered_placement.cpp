@@ -8,6 +8,7 @@
 
 #include "core/use_tracker.h"
 #include "policies/registry.h"
+#include "telemetry/nvtx.h"
 
 namespace vramspill::placement {
 namespace {
@@ -93,8 +94,11 @@ tiers::MoveOutcome TieredPlacement::move(Device& state, std::span<const GranuleM
   tiers::MoveOutcome outcome;
   const auto asked = std::chrono::steady_clock::now();
   {
+    const nvtx::RemapWindowRange range;
     const core::RemapWindow::Exclusive exclusive = window_.close();
     outcome = state.arena->move(moves, exclusive);
+    nvtx::evicted(outcome.to_host, outcome.to_host * kGranuleBytes);
+    nvtx::promoted(outcome.to_device, outcome.to_device * kGranuleBytes);
   }
   const auto open_again = std::chrono::steady_clock::now();
   const std::lock_guard lock(stats_mutex_);

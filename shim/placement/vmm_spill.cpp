@@ -2,6 +2,7 @@
 
 #include "placement/spill_log.h"
 #include "telemetry/log.h"
+#include "telemetry/nvtx.h"
 #include "util/bytes.h"
 
 namespace vramspill::placement {
@@ -61,8 +62,9 @@ CUresult VmmSpill::spill(const VmmSpillRequest& request, const std::string& refu
     ledger_.on_allocated(admission, *out, request.bytes);
     vmm_.created(*out);  // Note [VMM memory lives until its last mapping goes]
     if (!refusal.empty()) ledger_.note_refusal_spilled(request.device);
-    log_spilled(core::Route::kMemCreate, request.bytes, request.device, describe(location),
-                !refusal.empty());
+    const std::string where = describe(location);
+    log_spilled(core::Route::kMemCreate, request.bytes, request.device, where, !refusal.empty());
+    nvtx::spilled(request.bytes, request.device, where);
     return CUDA_SUCCESS;
   } catch (...) {  // a log line could not be built: the answer stands without it
   }

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <bit>
 #include <iterator>
+#include <span>
+#include <vector>
 
 #include "util/quiet_thread.h"
 
@@ -58,12 +60,18 @@ void* HostPool::allocate(uint64_t bytes) noexcept {
       ++counters_.failed_allocations;
       return nullptr;
     }
+    // No room while memory sits idle: the program's demand does not fit the shape of its idle
+    // regions (Note [Consolidating idle regions in the background]).
+    if (idle_bytes_ > 0) idle_too_scattered_ = true;
     const bool own_region = size > options_.step_bytes;
-    if (!own_region && (pin_in_flight_ || growth_requested_)) {
+    if (!own_region && !unpinning_ && (pins_in_flight_ > 0 || growth_requested_)) {
       // A step is being pinned, or about to be (ahead of need, but not far enough ahead): wait
-      // for it rather than pin another.
+      // for it rather than pin another; but never for an unpin (Note [Consolidating idle
+      // regions in the background]).
       ++counters_.waits_for_background_pin;
-      pin_done_.wait(lock, [this] { return !pin_in_flight_ && !growth_requested_; });
+      pin_done_.wait(lock, [this] {
+        return unpinning_ || (pins_in_flight_ == 0 && !growth_requested_);
+      });
       continue;
     }
     // The pool is truly empty for this size (Note [Pinning ahead of need]): pin here, and claim
@@ -73,11 +81,11 @@ void* HostPool::allocate(uint64_t bytes) noexcept {
       // Near the host limit, a whole step may not fit where the block alone does.
       const uint64_t available = align_down(budget_.available(), options_.granularity);
       region_bytes = std::max(size, std::min(options_.step_bytes, available));
-      pin_in_flight_ = true;
+      ++pins_in_flight_;
     }
     const std::optional<uint64_t> claimed = grow(lock, region_bytes, size, /*ahead=*/false);
     if (!own_region) {
-      pin_in_flight_ = false;
+      --pins_in_flight_;
       pin_done_.notify_all();
     }
     if (!claimed) {
@@ -89,6 +97,7 @@ void* HostPool::allocate(uint64_t bytes) noexcept {
   }
   ++counters_.allocations;
   request_growth_locked();
+  request_consolidation_locked();
   return reinterpret_cast<void*>(block);
 }
 
@@ -114,7 +123,10 @@ HostPool::Take HostPool::take_locked(uint64_t bytes, uint64_t& block) noexcept {
 }
 
 void HostPool::charge_locked(Region& region, uint64_t bytes) noexcept {
-  if (region.used == 0) idle_bytes_ -= region.bytes;
+  if (region.used == 0) {
+    idle_bytes_ -= region.bytes;
+    --idle_regions_;
+  }
   region.used += bytes;
   used_bytes_ += bytes;
   counters_.peak_used_bytes = std::max(counters_.peak_used_bytes, used_bytes_);
@@ -175,6 +187,7 @@ std::optional<uint64_t> HostPool::grow(std::unique_lock<std::mutex>& lock, uint6
 
   pinned_bytes_ += region.bytes;
   idle_bytes_ += region.bytes;
+  ++idle_regions_;
   counters_.peak_pinned_bytes = std::max(counters_.peak_pinned_bytes, pinned_bytes_);
   if (claim > 0) charge_locked(regions_.find(region.start)->second, claim);
   ++(ahead ? counters_.pins_ahead : counters_.pins_on_allocation_path);
@@ -201,6 +214,7 @@ std::optional<uint64_t> HostPool::free(void* block, Unpinning unpinning) noexcep
   background_pin_failed_ = false;  // room came back: pinning ahead may work again
   if (region.used == 0) {
     idle_bytes_ += region.bytes;
+    ++idle_regions_;
     if (idle_bytes_ > options_.release_idle_above) {
       if (unpinning == Unpinning::kNow) {
         release_idle(lock);
@@ -208,6 +222,7 @@ std::optional<uint64_t> HostPool::free(void* block, Unpinning unpinning) noexcep
         request_idle_release_locked();
       }
     }
+    request_consolidation_locked();
   }
   return size;
 }
@@ -225,19 +240,78 @@ void HostPool::release_idle(std::unique_lock<std::mutex>& lock) noexcept {
       if (victim == regions_.end() || region.bytes > victim->second.bytes) victim = it;
     }
     if (victim == regions_.end()) return;
-    const Region region = victim->second;
-    if (!free_space_.remove(region.start, region.bytes)) {
-      ++counters_.internal_errors;  // an idle region is one free range; never unpin live blocks
-      return;
-    }
-    regions_.erase(victim);
-    pinned_bytes_ -= region.bytes;
-    idle_bytes_ -= region.bytes;
-    ++counters_.unpins;
-    lock.unlock();
-    unpin(region);
-    lock.lock();
+    const std::optional<Region> region = retire_locked(victim);
+    if (!region) return;
+    unpin_unlocked(lock, std::span(&*region, 1));
   }
+}
+
+std::optional<HostPool::Region> HostPool::retire_locked(
+    std::map<uint64_t, Region>::iterator idle) noexcept {
+  const Region region = idle->second;
+  if (!free_space_.remove(region.start, region.bytes)) {
+    ++counters_.internal_errors;  // an idle region is one free range; never unpin live blocks
+    return std::nullopt;
+  }
+  regions_.erase(idle);
+  pinned_bytes_ -= region.bytes;
+  idle_bytes_ -= region.bytes;
+  --idle_regions_;
+  ++counters_.unpins;
+  return region;
+}
+
+void HostPool::unpin_unlocked(std::unique_lock<std::mutex>& lock,
+                              std::span<const Region> retired) noexcept {
+  // Only the background thread's unpins are announced: an allocation never waits for them. A
+  // free that unpins (Unpinning::kNow) does so on its own thread, which no allocation waits for.
+  const bool announce = std::this_thread::get_id() == grower_.get_id();
+  if (announce) {
+    unpinning_ = true;
+    pin_done_.notify_all();
+  }
+  lock.unlock();
+  for (const Region& region : retired) unpin(region);
+  lock.lock();
+  if (announce) unpinning_ = false;
+}
+
+bool HostPool::worth_consolidating_locked() const noexcept {
+  if (idle_regions_ < 2) return false;
+  uint64_t largest = 0;
+  for (const auto& [start, region] : regions_) {
+    if (region.used == 0) largest = std::max(largest, region.bytes);
+  }
+  return idle_bytes_ - largest >= options_.step_bytes;
+}
+
+void HostPool::consolidate_idle(std::unique_lock<std::mutex>& lock) noexcept {
+  if (!worth_consolidating_locked()) return;
+  std::vector<Region> retired;
+  try {
+    retired.reserve(idle_regions_);
+  } catch (...) {
+    return;  // no room for the list: the regions stay as they are
+  }
+  uint64_t bytes = 0;
+  for (auto it = regions_.begin(); it != regions_.end();) {
+    const auto idle = it++;
+    if (idle->second.used != 0) continue;
+    const std::optional<Region> region = retire_locked(idle);
+    if (!region) continue;
+    retired.push_back(*region);
+    bytes += region->bytes;
+  }
+  if (retired.empty()) return;
+  ++counters_.consolidations;
+  unpin_unlocked(lock, retired);
+  if (stopping_) return;
+  ++pins_in_flight_;
+  const bool grown = grow(lock, bytes, 0, /*ahead=*/true).has_value();
+  --pins_in_flight_;
+  if (!grown) background_pin_failed_ = true;
+  // Regions freed meanwhile were not worth it on their own; with the new one they may be.
+  consolidation_requested_ = grown && !stopping_ && worth_consolidating_locked();
 }
 
 void HostPool::unpin(const Region& region) noexcept {
@@ -303,11 +377,20 @@ bool HostPool::start_background_thread_locked() noexcept {
 
 void HostPool::request_growth_locked() noexcept {
   if (!options_.grow_in_background || background_pin_failed_ || growth_requested_ ||
-      pin_in_flight_ || free_room_locked() >= options_.low_water_bytes ||
+      pins_in_flight_ > 0 || free_room_locked() >= options_.low_water_bytes ||
       !start_background_thread_locked()) {
     return;
   }
   growth_requested_ = true;
+  grower_wake_.notify_one();
+}
+
+void HostPool::request_consolidation_locked() noexcept {
+  if (!options_.grow_in_background || !idle_too_scattered_ || consolidation_requested_ ||
+      !worth_consolidating_locked() || !start_background_thread_locked()) {
+    return;
+  }
+  consolidation_requested_ = true;
   grower_wake_.notify_one();
 }
 
@@ -322,7 +405,7 @@ void HostPool::stop_background_pinning() noexcept {
   std::unique_lock lock(mutex_);
   stopping_ = true;
   grower_wake_.notify_all();
-  pin_done_.wait(lock, [this] { return !pin_in_flight_; });
+  pin_done_.wait(lock, [this] { return pins_in_flight_ == 0; });
 }
 
 void HostPool::warm_up() noexcept {
@@ -330,31 +413,39 @@ void HostPool::warm_up() noexcept {
   request_growth_locked();
 }
 
-void HostPool::wait_for_background_pins() noexcept {
+void HostPool::wait_for_background_work() noexcept {
   std::unique_lock lock(mutex_);
-  pin_done_.wait(lock, [this] { return !growth_requested_ && !pin_in_flight_; });
+  pin_done_.wait(lock, [this] {
+    return !growth_requested_ && !release_requested_ && !consolidation_requested_ &&
+           pins_in_flight_ == 0 && !unpinning_;
+  });
 }
 
 void HostPool::grower_main() noexcept {
   std::unique_lock lock(mutex_);
   for (;;) {
-    grower_wake_.wait(lock,
-                      [this] { return growth_requested_ || release_requested_ || stopping_; });
+    grower_wake_.wait(lock, [this] {
+      return growth_requested_ || release_requested_ || consolidation_requested_ || stopping_;
+    });
     if (stopping_) break;
-    if (release_requested_) {  // Note [Unpinning off the stream's callback]
+    if (growth_requested_) {
+      // First: an allocation may be waiting for this pin.
+      if (pins_in_flight_ == 0 && free_room_locked() < options_.low_water_bytes) {
+        ++pins_in_flight_;
+        const bool grown = grow(lock, options_.step_bytes, 0, /*ahead=*/true).has_value();
+        --pins_in_flight_;
+        if (!grown) background_pin_failed_ = true;
+        // A burst of allocations may have used the new room while it was pinned: keep going.
+        growth_requested_ = grown && !stopping_ && free_room_locked() < options_.low_water_bytes;
+      } else {
+        growth_requested_ = false;
+      }
+    } else if (release_requested_) {  // Note [Unpinning off the stream's callback]
       release_requested_ = false;
       release_idle(lock);
-      if (!growth_requested_) continue;
-    }
-    if (!pin_in_flight_ && free_room_locked() < options_.low_water_bytes) {
-      pin_in_flight_ = true;
-      const bool grown = grow(lock, options_.step_bytes, 0, /*ahead=*/true).has_value();
-      pin_in_flight_ = false;
-      if (!grown) background_pin_failed_ = true;
-      // A burst of allocations may have used the new room while it was pinned: keep going.
-      growth_requested_ = grown && !stopping_ && free_room_locked() < options_.low_water_bytes;
     } else {
-      growth_requested_ = false;
+      consolidation_requested_ = false;
+      consolidate_idle(lock);
     }
     pin_done_.notify_all();
   }

@@ -8,7 +8,9 @@
 // ordered best fit and merged back on free (tiers/free_space.h). When free room falls below the
 // low-water mark, a background thread pins the next step (Note [Pinning ahead of need]). When
 // regions with no live block hold more than `release_idle_above`, they are unpinned and their
-// bytes given back to the host budget. Every pinned byte is reserved in a core::HostBudget first.
+// bytes given back to the host budget. The background thread also pins scattered idle regions
+// again as one (Note [Consolidating idle regions in the background]). Every pinned byte is
+// reserved in a core::HostBudget first.
 //
 // Note [The pool's own suballocator]
 // mimalloc over the pinned region was the first plan (mi_manage_os_memory_ex as an exclusive arena,
@@ -48,6 +50,61 @@
 // What the step size costs: PyTorch's 100 MiB segments tile 256 MiB steps badly (two per step,
 // 56 MiB left over), so with 256 MiB steps the fullstep segments need 1.14x their live bytes;
 // with 1 GiB steps, 1.02x. Hence the 1 GiB default (pinned in about 0.35 s, in the background).
+//
+// Note [Consolidating idle regions in the background]
+// A pinned region is one cuMemHostAlloc, one allocation to the driver (pointer queries answer
+// per allocation), so free ranges of different regions never merge and a block never spans two
+// regions. Under several streams, 0.7-2 GiB segments and empty_cache() bursts (traces from
+// tools/traces/synthetic_events.py), a large block then finds no room while gigabytes sit idle
+// in regions too small for it, and the pool grows by the block: 1.2-1.6x the live bytes. Giving
+// idle regions up on demand, before the pool grows, reached 1.01-1.06, but it unpinned on the
+// allocating thread, and cuMemFreeHost waits for the device's work: a program whose stream is
+// held by a host function waiting for that thread deadlocked (host-mode cells of the fault
+// matrix, tests/shim/faults). So no unpin may happen on an allocating thread, nor may an
+// allocation wait for one. What the pool does instead, ahead of need: once an allocation has
+// found no room while memory sat idle (`idle_too_scattered_`: the program's demand does not fit
+// its idle regions; a program that never misses, like the fault matrix's, never pays for this),
+// whenever idle regions other than the largest hold a step or more, the background thread
+// unpins every idle region and pins one region of their size (consolidate_idle()). The unpins
+// come first, so the pool never holds both. No allocation waits for it: while the thread is
+// unpinning (`unpinning_`), an allocation that finds no room pins on its own thread, as when
+// nothing is in flight (Note [Pinning ahead of need]); it waits for the new region's pin as for
+// any step. A large block
+// then takes its room from the consolidated region by best fit, as from one contiguous range.
+// Not in sync mode (grow_in_background = false): that would need an unpin on the allocating
+// thread. The cost is pinning time on the background thread, and one wait for a large pin for
+// an allocation that comes while it runs.
+// Replayed (tests/shim/tiers/pool_replay_bench.cpp, fragmentation = peak pool bytes / peak live
+// bytes, no idle release; sync: every pin on the allocating thread, which consolidation leaves
+// as it was; before and after: with the background thread, finishing its work between calls
+// (HostPool/settled; the peak includes the room pinned ahead), without and with consolidation;
+// synN = synthetic_events.py --seed N, syn8 with --streams 2 --burst-every 5):
+//                               1 GiB steps           256 MiB steps        first  granule
+//                               sync   before after   sync   before after  fit    arena
+//   fullstep, segments          1.019  1.019  1.019   1.138  1.138  1.138  1.000  1.000
+//   fullstep, tensors           1.038  1.038  1.038   1.043  1.043  1.043  1.019  1.021
+//   forward-compiled, segments  1.021  1.081  1.081   1.036  1.036  1.036  1.000  1.000
+//   forward-compiled, tensors   1.037  1.037  1.037   1.006  1.022  1.022  1.001  1.061
+//   syn1                        1.597  1.597  1.148   1.548  1.548  1.126  1.107  1.000
+//   syn2                        1.249  1.276  1.153   1.247  1.247  1.126  1.071  1.000
+//   syn3                        1.265  1.207  1.113   1.295  1.295  1.108  1.076  1.000
+//   syn4                        1.224  1.224  1.063   1.184  1.184  1.090  1.060  1.000
+//   syn5                        1.327  1.327  1.132   1.345  1.345  1.145  1.127  1.000
+//   syn6                        1.318  1.318  1.039   1.294  1.294  1.034  1.059  1.000
+//   syn7                        1.250  1.250  1.088   1.303  1.303  1.156  1.108  1.000
+//   syn8                        1.508  1.508  1.035   1.483  1.483  1.022  1.004  1.000
+// Why not 1.05: a consolidated region is one contiguous range, and best fit in it fragments as
+// first fit over one range does (up to 1.13 here); what the on-demand version had on top, a
+// region of exactly its size for each large block, given up when the block is freed, needs a
+// pin of a size known only at the allocation and an unpin before the pool grows, both on the
+// allocating thread. Tried and dropped: consolidating to at least the largest request seen
+// (1.08-1.29: the idle room pinned ahead outweighs it); exact regions for blocks above a quarter
+// of a step, pinned on the allocating thread where it would have pinned a step (1.01-1.13, but
+// up to twice the pins on that thread, 182 -> 385 on fullstep tensors at 256 MiB); small blocks
+// kept out of ranges larger than a step (no change). With idle release at the shim's default
+// (spill.host_pool_keep = 1 GiB, on the freeing or background thread), 256 MiB steps stay at
+// 1.01-1.06 on these traces and 1 GiB steps at 1.03-1.12, consolidation or not: the rest is
+// room left in partly used steps by blocks of a few hundred MiB.
 //
 // Note [Pool granularity]
 // Block sizes and addresses are multiples of `granularity` (default 4 KiB, at least 256 B, the
@@ -90,6 +147,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <thread>
 
 #include "core/host_budget.h"
@@ -122,6 +180,7 @@ struct HostPoolStats {
   uint64_t pins_ahead = 0;               // pins by the background thread
   uint64_t waits_for_background_pin = 0;
   uint64_t unpins = 0;
+  uint64_t consolidations = 0;  // Note [Consolidating idle regions in the background]
   uint64_t pin_failures = 0;
   uint64_t budget_refusals = 0;
   uint64_t internal_errors = 0;
@@ -155,8 +214,9 @@ class HostPool {
   // Asks the background thread to pin up to the low-water mark now, e.g. at start-up, so that
   // even the first spill does not wait. Returns at once.
   void warm_up() noexcept;
-  // Waits until no pin is requested or in flight (tests; orderly shutdown).
-  void wait_for_background_pins() noexcept;
+  // Waits until the background thread has nothing left to do: no pin, release or consolidation
+  // requested or in flight (tests, the replay benchmark).
+  void wait_for_background_work() noexcept;
   // Stops pinning ahead for good and waits for a pin in flight (at process exit, so that the
   // background thread is not inside the driver while the driver tears down).
   void stop_background_pinning() noexcept;
@@ -183,7 +243,19 @@ class HostPool {
   bool start_background_thread_locked() noexcept;
   void request_growth_locked() noexcept;
   void request_idle_release_locked() noexcept;
+  void request_consolidation_locked() noexcept;
+  // Whether idle regions other than the largest hold a step or more (Note [Consolidating idle
+  // regions in the background]).
+  bool worth_consolidating_locked() const noexcept;
   void release_idle(std::unique_lock<std::mutex>& lock) noexcept;
+  // Unpins every idle region and pins one region of their size (Note [Consolidating idle regions
+  // in the background]); on the background thread only.
+  void consolidate_idle(std::unique_lock<std::mutex>& lock) noexcept;
+  // Takes the idle region `idle` out of the books, for the caller to unpin outside the lock;
+  // nullopt (and nothing changes) if it is not one free range.
+  std::optional<Region> retire_locked(std::map<uint64_t, Region>::iterator idle) noexcept;
+  // Unpins regions retire_locked() gave, outside the lock.
+  void unpin_unlocked(std::unique_lock<std::mutex>& lock, std::span<const Region> retired) noexcept;
   void unpin(const Region& region) noexcept;
   void grower_main() noexcept;
   uint64_t free_room_locked() const noexcept { return pinned_bytes_ - used_bytes_; }
@@ -201,7 +273,12 @@ class HostPool {
   bool grower_failed_to_start_ = false;
   bool growth_requested_ = false;
   bool release_requested_ = false;  // idle regions to unpin on the background thread
-  bool pin_in_flight_ = false;  // a step pin (background or synchronous) is running
+  int pins_in_flight_ = 0;  // step pins (background or synchronous) running
+  bool consolidation_requested_ = false;
+  bool unpinning_ = false;  // the background thread is unpinning: no allocation waits for it
+  // An allocation found no room while memory sat idle: from then on, idle regions are
+  // consolidated (Note [Consolidating idle regions in the background]).
+  bool idle_too_scattered_ = false;
   bool background_pin_failed_ = false;  // no retry ahead of need until memory is freed
   bool stopping_ = false;
 
@@ -212,6 +289,7 @@ class HostPool {
   uint64_t pinned_bytes_ = 0;
   uint64_t used_bytes_ = 0;
   uint64_t idle_bytes_ = 0;
+  uint64_t idle_regions_ = 0;
   HostPoolStats counters_;  // the event counts and peaks; the rest is computed in stats()
 };
 

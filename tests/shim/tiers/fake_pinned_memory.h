@@ -1,11 +1,13 @@
 // A stand-in for cuMemHostAlloc / cuMemFreeHost: real, readable anonymous memory from mmap, with
-// every call counted, the pinning thread recorded, and failure and slowness on demand.
+// every call counted, the pinning and unpinning threads recorded, failure and slowness on demand,
+// and unpins held on demand (as cuMemFreeHost waits for a device whose stream is held).
 #pragma once
 
 #include <sys/mman.h>
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstddef>
 #include <map>
 #include <mutex>
@@ -50,6 +52,24 @@ class FakePinnedMemory {
     for (const std::thread::id pinner : pinners_) count += pinner == thread ? 1 : 0;
     return count;
   }
+  // From now on, unpins wait until release_unpins().
+  void hold_unpins() {
+    std::lock_guard lock(gate_mutex_);
+    holding_ = true;
+  }
+  void release_unpins() {
+    {
+      std::lock_guard lock(gate_mutex_);
+      holding_ = false;
+    }
+    gate_changed_.notify_all();
+  }
+  // Whether an unpin is held within `timeout`.
+  bool an_unpin_is_held_within(std::chrono::milliseconds timeout) {
+    std::unique_lock lock(gate_mutex_);
+    return gate_changed_.wait_for(lock, timeout, [this] { return held_ > 0; });
+  }
+
   std::size_t outstanding_bytes() const {
     std::lock_guard lock(mutex_);
     std::size_t total = 0;
@@ -79,6 +99,15 @@ class FakePinnedMemory {
 
   static bool unpin(void* context, void* base, std::size_t bytes) {
     auto* self = static_cast<FakePinnedMemory*>(context);
+    {
+      std::unique_lock gate(self->gate_mutex_);
+      if (self->holding_) {
+        ++self->held_;
+        self->gate_changed_.notify_all();
+        self->gate_changed_.wait(gate, [self] { return !self->holding_; });
+        --self->held_;
+      }
+    }
     std::lock_guard lock(self->mutex_);
     const auto it = self->outstanding_.find(base);
     if (it == self->outstanding_.end() || it->second != bytes) {
@@ -104,6 +133,10 @@ class FakePinnedMemory {
   std::vector<std::size_t> pin_sizes_;
   std::vector<std::thread::id> pinners_;
   std::map<void*, std::size_t> outstanding_;
+  std::mutex gate_mutex_;
+  std::condition_variable gate_changed_;
+  bool holding_ = false;  // guarded by gate_mutex_
+  int held_ = 0;          // unpins waiting at the gate; guarded by gate_mutex_
 };
 
 }  // namespace vramspill::tiers

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <future>
 #include <map>
 #include <random>
 #include <thread>
@@ -149,7 +150,7 @@ TEST(HostPool, WarmUpPinsAStepInTheBackground) {
   HostPool pool(small_steps(true), fake.ops(), budget);
   EXPECT_EQ(fake.pins(), 0);  // nothing happens before it is asked
   pool.warm_up();
-  pool.wait_for_background_pins();
+  pool.wait_for_background_work();
   EXPECT_EQ(fake.pins(), 1);
   EXPECT_EQ(fake.pins_by(std::this_thread::get_id()), 0);
   EXPECT_EQ(pool.stats().pins_ahead, 1u);
@@ -165,7 +166,7 @@ TEST(HostPool, SmallAllocationsAfterWarmUpNeverPinOnTheAllocatingThread) {
   fake.delay = std::chrono::milliseconds(5);
   HostPool pool(small_steps(true), fake.ops(), budget);
   pool.warm_up();
-  pool.wait_for_background_pins();
+  pool.wait_for_background_work();
   std::vector<void*> blocks;
   for (int burst = 0; burst < 6; ++burst) {
     for (int i = 0; i < 16; ++i) {  // 16 x 64 KiB: one step, the low-water mark
@@ -173,7 +174,7 @@ TEST(HostPool, SmallAllocationsAfterWarmUpNeverPinOnTheAllocatingThread) {
       ASSERT_NE(block, nullptr);
       blocks.push_back(block);
     }
-    pool.wait_for_background_pins();  // the program computes between bursts
+    pool.wait_for_background_work();  // the program computes between bursts
   }
   const HostPoolStats stats = pool.stats();
   EXPECT_EQ(fake.pins_by(std::this_thread::get_id()), 0);
@@ -364,6 +365,90 @@ TEST(HostPool, DestructionUnpinsEverythingAndReleasesTheBudget) {
   EXPECT_EQ(budget.used(), 0u);
   EXPECT_EQ(fake.outstanding_regions(), 0u);
   EXPECT_EQ(fake.bad_unpins(), 0);
+}
+
+// Note [Consolidating idle regions in the background]: once a block found no room while memory
+// sat idle, idle regions are pinned again as one by the background thread, so the next large
+// block fits without the pool growing; every unpin happens there, never on the allocating thread.
+TEST(HostPool, TheBackgroundThreadPinsIdleRegionsAgainAsOne) {
+  core::HostBudget budget;
+  FakePinnedMemory fake;
+  HostPool pool(small_steps(true), fake.ops(), budget);
+  std::vector<void*> steps;
+  for (int i = 0; i < 4; ++i) {  // a step region each, and one more pinned ahead
+    steps.push_back(pool.allocate(1 * kMiB));
+    pool.wait_for_background_work();
+  }
+  for (void* block : steps) ASSERT_TRUE(pool.free(block).has_value());
+  pool.wait_for_background_work();
+  EXPECT_EQ(pool.stats().regions, 5u);  // nothing has missed the idle memory yet
+
+  void* first = pool.allocate(3 * kMiB);  // no idle region holds it: pinned here
+  ASSERT_NE(first, nullptr);
+  pool.wait_for_background_work();
+  HostPoolStats stats = pool.stats();
+  EXPECT_EQ(stats.regions, 2u);  // the five idle steps are one region now
+  EXPECT_EQ(stats.pinned_bytes, 8 * kMiB);
+  EXPECT_EQ(stats.consolidations, 1u);
+  const int pins_here = fake.pins_by(std::this_thread::get_id());
+
+  void* second = pool.allocate(4 * kMiB);  // fits in the consolidated region
+  ASSERT_NE(second, nullptr);
+  fill(second, 4 * kMiB, 7);
+  EXPECT_EQ(fake.pins_by(std::this_thread::get_id()), pins_here);
+  void* third = pool.allocate(6 * kMiB);  // no room anywhere: pinned here, nothing unpinned here
+  ASSERT_NE(third, nullptr);
+  pool.wait_for_background_work();
+  stats = pool.stats();
+  EXPECT_EQ(stats.peak_pinned_bytes, 14 * kMiB);
+  EXPECT_EQ(fake.unpins_by(std::this_thread::get_id()), 0);
+  EXPECT_EQ(fake.unpins(), 5);
+  EXPECT_EQ(fake.bad_unpins(), 0);
+  EXPECT_EQ(budget.used(), fake.outstanding_bytes());
+  for (void* block : {first, second, third}) pool.free(block);
+}
+
+// cuMemFreeHost waits for the device; a program whose stream is held by a host function waiting
+// for the allocating thread would deadlock if an allocation waited for an unpin. While the
+// background thread is held in one, allocations pin a step on their own thread instead of waiting
+// for the step it was asked for.
+TEST(HostPool, AnAllocationNeverWaitsForTheBackgroundThreadsUnpin) {
+  core::HostBudget budget;
+  FakePinnedMemory fake;
+  HostPool pool(small_steps(true), fake.ops(), budget);
+  void* step = pool.allocate(1 * kMiB);
+  pool.wait_for_background_work();
+  void* large = pool.allocate(2 * kMiB);  // misses the idle step pinned ahead: consolidation on
+  pool.wait_for_background_work();
+  struct Released {  // before the pool unpins its regions, whatever fails
+    FakePinnedMemory& fake;
+    ~Released() { fake.release_unpins(); }
+  } released{fake};
+  fake.hold_unpins();
+  ASSERT_TRUE(pool.free(step).has_value());  // idle with the step pinned ahead: consolidated
+  ASSERT_TRUE(fake.an_unpin_is_held_within(std::chrono::seconds(10)));
+
+  // No free room: the first allocation pins a step here and asks for the next, which the
+  // background thread cannot pin before its unpin returns; the second must not wait for it.
+  auto allocations = std::async(std::launch::async, [&pool] {
+    std::vector<void*> blocks{pool.allocate(512 * kKiB), pool.allocate(768 * kKiB)};
+    return std::make_pair(blocks, std::this_thread::get_id());
+  });
+  const bool returned = allocations.wait_for(std::chrono::seconds(10)) == std::future_status::ready;
+  fake.release_unpins();
+  ASSERT_TRUE(returned) << "an allocation waited for the background thread's unpin";
+  const auto [blocks, allocating_thread] = allocations.get();
+  EXPECT_NE(blocks[0], nullptr);
+  EXPECT_NE(blocks[1], nullptr);
+  pool.wait_for_background_work();
+  EXPECT_EQ(fake.pins_by(allocating_thread), 2);
+  EXPECT_EQ(fake.unpins_by(allocating_thread), 0);
+  EXPECT_EQ(fake.unpins_by(std::this_thread::get_id()), 0);
+  EXPECT_EQ(pool.stats().consolidations, 1u);
+  for (void* block : blocks) pool.free(block);
+  pool.free(large);
+  pool.wait_for_background_work();
+  EXPECT_EQ(budget.used(), fake.outstanding_bytes());
 }
 
 }  // namespace

@@ -9,16 +9,28 @@
 //                          4 KiB granularity, over fake pinned regions mmap()ed PROT_NONE (a pool
 //                          that touched its memory would crash here)
 //   HostPool/ahead/step:S  the same with the background pinning thread (the peak then includes
-//                          the room it keeps ahead)
+//                          the room it keeps ahead; what the thread gets done between calls
+//                          depends on timing)
+//   HostPool/settled/step:S  the same, waiting after each call until the background thread has
+//                          nothing left to do (pins ahead, consolidation): the same figures on
+//                          every run
 //   mimalloc               an exclusive mimalloc arena (libmimalloc.so.2 dlopen()ed RTLD_LOCAL,
 //                          as the shim would) over one reserved range; pool bytes = the highest
 //                          byte it used
 //   FirstFit               a plain address-ordered first fit over one range that grows at its
 //                          top, 4 KiB granularity, trimmed at the top on free; pool bytes = top
+//   GranuleArena           tiers::GranuleArena (tiered mode) over VMM calls that only count
+//                          (tests/shim/tiers/fake_granule_ops.h checks the driver's rules, at a
+//                          cost quadratic in the mappings: minutes on these traces), every
+//                          granule host-located, never trimmed; pool bytes = physical granules
+//                          held, live or pooled (2 MiB each)
 // Fragmentation = peak pool bytes / peak live bytes, measured on the first replay (a fresh
 // allocator); the timed loop then replays the events and frees what is left, again and again,
 // on the same allocator. The figures measured on ../shared/traces are in Note [The pool's own
-// suballocator] (shim/tiers/host_pool.h).
+// suballocator] and Note [Consolidating idle regions in the background] (shim/tiers/host_pool.h).
+// Synthetic traces with several streams, large segments and empty_cache() bursts:
+// tools/traces/synthetic_events.py. HostPool rows also report the pool's counters from the first
+// replay: pins an allocation waited for, and consolidations.
 #include <benchmark/benchmark.h>
 #include <dlfcn.h>
 #include <mimalloc.h>
@@ -32,15 +44,23 @@
 #include <map>
 #include <memory>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "core/host_budget.h"
+#include "tiers/granule_arena.h"
 #include "tiers/host_pool.h"
 
 namespace {
 
 using vramspill::core::HostBudget;
+using vramspill::tiers::ArenaOptions;
+using vramspill::tiers::GranuleArena;
+using vramspill::tiers::GranuleHandle;
+using vramspill::tiers::GranuleKind;
+using vramspill::tiers::GranuleOps;
+using vramspill::tiers::kGranuleBytes;
 using vramspill::tiers::HostPool;
 using vramspill::tiers::HostPoolOptions;
 using vramspill::tiers::PinnedMemoryOps;
@@ -103,6 +123,8 @@ class Allocator {
   virtual void* allocate(uint64_t bytes) = 0;
   virtual void free(void* block, uint64_t bytes) = 0;
   virtual uint64_t peak_pool_bytes() const = 0;
+  // Further figures to report, name -> value.
+  virtual std::map<std::string, double> counters() const { return {}; }
 };
 
 // Fake pinned memory: address space only (PROT_NONE, MAP_NORESERVE), so nothing is committed.
@@ -114,18 +136,36 @@ bool reserve_pin(void*, std::size_t bytes, void** base) {
 }
 bool reserve_unpin(void*, void* base, std::size_t bytes) { return munmap(base, bytes) == 0; }
 
+// How the pool pins: every pin on the allocating thread (kSync); with its background thread
+// (kAhead); or with it, waiting after each call until it has nothing left to do (kSettled: a
+// program that computes long enough between allocations, the same figures on every run).
+enum class Pinning { kSync, kAhead, kSettled };
+
 class HostPoolAllocator final : public Allocator {
  public:
-  HostPoolAllocator(bool background, uint64_t step_bytes)
-      : pool_(options(background, step_bytes), ops(), budget_) {}
-  void* allocate(uint64_t bytes) override { return pool_.allocate(bytes); }
-  void free(void* block, uint64_t) override { pool_.free(block); }
+  HostPoolAllocator(Pinning pinning, uint64_t step_bytes)
+      : settled_(pinning == Pinning::kSettled),
+        pool_(options(pinning, step_bytes), ops(), budget_) {}
+  void* allocate(uint64_t bytes) override {
+    void* block = pool_.allocate(bytes);
+    if (settled_) pool_.wait_for_background_work();
+    return block;
+  }
+  void free(void* block, uint64_t) override {
+    pool_.free(block);
+    if (settled_) pool_.wait_for_background_work();
+  }
   uint64_t peak_pool_bytes() const override { return pool_.stats().peak_pinned_bytes; }
+  std::map<std::string, double> counters() const override {
+    const auto stats = pool_.stats();
+    return {{"pins_on_path", static_cast<double>(stats.pins_on_allocation_path)},
+            {"consolidations", static_cast<double>(stats.consolidations)}};
+  }
 
  private:
-  static HostPoolOptions options(bool background, uint64_t step_bytes) {
+  static HostPoolOptions options(Pinning pinning, uint64_t step_bytes) {
     HostPoolOptions options;
-    options.grow_in_background = background;
+    options.grow_in_background = pinning != Pinning::kSync;
     options.step_bytes = step_bytes;
     // The timed loop frees everything after each replay; unpinning and re-pinning then would
     // measure mmap, not the suballocator.
@@ -134,6 +174,7 @@ class HostPoolAllocator final : public Allocator {
   }
   static PinnedMemoryOps ops() { return {nullptr, &reserve_pin, &reserve_unpin}; }
 
+  bool settled_;
   HostBudget budget_;
   HostPool pool_;
 };
@@ -291,6 +332,60 @@ class FirstFitAllocator final : public Allocator {
   uint64_t peak_top_ = 0;
 };
 
+// VMM calls that succeed and count physical granules, and nothing else: nothing is reserved or
+// mapped for real.
+class CountingGranuleOps final : public GranuleOps {
+ public:
+  uint64_t live_granules() const { return live_granules_; }
+
+  CUresult reserve(uint64_t bytes, CUdeviceptr* base) noexcept override {
+    *base = next_address_;
+    next_address_ += bytes;
+    return CUDA_SUCCESS;
+  }
+  CUresult unreserve(CUdeviceptr, uint64_t) noexcept override { return CUDA_SUCCESS; }
+  CUresult create(GranuleKind, GranuleHandle* handle) noexcept override {
+    *handle = ++next_handle_;
+    ++live_granules_;
+    return CUDA_SUCCESS;
+  }
+  CUresult release(GranuleHandle) noexcept override {
+    --live_granules_;
+    return CUDA_SUCCESS;
+  }
+  CUresult map(CUdeviceptr, GranuleHandle) noexcept override { return CUDA_SUCCESS; }
+  CUresult unmap(CUdeviceptr) noexcept override { return CUDA_SUCCESS; }
+  CUresult synchronize_device() noexcept override { return CUDA_SUCCESS; }
+  CUresult copy(CUdeviceptr, CUdeviceptr, uint64_t) noexcept override { return CUDA_SUCCESS; }
+  CUresult wait_for_copies() noexcept override { return CUDA_SUCCESS; }
+
+ private:
+  CUdeviceptr next_address_ = uint64_t{1} << 40;
+  GranuleHandle next_handle_ = 0;
+  uint64_t live_granules_ = 0;
+};
+
+// Pool bytes: the physical granules the arena holds (live blocks' and pooled ones), at their
+// peak.
+class GranuleArenaAllocator final : public Allocator {
+ public:
+  void* allocate(uint64_t bytes) override {
+    CUdeviceptr base = 0;
+    if (arena_.allocate(bytes, /*device_granules=*/0, &base) != CUDA_SUCCESS) return nullptr;
+    peak_granules_ = std::max(peak_granules_, ops_.live_granules());
+    return reinterpret_cast<void*>(base);
+  }
+  void free(void* block, uint64_t) override {
+    arena_.free(reinterpret_cast<CUdeviceptr>(block));
+  }
+  uint64_t peak_pool_bytes() const override { return peak_granules_ * kGranuleBytes; }
+
+ private:
+  CountingGranuleOps ops_;
+  GranuleArena arena_{ops_, ArenaOptions{}};
+  uint64_t peak_granules_ = 0;
+};
+
 // --- Replay --------------------------------------------------------------------------------------
 
 // One pass over the events, then frees what is still live; false if an allocation failed.
@@ -322,6 +417,7 @@ bool replay(const Trace& trace, Allocator& allocator, std::vector<void*>& blocks
 struct Measured {
   std::unique_ptr<Allocator> allocator;
   uint64_t peak_pool = 0;
+  std::map<std::string, double> counters;
   std::string error;
 };
 
@@ -334,7 +430,10 @@ void run(benchmark::State& state, const Trace& trace, Measured& measured,
     if (measured.allocator && !replay(trace, *measured.allocator, blocks, operations)) {
       measured.error = "an allocation failed";
     }
-    if (measured.allocator) measured.peak_pool = measured.allocator->peak_pool_bytes();
+    if (measured.allocator) {
+      measured.peak_pool = measured.allocator->peak_pool_bytes();
+      measured.counters = measured.allocator->counters();
+    }
   }
   if (!measured.error.empty()) {
     state.SkipWithError(measured.error.c_str());
@@ -355,16 +454,44 @@ void run(benchmark::State& state, const Trace& trace, Measured& measured,
       static_cast<double>(peak_pool) / static_cast<double>(std::max<uint64_t>(trace.peak_live, 1));
   state.counters["peak_pool_GiB"] = static_cast<double>(peak_pool) / kGiB;
   state.counters["peak_live_GiB"] = static_cast<double>(trace.peak_live) / kGiB;
+  for (const auto& [name, value] : measured.counters) state.counters[name] = value;
 }
 
 }  // namespace
 
+// --max-fragmentation=NAME=LIMIT: a limit on an allocator's fragmentation (tests).
+struct Limit {
+  std::string name;
+  double most = 0;
+};
+
+bool parse_limit(const std::string& argument, std::vector<Limit>& limits) {
+  static const std::string kFlag = "--max-fragmentation=";
+  if (argument.rfind(kFlag, 0) != 0) return false;
+  const std::string value = argument.substr(kFlag.size());
+  const std::size_t equals = value.rfind('=');
+  if (equals == std::string::npos || equals == 0) return false;
+  try {
+    std::size_t used = 0;
+    const double most = std::stod(value.substr(equals + 1), &used);
+    if (used != value.size() - equals - 1) return false;
+    limits.push_back({value.substr(0, equals), most});
+  } catch (const std::exception&) {
+    return false;
+  }
+  return true;
+}
+
 int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
-  if (argc != 2) {
+  std::vector<Limit> limits;
+  bool usage_error = argc < 2;
+  for (int i = 2; i < argc && !usage_error; ++i) usage_error = !parse_limit(argv[i], limits);
+  if (usage_error) {
     std::fprintf(stderr,
-                 "usage: %s EVENTS.txt [--benchmark_* flags]\n"
-                 "EVENTS.txt: from tools/traces/segment_events.py TRACE.pickle\n",
+                 "usage: %s EVENTS.txt [--max-fragmentation=NAME=LIMIT]... [--benchmark_* flags]\n"
+                 "EVENTS.txt: from tools/traces/segment_events.py TRACE.pickle\n"
+                 "--max-fragmentation: exit 1 if allocator NAME (which must run) exceeds LIMIT\n",
                  argv[0]);
     return 2;
   }
@@ -380,18 +507,35 @@ int main(int argc, char** argv) {
   using Make = std::function<std::unique_ptr<Allocator>(std::string&)>;
   static const std::pair<const char*, Make> allocators[] = {
       {"HostPool/sync/step:256MiB",
-       [](std::string&) { return std::make_unique<HostPoolAllocator>(false, 256 * kMiB); }},
+       [](std::string&) {
+         return std::make_unique<HostPoolAllocator>(Pinning::kSync, 256 * kMiB);
+       }},
       {"HostPool/ahead/step:256MiB",
-       [](std::string&) { return std::make_unique<HostPoolAllocator>(true, 256 * kMiB); }},
+       [](std::string&) {
+         return std::make_unique<HostPoolAllocator>(Pinning::kAhead, 256 * kMiB);
+       }},
+      {"HostPool/settled/step:256MiB",
+       [](std::string&) {
+         return std::make_unique<HostPoolAllocator>(Pinning::kSettled, 256 * kMiB);
+       }},
       {"HostPool/sync/step:1GiB",
-       [](std::string&) { return std::make_unique<HostPoolAllocator>(false, 1024 * kMiB); }},
+       [](std::string&) {
+         return std::make_unique<HostPoolAllocator>(Pinning::kSync, 1024 * kMiB);
+       }},
       {"HostPool/ahead/step:1GiB",
-       [](std::string&) { return std::make_unique<HostPoolAllocator>(true, 1024 * kMiB); }},
+       [](std::string&) {
+         return std::make_unique<HostPoolAllocator>(Pinning::kAhead, 1024 * kMiB);
+       }},
+      {"HostPool/settled/step:1GiB",
+       [](std::string&) {
+         return std::make_unique<HostPoolAllocator>(Pinning::kSettled, 1024 * kMiB);
+       }},
       {"mimalloc",
        [](std::string& error) -> std::unique_ptr<Allocator> {
          return MimallocAllocator::create(2 * trace.peak_live + (uint64_t{4} << 30), error);
        }},
       {"FirstFit", [](std::string&) { return std::make_unique<FirstFitAllocator>(); }},
+      {"GranuleArena", [](std::string&) { return std::make_unique<GranuleArenaAllocator>(); }},
   };
   static Measured measured[std::size(allocators)];
   for (std::size_t i = 0; i < std::size(allocators); ++i) {
@@ -402,5 +546,22 @@ int main(int argc, char** argv) {
   }
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
-  return 0;
+  int status = 0;
+  for (const Limit& limit : limits) {
+    const auto* named = std::find_if(std::begin(allocators), std::end(allocators),
+                                     [&](const auto& entry) { return limit.name == entry.first; });
+    const Measured* result =
+        named == std::end(allocators) ? nullptr : &measured[named - std::begin(allocators)];
+    if (result == nullptr || !result->allocator) {
+      std::fprintf(stderr, "--max-fragmentation: %s did not run\n", limit.name.c_str());
+      status = 1;
+      continue;
+    }
+    const double fragmentation = static_cast<double>(result->peak_pool) /
+                                 static_cast<double>(std::max<uint64_t>(trace.peak_live, 1));
+    std::fprintf(stderr, "%s: fragmentation %.4f, limit %.4f: %s\n", limit.name.c_str(),
+                 fragmentation, limit.most, fragmentation <= limit.most ? "ok" : "TOO HIGH");
+    if (fragmentation > limit.most) status = 1;
+  }
+  return status;
 }

@@ -65,7 +65,14 @@ std::size_t read_number(std::string_view text, std::size_t& at) {
 // code points, never more than the bytes). Two, not one: toml++ places the end of the file one
 // column after the last character it read, which may be the line's newline ("a = [1," is 7
 // bytes and its error is at 1:9).
-void check_places(const ConfigError& error, const std::string& path, std::string_view text) {
+//
+// A problem also echoes the input (a bad value, an unknown key), and the input may hold the
+// file's name itself ("32G/proc/self/fd/3:iB" did), so finding the name in a problem does not
+// make it a place. `other` is the same text loaded under a second name of the same length: the
+// problems are the same byte for byte but for the places, so a place is where `error` names
+// `path` and `other` names `other_path` at the same offset; an echo is the same in both.
+void check_places(const ConfigError& error, const std::string& path, const ConfigError& other,
+                  const std::string& other_path, std::string_view text) {
   std::vector<std::string_view> lines;
   for (std::size_t start = 0;;) {
     const std::size_t end = text.find('\n', start);
@@ -73,17 +80,25 @@ void check_places(const ConfigError& error, const std::string& path, std::string
     if (end == std::string_view::npos) break;
     start = end + 1;
   }
+  require(other.problems.size() == error.problems.size(),
+          "the problems do not depend on the file's name", error.message);
   const std::string prefix = path + ":";
-  for (const std::string& problem : error.problems) {
+  const std::string other_prefix = other_path + ":";
+  for (std::size_t i = 0; i < error.problems.size(); ++i) {
+    const std::string& problem = error.problems[i];
+    const std::string& other_problem = other.problems[i];
+    require(other_problem.size() == problem.size(), "the problems do not depend on the file's name",
+            problem);
     std::size_t places = 0;
     for (std::size_t at = problem.find(prefix); at != std::string::npos;
-         at = problem.find(prefix, at)) {
-      at += prefix.size();
-      const std::size_t line = read_number(problem, at);
-      require(at < problem.size() && problem[at] == ':', "a place is <file>:<line>:<column>",
-              problem);
-      ++at;
-      const std::size_t column = read_number(problem, at);
+         at = problem.find(prefix, at + 1)) {
+      if (other_problem.compare(at, other_prefix.size(), other_prefix) != 0) continue;  // an echo
+      std::size_t cursor = at + prefix.size();
+      const std::size_t line = read_number(problem, cursor);
+      require(cursor < problem.size() && problem[cursor] == ':',
+              "a place is <file>:<line>:<column>", problem);
+      ++cursor;
+      const std::size_t column = read_number(problem, cursor);
       require(line >= 1 && line <= lines.size(), "a place's line is in the file", problem);
       require(column >= 1 && column <= lines[line - 1].size() + 2,
               "a place's column is in its line", problem);
@@ -131,13 +146,20 @@ void check_environment_beats_file(const Config& from_file, const std::string& pa
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
   using namespace vramspill::fuzz;
+  // Two names of one length for the same text: see check_places().
   static const PolicyFile file;
+  static const PolicyFile twin;
+  require(twin.path().size() == file.path().size() && twin.path() != file.path(),
+          "the two memfds' names differ but have one length", twin.path());
   const std::string_view text(reinterpret_cast<const char*>(data), size);
   file.write(text);
   const vramspill::ConfigResult result = load_with({"VRAMSPILL_CONFIG=" + file.path()});
   if (!result.ok()) {
     check_error_lines(result.error());
-    check_places(result.error(), file.path(), text);
+    twin.write(text);
+    const vramspill::ConfigResult twin_result = load_with({"VRAMSPILL_CONFIG=" + twin.path()});
+    require(!twin_result.ok(), "whether a policy loads does not depend on the file's name");
+    check_places(result.error(), file.path(), twin_result.error(), twin.path(), text);
     return 0;
   }
   check_config_usable(result.config());

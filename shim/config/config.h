@@ -113,12 +113,17 @@ struct LogConfig {
   bool stats{};
 };
 
+struct TraceConfig {
+  std::string file;  // empty: no trace; "%p" stands for the process id
+};
+
 struct Config {
   DeviceConfig device;
   SpillConfig spill;
   TieredConfig tiered;
   ReportConfig report;
   LogConfig log;
+  TraceConfig trace;
   std::string source_file;  // the VRAMSPILL_CONFIG file that was read; empty when none
 };
 

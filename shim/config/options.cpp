@@ -18,7 +18,7 @@ namespace {
 // something a user could not have written (a test parses every one).
 // One row per option reads better than the one field per line clang-format would make of it.
 // clang-format off
-constexpr std::array<OptionSpec, 17> kOptions = {{
+constexpr std::array<OptionSpec, 18> kOptions = {{
     {"device", "budget", OptionType::kSizeOrPercent, "100%",
      "Device memory the job may use: a size, or a percent of the GPU's total memory.",
      {},
@@ -135,11 +135,18 @@ constexpr std::array<OptionSpec, 17> kOptions = {{
      "(`$XDG_RUNTIME_DIR/vramspill/` or `/tmp/vramspill-<uid>/`), removed at exit.",
      {},
      [](Config& c, const OptionValue& v) { c.log.stats = std::get<bool>(v); }},
+    {"trace", "file", OptionType::kPath, "",
+     "Regular file the job's memory events are written to, with their times, for `vramspill "
+     "export`: every allocation and free (spilled and tiered ones included), requests over the "
+     "budget, and tiered mode's evictions, promotions and the blocks each launch touches. `%p` "
+     "is replaced by the process id. Empty: no trace.",
+     {},
+     [](Config& c, const OptionValue& v) { c.trace.file = std::get<std::string>(v); }},
 }};
 // clang-format on
 
-constexpr std::array<std::string_view, 5> kSections = {"device", "spill", "tiered", "report",
-                                                       "log"};
+constexpr std::array<std::string_view, 6> kSections = {"device", "spill", "tiered",
+                                                       "report", "log",   "trace"};
 
 // ASCII only, on purpose: <cctype> follows the program's locale, and in a Turkish one 'i' does
 // not upper-case to 'I'.

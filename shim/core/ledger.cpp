@@ -26,6 +26,7 @@ void Ledger::set_device(int device, uint64_t total_bytes, uint64_t limit_bytes) 
   d->total.store(total_bytes, kRelaxed);
   d->limit.store(limit_bytes, kRelaxed);
   d->configured.store(true, kRelaxed);
+  if (MemoryEvents* told = events()) told->device_configured(device, total_bytes, limit_bytes);
 }
 
 Admission Ledger::admit(int device, Route route, uint64_t bytes,
@@ -57,6 +58,7 @@ Admission Ledger::admit(int device, Route route, uint64_t bytes,
         admission.refusal = refusal_text(device, route, bytes, pool_free_reserved, needed);
         admission.admitted = false;
         d->refused.fetch_add(1, kRelaxed);
+        if (MemoryEvents* told = events()) told->refused(device, route, bytes);
         return admission;
       } catch (...) {
         // Without the explanation the refusal would be a mystery OOM: fail open instead.
@@ -104,6 +106,11 @@ void Ledger::on_allocated(const Admission& admission, uint64_t key, uint64_t byt
     missed_frees_.fetch_add(1, kRelaxed);
     release(stale);
   }
+  // A tiered block is told by tiered placement (Note [A tiered block in the trace] in
+  // placement/tiered_placement.cpp).
+  if (MemoryEvents* told = events(); told != nullptr && admission.route != Route::kTiered)
+    told->allocated(
+        {.key = key, .bytes = bytes, .device = admission.device, .route = admission.route});
 
   const uint64_t live = d->live[route_index(admission.route)].fetch_add(bytes, kRelaxed) + bytes;
   if (is_spill_route(admission.route)) raise(d->live_peak[route_index(admission.route)], live);
@@ -204,6 +211,7 @@ void Ledger::release(const Allocation& entry) noexcept {
   if (d == nullptr) return;  // never recorded: on_allocated rejects such devices
   subtract(d->live[route_index(entry.route)], entry.bytes);
   if (counts_against_device(entry.route)) subtract(d->held, entry.bytes);
+  if (MemoryEvents* told = events()) told->freed(entry);
 }
 
 void Ledger::subtract(std::atomic<uint64_t>& counter, uint64_t bytes) noexcept {

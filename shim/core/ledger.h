@@ -64,6 +64,7 @@
 #include <vector>
 
 #include "core/allocation_table.h"
+#include "core/memory_events.h"
 #include "core/route.h"
 #include "core/spin_lock.h"
 
@@ -124,6 +125,12 @@ class Ledger {
   Ledger() = default;
   Ledger(const Ledger&) = delete;
   Ledger& operator=(const Ledger&) = delete;
+
+  // Who is told of every device set up, allocation recorded, allocation released and request
+  // refused from now on; null: nobody. `events` must outlive every later call.
+  void set_events(MemoryEvents* events) noexcept {
+    events_.store(events, std::memory_order_release);
+  }
 
   // The caller computes `limit_bytes` (config: bytes or a percentage of `total_bytes`, minus the
   // reserve). A device never configured counts allocations but has no limit.
@@ -258,6 +265,7 @@ class Ledger {
   }
   const Shard& shard(uint64_t hash) const noexcept { return shards_[hash >> 60]; }
   void note_internal_error() const noexcept { internal_errors_.fetch_add(1, kRelaxed); }
+  MemoryEvents* events() const noexcept { return events_.load(std::memory_order_acquire); }
   // Subtracts from `counter`, clamping at zero (and counting an internal error) on under-run.
   void subtract(std::atomic<uint64_t>& counter, uint64_t bytes) noexcept;
   static void raise(std::atomic<uint64_t>& peak, uint64_t value) noexcept;
@@ -278,6 +286,7 @@ class Ledger {
   // frameworks create), so a vector searched linearly; unlike a hash map it needs no dynamic
   // initialisation, which keeps Ledger constexpr-constructible.
   std::vector<Pool> pools_;
+  std::atomic<MemoryEvents*> events_{nullptr};
   mutable std::atomic<uint64_t> internal_errors_{0};
   std::atomic<uint64_t> missed_frees_{0};
 };

@@ -3,6 +3,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
+#include <string_view>
 
 namespace vramspill::core {
 
@@ -29,6 +31,12 @@ constexpr std::size_t route_index(Route route) { return static_cast<std::size_t>
 
 // The driver function a log line should name, e.g. "cuMemAlloc". Never null.
 const char* route_name(Route route);
+
+// The route as one word, for files that tools read back (the [trace] file): the driver
+// function for the driver's routes, "spill-managed", "spill-host", "spill-vmm-host" and
+// "tiered" for the shim's. route_from_token() reads it back; nullopt for any other word.
+std::string_view route_token(Route route);
+std::optional<Route> route_from_token(std::string_view token);
 
 // Stream-ordered routes take memory from a pool. The pool's *reserved* bytes count against the
 // budget (Ledger::set_pool_reserved), so the blocks handed out from it do not count a second time.

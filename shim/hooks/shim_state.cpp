@@ -41,6 +41,7 @@ void write_exit_summary() {
   the_state->host.stop_background_pinning();
   the_state->managed.stop_stream_ordered_frees();
   the_state->tiered_frees.stop();
+  the_state->trace.finish();
   if (the_state->config.log.summary) {
     logging::summary(the_state->ledger.summary_line());
     if (const std::string tiered = tiered_summary(*the_state); !tiered.empty())
@@ -48,6 +49,21 @@ void write_exit_summary() {
   }
   logging::report_suppressed();
   logging::flush();
+}
+
+// [trace] file: opened before any hook records an event, or not at all (Note [A trace never
+// stops the job] in telemetry/trace_file.h).
+void start_trace(ShimState& shim) {
+  const std::string& path = shim.config.trace.file;
+  if (path.empty()) return;
+  std::string problem;
+  if (!shim.trace.open(path, problem)) {
+    logging::warn("no trace: cannot open {} ({}); the job runs untraced", path, problem);
+    return;
+  }
+  shim.ledger.set_events(&shim.trace);
+  shim.tiered.set_events(&shim.trace);
+  logging::debug("tracing memory events to {}", shim.trace.path());
 }
 
 void initialise() {
@@ -60,6 +76,7 @@ void initialise() {
   }
   logging::configure(loaded.config().log);
   the_state = new ShimState(loaded.config());
+  start_trace(*the_state);
   initialised_state.store(the_state, std::memory_order_release);
   pthread_atfork(nullptr, nullptr, enter_forked_child);
   std::atexit(write_exit_summary);

@@ -31,6 +31,7 @@
 #include "placement/spill_placement.h"
 #include "placement/tiered_placement.h"
 #include "placement/vmm_spill.h"
+#include "telemetry/trace_file.h"
 #include "tiers/driver_host_vmm_tier.h"
 #include "tiers/host_tier.h"
 #include "tiers/managed_tier.h"
@@ -68,6 +69,7 @@ struct ShimState {
   placement::TieredPlacement tiered;
   // cuMemFreeAsync of a tiered block (Note [Stream-ordered frees on the shim's thread]).
   tiers::StreamOrderedFrees tiered_frees{this, &free_tiered_block_now};
+  telemetry::TraceFile trace;  // [trace] file, told of events once open (start_trace())
 };
 
 // The state once initialised; null before, with an invalid configuration, and in a forked child.

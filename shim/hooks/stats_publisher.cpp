@@ -21,6 +21,7 @@ constexpr auto kPublishInterval = std::chrono::milliseconds(500);
 constinit telemetry::StatsFile stats_file;
 
 void publish(ShimState& shim) noexcept {
+  shim.trace.flush();  // Note [A trace never stops the job]
   refresh_host_limit(shim);  // the limit shown follows the memory available, spills or not
   std::array<telemetry::DeviceFigures, telemetry::kStatsMaxDevices> devices{};
   std::size_t count = 0;

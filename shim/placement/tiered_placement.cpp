@@ -90,7 +90,30 @@ uint64_t TieredPlacement::usable_device_granules(int device, const Device& state
   return budgets_.device_room(device) / kGranuleBytes + state.arena->stats().pooled_device_granules;
 }
 
-tiers::MoveOutcome TieredPlacement::move(Device& state, std::span<const GranuleMove> moves) {
+// Note [A tiered block in the trace]
+// A tiered block's alloc event comes from here, under the device's lock, not from the ledger
+// (which records it after this returns): so no eviction of the block by another thread can be
+// told before the block itself, and the events can say at once which of its granules were placed
+// on the host, as an evict right after the alloc.
+void TieredPlacement::tell_of_allocation(int device, CUdeviceptr base, uint64_t bytes,
+                                         uint64_t host_granules) noexcept {
+  core::MemoryEvents* const told = events_.load(std::memory_order_acquire);
+  if (told == nullptr) return;
+  told->allocated({.key = base, .bytes = bytes, .device = device, .route = core::Route::kTiered});
+  if (host_granules != 0) told->evicted(device, base, host_granules * kGranuleBytes);
+}
+
+tiers::MoveOutcome TieredPlacement::move(int device, Device& state,
+                                         std::span<const GranuleMove> moves) {
+  core::MemoryEvents* const told = events_.load(std::memory_order_acquire);
+  std::vector<uint64_t> before;  // only for `told`: may throw std::bad_alloc, as callers expect
+  if (told != nullptr) {
+    before.reserve(moves.size());
+    for (const GranuleMove& moving : moves) {
+      const auto block = state.arena->block_containing(moving.base);
+      before.push_back(block ? block->device_granules : 0);
+    }
+  }
   tiers::MoveOutcome outcome;
   const auto asked = std::chrono::steady_clock::now();
   {
@@ -107,7 +130,19 @@ tiers::MoveOutcome TieredPlacement::move(Device& state, std::span<const GranuleM
       std::chrono::duration_cast<std::chrono::nanoseconds>(open_again - asked).count());
   stats_.evicted_granules += outcome.to_host;
   stats_.promoted_granules += outcome.to_device;
+  if (told != nullptr) tell_of_moves(*told, device, state, moves, before);
   return outcome;
+}
+
+void TieredPlacement::tell_of_moves(core::MemoryEvents& events, int device, const Device& state,
+                                    std::span<const GranuleMove> moves,
+                                    std::span<const uint64_t> before) const {
+  for (std::size_t i = 0; i < moves.size(); ++i) {
+    const auto block = state.arena->block_containing(moves[i].base);
+    const uint64_t now = block ? block->device_granules : 0;
+    if (now < before[i]) events.evicted(device, moves[i].base, (before[i] - now) * kGranuleBytes);
+    if (now > before[i]) events.promoted(device, moves[i].base, (now - before[i]) * kGranuleBytes);
+  }
 }
 
 void TieredPlacement::tell_policy_of_moves(Device& state, std::span<const GranuleMove> moves) {
@@ -137,7 +172,7 @@ void TieredPlacement::make_room(int device, Device& state, uint64_t granules,
     evictions.pop_back();
   }
   if (evictions.empty()) return;
-  move(state, evictions);
+  move(device, state, evictions);
   tell_policy_of_moves(state, evictions);
 }
 
@@ -159,6 +194,7 @@ CUresult TieredPlacement::allocate(int device, uint64_t bytes, CUdeviceptr* out)
       if (result == CUDA_SUCCESS) {
         state->policy->allocated(*out, granules, /*on_device=*/false);
         if (on_device != 0) state->policy->moved(*out, on_device);
+        tell_of_allocation(device, *out, bytes, granules - on_device);
       }
     }
   } catch (const std::bad_alloc&) {  // the policy's books could not grow
@@ -203,6 +239,8 @@ void TieredPlacement::before_launch(int device, uint64_t sequence, uint32_t stre
   Device* state = device_state(device);
   if (state == nullptr) return;
   const std::lock_guard lock(state->mutex);
+  if (core::MemoryEvents* const told = events_.load(std::memory_order_acquire))
+    told->used(device, stream, blocks);
   // Only a promotion changes what the budgets were charged: a launch whose blocks are all on
   // the device (the common case) does not settle them, which would cost a walk over every block.
   bool promoting = false;
@@ -244,7 +282,7 @@ void TieredPlacement::before_launch(int device, uint64_t sequence, uint32_t stre
       if (!promotions.empty() &&
           charge(device, *state, more_than(needed, state->arena->stats().pooled_device_granules),
                  0)) {
-        move(*state, promotions);
+        move(device, *state, promotions);
         tell_policy_of_moves(*state, promotions);
       } else {
         refused += promotions.size();

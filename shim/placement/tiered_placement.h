@@ -35,6 +35,7 @@
 #include <cuda.h>
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -44,6 +45,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/memory_events.h"
 #include "core/remap_window.h"
 #include "policies/eviction_policy.h"
 #include "tiers/granule_arena.h"
@@ -107,9 +109,10 @@ class TieredPlacement {
   // Why the placement cannot work (an unknown policy), or empty.
   const std::string& error() const noexcept { return error_; }
 
-  // A block of `bytes` on `device` (Note [Tiered budgets]). CUDA_ERROR_OUT_OF_MEMORY when the
-  // host limit cannot take what the device budget does not; CUDA_ERROR_NOT_SUPPORTED when the
-  // device has no arena.
+  // A block of `bytes` on `device` (Note [Tiered budgets]). The events are told of it, and of
+  // its granules placed on the host (Note [A tiered block in the trace]). CUDA_ERROR_OUT_OF_MEMORY
+  // when the host limit cannot take what the device budget does not; CUDA_ERROR_NOT_SUPPORTED when
+  // the device has no arena.
   CUresult allocate(int device, uint64_t bytes, CUdeviceptr* out) noexcept;
 
   // Another allocation of `device` needs `bytes` of room under the device budget: pooled device
@@ -140,6 +143,12 @@ class TieredPlacement {
 
   TieredStats stats() const noexcept;
 
+  // Who is told of every block's granules moving, and every submission's blocks, from now on; null:
+  // nobody. `events` must outlive every later call.
+  void set_events(core::MemoryEvents* events) noexcept {
+    events_.store(events, std::memory_order_release);
+  }
+
  private:
   struct Device {
     std::mutex mutex;  // Note [Tiered serialisation]
@@ -164,7 +173,14 @@ class TieredPlacement {
   // Evicts blocks (none of `keep`) until `granules` device granules are pooled, as far as the
   // policy and the host limit allow.
   void make_room(int device, Device& state, uint64_t granules, std::span<const CUdeviceptr> keep);
-  tiers::MoveOutcome move(Device& state, std::span<const tiers::GranuleMove> moves);
+  void tell_of_allocation(int device, CUdeviceptr base, uint64_t bytes,
+                          uint64_t host_granules) noexcept;
+  tiers::MoveOutcome move(int device, Device& state, std::span<const tiers::GranuleMove> moves);
+  // Tells `events` how many bytes of each block in `moves` moved, from the device granules each
+  // had before them (`before`, in the same order).
+  void tell_of_moves(core::MemoryEvents& events, int device, const Device& state,
+                     std::span<const tiers::GranuleMove> moves,
+                     std::span<const uint64_t> before) const;
   void tell_policy_of_moves(Device& state, std::span<const tiers::GranuleMove> moves);
 
   TieredBudgets& budgets_;
@@ -176,6 +192,7 @@ class TieredPlacement {
   std::array<std::unique_ptr<Device>, kDevices> devices_{};
   mutable std::mutex stats_mutex_;
   TieredStats stats_;
+  std::atomic<core::MemoryEvents*> events_{nullptr};
 };
 
 }  // namespace vramspill::placement

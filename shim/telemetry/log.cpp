@@ -4,16 +4,15 @@
 #include <spdlog/details/log_msg.h>
 #include <spdlog/logger.h>
 #include <spdlog/sinks/base_sink.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <array>
 #include <atomic>
-#include <cerrno>
 #include <chrono>
-#include <cstring>
 #include <memory>
 #include <mutex>
+
+#include "telemetry/owned_descriptor.h"
 
 namespace vramspill::logging {
 namespace {
@@ -58,93 +57,33 @@ spdlog::level::level_enum to_spdlog(LogLevel level) {
   return spdlog::level::off;
 }
 
-// Note [The log's own descriptor]
-// The log writes only to a descriptor the shim opened and owns: a duplicate of standard error
-// made when the logger is set up, or the [log] file. Never to descriptor 2 as such: a program
-// may run with standard error closed (`prog 2>&-`, daemons), and its next open() then gets
-// descriptor 2 (one of its own files, or, on simcuda, the file that holds device memory), which
-// a log line written to descriptor 2 would corrupt. So:
-// - With descriptor 2 closed when the logger is set up, the log goes nowhere (a [log] file
-//   still works). A standard error the program opens or replaces later is not the shim's.
-// - The shim's descriptors are close-on-exec (an executed program starts its own shim) and
-//   numbered kFirstOwnDescriptor or above: never 0-2, and above the numbers that shells and
-//   scripts redirect by number (`exec 3>file`, `3>&1`), which a program may dup2() onto.
-// - Before each write the sink checks that its descriptor is still the file it was set up with
-//   (device and inode): a program that closes descriptors it did not open (closefrom(3)), or
-//   dup2()s onto one, and then opens a file that gets the same number must not receive the log.
-//   Once the check fails, the sink writes nothing more.
-constexpr int kFirstOwnDescriptor = 10;
-
-// A copy of `fd` at kFirstOwnDescriptor or above (below it only if RLIMIT_NOFILE allows no
-// more), close-on-exec; -1 when `fd` is not open.
-int owned_copy(int fd) {
-  const int copy = fcntl(fd, F_DUPFD_CLOEXEC, kFirstOwnDescriptor);
-  if (copy >= 0 || errno != EINVAL) return copy;
-  return fcntl(fd, F_DUPFD_CLOEXEC, 3);  // EINVAL: the limit is below kFirstOwnDescriptor
-}
-
-// [log] file, appended to: a regular file only (Note [Only regular files] in config/config.h).
-int open_log_file(const std::string& path, std::string& problem) {
-  const int opened = open_regular_file(path, O_WRONLY | O_APPEND | O_CREAT, 0666, problem);
-  if (opened < 0) return -1;
-  // open() took the lowest free number, which is 0-2 when the program closed those.
-  const int owned = owned_copy(opened);
-  if (owned < 0) problem = std::strerror(errno);
-  close(opened);
-  return owned;
-}
-
-// Writes whole formatted lines to a descriptor it owns (Note [The log's own descriptor]); with
-// none (-1), drops them. Each line is one write() straight to the file: nothing is left in a
-// buffer (Note [Immortal logger]).
+// Writes whole formatted lines to a descriptor it owns (Note [The shim's own descriptors] in
+// telemetry/owned_descriptor.h); with none, drops them. Each line is one write() straight to the
+// file: nothing is left in a buffer (Note [Immortal logger]). A line the file does not take (a
+// full non-blocking pipe, a closed reader, a full disk) is dropped.
 class DescriptorSink final : public spdlog::sinks::base_sink<std::mutex> {
  public:
-  explicit DescriptorSink(int fd) : fd_(fd) {
-    struct stat status {};
-    if (fd_ >= 0 && fstat(fd_, &status) == 0) {
-      device_ = status.st_dev;
-      inode_ = status.st_ino;
-    } else {
-      fd_ = -1;
-    }
-  }
-  // Only the sink of a logger that lost the race to be published in current() is destroyed.
-  ~DescriptorSink() override {
-    if (fd_ >= 0) close(fd_);
-  }
+  explicit DescriptorSink(int fd) : file_(fd) {}
 
  protected:
   void sink_it_(const spdlog::details::log_msg& message) override {
-    if (fd_ < 0) return;
-    struct stat status {};
-    if (fstat(fd_, &status) != 0 || status.st_dev != device_ || status.st_ino != inode_) {
-      fd_ = -1;  // no longer ours: never written to again, never closed
-      return;
-    }
+    if (!file_.open()) return;
     spdlog::memory_buf_t formatted;
     formatter_->format(message, formatted);
-    const char* data = formatted.data();
-    std::size_t left = formatted.size();
-    while (left > 0) {
-      const ssize_t written = ::write(fd_, data, left);
-      if (written < 0 && errno == EINTR) continue;
-      if (written <= 0) return;  // a full non-blocking pipe, a closed reader: drop the line
-      data += written;
-      left -= static_cast<std::size_t>(written);
-    }
+    file_.write_all(formatted.data(), formatted.size());
   }
   void flush_() override {}
 
  private:
-  int fd_;
-  dev_t device_ = 0;
-  ino_t inode_ = 0;
+  telemetry::OwnedDescriptor file_;
 };
 
 // Builds a logger for `config`; `fallback_reason` is set when the file could not be opened.
 std::shared_ptr<spdlog::logger> make_logger(const LogConfig& config, std::string& fallback_reason) {
-  int fd = config.file.empty() ? -1 : open_log_file(config.file, fallback_reason);
-  if (fd < 0) fd = owned_copy(STDERR_FILENO);  // -1 when standard error is closed
+  int fd = config.file.empty()
+               ? -1
+               : telemetry::open_owned_file(config.file, O_WRONLY | O_APPEND, fallback_reason);
+  if (fd < 0) fd = telemetry::owned_copy(STDERR_FILENO);  // -1 when standard error is closed
   spdlog::sink_ptr sink = std::make_shared<DescriptorSink>(fd);
   auto logger = std::make_shared<spdlog::logger>(std::string(kLoggerName), std::move(sink));
   logger->set_pattern(std::string(kPattern));

@@ -1,6 +1,6 @@
 // The shim's log: one spdlog logger named "vramspill", lines "[vramspill] warning: ...", to
 // standard error or appended to [log] file, through descriptors of the shim's own (Note [The
-// log's own descriptor] in log.cpp: a program that closed its standard error never gets log
+// shim's own descriptors] in owned_descriptor.h: a program that closed its standard error never gets log
 // lines in the file it opens next). Nothing is set up when the library is loaded: the first
 // message (or configure()) creates the logger. Until configure() is called, messages go to
 // standard error at the options table's default level, so an error in the configuration itself

@@ -13,46 +13,11 @@
 #include <ctime>
 
 #include "telemetry/log.h"
+#include "telemetry/process_facts.h"
 #include "telemetry/stats_directory.h"
 
 namespace vramspill::telemetry {
 namespace {
-
-uint64_t realtime_ns() {
-  timespec now{};
-  clock_gettime(CLOCK_REALTIME, &now);
-  return static_cast<uint64_t>(now.tv_sec) * 1'000'000'000ULL + static_cast<uint64_t>(now.tv_nsec);
-}
-
-// Reads up to size-1 bytes of a small /proc file into `buffer`; the count read, or -1.
-ssize_t read_small_file(const char* path, char* buffer, std::size_t size) {
-  const int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return -1;
-  ssize_t total = 0;
-  while (static_cast<std::size_t>(total) + 1 < size) {
-    const ssize_t got = read(fd, buffer + total, size - 1 - static_cast<std::size_t>(total));
-    if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) break;
-    total += got;
-  }
-  ::close(fd);
-  buffer[total] = '\0';
-  return total;
-}
-
-// /proc/self/cmdline with the NULs between arguments turned into spaces, truncated to fit.
-void read_command(char (&command)[kStatsCommandBytes]) {
-  const ssize_t length = read_small_file("/proc/self/cmdline", command, sizeof command);
-  if (length <= 0) {
-    std::snprintf(command, sizeof command, "?");
-    return;
-  }
-  for (ssize_t i = 0; i < length; ++i) {
-    const auto byte = static_cast<unsigned char>(command[i]);
-    if (byte == '\0' || byte < 0x20 || byte == 0x7f) command[i] = ' ';
-  }
-  for (ssize_t i = length - 1; i >= 0 && command[i] == ' '; --i) command[i] = '\0';
-}
 
 // Stats are switched off at most once per process, so the warning is written at most once even
 // if a caller retries.
@@ -93,10 +58,9 @@ bool remove_abandoned(int directory_fd, const char* name) {
     return link && unlinkat(directory_fd, name, 0) == 0;
   }
   struct stat info {};
-  const bool removed =
-      fstat(fd, &info) == 0 &&
-      (!S_ISREG(info.st_mode) || (info.st_size > 0 && take_abandoned_lock(fd))) &&
-      unlink_if_unchanged(directory_fd, name, info);
+  const bool removed = fstat(fd, &info) == 0 &&
+                       (!S_ISREG(info.st_mode) || (info.st_size > 0 && take_abandoned_lock(fd))) &&
+                       unlink_if_unchanged(directory_fd, name, info);
   ::close(fd);
   errno = EEXIST;
   return removed;
@@ -198,7 +162,7 @@ bool StatsFile::open_at(int directory_fd, const char* directory) noexcept {
   header_.segment_size = sizeof(StatsSegment);
   header_.pid = static_cast<uint64_t>(pid);
   header_.started_unix_ns = realtime_ns();
-  read_command(header_.command);
+  read_command(header_.command, sizeof header_.command);
   std::snprintf(path_, sizeof path_, "%s/%s", directory, name);
   fd_ = fd;
   device_ = info.st_dev;
@@ -227,18 +191,18 @@ void StatsFile::publish(const ProcessFigures& figures) noexcept {
   segment.tiered = figures.tiered;
   for (const DeviceFigures& device : figures.devices) {
     if (device.device < 0 || static_cast<std::size_t>(device.device) >= kStatsMaxDevices) continue;
-    segment.devices[device.device] = StatsDeviceSlot{
-        .present = 1,
-        .total_bytes = device.total_bytes,
-        .limit_bytes = device.limit_bytes,
-        .device_bytes = device.device_bytes,
-        .device_peak_bytes = device.device_peak_bytes,
-        .spilled_managed_bytes = device.spilled_managed_bytes,
-        .spilled_host_bytes = device.spilled_host_bytes,
-        .spills = device.spills,
-        .refused = device.refused,
-        .tiered_device_bytes = device.tiered_device_bytes,
-        .tiered_host_bytes = device.tiered_host_bytes};
+    segment.devices[device.device] =
+        StatsDeviceSlot{.present = 1,
+                        .total_bytes = device.total_bytes,
+                        .limit_bytes = device.limit_bytes,
+                        .device_bytes = device.device_bytes,
+                        .device_peak_bytes = device.device_peak_bytes,
+                        .spilled_managed_bytes = device.spilled_managed_bytes,
+                        .spilled_host_bytes = device.spilled_host_bytes,
+                        .spills = device.spills,
+                        .refused = device.refused,
+                        .tiered_device_bytes = device.tiered_device_bytes,
+                        .tiered_host_bytes = device.tiered_host_bytes};
     segment.device_slots_used =
         std::max(segment.device_slots_used, static_cast<uint64_t>(device.device) + 1);
   }

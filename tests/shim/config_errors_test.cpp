@@ -53,7 +53,8 @@ TEST(ConfigErrors, UnknownSection) {
   std::string path;
   const std::string message = toml_error("[devise]\nbudget = \"1GiB\"\n", path);
   EXPECT_EQ(message, "unknown section [devise] at " + path +
-                         ":1:2; known sections: device, spill, tiered, report, log (did you mean [device]?)");
+                         ":1:2; known sections: device, spill, tiered, report, log, trace (did "
+                         "you mean [device]?)");
 }
 
 TEST(ConfigErrors, KeyOutsideAnySection) {

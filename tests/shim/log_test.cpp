@@ -230,7 +230,7 @@ bool file_is_empty(const std::string& path) {
   return stat(path.c_str(), &status) == 0 && status.st_size == 0;
 }
 
-// Note [The log's own descriptor]: with standard error closed when the logger is set up, a file
+// Note [The shim's own descriptors]: with standard error closed when the logger is set up, a file
 // the program opens next gets descriptor 2, and no log line may reach it.
 TEST(LogDescriptor, ClosedStderrIsNotWrittenToWhenTheProgramReusesDescriptor2) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");

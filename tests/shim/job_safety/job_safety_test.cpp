@@ -11,71 +11,16 @@
 #include <string>
 #include <vector>
 
-#include "subprocess.h"
+#include "job_safety_fixture.h"
 
 namespace {
 
-namespace fs = std::filesystem;
-using vramspill::testing::Environment;
-using vramspill::testing::kUnset;
-using vramspill::testing::run_program;
+using vramspill::testing::contains;
+using vramspill::testing::JobSafety;
+using vramspill::testing::kSpillingJob;
 using vramspill::testing::RunResult;
 
-// Seconds a run may take: a policy or log file that blocks the job shows up as a time-out.
-constexpr int kTimeoutSeconds = 30;
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
-
-class JobSafety : public ::testing::Test {
- protected:
-  void SetUp() override {
-    char pattern[] = "/tmp/vramspill-job-safety-XXXXXX";
-    ASSERT_NE(mkdtemp(pattern), nullptr);
-    root_ = pattern;
-  }
-  void TearDown() override {
-    std::error_code ignored;
-    fs::remove_all(root_, ignored);
-  }
-
-  // The program under the shim on simcuda, none of the caller's VRAMSPILL_* settings, plus
-  // `extra`; with `stderr_closed`, started as `program 2>&-` by a shell.
-  static RunResult run(std::vector<std::string> arguments, const Environment& extra,
-                       bool stderr_closed = false) {
-    Environment environment = {{"LD_LIBRARY_PATH", VRAMSPILL_TEST_SIMCUDA_DIR},
-                               {"LD_PRELOAD", VRAMSPILL_TEST_PRELOAD},
-                               {"SIMCUDA_VRAM", "64MiB"},
-                               {"SIMCUDA_DEVICES", "1"}};
-    for (char** entry = environ; *entry != nullptr; ++entry) {
-      const std::string text = *entry;
-      if (text.starts_with("VRAMSPILL_") || text.starts_with("SIMCUDA_"))
-        environment.emplace(text.substr(0, text.find('=')), kUnset);
-    }
-    for (const auto& [name, value] : extra) environment[name] = value;
-    arguments.insert(arguments.begin(), JOB_SAFETY_PROGRAM);
-    if (stderr_closed)
-      arguments.insert(arguments.begin(), {"/bin/sh", "-c", "exec \"$0\" \"$@\" 2>&-"});
-    return run_program(arguments, environment, kTimeoutSeconds);
-  }
-
-  std::string make_fifo(const std::string& name) const {
-    const std::string path = (root_ / name).string();
-    EXPECT_EQ(mkfifo(path.c_str(), 0600), 0);
-    return path;
-  }
-
-  fs::path root_;
-};
-
-// Spills over an 8 MiB budget, logged at info, and the exit summary.
-const Environment kSpillingJob = {{"VRAMSPILL_DEVICE_BUDGET", "8MiB"},
-                                  {"VRAMSPILL_SPILL_MODE", "managed"},
-                                  {"VRAMSPILL_SPILL_HOST_LIMIT", "256MiB"},
-                                  {"VRAMSPILL_LOG_LEVEL", "info"}};
-
-// --- Note [The log's own descriptor] ----------------------------------------------------------
+// --- Note [The shim's own descriptors] ----------------------------------------------------------
 
 TEST_F(JobSafety, LogNeverReachesAFileTheJobOpensAsDescriptor2) {
   const std::string path = (root_ / "program-output").string();

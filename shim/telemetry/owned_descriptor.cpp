@@ -1,0 +1,62 @@
+#include "telemetry/owned_descriptor.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "config/config.h"
+
+namespace vramspill::telemetry {
+
+int owned_copy(int fd) noexcept {
+  const int copy = fcntl(fd, F_DUPFD_CLOEXEC, kFirstOwnDescriptor);
+  if (copy >= 0 || errno != EINVAL) return copy;
+  return fcntl(fd, F_DUPFD_CLOEXEC, 3);  // EINVAL: the limit is below kFirstOwnDescriptor
+}
+
+int open_owned_file(const std::string& path, int flags, std::string& problem) noexcept {
+  const int opened = open_regular_file(path, flags | O_CREAT, 0666, problem);
+  if (opened < 0) return -1;
+  // open() took the lowest free number, which is 0-2 when the program closed those.
+  const int owned = owned_copy(opened);
+  if (owned < 0) problem = std::strerror(errno);
+  close(opened);
+  return owned;
+}
+
+OwnedDescriptor::OwnedDescriptor(int fd) noexcept : fd_(fd) {
+  struct stat status {};
+  if (fd_ >= 0 && fstat(fd_, &status) == 0) {
+    device_ = status.st_dev;
+    inode_ = status.st_ino;
+  } else {
+    fd_ = -1;
+  }
+}
+
+OwnedDescriptor::~OwnedDescriptor() {
+  if (fd_ >= 0) close(fd_);
+}
+
+int OwnedDescriptor::write_all(const char* data, std::size_t size) noexcept {
+  if (fd_ < 0) return EBADF;
+  struct stat status {};
+  if (fstat(fd_, &status) != 0 || status.st_dev != device_ || status.st_ino != inode_) {
+    fd_ = -1;  // no longer ours: never written to again, never closed
+    return EBADF;
+  }
+  while (size > 0) {
+    const ssize_t written = ::write(fd_, data, size);
+    if (written < 0 && errno == EINTR) continue;
+    if (written < 0) return errno;
+    if (written == 0) return EIO;
+    data += written;
+    size -= static_cast<std::size_t>(written);
+  }
+  return 0;
+}
+
+}  // namespace vramspill::telemetry

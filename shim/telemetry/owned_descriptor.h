@@ -1,0 +1,63 @@
+// The files the shim writes into the program's process (the log, the trace): opened and held so
+// that nothing the program does with its own descriptors mixes their bytes with its own.
+//
+// Note [The shim's own descriptors]
+// The shim writes only to descriptors it opened and owns: a duplicate of standard error made
+// when the logger is set up, the [log] file, the [trace] file. Never to descriptor 2 as such: a
+// program may run with standard error closed (`prog 2>&-`, daemons), and its next open() then
+// gets descriptor 2 (one of its own files, or, on simcuda, the file that holds device memory),
+// which a line written to descriptor 2 would corrupt. So:
+// - With descriptor 2 closed when the logger is set up, the log goes nowhere (a [log] file
+//   still works). A standard error the program opens or replaces later is not the shim's.
+// - The shim's descriptors are close-on-exec (an executed program starts its own shim) and
+//   numbered kFirstOwnDescriptor or above: never 0-2, and above the numbers that shells and
+//   scripts redirect by number (`exec 3>file`, `3>&1`), which a program may dup2() onto.
+// - Before each write the holder checks that its descriptor is still the file it was set up
+//   with (device and inode): a program that closes descriptors it did not open (closefrom(3)),
+//   or dup2()s onto one, and then opens a file that gets the same number must not receive the
+//   shim's bytes. Once the check fails, nothing more is written, and the descriptor (now the
+//   program's) is never closed.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstddef>
+#include <string>
+
+namespace vramspill::telemetry {
+
+inline constexpr int kFirstOwnDescriptor = 10;
+
+// A copy of `fd` at kFirstOwnDescriptor or above (below it only if RLIMIT_NOFILE allows no
+// more), close-on-exec; -1 when `fd` is not open.
+int owned_copy(int fd) noexcept;
+
+// `path` opened with `flags` (plus O_CREAT, mode 0666 before the umask) as a regular file only
+// (Note [Only regular files] in config/config.h), as an owned copy; -1 with `problem` set when
+// that fails.
+int open_owned_file(const std::string& path, int flags, std::string& problem) noexcept;
+
+// An owned descriptor and the file it was set up with (Note [The shim's own descriptors]).
+class OwnedDescriptor {
+ public:
+  // Takes `fd` (-1: none, every write is dropped).
+  explicit OwnedDescriptor(int fd) noexcept;
+  // Closes the descriptor, unless it stopped being ours.
+  ~OwnedDescriptor();
+  OwnedDescriptor(const OwnedDescriptor&) = delete;
+  OwnedDescriptor& operator=(const OwnedDescriptor&) = delete;
+
+  // Writes all of `data`. 0 on success; otherwise the errno that stopped it (EAGAIN for a full
+  // non-blocking pipe, ENOSPC for a full disk, EBADF when the descriptor is no longer ours or
+  // there is none), with part of `data` perhaps written.
+  int write_all(const char* data, std::size_t size) noexcept;
+
+  bool open() const noexcept { return fd_ >= 0; }
+
+ private:
+  int fd_;
+  dev_t device_ = 0;
+  ino_t inode_ = 0;
+};
+
+}  // namespace vramspill::telemetry

@@ -1,11 +1,12 @@
 // vramspill, the command-line tool (README.md, "Using the shim"): `run` starts a job under the
-// shim, `stat` shows the jobs running under it, `doctor` checks the machine for spilling. Each
-// subcommand lives in its own file; this one only parses the command line and hands over.
+// shim, `stat` shows the jobs running under it, `doctor` checks the machine for spilling,
+// `export` converts a job's trace. Each subcommand lives in its own file; this one only parses the command line and hands over.
 #include <CLI/CLI.hpp>
 #include <string>
 #include <vector>
 
 #include "doctor_command.h"
+#include "export_command.h"
 #include "run_command.h"
 #include "stat_command.h"
 
@@ -36,9 +37,11 @@ int main(int argc, char** argv) {
   RunOptions run_options;
   StatOptions stat_options;
   DoctorOptions doctor_options;
+  ExportOptions export_options;
   CLI::App* run = add_run_command(app, run_options);
   CLI::App* stat = add_stat_command(app, stat_options);
   CLI::App* doctor = add_doctor_command(app, doctor_options);
+  CLI::App* export_trace = add_export_command(app, export_options);
 
   // Note [Where the command starts]: CLI11 parses only what comes before `run`'s command.
   int parsed_count = argc;
@@ -63,5 +66,6 @@ int main(int argc, char** argv) {
   if (run->parsed()) return run_run_command(run_options, command);
   if (stat->parsed()) return run_stat_command(stat_options);
   if (doctor->parsed()) return run_doctor_command(doctor_options);
+  if (export_trace->parsed()) return run_export_command(export_options);
   return kUsageError;  // require_subcommand(1) makes this unreachable
 }

@@ -1,0 +1,56 @@
+// The reading side of the [trace] file (telemetry/trace_format.h), for `vramspill export` and
+// tests. Not part of the preloaded library (nothing in the shim calls it, so the linker leaves
+// this object out of libvramspill.so); it allocates and throws like any tool.
+#pragma once
+
+#include <cstdint>
+#include <istream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "core/route.h"
+
+namespace vramspill::telemetry {
+
+enum class TraceEventKind : uint8_t { kDevice, kAlloc, kFree, kRefuse, kEvict, kPromote, kUse };
+
+// One event line. Fields an event kind does not have are zero (route: kTiered for evict and
+// promote, whose blocks are always tiered ones).
+struct TraceEvent {
+  uint64_t time_ns = 0;  // since the shim started
+  TraceEventKind kind = TraceEventKind::kAlloc;
+  int device = 0;
+  core::Route route = core::Route::kMemAlloc;  // alloc, free, refuse
+  uint64_t key = 0;                            // alloc, free; the block's base for evict, promote
+  uint64_t bytes = 0;        // alloc, free, refuse, evict, promote; the device's total for device
+  uint64_t limit_bytes = 0;  // device: its budget
+  uint64_t stream = 0;       // use: the stream's id
+  std::vector<uint64_t> bases;  // use: the tiered blocks the submission touches
+};
+
+struct Trace {
+  uint64_t pid = 0;
+  uint64_t start_unix_ns = 0;
+  std::string command;
+  // Saw "# end N events": the process exited and the trace holds everything. False for a trace
+  // cut short (the process was killed, or the trace stopped), which holds what was written.
+  bool complete = false;
+  // The last line had no newline (a write cut short) and was left out.
+  bool dropped_partial_line = false;
+  std::vector<TraceEvent> events;  // in file order
+};
+
+// What is wrong with a trace, as "NAME:LINE: what was found, what was expected".
+class TraceError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Reads the trace in `input`, naming it `name` in errors. Throws TraceError.
+Trace parse_trace(std::istream& input, const std::string& name);
+
+// Reads the trace file at `path`. Throws TraceError (also when it cannot be read).
+Trace read_trace(const std::string& path);
+
+}  // namespace vramspill::telemetry

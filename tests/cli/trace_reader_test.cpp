@@ -1,0 +1,202 @@
+// The [trace] file's reader (telemetry/trace_reader.h): every line trace_format.h describes,
+// traces cut short, and each kind of bad line named with its line number.
+#include "telemetry/trace_reader.h"
+
+#include <gtest/gtest.h>
+
+#include <sstream>
+#include <string>
+
+namespace vramspill::telemetry {
+namespace {
+
+constexpr const char* kHeader =
+    "# vramspill trace 1\n"
+    "# pid 4242\n"
+    "# start_unix_ns 1764662400000000000\n"
+    "# command python train.py --epochs 3\n";
+
+Trace parse(const std::string& text) {
+  std::istringstream input(text);
+  return parse_trace(input, "job.trace");
+}
+
+// The message parse() throws for `text`.
+std::string error_of(const std::string& text) {
+  try {
+    parse(text);
+  } catch (const TraceError& error) {
+    return error.what();
+  }
+  return "(no error)";
+}
+
+TEST(TraceReader, ReadsTheFormatsExample) {
+  const Trace trace = parse(std::string(kHeader) +
+                            "0 device 0 85899345920 21474836480\n"
+                            "183220 alloc 0 cuMemAlloc 0x7f3a00000000 1073741824\n"
+                            "201877 refuse 0 cuMemAlloc 2147483648\n"
+                            "204110 alloc 0 spill-host 0x7f1c00000000 2147483648\n"
+                            "# a comment\n"
+                            "993001 evict 0 0x7f3a00000000 4194304\n"
+                            "993840 promote 1 0x7f3a40000000 4194304\n"
+                            "993901 use 1 17 0x7f3a00000000 0x7f3a40000000\n"
+                            "1204467 free 0 spill-host 0x7f1c00000000 2147483648\n"
+                            "# end 8 events\n");
+  EXPECT_EQ(trace.pid, 4242u);
+  EXPECT_EQ(trace.start_unix_ns, 1764662400000000000u);
+  EXPECT_EQ(trace.command, "python train.py --epochs 3");
+  EXPECT_TRUE(trace.complete);
+  EXPECT_FALSE(trace.dropped_partial_line);
+  ASSERT_EQ(trace.events.size(), 8u);
+
+  const TraceEvent& device = trace.events[0];
+  EXPECT_EQ(device.kind, TraceEventKind::kDevice);
+  EXPECT_EQ(device.bytes, 85899345920u);
+  EXPECT_EQ(device.limit_bytes, 21474836480u);
+
+  const TraceEvent& alloc = trace.events[1];
+  EXPECT_EQ(alloc.time_ns, 183220u);
+  EXPECT_EQ(alloc.kind, TraceEventKind::kAlloc);
+  EXPECT_EQ(alloc.device, 0);
+  EXPECT_EQ(alloc.route, core::Route::kMemAlloc);
+  EXPECT_EQ(alloc.key, 0x7f3a00000000u);
+  EXPECT_EQ(alloc.bytes, 1073741824u);
+
+  EXPECT_EQ(trace.events[2].kind, TraceEventKind::kRefuse);
+  EXPECT_EQ(trace.events[2].bytes, 2147483648u);
+  EXPECT_EQ(trace.events[3].route, core::Route::kSpillHost);
+  EXPECT_EQ(trace.events[4].kind, TraceEventKind::kEvict);
+  EXPECT_EQ(trace.events[4].key, 0x7f3a00000000u);
+  EXPECT_EQ(trace.events[5].kind, TraceEventKind::kPromote);
+  EXPECT_EQ(trace.events[5].device, 1);
+  const TraceEvent& use = trace.events[6];
+  EXPECT_EQ(use.kind, TraceEventKind::kUse);
+  EXPECT_EQ(use.device, 1);
+  EXPECT_EQ(use.stream, 17u);
+  EXPECT_EQ(use.bases, (std::vector<uint64_t>{0x7f3a00000000u, 0x7f3a40000000u}));
+  EXPECT_EQ(trace.events[7].kind, TraceEventKind::kFree);
+  EXPECT_EQ(trace.events[7].route, core::Route::kSpillHost);
+}
+
+TEST(TraceReader, ReadsEveryRouteToken) {
+  std::string text = kHeader;
+  for (std::size_t index = 0; index < core::kRouteCount; ++index) {
+    text += "1 alloc 0 " + std::string(core::route_token(static_cast<core::Route>(index))) + " 0x" +
+            std::to_string(index + 1) + " 4096\n";
+  }
+  const Trace trace = parse(text);
+  ASSERT_EQ(trace.events.size(), core::kRouteCount);
+  for (std::size_t index = 0; index < core::kRouteCount; ++index) {
+    EXPECT_EQ(trace.events[index].route, static_cast<core::Route>(index));
+  }
+}
+
+TEST(TraceReader, AnEmptyCommandIsEmpty) {
+  const Trace trace = parse("# vramspill trace 1\n# pid 1\n# start_unix_ns 2\n# command \n");
+  EXPECT_EQ(trace.command, "");
+  EXPECT_TRUE(trace.events.empty());
+}
+
+TEST(TraceReader, ATraceWithoutItsEndIsIncompleteAndKeepsItsEvents) {
+  const Trace trace = parse(std::string(kHeader) +
+                            "1 alloc 0 cuMemAlloc 0x1000 4096\n"
+                            "2 alloc 0 cuMemAlloc 0x2000 4096\n");
+  EXPECT_FALSE(trace.complete);
+  EXPECT_FALSE(trace.dropped_partial_line);
+  EXPECT_EQ(trace.events.size(), 2u);
+}
+
+TEST(TraceReader, ALastLineCutShortIsLeftOutNotAnError) {
+  const Trace trace = parse(std::string(kHeader) +
+                            "1 alloc 0 cuMemAlloc 0x1000 4096\n"
+                            "2 alloc 0 cuMemAl");
+  EXPECT_FALSE(trace.complete);
+  EXPECT_TRUE(trace.dropped_partial_line);
+  ASSERT_EQ(trace.events.size(), 1u);
+  EXPECT_EQ(trace.events[0].key, 0x1000u);
+}
+
+TEST(TraceReader, RejectsAFileThatIsNotATrace) {
+  EXPECT_EQ(error_of("time,event\n"),
+            "job.trace:1: not a vramspill trace: expected '# vramspill trace 1' as the first "
+            "line, found 'time,event'");
+  EXPECT_EQ(error_of(""), "job.trace:1: empty: expected '# vramspill trace 1' as the first line");
+  EXPECT_EQ(error_of("# vramspill trace 2\n"),
+            "job.trace:1: a trace of format version '2'; this vramspill reads version 1");
+}
+
+TEST(TraceReader, NamesTheHeaderLineThatIsWrong) {
+  EXPECT_EQ(error_of("# vramspill trace 1\n# command x\n"),
+            "job.trace:2: expected '# pid ...', found '# command x'");
+  EXPECT_EQ(error_of("# vramspill trace 1\n# pid 12\n"),
+            "job.trace:3: the trace ends in its header: expected '# start_unix_ns ...'");
+  EXPECT_EQ(error_of("# vramspill trace 1\n# pid twelve\n"),
+            "job.trace:2: bad number 'twelve' for pid: expected a decimal number of up to 20 "
+            "digits");
+}
+
+TEST(TraceReader, RejectsAnUnknownEventKind) {
+  EXPECT_EQ(error_of(std::string(kHeader) + "1 alloc 0 cuMemAlloc 0x1000 4096\n5 allocate 0\n"),
+            "job.trace:6: unknown event kind 'allocate': expected device, alloc, free, refuse, "
+            "evict, promote or use");
+}
+
+TEST(TraceReader, RejectsABadNumber) {
+  EXPECT_EQ(error_of(std::string(kHeader) + "1 alloc 0 cuMemAlloc 0x1000 4k\n"),
+            "job.trace:5: bad number '4k' for <bytes>: expected a decimal number of up to 20 "
+            "digits");
+  EXPECT_EQ(error_of(std::string(kHeader) + "1 alloc 0 cuMemAlloc 1000 4096\n"),
+            "job.trace:5: bad number '1000' for <key>: expected a hexadecimal number with 0x, of "
+            "up to 16 digits");
+  EXPECT_EQ(error_of(std::string(kHeader) + "-1 alloc 0 cuMemAlloc 0x1000 4096\n"),
+            "job.trace:5: bad number '-1' for time: expected a decimal number of up to 20 digits");
+  EXPECT_EQ(error_of(std::string(kHeader) + "1 alloc 99999999999 cuMemAlloc 0x1000 4096\n"),
+            "job.trace:5: device 99999999999 is out of range");
+}
+
+TEST(TraceReader, RejectsAnUnknownRoute) {
+  EXPECT_EQ(error_of(std::string(kHeader) + "1 free 0 cudaMalloc 0x1000 4096\n"),
+            "job.trace:5: unknown route 'cudaMalloc': expected cuMemAlloc, cuMemAllocPitch, "
+            "cuMemAllocManaged, cuMemAllocAsync, cuMemAllocFromPoolAsync, cuMemCreate, "
+            "cuArrayCreate, spill-managed, spill-host, spill-vmm-host or tiered");
+}
+
+TEST(TraceReader, RejectsMissingAndExtraFields) {
+  EXPECT_EQ(error_of(std::string(kHeader) + "1 alloc 0 cuMemAlloc 0x1000\n"),
+            "job.trace:5: the alloc event ends before <bytes> (expected '<time> alloc <device> "
+            "<route> <key> <bytes>')");
+  EXPECT_EQ(error_of(std::string(kHeader) + "1 evict 0 0x1000 4096 7\n"),
+            "job.trace:5: unexpected '7' after the evict event's fields (expected '<time> evict "
+            "<device> <base> <bytes>')");
+  EXPECT_EQ(error_of(std::string(kHeader) + "1 use 0 3\n"),
+            "job.trace:5: the use event ends before <base> (expected '<time> use <device> "
+            "<stream> <base>...')");
+  EXPECT_EQ(error_of(std::string(kHeader) + "1 use 0 3 0x1000 4096\n"),
+            "job.trace:5: bad number '4096' for <base>: expected a hexadecimal number with 0x, of "
+            "up to 16 digits");
+  EXPECT_EQ(error_of(std::string(kHeader) + "17\n"),
+            "job.trace:5: expected an event kind after the time, found the line's end");
+}
+
+TEST(TraceReader, ChecksTheEndLine) {
+  EXPECT_EQ(error_of(std::string(kHeader) + "1 alloc 0 cuMemAlloc 0x1000 4096\n# end 2 events\n"),
+            "job.trace:6: the '# end' line counts 2 events, but the trace holds 1: it was "
+            "changed after it was written");
+  EXPECT_EQ(error_of(std::string(kHeader) + "# end\n"),
+            "job.trace:5: expected '# end <count> events', found '# end'");
+  EXPECT_EQ(error_of(std::string(kHeader) + "# end 0 events\n1 alloc 0 cuMemAlloc 0x1000 4096\n"),
+            "job.trace:6: an event after the trace's '# end' line (line 5)");
+}
+
+TEST(TraceReader, ReadTraceNamesAFileItCannotOpen) {
+  try {
+    read_trace("/nonexistent/job.trace");
+    FAIL() << "no error";
+  } catch (const TraceError& error) {
+    EXPECT_STREQ(error.what(), "/nonexistent/job.trace: cannot open it: No such file or directory");
+  }
+}
+
+}  // namespace
+}  // namespace vramspill::telemetry

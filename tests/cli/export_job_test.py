@@ -15,29 +15,19 @@ import subprocess
 import sys
 import tempfile
 
+from traced_demo import TIERED_ARGS, fail, run_traced_demo, tiered_mode
+
 CLI, TRAIN_DEMO, PRELOAD, SIMCUDA_DIR, TIERED_CONF, SEGMENT_EVENTS = sys.argv[1:7]
 
 # Spills to the pinned host pool: 3x a 64 MiB budget, in 16 MiB blocks.
 HOST_MODE = {"VRAMSPILL_SPILL_MODE": "host", "VRAMSPILL_DEVICE_BUDGET": "64MiB",
              "VRAMSPILL_SPILL_HOST_LIMIT": "512MiB", "VRAMSPILL_SPILL_HOST_POOL_STEP": "128MiB"}
 HOST_ARGS = ["--chunk", "16MiB"]
-# Tiered mode, small enough to take a few seconds: 48 MiB through a 32 MiB budget, one step.
-TIERED_MODE = {"VRAMSPILL_CONFIG": TIERED_CONF, "VRAMSPILL_DEVICE_BUDGET": "32MiB"}
-TIERED_ARGS = ["--bytes", "48MiB", "--chunk", "4MiB", "--steps", "1"]
-
-
-def fail(message):
-    sys.exit(f"FAIL: {message}")
+TIERED_MODE = tiered_mode(TIERED_CONF)
 
 
 def run_job(directory, name, mode, args):
-    trace = os.path.join(directory, f"{name}.trace")
-    env = dict(os.environ, LD_LIBRARY_PATH=SIMCUDA_DIR, SIMCUDA_VRAM="256MiB",
-               LD_PRELOAD=PRELOAD, VRAMSPILL_TRACE_FILE=trace, **mode)
-    job = subprocess.run([TRAIN_DEMO, *args], env=env, capture_output=True, text=True)
-    if job.returncode != 0:
-        fail(f"the {name} job exited {job.returncode}:\n{job.stdout}{job.stderr}")
-    return trace
+    return run_traced_demo(TRAIN_DEMO, PRELOAD, SIMCUDA_DIR, directory, name, mode, args)
 
 
 def export(trace, output):

@@ -1,12 +1,13 @@
 // vramspill, the command-line tool (README.md, "Using the shim"): `run` starts a job under the
 // shim, `stat` shows the jobs running under it, `doctor` checks the machine for spilling,
-// `export` converts a job's trace. Each subcommand lives in its own file; this one only parses the command line and hands over.
+// `export` converts a job's trace, `replay` runs it through the policies. Each subcommand lives in its own file; this one only parses the command line and hands over.
 #include <CLI/CLI.hpp>
 #include <string>
 #include <vector>
 
 #include "doctor_command.h"
 #include "export_command.h"
+#include "replay_command.h"
 #include "run_command.h"
 #include "stat_command.h"
 
@@ -38,10 +39,12 @@ int main(int argc, char** argv) {
   StatOptions stat_options;
   DoctorOptions doctor_options;
   ExportOptions export_options;
+  ReplayOptions replay_options;
   CLI::App* run = add_run_command(app, run_options);
   CLI::App* stat = add_stat_command(app, stat_options);
   CLI::App* doctor = add_doctor_command(app, doctor_options);
   CLI::App* export_trace = add_export_command(app, export_options);
+  CLI::App* replay = add_replay_command(app, replay_options);
 
   // Note [Where the command starts]: CLI11 parses only what comes before `run`'s command.
   int parsed_count = argc;
@@ -67,5 +70,6 @@ int main(int argc, char** argv) {
   if (stat->parsed()) return run_stat_command(stat_options);
   if (doctor->parsed()) return run_doctor_command(doctor_options);
   if (export_trace->parsed()) return run_export_command(export_options);
+  if (replay->parsed()) return run_replay_command(replay_options);
   return kUsageError;  // require_subcommand(1) makes this unreachable
 }

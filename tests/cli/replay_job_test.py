@@ -1,0 +1,79 @@
+#!/usr/bin/env python3
+"""`vramspill replay` on a real trace: the demo runs in tiered mode (lru) under the shim on
+simcuda with a [trace] file. Replayed with lru at the job's budget, the model of tiered mode
+(tools/cli/trace_replay.h) must move exactly what the job moved; every policy must fetch at
+least Belady's MIN; a smaller budget must not fetch less. A trace without tiered blocks and a
+budget below one granule are errors (status 2).
+
+    replay_job_test.py CLI TRAIN_DEMO PRELOAD SIMCUDA_DIR TIERED_CONF
+"""
+
+import subprocess
+import sys
+import tempfile
+
+from traced_demo import TIERED_ARGS, fail, run_traced_demo, tiered_mode
+
+CLI, TRAIN_DEMO, PRELOAD, SIMCUDA_DIR, TIERED_CONF = sys.argv[1:6]
+UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
+
+
+def size(text):
+    number, unit = text.split()
+    return round(float(number) * UNITS[unit])
+
+
+def replay(*args):
+    return subprocess.run([CLI, "replay", *args], capture_output=True, text=True)
+
+
+def table(output):
+    """Row name -> its sizes, from replay's table ("fetched promoted evicted", as present)."""
+    rows = {}
+    for line in output.splitlines()[2:]:
+        words = line.split()
+        sizes = [size(f"{words[i]} {words[i + 1]}") for i in range(1, len(words) - 1, 2)
+                 if words[i + 1] in UNITS]
+        rows[words[0]] = sizes
+    return rows
+
+
+def main():
+    with tempfile.TemporaryDirectory() as directory:
+        trace = run_traced_demo(TRAIN_DEMO, PRELOAD, SIMCUDA_DIR, directory, "tiered",
+                                tiered_mode(TIERED_CONF), TIERED_ARGS)
+        result = replay(trace)
+        if result.returncode != 0:
+            fail(f"replay: status {result.returncode}\n{result.stderr}")
+        rows = table(result.stdout)
+        print(result.stdout)
+        lru_fetched, lru_promoted, lru_evicted = rows["lru"][:3]
+        recorded_promoted, recorded_evicted = rows["recorded"]
+        if (lru_promoted, lru_evicted) != (recorded_promoted, recorded_evicted):
+            fail(f"lru replayed at the job's budget moved {lru_promoted} in and {lru_evicted} out; "
+                 f"the job moved {recorded_promoted} and {recorded_evicted}")
+        if recorded_evicted == 0:
+            fail("the job evicted nothing: the test's budget no longer makes it move blocks")
+        (optimum,) = rows["MIN"]
+        for policy in ("fifo", "largest", "lfu", "lru"):
+            if rows[policy][0] < optimum:
+                fail(f"{policy} fetched {rows[policy][0]}, less than MIN's {optimum}")
+        smaller = table(replay(trace, "--budget", "16MiB", "--policy", "lru").stdout)
+        if smaller["lru"][0] < lru_fetched:
+            fail(f"lru fetched less at 16 MiB ({smaller['lru'][0]}) than at 32 MiB ({lru_fetched})")
+
+        host_trace = run_traced_demo(TRAIN_DEMO, PRELOAD, SIMCUDA_DIR, directory, "host",
+                                     {"VRAMSPILL_SPILL_MODE": "host",
+                                      "VRAMSPILL_DEVICE_BUDGET": "32MiB",
+                                      "VRAMSPILL_SPILL_HOST_LIMIT": "256MiB"}, TIERED_ARGS)
+        refused = replay(host_trace)
+        if refused.returncode != 2 or "no tiered block on device 0" not in refused.stderr:
+            fail(f"a host-mode trace: status {refused.returncode}\n{refused.stderr}")
+        tiny = replay(trace, "--budget", "1MiB")
+        if tiny.returncode != 2 or "expected a size of at least 2MiB" not in tiny.stderr:
+            fail(f"--budget 1MiB: status {tiny.returncode}\n{tiny.stderr}")
+    print("replay checks passed")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,115 @@
+#include "replay_command.h"
+
+#include <cstdio>
+#include <iostream>
+#include <stdexcept>
+#include <string_view>
+
+#include "policies/registry.h"
+#include "telemetry/trace_reader.h"
+#include "trace_replay.h"
+#include "util/bytes.h"
+#include "util/sizes.h"
+
+namespace vramspill::cli {
+namespace {
+
+constexpr const char* kProgram = "vramspill replay";
+constexpr int kBadInput = 2;
+constexpr uint64_t kGranuleBytes = uint64_t{2} << 20;
+
+std::string granule_bytes(uint64_t granules) { return format_bytes(granules * kGranuleBytes); }
+
+void print_row(std::string_view name, const std::string& fetched, const std::string& promoted,
+               const std::string& evicted, const std::string& in_place) {
+  std::printf("  %-9s %12s %12s %12s %14s\n", std::string(name).c_str(), fetched.c_str(),
+              promoted.c_str(), evicted.c_str(), in_place.c_str());
+}
+
+void print_result(const ReplayResult& result) {
+  print_row(result.policy, granule_bytes(result.fetched_granules()),
+            granule_bytes(result.promoted_granules), granule_bytes(result.evicted_granules),
+            std::to_string(result.in_place_uses) + " / " + granule_bytes(result.in_place_granules));
+}
+
+}  // namespace
+
+CLI::App* add_replay_command(CLI::App& app, ReplayOptions& options) {
+  CLI::App* command = app.add_subcommand(
+      "replay", "Replay a tiered-mode job's trace through the eviction policies, offline.");
+  command->add_option("trace", options.trace, "The trace file.")->required()->type_name("TRACE");
+  command->add_option("--device", options.device, "The device whose blocks to replay (default 0).")
+      ->check(CLI::NonNegativeNumber)
+      ->type_name("N");
+  command
+      ->add_option("--budget", options.budget,
+                   "The device budget to replay at, a size such as 24GiB (default: the one the "
+                   "job had).")
+      ->type_name("SIZE");
+  command
+      ->add_option("--policy", options.policies,
+                   "A policy to replay (repeat for more; default: every one).")
+      ->type_name("NAME");
+  command->footer(
+      "The trace comes from a job run in tiered mode with [trace] file (or VRAMSPILL_TRACE_FILE) "
+      "set: it lists every tiered block and the blocks each launch touched. Each policy then "
+      "decides again what to evict and what to bring back, in a model of tiered mode: the "
+      "device is the budget's 2 MiB granules, a new block is placed on the device as far as "
+      "room can be made, a launch's blocks are brought in if the policy agrees or touched in "
+      "place over the link if not.\n\n"
+      "Columns: fetched = granules placed on the device at allocation or promoted; promoted "
+      "and evicted = bytes moved each way; in place = launches that left a block on the host, "
+      "and its host bytes summed over them. MIN is Belady's optimum: the fewest bytes any "
+      "policy that brings in what it uses can fetch (a policy that touches blocks in place may "
+      "fetch less, and pays with its in-place bytes). 'recorded' is what the job itself moved.\n\n"
+      "Not modelled: the host limit, pooled granules, and allocations outside tiered mode's "
+      "blocks.\n\n"
+      "Exit status: 0; 2 when the trace cannot be read, holds no tiered block, or an option is "
+      "wrong.");
+  return command;
+}
+
+int run_replay_command(const ReplayOptions& options) {
+  uint64_t budget = 0;
+  if (!options.budget.empty()) {
+    const std::optional<uint64_t> parsed = parse_size(options.budget);
+    if (!parsed || *parsed < kGranuleBytes) {
+      std::cerr << kProgram << ": --budget '" << options.budget
+                << "': expected a size of at least 2MiB (123, 512MiB, 20GiB, 1.5GB)\n";
+      return kBadInput;
+    }
+    budget = *parsed;
+  }
+  std::vector<std::string> names = options.policies;
+  if (names.empty()) {
+    for (const std::string_view name : policies::policy_names()) names.emplace_back(name);
+  }
+  try {
+    const telemetry::Trace trace = telemetry::read_trace(options.trace);
+    if (!trace.complete)
+      std::cerr << kProgram << ": " << options.trace
+                << " ends without '# end': replaying what it holds\n";
+    const ReplayInput input = replay_input(trace, options.device, budget);
+    std::vector<ReplayResult> results;
+    for (const std::string& name : names) results.push_back(replay(input, name));
+    std::printf("%s, device %d: %llu tiered blocks (%s), %llu launches, budget %s%s\n",
+                options.trace.c_str(), input.device, static_cast<unsigned long long>(input.blocks),
+                format_bytes(input.block_bytes).c_str(),
+                static_cast<unsigned long long>(input.launches),
+                granule_bytes(input.budget_granules).c_str(), budget == 0 ? " (the job's)" : "");
+    print_row("policy", "fetched", "promoted", "evicted", "in place");
+    for (const ReplayResult& result : results) print_result(result);
+    print_row("MIN", granule_bytes(optimal_fetched_granules(input)), "", "", "");
+    print_row("recorded", "", format_bytes(input.recorded_promoted_bytes),
+              format_bytes(input.recorded_evicted_bytes), "");
+  } catch (const telemetry::TraceError& error) {
+    std::cerr << kProgram << ": " << error.what() << "\n";
+    return kBadInput;
+  } catch (const std::exception& error) {  // no tiered blocks, no budget, unknown policy
+    std::cerr << kProgram << ": " << options.trace << ": " << error.what() << "\n";
+    return kBadInput;
+  }
+  return 0;
+}
+
+}  // namespace vramspill::cli

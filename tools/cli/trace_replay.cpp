@@ -1,0 +1,233 @@
+#include "trace_replay.h"
+
+#include <algorithm>
+#include <memory>
+#include <stdexcept>
+#include <unordered_map>
+
+#include "policies/belady.h"
+#include "policies/registry.h"
+
+namespace vramspill::cli {
+namespace {
+
+using telemetry::TraceEvent;
+using telemetry::TraceEventKind;
+
+constexpr uint64_t kGranuleBytes = uint64_t{2} << 20;
+
+uint64_t granules_for(uint64_t bytes) { return (bytes + kGranuleBytes - 1) / kGranuleBytes; }
+
+// The trace's events, in time order (threads interleave in the file; trace_format.h).
+std::vector<const TraceEvent*> in_time_order(const telemetry::Trace& trace) {
+  std::vector<const TraceEvent*> events;
+  events.reserve(trace.events.size());
+  for (const TraceEvent& event : trace.events) events.push_back(&event);
+  std::stable_sort(events.begin(), events.end(), [](const TraceEvent* a, const TraceEvent* b) {
+    return a->time_ns < b->time_ns;
+  });
+  return events;
+}
+
+// One policy over the model of Note [The replay's model].
+class Simulation {
+ public:
+  Simulation(const ReplayInput& input, std::string_view name) : capacity_(input.budget_granules) {
+    policies::MadePolicy made = policies::make_policy(
+        name, {.capacity_granules = capacity_, .invariant_mode = policies::InvariantMode::kAbort});
+    if (!made.policy) throw std::invalid_argument(made.error);
+    policy_ = std::move(made.policy);
+    result_.policy = std::string(name);
+  }
+
+  ReplayResult run(const ReplayInput& input) {
+    for (const ReplayStep& step : input.steps) {
+      switch (step.kind) {
+        case ReplayStep::Kind::kAlloc:
+          allocate(step.blocks.front(), step.granules);
+          break;
+        case ReplayStep::Kind::kFree:
+          free(step.blocks.front());
+          break;
+        case ReplayStep::Kind::kUse:
+          use(static_cast<uint32_t>(step.stream), step.blocks);
+          break;
+      }
+    }
+    return result_;
+  }
+
+ private:
+  struct Block {
+    uint64_t granules = 0;
+    uint64_t on_device = 0;
+  };
+
+  uint64_t room() const { return capacity_ - std::min(capacity_, on_device_); }
+
+  void allocate(uint64_t id, uint64_t granules) {
+    if (room() < granules) make_room(granules - room(), {});
+    const uint64_t placed = std::min(granules, room());
+    policy_->allocated(id, granules, /*on_device=*/false);
+    if (placed != 0) policy_->moved(id, placed);
+    blocks_[id] = {granules, placed};
+    on_device_ += placed;
+    result_.placed_granules += placed;
+  }
+
+  void free(uint64_t id) {
+    const auto found = blocks_.find(id);
+    on_device_ -= found->second.on_device;
+    blocks_.erase(found);
+    policy_->freed(id);
+  }
+
+  void use(uint32_t stream, const std::vector<uint64_t>& launch) {
+    policy_->used(++sequence_, stream, launch);
+    std::vector<uint64_t> promotions;
+    uint64_t needed = 0;
+    for (const uint64_t id : launch) {
+      const Block& block = blocks_.at(id);
+      const uint64_t on_host = block.granules - block.on_device;
+      if (on_host == 0 || std::find(promotions.begin(), promotions.end(), id) != promotions.end())
+        continue;
+      if (!policy_->should_promote(id)) {
+        touched_in_place(on_host);
+        continue;
+      }
+      promotions.push_back(id);
+      needed += on_host;
+    }
+    if (promotions.empty()) return;
+    if (room() < needed) make_room(needed - room(), launch);
+    while (!promotions.empty() && room() < needed) {  // what still does not fit stays out
+      const Block& last = blocks_.at(promotions.back());
+      needed -= last.granules - last.on_device;
+      touched_in_place(last.granules - last.on_device);
+      promotions.pop_back();
+    }
+    for (const uint64_t id : promotions) {
+      Block& block = blocks_.at(id);
+      result_.promoted_granules += block.granules - block.on_device;
+      on_device_ += block.granules - block.on_device;
+      block.on_device = block.granules;
+      policy_->moved(id, block.granules);
+    }
+  }
+
+  void make_room(uint64_t granules, std::span<const uint64_t> keep) {
+    const policies::Victims victims = policy_->choose_victims(granules, keep);
+    for (const uint64_t id : victims.blocks) {
+      Block& block = blocks_.at(id);
+      result_.evicted_granules += block.on_device;
+      on_device_ -= block.on_device;
+      block.on_device = 0;
+      policy_->moved(id, 0);
+    }
+  }
+
+  void touched_in_place(uint64_t on_host) {
+    ++result_.in_place_uses;
+    result_.in_place_granules += on_host;
+  }
+
+  uint64_t capacity_;
+  std::unique_ptr<policies::EvictionPolicy> policy_;
+  std::unordered_map<uint64_t, Block> blocks_;
+  uint64_t on_device_ = 0;
+  uint64_t sequence_ = 0;
+  ReplayResult result_;
+};
+
+}  // namespace
+
+ReplayInput replay_input(const telemetry::Trace& trace, int device, uint64_t budget_bytes) {
+  ReplayInput input;
+  input.device = device;
+  uint64_t limit = 0;
+  // Block ids are allocation numbers: a base the driver hands out again is a new block.
+  std::unordered_map<uint64_t, uint64_t> live;  // base -> id
+  for (const TraceEvent* event : in_time_order(trace)) {
+    if (event->device != device) continue;
+    switch (event->kind) {
+      case TraceEventKind::kDevice:
+        limit = event->limit_bytes;
+        break;
+      case TraceEventKind::kAlloc:
+        if (event->route != core::Route::kTiered) break;
+        live[event->key] = input.blocks;
+        input.steps.push_back({.kind = ReplayStep::Kind::kAlloc,
+                               .blocks = {input.blocks},
+                               .granules = granules_for(event->bytes)});
+        ++input.blocks;
+        input.block_bytes += event->bytes;
+        break;
+      case TraceEventKind::kFree:
+        if (const auto found = live.find(event->key);
+            event->route == core::Route::kTiered && found != live.end()) {
+          input.steps.push_back(
+              {.kind = ReplayStep::Kind::kFree, .blocks = {found->second}, .granules = 0});
+          live.erase(found);
+        }
+        break;
+      case TraceEventKind::kUse: {
+        ReplayStep step{.kind = ReplayStep::Kind::kUse, .stream = event->stream, .blocks = {}};
+        for (const uint64_t base : event->bases) {
+          if (const auto found = live.find(base); found != live.end())
+            step.blocks.push_back(found->second);
+        }
+        if (step.blocks.empty()) break;
+        input.steps.push_back(std::move(step));
+        ++input.launches;
+        break;
+      }
+      case TraceEventKind::kEvict:
+        input.recorded_evicted_bytes += event->bytes;
+        break;
+      case TraceEventKind::kPromote:
+        input.recorded_promoted_bytes += event->bytes;
+        break;
+      case TraceEventKind::kRefuse:
+        break;
+    }
+  }
+  if (input.blocks == 0) {
+    throw std::runtime_error("no tiered block on device " + std::to_string(device) +
+                             ": record the job in tiered mode ([spill] mode = \"tiered\")");
+  }
+  const uint64_t budget = budget_bytes != 0 ? budget_bytes : limit;
+  if (budget == 0) {
+    throw std::runtime_error("the trace gives no budget for device " + std::to_string(device) +
+                             ": name one with --budget");
+  }
+  input.budget_granules = budget / kGranuleBytes;
+  return input;
+}
+
+ReplayResult replay(const ReplayInput& input, std::string_view policy) {
+  return Simulation(input, policy).run(input);
+}
+
+uint64_t optimal_fetched_granules(const ReplayInput& input) {
+  // Every granule of a block is a unit of its own: block id and granule index in one number.
+  std::unordered_map<uint64_t, uint64_t> granules;  // block id -> granules
+  std::vector<policies::BlockId> uses;
+  const auto touch = [&](uint64_t id) {
+    for (uint64_t granule = 0; granule < granules.at(id); ++granule)
+      uses.push_back(id << 24 | granule);
+  };
+  for (const ReplayStep& step : input.steps) {
+    if (step.kind == ReplayStep::Kind::kAlloc) {
+      granules[step.blocks.front()] = std::min<uint64_t>(step.granules, uint64_t{1} << 24);
+      touch(step.blocks.front());
+    } else if (step.kind == ReplayStep::Kind::kUse) {
+      std::vector<uint64_t> distinct = step.blocks;
+      std::sort(distinct.begin(), distinct.end());
+      distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+      for (const uint64_t id : distinct) touch(id);
+    }
+  }
+  return policies::belady_misses(uses, input.budget_granules);
+}
+
+}  // namespace vramspill::cli

@@ -1,0 +1,79 @@
+// Replays a recorded job's tiered blocks and launches (a [trace] file from tiered mode) through
+// the eviction policies, offline, at any budget: what each policy would have moved, against the
+// fewest fetches any policy could make (Belady's MIN), for `vramspill replay`.
+//
+// Note [The replay's model]
+// The device is `budget` bytes of 2 MiB granules and nothing else; a block is the granules of one
+// tiered allocation. The model does what tiered placement (shim/placement/tiered_placement.cpp)
+// does, with the policy deciding:
+// - alloc: room is made for the whole block (victims give up all their device granules), then
+//   as much of it as fits is placed on the device, the rest on the host;
+// - use (one launch and its blocks): the policy is told; each block with host granules is
+//   promoted if the policy agrees, else touched in place over the link; room for the promotions
+//   is made with the launch's own blocks kept, and promotions that still do not fit (last first)
+//   are touched in place;
+// - free: the block's granules are gone.
+// Not modelled: the host limit (the host takes every eviction), pooled granules, other
+// allocations' share of the budget, and launches whose blocks were not all listed (more than 32,
+// graphs): those run as the trace shows them.
+//
+// The yardstick: a policy's fetched granules (placed on the device at allocation, or promoted)
+// against Belady's MIN over the granules: every allocation and every use needs each of its
+// granules on the device, and MIN fetches the fewest (policies/belady.h). A policy that promotes
+// every block it uses can never fetch fewer; one that touches blocks in place may, paying instead
+// with every access crossing the link (its "in place" column).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "telemetry/trace_reader.h"
+
+namespace vramspill::cli {
+
+// One device's tiered blocks and launches, in time order.
+struct ReplayStep {
+  enum class Kind : uint8_t { kAlloc, kFree, kUse };
+  Kind kind = Kind::kUse;
+  uint64_t stream = 0;           // kUse
+  std::vector<uint64_t> blocks;  // kAlloc, kFree: one block; kUse: the launch's blocks
+  uint64_t granules = 0;         // kAlloc
+};
+
+struct ReplayInput {
+  int device = 0;
+  uint64_t budget_granules = 0;
+  uint64_t blocks = 0;       // allocations
+  uint64_t block_bytes = 0;  // their bytes, together
+  uint64_t launches = 0;
+  uint64_t recorded_evicted_bytes = 0;  // what the job itself moved (the trace's evict/promote)
+  uint64_t recorded_promoted_bytes = 0;
+  std::vector<ReplayStep> steps;
+};
+
+// `trace`'s tiered blocks and uses on `device`; `budget_bytes` 0 takes the device's limit from
+// the trace. Throws std::runtime_error when there is nothing to replay (no tiered block, no
+// budget), saying why.
+ReplayInput replay_input(const telemetry::Trace& trace, int device, uint64_t budget_bytes);
+
+struct ReplayResult {
+  std::string policy;
+  uint64_t placed_granules = 0;    // new blocks' granules placed on the device
+  uint64_t promoted_granules = 0;  // brought back to the device for a launch
+  uint64_t evicted_granules = 0;   // sent to the host to make room
+  uint64_t in_place_uses = 0;      // a launch's block left (partly) on the host
+  uint64_t in_place_granules = 0;  // the host granules of those blocks, per use
+
+  uint64_t fetched_granules() const { return placed_granules + promoted_granules; }
+};
+
+// `input` through the policy named `policy` (policies/registry.h; throws std::invalid_argument
+// for an unknown name).
+ReplayResult replay(const ReplayInput& input, std::string_view policy);
+
+// The fewest granules any policy could fetch (Note [The replay's model]).
+uint64_t optimal_fetched_granules(const ReplayInput& input);
+
+}  // namespace vramspill::cli

@@ -4,6 +4,7 @@
 
 #include "policies/fifo.h"
 #include "policies/largest.h"
+#include "policies/learned.h"
 #include "policies/lfu.h"
 #include "policies/lru.h"
 
@@ -24,6 +25,7 @@ std::unique_ptr<EvictionPolicy> make(const PolicyOptions& options) {
 constexpr std::array kPolicies = {
     Registered{FifoPolicy::kName, &make<FifoPolicy>},
     Registered{LargestPolicy::kName, &make<LargestPolicy>},
+    Registered{LearnedPolicy::kName, &make<LearnedPolicy>},
     Registered{LfuPolicy::kName, &make<LfuPolicy>},
     Registered{LruPolicy::kName, &make<LruPolicy>},
 };

@@ -54,8 +54,8 @@ inline constexpr std::array<std::string_view, 5> kSpillModeNames = {"off", "mana
 
 // The eviction policies [tiered] policy may name: policies/registry.h's names, which a test
 // holds this list to (the config layer cannot reach the registry).
-inline constexpr std::array<std::string_view, 4> kTieredPolicyNames = {"fifo", "largest", "lfu",
-                                                                       "lru"};
+inline constexpr std::array<std::string_view, 5> kTieredPolicyNames = {"fifo", "largest",
+                                                                       "learned", "lfu", "lru"};
 
 // The preferred location given to managed memory that holds a spilled allocation.
 enum class ManagedLocation : uint8_t { kHost, kDevice, kNone };

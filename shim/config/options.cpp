@@ -87,7 +87,11 @@ constexpr std::array<OptionSpec, 18> kOptions = {{
      "`lfu`: the least often used lately (a use counts half after 1024 launches); a block on the "
      "host is brought in once used twice lately. `largest`: the largest blocks, so that fewest "
      "move; a block over half the budget is never brought in. `fifo`: the first to arrive on the "
-     "device, whatever their use (close to what CUDA unified memory does; for comparison).",
+     "device, whatever their use (close to what CUDA unified memory does; for comparison). "
+     "`learned`: finds the period of the job's launches (a training step) and, once a whole "
+     "period has repeated, evicts what is needed again furthest ahead and reaches in place what "
+     "would displace data needed sooner; `lru` until then and whenever the launches stop "
+     "repeating.",
      kTieredPolicyNames,
      [](Config& c, const OptionValue& v) {
        c.tiered.policy = std::string(kTieredPolicyNames[std::get<Choice>(v).index]);

@@ -1,0 +1,97 @@
+// learned: finds the period of the job's launches and, once a whole period has repeated, plans
+// as Belady's MIN would with the period as the future; lru until then, and again whenever the
+// launches stop repeating.
+//
+// Note [Learning the period]
+// Training repeats itself every step: the same kernels touch the same allocations in the same
+// order (a framework's caching allocator keeps handing out the same device blocks). A launch is
+// known by the set of blocks it touches (its signature: the blocks, sorted, hashed). Each
+// launch's signature is compared with the one a candidate period P earlier; a candidate comes
+// from the last time the same signature was seen. Once P launches in a row have matched (a
+// whole period repeated), the policy is *locked* on P: the last P launches are the plan, and a
+// block's next use is its next occurrence in the plan after the current phase. One launch that
+// does not match (a new phase, an evaluation step, another batch shape) unlocks it: decisions
+// are lru's (which is told of every event all along, so it is warm) until a period locks again.
+// Periods longer than kMaxPeriod launches are never found.
+//
+// Note [Planning with the period]
+// Locked, a victim search evicts the blocks on the device whose next use is farthest away,
+// never-used-again first (Belady's MIN). A block on the host that a launch touches is brought in
+// when it fits in the room left, or when its next use comes sooner than that of some block on
+// the device that could make room for it; otherwise it is touched in place over the link, as
+// MIN-with-bypass would: bringing it in would evict data needed sooner, and a block used once a
+// step costs one crossing in place against two (in, and out again) when moved. The blocks on the
+// device are kept ordered by the launch of their next use, which changes only when a block is
+// used (the plan repeats), so a search walks from the farthest: O((victims + keep) log n), and a
+// promotion decision O(log n) per block that could make room. Locking orders them all once.
+#pragma once
+
+#include <cstdint>
+#include <set>
+#include <span>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "policies/eviction_policy.h"
+#include "policies/lru.h"
+
+namespace vramspill::policies {
+
+class LearnedPolicy final : public EvictionPolicy {
+ public:
+  static constexpr std::string_view kName = "learned";
+  static constexpr uint64_t kMaxPeriod = uint64_t{1} << 15;
+
+  explicit LearnedPolicy(const PolicyOptions& options);
+
+  // The period the policy is locked on (Note [Learning the period]); 0 when it is not.
+  uint64_t period() const noexcept { return locked_ ? period_ : 0; }
+  // Times a locked period stopped matching.
+  uint64_t unlocks() const noexcept { return unlocks_; }
+
+ private:
+  std::string_view do_name() const noexcept override { return kName; }
+  void do_allocated(BlockId block, uint64_t granules, bool on_device) override;
+  void do_freed(BlockId block) override;
+  void do_used(uint64_t sequence, uint32_t stream, std::span<const BlockId> blocks) override;
+  void do_moved(BlockId block, uint64_t device_granules) override;
+  std::vector<BlockId> do_choose_victims(uint64_t granules_needed,
+                                         std::span<const BlockId> keep) override;
+  bool do_should_promote(BlockId block) override;
+
+  // Records the launch at position launches_ (its blocks are in launch_blocks_ already) and
+  // follows or finds the period.
+  void learn(uint64_t signature);
+  void lock();
+  // The launch of `block`'s next use after the current one, by the plan; kNever when it has none.
+  uint64_t next_use(BlockId block) const;
+  // Puts `block` (on the device) in the order at its next use.
+  void order(BlockId block);
+  void unorder(BlockId block);
+
+  static constexpr uint64_t kNever = UINT64_MAX;
+
+  LruPolicy fallback_;
+  // The last kMaxPeriod * 2 launches: signatures, and each one's blocks.
+  std::vector<uint64_t> signatures_;
+  std::vector<std::vector<BlockId>> launch_blocks_;
+  uint64_t launches_ = 0;                        // launches seen
+  std::unordered_map<uint64_t, uint64_t> seen_;  // signature -> the last launch that had it
+  uint64_t period_ = 0;                          // the candidate, or the locked, period
+  uint64_t matched_ = 0;                         // launches in a row that matched it
+  bool locked_ = false;
+  uint64_t unlocks_ = 0;
+  // The plan: each block's phases of use within the period, sorted; the phase of launch 0.
+  std::unordered_map<BlockId, std::vector<uint64_t>> plan_;
+  uint64_t plan_start_ = 0;
+  std::unordered_map<BlockId, uint64_t> on_device_;  // blocks holding device granules
+  uint64_t device_granules_ = 0;
+  // Locked: the blocks on the device by the launch of their next use (Note [Planning with the
+  // period]), and where each is in it.
+  std::set<std::pair<uint64_t, BlockId>> by_next_use_;
+  std::unordered_map<BlockId, uint64_t> ordered_at_;
+};
+
+}  // namespace vramspill::policies

@@ -50,6 +50,10 @@ find_package(spdlog REQUIRED)         # spdlog::spdlog (libspdlog.so) spdlog::sp
 find_package(mimalloc REQUIRED)       # mimalloc (libmimalloc.so: overrides malloc when linked)
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(LIBUNWIND REQUIRED IMPORTED_TARGET libunwind)   # PkgConfig::LIBUNWIND
+# Debian's cpp-httplib ships a pkg-config file and no CMake package; only the program
+# vramspill-exporter links it (Note [The exporter is a program of its own] in
+# tools/cli/exporter_launcher.h).
+pkg_check_modules(CPPHTTPLIB REQUIRED IMPORTED_TARGET cpp-httplib)   # PkgConfig::CPPHTTPLIB
 
 # --- Preload-safe targets (Note [Preload-safe dependency targets]) ------------------------------
 

@@ -4,8 +4,10 @@
 #
 # Note [The installed layout]
 # Two components, both in the one package:
-#   runtime  bin/vramspill, <libdir>/libvramspill.so, share/vramspill/conf/*.toml (the example
-#            policies) and share/man/man1/vramspill.1
+#   runtime  bin/vramspill, bin/vramspill-exporter (which `vramspill exporter` runs from beside
+#            it: Note [The exporter is a program of its own] in tools/cli/exporter_launcher.h),
+#            <libdir>/libvramspill.so, share/vramspill/conf/*.toml (the example policies) and
+#            share/man/man1/vramspill.1
 #   demo     train_demo, oom_demo and driver_tour in libexec/vramspill/ (generic names, kept off
 #            PATH), with vs_kernels.fatbin when nvcc built it, and simcuda in
 #            <libdir>/vramspill/simcuda/, so the installed demo also runs on a machine without a GPU
@@ -22,12 +24,14 @@ set(VRAMSPILL_INSTALL_SIMCUDA_DIR ${CMAKE_INSTALL_LIBDIR}/vramspill/simcuda)
 
 # --- runtime --------------------------------------------------------------------------------
 install(TARGETS vramspill LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT runtime)
-install(TARGETS vramspill_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT runtime)
+install(TARGETS vramspill_cli vramspill_exporter RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
+        COMPONENT runtime)
 # Every policy conf/ holds when installing, without a list to keep.
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/conf/ DESTINATION ${CMAKE_INSTALL_DATADIR}/vramspill/conf
         COMPONENT runtime FILES_MATCHING PATTERN "*.toml")
 
-# The man page, from the command's own --help texts (tools/cli/help_to_man.py).
+# The man page, from the command's own --help texts (tools/cli/help_to_man.py); `vramspill
+# exporter --help` is vramspill-exporter's.
 set(VRAMSPILL_MAN_PAGE ${CMAKE_BINARY_DIR}/man/vramspill.1)
 add_custom_command(
   OUTPUT ${VRAMSPILL_MAN_PAGE}
@@ -35,7 +39,7 @@ add_custom_command(
   COMMAND Python3::Interpreter ${PROJECT_SOURCE_DIR}/tools/cli/help_to_man.py
           --program $<TARGET_FILE:vramspill_cli> --version ${PROJECT_VERSION}
           --policies ${CMAKE_INSTALL_DATADIR}/vramspill/conf --out ${VRAMSPILL_MAN_PAGE}
-  DEPENDS vramspill_cli ${PROJECT_SOURCE_DIR}/tools/cli/help_to_man.py
+  DEPENDS vramspill_cli vramspill_exporter ${PROJECT_SOURCE_DIR}/tools/cli/help_to_man.py
   COMMENT "Writing the vramspill(1) man page from vramspill --help"
   VERBATIM)
 add_custom_target(vramspill_man_page ALL DEPENDS ${VRAMSPILL_MAN_PAGE})

@@ -19,10 +19,15 @@ PACKAGES=(
   libmimalloc-dev
   libunwind-dev
   libcli11-dev
+  libcpp-httplib-dev
   file
   binutils
   clang
   libclang-rt-dev
+  # For promtool, which the exporter's tests (tests/cli) check its output with. The package also
+  # brings the Prometheus server, which on a systemd machine starts a service on :9090; Debian
+  # has no package with promtool alone.
+  prometheus
 )
 MIN_CMAKE_VERSION=3.25   # keep in step with cmake_minimum_required in CMakeLists.txt
 
@@ -95,7 +100,8 @@ Install the equivalents of these Debian packages with your system's package mana
   ${PACKAGES[*]}
 That is: a C++20 compiler (GCC 12+ or Clang 15+), CMake >= $MIN_CMAKE_VERSION, Ninja, Python 3,
 pkg-config, GoogleTest + GoogleMock, Google Benchmark, toml++, spdlog, fmt, mimalloc, libunwind
-(nongnu.org), CLI11, file and binutils; and clang with its libFuzzer runtime for the fuzzers.
+(nongnu.org), CLI11, cpp-httplib, file and binutils; clang with its libFuzzer runtime for the
+fuzzers; and Prometheus's promtool, which checks what \`vramspill exporter\` serves.
 EOF
   cuda_help
   exit 1

@@ -64,6 +64,10 @@ class Layout:
         return installed(ARGS.bindir, "vramspill")
 
     @staticmethod
+    def exporter():
+        return installed(ARGS.bindir, "vramspill-exporter")
+
+    @staticmethod
     def shim():
         return installed(ARGS.libdir, "libvramspill.so")
 
@@ -81,7 +85,8 @@ class Layout:
 
     @staticmethod
     def runtime():
-        return [Layout.cli(), Layout.shim(), installed(ARGS.mandir, "man1", "vramspill.1")] + [
+        return [Layout.cli(), Layout.exporter(), Layout.shim(),
+                installed(ARGS.mandir, "man1", "vramspill.1")] + [
             Layout.policy(policy.name) for policy in sorted((SOURCE / "conf").glob("*.toml"))]
 
     @staticmethod
@@ -136,7 +141,7 @@ class InstalledTest(unittest.TestCase):
         # (or to the build tree): on a GPU the demo programs must load the driver.
         drivers = [str(p.relative_to(ROOT)) for p in ROOT.rglob("libcuda.so*")]
         self.assertEqual(drivers, [str(Layout.simcuda().relative_to(ROOT))])
-        for path in [Layout.cli(), Layout.shim()] + Layout.demo():
+        for path in [Layout.cli(), Layout.exporter(), Layout.shim()] + Layout.demo():
             dynamic = checked(["readelf", "-d", path]).stdout
             self.assertNotIn("PATH", dynamic, f"{path} has an RPATH or RUNPATH")
 
@@ -144,6 +149,11 @@ class InstalledTest(unittest.TestCase):
         result = run([Layout.cli(), "run", "--", "/bin/sh", "-c", 'printf %s "$LD_PRELOAD"'])
         self.assertEqual(result.returncode, 0, result.stderr)
         self.assertEqual(Path(result.stdout), Layout.shim())
+
+    def test_installed_command_runs_the_installed_exporter(self):
+        result = run([Layout.cli(), "exporter", "--once", "--directory", ROOT / "no-stats"])
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertIn("\nvramspill_jobs 0\n", result.stdout)
 
     def test_installed_demo_runs_out_without_the_shim_and_verifies_under_it(self):
         simcuda = dict(LD_LIBRARY_PATH=str(Layout.simcuda().parent), SIMCUDA_VRAM="256MiB")

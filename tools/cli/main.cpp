@@ -1,12 +1,15 @@
 // vramspill, the command-line tool (README.md, "Using the shim"): `run` starts a job under the
 // shim, `stat` shows the jobs running under it, `doctor` checks the machine for spilling,
-// `export` converts a job's trace, `replay` runs it through the policies. Each subcommand lives in its own file; this one only parses the command line and hands over.
+// `exporter` serves the jobs' figures to Prometheus, `export` converts a job's trace, `replay`
+// runs it through the policies. Each subcommand lives in its own file; this one only parses the
+// command line and hands over.
 #include <CLI/CLI.hpp>
 #include <string>
 #include <vector>
 
 #include "doctor_command.h"
 #include "export_command.h"
+#include "exporter_launcher.h"
 #include "replay_command.h"
 #include "run_command.h"
 #include "stat_command.h"
@@ -43,14 +46,21 @@ int main(int argc, char** argv) {
   CLI::App* run = add_run_command(app, run_options);
   CLI::App* stat = add_stat_command(app, stat_options);
   CLI::App* doctor = add_doctor_command(app, doctor_options);
+  CLI::App* exporter = add_exporter_command(app);
   CLI::App* export_trace = add_export_command(app, export_options);
   CLI::App* replay = add_replay_command(app, replay_options);
 
   // Note [Where the command starts]: CLI11 parses only what comes before `run`'s command.
+  // Note [The exporter is a program of its own]: CLI11 parses nothing after `exporter` either.
   int parsed_count = argc;
   std::vector<std::string> command;
+  int exporter_arguments = argc;  // where the arguments after `exporter` start
   for (int i = 1; i < argc; ++i) {
     const std::string_view argument = argv[i];
+    if (argument == "exporter") {
+      parsed_count = exporter_arguments = i + 1;
+      break;
+    }
     if (argument == "run") {
       const CommandStart start = find_command_start(argc, argv, i + 1);
       parsed_count = start.after_separator ? start.index - 1 : start.index;
@@ -69,6 +79,8 @@ int main(int argc, char** argv) {
   if (run->parsed()) return run_run_command(run_options, command);
   if (stat->parsed()) return run_stat_command(stat_options);
   if (doctor->parsed()) return run_doctor_command(doctor_options);
+  if (exporter->parsed())
+    return exec_exporter(argv + exporter_arguments, argc - exporter_arguments);
   if (export_trace->parsed()) return run_export_command(export_options);
   if (replay->parsed()) return run_replay_command(replay_options);
   return kUsageError;  // require_subcommand(1) makes this unreachable

@@ -1,9 +1,7 @@
 #include "stat_command.h"
 
-#include <linux/limits.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <ctime>
@@ -12,7 +10,7 @@
 #include <vector>
 
 #include "stat_view.h"
-#include "telemetry/stats_directory.h"
+#include "stats_scan.h"
 #include "telemetry/stats_reader.h"
 
 namespace vramspill::cli {
@@ -28,38 +26,17 @@ uint64_t realtime_ns() {
   return static_cast<uint64_t>(now.tv_sec) * 1'000'000'000ULL + static_cast<uint64_t>(now.tv_nsec);
 }
 
-// Where to look: the given directory, or the shim's own choice for this environment and the
-// fallback under /tmp (a job started without XDG_RUNTIME_DIR publishes there).
-std::vector<std::string> directories(const StatOptions& options) {
-  if (!options.directory.empty()) return {options.directory};
-  std::vector<std::string> out;
-  char path[PATH_MAX];
-  if (telemetry::stats_directory_path(path)) out.emplace_back(path);
-  if (telemetry::fallback_stats_directory_path(path) &&
-      std::find(out.begin(), out.end(), path) == out.end())
-    out.emplace_back(path);
-  return out;
-}
-
 // The live processes (files of dead ones are removed); problems go to standard error, each once
 // per run of the command.
 std::vector<StatsSnapshot> live_processes(const StatOptions& options,
                                           std::vector<std::string>& reported) {
   std::vector<StatsSnapshot> processes;
-  for (const std::string& directory : directories(options)) {
-    for (StatsEntry& entry : telemetry::scan_stats_directory(directory, /*remove_stale=*/true)) {
-      if (entry.state == StatsState::kInvalid &&
-          std::find(reported.begin(), reported.end(), entry.path) == reported.end()) {
-        std::cerr << "vramspill stat: skipping " << entry.path << ": " << entry.problem << "\n";
-        reported.push_back(entry.path);
-      }
-      if (entry.state != StatsState::kLive) continue;
-      if (options.pid != 0 && entry.snapshot.pid != static_cast<uint64_t>(options.pid)) continue;
-      processes.push_back(std::move(entry.snapshot));
-    }
+  for (StatsEntry& entry :
+       scan_stats_directories(stats_directories(options.directory), "vramspill stat", reported)) {
+    if (entry.state != StatsState::kLive) continue;
+    if (options.pid != 0 && entry.snapshot.pid != static_cast<uint64_t>(options.pid)) continue;
+    processes.push_back(std::move(entry.snapshot));
   }
-  std::sort(processes.begin(), processes.end(),
-            [](const StatsSnapshot& a, const StatsSnapshot& b) { return a.pid < b.pid; });
   return processes;
 }
 

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "subprocess.h"
+#include "scratch_directory.h"
 #include "telemetry/stats_file.h"
 
 namespace {
@@ -47,17 +48,8 @@ bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
 
-class CliTest : public ::testing::Test {
+class CliTest : public vramspill::testing::ScratchDirectoryTest {
  protected:
-  void SetUp() override {
-    char pattern[] = "/tmp/vramspill-cli-test-XXXXXX";
-    ASSERT_NE(mkdtemp(pattern), nullptr);
-    root_ = pattern;
-  }
-  void TearDown() override {
-    std::error_code ignored;
-    fs::remove_all(root_, ignored);
-  }
 
   std::string write_policy(const std::string& name, const std::string& toml) {
     const std::string path = (root_ / name).string();
@@ -74,7 +66,6 @@ class CliTest : public ::testing::Test {
     return vramspill(arguments, extra);
   }
 
-  fs::path root_;
   // A shared library with nothing in it: `run` is tested without preloading the real shim.
   const std::string empty_library_ = CLI_TEST_EMPTY_LIBRARY;
 };

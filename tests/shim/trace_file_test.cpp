@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "core/ledger.h"
+#include "lifecycle/scratch_directory.h"
 #include "telemetry/trace_format.h"
 
 namespace vramspill::telemetry {
@@ -48,19 +49,8 @@ std::vector<std::string> events_of(const std::vector<std::string>& lines) {
   return events;
 }
 
-class TraceFileTest : public ::testing::Test {
+class TraceFileTest : public vramspill::testing::ScratchDirectoryTest {
  protected:
-  void SetUp() override {
-    char pattern[] = "/tmp/vramspill-trace-test-XXXXXX";
-    ASSERT_NE(mkdtemp(pattern), nullptr);
-    root_ = pattern;
-  }
-  void TearDown() override {
-    std::error_code ignored;
-    fs::remove_all(root_, ignored);
-  }
-
-  fs::path root_;
 };
 
 TEST_F(TraceFileTest, TheLedgerTellsTheTraceOfEveryEventInTheFormat) {

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "scratch_directory.h"
 #include "subprocess.h"
 
 namespace vramspill::testing {
@@ -23,18 +24,8 @@ inline bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
 
-class JobSafety : public ::testing::Test {
+class JobSafety : public vramspill::testing::ScratchDirectoryTest {
  protected:
-  void SetUp() override {
-    char pattern[] = "/tmp/vramspill-job-safety-XXXXXX";
-    ASSERT_NE(mkdtemp(pattern), nullptr);
-    root_ = pattern;
-  }
-  void TearDown() override {
-    std::error_code ignored;
-    fs::remove_all(root_, ignored);
-  }
-
   // The program under the shim on simcuda, none of the caller's VRAMSPILL_* settings, plus
   // `extra`; with `stderr_closed`, started as `program 2>&-` by a shell; started by `wrapper`
   // (a command that ends by running the words after it) when there is one.
@@ -62,8 +53,6 @@ class JobSafety : public ::testing::Test {
     EXPECT_EQ(mkfifo(path.c_str(), 0600), 0);
     return path;
   }
-
-  fs::path root_;
 };
 
 // Spills over an 8 MiB budget, logged at info, and the exit summary.

@@ -28,6 +28,15 @@ PACKAGES=(
   # brings the Prometheus server, which on a systemd machine starts a service on :9090; Debian
   # has no package with promtool alone.
   prometheus
+  # Chart.js 3, which `vramspill report` embeds in its pages (found by tools/cli/CMakeLists.txt).
+  libjs-chart.js
+)
+# Packages installed on Debian only. chromium: a real browser for the report's test
+# (tests/cli/report_job_test.py), which opens its pages in headless Chromium; large (a few
+# hundred MB with its libraries), for testing only. Ubuntu ships Chromium only as a snap, which
+# containers cannot run: there the test fails unless REPORT_TEST_ALLOW_MISSING_BROWSER=1.
+DEBIAN_ONLY_PACKAGES=(
+  chromium
 )
 MIN_CMAKE_VERSION=3.25   # keep in step with cmake_minimum_required in CMakeLists.txt
 
@@ -45,6 +54,7 @@ and only then). Needs root: runs apt-get through sudo when not root and sudo exi
 prints the command to run.
 
 Packages: ${PACKAGES[*]}
+On Debian also: ${DEBIAN_ONLY_PACKAGES[*]}
 
 The CUDA toolkit headers (cuda.h and cudaTypedefs.h) are looked for in \$CUDAToolkit_ROOT/include,
 \$CUDA_HOME/include, /usr/local/cuda/include and /usr/include (the rest of the toolkit is found
@@ -101,13 +111,18 @@ Install the equivalents of these Debian packages with your system's package mana
 That is: a C++20 compiler (GCC 12+ or Clang 15+), CMake >= $MIN_CMAKE_VERSION, Ninja, Python 3,
 pkg-config, GoogleTest + GoogleMock, Google Benchmark, toml++, spdlog, fmt, mimalloc, libunwind
 (nongnu.org), CLI11, cpp-httplib, file and binutils; clang with its libFuzzer runtime for the
-fuzzers; and Prometheus's promtool, which checks what \`vramspill exporter\` serves.
+fuzzers; Prometheus's promtool, which checks what \`vramspill exporter\` serves; Chart.js 3
+(chart.min.js, embedded by \`vramspill report\`); and Chromium, whose headless mode tests the report.
 EOF
   cuda_help
   exit 1
 fi
 
 # --- Packages -----------------------------------------------------------------------------------
+# shellcheck disable=SC1091
+if [[ $(. /etc/os-release && printf '%s' "${ID:-}") == debian ]]; then
+  PACKAGES+=("${DEBIAN_ONLY_PACKAGES[@]}")
+fi
 is_installed() {
   [[ $(dpkg-query -W -f='${Status}' "$1" 2>/dev/null) == "install ok installed" ]]
 }

@@ -15,14 +15,11 @@ import subprocess
 import sys
 import tempfile
 
-from traced_demo import TIERED_ARGS, fail, run_traced_demo, tiered_mode
+from traced_demo import (HOST_ARGS, HOST_MODE, TIERED_ARGS, check_bad_traces, fail,
+                         run_traced_demo, tiered_mode)
 
 CLI, TRAIN_DEMO, PRELOAD, SIMCUDA_DIR, TIERED_CONF, SEGMENT_EVENTS = sys.argv[1:7]
 
-# Spills to the pinned host pool: 3x a 64 MiB budget, in 16 MiB blocks.
-HOST_MODE = {"VRAMSPILL_SPILL_MODE": "host", "VRAMSPILL_DEVICE_BUDGET": "64MiB",
-             "VRAMSPILL_SPILL_HOST_LIMIT": "512MiB", "VRAMSPILL_SPILL_HOST_POOL_STEP": "128MiB"}
-HOST_ARGS = ["--chunk", "16MiB"]
 TIERED_MODE = tiered_mode(TIERED_CONF)
 
 
@@ -106,47 +103,12 @@ def check_tiered_mode(directory):
     return os.path.join(directory, "tiered.trace")
 
 
-def check_cut_short_and_damaged(directory, trace):
-    with open(trace) as f:
-        lines = f.readlines()
-    # A job killed while writing: no "# end", and half a line.
-    cut = os.path.join(directory, "cut.trace")
-    with open(cut, "w") as f:
-        f.writelines(lines[:-3])
-        f.write(lines[-3][:7])
-    result = export(cut, os.path.join(directory, "cut.pickle"))
-    warning = (f"vramspill export: {cut} ends without '# end': the process was killed or its "
-               "trace stopped; exporting what it holds\n")
-    if result.returncode != 0 or result.stderr != warning:
-        fail(f"a cut-short trace: status {result.returncode}, stderr {result.stderr!r}")
-
-    damaged = os.path.join(directory, "damaged.trace")
-    with open(damaged, "w") as f:
-        f.writelines(lines[:6] + ["123 allocate 0 tiered 0x1000 4096\n"] + lines[6:])
-    output = os.path.join(directory, "damaged.pickle")
-    with open(output, "w") as f:
-        f.write("left alone")
-    result = export(damaged, output)
-    if result.returncode != 2 or result.stderr.count("\n") != 1 or \
-            f"{damaged}:7: unknown event kind 'allocate'" not in result.stderr:
-        fail(f"a damaged trace: status {result.returncode}, stderr {result.stderr!r}")
-    with open(output) as f:
-        if f.read() != "left alone":
-            fail("a failed export changed the output file")
-
-    result = export(trace, os.path.join(directory, "no-such-dir", "out.pickle"))
-    if result.returncode != 1 or "cannot write" not in result.stderr:
-        fail(f"an unwritable output: status {result.returncode}, stderr {result.stderr!r}")
-    leftovers = [n for n in os.listdir(directory) if ".pickle." in n]
-    if leftovers:
-        fail(f"temporary files left behind: {leftovers}")
-
-
 def main():
     with tempfile.TemporaryDirectory(prefix="vramspill-export-") as directory:
         check_host_mode(directory)
         tiered_trace = check_tiered_mode(directory)
-        check_cut_short_and_damaged(directory, tiered_trace)
+        check_bad_traces(export, "vramspill export", "exporting", directory, tiered_trace,
+                         "pickle")
     print("export checks passed")
 
 

@@ -1,19 +1,12 @@
 #include "export_command.h"
 
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
-#include <fstream>
 #include <iostream>
-#include <string_view>
-#include <vector>
+#include <optional>
+#include <ostream>
 
+#include "atomic_file.h"
 #include "memory_viz_export.h"
-#include "telemetry/trace_reader.h"
+#include "trace_input.h"
 
 namespace vramspill::cli {
 namespace {
@@ -22,47 +15,8 @@ constexpr const char* kProgram = "vramspill export";
 constexpr int kCannotWrite = 1;
 constexpr int kBadInput = 2;
 
-// Writes `snapshot` to a new file beside `path`, then renames it over `path`, so that an export
-// that fails leaves no half-written file (nor harms one that was there). Empty on success, else
-// what went wrong.
-std::string write_atomically(const MemoryVizSnapshot& snapshot, const std::string& path) {
-  std::vector<char> temporary(path.begin(), path.end());
-  for (const char c : std::string_view(".XXXXXX")) temporary.push_back(c);
-  temporary.push_back('\0');
-  const int fd = mkstemp(temporary.data());
-  if (fd < 0) return "cannot create a file beside it: " + std::string(std::strerror(errno));
-  // mkstemp makes it 0600; give it the mode any new file gets.
-  const mode_t mask = umask(0);
-  umask(mask);
-  fchmod(fd, 0666 & ~mask);
-  close(fd);
-  const std::string name = temporary.data();
-  {
-    std::ofstream out(name, std::ios::binary | std::ios::trunc);
-    write_memory_viz(snapshot, out);
-    out.close();
-    if (!out) {
-      const std::string problem = "cannot write " + name + ": " + std::strerror(errno);
-      unlink(name.c_str());
-      return problem;
-    }
-  }
-  if (std::rename(name.c_str(), path.c_str()) != 0) {
-    const std::string problem = std::strerror(errno);
-    unlink(name.c_str());
-    return problem;
-  }
-  return "";
-}
-
 // Says on standard error what of the trace did not make it into the export.
-void warn_about(const telemetry::Trace& trace, const MemoryVizSnapshot& snapshot,
-                const std::string& name) {
-  if (!trace.complete) {
-    std::cerr << kProgram << ": " << name
-              << " ends without '# end': the process was killed or its trace stopped; exporting "
-                 "what it holds\n";
-  }
+void warn_about(const MemoryVizSnapshot& snapshot, const std::string& name) {
   if (snapshot.unmatched_frees != 0) {
     std::cerr << kProgram << ": " << name << ": left out " << snapshot.unmatched_frees
               << " free(s) of allocations the trace does not hold (is it damaged?)\n";
@@ -108,16 +62,13 @@ CLI::App* add_export_command(CLI::App& app, ExportOptions& options) {
 }
 
 int run_export_command(const ExportOptions& options) {
-  telemetry::Trace trace;
-  try {
-    trace = telemetry::read_trace(options.trace);
-  } catch (const telemetry::TraceError& error) {
-    std::cerr << kProgram << ": " << error.what() << "\n";
-    return kBadInput;
-  }
-  const MemoryVizSnapshot snapshot = build_memory_viz(trace);
-  warn_about(trace, snapshot, options.trace);
-  const std::string problem = write_atomically(snapshot, options.output);
+  const std::optional<telemetry::Trace> trace =
+      read_trace_for(kProgram, options.trace, "exporting");
+  if (!trace) return kBadInput;
+  const MemoryVizSnapshot snapshot = build_memory_viz(*trace);
+  warn_about(snapshot, options.trace);
+  const std::string problem = write_file_atomically(
+      options.output, [&](std::ostream& out) { write_memory_viz(snapshot, out); });
   if (!problem.empty()) {
     std::cerr << kProgram << ": cannot write " << options.output << ": " << problem << "\n";
     return kCannotWrite;

@@ -1,8 +1,8 @@
 // vramspill, the command-line tool (README.md, "Using the shim"): `run` starts a job under the
 // shim, `stat` shows the jobs running under it, `doctor` checks the machine for spilling,
 // `exporter` serves the jobs' figures to Prometheus, `export` converts a job's trace, `replay`
-// runs it through the policies. Each subcommand lives in its own file; this one only parses the
-// command line and hands over.
+// runs it through the policies, `report` draws it. Each subcommand lives in its own file; this
+// one only parses the command line and hands over.
 #include <CLI/CLI.hpp>
 #include <string>
 #include <vector>
@@ -11,6 +11,7 @@
 #include "export_command.h"
 #include "exporter_launcher.h"
 #include "replay_command.h"
+#include "report_command.h"
 #include "run_command.h"
 #include "stat_command.h"
 
@@ -43,12 +44,14 @@ int main(int argc, char** argv) {
   DoctorOptions doctor_options;
   ExportOptions export_options;
   ReplayOptions replay_options;
+  ReportOptions report_options;
   CLI::App* run = add_run_command(app, run_options);
   CLI::App* stat = add_stat_command(app, stat_options);
   CLI::App* doctor = add_doctor_command(app, doctor_options);
   CLI::App* exporter = add_exporter_command(app);
   CLI::App* export_trace = add_export_command(app, export_options);
   CLI::App* replay = add_replay_command(app, replay_options);
+  CLI::App* report = add_report_command(app, report_options);
 
   // Note [Where the command starts]: CLI11 parses only what comes before `run`'s command.
   // Note [The exporter is a program of its own]: CLI11 parses nothing after `exporter` either.
@@ -83,5 +86,6 @@ int main(int argc, char** argv) {
     return exec_exporter(argv + exporter_arguments, argc - exporter_arguments);
   if (export_trace->parsed()) return run_export_command(export_options);
   if (replay->parsed()) return run_replay_command(replay_options);
+  if (report->parsed()) return run_report_command(report_options);
   return kUsageError;  // require_subcommand(1) makes this unreachable
 }

@@ -6,7 +6,7 @@
 #include <string_view>
 
 #include "policies/registry.h"
-#include "telemetry/trace_reader.h"
+#include "trace_input.h"
 #include "trace_replay.h"
 #include "util/bytes.h"
 #include "util/sizes.h"
@@ -84,12 +84,11 @@ int run_replay_command(const ReplayOptions& options) {
   if (names.empty()) {
     for (const std::string_view name : policies::policy_names()) names.emplace_back(name);
   }
+  const std::optional<telemetry::Trace> trace =
+      read_trace_for(kProgram, options.trace, "replaying");
+  if (!trace) return kBadInput;
   try {
-    const telemetry::Trace trace = telemetry::read_trace(options.trace);
-    if (!trace.complete)
-      std::cerr << kProgram << ": " << options.trace
-                << " ends without '# end': replaying what it holds\n";
-    const ReplayInput input = replay_input(trace, options.device, budget);
+    const ReplayInput input = replay_input(*trace, options.device, budget);
     std::vector<ReplayResult> results;
     for (const std::string& name : names) results.push_back(replay(input, name));
     std::printf("%s, device %d: %llu tiered blocks (%s), %llu launches, budget %s%s\n",
@@ -102,9 +101,6 @@ int run_replay_command(const ReplayOptions& options) {
     print_row("MIN", granule_bytes(optimal_fetched_granules(input)), "", "", "");
     print_row("recorded", "", format_bytes(input.recorded_promoted_bytes),
               format_bytes(input.recorded_evicted_bytes), "");
-  } catch (const telemetry::TraceError& error) {
-    std::cerr << kProgram << ": " << error.what() << "\n";
-    return kBadInput;
   } catch (const std::exception& error) {  // no tiered blocks, no budget, unknown policy
     std::cerr << kProgram << ": " << options.trace << ": " << error.what() << "\n";
     return kBadInput;

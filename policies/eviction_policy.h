@@ -35,6 +35,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
@@ -104,6 +105,13 @@ class EvictionPolicy {
   bool should_promote(BlockId block);
 
   const PolicyStats& stats() const noexcept { return stats_; }
+
+  // What the policy has come to know of the job, in words, for the log ("locked on a period of
+  // 87 launches ..."); empty for a policy that learns nothing. learning_changes() counts the
+  // times that changed, so that a caller can log each change without comparing words on every
+  // launch.
+  std::string learned_state() const { return do_learned_state(); }
+  uint64_t learning_changes() const noexcept { return do_learning_changes(); }
   // What the last broken contract was ("" if none), for the caller's warning.
   std::string_view last_problem() const noexcept { return last_problem_; }
 
@@ -132,6 +140,8 @@ class EvictionPolicy {
   virtual std::vector<BlockId> do_choose_victims(uint64_t granules_needed,
                                                  std::span<const BlockId> keep) = 0;
   virtual bool do_should_promote(BlockId block) = 0;
+  virtual std::string do_learned_state() const { return {}; }
+  virtual uint64_t do_learning_changes() const noexcept { return 0; }
 
   // Counts a broken contract, or aborts (Note [Decisions are checked]). `problem` ends with
   // what `value` is ("...: block").

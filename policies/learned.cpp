@@ -105,7 +105,18 @@ void LearnedPolicy::lock() {
       plan_[block].push_back(phase);
   }
   locked_ = true;
+  ++locks_;
   for (const auto& [block, held] : on_device_) order(block);
+}
+
+std::string LearnedPolicy::do_learned_state() const {
+  if (locked_) {
+    return "locked on a period of " + std::to_string(period_) +
+           " launches: evicting what is needed again furthest ahead";
+  }
+  if (locks_ == 0) return "no period found yet: evicting as lru";
+  return "the launches stopped repeating the period (" + std::to_string(unlocks_) +
+         " times so far): evicting as lru until a period repeats again";
 }
 
 uint64_t LearnedPolicy::next_use(BlockId block) const {

@@ -29,6 +29,7 @@
 #include <cstdint>
 #include <set>
 #include <span>
+#include <string>
 #include <string_view>
 #include <unordered_map>
 #include <utility>
@@ -60,6 +61,8 @@ class LearnedPolicy final : public EvictionPolicy {
   std::vector<BlockId> do_choose_victims(uint64_t granules_needed,
                                          std::span<const BlockId> keep) override;
   bool do_should_promote(BlockId block) override;
+  std::string do_learned_state() const override;
+  uint64_t do_learning_changes() const noexcept override { return locks_ + unlocks_; }
 
   // Records the launch at position launches_ (its blocks are in launch_blocks_ already) and
   // follows or finds the period.
@@ -82,6 +85,7 @@ class LearnedPolicy final : public EvictionPolicy {
   uint64_t period_ = 0;                          // the candidate, or the locked, period
   uint64_t matched_ = 0;                         // launches in a row that matched it
   bool locked_ = false;
+  uint64_t locks_ = 0;
   uint64_t unlocks_ = 0;
   // The plan: each block's phases of use within the period, sorted; the phase of launch 0.
   std::unordered_map<BlockId, std::vector<uint64_t>> plan_;

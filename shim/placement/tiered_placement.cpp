@@ -8,6 +8,7 @@
 
 #include "core/use_tracker.h"
 #include "policies/registry.h"
+#include "telemetry/log.h"
 #include "telemetry/nvtx.h"
 
 namespace vramspill::placement {
@@ -145,6 +146,14 @@ void TieredPlacement::tell_of_moves(core::MemoryEvents& events, int device, cons
   }
 }
 
+void TieredPlacement::log_learning(int device, Device& state) {
+  const uint64_t changes = state.policy->learning_changes();
+  if (changes == state.learning_changes) return;
+  state.learning_changes = changes;
+  logging::limited(LogLevel::kInfo, RateKey::kPolicyLearning, "tiered policy {} on device {}: {}",
+                   state.policy->name(), device, state.policy->learned_state());
+}
+
 void TieredPlacement::tell_policy_of_moves(Device& state, std::span<const GranuleMove> moves) {
   for (const GranuleMove& moved : moves) {
     if (const auto block = state.arena->block_containing(moved.base))
@@ -247,6 +256,7 @@ void TieredPlacement::before_launch(int device, uint64_t sequence, uint32_t stre
   try {
     const std::vector<policies::BlockId> touched(blocks.begin(), blocks.end());
     state->policy->used(sequence, stream, touched);
+    log_learning(device, *state);
     // The blocks to bring in, and how many granules they need, decided first: one window makes
     // room for all of them and one moves them.
     std::vector<GranuleMove> promotions;

@@ -157,6 +157,7 @@ class TieredPlacement {
     // What the budgets were charged for this arena (Note [Tiered budgets]).
     uint64_t charged_device = 0;
     uint64_t charged_host = 0;
+    uint64_t learning_changes = 0;  // the policy's, when last logged
   };
   static constexpr std::size_t kDevices = 64;
 
@@ -182,6 +183,8 @@ class TieredPlacement {
                      std::span<const tiers::GranuleMove> moves,
                      std::span<const uint64_t> before) const;
   void tell_policy_of_moves(Device& state, std::span<const tiers::GranuleMove> moves);
+  // Logs what the policy learned of the job when that changed (policies/learned.h).
+  void log_learning(int device, Device& state);
 
   TieredBudgets& budgets_;
   ArenaSource& arenas_;

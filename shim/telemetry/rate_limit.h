@@ -18,7 +18,8 @@ namespace vramspill {
   X(kSpilled, "allocations spilled to host memory")                               \
   X(kNotSpilled, "allocations that could not spill")                              \
   X(kManagedAdvice, "managed spill memory left unadvised")                        \
-  X(kSpilledIpc, "cuIpcGetMemHandle refusals of spilled memory")
+  X(kSpilledIpc, "cuIpcGetMemHandle refusals of spilled memory")                 \
+  X(kPolicyLearning, "changes in what the eviction policy learned of the job")
 
 enum class RateKey : uint8_t {
 #define VRAMSPILL_RATE_KEY_ENUM(name, description) name,

@@ -53,13 +53,19 @@ TEST(LearnedTest, ALaunchOutOfStepUnlocksItAndTheLoopLocksItAgain) {
   const auto run = [&](const Launches& launches) {
     for (const Blocks& launch : launches) learned.used(++sequence, 0, launch);
   };
+  EXPECT_EQ(learned.learned_state(), "no period found yet: evicting as lru");
   run(loop(6, 3));
   EXPECT_EQ(learned.period(), 6u);
+  EXPECT_EQ(learned.learning_changes(), 1u);
+  EXPECT_EQ(learned.learned_state(),
+            "locked on a period of 6 launches: evicting what is needed again furthest ahead");
   run({{7}});  // an evaluation step, say
   EXPECT_EQ(learned.period(), 0u);
   EXPECT_EQ(learned.unlocks(), 1u);
+  EXPECT_EQ(learned.learning_changes(), 2u);
   run(loop(6, 3));
   EXPECT_EQ(learned.period(), 6u);
+  EXPECT_EQ(learned.learning_changes(), 3u);
 }
 
 TEST(LearnedTest, LeavesOnTheHostABlockThatWouldDisplaceDataNeededSooner) {

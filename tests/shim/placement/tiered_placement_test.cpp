@@ -261,4 +261,34 @@ TEST_F(TieredPlacementTest, OtherAllocationsGetRoomFromTheArena) {
   EXPECT_FALSE(placement_.make_device_room(0, 9 * kGranuleBytes)) << "more than the budget";
 }
 
+// Note [Learning the period] in policies/learned.h: the log says when the policy locks on the
+// job's period, and when it loses it.
+TEST_F(TieredPlacementTest, TheLogSaysWhatTheLearnedPolicyLearned) {
+  TieredPlacement learned{budgets_,
+                          arenas_,
+                          window_,
+                          {.policy = "learned", .invariant_mode = policies::InvariantMode::kAbort}};
+  std::vector<CUdeviceptr> blocks;
+  for (int i = 0; i < 3; ++i) {
+    CUdeviceptr base = 0;
+    ASSERT_EQ(learned.allocate(0, 4 * kGranuleBytes, &base), CUDA_SUCCESS);
+    blocks.push_back(base);
+  }
+  ::testing::internal::CaptureStderr();
+  for (int round = 0; round < 3; ++round) {
+    for (const CUdeviceptr block : blocks)
+      learned.before_launch(0, ++sequence_, 1, std::vector<CUdeviceptr>{block});
+  }
+  learned.before_launch(0, ++sequence_, 1, std::vector<CUdeviceptr>{blocks[0], blocks[1]});
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(log.find("tiered policy learned on device 0: locked on a period of 3 launches"),
+            std::string::npos)
+      << log;
+  EXPECT_NE(log.find("tiered policy learned on device 0: the launches stopped repeating the "
+                     "period (1 times so far)"),
+            std::string::npos)
+      << log;
+  for (const CUdeviceptr block : blocks) EXPECT_EQ(learned.free(0, block), CUDA_SUCCESS);
+}
+
 }  // namespace vramspill::placement

@@ -32,8 +32,14 @@ def table(output):
     rows = {}
     for line in output.splitlines()[2:]:
         words = line.split()
-        sizes = [size(f"{words[i]} {words[i + 1]}") for i in range(1, len(words) - 1, 2)
-                 if words[i + 1] in UNITS]
+        sizes = []
+        i = 1
+        while i < len(words):
+            if i + 1 < len(words) and words[i + 1] in UNITS:
+                sizes.append(size(f"{words[i]} {words[i + 1]}"))
+                i += 2
+            else:
+                i += 1
         rows[words[0]] = sizes
     return rows
 

@@ -46,6 +46,7 @@ TEST(TraceReplay, ACyclicScanLongerThanTheBudgetMakesLruFetchEveryUse) {
   EXPECT_EQ(lru.placed_granules, 4u);
   EXPECT_EQ(lru.promoted_granules, 20u);
   EXPECT_EQ(lru.evicted_granules, 21u);
+  EXPECT_EQ(lru.moves, 41u);
   EXPECT_EQ(lru.in_place_uses, 0u);
   // MIN evicts the block needed last: after the three first placements, one miss in every three
   // of the 21 uses left (3 + 7).

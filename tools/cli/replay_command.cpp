@@ -20,15 +20,27 @@ constexpr uint64_t kGranuleBytes = uint64_t{2} << 20;
 
 std::string granule_bytes(uint64_t granules) { return format_bytes(granules * kGranuleBytes); }
 
-void print_row(std::string_view name, const std::string& fetched, const std::string& promoted,
-               const std::string& evicted, const std::string& in_place) {
-  std::printf("  %-9s %12s %12s %12s %14s\n", std::string(name).c_str(), fetched.c_str(),
-              promoted.c_str(), evicted.c_str(), in_place.c_str());
+// One row of the table; empty cells stay blank.
+void print_row(std::string_view name, const std::string& fetched, const std::string& ratio,
+               const std::string& promoted, const std::string& evicted, const std::string& moves,
+               const std::string& in_place) {
+  std::printf("  %-9s %12s %7s %12s %12s %7s %14s\n", std::string(name).c_str(), fetched.c_str(),
+              ratio.c_str(), promoted.c_str(), evicted.c_str(), moves.c_str(), in_place.c_str());
 }
 
-void print_result(const ReplayResult& result) {
+// `fetched` as a multiple of the optimum's, e.g. "1.25x".
+std::string ratio_to(uint64_t fetched, uint64_t optimum) {
+  if (optimum == 0) return "";
+  char text[32];
+  std::snprintf(text, sizeof text, "%.2fx",
+                static_cast<double>(fetched) / static_cast<double>(optimum));
+  return text;
+}
+
+void print_result(const ReplayResult& result, uint64_t optimum) {
   print_row(result.policy, granule_bytes(result.fetched_granules()),
-            granule_bytes(result.promoted_granules), granule_bytes(result.evicted_granules),
+            ratio_to(result.fetched_granules(), optimum), granule_bytes(result.promoted_granules),
+            granule_bytes(result.evicted_granules), std::to_string(result.moves),
             std::to_string(result.in_place_uses) + " / " + granule_bytes(result.in_place_granules));
 }
 
@@ -57,9 +69,10 @@ CLI::App* add_replay_command(CLI::App& app, ReplayOptions& options) {
       "device is the budget's 2 MiB granules, a new block is placed on the device as far as "
       "room can be made, a launch's blocks are brought in if the policy agrees or touched in "
       "place over the link if not.\n\n"
-      "Columns: fetched = granules placed on the device at allocation or promoted; promoted "
-      "and evicted = bytes moved each way; in place = launches that left a block on the host, "
-      "and its host bytes summed over them. MIN is Belady's optimum: the fewest bytes any "
+      "Columns: fetched = granules placed on the device at allocation or promoted, and that as "
+      "a multiple of MIN's; promoted and evicted = bytes moved each way; moves = blocks moved "
+      "(each a copy and a remap); in place = launches that left a block on the host, and its "
+      "host bytes summed over them. MIN is Belady's optimum: the fewest bytes any "
       "policy that brings in what it uses can fetch (a policy that touches blocks in place may "
       "fetch less, and pays with its in-place bytes). 'recorded' is what the job itself moved.\n\n"
       "Not modelled: the host limit, pooled granules, and allocations outside tiered mode's "
@@ -96,11 +109,12 @@ int run_replay_command(const ReplayOptions& options) {
                 format_bytes(input.block_bytes).c_str(),
                 static_cast<unsigned long long>(input.launches),
                 granule_bytes(input.budget_granules).c_str(), budget == 0 ? " (the job's)" : "");
-    print_row("policy", "fetched", "promoted", "evicted", "in place");
-    for (const ReplayResult& result : results) print_result(result);
-    print_row("MIN", granule_bytes(optimal_fetched_granules(input)), "", "", "");
-    print_row("recorded", "", format_bytes(input.recorded_promoted_bytes),
-              format_bytes(input.recorded_evicted_bytes), "");
+    const uint64_t optimum = optimal_fetched_granules(input);
+    print_row("policy", "fetched", "vs MIN", "promoted", "evicted", "moves", "in place");
+    for (const ReplayResult& result : results) print_result(result, optimum);
+    print_row("MIN", granule_bytes(optimum), "1.00x", "", "", "", "");
+    print_row("recorded", "", "", format_bytes(input.recorded_promoted_bytes),
+              format_bytes(input.recorded_evicted_bytes), "", "");
   } catch (const std::exception& error) {  // no tiered blocks, no budget, unknown policy
     std::cerr << kProgram << ": " << options.trace << ": " << error.what() << "\n";
     return kBadInput;

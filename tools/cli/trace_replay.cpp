@@ -109,6 +109,7 @@ class Simulation {
     for (const uint64_t id : promotions) {
       Block& block = blocks_.at(id);
       result_.promoted_granules += block.granules - block.on_device;
+      ++result_.moves;
       on_device_ += block.granules - block.on_device;
       block.on_device = block.granules;
       policy_->moved(id, block.granules);
@@ -120,6 +121,7 @@ class Simulation {
     for (const uint64_t id : victims.blocks) {
       Block& block = blocks_.at(id);
       result_.evicted_granules += block.on_device;
+      ++result_.moves;
       on_device_ -= block.on_device;
       block.on_device = 0;
       policy_->moved(id, 0);

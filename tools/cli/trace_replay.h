@@ -63,6 +63,7 @@ struct ReplayResult {
   uint64_t placed_granules = 0;    // new blocks' granules placed on the device
   uint64_t promoted_granules = 0;  // brought back to the device for a launch
   uint64_t evicted_granules = 0;   // sent to the host to make room
+  uint64_t moves = 0;              // blocks moved, either way (each a copy and a remap)
   uint64_t in_place_uses = 0;      // a launch's block left (partly) on the host
   uint64_t in_place_granules = 0;  // the host granules of those blocks, per use
 

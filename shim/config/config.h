@@ -96,10 +96,38 @@ struct SpillConfig {
   uint64_t host_pool_keep{};
 };
 
+// What a [[tiered.rule]] does to the tiered blocks it matches (README.md, "Rules for tiered
+// blocks").
+enum class RuleAction : uint8_t {
+  kPin,         // never evicted
+  kPreferHost,  // placed on the host and touched there: never takes device room
+  kEvictFirst,  // evicted before anything the policy would choose
+};
+inline constexpr std::array<std::string_view, 3> kRuleActionNames = {"pin", "prefer_host",
+                                                                     "evict_first"};
+
+// One [[tiered.rule]]: a tiered block matches when its size is in [min_size, max_size] and,
+// for each pattern given, some frame of the call stack that allocated it matches the pattern
+// (shell wildcards, fnmatch(3)). Only the policy file sets rules; the first that matches wins.
+struct TieredRule {
+  RuleAction action{};
+  uint64_t min_size = 0;
+  uint64_t max_size = UINT64_MAX;
+  std::string library;  // over a frame's library file name ("libnccl.so.2"); empty: any
+  std::string symbol;   // over a frame's nearest exported symbol; empty: any
+  std::string place;    // where the rule is written ("job.toml:12:1"), for the log
+
+  bool needs_call_site() const { return !library.empty() || !symbol.empty(); }
+};
+// A policy file may set this many rules: each is tried in turn for every tiered block, and the
+// shim counts each one's matches in a fixed array (it allocates nothing to set them up).
+inline constexpr std::size_t kMaxTieredRules = 64;
+
 struct TieredConfig {
   std::string policy;   // one of kTieredPolicyNames
   uint64_t min_size{};  // smaller linear allocations are not tiered
   uint64_t keep{};      // idle granules of each kind the arena keeps for later blocks
+  std::vector<TieredRule> rules;  // in the file's order
 };
 
 struct ReportConfig {

@@ -16,11 +16,18 @@
 
 #include "config/config.h"
 #include "config/options.h"
-#include "config/suggest.h"
+#include "config/tiered_rules_reader.h"
 #include "config/toml_prescan.h"
+#include "config/toml_text.h"
 
 namespace vramspill {
 namespace {
+
+using config_text::describe;
+using config_text::did_you_mean;
+using config_text::join;
+using config_text::printable;
+using config_text::quoted;
 
 // One option's current value and where it came from, for messages about combinations.
 struct Assigned {
@@ -28,68 +35,6 @@ struct Assigned {
   std::string text;    // as the user wrote it
   std::string origin;  // "at job.toml:2:10", "in VRAMSPILL_DEVICE_BUDGET", "by default"
 };
-
-std::string join(const std::vector<std::string>& items, std::string_view separator) {
-  std::string out;
-  for (const std::string& item : items) {
-    if (!out.empty()) out += separator;
-    out += item;
-  }
-  return out;
-}
-
-// `text` with control characters escaped: values, keys, variable names and paths may hold
-// anything, and each message must stay one printable line.
-std::string printable(std::string_view text) {
-  std::string out;
-  for (const char c : text) {
-    const auto byte = static_cast<unsigned char>(c);
-    if (byte >= 0x20 && byte != 0x7f) {
-      out += c;
-      continue;
-    }
-    static constexpr char kHex[] = "0123456789abcdef";
-    out += "\\x";
-    out += kHex[byte >> 4];
-    out += kHex[byte & 0xf];
-  }
-  return out;
-}
-
-std::string quoted(std::string_view text) { return "'" + printable(text) + "'"; }
-
-std::string did_you_mean(std::string_view word, const std::vector<std::string>& candidates,
-                         std::string_view before, std::string_view after) {
-  const std::optional<std::string> match = closest_match(word, candidates);
-  if (!match) return "";
-  return " (did you mean " + std::string(before) + *match + std::string(after) + "?)";
-}
-
-std::string_view describe(toml::node_type type) {
-  switch (type) {
-    case toml::node_type::table:
-      return "a table";
-    case toml::node_type::array:
-      return "an array";
-    case toml::node_type::string:
-      return "a string";
-    case toml::node_type::integer:
-      return "an integer";
-    case toml::node_type::floating_point:
-      return "a floating-point number";
-    case toml::node_type::boolean:
-      return "a boolean";
-    case toml::node_type::date:
-      return "a date";
-    case toml::node_type::time:
-      return "a time";
-    case toml::node_type::date_time:
-      return "a date-time";
-    case toml::node_type::none:
-      break;
-  }
-  return "nothing";
-}
 
 // Note [The policy's size limit]
 // A policy sets about fifteen keys: a complete one with comments is a few KiB. The shim reads it
@@ -153,6 +98,7 @@ class Loader {
     Config config;
     for (std::size_t i = 0; i < options().size(); ++i)
       if (values_[i]) options()[i].store(config, values_[i]->value);
+    config.tiered.rules = std::move(rules_);
     config.source_file = file;
     return config;
   }
@@ -245,8 +191,7 @@ class Loader {
   }
 
   std::string where(const toml::source_region& region) const {
-    return printable(file_) + ":" + std::to_string(region.begin.line) + ":" +
-           std::to_string(region.begin.column);
+    return config_text::where(file_, region);
   }
 
   void read_top_level(const toml::key& key, const toml::node& node) {
@@ -279,11 +224,18 @@ class Loader {
 
   void read_key(std::string_view section, const toml::key& key, const toml::node& node) {
     const std::string_view name = key.str();
+    if (section == "tiered" && name == kTieredRuleKey) {
+      std::vector<TieredRule> read = read_tiered_rules(node, file_, errors_);
+      rules_.insert(rules_.end(), std::make_move_iterator(read.begin()),
+                    std::make_move_iterator(read.end()));
+      return;
+    }
     const OptionSpec* option = find_option(section, name);
     if (option == nullptr) {
       std::vector<std::string> known;
       for (const OptionSpec& candidate : options())
         if (candidate.section == section) known.emplace_back(candidate.key);
+      if (section == "tiered") known.emplace_back(kTieredRuleKey);
       errors_.push_back("unknown key " + quoted(name) + " in [" + std::string(section) + "] at " +
                         where(key.source()) + "; known keys: " + join(known, ", ") +
                         did_you_mean(name, known, "'", "'"));
@@ -351,6 +303,7 @@ class Loader {
   }
 
   std::vector<std::optional<Assigned>> values_;
+  std::vector<TieredRule> rules_;  // [[tiered.rule]]: the file's only (tiered_rules_reader.h)
   std::vector<std::string> errors_;
   std::string file_;
 };

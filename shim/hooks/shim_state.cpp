@@ -46,6 +46,8 @@ void write_exit_summary() {
     logging::summary(the_state->ledger.summary_line());
     if (const std::string tiered = tiered_summary(*the_state); !tiered.empty())
       logging::summary(tiered);
+    if (const std::string rules = tiered_rules_summary(*the_state); !rules.empty())
+      logging::summary(rules);
   }
   logging::report_suppressed();
   logging::flush();
@@ -181,7 +183,8 @@ ShimState::ShimState(const Config& loaded) noexcept
       vmm_spill(config.spill, ledger, vmm, host_budget, spill_facts, host_vmm),
       tiered_budgets(ledger, host_budget),
       arenas(config.tiered, host_vmm, captures),
-      tiered(tiered_budgets, arenas, window, {.policy = config.tiered.policy}) {}
+      tiered(tiered_budgets, arenas, window, {.policy = config.tiered.policy}),
+      tiered_rules(config.tiered.rules) {}
 
 Entry::Entry() noexcept {
   if (inside_shim) return;

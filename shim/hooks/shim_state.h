@@ -30,6 +30,7 @@
 #include "placement/ledger_tiered_budgets.h"
 #include "placement/spill_placement.h"
 #include "placement/tiered_placement.h"
+#include "placement/tiered_rules.h"
 #include "placement/vmm_spill.h"
 #include "telemetry/trace_file.h"
 #include "tiers/driver_host_vmm_tier.h"
@@ -67,6 +68,7 @@ struct ShimState {
   placement::LedgerTieredBudgets tiered_budgets;
   DriverArenaSource arenas;
   placement::TieredPlacement tiered;
+  placement::TieredRules tiered_rules;  // [[tiered.rule]], over config.tiered.rules
   // cuMemFreeAsync of a tiered block (Note [Stream-ordered frees on the shim's thread]).
   tiers::StreamOrderedFrees tiered_frees{this, &free_tiered_block_now};
   telemetry::TraceFile trace;  // [trace] file, told of events once open (start_trace())

@@ -1,5 +1,6 @@
 #include "hooks/tiered_allocation.h"
 
+#include <atomic>
 #include <span>
 
 #include "driver/device_work.h"
@@ -7,9 +8,37 @@
 #include "hooks/devices.h"
 #include "telemetry/log.h"
 #include "tiers/granule_arena.h"
+#include "util/call_stack.h"
 #include "util/bytes.h"
 
 namespace vramspill::hooks {
+namespace {
+
+// The action of the [[tiered.rule]] a new block of `bytes` falls under (placement/
+// tiered_rules.h), from the stack that allocated it when a rule names a library or a symbol.
+std::optional<RuleAction> rule_for_block(ShimState& shim, uint64_t bytes) noexcept {
+  CallStack stack;
+  if (shim.tiered_rules.need_call_sites()) {
+    std::string_view why;
+    // The shim's own frames are left out: the address below is in the shim.
+    if (!capture_call_stack(reinterpret_cast<const void*>(&rule_for_block), stack, why)) {
+      static constinit std::atomic<bool> said{false};
+      if (!said.exchange(true))
+        logging::warn(
+            "[[tiered.rule]] entries with a library or symbol pattern cannot match: no call "
+            "stack ({}); rules by size alone still apply",
+            why);
+    }
+  }
+  const TieredRule* rule = shim.tiered_rules.match(bytes, stack.view());
+  if (rule == nullptr) return std::nullopt;
+  logging::debug("tiered block of {} falls under the [[tiered.rule]] at {}: {}",
+                 format_bytes(bytes), rule->place,
+                 kRuleActionNames[static_cast<std::size_t>(rule->action)]);
+  return rule->action;
+}
+
+}  // namespace
 
 std::optional<CUresult> allocate_tiered(ShimState& shim, int device, uint64_t bytes,
                                         CUdeviceptr* out) noexcept {
@@ -17,7 +46,9 @@ std::optional<CUresult> allocate_tiered(ShimState& shim, int device, uint64_t by
     return std::nullopt;
   if (const CUresult known = know_device(shim, device); known != CUDA_SUCCESS) return known;
   CUdeviceptr base = 0;
-  const CUresult result = shim.tiered.allocate(device, bytes, &base);
+  const std::optional<RuleAction> rule =
+      shim.tiered_rules.empty() ? std::nullopt : rule_for_block(shim, bytes);
+  const CUresult result = shim.tiered.allocate(device, bytes, &base, rule);
   if (result == CUDA_ERROR_NOT_SUPPORTED) return std::nullopt;
   if (result != CUDA_SUCCESS) {
     try {
@@ -102,6 +133,15 @@ std::string tiered_summary(ShimState& shim) noexcept {
         format_bytes(moved.promoted_granules * tiers::kGranuleBytes), moved.promoted_granules,
         moved.windows, static_cast<double>(moved.window_nanoseconds) / 1e6,
         moved.promotions_refused, held);
+  } catch (...) {  // no line rather than no exit
+    return {};
+  }
+}
+
+std::string tiered_rules_summary(ShimState& shim) noexcept {
+  if (shim.config.spill.mode != SpillMode::kTiered) return {};
+  try {
+    return shim.tiered_rules.summary();
   } catch (...) {  // no line rather than no exit
     return {};
   }

@@ -45,4 +45,8 @@ CUresult free_tiered(ShimState& shim, const core::Allocation& block,
 // Tiered mode's figures for the exit summary: "tiered: ...", or empty in another mode.
 std::string tiered_summary(ShimState& shim) noexcept;
 
+// How many blocks each [[tiered.rule]] matched, for the exit summary: "tiered rules: ...", or
+// empty in another mode or without rules.
+std::string tiered_rules_summary(ShimState& shim) noexcept;
+
 }  // namespace vramspill::hooks

@@ -161,14 +161,45 @@ void TieredPlacement::tell_policy_of_moves(Device& state, std::span<const Granul
   }
 }
 
+std::optional<RuleAction> TieredPlacement::rule_of(const Device& state, policies::BlockId block) {
+  const auto found = state.ruled.find(block);
+  if (found == state.ruled.end()) return std::nullopt;
+  return found->second;
+}
+
+// Note [Rules before the policy]
+std::vector<policies::BlockId> TieredPlacement::choose_victims(Device& state, uint64_t granules,
+                                                               std::span<const CUdeviceptr> keep) {
+  std::vector<policies::BlockId> victims;
+  std::vector<policies::BlockId> keep_blocks(keep.begin(), keep.end());
+  uint64_t covered = 0;
+  for (const auto& [block, action] : state.ruled) {
+    if (action == RuleAction::kPin) {
+      keep_blocks.push_back(block);
+      continue;
+    }
+    if (action != RuleAction::kEvictFirst || covered >= granules ||
+        std::ranges::find(keep, block) != keep.end())
+      continue;
+    const auto held = state.arena->block_containing(block);
+    if (!held || held->device_granules == 0) continue;
+    victims.push_back(block);
+    keep_blocks.push_back(block);  // chosen already: not the policy's to choose again
+    covered += held->device_granules;
+  }
+  if (covered < granules) {
+    const policies::Victims chosen = state.policy->choose_victims(granules - covered, keep_blocks);
+    victims.insert(victims.end(), chosen.blocks.begin(), chosen.blocks.end());
+  }
+  return victims;
+}
+
 void TieredPlacement::make_room(int device, Device& state, uint64_t granules,
                                 std::span<const CUdeviceptr> keep) {
   if (!arenas_.may_synchronize()) return;  // Note [No moves during a capture]
-  const std::vector<policies::BlockId> keep_blocks(keep.begin(), keep.end());
-  const policies::Victims victims = state.policy->choose_victims(granules, keep_blocks);
   std::vector<GranuleMove> evictions;
   uint64_t evicted = 0;
-  for (const policies::BlockId victim : victims.blocks) {
+  for (const policies::BlockId victim : choose_victims(state, granules, keep)) {
     const auto block = state.arena->block_containing(victim);
     if (!block || block->device_granules == 0) continue;
     evictions.push_back({.base = victim, .to = GranuleKind::kHost, .granules = 0});
@@ -185,7 +216,8 @@ void TieredPlacement::make_room(int device, Device& state, uint64_t granules,
   tell_policy_of_moves(state, evictions);
 }
 
-CUresult TieredPlacement::allocate(int device, uint64_t bytes, CUdeviceptr* out) noexcept {
+CUresult TieredPlacement::allocate(int device, uint64_t bytes, CUdeviceptr* out,
+                                   std::optional<RuleAction> rule) noexcept {
   if (out == nullptr || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
   Device* state = device_state(device);
   if (state == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
@@ -193,14 +225,17 @@ CUresult TieredPlacement::allocate(int device, uint64_t bytes, CUdeviceptr* out)
   CUresult result = CUDA_ERROR_OUT_OF_MEMORY;
   try {
     const uint64_t granules = GranuleArena::granules_for(bytes);
-    if (usable_device_granules(device, *state) < granules)
+    const bool on_host_only = rule == RuleAction::kPreferHost;  // Note [Rules before the policy]
+    if (!on_host_only && usable_device_granules(device, *state) < granules)
       make_room(device, *state, granules - usable_device_granules(device, *state), {});
-    const uint64_t on_device = std::min(granules, usable_device_granules(device, *state));
+    const uint64_t on_device =
+        on_host_only ? 0 : std::min(granules, usable_device_granules(device, *state));
     const tiers::ArenaStats pooled = state->arena->stats();
     if (charge(device, *state, more_than(on_device, pooled.pooled_device_granules),
                more_than(granules - on_device, pooled.pooled_host_granules))) {
       result = state->arena->allocate(bytes, on_device, out);
       if (result == CUDA_SUCCESS) {
+        if (rule) state->ruled.emplace(*out, *rule);
         state->policy->allocated(*out, granules, /*on_device=*/false);
         if (on_device != 0) state->policy->moved(*out, on_device);
         tell_of_allocation(device, *out, bytes, granules - on_device);
@@ -234,6 +269,7 @@ CUresult TieredPlacement::free(int device, CUdeviceptr base) noexcept {
   if (state == nullptr) return CUDA_ERROR_INVALID_VALUE;
   const std::lock_guard lock(state->mutex);
   if (!state->arena->free(base)) return CUDA_ERROR_INVALID_VALUE;
+  state->ruled.erase(base);
   try {
     state->policy->freed(base);
   } catch (const std::bad_alloc&) {  // the policy keeps a stale entry; its checks drop it later
@@ -268,7 +304,11 @@ void TieredPlacement::before_launch(int device, uint64_t sequence, uint32_t stre
       if (std::any_of(promotions.begin(), promotions.end(),
                       [&](const GranuleMove& move) { return move.base == base; }))
         continue;
-      if (!state->policy->should_promote(base)) {
+      // Note [Rules before the policy]
+      const std::optional<RuleAction> rule = rule_of(*state, base);
+      const bool promote = rule == RuleAction::kPin ||
+                           (rule != RuleAction::kPreferHost && state->policy->should_promote(base));
+      if (!promote) {
         ++refused;
         continue;
       }

@@ -30,6 +30,18 @@
 // a new block takes device granules only from the room the budget has and host granules beyond
 // it, and launches touch host granules in place. Addresses never change, so a graph that bakes in
 // a tiered block's address stays right whatever moves later.
+//
+// Note [Rules before the policy]
+// A [[tiered.rule]] (placement/tiered_rules.h) decides for the blocks it matches before the
+// policy is asked; the policy is still told of every event of those blocks, so its books stay
+// whole, and is only not asked where the rule has decided:
+// - pin: never a victim (make_room() keeps pinned blocks out of every choice). A pinned block
+//   that has host granules (no room could be made when it was allocated, or a capture was in
+//   progress) is promoted at its next launch without asking the policy, if room can be made.
+// - prefer_host: all its granules are placed on the host and it is never promoted: every launch
+//   touches it in place over the link, and the device is left to blocks that gain from it.
+// - evict_first: when room is needed these blocks give it first, in address order, and the
+//   policy chooses only for what they do not cover.
 #pragma once
 
 #include <cuda.h>
@@ -37,6 +49,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -45,6 +58,7 @@
 #include <utility>
 #include <vector>
 
+#include "config/config.h"
 #include "core/memory_events.h"
 #include "core/remap_window.h"
 #include "policies/eviction_policy.h"
@@ -110,10 +124,12 @@ class TieredPlacement {
   const std::string& error() const noexcept { return error_; }
 
   // A block of `bytes` on `device` (Note [Tiered budgets]). The events are told of it, and of
-  // its granules placed on the host (Note [A tiered block in the trace]). CUDA_ERROR_OUT_OF_MEMORY
-  // when the host limit cannot take what the device budget does not; CUDA_ERROR_NOT_SUPPORTED when
-  // the device has no arena.
-  CUresult allocate(int device, uint64_t bytes, CUdeviceptr* out) noexcept;
+  // its granules placed on the host (Note [A tiered block in the trace]). `rule`: the action of
+  // the [[tiered.rule]] the block falls under, if one does (Note [Rules before the policy]).
+  // CUDA_ERROR_OUT_OF_MEMORY when the host limit cannot take what the device budget does not;
+  // CUDA_ERROR_NOT_SUPPORTED when the device has no arena.
+  CUresult allocate(int device, uint64_t bytes, CUdeviceptr* out,
+                    std::optional<RuleAction> rule = std::nullopt) noexcept;
 
   // Another allocation of `device` needs `bytes` of room under the device budget: pooled device
   // granules go back to the driver, and blocks are evicted for more as the policy allows (Note
@@ -154,6 +170,8 @@ class TieredPlacement {
     std::mutex mutex;  // Note [Tiered serialisation]
     tiers::GranuleArena* arena = nullptr;
     std::unique_ptr<policies::EvictionPolicy> policy;
+    // The live blocks a rule matched, by base (Note [Rules before the policy]).
+    std::map<policies::BlockId, RuleAction> ruled;
     // What the budgets were charged for this arena (Note [Tiered budgets]).
     uint64_t charged_device = 0;
     uint64_t charged_host = 0;
@@ -171,9 +189,14 @@ class TieredPlacement {
   void settle(int device, Device& state);
   // Device granules usable without the budget growing: room left plus the arena's pooled ones.
   uint64_t usable_device_granules(int device, const Device& state);
-  // Evicts blocks (none of `keep`) until `granules` device granules are pooled, as far as the
-  // policy and the host limit allow.
+  // Evicts blocks (none of `keep`, no pinned one) until `granules` device granules are pooled,
+  // evict_first blocks before the policy's choice, as far as the host limit allows.
   void make_room(int device, Device& state, uint64_t granules, std::span<const CUdeviceptr> keep);
+  // The victims for `granules`: evict_first blocks, then the policy's choice for the rest.
+  std::vector<policies::BlockId> choose_victims(Device& state, uint64_t granules,
+                                                std::span<const CUdeviceptr> keep);
+  // What the block's rule says, if one matched it.
+  static std::optional<RuleAction> rule_of(const Device& state, policies::BlockId block);
   void tell_of_allocation(int device, CUdeviceptr base, uint64_t bytes,
                           uint64_t host_granules) noexcept;
   tiers::MoveOutcome move(int device, Device& state, std::span<const tiers::GranuleMove> moves);

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <vector>
 
 #include "../tiers/fake_granule_ops.h"
@@ -79,9 +80,9 @@ class TieredPlacementTest : public ::testing::Test {
     EXPECT_EQ(budgets_.host(), (held.host_granules + held.pooled_host_granules) * kGranuleBytes);
   }
 
-  CUdeviceptr allocate(uint64_t granules) {
+  CUdeviceptr allocate(uint64_t granules, std::optional<RuleAction> rule = std::nullopt) {
     CUdeviceptr base = 0;
-    EXPECT_EQ(placement_.allocate(0, granules * kGranuleBytes, &base), CUDA_SUCCESS);
+    EXPECT_EQ(placement_.allocate(0, granules * kGranuleBytes, &base, rule), CUDA_SUCCESS);
     for (uint64_t i = 0; i < granules; ++i) ops_.write(base + i * kGranuleBytes, base + i);
     return base;
   }
@@ -186,6 +187,49 @@ TEST_F(TieredPlacementTest, FreesGiveTheBudgetsBack) {
   EXPECT_EQ(budgets_.device(), 0u);
   EXPECT_EQ(budgets_.host(), 0u);
   EXPECT_EQ(placement_.free(0, b), CUDA_ERROR_INVALID_VALUE);
+}
+
+// [[tiered.rule]] actions (Note [Rules before the policy]).
+TEST_F(TieredPlacementTest, APinnedBlockIsNeverEvicted) {
+  const CUdeviceptr pinned = allocate(4, RuleAction::kPin);
+  const CUdeviceptr b = allocate(4);
+  launch({b});  // the pinned block is the least recently used: lru's victim but for the rule
+  const CUdeviceptr c = allocate(4);
+  EXPECT_EQ(device_granules(pinned), 4u);
+  EXPECT_EQ(device_granules(b), 0u);
+  EXPECT_EQ(device_granules(c), 4u);
+  launch({b});  // b comes back, and c, not the pinned block, makes room
+  EXPECT_EQ(device_granules(pinned), 4u);
+  EXPECT_EQ(device_granules(b), 4u);
+  EXPECT_EQ(device_granules(c), 0u);
+  expect_bytes(c, 4);
+}
+
+TEST_F(TieredPlacementTest, APreferHostBlockIsPlacedOnTheHostAndNeverPromoted) {
+  const CUdeviceptr on_host = allocate(2, RuleAction::kPreferHost);
+  EXPECT_EQ(device_granules(on_host), 0u) << "placed on the host although the device had room";
+  EXPECT_EQ(budgets_.device(), 0u);
+  launch({on_host});
+  EXPECT_EQ(device_granules(on_host), 0u);
+  EXPECT_EQ(placement_.stats().promotions_refused, 1u);
+  EXPECT_EQ(placement_.stats().windows, 0u);
+  expect_bytes(on_host, 2);
+}
+
+TEST_F(TieredPlacementTest, EvictFirstBlocksGiveRoomBeforeThePolicyChooses) {
+  const CUdeviceptr first = allocate(4, RuleAction::kEvictFirst);
+  const CUdeviceptr b = allocate(4);
+  launch({b});
+  launch({first});  // lru would now evict b
+  const CUdeviceptr c = allocate(4);
+  EXPECT_EQ(device_granules(first), 0u);
+  EXPECT_EQ(device_granules(b), 4u);
+  EXPECT_EQ(device_granules(c), 4u);
+  launch({first});  // promoted as the policy agrees: lru's victim is then b
+  EXPECT_EQ(device_granules(first), 4u);
+  EXPECT_EQ(device_granules(b), 0u);
+  expect_bytes(first, 4);
+  expect_bytes(b, 4);
 }
 
 TEST_F(TieredPlacementTest, AnUnknownPolicyIsAnErrorNamingTheValidOnes) {

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "trace_events.h"
+
 namespace vramspill::cli {
 namespace {
 
@@ -16,20 +18,9 @@ using core::Route;
 using telemetry::Trace;
 using telemetry::TraceEvent;
 using telemetry::TraceEventKind;
+using testing::event;
 
 constexpr uint64_t kStartNs = 1'764'662'400'000'000'000;
-
-TraceEvent event(uint64_t time_ns, TraceEventKind kind, Route route, uint64_t key, uint64_t bytes,
-                 int device = 0) {
-  TraceEvent made;
-  made.time_ns = time_ns;
-  made.kind = kind;
-  made.device = device;
-  made.route = route;
-  made.key = key;
-  made.bytes = bytes;
-  return made;
-}
 
 Trace trace_of(std::vector<TraceEvent> events) {
   Trace trace;

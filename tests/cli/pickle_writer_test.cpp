@@ -144,7 +144,7 @@ TEST(PickleWriter, Python3LoadsEveryType) {
     pickle.string("big_dict");
     pickle.begin_dict();
     for (int64_t i = 0; i < 2100; ++i) {
-      pickle.string("k" + std::to_string(i));
+      pickle.string(std::string("k").append(std::to_string(i)));
       pickle.integer(i);
     }
     pickle.end_dict();

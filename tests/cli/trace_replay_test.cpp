@@ -9,12 +9,16 @@
 #include <string>
 #include <vector>
 
+#include "trace_events.h"
+
 namespace vramspill::cli {
 namespace {
 
 using telemetry::Trace;
 using telemetry::TraceEvent;
 using telemetry::TraceEventKind;
+using testing::event;
+using testing::use_event;
 
 constexpr uint64_t kGranule = uint64_t{2} << 20;
 
@@ -86,25 +90,6 @@ TEST(TraceReplay, WhatDoesNotFitIsTouchedInPlace) {
 
 TEST(TraceReplay, AnUnknownPolicyIsAnError) {
   EXPECT_THROW(replay(cyclic_scan(2, 1, 1), "belady"), std::invalid_argument);
-}
-
-TraceEvent event(uint64_t time_ns, TraceEventKind kind, core::Route route, uint64_t key,
-                 uint64_t bytes, int device = 0) {
-  TraceEvent made;
-  made.time_ns = time_ns;
-  made.kind = kind;
-  made.device = device;
-  made.route = route;
-  made.key = key;
-  made.bytes = bytes;
-  return made;
-}
-
-TraceEvent use_event(uint64_t time_ns, std::vector<uint64_t> bases) {
-  TraceEvent made = event(time_ns, TraceEventKind::kUse, core::Route::kTiered, 0, 0);
-  made.stream = 7;
-  made.bases = std::move(bases);
-  return made;
 }
 
 TEST(TraceReplay, TheInputIsTheDevicesTieredBlocksAndLaunchesInTimeOrder) {

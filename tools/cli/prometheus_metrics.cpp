@@ -148,7 +148,7 @@ std::vector<LabelledJob> live_jobs(const std::vector<StatsEntry>& entries) {
     const StatsSnapshot& job = entry.snapshot;
     const int before = seen[job.pid]++;
     std::string pid = std::to_string(job.pid);
-    if (before > 0) pid += "-" + std::to_string(before);
+    if (before > 0) pid.append("-").append(std::to_string(before));
     jobs.push_back(
         {&job, "pid=\"" + pid + "\",command=\"" + prometheus_label_value(job.command) + "\""});
   }

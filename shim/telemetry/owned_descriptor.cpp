@@ -4,10 +4,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
 #include "config/config.h"
+#include "util/file_size_limit.h"
 
 namespace vramspill::telemetry {
 
@@ -32,6 +34,8 @@ OwnedDescriptor::OwnedDescriptor(int fd) noexcept : fd_(fd) {
   if (fd_ >= 0 && fstat(fd_, &status) == 0) {
     device_ = status.st_dev;
     inode_ = status.st_ino;
+    const int flags = fcntl(fd_, F_GETFL);
+    appends_ = flags >= 0 && (flags & O_APPEND) != 0;
   } else {
     fd_ = -1;
   }
@@ -47,6 +51,11 @@ int OwnedDescriptor::write_all(const char* data, std::size_t size) noexcept {
   if (fstat(fd_, &status) != 0 || status.st_dev != device_ || status.st_ino != inode_) {
     fd_ = -1;  // no longer ours: never written to again, never closed
     return EBADF;
+  }
+  if (S_ISREG(status.st_mode)) {  // Note [The file size limit]
+    const off_t position = appends_ ? status.st_size : lseek(fd_, 0, SEEK_CUR);
+    if (!within_file_size_limit(static_cast<uint64_t>(std::max<off_t>(position, 0)) + size))
+      return EFBIG;
   }
   while (size > 0) {
     const ssize_t written = ::write(fd_, data, size);

@@ -48,8 +48,10 @@ class OwnedDescriptor {
   OwnedDescriptor& operator=(const OwnedDescriptor&) = delete;
 
   // Writes all of `data`. 0 on success; otherwise the errno that stopped it (EAGAIN for a full
-  // non-blocking pipe, ENOSPC for a full disk, EBADF when the descriptor is no longer ours or
-  // there is none), with part of `data` perhaps written.
+  // non-blocking pipe, ENOSPC for a full disk, EFBIG when the write would cross the file size
+  // limit and nothing was written: Note [The file size limit] in util/file_size_limit.h; EBADF
+  // when the descriptor is no longer ours or there is none), with part of `data` perhaps
+  // written.
   int write_all(const char* data, std::size_t size) noexcept;
 
   bool open() const noexcept { return fd_ >= 0; }
@@ -58,6 +60,7 @@ class OwnedDescriptor {
   int fd_;
   dev_t device_ = 0;
   ino_t inode_ = 0;
+  bool appends_ = false;  // opened O_APPEND: every write lands at the end
 };
 
 }  // namespace vramspill::telemetry

@@ -15,6 +15,7 @@
 #include "telemetry/log.h"
 #include "telemetry/process_facts.h"
 #include "telemetry/stats_directory.h"
+#include "util/file_size_limit.h"
 
 namespace vramspill::telemetry {
 namespace {
@@ -218,6 +219,10 @@ bool StatsFile::write(StatsSegment& segment) noexcept {
   struct stat info {};
   if (fstat(fd_, &info) != 0 || info.st_dev != device_ || info.st_ino != inode_) {
     switch_off("the program closed the stats file's descriptor");
+    return false;
+  }
+  if (!within_file_size_limit(sizeof segment)) {  // Note [The file size limit]
+    switch_off("the stats file would pass the file size limit, ulimit -f");
     return false;
   }
   ssize_t written = 0;

@@ -193,7 +193,9 @@ void TraceFile::write_or_stop_locked() noexcept {
   // OwnedDescriptor's EBADF: Note [The shim's own descriptors].
   logging::warn(
       "the trace {} stopped after {} events ({}); the job goes on untraced", path_, events_,
-      error == EBADF ? "the program closed or replaced its descriptor" : std::strerror(error));
+      error == EBADF   ? "the program closed or replaced its descriptor"
+      : error == EFBIG ? "it reached the file size limit, ulimit -f"
+                       : std::strerror(error));
 }
 
 void TraceFile::flush() noexcept {

@@ -108,4 +108,26 @@ TEST_F(JobSafety, AFullFilesystemLeavesTheJobUntracedAndRunning) {
   EXPECT_TRUE(contains(result.err, "spilled")) << result.err;
 }
 
+// Note [The file size limit]: under `ulimit -S -f 1` (512 bytes; the hard limit stays, as
+// simcuda needs it for its memory file) the trace's first lines fit and the rest would cross the
+// limit, and the stats segment is larger than the limit. Written, they would raise SIGXFSZ and
+// kill the job; the trace and the stats stop instead, and say why.
+TEST_F(JobSafety, AFileSizeLimitStopsTheTraceNotTheJob) {
+  const std::string path = (root_ / "job.trace").string();
+  const RunResult result = run({"spill"}, traced(kSpillingJob, path), false,
+                               {"/bin/sh", "-c", "ulimit -S -f 1 && exec \"$@\"", "sh"});
+  EXPECT_TRUE(result.exited(0)) << result.describe();
+  EXPECT_TRUE(contains(result.err, "[vramspill] warning: the trace " + path + " stopped after "))
+      << result.err;
+  EXPECT_TRUE(contains(result.err,
+                       " events (it reached the file size limit, ulimit -f); the job goes on "
+                       "untraced"))
+      << result.err;
+  EXPECT_TRUE(contains(result.err,
+                       "[vramspill] warning: stats are off for this process (the stats file "
+                       "would pass the file size limit, ulimit -f)"))
+      << result.err;
+  EXPECT_LE(read_file(path).size(), 512u);
+}
+
 }  // namespace

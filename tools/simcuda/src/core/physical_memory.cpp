@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 namespace simcuda {
@@ -11,11 +12,28 @@ namespace {
 // costs nothing until pages are written.
 constexpr uint64_t kFileSpan = uint64_t{1} << 44;
 
+// Sizes the memfd to kFileSpan. A real driver's memory is no file, so a program run under a file
+// size limit (`ulimit -S -f`) must not die of SIGXFSZ here: the soft limit is raised to the hard
+// one for this one call and put back. Pages written through the mapping later are within the
+// file's size and never meet the limit. A hard limit below the span still fails (no memory).
+bool size_the_file(int fd) {
+  struct rlimit limit {};
+  const bool limited = getrlimit(RLIMIT_FSIZE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY &&
+                       limit.rlim_cur < kFileSpan;
+  if (!limited) return ftruncate(fd, static_cast<off_t>(kFileSpan)) == 0;
+  const struct rlimit raised = {.rlim_cur = limit.rlim_max, .rlim_max = limit.rlim_max};
+  const bool hard_allows = limit.rlim_max == RLIM_INFINITY || limit.rlim_max >= kFileSpan;
+  if (!hard_allows || setrlimit(RLIMIT_FSIZE, &raised) != 0) return false;
+  const bool sized = ftruncate(fd, static_cast<off_t>(kFileSpan)) == 0;
+  setrlimit(RLIMIT_FSIZE, &limit);
+  return sized;
+}
+
 }  // namespace
 
 PhysicalMemory::PhysicalMemory() : offsets_(0, kFileSpan) {
   fd_ = memfd_create("simcuda-physical-memory", MFD_CLOEXEC);
-  if (fd_ >= 0 && ftruncate(fd_, static_cast<off_t>(kFileSpan)) != 0) {
+  if (fd_ >= 0 && !size_the_file(fd_)) {
     close(fd_);
     fd_ = -1;
   }

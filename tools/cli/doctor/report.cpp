@@ -3,29 +3,13 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "report_json.h"  // script_json_string: JSON strings, safe in HTML too
+
 namespace vramspill::cli::doctor {
 namespace {
 
 constexpr int kVerdictWidth = 6;
 constexpr int kCheckWidth = 14;
-
-// `text` as a JSON string (RFC 8259).
-std::string json_string(const std::string& text) {
-  std::string out = "\"";
-  for (const char c : text) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char escaped[8];
-      std::snprintf(escaped, sizeof escaped, "\\u%04x", static_cast<unsigned>(c));
-      out += escaped;
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
-}
 
 std::string render_json(const std::vector<const Finding*>& shown, bool blocked) {
   std::string out = "{\n  \"vramspill_doctor_version\": 1,\n  \"blocked\": ";
@@ -33,11 +17,11 @@ std::string render_json(const std::vector<const Finding*>& shown, bool blocked) 
   out += ",\n  \"findings\": [";
   for (const Finding* finding : shown) {
     out += finding == shown.front() ? "\n" : ",\n";
-    out += "    {\"check\": " + json_string(finding->check) +
+    out += "    {\"check\": " + script_json_string(finding->check) +
            ", \"gpu\": " + (finding->gpu ? std::to_string(*finding->gpu) : std::string("null")) +
-           ", \"verdict\": " + json_string(std::string(verdict_name(finding->verdict))) +
-           ", \"message\": " + json_string(finding->message) +
-           ", \"fix\": " + json_string(finding->fix) + "}";
+           ", \"verdict\": " + script_json_string(verdict_name(finding->verdict)) +
+           ", \"message\": " + script_json_string(finding->message) +
+           ", \"fix\": " + script_json_string(finding->fix) + "}";
   }
   out += shown.empty() ? "]\n}\n" : "\n  ]\n}\n";
   return out;

@@ -79,22 +79,34 @@ void LearnedPolicy::learn(uint64_t signature) {
   const uint64_t now = launches_++;
   signatures_[now % kRing] = signature;
   if (period_ != 0 && now >= period_ && signatures_[(now - period_) % kRing] == signature) {
-    if (++matched_ >= period_ && !locked_) lock();
-    // Locked, the candidates are not needed until it unlocks; the ring has every signature.
+    if (++matched_ >= std::min(period_, kLockAfter) && !locked_) lock();
+    // Locked, the candidates are not needed until it unlocks: unlock() brings them up to date.
     if (locked_) return;
   } else {
-    if (locked_) {
-      locked_ = false;
-      ++unlocks_;
-      by_next_use_.clear();
-      ordered_at_.clear();
-    }
+    if (locked_) unlock(now);
     const auto found = seen_.find(signature);
     period_ = found != seen_.end() && now - found->second <= kMaxPeriod ? now - found->second : 0;
     matched_ = period_ != 0 ? 1 : 0;
   }
+  see(signature, now);
+}
+
+void LearnedPolicy::see(uint64_t signature, uint64_t launch) {
   if (seen_.size() >= kMaxSignatures) seen_.clear();
-  seen_[signature] = now;
+  seen_[signature] = launch;
+}
+
+void LearnedPolicy::unlock(uint64_t now) {
+  locked_ = false;
+  ++unlocks_;
+  by_next_use_.clear();
+  ordered_at_.clear();
+  // The launches seen while locked, from the ring: a candidate from a sighting before the lock
+  // would be a distance that merely happens to match for kLockAfter launches. Only the last
+  // kMaxPeriod can give a candidate.
+  for (uint64_t launch = std::max(locked_at_, now > kMaxPeriod ? now - kMaxPeriod : 0);
+       launch < now; ++launch)
+    see(signatures_[launch % kRing], launch);
 }
 
 void LearnedPolicy::lock() {
@@ -105,6 +117,7 @@ void LearnedPolicy::lock() {
       plan_[block].push_back(phase);
   }
   locked_ = true;
+  locked_at_ = launches_;
   ++locks_;
   for (const auto& [block, held] : on_device_) order(block);
 }

@@ -88,8 +88,8 @@ constexpr std::array<OptionSpec, 18> kOptions = {{
      "host is brought in once used twice lately. `largest`: the largest blocks, so that fewest "
      "move; a block over half the budget is never brought in. `fifo`: the first to arrive on the "
      "device, whatever their use (close to what CUDA unified memory does; for comparison). "
-     "`learned`: finds the period of the job's launches (a training step) and, once a whole "
-     "period has repeated, evicts what is needed again furthest ahead and reaches in place what "
+     "`learned`: finds the period of the job's launches (a training step) and, once the launches "
+     "follow it, evicts what is needed again furthest ahead and reaches in place what "
      "would displace data needed sooner; `lru` until then and whenever the launches stop "
      "repeating.",
      kTieredPolicyNames,

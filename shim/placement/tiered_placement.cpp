@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <chrono>
 #include <new>
 #include <vector>
@@ -53,6 +54,7 @@ TieredPlacement::Device* TieredPlacement::device_state(int device) noexcept {
     created->arena = arena;
     created->policy = std::move(made.policy);
     state = std::move(created);
+    with_arenas_.fetch_or(uint64_t{1} << device, std::memory_order_release);
   } catch (const std::bad_alloc&) {
     return nullptr;
   }
@@ -345,39 +347,37 @@ void TieredPlacement::before_launch(int device, uint64_t sequence, uint32_t stre
   if (promoting) settle(device, *state);
 }
 
-void TieredPlacement::before_submission(uint64_t sequence, uint32_t stream,
-                                        std::span<const policies::BlockId> blocks) noexcept {
-  try {
-    for (const auto& [device, state] : devices_with_arenas()) {
-      std::array<CUdeviceptr, core::SubmissionUse::kCapacity> mine{};
-      std::size_t count = 0;
-      for (const policies::BlockId base : blocks) {
-        if (count < mine.size() && state->arena->block_containing(base)) mine[count++] = base;
-      }
-      if (count != 0) before_launch(device, sequence, stream, std::span(mine.data(), count));
-    }
-  } catch (const std::bad_alloc&) {  // no promotion this time: the kernel reaches it in place
+// A Device, once made, lives as long as the placement: the mask's bit is set after the Device is
+// in place (release), so a reader that sees the bit (acquire) sees the Device, without the lock.
+template <typename Visit>
+bool TieredPlacement::any_device(Visit&& visit) {
+  for (uint64_t mask = with_arenas_.load(std::memory_order_acquire); mask != 0; mask &= mask - 1) {
+    const int device = std::countr_zero(mask);
+    if (visit(device, *devices_[static_cast<std::size_t>(device)])) return true;
   }
+  return false;
 }
 
-std::vector<std::pair<int, TieredPlacement::Device*>> TieredPlacement::devices_with_arenas() {
-  std::vector<std::pair<int, Device*>> found;
-  const std::lock_guard lock(devices_mutex_);
-  for (std::size_t device = 0; device < kDevices; ++device) {
-    if (devices_[device] != nullptr)
-      found.emplace_back(static_cast<int>(device), devices_[device].get());
-  }
-  return found;
+void TieredPlacement::before_submission(uint64_t sequence, uint32_t stream,
+                                        std::span<const policies::BlockId> blocks) noexcept {
+  any_device([&](int device, Device& state) {
+    std::array<CUdeviceptr, core::SubmissionUse::kCapacity> mine{};
+    std::size_t count = 0;
+    for (const policies::BlockId base : blocks) {
+      if (count < mine.size() && state.arena->block_containing(base)) mine[count++] = base;
+    }
+    if (count != 0) before_launch(device, sequence, stream, std::span(mine.data(), count));
+    return false;
+  });
 }
 
 std::optional<CUdeviceptr> TieredPlacement::block_containing(CUdeviceptr address) noexcept {
-  try {
-    for (const auto& [device, state] : devices_with_arenas()) {
-      if (const auto block = state->arena->block_containing(address)) return block->base;
-    }
-  } catch (const std::bad_alloc&) {  // the driver's answer stands
-  }
-  return std::nullopt;
+  std::optional<CUdeviceptr> found;
+  any_device([&](int, Device& state) {
+    if (const auto block = state.arena->block_containing(address)) found = block->base;
+    return found.has_value();
+  });
+  return found;
 }
 
 const tiers::GranuleArena* TieredPlacement::arena_of(int device) noexcept {

@@ -180,8 +180,10 @@ class TieredPlacement {
   static constexpr std::size_t kDevices = 64;
 
   Device* device_state(int device) noexcept;
-  // The devices that have an arena, by ordinal. Throws std::bad_alloc.
-  std::vector<std::pair<int, Device*>> devices_with_arenas();
+  // Calls visit(device, state) for each device that has an arena, in ordinal order, until one
+  // returns true; whether one did. Takes no lock and allocates nothing (the launch path).
+  template <typename Visit>
+  bool any_device(Visit&& visit);
   // Charges the budgets for up to `device_granules` and `host_granules` more granules than the
   // arena holds; false (nothing charged) when a budget says no.
   bool charge(int device, Device& state, uint64_t device_granules, uint64_t host_granules);
@@ -216,6 +218,7 @@ class TieredPlacement {
   std::string error_;
   std::mutex devices_mutex_;  // creating a Device
   std::array<std::unique_ptr<Device>, kDevices> devices_{};
+  std::atomic<uint64_t> with_arenas_{0};  // bit d: devices_[d] is made (never unmade)
   mutable std::mutex stats_mutex_;
   TieredStats stats_;
   std::atomic<core::MemoryEvents*> events_{nullptr};

@@ -1,6 +1,9 @@
 #include "policies/learned.h"
 
 #include <algorithm>
+#include <array>
+#include <bit>
+#include <functional>
 
 namespace vramspill::policies {
 namespace {
@@ -26,53 +29,90 @@ uint64_t signature_of(std::span<const BlockId> sorted_blocks) {
   return signature;
 }
 
+// The highest index in [low, high] whose bit is set in `bits`; UINT64_MAX when there is none.
+uint64_t highest_set(const std::vector<uint64_t>& bits, uint64_t low, uint64_t high) {
+  uint64_t mask = high % 64 == 63 ? ~uint64_t{0} : (uint64_t{1} << (high % 64 + 1)) - 1;
+  for (uint64_t word = high / 64;; --word, mask = ~uint64_t{0}) {
+    if (word == low / 64) mask &= ~uint64_t{0} << (low % 64);
+    if (const uint64_t set = bits[word] & mask; set != 0) {
+      return word * 64 + 63 - static_cast<uint64_t>(std::countl_zero(set));
+    }
+    if (word == low / 64) return UINT64_MAX;
+  }
+}
+
 }  // namespace
 
 LearnedPolicy::LearnedPolicy(const PolicyOptions& options)
     : EvictionPolicy(options), fallback_(options), signatures_(kRing), launch_blocks_(kRing) {}
 
+LearnedPolicy::Block& LearnedPolicy::entry(BlockId block) {
+  Block& found = blocks_.try_emplace(block).first->second;
+  found.id = block;
+  return found;
+}
+
+bool LearnedPolicy::holds_nothing(const Block& block) noexcept {
+  return block.plan_count == 0 && block.device_granules == 0 &&
+         block.place == Block::Place::kNone && block.lru_sequence == 0;
+}
+
 void LearnedPolicy::do_allocated(BlockId block, uint64_t granules, bool on_device) {
   fallback_.allocated(block, granules, on_device);
   if (!on_device) return;
-  on_device_[block] = granules;
+  Block& allocated = entry(block);
+  allocated.device_granules = granules;
   device_granules_ += granules;
-  if (locked_) order(block);
+  if (locked_) order(allocated);
 }
 
 void LearnedPolicy::do_freed(BlockId block) {
   fallback_.freed(block);
-  if (const auto found = on_device_.find(block); found != on_device_.end()) {
-    device_granules_ -= found->second;
-    on_device_.erase(found);
-  }
-  unorder(block);
+  const auto found = blocks_.find(block);
+  if (found == blocks_.end()) return;
+  Block& freed = found->second;  // its plan stays: a new block may take its id
+  device_granules_ -= freed.device_granules;
+  freed.device_granules = 0;
+  freed.lru_sequence = 0;  // lru has forgotten it
+  unorder(freed);
+  if (holds_nothing(freed)) blocks_.erase(block);
 }
 
 void LearnedPolicy::do_moved(BlockId block, uint64_t device_granules) {
   fallback_.moved(block, device_granules);
-  uint64_t& held = on_device_[block];
-  device_granules_ = device_granules_ - held + device_granules;
-  held = device_granules;
+  Block& moved = entry(block);
+  device_granules_ = device_granules_ - moved.device_granules + device_granules;
+  moved.device_granules = device_granules;
   if (device_granules == 0) {
-    on_device_.erase(block);
-    unorder(block);
+    unorder(moved);
+    if (holds_nothing(moved)) blocks_.erase(block);
   } else if (locked_) {
-    order(block);
+    order(moved);
   }
 }
 
 void LearnedPolicy::do_used(uint64_t sequence, uint32_t stream, std::span<const BlockId> blocks) {
-  fallback_.used(sequence, stream, blocks);
-  // The ring's slot keeps its capacity: no allocation once every slot has held a launch.
+  // Locked, lru hears of the blocks when the lock ends (Note [Keeping lru warm]).
+  const bool was_locked = locked_;
+  fallback_.used(sequence, stream, was_locked ? std::span<const BlockId>() : blocks);
+  // The launch's slot keeps its capacity: no allocation once every slot has held a launch.
   std::vector<BlockId>& sorted = launch_blocks_[launches_ % kRing];
   sorted.assign(blocks.begin(), blocks.end());
   std::sort(sorted.begin(), sorted.end());
   sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
   learn(signature_of(sorted));
-  if (!locked_) return;
-  for (const BlockId block : sorted) {  // their next uses moved on; nobody else's did
-    if (ordered_at_.contains(block)) order(block);
+  if (!locked_) {
+    if (was_locked) fallback_.used(sequence, stream, blocks);  // the launch that broke the lock
+    return;
   }
+  // lock() has just ordered every block at its next use.
+  if (!was_locked) return;
+  for (const BlockId block : sorted) {  // their next uses moved on; nobody else's did
+    Block& used = entry(block);
+    used.lru_sequence = std::max(used.lru_sequence, sequence);
+    if (used.place != Block::Place::kNone) order(used);
+  }
+  retire(launches_ - 1);
 }
 
 void LearnedPolicy::learn(uint64_t signature) {
@@ -99,8 +139,21 @@ void LearnedPolicy::see(uint64_t signature, uint64_t launch) {
 void LearnedPolicy::unlock(uint64_t now) {
   locked_ = false;
   ++unlocks_;
-  by_next_use_.clear();
-  ordered_at_.clear();
+  // Nothing is ordered any more, and lru hears the blocks of the launches since the lock, each
+  // block's last (Note [Keeping lru warm]).
+  for (auto it = blocks_.begin(); it != blocks_.end();) {
+    Block& block = it->second;
+    block.place = Block::Place::kNone;
+    if (block.lru_sequence != 0) {
+      fallback_.used(block.lru_sequence, 0, std::span<const BlockId>(&block.id, 1));
+      block.lru_sequence = 0;
+    }
+    it = holds_nothing(block) ? blocks_.erase(it) : std::next(it);
+  }
+  for (std::vector<Block*>& bucket : ring_) bucket.clear();
+  std::fill(full_.begin(), full_.end(), 0);
+  never_used_.clear();
+  went_by_.clear();
   // The launches seen while locked, from the ring: a candidate from a sighting before the lock
   // would be a distance that merely happens to match for kLockAfter launches. Only the last
   // kMaxPeriod can give a candidate.
@@ -110,16 +163,41 @@ void LearnedPolicy::unlock(uint64_t now) {
 }
 
 void LearnedPolicy::lock() {
-  plan_.clear();
   plan_start_ = launches_ - period_;  // the last whole period is the plan
+  // Each block's phases, in phase order, laid out block after block: count them, place each
+  // block's run, fill the runs.
+  for (auto& [id, block] : blocks_) block.plan_count = 0;
   for (uint64_t phase = 0; phase < period_; ++phase) {
     for (const BlockId block : launch_blocks_[(plan_start_ + phase) % kRing])
-      plan_[block].push_back(phase);
+      ++entry(block).plan_count;
+  }
+  uint64_t first = 0;
+  for (auto it = blocks_.begin(); it != blocks_.end();) {
+    Block& block = it->second;
+    if (holds_nothing(block)) {
+      it = blocks_.erase(it);
+      continue;
+    }
+    block.plan_first = first;
+    first += block.plan_count;
+    block.plan_count = 0;  // counted again as the phases are filled in
+    ++it;
+  }
+  plan_phases_.resize(first);
+  for (uint64_t phase = 0; phase < period_; ++phase) {
+    for (const BlockId id : launch_blocks_[(plan_start_ + phase) % kRing]) {
+      Block& block = blocks_.find(id)->second;
+      plan_phases_[block.plan_first + block.plan_count++] = static_cast<uint32_t>(phase);
+    }
   }
   locked_ = true;
   locked_at_ = launches_;
   ++locks_;
-  for (const auto& [block, held] : on_device_) order(block);
+  ring_.resize(period_);
+  full_.assign((period_ + 63) / 64, 0);
+  for (auto& [id, block] : blocks_) {
+    if (block.device_granules > 0) order(block);
+  }
 }
 
 std::string LearnedPolicy::do_learned_state() const {
@@ -132,36 +210,94 @@ std::string LearnedPolicy::do_learned_state() const {
          " times so far): evicting as lru until a period repeats again";
 }
 
-uint64_t LearnedPolicy::next_use(BlockId block) const {
-  const auto found = plan_.find(block);
-  if (found == plan_.end()) return kNever;
-  const std::vector<uint64_t>& phases = found->second;
+uint64_t LearnedPolicy::next_use(const Block& block) const {
+  if (block.plan_count == 0) return kNever;
+  const uint32_t* const first = plan_phases_.data() + block.plan_first;
+  const uint32_t* const last = first + block.plan_count;
   const uint64_t now = (launches_ - 1 - plan_start_) % period_;
-  const auto later = std::upper_bound(phases.begin(), phases.end(), now);
-  return launches_ - 1 + (later != phases.end() ? *later - now : period_ - now + phases.front());
+  const uint32_t* const later = std::upper_bound(first, last, now);
+  return launches_ - 1 + (later != last ? *later - now : period_ - now + *first);
 }
 
-void LearnedPolicy::order(BlockId block) {
+void LearnedPolicy::order(Block& block) {
   const uint64_t next = next_use(block);
-  const auto [at, added] = ordered_at_.try_emplace(block, next);
-  if (added) {
-    by_next_use_.emplace(next, block);
+  if (block.place != Block::Place::kNone && block.next_use == next) return;
+  // Used once a period, a block stays in its bucket, which now stands for its next use.
+  if (block.place == Block::Place::kRing && next != kNever &&
+      next % period_ == block.next_use % period_) {
+    block.next_use = next;
     return;
   }
-  if (at->second == next) return;
-  // The node is reused: no allocation on the launch path. A use usually sends a block furthest
-  // ahead of all, so the insert is hinted with the end.
-  auto node = by_next_use_.extract({at->second, block});
-  node.value().first = next;
-  by_next_use_.insert(by_next_use_.end(), std::move(node));
-  at->second = next;
+  unorder(block);
+  block.next_use = next;
+  if (next == kNever) {
+    block.place = Block::Place::kNeverUsed;
+    never_used_.insert(block.id);
+    return;
+  }
+  const uint64_t index = next % period_;
+  std::vector<Block*>& into = ring_[index];
+  full_[index / 64] |= uint64_t{1} << (index % 64);
+  block.place = Block::Place::kRing;
+  block.slot = static_cast<uint32_t>(into.size());
+  into.push_back(&block);
 }
 
-void LearnedPolicy::unorder(BlockId block) {
-  if (const auto found = ordered_at_.find(block); found != ordered_at_.end()) {
-    by_next_use_.erase({found->second, block});
-    ordered_at_.erase(found);
+void LearnedPolicy::unorder(Block& block) {
+  switch (block.place) {
+    case Block::Place::kNone:
+      return;
+    case Block::Place::kRing: {
+      const uint64_t index = block.next_use % period_;
+      std::vector<Block*>& from = ring_[index];
+      from[block.slot] = from.back();
+      from[block.slot]->slot = block.slot;
+      from.pop_back();
+      if (from.empty()) full_[index / 64] &= ~(uint64_t{1} << (index % 64));
+      break;
+    }
+    case Block::Place::kNeverUsed:
+      never_used_.erase(block.id);
+      break;
+    case Block::Place::kWentBy:
+      went_by_.erase({block.next_use, block.id});
+      break;
   }
+  block.place = Block::Place::kNone;
+}
+
+void LearnedPolicy::retire(uint64_t now) {
+  std::vector<Block*>& at_now = ring_[now % period_];
+  for (std::size_t i = 0; i < at_now.size();) {
+    Block& block = *at_now[i];
+    if (block.next_use != now) {
+      ++i;
+      continue;
+    }
+    unorder(block);  // the bucket's last block takes slot i
+    block.place = Block::Place::kWentBy;
+    went_by_.emplace(now, block.id);
+  }
+}
+
+template <typename Visit>
+bool LearnedPolicy::visit_ring(uint64_t after, Visit visit) const {
+  // The launches ahead, now + period_ down to now + 1, are the buckets now % period_ down to 0,
+  // then period_ - 1 down to now % period_ + 1.
+  const uint64_t now = launches_ - 1;
+  const uint64_t top = now % period_;
+  const std::array<std::pair<uint64_t, uint64_t>, 2> ranges = {{{0, top}, {top + 1, period_ - 1}}};
+  for (const auto& [low, high] : ranges) {
+    for (uint64_t end = high + 1; end > low;) {  // the buckets [low, end) are left
+      const uint64_t index = highest_set(full_, low, end - 1);
+      if (index == UINT64_MAX) break;
+      const uint64_t launch = index <= top ? now + period_ - (top - index) : now + (index - top);
+      if (launch <= after) return true;
+      if (!visit(ring_[index], launch)) return false;
+      end = index;
+    }
+  }
+  return true;
 }
 
 std::vector<BlockId> LearnedPolicy::do_choose_victims(uint64_t granules_needed,
@@ -170,13 +306,30 @@ std::vector<BlockId> LearnedPolicy::do_choose_victims(uint64_t granules_needed,
     fallback_.set_capacity(capacity_granules());
     return fallback_.choose_victims(granules_needed, keep).blocks;
   }
+  // Farthest next use first: never used, the ring, those that went by; the higher id first
+  // within a launch.
   std::vector<BlockId> victims;
   uint64_t freed = 0;
-  for (auto it = by_next_use_.rbegin(); it != by_next_use_.rend() && freed < granules_needed;
-       ++it) {
-    if (std::find(keep.begin(), keep.end(), it->second) != keep.end()) continue;
-    victims.push_back(it->second);
-    freed += device_granules(it->second);
+  const auto give_up = [&](BlockId block) {  // false once there is room enough
+    if (freed >= granules_needed) return false;
+    if (std::find(keep.begin(), keep.end(), block) != keep.end()) return true;
+    victims.push_back(block);
+    freed += device_granules(block);
+    return true;
+  };
+  for (auto it = never_used_.rbegin(); it != never_used_.rend(); ++it) {
+    if (!give_up(*it)) return victims;
+  }
+  std::vector<BlockId> launch;
+  const bool more = visit_ring(launches_ - 1, [&](const std::vector<Block*>& bucket, uint64_t) {
+    launch.clear();
+    for (const Block* block : bucket) launch.push_back(block->id);
+    std::sort(launch.begin(), launch.end(), std::greater<>());
+    return std::all_of(launch.begin(), launch.end(), give_up);
+  });
+  if (!more) return victims;
+  for (auto it = went_by_.rbegin(); it != went_by_.rend(); ++it) {
+    if (!give_up(it->second)) return victims;
   }
   return victims;
 }
@@ -191,16 +344,22 @@ bool LearnedPolicy::do_should_promote(BlockId block) {
   const uint64_t needed = granules(block) - device_granules(block);
   const uint64_t room = capacity_granules() - std::min(capacity_granules(), device_granules_);
   if (needed <= room) return true;
-  const uint64_t next = next_use(block);
+  const auto found = blocks_.find(block);
+  const uint64_t next = found != blocks_.end() ? next_use(found->second) : kNever;
   if (next == kNever) return false;
   uint64_t displaceable = room;
   const std::vector<BlockId>& launch = launch_blocks_[(launches_ - 1) % kRing];
-  for (auto it = by_next_use_.rbegin(); it != by_next_use_.rend() && it->first > next; ++it) {
-    if (std::binary_search(launch.begin(), launch.end(), it->second)) continue;
-    displaceable += device_granules(it->second);
-    if (displaceable >= needed) return true;
-  }
-  return false;
+  const auto makes_room = [&](BlockId other) {
+    if (std::binary_search(launch.begin(), launch.end(), other)) return false;
+    displaceable += device_granules(other);
+    return displaceable >= needed;
+  };
+  // Only the sum counts, so within a launch any order will do.
+  if (std::any_of(never_used_.begin(), never_used_.end(), makes_room)) return true;
+  return !visit_ring(next, [&](const std::vector<Block*>& bucket, uint64_t) {
+    return std::none_of(bucket.begin(), bucket.end(),
+                        [&](const Block* other) { return makes_room(other->id); });
+  });
 }
 
 }  // namespace vramspill::policies

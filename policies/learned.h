@@ -11,8 +11,8 @@
 // (or the whole period, if it is shorter), the policy is *locked* on P: the last P launches are
 // the plan, and a block's next use is its next occurrence in the plan after the current phase.
 // One launch that does not match (a new phase, an evaluation step, another batch shape) unlocks
-// it: decisions are lru's (which is told of every event all along, so it is warm) until a
-// period locks again. Periods longer than kMaxPeriod launches are never found.
+// it: decisions are lru's (kept warm all along, Note [Keeping lru warm]) until a period locks
+// again. Periods longer than kMaxPeriod launches are never found.
 // Why lock after two matches and not after a whole repeated period: a training step is the
 // period, and waiting for a whole one to repeat left the second step to lru, which on the
 // workloads of tests/shim/tiered/policy_workloads.cpp (replayed, 6 steps) fetched 1.41x what
@@ -28,8 +28,28 @@
 // MIN-with-bypass would: bringing it in would evict data needed sooner, and a block used once a
 // step costs one crossing in place against two (in, and out again) when moved. The blocks on the
 // device are kept ordered by the launch of their next use, which changes only when a block is
-// used (the plan repeats), so a search walks from the farthest: O((victims + keep) log n), and a
-// promotion decision O(log n) per block that could make room. Locking orders them all once.
+// used (the plan repeats), and lies within the period ahead: the order is a ring of `period`
+// buckets, one per launch ahead, with a bitmap of the buckets that hold a block. A use moves a
+// block between buckets in O(1) (one used once a period stays in its bucket, which comes round
+// again), where an ordered set of 10^5 blocks cost a rebalance and cache misses per block.
+// Within a launch the higher block id goes first, as ties always went. A victim search walks from
+// the farthest bucket, sorting each it reaches (a launch's blocks, so O((victims + keep) log)
+// when buckets hold a launch each); a promotion decision needs no order within a bucket, as it
+// only sums what could make room. Two rarer places sit outside the ring: the blocks the plan
+// never uses (farthest of all), and the blocks whose next use went by without the launch using
+// them (nearest of all). Only a launch that matched the period's signature with other blocks
+// leaves one there, which a 64-bit hash makes all but impossible, but it must not change a
+// decision either. Locking orders them all once.
+//
+// Note [Keeping lru warm]
+// lru decides from the moment a lock breaks, so it must then know what it would had it been
+// told of every launch. What it knows of launches is each block's last sequence (the highest
+// seen) and the highest sequence of all, which a new block takes (Note [LRU recency] in lru.h);
+// neither depends on the order it learns them in. So while locked it is told of each launch's
+// sequence but not of its blocks; each block's last sequence waits in the block's entry (which
+// the launch reads anyway), and the end of the lock tells lru each block's, once. Allocations,
+// frees and moves still go to it at once: they are rare, and a new block's recency needs the
+// highest sequence of the moment.
 #pragma once
 
 #include <cstdint>
@@ -73,6 +93,25 @@ class LearnedPolicy final : public EvictionPolicy {
   std::string do_learned_state() const override;
   uint64_t do_learning_changes() const noexcept override { return locks_ + unlocks_; }
 
+  static constexpr uint64_t kNever = UINT64_MAX;
+
+  // What the policy knows of one block, in one entry, so that a launch looks each block up once.
+  // Kept while any of it is set.
+  struct Block {
+    // Where in the order (Note [Planning with the period]) it is.
+    enum class Place : uint8_t { kNone, kRing, kNeverUsed, kWentBy };
+
+    BlockId id = 0;
+    uint64_t device_granules = 0;
+    // Its phases of use in the plan: plan_phases_[plan_first, plan_first + plan_count).
+    uint64_t plan_first = 0;
+    uint32_t plan_count = 0;
+    Place place = Place::kNone;
+    uint32_t slot = 0;          // its index in its ring bucket
+    uint64_t next_use = 0;      // the launch it is ordered at, when placed
+    uint64_t lru_sequence = 0;  // its last launch lru has not been told of; 0 when none
+  };
+
   // Records the launch at position launches_ (its blocks are in launch_blocks_ already) and
   // follows or finds the period.
   void learn(uint64_t signature);
@@ -82,12 +121,21 @@ class LearnedPolicy final : public EvictionPolicy {
   // Records that `signature` was last seen at `launch`.
   void see(uint64_t signature, uint64_t launch);
   // The launch of `block`'s next use after the current one, by the plan; kNever when it has none.
-  uint64_t next_use(BlockId block) const;
+  uint64_t next_use(const Block& block) const;
   // Puts `block` (on the device) in the order at its next use.
-  void order(BlockId block);
-  void unorder(BlockId block);
-
-  static constexpr uint64_t kNever = UINT64_MAX;
+  void order(Block& block);
+  void unorder(Block& block);
+  // After launch `now` has moved on the blocks it used: those still ordered at it went by unused
+  // (Note [Planning with the period]); they leave its bucket before it stands for `now + period`.
+  void retire(uint64_t now);
+  // Whether `block`'s entry holds nothing any more, and can go.
+  static bool holds_nothing(const Block& block) noexcept;
+  // Calls `visit(bucket, launch)` for each non-empty ring bucket whose launch is above `after`,
+  // farthest first, while it returns true; false when it stopped on false.
+  template <typename Visit>
+  bool visit_ring(uint64_t after, Visit visit) const;
+  // `block`'s entry, made if it has none.
+  Block& entry(BlockId block);
 
   LruPolicy fallback_;
   // The last kMaxPeriod * 2 launches: signatures, and each one's blocks.
@@ -101,15 +149,19 @@ class LearnedPolicy final : public EvictionPolicy {
   uint64_t locked_at_ = 0;  // the first launch of the current lock
   uint64_t locks_ = 0;
   uint64_t unlocks_ = 0;
-  // The plan: each block's phases of use within the period, sorted; the phase of launch 0.
-  std::unordered_map<BlockId, std::vector<uint64_t>> plan_;
+  // Every block the policy knows of, and the plan they point into: the phases of use in the last
+  // whole period, by block; the phase of launch 0.
+  std::unordered_map<BlockId, Block> blocks_;
+  std::vector<uint32_t> plan_phases_;
   uint64_t plan_start_ = 0;
-  std::unordered_map<BlockId, uint64_t> on_device_;  // blocks holding device granules
-  uint64_t device_granules_ = 0;
-  // Locked: the blocks on the device by the launch of their next use (Note [Planning with the
-  // period]), and where each is in it.
-  std::set<std::pair<uint64_t, BlockId>> by_next_use_;
-  std::unordered_map<BlockId, uint64_t> ordered_at_;
+  uint64_t device_granules_ = 0;  // held by all blocks together
+  // Locked, the blocks on the device by the launch of their next use (Note [Planning with the
+  // period]): ring_[launch % period_] and a bit in full_ for each bucket that holds a block; the
+  // blocks never used again; (launch, block) for those whose next use went by.
+  std::vector<std::vector<Block*>> ring_;
+  std::vector<uint64_t> full_;
+  std::set<BlockId> never_used_;
+  std::set<std::pair<uint64_t, BlockId>> went_by_;
 };
 
 }  // namespace vramspill::policies

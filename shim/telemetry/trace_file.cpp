@@ -164,12 +164,13 @@ bool TraceFile::stopped() const noexcept {
   return stopped_;
 }
 
-void TraceFile::record(Line& event) noexcept {
+TraceFile::Line TraceFile::stamped() const noexcept {
   Line line;
   line.number(monotonic_ns() - start_ns_);
-  std::string_view text = event.text();
-  text.remove_suffix(1);  // its newline
-  line.word(text);
+  return line;
+}
+
+void TraceFile::record(Line& line) noexcept {
   const std::string_view whole = line.text();
   const std::lock_guard lock(mutex_);
   if (!file_ || stopped_) return;
@@ -217,7 +218,7 @@ void TraceFile::finish() noexcept {
 }
 
 void TraceFile::device_configured(int device, uint64_t total_bytes, uint64_t limit_bytes) noexcept {
-  record(Line()
+  record(stamped()
              .word(kTraceDevice)
              .number(static_cast<uint64_t>(device))
              .number(total_bytes)
@@ -225,7 +226,7 @@ void TraceFile::device_configured(int device, uint64_t total_bytes, uint64_t lim
 }
 
 void TraceFile::allocated(const core::Allocation& allocation) noexcept {
-  record(Line()
+  record(stamped()
              .word(kTraceAlloc)
              .number(static_cast<uint64_t>(allocation.device))
              .word(core::route_token(allocation.route))
@@ -234,7 +235,7 @@ void TraceFile::allocated(const core::Allocation& allocation) noexcept {
 }
 
 void TraceFile::freed(const core::Allocation& allocation) noexcept {
-  record(Line()
+  record(stamped()
              .word(kTraceFree)
              .number(static_cast<uint64_t>(allocation.device))
              .word(core::route_token(allocation.route))
@@ -243,7 +244,7 @@ void TraceFile::freed(const core::Allocation& allocation) noexcept {
 }
 
 void TraceFile::refused(int device, core::Route route, uint64_t bytes) noexcept {
-  record(Line()
+  record(stamped()
              .word(kTraceRefuse)
              .number(static_cast<uint64_t>(device))
              .word(core::route_token(route))
@@ -251,15 +252,15 @@ void TraceFile::refused(int device, core::Route route, uint64_t bytes) noexcept 
 }
 
 void TraceFile::evicted(int device, uint64_t base, uint64_t bytes) noexcept {
-  record(Line().word(kTraceEvict).number(static_cast<uint64_t>(device)).hex(base).number(bytes));
+  record(stamped().word(kTraceEvict).number(static_cast<uint64_t>(device)).hex(base).number(bytes));
 }
 
 void TraceFile::promoted(int device, uint64_t base, uint64_t bytes) noexcept {
-  record(Line().word(kTracePromote).number(static_cast<uint64_t>(device)).hex(base).number(bytes));
+  record(stamped().word(kTracePromote).number(static_cast<uint64_t>(device)).hex(base).number(bytes));
 }
 
 void TraceFile::used(int device, uint32_t stream, std::span<const CUdeviceptr> bases) noexcept {
-  Line line;
+  Line line = stamped();
   line.word(kTraceUse).number(static_cast<uint64_t>(device)).number(stream);
   for (const CUdeviceptr base : bases) line.hex(base);
   record(line);

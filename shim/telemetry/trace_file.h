@@ -69,8 +69,11 @@ class TraceFile final : public core::MemoryEvents {
 
   // Keeps `fd` and writes the header.
   bool start(int fd, std::string& problem) noexcept;
-  // Adds one event (its line without the time), stamped now.
-  void record(Line& event) noexcept;
+  // A line holding the time now, for an event to be written after it: each event is formatted
+  // once, in place.
+  Line stamped() const noexcept;
+  // Adds one event's line (from stamped()).
+  void record(Line& line) noexcept;
   // Writes the buffer out; the caller holds mutex_. On failure stops the trace and returns the
   // errno.
   int write_buffer_locked() noexcept;

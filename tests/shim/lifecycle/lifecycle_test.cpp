@@ -212,10 +212,16 @@ TEST(ManyThreads, BudgetHoldsAndEverythingIsReturned) {
 
 // --- (d) After fork ------------------------------------------------------------------------------
 
+// No leak check in this program under AddressSanitizer: GCC 12's runtime does not lock its
+// allocator across fork(), so when another thread (simcuda's workers, the shim's stats thread)
+// holds that lock at the fork, the child's leak check at exit waits for it forever (seen under
+// load: 4 hangs in 25 runs, in __lsan::LockAllocator). Elsewhere the option is ignored.
 TEST(AfterFork, ChildIsPassThroughAndWritesNoSummary) {
-  const RunResult result =
-      run_program({LIFECYCLE_FORK_PROGRAM},
-                  with_shim({{"VRAMSPILL_DEVICE_BUDGET", "64MiB"}, {"VRAMSPILL_SPILL_MODE", "off"}}));
+  const RunResult result = run_program(
+      {LIFECYCLE_FORK_PROGRAM},
+      with_shim({{"VRAMSPILL_DEVICE_BUDGET", "64MiB"},
+                 {"VRAMSPILL_SPILL_MODE", "off"},
+                 {"ASAN_OPTIONS", "detect_leaks=0"}}));
   ASSERT_TRUE(result.exited(0)) << result.describe();
   const std::vector<std::string> lines = lines_of(result.out);
   ASSERT_GE(lines.size(), 3u) << result.describe();

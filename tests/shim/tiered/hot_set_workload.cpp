@@ -15,6 +15,8 @@
 #include <cstdio>
 #include <vector>
 
+#include "workload_support.h"
+
 namespace {
 
 constexpr size_t kBlock = size_t{8} << 20;
@@ -23,14 +25,9 @@ constexpr size_t kBlocks = 24;
 constexpr size_t kHot = 6;
 constexpr int kSteps = 30;
 
-bool check(CUresult result, const char* what) {
-  if (result == CUDA_SUCCESS) return true;
-  std::fprintf(stderr, "hot_set_workload: %s failed: %d\n", what, static_cast<int>(result));
-  return false;
-}
+constexpr const char* kProgram = "hot_set_workload";
 
-#define CHECK(call) \
-  if (!check((call), #call)) return 1
+#define CHECK(call) WORKLOAD_CHECK(call, 1)
 
 struct Kernels {
   CUfunction fill = nullptr;
@@ -51,16 +48,11 @@ struct Kernels {
 }  // namespace
 
 int main() {
-  CUdevice device = 0;
   CUcontext context = nullptr;
   CUmodule module = nullptr;
   Kernels kernels;
   CUstream stream = nullptr;
-  CHECK(cuInit(0));
-  CHECK(cuDeviceGet(&device, 0));
-  CHECK(cuDevicePrimaryCtxRetain(&context, device));
-  CHECK(cuCtxSetCurrent(context));
-  CHECK(cuModuleLoadData(&module, "simcuda accepts any image"));
+  CHECK(workload_support::open_device(&context, &module));
   CHECK(cuModuleGetFunction(&kernels.fill, module, "vs_fill_u32"));
   CHECK(cuModuleGetFunction(&kernels.copy, module, "vs_copy"));
   CHECK(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));

@@ -34,6 +34,8 @@
 #include <string_view>
 #include <vector>
 
+#include "workload_support.h"
+
 namespace {
 
 enum Status { kOk = 0, kError = 1, kUsage = 2, kMismatch = 3 };
@@ -41,16 +43,9 @@ enum Status { kOk = 0, kError = 1, kUsage = 2, kMismatch = 3 };
 constexpr size_t kGranule = size_t{2} << 20;
 constexpr uint64_t kRandomSeed = 0x5eed'cafe'f00d'1234;
 
-bool check(CUresult result, const char* what) {
-  if (result == CUDA_SUCCESS) return true;
-  std::fprintf(stderr, "policy_workloads: %s failed: %d\n", what, static_cast<int>(result));
-  return false;
-}
+constexpr const char* kProgram = "policy_workloads";
 
-#define CHECK(call)                           \
-  do {                                        \
-    if (!check((call), #call)) return kError; \
-  } while (0)
+#define CHECK(call) WORKLOAD_CHECK(call, kError)
 
 #define TRY(call)                                                   \
   do {                                                              \
@@ -76,13 +71,8 @@ class Blocks {
  public:
   // `total`: what cuMemGetInfo reports (under the shim, the budget).
   Status open(size_t& total) {
-    CUdevice device = 0;
     CUmodule module = nullptr;
-    CHECK(cuInit(0));
-    CHECK(cuDeviceGet(&device, 0));
-    CHECK(cuDevicePrimaryCtxRetain(&context_, device));
-    CHECK(cuCtxSetCurrent(context_));
-    CHECK(cuModuleLoadData(&module, "simcuda accepts any image"));
+    CHECK(workload_support::open_device(&context_, &module));
     CHECK(cuModuleGetFunction(&fill_, module, "vs_fill_u32"));
     CHECK(cuModuleGetFunction(&copy_, module, "vs_copy"));
     CHECK(cuModuleGetFunction(&axpy_, module, "vs_axpy_f32"));

@@ -9,6 +9,8 @@
 #include <cstdio>
 #include <vector>
 
+#include "workload_support.h"
+
 extern "C" CUresult rule_allocator_alloc(CUdeviceptr* block, std::size_t bytes);
 
 namespace {
@@ -18,14 +20,9 @@ constexpr std::size_t kHostBlock = std::size_t{6} << 20;
 constexpr std::size_t kOwnBlocks = 6;
 constexpr uint32_t kRounds = 4;
 
-bool check(CUresult result, const char* what) {
-  if (result == CUDA_SUCCESS) return true;
-  std::fprintf(stderr, "rules_program: %s failed: %d\n", what, static_cast<int>(result));
-  return false;
-}
+constexpr const char* kProgram = "rules_program";
 
-#define CHECK(call) \
-  if (!check((call), #call)) return 1
+#define CHECK(call) WORKLOAD_CHECK(call, 1)
 
 struct Block {
   CUdeviceptr base = 0;
@@ -36,12 +33,8 @@ struct Block {
 }  // namespace
 
 int main() {
-  CUdevice device = 0;
   CUcontext context = nullptr;
-  CHECK(cuInit(0));
-  CHECK(cuDeviceGet(&device, 0));
-  CHECK(cuDevicePrimaryCtxRetain(&context, device));
-  CHECK(cuCtxSetCurrent(context));
+  CHECK(workload_support::open_device(&context, nullptr));
 
   Block library{.bytes = kBlock};
   CHECK(rule_allocator_alloc(&library.base, library.bytes));

@@ -57,6 +57,12 @@ inline constexpr std::array<std::string_view, 5> kSpillModeNames = {"off", "mana
 inline constexpr std::array<std::string_view, 5> kTieredPolicyNames = {"fifo", "largest",
                                                                        "learned", "lfu", "lru"};
 
+// How tiered mode keeps queued work off the granules it remaps (shim/README.md, "Tiered mode"):
+// `safe` waits for all the device's work, `tracked` only for the streams that used the blocks
+// that move (Note [The tracked window] in placement/tracked_work.h).
+enum class WindowMode : uint8_t { kSafe, kTracked };
+inline constexpr std::array<std::string_view, 2> kWindowModeNames = {"safe", "tracked"};
+
 // The preferred location given to managed memory that holds a spilled allocation.
 enum class ManagedLocation : uint8_t { kHost, kDevice, kNone };
 inline constexpr std::array<std::string_view, 3> kManagedLocationNames = {"host", "device",
@@ -127,6 +133,7 @@ struct TieredConfig {
   std::string policy;   // one of kTieredPolicyNames
   uint64_t min_size{};  // smaller linear allocations are not tiered
   uint64_t keep{};      // idle granules of each kind the arena keeps for later blocks
+  WindowMode window{};
   std::vector<TieredRule> rules;  // in the file's order
 };
 

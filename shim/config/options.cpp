@@ -18,7 +18,7 @@ namespace {
 // something a user could not have written (a test parses every one).
 // One row per option reads better than the one field per line clang-format would make of it.
 // clang-format off
-constexpr std::array<OptionSpec, 18> kOptions = {{
+constexpr std::array<OptionSpec, 19> kOptions = {{
     {"device", "budget", OptionType::kSizeOrPercent, "100%",
      "Device memory the job may use: a size, or a percent of the GPU's total memory.",
      {},
@@ -108,6 +108,19 @@ constexpr std::array<OptionSpec, 18> kOptions = {{
      "the device budget.",
      {},
      [](Config& c, const OptionValue& v) { c.tiered.keep = std::get<uint64_t>(v); }},
+    {"tiered", "window", OptionType::kEnum, "safe",
+     "What a move between device and host waits for before it remaps a block's granules. "
+     "`safe`: every submission from every thread waits while the device's work drains, then the "
+     "blocks move; correct whatever the program does. `tracked`: only the streams whose "
+     "launches, copies and memsets used the moving blocks are waited for, and work queued on "
+     "other streams keeps running. Unsafe if kernels reach a tiered block through a pointer "
+     "kept in device memory (a table of pointers, a linked structure), which use tracking "
+     "cannot see; graph launches and kernels whose arguments cannot be read make the move wait "
+     "for their streams as well.",
+     kWindowModeNames,
+     [](Config& c, const OptionValue& v) {
+       c.tiered.window = static_cast<WindowMode>(std::get<Choice>(v).index);
+     }},
     {"report", "memory_info", OptionType::kEnum, "budget",
      "What `cuMemGetInfo` reports. `budget`: total is the limit, free is the limit minus the "
      "device bytes the job holds (frameworks that size themselves from it, such as vLLM's KV "

@@ -28,6 +28,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 
 namespace vramspill::core {
 
@@ -36,14 +37,18 @@ class RemapWindow {
   // Held by a submission hook while it hands work to the driver.
   class Submission {
    public:
+    Submission(Submission&& other) noexcept : stripe_(std::exchange(other.stripe_, nullptr)) {}
     Submission(const Submission&) = delete;
     Submission& operator=(const Submission&) = delete;
-    ~Submission() { stripe_.fetch_sub(1, std::memory_order_release); }
+    Submission& operator=(Submission&&) = delete;
+    ~Submission() {
+      if (stripe_ != nullptr) stripe_->fetch_sub(1, std::memory_order_release);
+    }
 
    private:
     friend class RemapWindow;
-    explicit Submission(std::atomic<uint64_t>& stripe) noexcept : stripe_(stripe) {}
-    std::atomic<uint64_t>& stripe_;
+    explicit Submission(std::atomic<uint64_t>& stripe) noexcept : stripe_(&stripe) {}
+    std::atomic<uint64_t>* stripe_;  // null once moved from
   };
 
   // The capability to remap: only close() makes one, and the window opens when it goes.

@@ -19,6 +19,7 @@ struct alignas(64) UseTracker::Record {
   // and last uses]).
   std::atomic<uint64_t> sequence{0};
   std::atomic<uint64_t> stream{0};
+  std::atomic<uint64_t> streams{0};  // the bits of the streams marked on it (Note [Stream slots])
 };
 
 namespace {
@@ -221,6 +222,7 @@ void UseTracker::touch(Record& record, const Stamp& stamp, SubmissionUse& use) n
   const auto listed = use.blocks.begin() + use.count;
   if (std::find(use.blocks.begin(), listed, record.block) != listed) return;
   if (use.count < SubmissionUse::kCapacity) {
+    use.bases[use.count] = record.base;
     use.blocks[use.count++] = record.block;
   } else if (!use.everything) {
     use.everything = true;
@@ -300,6 +302,42 @@ std::optional<Stamp> UseTracker::last_use(BlockId block) const noexcept {
   const Stamp own{record.sequence.load(std::memory_order_acquire),
                   record.stream.load(std::memory_order_relaxed)};
   return own.sequence >= everything.sequence ? own : everything;
+}
+
+namespace {
+
+// Most submissions find their stream's bit set already: a load, and no write to the line.
+void set_bits(std::atomic<uint64_t>& word, uint64_t bits) noexcept {
+  if ((word.load(std::memory_order_relaxed) & bits) != bits)
+    word.fetch_or(bits, std::memory_order_relaxed);
+}
+
+}  // namespace
+
+void UseTracker::mark_streams(const SubmissionUse& use) noexcept {
+  if (use.count == 0 && !use.everything) return;
+  const uint64_t bit = stream_slots_.bit_of(use.stream);
+  if (use.everything) set_bits(everything_streams_, bit);
+  const ReadSection section(*this);
+  const Snapshot* snapshot = section.snapshot();
+  if (snapshot == nullptr) return;
+  for (uint32_t i = 0; i < use.count; ++i) {
+    // A block untracked since record_*() is found no more, or another block is found in its
+    // place: the program submitted work on memory it freed.
+    const size_t index = snapshot->find(use.bases[i]);
+    if (index != snapshot->ranges.size()) set_bits(snapshot->records[index]->streams, bit);
+  }
+}
+
+uint64_t UseTracker::take_streams(std::span<const BlockId> blocks) noexcept {
+  uint64_t bits = everything_streams_.exchange(0, std::memory_order_acq_rel);
+  const std::lock_guard lock(writer_);
+  for (const BlockId block : blocks) {
+    const auto found = by_block_.find(block);
+    bits |= found == by_block_.end() ? StreamSlots::kUnknownBit
+                                     : found->second->streams.exchange(0, std::memory_order_acq_rel);
+  }
+  return bits;
 }
 
 Stamp UseTracker::last_everything() const noexcept {

@@ -68,6 +68,8 @@
 #include <span>
 #include <unordered_map>
 
+#include "core/stream_slots.h"
+
 namespace vramspill::core {
 
 // The policy's block id (policies/eviction_policy.h's BlockId): whatever the tiered layer names a
@@ -98,6 +100,7 @@ struct SubmissionUse {
   bool everything = false;
   uint32_t count = 0;  // blocks[0, count): distinct, in the order first touched
   std::array<BlockId, kCapacity> blocks;  // not cleared: count says what is set
+  std::array<uint64_t, kCapacity> bases;  // blocks[i]'s range starts at bases[i]
 };
 
 enum class TrackResult : uint8_t {
@@ -147,6 +150,24 @@ class UseTracker {
   std::optional<Stamp> last_use(BlockId block) const noexcept;
   Stamp last_everything() const noexcept;
 
+  // Note [Stream slots] in core/stream_slots.h: `use`'s stream may now have work queued on its
+  // blocks (on every block, if it touched everything). Called while the submission holds the
+  // remap window, just before its driver call: a move that takes the bits after the window
+  // closed then waits for that work, and one that took them earlier moved before it was queued.
+  // Not at record_* time, which comes before a submission's promotions and so outside the window.
+  void mark_streams(const SubmissionUse& use) noexcept;
+  // The slots of the streams that may have queued work on `blocks`: those marked on them and
+  // those of every submission that touched everything, since the last take; kUnknownBit for a
+  // block not tracked. Clears what it returns: the caller waits for those streams before it
+  // moves the blocks, and calls it only while the remap window is closed. Takes the writer mutex.
+  uint64_t take_streams(std::span<const BlockId> blocks) noexcept;
+  // Puts back what take_streams() returned, when the wait for it failed: every later take
+  // returns it, whatever the blocks.
+  void put_back_streams(uint64_t bits) noexcept {
+    everything_streams_.fetch_or(bits, std::memory_order_acq_rel);
+  }
+  StreamSlots& stream_slots() noexcept { return stream_slots_; }
+
  private:
   struct Record;
   struct Snapshot;
@@ -172,10 +193,12 @@ class UseTracker {
   alignas(64) std::atomic<uint64_t> sequence_{0};
   alignas(64) std::atomic<uint64_t> everything_sequence_{0};
   std::atomic<uint64_t> everything_stream_{0};
+  std::atomic<uint64_t> everything_streams_{0};  // stream bits, since the last take_streams()
+  StreamSlots stream_slots_;
   mutable std::array<ReaderSlot, kReaderSlots> reader_slots_{};  // readers count in const calls
   mutable std::mutex writer_;
   std::map<uint64_t, Record*> records_;  // by base; owned, under writer_
-  std::unordered_map<BlockId, const Record*> by_block_;  // the same records, under writer_
+  std::unordered_map<BlockId, Record*> by_block_;  // the same records, under writer_
 };
 
 }  // namespace vramspill::core

@@ -4,13 +4,16 @@
 #include "driver/real_driver.h"
 
 namespace vramspill::driver {
+namespace {
 
-CUresult synchronize_device(int device) {
+// Runs `work` in the calling thread's context when it is on `device`, otherwise in the device's
+// primary context.
+template <typename Work>
+CUresult in_context_of(int device, Work&& work) {
   const auto get_device = VRAMSPILL_REAL(cuCtxGetDevice);
-  const auto synchronize = VRAMSPILL_REAL(cuCtxSynchronize);
-  if (get_device == nullptr || synchronize == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
+  if (get_device == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
   CUdevice current = -1;
-  if (get_device(&current) == CUDA_SUCCESS && current == device) return synchronize();
+  if (get_device(&current) == CUDA_SUCCESS && current == device) return work();
   const auto retain = VRAMSPILL_REAL(cuDevicePrimaryCtxRetain);
   const auto release = VRAMSPILL_REAL(cuDevicePrimaryCtxRelease_v2);
   CUcontext primary = nullptr;
@@ -19,10 +22,31 @@ CUresult synchronize_device(int device) {
   CUresult result = CUDA_SUCCESS;
   {
     const ContextScope scope(primary);
-    result = scope.entered() ? synchronize() : scope.status();
+    result = scope.entered() ? work() : scope.status();
   }
   release(device);
   return result;
+}
+
+}  // namespace
+
+CUresult synchronize_device(int device) {
+  const auto synchronize = VRAMSPILL_REAL(cuCtxSynchronize);
+  if (synchronize == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
+  return in_context_of(device, [&] { return synchronize(); });
+}
+
+CUresult synchronize_streams(int device, std::span<const uint64_t> streams) {
+  const auto synchronize = VRAMSPILL_REAL(cuStreamSynchronize);
+  if (synchronize == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
+  return in_context_of(device, [&] {
+    for (const uint64_t stream : streams) {
+      if (const CUresult result = synchronize(reinterpret_cast<CUstream>(stream));
+          result != CUDA_SUCCESS)
+        return result;
+    }
+    return CUDA_SUCCESS;
+  });
 }
 
 }  // namespace vramspill::driver

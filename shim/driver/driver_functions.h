@@ -150,6 +150,15 @@
   X(cuStreamEndCapture)                       \
   X(cuStreamEndCapture_ptsz)
 
+// Streams and contexts the program destroys: the tracked window must no longer wait on their
+// streams (Note [Stream slots] in core/stream_slots.h; hooks/stream_end_hooks.cpp).
+#define VRAMSPILL_HOOKED_STREAM_END_FUNCTIONS(X) \
+  X(cuStreamDestroy)                             \
+  X(cuStreamDestroy_v2)                          \
+  X(cuCtxDestroy_v2)                             \
+  X(cuDevicePrimaryCtxReset)                     \
+  X(cuDevicePrimaryCtxReset_v2)
+
 #define VRAMSPILL_CALLED_FUNCTIONS(Y) \
   Y(cuCtxGetDevice)                   \
   Y(cuCtxGetCurrent)                  \
@@ -179,14 +188,14 @@
   Y(cuMemAddressFree)                 \
   Y(cuMemSetAccess)                   \
   Y(cuStreamCreate)                   \
-  Y(cuStreamDestroy_v2)               \
   Y(cuMemGetAllocationGranularity)
 
 #define VRAMSPILL_HOOKED_FUNCTIONS(X)       \
   VRAMSPILL_HOOKED_ALLOCATION_FUNCTIONS(X)  \
   VRAMSPILL_HOOKED_SUBMISSION_FUNCTIONS(X)  \
   VRAMSPILL_HOOKED_UNLOAD_FUNCTIONS(X)      \
-  VRAMSPILL_HOOKED_CAPTURE_FUNCTIONS(X)
+  VRAMSPILL_HOOKED_CAPTURE_FUNCTIONS(X)     \
+  VRAMSPILL_HOOKED_STREAM_END_FUNCTIONS(X)
 
 #define VRAMSPILL_DRIVER_FUNCTIONS(X) \
   VRAMSPILL_HOOKED_FUNCTIONS(X)       \

@@ -183,7 +183,8 @@ ShimState::ShimState(const Config& loaded) noexcept
       vmm_spill(config.spill, ledger, vmm, host_budget, spill_facts, host_vmm),
       tiered_budgets(ledger, host_budget),
       arenas(config.tiered, host_vmm, captures),
-      tiered(tiered_budgets, arenas, window, {.policy = config.tiered.policy}),
+      tiered(tiered_budgets, arenas, window,
+             {.policy = config.tiered.policy, .window = config.tiered.window}, &use),
       tiered_rules(config.tiered.rules) {}
 
 Entry::Entry() noexcept {

@@ -108,7 +108,10 @@ core::RemapWindow::Submission enter_submission(ShimState& shim,
     const auto stream_id = static_cast<uint32_t>(use.stream ^ (use.stream >> 32));
     shim.tiered.before_submission(use.sequence, stream_id, std::span(use.blocks.data(), use.count));
   }
-  return shim.window.enter();
+  core::RemapWindow::Submission submission = shim.window.enter();
+  // Note [The tracked window]: inside the window, so that no move can miss this work.
+  if (shim.config.tiered.window == WindowMode::kTracked) shim.use.mark_streams(use);
+  return submission;
 }
 
 std::string tiered_summary(ShimState& shim) noexcept {
@@ -126,12 +129,17 @@ std::string tiered_summary(ShimState& shim) noexcept {
           device, now.blocks, now.device_granules, now.host_granules, now.pooled_device_granules,
           now.pooled_host_granules);
     }
+    // Note [The tracked window]: how many windows it kept narrow.
+    const std::string tracked =
+        shim.config.tiered.window == WindowMode::kTracked
+            ? fmt::format(", {} waiting only for their blocks' streams", moved.stream_windows)
+            : std::string();
     return fmt::format(
         "tiered: {} evicted to the host in {} granules, {} promoted to the device "
-        "in {} granules, {} remap windows ({:.1f} ms), {} promotions refused{}",
+        "in {} granules, {} remap windows ({:.1f} ms{}), {} promotions refused{}",
         format_bytes(moved.evicted_granules * tiers::kGranuleBytes), moved.evicted_granules,
         format_bytes(moved.promoted_granules * tiers::kGranuleBytes), moved.promoted_granules,
-        moved.windows, static_cast<double>(moved.window_nanoseconds) / 1e6,
+        moved.windows, static_cast<double>(moved.window_nanoseconds) / 1e6, tracked,
         moved.promotions_refused, held);
   } catch (...) {  // no line rather than no exit
     return {};

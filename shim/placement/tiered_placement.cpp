@@ -27,8 +27,10 @@ uint64_t more_than(uint64_t wanted, uint64_t pooled) {
 }  // namespace
 
 TieredPlacement::TieredPlacement(TieredBudgets& budgets, ArenaSource& arenas,
-                                 core::RemapWindow& window, const TieredOptions& options) noexcept
+                                 core::RemapWindow& window, const TieredOptions& options,
+                                 core::UseTracker* uses) noexcept
     : budgets_(budgets), arenas_(arenas), window_(window), options_(options) {
+  if (options_.window == WindowMode::kTracked && uses != nullptr) tracked_.emplace(*uses);
   try {
     if (const policies::MadePolicy made = policies::make_policy(options_.policy, {});
         made.policy == nullptr)
@@ -122,7 +124,7 @@ tiers::MoveOutcome TieredPlacement::move(int device, Device& state,
   {
     const nvtx::RemapWindowRange range;
     const core::RemapWindow::Exclusive exclusive = window_.close();
-    outcome = state.arena->move(moves, exclusive);
+    outcome = state.arena->move(moves, exclusive, tracked_ ? &*tracked_ : nullptr);
     nvtx::evicted(outcome.to_host, outcome.to_host * kGranuleBytes);
     nvtx::promoted(outcome.to_device, outcome.to_device * kGranuleBytes);
   }
@@ -389,7 +391,9 @@ const tiers::GranuleArena* TieredPlacement::arena_of(int device) noexcept {
 
 TieredStats TieredPlacement::stats() const noexcept {
   const std::lock_guard lock(stats_mutex_);
-  return stats_;
+  TieredStats now = stats_;
+  if (tracked_) now.stream_windows = tracked_->stream_waits();
+  return now;
 }
 
 }  // namespace vramspill::placement

@@ -62,6 +62,7 @@
 #include "core/memory_events.h"
 #include "core/remap_window.h"
 #include "policies/eviction_policy.h"
+#include "placement/tracked_work.h"
 #include "tiers/granule_arena.h"
 
 namespace vramspill::placement {
@@ -101,6 +102,7 @@ class ArenaSource {
 
 struct TieredOptions {
   std::string policy = "lru";
+  WindowMode window = WindowMode::kSafe;  // kTracked needs the use tracker
   policies::InvariantMode invariant_mode = policies::InvariantMode::kCountAndDrop;
 };
 
@@ -110,13 +112,16 @@ struct TieredStats {
   uint64_t windows = 0;             // remap windows this placement closed
   uint64_t window_nanoseconds = 0;  // from asking for each window to opening it again
   uint64_t promotions_refused = 0;  // the policy said touch in place, or no room could be made
+  uint64_t stream_windows = 0;      // windows that waited only for their blocks' streams
 };
 
 class TieredPlacement {
  public:
   // The policy name is checked here: an unknown one leaves the placement unusable (error()).
+  // `uses`: the use tracker the tracked window reads (Note [The tracked window]); without one,
+  // every window is safe.
   TieredPlacement(TieredBudgets& budgets, ArenaSource& arenas, core::RemapWindow& window,
-                  const TieredOptions& options) noexcept;
+                  const TieredOptions& options, core::UseTracker* uses = nullptr) noexcept;
   TieredPlacement(const TieredPlacement&) = delete;
   TieredPlacement& operator=(const TieredPlacement&) = delete;
 
@@ -215,6 +220,7 @@ class TieredPlacement {
   ArenaSource& arenas_;
   core::RemapWindow& window_;
   const TieredOptions options_;
+  std::optional<TrackedWork> tracked_;  // with [tiered] window = "tracked"
   std::string error_;
   std::mutex devices_mutex_;  // creating a Device
   std::array<std::unique_ptr<Device>, kDevices> devices_{};

@@ -110,6 +110,10 @@ CUresult DriverGranuleOps::synchronize_device() noexcept {
   return driver::synchronize_device(device_);
 }
 
+CUresult DriverGranuleOps::wait_for_streams(std::span<const uint64_t> streams) noexcept {
+  return driver::synchronize_streams(device_, streams);
+}
+
 CUresult DriverGranuleOps::make_copy_stream() noexcept {
   const auto retain = VRAMSPILL_REAL(cuDevicePrimaryCtxRetain);
   const auto release = VRAMSPILL_REAL(cuDevicePrimaryCtxRelease_v2);

@@ -31,7 +31,8 @@
 // move() changes which physical memory backs granules of live blocks, at the same addresses,
 // inside a closed remap window (core/remap_window.h; the Exclusive token is a parameter, so no
 // caller can move outside one). For a batch:
-//   1. wait for the device's work: nothing queued before the window may run after a remap;
+//   1. wait for the device's work: nothing queued before the window may run after a remap
+//      (or, given a QueuedWork, for the work it says may touch the moving blocks);
 //   2. take a physical granule of the new kind for each granule to move (pool, then driver; if
 //      the driver runs out, the batch shrinks to what it has: moving less is never wrong);
 //   3. map the new granules side by side in a staging range, copy each run of consecutive
@@ -105,6 +106,20 @@ struct MoveOutcome {
   uint64_t to_host = 0;
 };
 
+// Step 1 of Note [Moving a granule] when something knows better than "all the device's work":
+// the tracked window's (placement/tracked_work.h).
+class QueuedWork {
+ public:
+  // Waits, through `ops`, for the work queued so far that may touch the blocks at `bases`.
+  virtual CUresult wait_for(std::span<const uint64_t> bases, GranuleOps& ops) noexcept = 0;
+
+ protected:
+  QueuedWork() = default;
+  ~QueuedWork() = default;
+  QueuedWork(const QueuedWork&) = default;
+  QueuedWork& operator=(const QueuedWork&) = default;
+};
+
 class GranuleArena {
  public:
   GranuleArena(GranuleOps& ops, const ArenaOptions& options) noexcept
@@ -133,8 +148,9 @@ class GranuleArena {
   std::optional<ArenaBlock> block_containing(CUdeviceptr address) const noexcept;
 
   // Carries out `moves` (Note [Moving a granule]). Moves naming no live block are skipped.
-  MoveOutcome move(std::span<const GranuleMove> moves,
-                   const core::RemapWindow::Exclusive& window) noexcept;
+  // `queued`: what step 1 waits for; null: the whole device's work.
+  MoveOutcome move(std::span<const GranuleMove> moves, const core::RemapWindow::Exclusive& window,
+                   QueuedWork* queued = nullptr) noexcept;
 
   // Gives pooled granules beyond the keep sizes back to the driver.
   void trim() noexcept;

@@ -36,11 +36,13 @@ std::vector<GranuleArena::Slot> GranuleArena::plan_locked(
 }
 
 MoveOutcome GranuleArena::move(std::span<const GranuleMove> moves,
-                               const core::RemapWindow::Exclusive& /*window*/) noexcept {
+                               const core::RemapWindow::Exclusive& /*window*/,
+                               QueuedWork* queued) noexcept {
   MoveOutcome outcome;
   const std::lock_guard move_lock(move_mutex_);
   std::vector<Slot> slots;
   std::vector<Granule> fresh;
+  std::vector<uint64_t> moving;  // the blocks' bases, each once
   try {
     {
       const std::lock_guard lock(mutex_);
@@ -48,12 +50,16 @@ MoveOutcome GranuleArena::move(std::span<const GranuleMove> moves,
     }
     // Room for the new granules and, at the end, the old ones: pooling them allocates nothing.
     fresh.reserve(2 * slots.size());
+    for (const Slot& slot : slots)  // plan_locked() sorted them by block
+      if (moving.empty() || moving.back() != slot.block) moving.push_back(slot.block);
   } catch (const std::bad_alloc&) {
     outcome.result = CUDA_ERROR_OUT_OF_MEMORY;
     return outcome;
   }
   if (slots.empty()) return outcome;
-  if (outcome.result = ops_.synchronize_device(); outcome.result != CUDA_SUCCESS) return outcome;
+  outcome.result =
+      queued != nullptr ? queued->wait_for(moving, ops_) : ops_.synchronize_device();
+  if (outcome.result != CUDA_SUCCESS) return outcome;
 
   // Step 2: a destination for each slot; what the driver cannot give shrinks the batch.
   const auto to_device =

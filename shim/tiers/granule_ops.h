@@ -7,6 +7,7 @@
 #include <cuda.h>
 
 #include <cstdint>
+#include <span>
 
 namespace vramspill::tiers {
 
@@ -41,6 +42,10 @@ class GranuleOps {
   // Waits for all the work queued on the device (cuCtxSynchronize): nothing queued before a
   // remap may run after it.
   virtual CUresult synchronize_device() noexcept = 0;
+  // Waits for the work queued so far on each of `streams` (CUstream values; 0: the legacy
+  // stream): the tracked window's narrower wait (Note [The tracked window] in
+  // placement/tracked_work.h).
+  virtual CUresult wait_for_streams(std::span<const uint64_t> streams) noexcept = 0;
   // Queues a copy of `bytes` from `source` to `destination` (mapped, device-accessible ranges)
   // on the arena's own stream.
   virtual CUresult copy(CUdeviceptr destination, CUdeviceptr source, uint64_t bytes) noexcept = 0;

@@ -9,6 +9,8 @@
 //   ReadWords and RecordWords are its two halves.
 // - TrackedLaunchThreads: the same from 2 threads on different blocks: the shared sequence
 //   counter and the reader slots under contention (Note [Sequence numbers and last uses]).
+// - MarkStreams/ranges:N/hits:H: what [tiered] window = "tracked" adds per launch: the stream
+//   marked on the H blocks touched (Note [The tracked window]).
 // - TrackUntrack: what a block's allocation and free pay with 10^4 blocks tracked.
 // - LookupBinarySearch: one word found by binary search over the sorted ranges, the alternative
 //   Note [Use lookups take no lock] compares the hash with.
@@ -117,6 +119,21 @@ void BM_RecordWords(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_RecordWords)->ArgNames({"ranges", "hits"})->Args({10000, 0})->Args({10000, 2});
+
+// What the tracked window adds inside the window (Note [The tracked window]): marking the
+// launch's stream on the blocks it touched, their bits already set (the common case: a stream
+// goes on using the same blocks).
+void BM_MarkStreams(benchmark::State& state) {
+  UseTracker& tracker = tracker_with(state.range(0));
+  const EightParams params(state.range(0), state.range(1), 0);
+  SubmissionUse use;
+  tracker.record_words(1, params.values, use);
+  for (auto _ : state) {
+    tracker.mark_streams(use);
+    benchmark::ClobberMemory();
+  }
+}
+BENCHMARK(BM_MarkStreams)->ArgNames({"ranges", "hits"})->Args({10000, 2})->Args({10000, 8});
 
 void BM_TrackedLaunchThreads(benchmark::State& state) {
   UseTracker& tracker = tracker_with(10000);

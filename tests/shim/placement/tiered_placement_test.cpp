@@ -6,9 +6,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <optional>
+#include <span>
 #include <vector>
 
+#include "core/use_tracker.h"
 #include "../tiers/fake_granule_ops.h"
 
 namespace vramspill::placement {
@@ -333,6 +336,107 @@ TEST_F(TieredPlacementTest, TheLogSaysWhatTheLearnedPolicyLearned) {
             std::string::npos)
       << log;
   for (const CUdeviceptr block : blocks) EXPECT_EQ(learned.free(0, block), CUDA_SUCCESS);
+}
+
+// Note [The tracked window]: the same arena and budgets, the placement reading a use tracker
+// that tracks each block as the hooks do (its base is its id).
+class TrackedWindowTest : public TieredPlacementTest {
+ protected:
+  static constexpr uint64_t kStreamA = 0xa000;
+  static constexpr uint64_t kStreamB = 0xb000;
+
+  CUdeviceptr allocate_tracked(uint64_t granules) {
+    CUdeviceptr base = 0;
+    EXPECT_EQ(tracked_.allocate(0, granules * kGranuleBytes, &base), CUDA_SUCCESS);
+    EXPECT_EQ(uses_.track(base, granules * kGranuleBytes, base), core::TrackResult::kTracked);
+    for (uint64_t i = 0; i < granules; ++i) ops_.write(base + i * kGranuleBytes, base + i);
+    return base;
+  }
+  // A kernel on `stream` whose one argument points into `block`, as the hooks see it.
+  void launch_on(uint64_t stream, CUdeviceptr block) {
+    core::SubmissionUse use;
+    const uint64_t words[] = {block + 64};
+    uses_.record_words(stream, words, use);
+    tracked_.before_submission(use.sequence, static_cast<uint32_t>(stream),
+                               std::span(use.blocks.data(), use.count));
+    uses_.mark_streams(use);  // as the hook does, inside the window
+  }
+  void free_all(std::initializer_list<CUdeviceptr> blocks) {
+    for (const CUdeviceptr block : blocks) {
+      uses_.untrack(block);
+      EXPECT_EQ(tracked_.free(0, block), CUDA_SUCCESS);
+    }
+  }
+
+  core::UseTracker uses_;
+  TieredPlacement tracked_{budgets_,
+                           arenas_,
+                           window_,
+                           {.policy = "lru",
+                            .window = WindowMode::kTracked,
+                            .invariant_mode = policies::InvariantMode::kAbort},
+                           &uses_};
+};
+
+TEST_F(TrackedWindowTest, AnEvictionWaitsOnlyForTheStreamsThatUsedTheVictim) {
+  const CUdeviceptr cold = allocate_tracked(4);
+  const CUdeviceptr hot = allocate_tracked(4);
+  launch_on(kStreamA, cold);
+  launch_on(kStreamB, hot);  // cold is now the least recently used
+  const CUdeviceptr fresh = allocate_tracked(4);
+  EXPECT_EQ(device_granules(cold), 0u);
+  EXPECT_EQ(ops_.calls(tiers::FakeGranuleOps::kSynchronize), 0);
+  EXPECT_EQ(ops_.streams_waited_for(), std::vector<uint64_t>{kStreamA});
+  EXPECT_EQ(tracked_.stats().stream_windows, 1u);
+  // Promoting cold for a launch on B (after a victim made room) waits for no stream: A's work on
+  // it was waited for at its eviction, and the launch that wants it is queued after the move.
+  launch_on(kStreamB, cold);
+  EXPECT_EQ(device_granules(cold), 4u);
+  EXPECT_TRUE(ops_.streams_waited_for().empty());
+  EXPECT_EQ(ops_.calls(tiers::FakeGranuleOps::kSynchronize), 0);
+  free_all({cold, hot, fresh});
+}
+
+TEST_F(TrackedWindowTest, AGraphLaunchMakesTheNextMoveWaitForItsStreamToo) {
+  const CUdeviceptr cold = allocate_tracked(4);
+  const CUdeviceptr hot = allocate_tracked(4);
+  launch_on(kStreamA, cold);
+  launch_on(kStreamA, hot);
+  core::SubmissionUse graph;
+  uses_.record_everything(kStreamB, graph);
+  uses_.mark_streams(graph);
+  const CUdeviceptr fresh = allocate_tracked(4);
+  std::vector<uint64_t> waited = ops_.streams_waited_for();
+  std::ranges::sort(waited);
+  EXPECT_EQ(waited, (std::vector<uint64_t>{kStreamA, kStreamB}));
+  free_all({cold, hot, fresh});
+}
+
+TEST_F(TrackedWindowTest, ABlockTheTrackerDoesNotKnowWaitsForTheWholeDevice) {
+  CUdeviceptr untracked = 0;
+  ASSERT_EQ(tracked_.allocate(0, 4 * kGranuleBytes, &untracked), CUDA_SUCCESS);
+  const CUdeviceptr hot = allocate_tracked(4);
+  launch_on(kStreamA, hot);
+  const CUdeviceptr fresh = allocate_tracked(4);  // evicts the untracked block, never used
+  EXPECT_EQ(device_granules(untracked), 0u);
+  EXPECT_EQ(ops_.calls(tiers::FakeGranuleOps::kSynchronize), 1);
+  EXPECT_EQ(ops_.calls(tiers::FakeGranuleOps::kWaitForStreams), 0);
+  EXPECT_EQ(tracked_.stats().stream_windows, 0u);
+  EXPECT_EQ(tracked_.free(0, untracked), CUDA_SUCCESS);
+  free_all({hot, fresh});
+}
+
+TEST_F(TrackedWindowTest, AFailedStreamWaitFallsBackToTheWholeDevice) {
+  const CUdeviceptr cold = allocate_tracked(4);
+  const CUdeviceptr hot = allocate_tracked(4);
+  launch_on(kStreamA, cold);
+  launch_on(kStreamB, hot);
+  ops_.fail(tiers::FakeGranuleOps::kWaitForStreams, 1, CUDA_ERROR_INVALID_HANDLE);
+  const CUdeviceptr fresh = allocate_tracked(4);
+  EXPECT_EQ(device_granules(cold), 0u) << "the move still happened, after the device drained";
+  EXPECT_EQ(ops_.calls(tiers::FakeGranuleOps::kSynchronize), 1);
+  expect_bytes(cold, 4);
+  free_all({cold, hot, fresh});
 }
 
 }  // namespace vramspill::placement

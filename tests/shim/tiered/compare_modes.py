@@ -1,9 +1,15 @@
 #!/usr/bin/env python3
-"""Runs hot_set_workload under the shim on simcuda in `host` and `tiered` mode and prints the
-modeled time of each (simcuda's cost model: modeled, not measured). Fails unless the workload
-verifies in both modes and tiered mode's modeled time is at most --max-ratio of host mode's.
+"""Runs a workload under the shim on simcuda in two configurations and prints the modeled time
+of each (simcuda's cost model: modeled, not measured). Fails unless the workload verifies in both,
+simcuda saw no remap violation, and the candidate's modeled time is at most --max-ratio of the
+baseline's. By default the baseline is `host` mode and the candidate `tiered` mode; --baseline and
+--candidate (VARIABLE=VALUE, repeatable) replace them.
 
     compare_modes.py --simcuda DIR --shim LIB --max-ratio 0.25 -- WORKLOAD
+    compare_modes.py --simcuda DIR --shim LIB --max-ratio 0.7 \\
+        --baseline VRAMSPILL_SPILL_MODE=tiered --baseline VRAMSPILL_TIERED_WINDOW=safe \\
+        --candidate VRAMSPILL_SPILL_MODE=tiered --candidate VRAMSPILL_TIERED_WINDOW=tracked \\
+        -- WORKLOAD
 """
 import argparse
 import os
@@ -12,22 +18,32 @@ import subprocess
 import sys
 
 
-def run(mode, args):
+def run(settings, args):
     environment = {key: value for key, value in os.environ.items()
                    if not key.startswith(("VRAMSPILL_", "SIMCUDA_"))}
     environment.update({
         "LD_LIBRARY_PATH": args.simcuda, "LD_PRELOAD": args.shim,
-        "SIMCUDA_VRAM": "256MiB", "SIMCUDA_DEVICES": "1",
-        "VRAMSPILL_DEVICE_BUDGET": "64MiB", "VRAMSPILL_SPILL_MODE": mode,
-        "VRAMSPILL_SPILL_HOST_LIMIT": "1GiB", "VRAMSPILL_SPILL_HOST_POOL_STEP": "256MiB",
-        "VRAMSPILL_LOG_LEVEL": "warn"})
+        "SIMCUDA_VRAM": "256MiB", "SIMCUDA_DEVICES": "1", "SIMCUDA_REMAP_VIOLATIONS": "report",
+        "VRAMSPILL_DEVICE_BUDGET": "64MiB", "VRAMSPILL_SPILL_HOST_LIMIT": "1GiB",
+        "VRAMSPILL_SPILL_HOST_POOL_STEP": "256MiB", "VRAMSPILL_LOG_LEVEL": "warn"})
+    environment.update(settings)
+    label = " ".join(f"{key}={value}" for key, value in settings.items())
     result = subprocess.run(args.workload, env=environment, capture_output=True, text=True,
                             timeout=300)
     found = re.search(r"^modeled_ms ([0-9.]+)$", result.stdout, re.MULTILINE)
     if result.returncode != 0 or found is None:
-        sys.exit(f"{mode} mode: exit status {result.returncode}\n{result.stdout}{result.stderr}")
+        sys.exit(f"{label}: exit status {result.returncode}\n{result.stdout}{result.stderr}")
+    if "remap violation" in result.stderr:
+        sys.exit(f"{label}: simcuda saw a remap violation\n{result.stderr}")
     summary = [line for line in result.stderr.splitlines() if "tiered:" in line]
     return float(found.group(1)), summary
+
+
+def settings(assignments, default):
+    pairs = [assignment.split("=", 1) for assignment in assignments or default]
+    if any(len(pair) != 2 for pair in pairs):
+        sys.exit(f"expected VARIABLE=VALUE, got {assignments}")
+    return dict(pairs)
 
 
 def main():
@@ -36,19 +52,32 @@ def main():
     parser.add_argument("--simcuda", required=True, help="simcuda's directory (libcuda.so.1)")
     parser.add_argument("--shim", required=True, help="libvramspill.so (or the LD_PRELOAD list)")
     parser.add_argument("--max-ratio", type=float, required=True,
-                        help="the most tiered mode's modeled time may be of host mode's")
+                        help="the most the candidate's modeled time may be of the baseline's")
+    parser.add_argument("--baseline", action="append", metavar="VARIABLE=VALUE",
+                        help="the baseline's settings (default VRAMSPILL_SPILL_MODE=host)")
+    parser.add_argument("--candidate", action="append", metavar="VARIABLE=VALUE",
+                        help="the candidate's settings (default VRAMSPILL_SPILL_MODE=tiered)")
     parser.add_argument("workload", nargs="+")
     args = parser.parse_args()
-    host, _ = run("host", args)
-    tiered, summary = run("tiered", args)
-    print("hot-set workload, modeled by simcuda (not measured):")
-    print(f"  host mode   {host:10.3f} ms")
-    print(f"  tiered mode {tiered:10.3f} ms  ({tiered / host:.3f} of host mode)")
-    for line in summary:
-        print("  " + line)
-    if tiered > args.max_ratio * host:
-        sys.exit(f"tiered mode took {tiered / host:.3f} of host mode's modeled time, "
-                 f"more than {args.max_ratio}")
+    baseline = settings(args.baseline, ["VRAMSPILL_SPILL_MODE=host"])
+    candidate = settings(args.candidate, ["VRAMSPILL_SPILL_MODE=tiered"])
+    baseline_ms, baseline_summary = run(baseline, args)
+    candidate_ms, candidate_summary = run(candidate, args)
+    print(f"{os.path.basename(args.workload[0])}, modeled by simcuda (not measured):")
+    for label, modeled, summary in (("baseline ", baseline_ms, baseline_summary),
+                                    ("candidate", candidate_ms, candidate_summary)):
+        chosen = settings_of(baseline if label.startswith("baseline") else candidate)
+        print(f"  {label} {modeled:10.3f} ms  {chosen}")
+        for line in summary:
+            print("    " + line)
+    print(f"  candidate / baseline: {candidate_ms / baseline_ms:.3f}")
+    if candidate_ms > args.max_ratio * baseline_ms:
+        sys.exit(f"the candidate took {candidate_ms / baseline_ms:.3f} of the baseline's modeled "
+                 f"time, more than {args.max_ratio}")
+
+
+def settings_of(chosen):
+    return " ".join(f"{key}={value}" for key, value in chosen.items())
 
 
 if __name__ == "__main__":

@@ -161,6 +161,32 @@ TEST_F(TieredTest, EveryByteSurvivesEvictionAndPromotion) {
   }
 }
 
+// A stream destroyed with work still queued on blocks that then move: its work runs, and the
+// move must wait for it although the stream is gone (Note [Stream slots] in
+// shim/core/stream_slots.h: with the tracked window its slot retires and the move waits for the
+// whole device; the test's ctest entry rejects the log line of a failed wait on the stream).
+TEST_F(TieredTest, AStreamDestroyedWithWorkQueuedIsWaitedFor) {
+  CUstream doomed = nullptr;
+  ASSERT_CU(cuStreamCreate(&doomed, CU_STREAM_NON_BLOCKING));
+  std::vector<CUdeviceptr> first(4);  // the whole 16 MiB budget
+  for (size_t i = 0; i < first.size(); ++i) {
+    ASSERT_CU(cuMemAlloc(&first[i], kBlock));
+    for (uint32_t round = 0; round <= 20; ++round)
+      ASSERT_CU(fill(first[i], static_cast<uint32_t>(100 * i + round), doomed));
+  }
+  ASSERT_CU(cuStreamDestroy(doomed));  // returns at once; the fills still run
+  std::vector<CUdeviceptr> second(4);  // evicts the first blocks
+  for (size_t i = 0; i < second.size(); ++i) {
+    ASSERT_CU(cuMemAlloc(&second[i], kBlock));
+    ASSERT_CU(fill(second[i], static_cast<uint32_t>(1000 + i), streams_[0]));
+  }
+  ASSERT_CU(cuCtxSynchronize());
+  for (size_t i = 0; i < first.size(); ++i) expect_block(first[i], static_cast<uint32_t>(100 * i + 20));
+  for (size_t i = 0; i < second.size(); ++i) expect_block(second[i], static_cast<uint32_t>(1000 + i));
+  for (const CUdeviceptr block : first) EXPECT_CU(cuMemFree(block));
+  for (const CUdeviceptr block : second) EXPECT_CU(cuMemFree(block));
+}
+
 // The budget holds: with blocks of three times the budget allocated and touched, the device
 // memory the driver itself has handed out (asked past the shim) stays within the budget.
 TEST_F(TieredTest, TheBudgetHoldsWhateverIsAllocated) {

@@ -9,6 +9,7 @@
 #include <mutex>
 #include <optional>
 #include <set>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,7 @@ class FakeGranuleOps final : public GranuleOps {
     kMap,
     kUnmap,
     kSynchronize,
+    kWaitForStreams,
     kCopy,
     kWait,
     kCallCount
@@ -49,6 +51,8 @@ class FakeGranuleOps final : public GranuleOps {
   }
 
   int calls(Call call) const { return calls_[call]; }
+  // The streams the last wait_for_streams() named.
+  const std::vector<uint64_t>& streams_waited_for() const { return streams_waited_for_; }
   // Moves map a granule at its block and in the staging range at once, as the driver allows.
   void allow_double_mapping() { allow_double_mapping_ = true; }
   const std::vector<std::string>& misuse() const { return misuse_; }
@@ -144,6 +148,12 @@ class FakeGranuleOps final : public GranuleOps {
     const std::lock_guard lock(mutex_);
     return injected(kSynchronize);
   }
+  CUresult wait_for_streams(std::span<const uint64_t> streams) noexcept override {
+    const std::lock_guard lock(mutex_);
+    if (CUresult failure = injected(kWaitForStreams); failure != CUDA_SUCCESS) return failure;
+    streams_waited_for_.assign(streams.begin(), streams.end());
+    return CUDA_SUCCESS;
+  }
   // Copies the contents (tags) of each granule of the source range to the destination's.
   CUresult copy(CUdeviceptr destination, CUdeviceptr source, uint64_t bytes) noexcept override {
     const std::lock_guard lock(mutex_);
@@ -203,6 +213,7 @@ class FakeGranuleOps final : public GranuleOps {
   int copies_in_flight_ = 0;
   bool allow_double_mapping_ = false;
   std::vector<std::string> misuse_;
+  std::vector<uint64_t> streams_waited_for_;
   std::mutex mutex_;
 };
 

@@ -1,0 +1,61 @@
+// The tracked remap window ([tiered] window = "tracked"): a move waits for the streams that used
+// the blocks it moves, not for the whole device.
+//
+// Note [The tracked window]
+// The safe window (Note [Remap window] in core/remap_window.h) drains the device before every
+// move: a promotion made for one stream's launch waits for whatever every other stream has
+// queued, a long kernel included. Use tracking knows better for most blocks. In tracked mode
+// every submission that may touch tracked blocks marks its stream's bit on each of them while it
+// holds the window, just before its driver call (UseTracker::mark_streams; Note [Stream slots]
+// in core/stream_slots.h); one that the tracker cannot see into (a graph launch, a kernel whose
+// arguments it cannot read, more blocks than a SubmissionUse lists) marks its bit for every
+// block at once. A move, with the window closed, takes the bits of the blocks it moves and the
+// "every block" bits, clearing them, and waits for the work queued so far on just those streams
+// (cuStreamSynchronize each); the other streams keep running. Marking inside the window is what
+// makes this exact: a submission that marked before the window closed has queued its work by
+// then, and one that had only recorded (its lookups come before its promotions, outside the
+// window) marks after the move, so its work counts for the next one. The submission that asked
+// for a promotion is queued after the move returns, so its stream needs no event to wait on:
+// on the host's clock the move is done before the launch exists.
+// The move waits for the whole device, as the safe window does, when a bit says it must: a
+// per-thread default stream (the mover's thread cannot name another thread's), a destroyed
+// stream, more than 63 streams, a block the tracker does not track; and when a wait fails.
+// Not safe, which is why `safe` stays the default: a kernel that reaches a tiered block through a
+// pointer kept in device memory (a table of pointers, a linked structure) is not seen by use
+// tracking, so the move does not wait for it and may remap under it (on a GPU: wrong bytes or a
+// fault; on simcuda: a remap violation). Work in a context other than the one the mover waits in
+// (driver/device_work.h) is not waited for by either window.
+// What stays as in the safe window: submissions from every thread still wait while the blocks
+// move (the window is closed for the copy and the remap); only the drain before it is narrower.
+// What it costs a launch: the marking, 16 ns for 2 blocks touched and 27 ns for 8 with 10^4
+// blocks tracked (tests/shim/bench/use_tracking_bench.cpp, MarkStreams), in tracked mode only.
+#pragma once
+
+#include <cuda.h>
+
+#include <atomic>
+#include <cstdint>
+#include <span>
+
+#include "core/use_tracker.h"
+#include "tiers/granule_arena.h"
+
+namespace vramspill::placement {
+
+class TrackedWork final : public tiers::QueuedWork {
+ public:
+  explicit TrackedWork(core::UseTracker& uses) noexcept : uses_(uses) {}
+
+  CUresult wait_for(std::span<const uint64_t> bases, tiers::GranuleOps& ops) noexcept override;
+
+  // Moves that waited for their streams alone, and for the whole device.
+  uint64_t stream_waits() const noexcept { return stream_waits_.load(std::memory_order_relaxed); }
+  uint64_t device_waits() const noexcept { return device_waits_.load(std::memory_order_relaxed); }
+
+ private:
+  core::UseTracker& uses_;
+  std::atomic<uint64_t> stream_waits_{0};
+  std::atomic<uint64_t> device_waits_{0};
+};
+
+}  // namespace vramspill::placement

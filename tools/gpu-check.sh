@@ -16,8 +16,8 @@ Usage: tools/gpu-check.sh [--help]
 On a machine with an NVIDIA driver:
   1. configures and builds build-gpu/ (Ninja, Release; no dependency installation)
   2. ctest -L gpu: the demo programs with nvcc-built kernels, train_demo under the shim with a
-     256 MiB budget (spilling, and in tiered mode: conf/demo-tiered.toml), and PyTorch under the
-     shim (skipped without torch)
+     256 MiB budget (spilling, and in tiered mode: conf/demo-tiered.toml, with the safe and the
+     tracked remap window), and PyTorch under the shim (skipped without torch)
   3. the hook benchmark (build-gpu/tests/shim/bench/vramspill_hook_bench) on the real driver
   4. tools/demo.sh --no-build against build-gpu/
 Each step's output is printed; the summary at the end says which failed. Exits 77 without a

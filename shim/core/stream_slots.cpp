@@ -45,17 +45,29 @@ uint64_t StreamSlots::bit_of(uint64_t stream) noexcept {
   return bit;
 }
 
-void StreamSlots::retire_slot(std::size_t slot) noexcept {
+std::optional<std::size_t> StreamSlots::slot_of(uint64_t bit) noexcept {
+  if (bit == 0 || bit == kUnknownBit) return std::nullopt;
+  return static_cast<std::size_t>(std::countr_zero(bit));
+}
+
+void StreamSlots::retire_slot(std::size_t slot, void (*destroy)(uint64_t event)) noexcept {
   slots_[slot].store(kRetired, std::memory_order_release);
+  Ring& ring = rings_[slot];
+  for (Ring::Entry& entry : ring.entries) {
+    const uint64_t event = entry.event.exchange(0, std::memory_order_acq_rel);
+    entry.mark.store(0, std::memory_order_relaxed);
+    if (event != 0 && destroy != nullptr) destroy(event);
+  }
+  ring.last_mark.store(0, std::memory_order_relaxed);
   retired_.fetch_or(uint64_t{1} << slot, std::memory_order_acq_rel);
 }
 
-void StreamSlots::retire(uint64_t stream) noexcept {
+void StreamSlots::retire(uint64_t stream, void (*destroy)(uint64_t event)) noexcept {
   // Never destroyed: the legacy and per-thread streams live as long as their context.
   if (stream == 0 || stream == legacy_stream() || stream == per_thread_stream()) return;
   const std::lock_guard hold(waiting_);
   for (std::size_t slot = 0; slot < kSlots; ++slot) {
-    if (slots_[slot].load(std::memory_order_acquire) == stream + 1) retire_slot(slot);
+    if (slots_[slot].load(std::memory_order_acquire) == stream + 1) retire_slot(slot, destroy);
   }
   generation_.fetch_add(1, std::memory_order_acq_rel);
 }
@@ -64,25 +76,73 @@ void StreamSlots::retire_all() noexcept {
   const std::lock_guard hold(waiting_);
   for (std::size_t slot = 0; slot < kSlots; ++slot) {
     const uint64_t word = slots_[slot].load(std::memory_order_acquire);
-    if (word != 0 && word != kRetired) retire_slot(slot);
+    if (word != 0 && word != kRetired) retire_slot(slot, nullptr);
   }
   generation_.fetch_add(1, std::memory_order_acq_rel);
 }
 
-StreamSlots::Waiting StreamSlots::waiting_for(uint64_t bits) {
+// Note [Last uses by event]: counted in on the slot before the mark is taken, so that a
+// submission that checks its slot after its call sees every lower mark of the slot either still
+// counted in or done with its call.
+StreamSlots::Mark StreamSlots::begin_call(uint64_t bit) noexcept {
+  if (const auto slot = slot_of(bit)) rings_[*slot].in_call.fetch_add(1, std::memory_order_seq_cst);
+  return {bit, marks_.fetch_add(1, std::memory_order_seq_cst) + 1};
+}
+
+std::optional<StreamSlots::Recording> StreamSlots::end_call(const Mark& mark) noexcept {
+  const auto slot = slot_of(mark.bit);
+  if (!slot) return std::nullopt;
+  Ring& ring = rings_[*slot];
+  if (ring.in_call.load(std::memory_order_seq_cst) == 1 &&
+      mark.value >= ring.last_mark.load(std::memory_order_relaxed) + kRecordEvery) {
+    const std::size_t entry = ring.next.load(std::memory_order_relaxed);
+    return Recording{.slot = *slot,
+                     .entry = entry,
+                     .event = ring.entries[entry].event.load(std::memory_order_relaxed),
+                     .mark = mark.value};
+  }
+  ring.in_call.fetch_sub(1, std::memory_order_seq_cst);
+  return std::nullopt;
+}
+
+void StreamSlots::recorded(const Recording& recording, uint64_t event) noexcept {
+  Ring& ring = rings_[recording.slot];
+  Ring::Entry& entry = ring.entries[recording.entry];
+  entry.event.store(event, std::memory_order_relaxed);
+  entry.mark.store(event != 0 ? recording.mark : 0, std::memory_order_relaxed);
+  if (event != 0) {
+    ring.last_mark.store(recording.mark, std::memory_order_relaxed);
+    ring.next.store((recording.entry + 1) % kRing, std::memory_order_relaxed);
+  }
+  ring.in_call.fetch_sub(1, std::memory_order_seq_cst);
+}
+
+uint64_t StreamSlots::event_after(std::size_t slot, uint64_t through) const noexcept {
+  uint64_t event = 0;
+  uint64_t earliest = ~uint64_t{0};
+  for (const Ring::Entry& entry : rings_[slot].entries) {
+    const uint64_t mark = entry.mark.load(std::memory_order_relaxed);
+    if (mark != 0 && mark >= through && mark < earliest) {
+      earliest = mark;
+      event = entry.event.load(std::memory_order_relaxed);
+    }
+  }
+  return event;
+}
+
+StreamSlots::Waiting StreamSlots::waiting_for(uint64_t bits, uint64_t through) {
   Waiting waiting;
   waiting.hold = std::unique_lock(waiting_);
   waiting.retired = retired_.load(std::memory_order_acquire);
   waiting.whole_device = (bits & (kUnknownBit | waiting.retired)) != 0;
   if (waiting.whole_device) return waiting;
   for (; bits != 0; bits &= bits - 1) {
-    const uint64_t word =
-        slots_[static_cast<std::size_t>(std::countr_zero(bits))].load(std::memory_order_acquire);
+    const auto slot = static_cast<std::size_t>(std::countr_zero(bits));
+    const uint64_t word = slots_[slot].load(std::memory_order_acquire);
     // A free slot was freed by a drained device: nothing of its old stream is queued.
     if (word == 0) continue;
-    const uint64_t stream = word - 1;
-    if (std::ranges::find(waiting.streams, stream) == waiting.streams.end())
-      waiting.streams.push_back(stream);
+    // A stream with two slots has an end for each: each ring follows its own slot's marks.
+    waiting.ends.push_back({.stream = word - 1, .event = event_after(slot, through)});
   }
   return waiting;
 }

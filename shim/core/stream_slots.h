@@ -9,7 +9,7 @@
 // thread-local cache (the stream and the slots' generation; one compare each) or by scanning the
 // 63 slot words, and claims a free slot with a compare-and-swap the first time a stream is seen.
 // Two threads that claim slots for one new stream at once may give it two slots: both name the same
-// stream, and waiting_for() lists it once. The other bit, kUnknownBit, says "a
+// stream, and the mover waits for each. The other bit, kUnknownBit, says "a
 // stream the mover cannot wait on by itself": the thread's per-thread default stream (it names
 // another stream on the mover's thread), or any stream once every slot is taken; a move that meets
 // it waits for the whole device. A destroyed stream cannot be waited on (its handle is gone; its
@@ -21,6 +21,25 @@
 // Retiring bumps the generation, so that no thread's cache hands out a retired slot. The mover
 // holds a Waiting while it turns bits into streams and waits on them: a stream destroyed meanwhile
 // waits for that to finish, so the mover never waits on a handle the driver has let go of.
+//
+// Note [Last uses by event]
+// Waiting for a whole stream is no better than the safe window for a job that runs on one stream
+// (most of them): the move would wait for everything queued. What it needs is the end of the
+// moving blocks' last uses. So every submission gets a mark, one global counter taken while it
+// holds the window, and a block keeps the highest mark of the submissions that marked it. After
+// its driver call, a submission records an event on its stream, into a ring of kRing per slot,
+// when its slot has had kRecordEvery marks since the last and no other submission of the slot is
+// inside its driver call (each submission is counted on its slot from before it takes its mark
+// to after its call): then every submission of the slot with a lower mark has queued its work,
+// and the event, labelled with the mark, follows all of it. A move needing the blocks' marks up
+// to M waits, on each of their streams, for the oldest event of the ring labelled M or later, and
+// for the whole stream only if there is none: with a backlog queued, it waits until the device
+// reaches the last use, and the copy then overlaps the work queued after it. The mover reads
+// the rings with the window closed, when no submission is recording. A ring's events are made in
+// the context current at the first recording on the slot; a recording that fails (a stream of
+// another context sharing the legacy stream's slot) drops its entry. A destroyed stream's events
+// are destroyed with its slot's retirement; a destroyed context's are forgotten, not destroyed
+// (the driver took those of that context with it; those of others leak, a few events).
 #pragma once
 
 #include <array>
@@ -28,7 +47,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
+#include <optional>
 #include <vector>
+
+#include "util/stream_end.h"
 
 namespace vramspill::core {
 
@@ -37,12 +59,29 @@ class StreamSlots {
   static constexpr std::size_t kSlots = 63;
   static constexpr uint64_t kUnknownBit = uint64_t{1} << 63;
 
-  // What a set of bits means for the mover: the streams to wait for, or the whole device.
+  static constexpr std::size_t kRing = 8;
+  static constexpr uint64_t kRecordEvery = 4;
+
+  // What a set of bits means for the mover: the stream ends to wait for, or the whole device.
   struct Waiting {
     std::unique_lock<std::mutex> hold;  // no stream is retired while it lives
     bool whole_device = false;
-    std::vector<uint64_t> streams;  // the CUstream values, distinct; the legacy stream is 0
-    uint64_t retired = 0;           // the slots retired when it was made
+    std::vector<StreamEnd> ends;  // one per slot
+    uint64_t retired = 0;         // the slots retired when it was made
+  };
+
+  // A submission's place (Note [Last uses by event]): its stream's bit and its mark.
+  struct Mark {
+    uint64_t bit = 0;
+    uint64_t value = 0;
+  };
+  // An event due on a slot after a submission: record `event` (0: make one first) on the
+  // submission's stream, then call recorded().
+  struct Recording {
+    std::size_t slot = 0;
+    std::size_t entry = 0;
+    uint64_t event = 0;
+    uint64_t mark = 0;
   };
 
   StreamSlots() noexcept = default;
@@ -54,12 +93,24 @@ class StreamSlots {
   // blocks; allocates nothing.
   uint64_t bit_of(uint64_t stream) noexcept;
 
-  // The program destroyed `stream`, or every stream (a context went).
-  void retire(uint64_t stream) noexcept;
+  // The program destroyed `stream` (its slot's events go to `destroy`), or every stream (a
+  // context went; the events are forgotten).
+  void retire(uint64_t stream, void (*destroy)(uint64_t event)) noexcept;
   void retire_all() noexcept;
 
-  // What `bits` ask the mover to wait for. Throws std::bad_alloc.
-  Waiting waiting_for(uint64_t bits);
+  // Inside the window, before the driver call: counts the submission in on the slot of `bit`
+  // and gives it the next mark.
+  Mark begin_call(uint64_t bit) noexcept;
+  // After the driver call, still inside the window: the event to record if one is due (then
+  // recorded() must follow), else nullopt and the submission is counted out of its slot.
+  std::optional<Recording> end_call(const Mark& mark) noexcept;
+  // The event of `recording` now follows its submission on the stream; 0: it could not be
+  // recorded, and the entry is dropped. Counts the submission out of its slot.
+  void recorded(const Recording& recording, uint64_t event) noexcept;
+
+  // What `bits` ask the mover to wait for, for the submissions marked up to `through`. Throws
+  // std::bad_alloc.
+  Waiting waiting_for(uint64_t bits, uint64_t through);
   // The whole device was waited for while `waiting` was held: the slots it saw retired are free.
   void device_drained(const Waiting& waiting) noexcept;
 
@@ -67,9 +118,26 @@ class StreamSlots {
   // A slot's word: 0 free, the stream + 1 in use, kRetired retired.
   static constexpr uint64_t kRetired = ~uint64_t{0};
 
-  void retire_slot(std::size_t slot) noexcept;
+  // One slot's recorded events (Note [Last uses by event]).
+  struct Ring {
+    struct Entry {
+      std::atomic<uint64_t> event{0};
+      std::atomic<uint64_t> mark{0};  // 0: nothing recorded
+    };
+    std::array<Entry, kRing> entries{};
+    std::atomic<uint32_t> in_call{0};  // submissions between begin_call() and their end
+    std::atomic<uint64_t> last_mark{0};
+    std::atomic<std::size_t> next{0};
+  };
+
+  static std::optional<std::size_t> slot_of(uint64_t bit) noexcept;
+  // Retires the slot; its events go to `destroy`, or are forgotten when it is null.
+  void retire_slot(std::size_t slot, void (*destroy)(uint64_t event)) noexcept;
+  uint64_t event_after(std::size_t slot, uint64_t through) const noexcept;
 
   std::array<std::atomic<uint64_t>, kSlots> slots_{};
+  std::array<Ring, kSlots> rings_{};
+  std::atomic<uint64_t> marks_{0};
   std::atomic<uint64_t> retired_{0};     // bit i: slot i is retired
   std::atomic<uint64_t> generation_{0};  // bumped by every retirement
   std::mutex waiting_;

@@ -20,6 +20,7 @@ struct alignas(64) UseTracker::Record {
   std::atomic<uint64_t> sequence{0};
   std::atomic<uint64_t> stream{0};
   std::atomic<uint64_t> streams{0};  // the bits of the streams marked on it (Note [Stream slots])
+  std::atomic<uint64_t> through{0};  // the highest mark (Note [Last uses by event])
 };
 
 namespace {
@@ -312,32 +313,52 @@ void set_bits(std::atomic<uint64_t>& word, uint64_t bits) noexcept {
     word.fetch_or(bits, std::memory_order_relaxed);
 }
 
+// Two submissions marking one block at once must leave the higher mark.
+void raise_to(std::atomic<uint64_t>& word, uint64_t mark) noexcept {
+  uint64_t now = word.load(std::memory_order_relaxed);
+  while (now < mark && !word.compare_exchange_weak(now, mark, std::memory_order_relaxed)) {
+  }
+}
+
 }  // namespace
 
-void UseTracker::mark_streams(const SubmissionUse& use) noexcept {
-  if (use.count == 0 && !use.everything) return;
-  const uint64_t bit = stream_slots_.bit_of(use.stream);
-  if (use.everything) set_bits(everything_streams_, bit);
+StreamSlots::Mark UseTracker::mark_streams(const SubmissionUse& use) noexcept {
+  if (use.count == 0 && !use.everything) return {};
+  const StreamSlots::Mark mark = stream_slots_.begin_call(stream_slots_.bit_of(use.stream));
+  if (use.everything) {
+    set_bits(everything_streams_, mark.bit);
+    raise_to(everything_through_, mark.value);
+  }
   const ReadSection section(*this);
   const Snapshot* snapshot = section.snapshot();
-  if (snapshot == nullptr) return;
+  if (snapshot == nullptr) return mark;
   for (uint32_t i = 0; i < use.count; ++i) {
     // A block untracked since record_*() is found no more, or another block is found in its
     // place: the program submitted work on memory it freed.
     const size_t index = snapshot->find(use.bases[i]);
-    if (index != snapshot->ranges.size()) set_bits(snapshot->records[index]->streams, bit);
+    if (index == snapshot->ranges.size()) continue;
+    Record& record = *snapshot->records[index];
+    set_bits(record.streams, mark.bit);
+    raise_to(record.through, mark.value);
   }
+  return mark;
 }
 
-uint64_t UseTracker::take_streams(std::span<const BlockId> blocks) noexcept {
-  uint64_t bits = everything_streams_.exchange(0, std::memory_order_acq_rel);
+UseTracker::QueuedUses UseTracker::take_streams(std::span<const BlockId> blocks) noexcept {
+  QueuedUses queued{.bits = everything_streams_.exchange(0, std::memory_order_acq_rel),
+                    .through = everything_through_.load(std::memory_order_relaxed)};
   const std::lock_guard lock(writer_);
   for (const BlockId block : blocks) {
     const auto found = by_block_.find(block);
-    bits |= found == by_block_.end() ? StreamSlots::kUnknownBit
-                                     : found->second->streams.exchange(0, std::memory_order_acq_rel);
+    if (found == by_block_.end()) {
+      queued.bits |= StreamSlots::kUnknownBit;
+      continue;
+    }
+    queued.bits |= found->second->streams.exchange(0, std::memory_order_acq_rel);
+    queued.through =
+        std::max(queued.through, found->second->through.load(std::memory_order_relaxed));
   }
-  return bits;
+  return queued;
 }
 
 Stamp UseTracker::last_everything() const noexcept {

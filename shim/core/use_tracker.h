@@ -155,14 +155,22 @@ class UseTracker {
   // remap window, just before its driver call: a move that takes the bits after the window
   // closed then waits for that work, and one that took them earlier moved before it was queued.
   // Not at record_* time, which comes before a submission's promotions and so outside the window.
-  void mark_streams(const SubmissionUse& use) noexcept;
-  // The slots of the streams that may have queued work on `blocks`: those marked on them and
-  // those of every submission that touched everything, since the last take; kUnknownBit for a
-  // block not tracked. Clears what it returns: the caller waits for those streams before it
-  // moves the blocks, and calls it only while the remap window is closed. Takes the writer mutex.
-  uint64_t take_streams(std::span<const BlockId> blocks) noexcept;
-  // Puts back what take_streams() returned, when the wait for it failed: every later take
-  // returns it, whatever the blocks.
+  // Counts the submission in on its stream's slot; after its driver call, the caller ends it
+  // there (StreamSlots::end_call; Note [Last uses by event]). A submission that touched nothing
+  // gets no mark (bit 0).
+  StreamSlots::Mark mark_streams(const SubmissionUse& use) noexcept;
+  // What may be queued on some blocks, for a move: the bits of the streams marked on them and
+  // on every block since the last take (kUnknownBit for a block not tracked), and the highest
+  // mark among them.
+  struct QueuedUses {
+    uint64_t bits = 0;
+    uint64_t through = 0;
+  };
+  // Clears the bits it returns: the caller waits for those streams before it moves the blocks,
+  // and calls it only while the remap window is closed. Takes the writer mutex.
+  QueuedUses take_streams(std::span<const BlockId> blocks) noexcept;
+  // Puts back bits take_streams() returned, when the wait for them failed: every later take
+  // returns them, whatever the blocks.
   void put_back_streams(uint64_t bits) noexcept {
     everything_streams_.fetch_or(bits, std::memory_order_acq_rel);
   }
@@ -194,6 +202,7 @@ class UseTracker {
   alignas(64) std::atomic<uint64_t> everything_sequence_{0};
   std::atomic<uint64_t> everything_stream_{0};
   std::atomic<uint64_t> everything_streams_{0};  // stream bits, since the last take_streams()
+  std::atomic<uint64_t> everything_through_{0};  // the highest mark of those
   StreamSlots stream_slots_;
   mutable std::array<ReaderSlot, kReaderSlots> reader_slots_{};  // readers count in const calls
   mutable std::mutex writer_;

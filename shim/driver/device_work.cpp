@@ -36,14 +36,17 @@ CUresult synchronize_device(int device) {
   return in_context_of(device, [&] { return synchronize(); });
 }
 
-CUresult synchronize_streams(int device, std::span<const uint64_t> streams) {
-  const auto synchronize = VRAMSPILL_REAL(cuStreamSynchronize);
-  if (synchronize == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
+CUresult wait_for_stream_ends(int device, std::span<const StreamEnd> ends) {
+  const auto synchronize_stream = VRAMSPILL_REAL(cuStreamSynchronize);
+  const auto synchronize_event = VRAMSPILL_REAL(cuEventSynchronize);
+  if (synchronize_stream == nullptr || synchronize_event == nullptr)
+    return CUDA_ERROR_NOT_SUPPORTED;
   return in_context_of(device, [&] {
-    for (const uint64_t stream : streams) {
-      if (const CUresult result = synchronize(reinterpret_cast<CUstream>(stream));
-          result != CUDA_SUCCESS)
-        return result;
+    for (const StreamEnd& end : ends) {
+      const CUresult result = end.event != 0
+                                  ? synchronize_event(reinterpret_cast<CUevent>(end.event))
+                                  : synchronize_stream(reinterpret_cast<CUstream>(end.stream));
+      if (result != CUDA_SUCCESS) return result;
     }
     return CUDA_SUCCESS;
   });

@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <span>
 
+#include "util/stream_end.h"
+
 namespace vramspill::driver {
 
 // Waits for the work of `device`: the calling thread's context when it is on that device,
@@ -13,8 +15,8 @@ namespace vramspill::driver {
 // Work in other contexts of the device is not waited for.
 CUresult synchronize_device(int device);
 
-// Waits for the work queued so far on each of `streams` (CUstream values; 0 is the legacy
-// stream of the same context as synchronize_device() would choose).
-CUresult synchronize_streams(int device, std::span<const uint64_t> streams);
+// Waits, for each of `ends`, for its event, or without one for the work queued so far on its
+// stream (0 is the legacy stream of the context synchronize_device() would choose).
+CUresult wait_for_stream_ends(int device, std::span<const StreamEnd> ends);
 
 }  // namespace vramspill::driver

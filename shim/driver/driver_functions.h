@@ -181,6 +181,10 @@
   Y(cuStreamGetDevice)                \
   Y(cuStreamGetCtx)                   \
   Y(cuStreamSynchronize)              \
+  Y(cuEventCreate)                    \
+  Y(cuEventRecord)                    \
+  Y(cuEventSynchronize)               \
+  Y(cuEventDestroy_v2)                \
   Y(cuMemPoolTrimTo)                  \
   Y(cuFuncGetParamInfo)               \
   Y(cuDeviceCanAccessPeer)            \

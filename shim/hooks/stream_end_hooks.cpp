@@ -10,10 +10,15 @@ using vramspill::hooks::ShimState;
 
 namespace {
 
+void destroy_event(uint64_t event) {
+  if (const auto destroy = VRAMSPILL_REAL(cuEventDestroy_v2))
+    destroy(reinterpret_cast<CUevent>(event));
+}
+
 void retire(CUstream stream) noexcept {
   const Entry entry;
   if (ShimState* shim = entry.state())
-    shim->use.stream_slots().retire(reinterpret_cast<uintptr_t>(stream));
+    shim->use.stream_slots().retire(reinterpret_cast<uintptr_t>(stream), &destroy_event);
 }
 
 void retire_all() noexcept {

@@ -40,7 +40,9 @@ using vramspill::hooks::tracking_state;
       SubmissionUse use;                                                                     \
       record;                                                                                \
       const auto submission = vramspill::hooks::enter_submission(*shim, use);                \
-      return real arguments;                                                                 \
+      const CUresult result = real arguments;                                                \
+      vramspill::hooks::end_submission(*shim, submission);                                   \
+      return result;                                                                         \
     }                                                                                        \
     return real arguments;                                                                   \
   }

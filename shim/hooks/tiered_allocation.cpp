@@ -100,18 +100,37 @@ CUresult free_tiered_block_now(void* shim_state, CUdeviceptr base, uint64_t /*by
   return shim.tiered.free(device, base);
 }
 
-core::RemapWindow::Submission enter_submission(ShimState& shim,
-                                               const core::SubmissionUse& use) noexcept {
+EnteredSubmission enter_submission(ShimState& shim, const core::SubmissionUse& use) noexcept {
   if (use.count != 0) {
     // The policy's stream id: the CUstream's value folded to 32 bits (ids only tell streams
     // apart; a collision merely merges two streams' recency).
     const auto stream_id = static_cast<uint32_t>(use.stream ^ (use.stream >> 32));
     shim.tiered.before_submission(use.sequence, stream_id, std::span(use.blocks.data(), use.count));
   }
-  core::RemapWindow::Submission submission = shim.window.enter();
+  EnteredSubmission entered{.window = shim.window.enter(), .mark = {}, .stream = use.stream};
   // Note [The tracked window]: inside the window, so that no move can miss this work.
-  if (shim.config.tiered.window == WindowMode::kTracked) shim.use.mark_streams(use);
-  return submission;
+  if (shim.config.tiered.window == WindowMode::kTracked) entered.mark = shim.use.mark_streams(use);
+  return entered;
+}
+
+void end_submission(ShimState& shim, const EnteredSubmission& entered) noexcept {
+  core::StreamSlots& slots = shim.use.stream_slots();
+  const std::optional<core::StreamSlots::Recording> due = slots.end_call(entered.mark);
+  if (!due) return;
+  const auto create = VRAMSPILL_REAL(cuEventCreate);
+  const auto record = VRAMSPILL_REAL(cuEventRecord);
+  const auto destroy = VRAMSPILL_REAL(cuEventDestroy_v2);
+  auto event = reinterpret_cast<CUevent>(due->event);
+  if (event == nullptr && create != nullptr &&
+      create(&event, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS)
+    event = nullptr;
+  // A stream of another context than the event's refuses it: the entry is dropped.
+  const auto stream = reinterpret_cast<CUstream>(entered.stream);
+  if (event != nullptr && (record == nullptr || record(event, stream) != CUDA_SUCCESS)) {
+    if (destroy != nullptr) destroy(event);
+    event = nullptr;
+  }
+  slots.recorded(*due, reinterpret_cast<uint64_t>(event));
 }
 
 std::string tiered_summary(ShimState& shim) noexcept {

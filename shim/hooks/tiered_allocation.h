@@ -37,10 +37,21 @@ std::optional<CUresult> allocate_tiered(ShimState& shim, int device, uint64_t by
 CUresult free_tiered(ShimState& shim, const core::Allocation& block,
                      std::optional<CUstream> stream) noexcept;
 
+// A submission inside the remap window, for its driver call: its place in the window, and in
+// tracked mode its mark on its stream (Note [Last uses by event] in core/stream_slots.h).
+struct EnteredSubmission {
+  core::RemapWindow::Submission window;
+  core::StreamSlots::Mark mark;
+  uint64_t stream = 0;
+};
+
 // Makes the blocks a submission touches resident as the policy decides (before the window is
 // entered: Note [Remap window]), then enters the window for the driver call.
-[[nodiscard]] core::RemapWindow::Submission enter_submission(
-    ShimState& shim, const core::SubmissionUse& use) noexcept;
+[[nodiscard]] EnteredSubmission enter_submission(ShimState& shim,
+                                                 const core::SubmissionUse& use) noexcept;
+// After the driver call, before leaving the window: in tracked mode, records an event on the
+// submission's stream when one is due (Note [Last uses by event]).
+void end_submission(ShimState& shim, const EnteredSubmission& entered) noexcept;
 
 // Tiered mode's figures for the exit summary: "tiered: ...", or empty in another mode.
 std::string tiered_summary(ShimState& shim) noexcept;

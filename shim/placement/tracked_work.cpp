@@ -8,13 +8,14 @@ namespace vramspill::placement {
 
 // Note [The tracked window]
 CUresult TrackedWork::wait_for(std::span<const uint64_t> bases, tiers::GranuleOps& ops) noexcept {
-  const uint64_t bits = uses_.take_streams(bases);  // a tiered block's id is its base
+  const core::UseTracker::QueuedUses queued = uses_.take_streams(bases);  // id: its base
+  const uint64_t bits = queued.bits;
   core::StreamSlots& slots = uses_.stream_slots();
   CUresult result = CUDA_SUCCESS;
   try {
-    const core::StreamSlots::Waiting waiting = slots.waiting_for(bits);
+    const core::StreamSlots::Waiting waiting = slots.waiting_for(bits, queued.through);
     if (!waiting.whole_device) {
-      result = ops.wait_for_streams(waiting.streams);
+      result = ops.wait_for_stream_ends(waiting.ends);
       if (result == CUDA_SUCCESS) {
         stream_waits_.fetch_add(1, std::memory_order_relaxed);
         return CUDA_SUCCESS;

@@ -10,10 +10,12 @@
 // in core/stream_slots.h); one that the tracker cannot see into (a graph launch, a kernel whose
 // arguments it cannot read, more blocks than a SubmissionUse lists) marks its bit for every
 // block at once. A move, with the window closed, takes the bits of the blocks it moves and the
-// "every block" bits, clearing them, and waits for the work queued so far on just those streams
-// (cuStreamSynchronize each); the other streams keep running. Marking inside the window is what
-// makes this exact: a submission that marked before the window closed has queued its work by
-// then, and one that had only recorded (its lookups come before its promotions, outside the
+// "every block" bits, clearing them, and waits on just those streams, and on each only until the
+// first event recorded after the blocks' last uses (Note [Last uses by event] in
+// core/stream_slots.h; the whole stream where none was recorded yet); the other streams, and the
+// work queued after those uses, keep running, so the copy overlaps them. Marking inside the window
+// is what makes this exact: a submission that marked before the window closed has queued its work
+// by then, and one that had only recorded (its lookups come before its promotions, outside the
 // window) marks after the move, so its work counts for the next one. The submission that asked
 // for a promotion is queued after the move returns, so its stream needs no event to wait on:
 // on the host's clock the move is done before the launch exists.
@@ -27,8 +29,10 @@
 // (driver/device_work.h) is not waited for by either window.
 // What stays as in the safe window: submissions from every thread still wait while the blocks
 // move (the window is closed for the copy and the remap); only the drain before it is narrower.
-// What it costs a launch: the marking, 16 ns for 2 blocks touched and 27 ns for 8 with 10^4
-// blocks tracked (tests/shim/bench/use_tracking_bench.cpp, MarkStreams), in tracked mode only.
+// What it costs a launch, in tracked mode only: the marking, 50 ns for 2 blocks touched and 90 ns
+// for 8 with 10^4 blocks tracked (tests/shim/bench/use_tracking_bench.cpp, MarkStreams: three
+// sequentially consistent atomics and a compare-and-swap per block), and a cuEventRecord every
+// kRecordEvery submissions of a stream (not measured on a GPU yet).
 #pragma once
 
 #include <cuda.h>

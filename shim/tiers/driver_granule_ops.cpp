@@ -110,8 +110,9 @@ CUresult DriverGranuleOps::synchronize_device() noexcept {
   return driver::synchronize_device(device_);
 }
 
-CUresult DriverGranuleOps::wait_for_streams(std::span<const uint64_t> streams) noexcept {
-  return driver::synchronize_streams(device_, streams);
+CUresult DriverGranuleOps::wait_for_stream_ends(
+    std::span<const StreamEnd> ends) noexcept {
+  return driver::wait_for_stream_ends(device_, ends);
 }
 
 CUresult DriverGranuleOps::make_copy_stream() noexcept {

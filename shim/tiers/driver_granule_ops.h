@@ -35,7 +35,8 @@ class DriverGranuleOps final : public GranuleOps {
   CUresult map(CUdeviceptr address, GranuleHandle handle) noexcept override;
   CUresult unmap(CUdeviceptr address) noexcept override;
   CUresult synchronize_device() noexcept override;
-  CUresult wait_for_streams(std::span<const uint64_t> streams) noexcept override;
+  CUresult wait_for_stream_ends(
+      std::span<const StreamEnd> ends) noexcept override;
   // On a stream of the arena's own, created at the first copy in the device's primary context
   // (which the arena retains): a program's streams and contexts come and go.
   CUresult copy(CUdeviceptr destination, CUdeviceptr source, uint64_t bytes) noexcept override;

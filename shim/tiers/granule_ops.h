@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <span>
 
+#include "util/stream_end.h"
+
 namespace vramspill::tiers {
 
 // The size of one physical granule: the driver's allocation granularity for device memory on
@@ -42,10 +44,11 @@ class GranuleOps {
   // Waits for all the work queued on the device (cuCtxSynchronize): nothing queued before a
   // remap may run after it.
   virtual CUresult synchronize_device() noexcept = 0;
-  // Waits for the work queued so far on each of `streams` (CUstream values; 0: the legacy
-  // stream): the tracked window's narrower wait (Note [The tracked window] in
+  // Waits, on each stream of `ends`, for its event, or without one for all the work queued on
+  // it so far: the tracked window's narrower wait (Note [The tracked window] in
   // placement/tracked_work.h).
-  virtual CUresult wait_for_streams(std::span<const uint64_t> streams) noexcept = 0;
+  virtual CUresult wait_for_stream_ends(
+      std::span<const StreamEnd> ends) noexcept = 0;
   // Queues a copy of `bytes` from `source` to `destination` (mapped, device-accessible ranges)
   // on the arena's own stream.
   virtual CUresult copy(CUdeviceptr destination, CUdeviceptr source, uint64_t bytes) noexcept = 0;

@@ -23,9 +23,19 @@ constexpr uint64_t kStreamB = 0x2000;
 const auto kLegacy = reinterpret_cast<uintptr_t>(CU_STREAM_LEGACY);
 const auto kPerThread = reinterpret_cast<uintptr_t>(CU_STREAM_PER_THREAD);
 
-std::vector<uint64_t> sorted(std::vector<uint64_t> streams) {
+std::vector<uint64_t> streams_of(const StreamSlots::Waiting& waiting) {
+  std::vector<uint64_t> streams;
+  for (const StreamEnd& end : waiting.ends) streams.push_back(end.stream);
   std::ranges::sort(streams);
   return streams;
+}
+
+// A submission on the stream of `bit` from its mark to its end, recording the event the slots
+// ask for as 1000 + its mark. Its mark.
+uint64_t submit(StreamSlots& slots, uint64_t bit) {
+  const StreamSlots::Mark mark = slots.begin_call(bit);
+  if (const auto due = slots.end_call(mark)) slots.recorded(*due, 1000 + mark.value);
+  return mark.value;
 }
 
 TEST(StreamSlots, EachStreamHasItsOwnBitAndTheLegacyStreamHasOne) {
@@ -35,9 +45,9 @@ TEST(StreamSlots, EachStreamHasItsOwnBitAndTheLegacyStreamHasOne) {
   EXPECT_NE(a, b);
   EXPECT_EQ(slots.bit_of(kStreamA), a);
   EXPECT_EQ(slots.bit_of(0), slots.bit_of(kLegacy));  // two names of one stream
-  const StreamSlots::Waiting waiting = slots.waiting_for(a | b | slots.bit_of(0));
+  const StreamSlots::Waiting waiting = slots.waiting_for(a | b | slots.bit_of(0), 0);
   EXPECT_FALSE(waiting.whole_device);
-  EXPECT_EQ(sorted(waiting.streams), (std::vector<uint64_t>{0, kStreamA, kStreamB}));
+  EXPECT_EQ(streams_of(waiting), (std::vector<uint64_t>{0, kStreamA, kStreamB}));
 }
 
 TEST(StreamSlots, ThePerThreadStreamAndStreamsPastTheSlotsMeanTheWholeDevice) {
@@ -46,26 +56,64 @@ TEST(StreamSlots, ThePerThreadStreamAndStreamsPastTheSlotsMeanTheWholeDevice) {
   for (uint64_t stream = 1; stream <= StreamSlots::kSlots; ++stream)
     EXPECT_NE(slots.bit_of(stream << 12), StreamSlots::kUnknownBit) << stream;
   EXPECT_EQ(slots.bit_of((StreamSlots::kSlots + 1) << 12), StreamSlots::kUnknownBit);
-  EXPECT_TRUE(slots.waiting_for(StreamSlots::kUnknownBit).whole_device);
+  EXPECT_TRUE(slots.waiting_for(StreamSlots::kUnknownBit, 0).whole_device);
 }
+
+// Note [Last uses by event]: every kRecordEvery marks of a stream an event is recorded; a move
+// waits for the oldest event at or past the marks it needs, or for the whole stream.
+TEST(StreamSlots, AMoveWaitsForTheFirstEventPastItsLastUse) {
+  StreamSlots slots;
+  const uint64_t a = slots.bit_of(kStreamA);
+  for (int i = 0; i < 10; ++i) submit(slots, a);  // marks 1..10; events after 4 and 8
+  const auto end_for = [&](uint64_t through) {
+    const StreamSlots::Waiting waiting = slots.waiting_for(a, through);
+    EXPECT_EQ(waiting.ends.size(), 1u);
+    return waiting.ends.empty() ? ~uint64_t{0} : waiting.ends[0].event;
+  };
+  EXPECT_EQ(end_for(3), 1004u);
+  EXPECT_EQ(end_for(4), 1004u);
+  EXPECT_EQ(end_for(5), 1008u);
+  EXPECT_EQ(end_for(9), 0u) << "no event after mark 9 yet: the whole stream";
+}
+
+TEST(StreamSlots, NoEventIsRecordedWhileAnEarlierSubmissionOfTheStreamIsInItsCall) {
+  StreamSlots slots;
+  const uint64_t a = slots.bit_of(kStreamA);
+  const uint64_t b = slots.bit_of(kStreamB);
+  for (int i = 0; i < 3; ++i) submit(slots, b);          // marks 1..3 elsewhere
+  const StreamSlots::Mark first = slots.begin_call(a);   // mark 4, still in its driver call
+  const StreamSlots::Mark second = slots.begin_call(a);  // mark 5
+  EXPECT_FALSE(slots.end_call(second)) << "mark 4 may not be queued yet";
+  const auto due = slots.end_call(first);
+  ASSERT_TRUE(due) << "every submission of the stream is done with its call";
+  EXPECT_EQ(due->mark, first.value);
+  slots.recorded(*due, 77);
+  EXPECT_EQ(slots.waiting_for(a, second.value - 1).ends.at(0).event, 77u);
+}
+
+std::vector<uint64_t> destroyed;
+void remember_destroyed(uint64_t event) { destroyed.push_back(event); }
 
 TEST(StreamSlots, ADestroyedStreamMeansTheWholeDeviceUntilTheDeviceDrained) {
   StreamSlots slots;
   const uint64_t a = slots.bit_of(kStreamA);
-  slots.retire(kStreamA);
+  for (int i = 0; i < 4; ++i) submit(slots, a);
+  destroyed.clear();
+  slots.retire(kStreamA, &remember_destroyed);
+  EXPECT_EQ(destroyed, std::vector<uint64_t>{1004}) << "the slot's events go with it";
   {
-    const StreamSlots::Waiting waiting = slots.waiting_for(a);
+    const StreamSlots::Waiting waiting = slots.waiting_for(a, 0);
     EXPECT_TRUE(waiting.whole_device);
-    EXPECT_TRUE(waiting.streams.empty());
+    EXPECT_TRUE(waiting.ends.empty());
     // A new stream at the same handle is another stream: not the retired slot, even for a thread
     // that looked the old one up before.
     EXPECT_NE(slots.bit_of(kStreamA), a);
     slots.device_drained(waiting);
   }
   // The slot is free again: what still holds its bit waits for nothing of the old stream.
-  const StreamSlots::Waiting after = slots.waiting_for(a);
+  const StreamSlots::Waiting after = slots.waiting_for(a, 0);
   EXPECT_FALSE(after.whole_device);
-  EXPECT_TRUE(after.streams.empty());
+  EXPECT_TRUE(after.ends.empty());
 }
 
 TEST(StreamSlots, ADestroyedContextRetiresEveryStream) {
@@ -73,8 +121,8 @@ TEST(StreamSlots, ADestroyedContextRetiresEveryStream) {
   const uint64_t a = slots.bit_of(kStreamA);
   const uint64_t legacy = slots.bit_of(0);
   slots.retire_all();
-  EXPECT_TRUE(slots.waiting_for(a).whole_device);
-  EXPECT_TRUE(slots.waiting_for(legacy).whole_device);
+  EXPECT_TRUE(slots.waiting_for(a, 0).whole_device);
+  EXPECT_TRUE(slots.waiting_for(legacy, 0).whole_device);
 }
 
 TEST(StreamSlots, ThreadsSeeingNewStreamsAtOnceGetBitsThatNameThem) {
@@ -92,17 +140,23 @@ TEST(StreamSlots, ThreadsSeeingNewStreamsAtOnceGetBitsThatNameThem) {
   for (std::thread& thread : threads) thread.join();
   for (int t = 0; t < kThreads; ++t)
     for (uint64_t stream = 1; stream <= kStreams; ++stream) {
-      const StreamSlots::Waiting waiting = slots.waiting_for(bits[t][stream - 1]);
-      EXPECT_EQ(waiting.streams, std::vector<uint64_t>{stream << 12}) << t << " " << stream;
+      const StreamSlots::Waiting waiting = slots.waiting_for(bits[t][stream - 1], 0);
+      EXPECT_EQ(streams_of(waiting), std::vector<uint64_t>{stream << 12}) << t << " " << stream;
     }
 }
 
-// What the submission hooks do in tracked mode: record, then mark once inside the window.
+// What the submission hooks do in tracked mode: record, then mark inside the window, call the
+// driver, end.
+void submit(UseTracker& tracker, const SubmissionUse& use) {
+  const StreamSlots::Mark mark = tracker.mark_streams(use);
+  if (const auto due = tracker.stream_slots().end_call(mark))
+    tracker.stream_slots().recorded(*due, 1000 + mark.value);
+}
 void submit_words(UseTracker& tracker, uint64_t stream, uint64_t word) {
   SubmissionUse use;
   const uint64_t words[] = {word};
   tracker.record_words(stream, words, use);
-  tracker.mark_streams(use);
+  submit(tracker, use);
 }
 
 TEST(UseTrackerStreams, AMoveWaitsForTheStreamsMarkedOnItsBlocksOnce) {
@@ -112,15 +166,19 @@ TEST(UseTrackerStreams, AMoveWaitsForTheStreamsMarkedOnItsBlocksOnce) {
   submit_words(tracker, kStreamA, kBase + 8);
   SubmissionUse copy;
   tracker.record_ranges(kStreamB, std::vector<AddressRange>{{kBase + kMiB, 16}}, copy);
-  tracker.mark_streams(copy);
+  submit(tracker, copy);
   submit_words(tracker, 0, kBase + 4 * kMiB);
   StreamSlots& slots = tracker.stream_slots();
   const BlockId block_one[] = {1};
-  const uint64_t bits = tracker.take_streams(block_one);
-  EXPECT_EQ(sorted(slots.waiting_for(bits).streams), (std::vector<uint64_t>{kStreamA, kStreamB}));
-  EXPECT_EQ(tracker.take_streams(block_one), 0u) << "taken bits are cleared";
+  const UseTracker::QueuedUses queued = tracker.take_streams(block_one);
+  EXPECT_EQ(queued.through, 2u) << "the marks of its two submissions";
+  EXPECT_EQ(streams_of(slots.waiting_for(queued.bits, queued.through)),
+            (std::vector<uint64_t>{kStreamA, kStreamB}));
+  EXPECT_EQ(tracker.take_streams(block_one).bits, 0u) << "taken bits are cleared";
   const BlockId block_two[] = {2};
-  EXPECT_EQ(slots.waiting_for(tracker.take_streams(block_two)).streams, std::vector<uint64_t>{0});
+  const UseTracker::QueuedUses second = tracker.take_streams(block_two);
+  EXPECT_EQ(second.through, 3u);
+  EXPECT_EQ(streams_of(slots.waiting_for(second.bits, second.through)), std::vector<uint64_t>{0});
 }
 
 TEST(UseTrackerStreams, RecordingAloneMarksNothing) {
@@ -130,9 +188,9 @@ TEST(UseTrackerStreams, RecordingAloneMarksNothing) {
   const uint64_t words[] = {kBase};
   tracker.record_words(kStreamA, words, use);  // not yet inside the window
   const BlockId block[] = {1};
-  EXPECT_EQ(tracker.take_streams(block), 0u);
-  tracker.mark_streams(use);
-  EXPECT_EQ(tracker.stream_slots().waiting_for(tracker.take_streams(block)).streams,
+  EXPECT_EQ(tracker.take_streams(block).bits, 0u);
+  submit(tracker, use);
+  EXPECT_EQ(streams_of(tracker.stream_slots().waiting_for(tracker.take_streams(block).bits, 0)),
             std::vector<uint64_t>{kStreamA});
 }
 
@@ -141,15 +199,17 @@ TEST(UseTrackerStreams, SubmissionsThatTouchEverythingAndUntrackedBlocksCountFor
   ASSERT_EQ(tracker.track(kBase, 2 * kMiB, 1), TrackResult::kTracked);
   SubmissionUse graph;
   tracker.record_everything(kStreamB, graph);  // a graph launch
-  tracker.mark_streams(graph);
+  submit(tracker, graph);
   const BlockId block[] = {1};
-  const uint64_t bits = tracker.take_streams(block);
-  EXPECT_EQ(tracker.stream_slots().waiting_for(bits).streams, std::vector<uint64_t>{kStreamB});
-  tracker.put_back_streams(bits);  // a failed wait: the next move waits for them
+  const UseTracker::QueuedUses queued = tracker.take_streams(block);
+  EXPECT_EQ(queued.through, 1u) << "the graph launch's mark";
+  EXPECT_EQ(streams_of(tracker.stream_slots().waiting_for(queued.bits, queued.through)),
+            std::vector<uint64_t>{kStreamB});
+  tracker.put_back_streams(queued.bits);  // a failed wait: the next move waits for them
   const BlockId untracked[] = {99};
-  const uint64_t next = tracker.take_streams(untracked);
-  EXPECT_EQ(next & ~StreamSlots::kUnknownBit, bits);
-  EXPECT_TRUE(tracker.stream_slots().waiting_for(next).whole_device);
+  const uint64_t next = tracker.take_streams(untracked).bits;
+  EXPECT_EQ(next & ~StreamSlots::kUnknownBit, queued.bits);
+  EXPECT_TRUE(tracker.stream_slots().waiting_for(next, 0).whole_device);
 }
 
 }  // namespace

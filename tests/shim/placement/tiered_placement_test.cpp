@@ -359,7 +359,12 @@ class TrackedWindowTest : public TieredPlacementTest {
     uses_.record_words(stream, words, use);
     tracked_.before_submission(use.sequence, static_cast<uint32_t>(stream),
                                std::span(use.blocks.data(), use.count));
-    uses_.mark_streams(use);  // as the hook does, inside the window
+    end_submission(use);
+  }
+  // What the hook does inside the window around the driver call (no event is recorded here).
+  void end_submission(const core::SubmissionUse& use) {
+    if (const auto due = uses_.stream_slots().end_call(uses_.mark_streams(use)))
+      uses_.stream_slots().recorded(*due, 0);
   }
   void free_all(std::initializer_list<CUdeviceptr> blocks) {
     for (const CUdeviceptr block : blocks) {
@@ -404,7 +409,7 @@ TEST_F(TrackedWindowTest, AGraphLaunchMakesTheNextMoveWaitForItsStreamToo) {
   launch_on(kStreamA, hot);
   core::SubmissionUse graph;
   uses_.record_everything(kStreamB, graph);
-  uses_.mark_streams(graph);
+  end_submission(graph);
   const CUdeviceptr fresh = allocate_tracked(4);
   std::vector<uint64_t> waited = ops_.streams_waited_for();
   std::ranges::sort(waited);

@@ -51,8 +51,15 @@ class FakeGranuleOps final : public GranuleOps {
   }
 
   int calls(Call call) const { return calls_[call]; }
-  // The streams the last wait_for_streams() named.
-  const std::vector<uint64_t>& streams_waited_for() const { return streams_waited_for_; }
+  // The streams the last wait_for_stream_ends() named, and their events (0: the whole stream).
+  std::vector<uint64_t> streams_waited_for() const {
+    std::vector<uint64_t> streams;
+    for (const StreamEnd& end : ends_waited_for_) streams.push_back(end.stream);
+    return streams;
+  }
+  const std::vector<StreamEnd>& ends_waited_for() const {
+    return ends_waited_for_;
+  }
   // Moves map a granule at its block and in the staging range at once, as the driver allows.
   void allow_double_mapping() { allow_double_mapping_ = true; }
   const std::vector<std::string>& misuse() const { return misuse_; }
@@ -148,10 +155,11 @@ class FakeGranuleOps final : public GranuleOps {
     const std::lock_guard lock(mutex_);
     return injected(kSynchronize);
   }
-  CUresult wait_for_streams(std::span<const uint64_t> streams) noexcept override {
+  CUresult wait_for_stream_ends(
+      std::span<const StreamEnd> ends) noexcept override {
     const std::lock_guard lock(mutex_);
     if (CUresult failure = injected(kWaitForStreams); failure != CUDA_SUCCESS) return failure;
-    streams_waited_for_.assign(streams.begin(), streams.end());
+    ends_waited_for_.assign(ends.begin(), ends.end());
     return CUDA_SUCCESS;
   }
   // Copies the contents (tags) of each granule of the source range to the destination's.
@@ -213,7 +221,7 @@ class FakeGranuleOps final : public GranuleOps {
   int copies_in_flight_ = 0;
   bool allow_double_mapping_ = false;
   std::vector<std::string> misuse_;
-  std::vector<uint64_t> streams_waited_for_;
+  std::vector<StreamEnd> ends_waited_for_;
   std::mutex mutex_;
 };
 

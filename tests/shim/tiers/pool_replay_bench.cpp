@@ -356,7 +356,10 @@ class CountingGranuleOps final : public GranuleOps {
   CUresult map(CUdeviceptr, GranuleHandle) noexcept override { return CUDA_SUCCESS; }
   CUresult unmap(CUdeviceptr) noexcept override { return CUDA_SUCCESS; }
   CUresult synchronize_device() noexcept override { return CUDA_SUCCESS; }
-  CUresult wait_for_streams(std::span<const uint64_t>) noexcept override { return CUDA_SUCCESS; }
+  CUresult wait_for_stream_ends(
+      std::span<const vramspill::StreamEnd>) noexcept override {
+    return CUDA_SUCCESS;
+  }
   CUresult copy(CUdeviceptr, CUdeviceptr, uint64_t) noexcept override { return CUDA_SUCCESS; }
   CUresult wait_for_copies() noexcept override { return CUDA_SUCCESS; }
 

@@ -21,7 +21,8 @@ Usage: tools/test.sh [--no-sanitizers] [--no-tsan] [--no-fuzz] [--help]
      not -O2 -g: the same checks and line numbers in stack traces, in half the build time (Note
      [Sanitizer builds compile at -O1 -g1] in cmake/VramspillSanitizers.cmake)
   4. configures build-tsan/ the same way but with -DVRAMSPILL_SANITIZE=thread, builds only the
-     stress tests (every allocation route from eight threads), the unit tests labelled
+     stress tests (every allocation route from eight threads; tiered mode's threads submitting
+     while blocks move, in both remap windows), the unit tests labelled
      'concurrency' (the ledger, use tracker, host pool, granule arena and remap window from many
      threads) and what they load, and runs them under ThreadSanitizer (skipped with --no-tsan):
        ctest --test-dir build-tsan --output-on-failure -L 'stress|concurrency' -j$JOBS
@@ -116,8 +117,9 @@ labelled_pass() {
 # unit tests of the parts that many threads use at once, and runs only those.
 tsan_pass() {
   labelled_pass tsan "$VRAMSPILL_ROOT/build-tsan" 'stress|concurrency' \
-    "stress and concurrency tests" vramspill simcuda vramspill_stress_test vramspill_ledger_test \
-    vramspill_use_tracking_test vramspill_tiers_test -- -DVRAMSPILL_SANITIZE=thread
+    "stress and concurrency tests" vramspill simcuda vramspill_stress_test vramspill_tiered_test \
+    vramspill_ledger_test vramspill_use_tracking_test vramspill_tiers_test -- \
+    -DVRAMSPILL_SANITIZE=thread
 }
 
 # fuzz_pass: build-fuzz/ is a clang tree in which everything is instrumented for libFuzzer, so

@@ -11,7 +11,7 @@ namespace {
 // Note [Stream slots]: the last stream this thread looked up. initial-exec: the preloaded
 // library is in the initial TLS block (as in hooks/shim_state.cpp).
 struct CachedSlot {
-  const StreamSlots* owner = nullptr;
+  uint64_t owner = 0;  // a StreamSlots' id: an address can be reused by another object
   uint64_t stream = 0;
   uint64_t generation = 0;
   uint64_t bit = 0;
@@ -22,14 +22,18 @@ __attribute__((tls_model("initial-exec"))) thread_local CachedSlot cached_slot;
 uint64_t legacy_stream() noexcept { return reinterpret_cast<uintptr_t>(CU_STREAM_LEGACY); }
 uint64_t per_thread_stream() noexcept { return reinterpret_cast<uintptr_t>(CU_STREAM_PER_THREAD); }
 
+constinit std::atomic<uint64_t> next_id{0};
+
 }  // namespace
+
+StreamSlots::StreamSlots() noexcept : id_(next_id.fetch_add(1, std::memory_order_relaxed) + 1) {}
 
 uint64_t StreamSlots::bit_of(uint64_t stream) noexcept {
   if (stream == legacy_stream()) stream = 0;  // one stream, two names
   if (stream == per_thread_stream()) return kUnknownBit;
   const uint64_t generation = generation_.load(std::memory_order_acquire);
   CachedSlot& cached = cached_slot;
-  if (cached.owner == this && cached.stream == stream && cached.generation == generation)
+  if (cached.owner == id_ && cached.stream == stream && cached.generation == generation)
     return cached.bit;
   const uint64_t word = stream + 1;
   uint64_t bit = kUnknownBit;
@@ -41,7 +45,7 @@ uint64_t StreamSlots::bit_of(uint64_t stream) noexcept {
     if (slots_[slot].compare_exchange_strong(free, word, std::memory_order_acq_rel))
       bit = uint64_t{1} << slot;
   }
-  cached = {this, stream, generation, bit};
+  cached = {id_, stream, generation, bit};
   return bit;
 }
 
@@ -58,7 +62,9 @@ void StreamSlots::retire_slot(std::size_t slot, void (*destroy)(uint64_t event))
     entry.mark.store(0, std::memory_order_relaxed);
     if (event != 0 && destroy != nullptr) destroy(event);
   }
-  ring.last_mark.store(0, std::memory_order_relaxed);
+  ring.since_event.store(0, std::memory_order_relaxed);
+  ring.context.store(0, std::memory_order_relaxed);
+  ring.mixed.store(false, std::memory_order_relaxed);
   retired_.fetch_or(uint64_t{1} << slot, std::memory_order_acq_rel);
 }
 
@@ -85,7 +91,10 @@ void StreamSlots::retire_all() noexcept {
 // submission that checks its slot after its call sees every lower mark of the slot either still
 // counted in or done with its call.
 StreamSlots::Mark StreamSlots::begin_call(uint64_t bit) noexcept {
-  if (const auto slot = slot_of(bit)) rings_[*slot].in_call.fetch_add(1, std::memory_order_seq_cst);
+  if (const auto slot = slot_of(bit)) {
+    rings_[*slot].in_call.fetch_add(1, std::memory_order_seq_cst);
+    rings_[*slot].since_event.fetch_add(1, std::memory_order_relaxed);
+  }
   return {bit, marks_.fetch_add(1, std::memory_order_seq_cst) + 1};
 }
 
@@ -94,7 +103,8 @@ std::optional<StreamSlots::Recording> StreamSlots::end_call(const Mark& mark) no
   if (!slot) return std::nullopt;
   Ring& ring = rings_[*slot];
   if (ring.in_call.load(std::memory_order_seq_cst) == 1 &&
-      mark.value >= ring.last_mark.load(std::memory_order_relaxed) + kRecordEvery) {
+      ring.since_event.load(std::memory_order_relaxed) >= kRecordEvery &&
+      !ring.mixed.load(std::memory_order_relaxed)) {
     const std::size_t entry = ring.next.load(std::memory_order_relaxed);
     return Recording{.slot = *slot,
                      .entry = entry,
@@ -105,16 +115,22 @@ std::optional<StreamSlots::Recording> StreamSlots::end_call(const Mark& mark) no
   return std::nullopt;
 }
 
-void StreamSlots::recorded(const Recording& recording, uint64_t event) noexcept {
+bool StreamSlots::recorded(const Recording& recording, uint64_t event, uint64_t context) noexcept {
   Ring& ring = rings_[recording.slot];
   Ring::Entry& entry = ring.entries[recording.entry];
-  entry.event.store(event, std::memory_order_relaxed);
-  entry.mark.store(event != 0 ? recording.mark : 0, std::memory_order_relaxed);
-  if (event != 0) {
-    ring.last_mark.store(recording.mark, std::memory_order_relaxed);
+  uint64_t first_context = 0;
+  const bool kept = event != 0 && (ring.context.compare_exchange_strong(
+                                       first_context, context, std::memory_order_relaxed) ||
+                                   first_context == context);
+  if (event != 0 && !kept) ring.mixed.store(true, std::memory_order_relaxed);
+  entry.event.store(kept ? event : 0, std::memory_order_relaxed);
+  entry.mark.store(kept ? recording.mark : 0, std::memory_order_relaxed);
+  if (kept) {
+    ring.since_event.store(0, std::memory_order_relaxed);
     ring.next.store((recording.entry + 1) % kRing, std::memory_order_relaxed);
   }
   ring.in_call.fetch_sub(1, std::memory_order_seq_cst);
+  return kept;
 }
 
 uint64_t StreamSlots::event_after(std::size_t slot, uint64_t through) const noexcept {
@@ -134,7 +150,12 @@ StreamSlots::Waiting StreamSlots::waiting_for(uint64_t bits, uint64_t through) {
   Waiting waiting;
   waiting.hold = std::unique_lock(waiting_);
   waiting.retired = retired_.load(std::memory_order_acquire);
-  waiting.whole_device = (bits & (kUnknownBit | waiting.retired)) != 0;
+  uint64_t mixed = 0;  // slots whose events came from two contexts
+  for (uint64_t rest = bits & ~kUnknownBit; rest != 0; rest &= rest - 1) {
+    const auto slot = static_cast<std::size_t>(std::countr_zero(rest));
+    if (rings_[slot].mixed.load(std::memory_order_relaxed)) mixed |= uint64_t{1} << slot;
+  }
+  waiting.whole_device = (bits & (kUnknownBit | waiting.retired | mixed)) != 0;
   if (waiting.whole_device) return waiting;
   for (; bits != 0; bits &= bits - 1) {
     const auto slot = static_cast<std::size_t>(std::countr_zero(bits));

@@ -20,7 +20,12 @@
 // waits on whichever stream takes the slot next, which is correct, if sometimes longer than needed.
 // Retiring bumps the generation, so that no thread's cache hands out a retired slot. The mover
 // holds a Waiting while it turns bits into streams and waits on them: a stream destroyed meanwhile
-// waits for that to finish, so the mover never waits on a handle the driver has let go of.
+// waits for that to finish, so the mover does not wait on a handle the driver has let go of, as
+// far as the shim sees the program let go: cuStreamDestroy, cuCtxDestroy_v2, and every
+// cuDevicePrimaryCtxReset and cuDevicePrimaryCtxRelease retire slots (hooks/stream_end_hooks.cpp);
+// green contexts, and the CUDA 2.0 cuCtxDestroy export, are not seen. "The whole device" is one
+// device: the tracked window waits this way only while one device has an arena (Note [The
+// tracked window]), so a drained device has drained every slot's work.
 //
 // Note [Last uses by event]
 // Waiting for a whole stream is no better than the safe window for a job that runs on one stream
@@ -28,18 +33,21 @@
 // moving blocks' last uses. So every submission gets a mark, one global counter taken while it
 // holds the window, and a block keeps the highest mark of the submissions that marked it. After
 // its driver call, a submission records an event on its stream, into a ring of kRing per slot,
-// when its slot has had kRecordEvery marks since the last and no other submission of the slot is
-// inside its driver call (each submission is counted on its slot from before it takes its mark
+// when its slot has had kRecordEvery submissions since the last and no other submission of the slot
+// is inside its driver call (each submission is counted on its slot from before it takes its mark
 // to after its call): then every submission of the slot with a lower mark has queued its work,
 // and the event, labelled with the mark, follows all of it. A move needing the blocks' marks up
 // to M waits, on each of their streams, for the oldest event of the ring labelled M or later, and
 // for the whole stream only if there is none: with a backlog queued, it waits until the device
 // reaches the last use, and the copy then overlaps the work queued after it. The mover reads
-// the rings with the window closed, when no submission is recording. A ring's events are made in
-// the context current at the first recording on the slot; a recording that fails (a stream of
-// another context sharing the legacy stream's slot) drops its entry. A destroyed stream's events
-// are destroyed with its slot's retirement; a destroyed context's are forgotten, not destroyed
-// (the driver took those of that context with it; those of others leak, a few events).
+// the rings with the window closed, when no submission is recording. A ring keeps the context its
+// first event was recorded in; an event of another context (each context has a legacy stream,
+// and all of them share the legacy stream's slot) is not kept, and the slot then means the whole
+// device for good, as its events no longer say whose work they follow. No event is recorded
+// while a stream capture is in progress: it would be captured into the graph, and one on the
+// legacy stream would invalidate a global-mode capture. A destroyed stream's events are
+// destroyed with its slot's retirement; a destroyed or released context's are forgotten, not
+// destroyed (the driver took those of that context with it; those of others leak, a few events).
 #pragma once
 
 #include <array>
@@ -84,7 +92,7 @@ class StreamSlots {
     uint64_t mark = 0;
   };
 
-  StreamSlots() noexcept = default;
+  StreamSlots() noexcept;
   StreamSlots(const StreamSlots&) = delete;
   StreamSlots& operator=(const StreamSlots&) = delete;
 
@@ -104,9 +112,12 @@ class StreamSlots {
   // After the driver call, still inside the window: the event to record if one is due (then
   // recorded() must follow), else nullopt and the submission is counted out of its slot.
   std::optional<Recording> end_call(const Mark& mark) noexcept;
-  // The event of `recording` now follows its submission on the stream; 0: it could not be
-  // recorded, and the entry is dropped. Counts the submission out of its slot.
-  void recorded(const Recording& recording, uint64_t event) noexcept;
+  // The event of `recording` now follows its submission on the stream, in `context` (the
+  // CUcontext current when it was recorded); event 0: it could not be recorded, and the entry is
+  // dropped. Counts the submission out of its slot. Whether the event was kept: a slot whose
+  // events came from two contexts (the legacy stream of each) keeps none and means the whole
+  // device from then on, and the caller destroys the event.
+  bool recorded(const Recording& recording, uint64_t event, uint64_t context) noexcept;
 
   // What `bits` ask the mover to wait for, for the submissions marked up to `through`. Throws
   // std::bad_alloc.
@@ -125,9 +136,11 @@ class StreamSlots {
       std::atomic<uint64_t> mark{0};  // 0: nothing recorded
     };
     std::array<Entry, kRing> entries{};
-    std::atomic<uint32_t> in_call{0};  // submissions between begin_call() and their end
-    std::atomic<uint64_t> last_mark{0};
+    std::atomic<uint32_t> in_call{0};      // submissions between begin_call() and their end
+    std::atomic<uint32_t> since_event{0};  // submissions since the last event
     std::atomic<std::size_t> next{0};
+    std::atomic<uint64_t> context{0};  // the context of its events
+    std::atomic<bool> mixed{false};    // events from two contexts were offered
   };
 
   static std::optional<std::size_t> slot_of(uint64_t bit) noexcept;
@@ -140,6 +153,7 @@ class StreamSlots {
   std::atomic<uint64_t> marks_{0};
   std::atomic<uint64_t> retired_{0};     // bit i: slot i is retired
   std::atomic<uint64_t> generation_{0};  // bumped by every retirement
+  const uint64_t id_;                    // tells thread-local caches which object they are for
   std::mutex waiting_;
 };
 

@@ -344,6 +344,11 @@ StreamSlots::Mark UseTracker::mark_streams(const SubmissionUse& use) noexcept {
   return mark;
 }
 
+void UseTracker::put_back_streams(const QueuedUses& queued) noexcept {
+  everything_streams_.fetch_or(queued.bits, std::memory_order_acq_rel);
+  raise_to(everything_through_, queued.through);
+}
+
 UseTracker::QueuedUses UseTracker::take_streams(std::span<const BlockId> blocks) noexcept {
   QueuedUses queued{.bits = everything_streams_.exchange(0, std::memory_order_acq_rel),
                     .through = everything_through_.load(std::memory_order_relaxed)};

@@ -8,7 +8,8 @@
 // tracking and untracking happen only when a block of at least 1 MiB is allocated or freed. So
 // the ranges live in an immutable snapshot, rebuilt whole by track()/untrack() under a writer
 // mutex and published with one atomic pointer; a lookup reads the pointer and never writes
-// shared state except the touched blocks' own last use. The snapshot is two arrays:
+// shared state except the touched blocks' own last use (and, in tracked mode, the marks of
+// mark_streams(), Note [Stream slots]). The snapshot is two arrays:
 // - the ranges sorted by base (copies and memsets name ranges: a binary search and a walk);
 // - an open-addressed hash from each min_block_bytes-sized chunk of the address space that a
 //   range covers to the first range meeting that chunk. Ranges are disjoint and each at least a
@@ -169,11 +170,9 @@ class UseTracker {
   // Clears the bits it returns: the caller waits for those streams before it moves the blocks,
   // and calls it only while the remap window is closed. Takes the writer mutex.
   QueuedUses take_streams(std::span<const BlockId> blocks) noexcept;
-  // Puts back bits take_streams() returned, when the wait for them failed: every later take
-  // returns them, whatever the blocks.
-  void put_back_streams(uint64_t bits) noexcept {
-    everything_streams_.fetch_or(bits, std::memory_order_acq_rel);
-  }
+  // Puts back what take_streams() returned, when the wait for it was not made or failed: every
+  // later take returns it, whatever the blocks.
+  void put_back_streams(const QueuedUses& queued) noexcept;
   StreamSlots& stream_slots() noexcept { return stream_slots_; }
 
  private:

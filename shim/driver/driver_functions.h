@@ -157,7 +157,9 @@
   X(cuStreamDestroy_v2)                          \
   X(cuCtxDestroy_v2)                             \
   X(cuDevicePrimaryCtxReset)                     \
-  X(cuDevicePrimaryCtxReset_v2)
+  X(cuDevicePrimaryCtxReset_v2)                  \
+  X(cuDevicePrimaryCtxRelease)                   \
+  X(cuDevicePrimaryCtxRelease_v2)
 
 #define VRAMSPILL_CALLED_FUNCTIONS(Y) \
   Y(cuCtxGetDevice)                   \
@@ -166,7 +168,6 @@
   Y(cuCtxPushCurrent_v2)              \
   Y(cuCtxPopCurrent_v2)               \
   Y(cuDevicePrimaryCtxRetain)         \
-  Y(cuDevicePrimaryCtxRelease_v2)     \
   Y(cuDeviceGetAttribute)             \
   Y(cuDeviceGetCount)                 \
   Y(cuDeviceGet)                      \

@@ -1,6 +1,6 @@
-// Streams and contexts the program destroys: their slots in the use tracker retire before the
-// driver lets the handles go, so that the tracked window never waits on a stream that is gone
-// (Note [Stream slots] in core/stream_slots.h). A context takes all its streams with it; which
+// Streams and contexts the program destroys or releases: their slots in the use tracker retire
+// before the driver lets the handles go, so that the tracked window never waits on a stream that is
+// gone (Note [Stream slots] in core/stream_slots.h). A context takes all its streams with it; which
 // ones is not known here, so every slot retires.
 #include "hooks/hook.h"
 #include "hooks/shim_state.h"
@@ -54,6 +54,20 @@ VRAMSPILL_HOOK CUresult CUDAAPI cuDevicePrimaryCtxReset(CUdevice dev) {
 
 VRAMSPILL_HOOK CUresult CUDAAPI cuDevicePrimaryCtxReset_v2(CUdevice dev) {
   VRAMSPILL_REAL_OR_RETURN(real, cuDevicePrimaryCtxReset_v2);
+  retire_all();
+  return real(dev);
+}
+
+// Which release drops the last reference cannot be told beforehand, and after it the streams may
+// be gone: every release retires the slots (a later move then waits for the whole device once).
+VRAMSPILL_HOOK CUresult CUDAAPI cuDevicePrimaryCtxRelease(CUdevice dev) {
+  VRAMSPILL_REAL_OR_RETURN(real, cuDevicePrimaryCtxRelease);
+  retire_all();
+  return real(dev);
+}
+
+VRAMSPILL_HOOK CUresult CUDAAPI cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
+  VRAMSPILL_REAL_OR_RETURN(real, cuDevicePrimaryCtxRelease_v2);
   retire_all();
   return real(dev);
 }

@@ -120,6 +120,15 @@ void end_submission(ShimState& shim, const EnteredSubmission& entered) noexcept 
   const auto create = VRAMSPILL_REAL(cuEventCreate);
   const auto record = VRAMSPILL_REAL(cuEventRecord);
   const auto destroy = VRAMSPILL_REAL(cuEventDestroy_v2);
+  const auto current_context = VRAMSPILL_REAL(cuCtxGetCurrent);
+  CUcontext context = nullptr;
+  // During a capture an event recorded on the stream would be captured into the graph, and one
+  // on the legacy stream would invalidate a global-mode capture elsewhere: none is recorded.
+  if (shim.captures.load(std::memory_order_acquire) != 0 || current_context == nullptr ||
+      current_context(&context) != CUDA_SUCCESS) {
+    slots.recorded(*due, 0, 0);
+    return;
+  }
   auto event = reinterpret_cast<CUevent>(due->event);
   if (event == nullptr && create != nullptr &&
       create(&event, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS)
@@ -130,7 +139,9 @@ void end_submission(ShimState& shim, const EnteredSubmission& entered) noexcept 
     if (destroy != nullptr) destroy(event);
     event = nullptr;
   }
-  slots.recorded(*due, reinterpret_cast<uint64_t>(event));
+  const bool kept =
+      slots.recorded(*due, reinterpret_cast<uint64_t>(event), reinterpret_cast<uint64_t>(context));
+  if (!kept && event != nullptr && destroy != nullptr) destroy(event);
 }
 
 std::string tiered_summary(ShimState& shim) noexcept {

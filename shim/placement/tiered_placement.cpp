@@ -30,7 +30,8 @@ TieredPlacement::TieredPlacement(TieredBudgets& budgets, ArenaSource& arenas,
                                  core::RemapWindow& window, const TieredOptions& options,
                                  core::UseTracker* uses) noexcept
     : budgets_(budgets), arenas_(arenas), window_(window), options_(options) {
-  if (options_.window == WindowMode::kTracked && uses != nullptr) tracked_.emplace(*uses);
+  if (options_.window == WindowMode::kTracked && uses != nullptr)
+    tracked_.emplace(*uses, with_arenas_);
   try {
     if (const policies::MadePolicy made = policies::make_policy(options_.policy, {});
         made.policy == nullptr)

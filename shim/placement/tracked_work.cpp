@@ -1,5 +1,6 @@
 #include "placement/tracked_work.h"
 
+#include <bit>
 #include <new>
 
 #include "telemetry/log.h"
@@ -8,14 +9,17 @@ namespace vramspill::placement {
 
 // Note [The tracked window]
 CUresult TrackedWork::wait_for(std::span<const uint64_t> bases, tiers::GranuleOps& ops) noexcept {
+  // With arenas on two devices, "the whole device" would not cover what the bits say (the
+  // other device's streams, its retired slots, its contexts' legacy streams): the safe wait,
+  // and the bits stay for no one to clear.
+  if (std::popcount(devices_with_arenas_.load(std::memory_order_acquire)) > 1)
+    return ops.synchronize_device();
   const core::UseTracker::QueuedUses queued = uses_.take_streams(bases);  // id: its base
-  const uint64_t bits = queued.bits;
   core::StreamSlots& slots = uses_.stream_slots();
-  CUresult result = CUDA_SUCCESS;
   try {
-    const core::StreamSlots::Waiting waiting = slots.waiting_for(bits, queued.through);
+    const core::StreamSlots::Waiting waiting = slots.waiting_for(queued.bits, queued.through);
     if (!waiting.whole_device) {
-      result = ops.wait_for_stream_ends(waiting.ends);
+      const CUresult result = ops.wait_for_stream_ends(waiting.ends);
       if (result == CUDA_SUCCESS) {
         stream_waits_.fetch_add(1, std::memory_order_relaxed);
         return CUDA_SUCCESS;
@@ -27,17 +31,17 @@ CUresult TrackedWork::wait_for(std::span<const uint64_t> bases, tiers::GranuleOp
             "this move and any like it wait for the whole device",
             static_cast<int>(result));
     }
-    result = ops.synchronize_device();
-    if (result == CUDA_SUCCESS) slots.device_drained(waiting);
+    const CUresult result = ops.synchronize_device();
+    if (result == CUDA_SUCCESS) {
+      slots.device_drained(waiting);
+    } else {
+      uses_.put_back_streams(queued);  // the next move waits for them
+    }
+    return result;
   } catch (const std::bad_alloc&) {
-    result = ops.synchronize_device();
+    uses_.put_back_streams(queued);
+    return ops.synchronize_device();
   }
-  if (result == CUDA_SUCCESS) {
-    device_waits_.fetch_add(1, std::memory_order_relaxed);
-  } else {
-    uses_.put_back_streams(bits);  // the next move waits for them
-  }
-  return result;
 }
 
 }  // namespace vramspill::placement

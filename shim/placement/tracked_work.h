@@ -29,10 +29,14 @@
 // (driver/device_work.h) is not waited for by either window.
 // What stays as in the safe window: submissions from every thread still wait while the blocks
 // move (the window is closed for the copy and the remap); only the drain before it is narrower.
-// What it costs a launch, in tracked mode only: the marking, 50 ns for 2 blocks touched and 90 ns
-// for 8 with 10^4 blocks tracked (tests/shim/bench/use_tracking_bench.cpp, MarkStreams: three
-// sequentially consistent atomics and a compare-and-swap per block), and a cuEventRecord every
-// kRecordEvery submissions of a stream (not measured on a GPU yet).
+// Two devices with arenas: the tracked wait is one device's, but the bits, the retired slots and
+// the legacy stream's slot are the process's, so then every move waits as the safe window does.
+// An event on the legacy stream is itself a legacy-stream operation: blocking streams' later work
+// waits for it, as it would for a kernel there (timing only).
+// What it costs a launch, in tracked mode only: the marking, 57 ns for 2 blocks touched and 99 ns
+// for 8 with 10^4 blocks tracked (tests/shim/bench/use_tracking_bench.cpp, MarkStreams: about six
+// atomic operations and a compare-and-swap per block), and a cuEventRecord every kRecordEvery
+// submissions of a stream (not measured on a GPU yet).
 #pragma once
 
 #include <cuda.h>
@@ -48,18 +52,20 @@ namespace vramspill::placement {
 
 class TrackedWork final : public tiers::QueuedWork {
  public:
-  explicit TrackedWork(core::UseTracker& uses) noexcept : uses_(uses) {}
+  // `devices_with_arenas`: bit d set once device d has an arena (Note [The tracked window]: the
+  // tracked wait serves one device at most).
+  TrackedWork(core::UseTracker& uses, const std::atomic<uint64_t>& devices_with_arenas) noexcept
+      : uses_(uses), devices_with_arenas_(devices_with_arenas) {}
 
   CUresult wait_for(std::span<const uint64_t> bases, tiers::GranuleOps& ops) noexcept override;
 
-  // Moves that waited for their streams alone, and for the whole device.
+  // Moves that waited for their blocks' streams alone.
   uint64_t stream_waits() const noexcept { return stream_waits_.load(std::memory_order_relaxed); }
-  uint64_t device_waits() const noexcept { return device_waits_.load(std::memory_order_relaxed); }
 
  private:
   core::UseTracker& uses_;
+  const std::atomic<uint64_t>& devices_with_arenas_;
   std::atomic<uint64_t> stream_waits_{0};
-  std::atomic<uint64_t> device_waits_{0};
 };
 
 }  // namespace vramspill::placement

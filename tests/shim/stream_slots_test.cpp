@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -22,6 +23,7 @@ constexpr uint64_t kStreamA = 0x1000;
 constexpr uint64_t kStreamB = 0x2000;
 const auto kLegacy = reinterpret_cast<uintptr_t>(CU_STREAM_LEGACY);
 const auto kPerThread = reinterpret_cast<uintptr_t>(CU_STREAM_PER_THREAD);
+constexpr uint64_t kContext = 0xc0;  // the CUcontext the events are recorded in
 
 std::vector<uint64_t> streams_of(const StreamSlots::Waiting& waiting) {
   std::vector<uint64_t> streams;
@@ -34,7 +36,7 @@ std::vector<uint64_t> streams_of(const StreamSlots::Waiting& waiting) {
 // ask for as 1000 + its mark. Its mark.
 uint64_t submit(StreamSlots& slots, uint64_t bit) {
   const StreamSlots::Mark mark = slots.begin_call(bit);
-  if (const auto due = slots.end_call(mark)) slots.recorded(*due, 1000 + mark.value);
+  if (const auto due = slots.end_call(mark)) slots.recorded(*due, 1000 + mark.value, kContext);
   return mark.value;
 }
 
@@ -76,18 +78,45 @@ TEST(StreamSlots, AMoveWaitsForTheFirstEventPastItsLastUse) {
   EXPECT_EQ(end_for(9), 0u) << "no event after mark 9 yet: the whole stream";
 }
 
+TEST(StreamSlots, EachStreamRecordsEveryFourthOfItsOwnSubmissions) {
+  StreamSlots slots;
+  std::vector<uint64_t> bits;
+  for (uint64_t stream = 1; stream <= 4; ++stream) bits.push_back(slots.bit_of(stream << 12));
+  int recordings = 0;
+  for (int round = 0; round < 8; ++round)
+    for (const uint64_t bit : bits) {  // the streams take turns
+      const StreamSlots::Mark mark = slots.begin_call(bit);
+      if (const auto due = slots.end_call(mark)) {
+        ++recordings;
+        slots.recorded(*due, 1000 + mark.value, kContext);
+      }
+    }
+  EXPECT_EQ(recordings, 8) << "two events for each stream's eight submissions";
+}
+
+TEST(StreamSlots, EventsFromTwoContextsOnOneSlotMeanTheWholeDevice) {
+  StreamSlots slots;
+  const uint64_t legacy = slots.bit_of(0);  // each context has a legacy stream of that name
+  for (int i = 0; i < 4; ++i) submit(slots, legacy);
+  ASSERT_NE(slots.waiting_for(legacy, 1).ends.at(0).event, 0u);
+  std::optional<StreamSlots::Recording> due;
+  for (int i = 0; i < 4 && !due; ++i) due = slots.end_call(slots.begin_call(legacy));
+  ASSERT_TRUE(due);
+  EXPECT_FALSE(slots.recorded(*due, 2000, kContext + 1)) << "the caller destroys that event";
+  EXPECT_TRUE(slots.waiting_for(legacy, 1).whole_device);
+}
+
 TEST(StreamSlots, NoEventIsRecordedWhileAnEarlierSubmissionOfTheStreamIsInItsCall) {
   StreamSlots slots;
   const uint64_t a = slots.bit_of(kStreamA);
-  const uint64_t b = slots.bit_of(kStreamB);
-  for (int i = 0; i < 3; ++i) submit(slots, b);          // marks 1..3 elsewhere
-  const StreamSlots::Mark first = slots.begin_call(a);   // mark 4, still in its driver call
-  const StreamSlots::Mark second = slots.begin_call(a);  // mark 5
-  EXPECT_FALSE(slots.end_call(second)) << "mark 4 may not be queued yet";
+  for (int i = 0; i < 2; ++i) submit(slots, a);          // marks 1 and 2: no event due yet
+  const StreamSlots::Mark first = slots.begin_call(a);   // mark 3, still in its driver call
+  const StreamSlots::Mark second = slots.begin_call(a);  // mark 4
+  EXPECT_FALSE(slots.end_call(second)) << "mark 3 may not be queued yet";
   const auto due = slots.end_call(first);
   ASSERT_TRUE(due) << "every submission of the stream is done with its call";
   EXPECT_EQ(due->mark, first.value);
-  slots.recorded(*due, 77);
+  slots.recorded(*due, 77, kContext);
   EXPECT_EQ(slots.waiting_for(a, second.value - 1).ends.at(0).event, 77u);
 }
 
@@ -150,7 +179,7 @@ TEST(StreamSlots, ThreadsSeeingNewStreamsAtOnceGetBitsThatNameThem) {
 void submit(UseTracker& tracker, const SubmissionUse& use) {
   const StreamSlots::Mark mark = tracker.mark_streams(use);
   if (const auto due = tracker.stream_slots().end_call(mark))
-    tracker.stream_slots().recorded(*due, 1000 + mark.value);
+    tracker.stream_slots().recorded(*due, 1000 + mark.value, kContext);
 }
 void submit_words(UseTracker& tracker, uint64_t stream, uint64_t word) {
   SubmissionUse use;
@@ -205,11 +234,26 @@ TEST(UseTrackerStreams, SubmissionsThatTouchEverythingAndUntrackedBlocksCountFor
   EXPECT_EQ(queued.through, 1u) << "the graph launch's mark";
   EXPECT_EQ(streams_of(tracker.stream_slots().waiting_for(queued.bits, queued.through)),
             std::vector<uint64_t>{kStreamB});
-  tracker.put_back_streams(queued.bits);  // a failed wait: the next move waits for them
+  tracker.put_back_streams(queued);  // a failed wait: the next move waits for them
   const BlockId untracked[] = {99};
   const uint64_t next = tracker.take_streams(untracked).bits;
   EXPECT_EQ(next & ~StreamSlots::kUnknownBit, queued.bits);
   EXPECT_TRUE(tracker.stream_slots().waiting_for(next, 0).whole_device);
+}
+
+TEST(UseTrackerStreams, PuttingBackKeepsTheMarksTheWaitWasFor) {
+  UseTracker tracker;
+  ASSERT_EQ(tracker.track(kBase, 2 * kMiB, 1), TrackResult::kTracked);
+  ASSERT_EQ(tracker.track(kBase + 4 * kMiB, 2 * kMiB, 2), TrackResult::kTracked);
+  submit_words(tracker, kStreamA, kBase + 4 * kMiB);  // mark 1, block 2
+  submit_words(tracker, kStreamA, kBase);             // mark 2, block 1
+  const BlockId block_one[] = {1};
+  const UseTracker::QueuedUses failed = tracker.take_streams(block_one);
+  ASSERT_EQ(failed.through, 2u);
+  tracker.put_back_streams(failed);
+  const BlockId block_two[] = {2};
+  EXPECT_EQ(tracker.take_streams(block_two).through, 2u)
+      << "the stream's bit came back: so must the mark it was taken for";
 }
 
 }  // namespace

@@ -132,7 +132,7 @@ void BM_MarkStreams(benchmark::State& state) {
   StreamSlots& slots = tracker.stream_slots();
   for (auto _ : state) {
     // No driver here: a due event is "recorded" as none, which drops it.
-    if (const auto due = slots.end_call(tracker.mark_streams(use))) slots.recorded(*due, 0);
+    if (const auto due = slots.end_call(tracker.mark_streams(use))) slots.recorded(*due, 0, 0);
     benchmark::ClobberMemory();
   }
 }

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <optional>
 #include <span>
 #include <vector>
@@ -364,7 +365,7 @@ class TrackedWindowTest : public TieredPlacementTest {
   // What the hook does inside the window around the driver call (no event is recorded here).
   void end_submission(const core::SubmissionUse& use) {
     if (const auto due = uses_.stream_slots().end_call(uses_.mark_streams(use)))
-      uses_.stream_slots().recorded(*due, 0);
+      uses_.stream_slots().recorded(*due, 0, 0);
   }
   void free_all(std::initializer_list<CUdeviceptr> blocks) {
     for (const CUdeviceptr block : blocks) {
@@ -442,6 +443,27 @@ TEST_F(TrackedWindowTest, AFailedStreamWaitFallsBackToTheWholeDevice) {
   EXPECT_EQ(ops_.calls(tiers::FakeGranuleOps::kSynchronize), 1);
   expect_bytes(cold, 4);
   free_all({cold, hot, fresh});
+}
+
+// Note [The tracked window]: with arenas on two devices the wait is the safe one, and the bits
+// stay for a later take.
+TEST(TrackedWork, WithTwoDevicesItWaitsForTheWholeDeviceAndKeepsTheBits) {
+  tiers::FakeGranuleOps ops;
+  core::UseTracker uses;
+  constexpr uint64_t kBlock = uint64_t{0x7f00} << 32;
+  ASSERT_EQ(uses.track(kBlock, kGranuleBytes, kBlock), core::TrackResult::kTracked);
+  core::SubmissionUse use;
+  const uint64_t words[] = {kBlock};
+  uses.record_words(0xa000, words, use);
+  uses.stream_slots().end_call(uses.mark_streams(use));
+  std::atomic<uint64_t> devices{0b11};
+  TrackedWork tracked(uses, devices);
+  const uint64_t bases[] = {kBlock};
+  EXPECT_EQ(tracked.wait_for(bases, ops), CUDA_SUCCESS);
+  EXPECT_EQ(ops.calls(tiers::FakeGranuleOps::kSynchronize), 1);
+  EXPECT_EQ(ops.calls(tiers::FakeGranuleOps::kWaitForStreams), 0);
+  const core::BlockId block[] = {kBlock};
+  EXPECT_NE(uses.take_streams(block).bits, 0u);
 }
 
 }  // namespace vramspill::placement

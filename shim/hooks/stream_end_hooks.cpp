@@ -28,46 +28,20 @@ void retire_all() noexcept {
 
 }  // namespace
 
-VRAMSPILL_HOOK CUresult CUDAAPI cuStreamDestroy(CUstream hStream) {
-  VRAMSPILL_REAL_OR_RETURN(real, cuStreamDestroy);
-  retire(hStream);
-  return real(hStream);
-}
+// Each hook retires, then lets the driver destroy: `retiring` is retire(...) or retire_all().
+#define VRAMSPILL_RETIRING_HOOK(name, type, parameter, retiring) \
+  VRAMSPILL_HOOK CUresult CUDAAPI name(type parameter) {         \
+    VRAMSPILL_REAL_OR_RETURN(real, name);                        \
+    retiring;                                                    \
+    return real(parameter);                                      \
+  }
 
-VRAMSPILL_HOOK CUresult CUDAAPI cuStreamDestroy_v2(CUstream hStream) {
-  VRAMSPILL_REAL_OR_RETURN(real, cuStreamDestroy_v2);
-  retire(hStream);
-  return real(hStream);
-}
-
-VRAMSPILL_HOOK CUresult CUDAAPI cuCtxDestroy_v2(CUcontext ctx) {
-  VRAMSPILL_REAL_OR_RETURN(real, cuCtxDestroy_v2);
-  retire_all();
-  return real(ctx);
-}
-
-VRAMSPILL_HOOK CUresult CUDAAPI cuDevicePrimaryCtxReset(CUdevice dev) {
-  VRAMSPILL_REAL_OR_RETURN(real, cuDevicePrimaryCtxReset);
-  retire_all();
-  return real(dev);
-}
-
-VRAMSPILL_HOOK CUresult CUDAAPI cuDevicePrimaryCtxReset_v2(CUdevice dev) {
-  VRAMSPILL_REAL_OR_RETURN(real, cuDevicePrimaryCtxReset_v2);
-  retire_all();
-  return real(dev);
-}
-
+VRAMSPILL_RETIRING_HOOK(cuStreamDestroy, CUstream, hStream, retire(hStream))
+VRAMSPILL_RETIRING_HOOK(cuStreamDestroy_v2, CUstream, hStream, retire(hStream))
+VRAMSPILL_RETIRING_HOOK(cuCtxDestroy_v2, CUcontext, ctx, retire_all())
+VRAMSPILL_RETIRING_HOOK(cuDevicePrimaryCtxReset, CUdevice, dev, retire_all())
+VRAMSPILL_RETIRING_HOOK(cuDevicePrimaryCtxReset_v2, CUdevice, dev, retire_all())
 // Which release drops the last reference cannot be told beforehand, and after it the streams may
 // be gone: every release retires the slots (a later move then waits for the whole device once).
-VRAMSPILL_HOOK CUresult CUDAAPI cuDevicePrimaryCtxRelease(CUdevice dev) {
-  VRAMSPILL_REAL_OR_RETURN(real, cuDevicePrimaryCtxRelease);
-  retire_all();
-  return real(dev);
-}
-
-VRAMSPILL_HOOK CUresult CUDAAPI cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
-  VRAMSPILL_REAL_OR_RETURN(real, cuDevicePrimaryCtxRelease_v2);
-  retire_all();
-  return real(dev);
-}
+VRAMSPILL_RETIRING_HOOK(cuDevicePrimaryCtxRelease, CUdevice, dev, retire_all())
+VRAMSPILL_RETIRING_HOOK(cuDevicePrimaryCtxRelease_v2, CUdevice, dev, retire_all())

@@ -70,10 +70,11 @@ constexpr std::array<OptionSpec, 19> kOptions = {{
      "the device's page tables wherever they live (no fault on each access).",
      {},
      [](Config& c, const OptionValue& v) { c.spill.managed_accessed_by = std::get<bool>(v); }},
-    {"spill", "host_pool_step", OptionType::kSize, "1GiB",
+    {"spill", "host_pool_step", OptionType::kSize, "256MiB",
      "The pinned host pool grows by this much at a time, ahead of need (pinning takes about "
      "0.35 s per GiB, so it is never done for one small allocation), and by at most a quarter of "
-     "`host_limit`. A larger allocation gets a pinned region of its own.",
+     "`host_limit`. An allocation larger than a quarter of it gets a pinned region of its own, "
+     "pinned when it is made, so that large blocks never leave holes between smaller ones.",
      {},
      [](Config& c, const OptionValue& v) { c.spill.host_pool_step = std::get<uint64_t>(v); }},
     {"spill", "host_pool_keep", OptionType::kSize, "1GiB",

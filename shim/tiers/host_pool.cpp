@@ -3,8 +3,6 @@
 #include <algorithm>
 #include <bit>
 #include <iterator>
-#include <span>
-#include <vector>
 
 #include "util/quiet_thread.h"
 
@@ -13,6 +11,8 @@ namespace {
 
 constexpr uint64_t kMinGranularity = 256;  // cuMemAlloc's alignment promise
 constexpr uint64_t kPageBytes = 4096;
+// An idle region of its own is reused for a block it exceeds by at most 1/kCloseFit of the block.
+constexpr uint64_t kCloseFit = 8;
 
 uint64_t align_down(uint64_t value, uint64_t alignment) { return value & ~(alignment - 1); }
 
@@ -27,6 +27,10 @@ HostPool::HostPool(HostPoolOptions options, PinnedMemoryOps ops, core::HostBudge
   options_.step_bytes = std::max(round_up(std::min(options_.step_bytes, kLargest)),
                                  options_.granularity);
   if (options_.low_water_bytes == 0) options_.low_water_bytes = options_.step_bytes / 2;
+  // Never above a step: then every idle step region holds any shared block (Note [Regions of
+  // their own for large blocks]).
+  if (options_.own_region_above == 0) options_.own_region_above = options_.step_bytes / 4;
+  options_.own_region_above = std::min(options_.own_region_above, options_.step_bytes);
 }
 
 HostPool::~HostPool() {
@@ -37,6 +41,7 @@ HostPool::~HostPool() {
   grower_wake_.notify_all();
   if (grower_.joinable()) grower_.join();
   for (const auto& [start, region] : regions_) unpin(region);
+  for (const Region& unusable : unusable_pins_) unpin(unusable);
 }
 
 uint64_t HostPool::round_up(uint64_t bytes) const noexcept {
@@ -48,26 +53,32 @@ uint64_t HostPool::round_up(uint64_t bytes) const noexcept {
 void* HostPool::allocate(uint64_t bytes) noexcept {
   const uint64_t size = round_up(bytes);
   std::unique_lock lock(mutex_);
-  if (size == 0) {
+  std::optional<uint64_t> block;
+  if (size > options_.own_region_above) {
+    block = allocate_own_region(lock, size);
+  } else if (size > 0) {
+    block = allocate_shared(lock, size);
+  }
+  if (!block) {
     ++counters_.failed_allocations;
     return nullptr;
   }
-  uint64_t block = 0;
+  ++counters_.allocations;
+  if (size <= options_.own_region_above) request_growth_locked();  // room ahead: shared blocks
+  return reinterpret_cast<void*>(*block);
+}
+
+std::optional<uint64_t> HostPool::allocate_shared(std::unique_lock<std::mutex>& lock,
+                                                  uint64_t size) noexcept {
   for (;;) {
+    uint64_t block = 0;
     const Take taken = take_locked(size, block);
-    if (taken == Take::kTaken) break;
-    if (taken == Take::kFailed) {
-      ++counters_.failed_allocations;
-      return nullptr;
-    }
-    // No room while memory sits idle: the program's demand does not fit the shape of its idle
-    // regions (Note [Consolidating idle regions in the background]).
-    if (idle_bytes_ > 0) idle_too_scattered_ = true;
-    const bool own_region = size > options_.step_bytes;
-    if (!own_region && !unpinning_ && (pins_in_flight_ > 0 || growth_requested_)) {
+    if (taken == Take::kTaken) return block;
+    if (taken == Take::kFailed) return std::nullopt;
+    if (!unpinning_ && (pins_in_flight_ > 0 || growth_requested_)) {
       // A step is being pinned, or about to be (ahead of need, but not far enough ahead): wait
-      // for it rather than pin another; but never for an unpin (Note [Consolidating idle
-      // regions in the background]).
+      // for it rather than pin another; but never for an unpin (Note [Unpinning off the
+      // allocating thread]).
       ++counters_.waits_for_background_pin;
       pin_done_.wait(lock, [this] {
         return unpinning_ || (pins_in_flight_ == 0 && !growth_requested_);
@@ -75,30 +86,41 @@ void* HostPool::allocate(uint64_t bytes) noexcept {
       continue;
     }
     // The pool is truly empty for this size (Note [Pinning ahead of need]): pin here, and claim
-    // the block from the new region so no other thread can take its room first.
-    uint64_t region_bytes = size;
-    if (!own_region) {
-      // Near the host limit, a whole step may not fit where the block alone does.
-      const uint64_t available = align_down(budget_.available(), options_.granularity);
-      region_bytes = std::max(size, std::min(options_.step_bytes, available));
-      ++pins_in_flight_;
-    }
-    const std::optional<uint64_t> claimed = grow(lock, region_bytes, size, /*ahead=*/false);
-    if (!own_region) {
-      --pins_in_flight_;
-      pin_done_.notify_all();
-    }
-    if (!claimed) {
-      ++counters_.failed_allocations;
-      return nullptr;
-    }
-    block = *claimed;
-    break;
+    // the block from the new region so no other thread can take its room first. Near the host
+    // limit, a whole step may not fit where the block alone does.
+    const uint64_t available = align_down(budget_.available(), options_.granularity);
+    const uint64_t region_bytes = std::max(size, std::min(options_.step_bytes, available));
+    ++pins_in_flight_;
+    const std::optional<uint64_t> claimed = grow(lock, region_bytes, size, Growth::kStepNow);
+    --pins_in_flight_;
+    pin_done_.notify_all();
+    return claimed;
   }
-  ++counters_.allocations;
-  request_growth_locked();
-  request_consolidation_locked();
-  return reinterpret_cast<void*>(block);
+}
+
+std::optional<uint64_t> HostPool::allocate_own_region(std::unique_lock<std::mutex>& lock,
+                                                      uint64_t size) noexcept {
+  // The closest idle region of its own that fits (kCloseFit) is taken as it is (Note [Regions of
+  // their own for large blocks]).
+  auto reused = regions_.end();
+  for (auto it = regions_.begin(); it != regions_.end(); ++it) {
+    const Region& region = it->second;
+    if (!region.own || region.used != 0 || region.bytes < size ||
+        region.bytes - size > size / kCloseFit) {
+      continue;
+    }
+    if (reused == regions_.end() || region.bytes < reused->second.bytes) reused = it;
+  }
+  if (reused == regions_.end()) return grow(lock, size, size, Growth::kOwnRegion);
+  try {
+    blocks_.emplace(reused->first, size);
+  } catch (...) {
+    ++counters_.internal_errors;
+    return std::nullopt;
+  }
+  charge_locked(reused->second, size);
+  ++counters_.own_regions_reused;
+  return reused->first;
 }
 
 HostPool::Take HostPool::take_locked(uint64_t bytes, uint64_t& block) noexcept {
@@ -123,17 +145,14 @@ HostPool::Take HostPool::take_locked(uint64_t bytes, uint64_t& block) noexcept {
 }
 
 void HostPool::charge_locked(Region& region, uint64_t bytes) noexcept {
-  if (region.used == 0) {
-    idle_bytes_ -= region.bytes;
-    --idle_regions_;
-  }
+  if (region.used == 0) idle_bytes_ -= region.bytes;
   region.used += bytes;
   used_bytes_ += bytes;
   counters_.peak_used_bytes = std::max(counters_.peak_used_bytes, used_bytes_);
 }
 
 std::optional<uint64_t> HostPool::grow(std::unique_lock<std::mutex>& lock, uint64_t bytes,
-                                       uint64_t claim, bool ahead) noexcept {
+                                       uint64_t claim, Growth growth) noexcept {
   const uint64_t granularity = options_.granularity;
   // pin() promises page alignment; a coarser granularity may lose up to a granule at the start.
   const uint64_t pin_bytes = bytes + (granularity > kPageBytes ? granularity : 0);
@@ -146,8 +165,12 @@ std::optional<uint64_t> HostPool::grow(std::unique_lock<std::mutex>& lock, uint6
   const bool pinned = ops_.pin(ops_.context, pin_bytes, &base) && base != nullptr;
   lock.lock();
   if (!pinned) {
-    budget_.release(pin_bytes);
     ++counters_.pin_failures;
+    if (base == nullptr) {
+      budget_.release(pin_bytes);
+    } else {
+      give_back_unusable_locked(lock, base, pin_bytes, growth);
+    }
     return std::nullopt;
   }
 
@@ -157,6 +180,7 @@ std::optional<uint64_t> HostPool::grow(std::unique_lock<std::mutex>& lock, uint6
   region.bytes = align_down(address + pin_bytes - region.start, granularity);
   region.pinned = base;
   region.pinned_bytes = pin_bytes;
+  region.own = growth == Growth::kOwnRegion;
   bool added = false;
   if (region.bytes >= bytes) {
     try {
@@ -164,7 +188,8 @@ std::optional<uint64_t> HostPool::grow(std::unique_lock<std::mutex>& lock, uint6
       try {
         if (claim > 0) blocks_.emplace(region.start, claim);
         try {
-          free_space_.add(region.start + claim, region.bytes - claim);
+          // A region of its own holds its block and nothing else: its rest is granule rounding.
+          if (!region.own) free_space_.add(region.start + claim, region.bytes - claim);
         } catch (...) {
           blocks_.erase(region.start);
           throw;
@@ -187,10 +212,9 @@ std::optional<uint64_t> HostPool::grow(std::unique_lock<std::mutex>& lock, uint6
 
   pinned_bytes_ += region.bytes;
   idle_bytes_ += region.bytes;
-  ++idle_regions_;
   counters_.peak_pinned_bytes = std::max(counters_.peak_pinned_bytes, pinned_bytes_);
   if (claim > 0) charge_locked(regions_.find(region.start)->second, claim);
-  ++(ahead ? counters_.pins_ahead : counters_.pins_on_allocation_path);
+  ++(growth == Growth::kStepAhead ? counters_.pins_ahead : counters_.pins_on_allocation_path);
   return region.start;
 }
 
@@ -203,18 +227,19 @@ std::optional<uint64_t> HostPool::free(void* block, Unpinning unpinning) noexcep
   blocks_.erase(it);
   ++counters_.frees;
   Region& region = region_of_locked(address)->second;
-  try {
-    free_space_.give_back(address, size, region.start, region.start + region.bytes);
-  } catch (...) {
-    ++counters_.internal_errors;  // Note [Failure inside the pool]: the range is lost
-    return size;
+  if (!region.own) {
+    try {
+      free_space_.give_back(address, size, region.start, region.start + region.bytes);
+    } catch (...) {
+      ++counters_.internal_errors;  // Note [Failure inside the pool]: the range is lost
+      return size;
+    }
+    background_pin_failed_ = false;  // room came back: pinning ahead may work again
   }
   region.used -= size;
   used_bytes_ -= size;
-  background_pin_failed_ = false;  // room came back: pinning ahead may work again
   if (region.used == 0) {
     idle_bytes_ += region.bytes;
-    ++idle_regions_;
     if (idle_bytes_ > options_.release_idle_above) {
       if (unpinning == Unpinning::kNow) {
         release_idle(lock);
@@ -222,19 +247,43 @@ std::optional<uint64_t> HostPool::free(void* block, Unpinning unpinning) noexcep
         request_idle_release_locked();
       }
     }
-    request_consolidation_locked();
   }
   return size;
 }
 
+void HostPool::give_back_unusable_locked(std::unique_lock<std::mutex>& lock, void* base,
+                                         uint64_t bytes, Growth growth) noexcept {
+  Region unusable;
+  unusable.pinned = base;
+  unusable.pinned_bytes = bytes;
+  if (growth == Growth::kStepAhead) {  // on the background thread: unpin now
+    unpin_unlocked(lock, unusable);
+    return;
+  }
+  try {
+    unusable_pins_.push_back(unusable);
+  } catch (...) {
+    ++counters_.internal_errors;  // stays pinned, and counted against the host budget
+    return;
+  }
+  request_idle_release_locked();
+}
+
 void HostPool::release_idle(std::unique_lock<std::mutex>& lock) noexcept {
+  while (!unusable_pins_.empty()) {
+    const Region unusable = unusable_pins_.back();
+    unusable_pins_.pop_back();
+    unpin_unlocked(lock, unusable);
+  }
   while (idle_bytes_ > options_.release_idle_above) {
     // The largest idle region whose release keeps free room at the low-water mark, so that the
-    // background thread does not pin straight back what was just unpinned.
+    // background thread does not pin straight back what was just unpinned (regions of their own
+    // are never part of that room).
     auto victim = regions_.end();
     for (auto it = regions_.begin(); it != regions_.end(); ++it) {
       const Region& region = it->second;
-      if (region.used != 0 || free_room_locked() - region.bytes < options_.low_water_bytes) {
+      if (region.used != 0 ||
+          (!region.own && free_room_locked() - region.bytes < options_.low_water_bytes)) {
         continue;
       }
       if (victim == regions_.end() || region.bytes > victim->second.bytes) victim = it;
@@ -242,27 +291,25 @@ void HostPool::release_idle(std::unique_lock<std::mutex>& lock) noexcept {
     if (victim == regions_.end()) return;
     const std::optional<Region> region = retire_locked(victim);
     if (!region) return;
-    unpin_unlocked(lock, std::span(&*region, 1));
+    unpin_unlocked(lock, *region);
   }
 }
 
 std::optional<HostPool::Region> HostPool::retire_locked(
     std::map<uint64_t, Region>::iterator idle) noexcept {
   const Region region = idle->second;
-  if (!free_space_.remove(region.start, region.bytes)) {
+  if (!region.own && !free_space_.remove(region.start, region.bytes)) {
     ++counters_.internal_errors;  // an idle region is one free range; never unpin live blocks
     return std::nullopt;
   }
   regions_.erase(idle);
   pinned_bytes_ -= region.bytes;
   idle_bytes_ -= region.bytes;
-  --idle_regions_;
   ++counters_.unpins;
   return region;
 }
 
-void HostPool::unpin_unlocked(std::unique_lock<std::mutex>& lock,
-                              std::span<const Region> retired) noexcept {
+void HostPool::unpin_unlocked(std::unique_lock<std::mutex>& lock, const Region& retired) noexcept {
   // Only the background thread's unpins are announced: an allocation never waits for them. A
   // free that unpins (Unpinning::kNow) does so on its own thread, which no allocation waits for.
   const bool announce = std::this_thread::get_id() == grower_.get_id();
@@ -271,47 +318,9 @@ void HostPool::unpin_unlocked(std::unique_lock<std::mutex>& lock,
     pin_done_.notify_all();
   }
   lock.unlock();
-  for (const Region& region : retired) unpin(region);
+  unpin(retired);
   lock.lock();
   if (announce) unpinning_ = false;
-}
-
-bool HostPool::worth_consolidating_locked() const noexcept {
-  if (idle_regions_ < 2) return false;
-  uint64_t largest = 0;
-  for (const auto& [start, region] : regions_) {
-    if (region.used == 0) largest = std::max(largest, region.bytes);
-  }
-  return idle_bytes_ - largest >= options_.step_bytes;
-}
-
-void HostPool::consolidate_idle(std::unique_lock<std::mutex>& lock) noexcept {
-  if (!worth_consolidating_locked()) return;
-  std::vector<Region> retired;
-  try {
-    retired.reserve(idle_regions_);
-  } catch (...) {
-    return;  // no room for the list: the regions stay as they are
-  }
-  uint64_t bytes = 0;
-  for (auto it = regions_.begin(); it != regions_.end();) {
-    const auto idle = it++;
-    if (idle->second.used != 0) continue;
-    const std::optional<Region> region = retire_locked(idle);
-    if (!region) continue;
-    retired.push_back(*region);
-    bytes += region->bytes;
-  }
-  if (retired.empty()) return;
-  ++counters_.consolidations;
-  unpin_unlocked(lock, retired);
-  if (stopping_) return;
-  ++pins_in_flight_;
-  const bool grown = grow(lock, bytes, 0, /*ahead=*/true).has_value();
-  --pins_in_flight_;
-  if (!grown) background_pin_failed_ = true;
-  // Regions freed meanwhile were not worth it on their own; with the new one they may be.
-  consolidation_requested_ = grown && !stopping_ && worth_consolidating_locked();
 }
 
 void HostPool::unpin(const Region& region) noexcept {
@@ -385,15 +394,6 @@ void HostPool::request_growth_locked() noexcept {
   grower_wake_.notify_one();
 }
 
-void HostPool::request_consolidation_locked() noexcept {
-  if (!options_.grow_in_background || !idle_too_scattered_ || consolidation_requested_ ||
-      !worth_consolidating_locked() || !start_background_thread_locked()) {
-    return;
-  }
-  consolidation_requested_ = true;
-  grower_wake_.notify_one();
-}
-
 void HostPool::request_idle_release_locked() noexcept {
   // Without the thread the idle memory stays pinned until a free that may unpin.
   if (release_requested_ || !start_background_thread_locked()) return;
@@ -416,8 +416,7 @@ void HostPool::warm_up() noexcept {
 void HostPool::wait_for_background_work() noexcept {
   std::unique_lock lock(mutex_);
   pin_done_.wait(lock, [this] {
-    return !growth_requested_ && !release_requested_ && !consolidation_requested_ &&
-           pins_in_flight_ == 0 && !unpinning_;
+    return !growth_requested_ && !release_requested_ && pins_in_flight_ == 0 && !unpinning_;
   });
 }
 
@@ -425,14 +424,14 @@ void HostPool::grower_main() noexcept {
   std::unique_lock lock(mutex_);
   for (;;) {
     grower_wake_.wait(lock, [this] {
-      return growth_requested_ || release_requested_ || consolidation_requested_ || stopping_;
+      return growth_requested_ || release_requested_ || stopping_;
     });
     if (stopping_) break;
     if (growth_requested_) {
       // First: an allocation may be waiting for this pin.
       if (pins_in_flight_ == 0 && free_room_locked() < options_.low_water_bytes) {
         ++pins_in_flight_;
-        const bool grown = grow(lock, options_.step_bytes, 0, /*ahead=*/true).has_value();
+        const bool grown = grow(lock, options_.step_bytes, 0, Growth::kStepAhead).has_value();
         --pins_in_flight_;
         if (!grown) background_pin_failed_ = true;
         // A burst of allocations may have used the new room while it was pinned: keep going.
@@ -440,12 +439,9 @@ void HostPool::grower_main() noexcept {
       } else {
         growth_requested_ = false;
       }
-    } else if (release_requested_) {  // Note [Unpinning off the stream's callback]
+    } else {  // Note [Unpinning off the stream's callback]
       release_requested_ = false;
       release_idle(lock);
-    } else {
-      consolidation_requested_ = false;
-      consolidate_idle(lock);
     }
     pin_done_.notify_all();
   }

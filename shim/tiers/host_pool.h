@@ -3,14 +3,14 @@
 // need and suballocated into blocks; a block's address is what the program gets back from
 // cuMemAlloc.
 //
-// Algorithm in brief: regions are pinned `step_bytes` at a time (a request larger than a step gets
-// a region of its own, sized for it). Blocks are cut from the regions' free ranges by address-
-// ordered best fit and merged back on free (tiers/free_space.h). When free room falls below the
-// low-water mark, a background thread pins the next step (Note [Pinning ahead of need]). When
-// regions with no live block hold more than `release_idle_above`, they are unpinned and their
-// bytes given back to the host budget. The background thread also pins scattered idle regions
-// again as one (Note [Consolidating idle regions in the background]). Every pinned byte is
-// reserved in a core::HostBudget first.
+// Algorithm in brief: regions are pinned `step_bytes` at a time, and blocks no larger than a
+// quarter of a step (`own_region_above`) are cut from their free ranges by address-ordered best
+// fit and merged back on free (tiers/free_space.h). A larger block gets a region of its own,
+// pinned when it is made (Note [Regions of their own for large blocks]). When free room falls
+// below the low-water mark, a background thread pins the next step (Note [Pinning ahead of
+// need]). When regions with no live block hold more than `release_idle_above`, they are unpinned
+// and their bytes given back to the host budget. Every pinned byte is reserved in a
+// core::HostBudget first.
 //
 // Note [The pool's own suballocator]
 // mimalloc over the pinned region was the first plan (mi_manage_os_memory_ex as an exclusive arena,
@@ -47,64 +47,65 @@
 // outside the pinned pages: the GPU can write into them, and a kernel overrunning its buffer
 // must not corrupt the allocator's free lists. One mutex guards it all: spills happen at driver
 // allocation rate (each cuMemAlloc already costs microseconds), not at malloc rate.
-// What the step size costs: PyTorch's 100 MiB segments tile 256 MiB steps badly (two per step,
-// 56 MiB left over), so with 256 MiB steps the fullstep segments need 1.14x their live bytes;
-// with 1 GiB steps, 1.02x. Hence the 1 GiB default (pinned in about 0.35 s, in the background).
+// (That table predates regions of their own: Note [Regions of their own for large blocks].)
 //
-// Note [Consolidating idle regions in the background]
+// Note [Regions of their own for large blocks]
 // A pinned region is one cuMemHostAlloc, one allocation to the driver (pointer queries answer
 // per allocation), so free ranges of different regions never merge and a block never spans two
 // regions. Under several streams, 0.7-2 GiB segments and empty_cache() bursts (traces from
-// tools/traces/synthetic_events.py), a large block then finds no room while gigabytes sit idle
-// in regions too small for it, and the pool grows by the block: 1.2-1.6x the live bytes. Giving
-// idle regions up on demand, before the pool grows, reached 1.01-1.06, but it unpinned on the
-// allocating thread, and cuMemFreeHost waits for the device's work: a program whose stream is
-// held by a host function waiting for that thread deadlocked (host-mode cells of the fault
-// matrix, tests/shim/faults). So no unpin may happen on an allocating thread, nor may an
-// allocation wait for one. What the pool does instead, ahead of need: once an allocation has
-// found no room while memory sat idle (`idle_too_scattered_`: the program's demand does not fit
-// its idle regions; a program that never misses, like the fault matrix's, never pays for this),
-// whenever idle regions other than the largest hold a step or more, the background thread
-// unpins every idle region and pins one region of their size (consolidate_idle()). The unpins
-// come first, so the pool never holds both. No allocation waits for it: while the thread is
-// unpinning (`unpinning_`), an allocation that finds no room pins on its own thread, as when
-// nothing is in flight (Note [Pinning ahead of need]); it waits for the new region's pin as for
-// any step. A large block
-// then takes its room from the consolidated region by best fit, as from one contiguous range.
-// Not in sync mode (grow_in_background = false): that would need an unpin on the allocating
-// thread. The cost is pinning time on the background thread, and one wait for a large pin for
-// an allocation that comes while it runs.
-// Replayed (tests/shim/tiers/pool_replay_bench.cpp, fragmentation = peak pool bytes / peak live
-// bytes, no idle release; sync: every pin on the allocating thread, which consolidation leaves
-// as it was; before and after: with the background thread, finishing its work between calls
-// (HostPool/settled; the peak includes the room pinned ahead), without and with consolidation;
-// synN = synthetic_events.py --seed N, syn8 with --streams 2 --burst-every 5):
-//                               1 GiB steps           256 MiB steps        first  granule
-//                               sync   before after   sync   before after  fit    arena
-//   fullstep, segments          1.019  1.019  1.019   1.138  1.138  1.138  1.000  1.000
-//   fullstep, tensors           1.038  1.038  1.038   1.043  1.043  1.043  1.019  1.021
-//   forward-compiled, segments  1.021  1.081  1.081   1.036  1.036  1.036  1.000  1.000
-//   forward-compiled, tensors   1.037  1.037  1.037   1.006  1.022  1.022  1.001  1.061
-//   syn1                        1.597  1.597  1.148   1.548  1.548  1.126  1.107  1.000
-//   syn2                        1.249  1.276  1.153   1.247  1.247  1.126  1.071  1.000
-//   syn3                        1.265  1.207  1.113   1.295  1.295  1.108  1.076  1.000
-//   syn4                        1.224  1.224  1.063   1.184  1.184  1.090  1.060  1.000
-//   syn5                        1.327  1.327  1.132   1.345  1.345  1.145  1.127  1.000
-//   syn6                        1.318  1.318  1.039   1.294  1.294  1.034  1.059  1.000
-//   syn7                        1.250  1.250  1.088   1.303  1.303  1.156  1.108  1.000
-//   syn8                        1.508  1.508  1.035   1.483  1.483  1.022  1.004  1.000
-// Why not 1.05: a consolidated region is one contiguous range, and best fit in it fragments as
-// first fit over one range does (up to 1.13 here); what the on-demand version had on top, a
-// region of exactly its size for each large block, given up when the block is freed, needs a
-// pin of a size known only at the allocation and an unpin before the pool grows, both on the
-// allocating thread. Tried and dropped: consolidating to at least the largest request seen
-// (1.08-1.29: the idle room pinned ahead outweighs it); exact regions for blocks above a quarter
-// of a step, pinned on the allocating thread where it would have pinned a step (1.01-1.13, but
-// up to twice the pins on that thread, 182 -> 385 on fullstep tensors at 256 MiB); small blocks
-// kept out of ranges larger than a step (no change). With idle release at the shim's default
-// (spill.host_pool_keep = 1 GiB, on the freeing or background thread), 256 MiB steps stay at
-// 1.01-1.06 on these traces and 1 GiB steps at 1.03-1.12, consolidation or not: the rest is
-// room left in partly used steps by blocks of a few hundred MiB.
+// tools/traces/synthetic_events.py), large blocks cut from shared steps left holes that smaller
+// blocks filled partly, and then found no room while gigabytes sat idle in regions too small for
+// them. Even first fit over one contiguous range, which no set of separate regions can beat,
+// needs up to 1.13x the live bytes there. So a block above a quarter of a step is not cut from a
+// step: it gets a region of exactly its size, as cuMemAlloc gives each allocation its own, and
+// leaves no hole when freed: the whole region is idle, and the idle release unpins it (beyond
+// `release_idle_above`) or a later large block that it exceeds by at most an eighth takes it as
+// it is. A step then holds only blocks of at most a quarter of it, so any idle step holds any
+// shared block and the pool never misses while shared room sits idle.
+// What it costs: such a block is pinned on the allocating thread (its size is known only then),
+// which the pool already did for blocks above a step. With the shim's default keep, the bytes
+// pinned on that thread are 0-8% more than the previous design (large blocks in shared steps,
+// idle regions pinned again as one by the background thread) pinned there with 256 MiB steps,
+// and 10-26% more with 1 GiB steps, while the total pinned falls. With 256 MiB steps PyTorch's
+// 100 MiB segments are blocks of their own too (cut from steps, two per step left 56 MiB over),
+// which is why the default step went from 1 GiB to 256 MiB; against the old default, the
+// synthetic traces pin up to 37% more on the allocating thread.
+// Replayed (tests/shim/tiers/pool_replay_bench.cpp, HostPool/settled: the background thread
+// finishes its work between calls, release_idle_above = 1 GiB as the shim's default; figures:
+// peak pool bytes / peak live bytes, then GiB pinned on the allocating thread / in all; before:
+// the previous design; synN = synthetic_events.py --seed N, syn8 with --streams 2
+// --burst-every 5):
+//                             before, 256 MiB    before, 1 GiB      now, 256 MiB     now, 1 GiB      first
+//                             steps              steps              steps            steps           fit
+//   fullstep, segments        1.138  59/ 65      1.019  21/ 58      1.015  55/ 58    1.019  21/ 58   1.000
+//   fullstep, tensors         1.043  46/ 53      1.038  31/ 53      1.028  44/ 52    1.038  31/ 53   1.019
+//   forward-compiled, segs    1.036  15/ 17      1.081   1/ 18      1.025  14/ 17    1.081   1/ 18   1.000
+//   forward-compiled, tensors 1.022  11/ 17      1.037   1/ 17      1.026  10/ 17    1.037   1/ 17   1.001
+//   syn1                      1.055 236/303      1.092 198/224      1.037 255/260    1.078 235/260   1.107
+//   syn2                      1.025 228/305      1.106 171/210      1.028 240/245    1.035 215/235   1.071
+//   syn3                      1.040 228/282      1.034 194/214      1.028 243/247    1.063 227/245   1.076
+//   syn4                      1.026 244/315      1.090 203/232      1.035 260/266    1.073 239/258   1.060
+//   syn5                      1.052 242/313      1.115 187/211      1.043 257/261    1.072 235/260   1.127
+//   syn6                      1.029 245/316      1.053 186/223      1.032 257/261    1.049 235/260   1.059
+//   syn7                      1.031 231/304      1.097 180/216      1.029 243/248    1.056 224/240   1.108
+//   syn8                      1.012 203/280      1.032 158/199      1.012 199/204    1.063 185/207   1.004
+// The synthetic traces pin about eight times their peak: each large segment comes once with a
+// size never seen before, and a 2 GiB idle region is beyond the 1 GiB keep. On the PyTorch
+// traces, 1 GiB steps pin less on the allocating thread (21 GiB of 58 on fullstep segments,
+// against 55 GiB), at up to 1.08x: `spill.host_pool_step` is the knob.
+// Tried and dropped: reuse only within 1/32 (the same fragmentation, 5% more pins); regions of
+// their own above half a step (up to 1.14 with 256 MiB steps: the 100 MiB segments again) or
+// above an eighth (the same fragmentation as a quarter, more pins).
+//
+// Note [Unpinning off the allocating thread]
+// cuMemFreeHost waits for the device's work: a program whose stream is held by a host function
+// waiting for an allocating thread deadlocks if that thread unpins (the host-mode cells of the
+// fault matrix, tests/shim/faults, did, when an earlier design gave idle regions up on demand
+// before growing). So an allocation never unpins and never waits for an unpin: frees unpin (on
+// the freeing thread, or on the background thread for a free made in stream order); memory a
+// pin on the allocating thread pinned but could not make usable (pinned_memory_ops.h) is left
+// to the background thread; and while that thread is unpinning (`unpinning_`), an allocation
+// that finds no room pins on its own thread instead of waiting for the step it asked for.
 //
 // Note [Pool granularity]
 // Block sizes and addresses are multiples of `granularity` (default 4 KiB, at least 256 B, the
@@ -147,8 +148,8 @@
 #include <map>
 #include <mutex>
 #include <optional>
-#include <span>
 #include <thread>
+#include <vector>
 
 #include "core/host_budget.h"
 #include "tiers/free_space.h"
@@ -162,6 +163,9 @@ struct HostPoolOptions {
   uint64_t release_idle_above = uint64_t{2} << 30;    // idle pinned bytes kept; beyond: unpinned
   uint64_t granularity = 4096;                        // Note [Pool granularity]; power of two
   bool grow_in_background = true;                     // false: every pin on the allocating thread
+  // Blocks larger than this get a region of their own (Note [Regions of their own for large
+  // blocks]); 0 = a quarter of a step; never more than a step.
+  uint64_t own_region_above = 0;
 };
 
 struct HostPoolStats {
@@ -177,10 +181,10 @@ struct HostPoolStats {
   uint64_t frees = 0;
   uint64_t failed_allocations = 0;
   uint64_t pins_on_allocation_path = 0;  // pins an allocation waited for (own region or empty pool)
-  uint64_t pins_ahead = 0;               // pins by the background thread
+  uint64_t own_regions_reused = 0;  // large blocks put in an idle region of their own, unpinned
+  uint64_t pins_ahead = 0;          // pins by the background thread
   uint64_t waits_for_background_pin = 0;
   uint64_t unpins = 0;
-  uint64_t consolidations = 0;  // Note [Consolidating idle regions in the background]
   uint64_t pin_failures = 0;
   uint64_t budget_refusals = 0;
   uint64_t internal_errors = 0;
@@ -214,7 +218,7 @@ class HostPool {
   // Asks the background thread to pin up to the low-water mark now, e.g. at start-up, so that
   // even the first spill does not wait. Returns at once.
   void warm_up() noexcept;
-  // Waits until the background thread has nothing left to do: no pin, release or consolidation
+  // Waits until the background thread has nothing left to do: no pin or release
   // requested or in flight (tests, the replay benchmark).
   void wait_for_background_work() noexcept;
   // Stops pinning ahead for good and waits for a pin in flight (at process exit, so that the
@@ -231,34 +235,41 @@ class HostPool {
     void* pinned = nullptr;  // what pin() returned, and its size, for unpin()
     uint64_t pinned_bytes = 0;
     uint64_t used = 0;
+    bool own = false;  // holds one large block, or none; never in free_space_
   };
+  // Why a region is pinned: room ahead of need (background thread), room for a shared block
+  // that found none, or a large block's own region (both on the allocating thread).
+  enum class Growth { kStepAhead, kStepNow, kOwnRegion };
 
+  std::optional<uint64_t> allocate_shared(std::unique_lock<std::mutex>& lock,
+                                          uint64_t size) noexcept;
+  std::optional<uint64_t> allocate_own_region(std::unique_lock<std::mutex>& lock,
+                                              uint64_t size) noexcept;
   enum class Take { kTaken, kNoRoom, kFailed };
   Take take_locked(uint64_t bytes, uint64_t& block) noexcept;
   void charge_locked(Region& region, uint64_t bytes) noexcept;
   // Pins a region of at least `bytes` (outside the lock) and adds it under the lock, the first
   // `claim` bytes as a live block; returns the region's start, nullopt on failure.
   std::optional<uint64_t> grow(std::unique_lock<std::mutex>& lock, uint64_t bytes, uint64_t claim,
-                               bool ahead) noexcept;
+                               Growth growth) noexcept;
   bool start_background_thread_locked() noexcept;
   void request_growth_locked() noexcept;
   void request_idle_release_locked() noexcept;
-  void request_consolidation_locked() noexcept;
-  // Whether idle regions other than the largest hold a step or more (Note [Consolidating idle
-  // regions in the background]).
-  bool worth_consolidating_locked() const noexcept;
+  // Memory pin() pinned but could not make usable: unpinned off the allocating thread (Note
+  // [Unpinning off the allocating thread]), counted against the budget until then.
+  void give_back_unusable_locked(std::unique_lock<std::mutex>& lock, void* base, uint64_t bytes,
+                                 Growth growth) noexcept;
+  // Unpins what give_back_unusable_locked() left, then idle regions beyond release_idle_above.
   void release_idle(std::unique_lock<std::mutex>& lock) noexcept;
-  // Unpins every idle region and pins one region of their size (Note [Consolidating idle regions
-  // in the background]); on the background thread only.
-  void consolidate_idle(std::unique_lock<std::mutex>& lock) noexcept;
   // Takes the idle region `idle` out of the books, for the caller to unpin outside the lock;
-  // nullopt (and nothing changes) if it is not one free range.
+  // nullopt (and nothing changes) if a shared region is not one free range.
   std::optional<Region> retire_locked(std::map<uint64_t, Region>::iterator idle) noexcept;
-  // Unpins regions retire_locked() gave, outside the lock.
-  void unpin_unlocked(std::unique_lock<std::mutex>& lock, std::span<const Region> retired) noexcept;
+  // Unpins a region retire_locked() gave, outside the lock.
+  void unpin_unlocked(std::unique_lock<std::mutex>& lock, const Region& retired) noexcept;
   void unpin(const Region& region) noexcept;
   void grower_main() noexcept;
-  uint64_t free_room_locked() const noexcept { return pinned_bytes_ - used_bytes_; }
+  // Room for shared blocks (regions of their own hold none).
+  uint64_t free_room_locked() const noexcept { return free_space_.free_bytes(); }
   std::map<uint64_t, Region>::iterator region_of_locked(uint64_t address) noexcept;
   uint64_t round_up(uint64_t bytes) const noexcept;
 
@@ -274,22 +285,18 @@ class HostPool {
   bool growth_requested_ = false;
   bool release_requested_ = false;  // idle regions to unpin on the background thread
   int pins_in_flight_ = 0;  // step pins (background or synchronous) running
-  bool consolidation_requested_ = false;
   bool unpinning_ = false;  // the background thread is unpinning: no allocation waits for it
-  // An allocation found no room while memory sat idle: from then on, idle regions are
-  // consolidated (Note [Consolidating idle regions in the background]).
-  bool idle_too_scattered_ = false;
   bool background_pin_failed_ = false;  // no retry ahead of need until memory is freed
   bool stopping_ = false;
 
   std::map<uint64_t, Region> regions_;             // by usable start
+  std::vector<Region> unusable_pins_;              // pinned, unusable, not yet unpinned
   FreeSpace free_space_;
   // Live block start -> bytes; ordered, so block_start() can find the block around an address.
   std::map<uint64_t, uint64_t> blocks_;
   uint64_t pinned_bytes_ = 0;
   uint64_t used_bytes_ = 0;
   uint64_t idle_bytes_ = 0;
-  uint64_t idle_regions_ = 0;
   HostPoolStats counters_;  // the event counts and peaks; the rest is computed in stats()
 };
 

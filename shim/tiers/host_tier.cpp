@@ -162,12 +162,14 @@ bool HostTier::reserve_locked_memory(uint64_t bytes) noexcept {
 bool HostTier::pin(void* self, std::size_t bytes, void** base) {
   auto* tier = static_cast<HostTier*>(self);
   if (!tier->reserve_locked_memory(bytes)) return false;
-  const bool pinned = tier->pin_reserved(bytes, base);
-  if (!pinned) tier->pinned_bytes_.fetch_sub(bytes, std::memory_order_relaxed);
-  return pinned;
+  const bool usable = tier->pin_reserved(bytes, base);
+  // Pinned but unusable memory stays counted until the pool unpins it.
+  if (!usable && *base == nullptr) tier->pinned_bytes_.fetch_sub(bytes, std::memory_order_relaxed);
+  return usable;
 }
 
 bool HostTier::pin_reserved(std::size_t bytes, void** base) noexcept {
+  *base = nullptr;
   const auto host_alloc = VRAMSPILL_REAL(cuMemHostAlloc);
   const auto device_pointer = VRAMSPILL_REAL(cuMemHostGetDevicePointer_v2);
   const auto free_host = VRAMSPILL_REAL(cuMemFreeHost);
@@ -180,6 +182,7 @@ bool HostTier::pin_reserved(std::size_t bytes, void** base) noexcept {
     pinned = host_alloc(base, bytes, CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE) ==
              CUDA_SUCCESS;
   }
+  if (!pinned) *base = nullptr;
   if (pinned) {
     CUdeviceptr on_device = 0;
     const CUresult mapped = device_pointer(&on_device, *base, 0);
@@ -188,17 +191,16 @@ bool HostTier::pin_reserved(std::size_t bytes, void** base) noexcept {
       // The driver's failure, not the device's nature: this pin fails, a later one may work.
       logging::limited(LogLevel::kWarn, RateKey::kDriverFallback,
                        "cuMemHostGetDevicePointer of pinned host memory at {} failed with error "
-                       "{}: that memory is given back",
+                       "{}: that memory is given back (off the allocating thread)",
                        *base, static_cast<int>(mapped));
     } else if (!same_address) {
       logging::error("pinned host memory at {} is mapped at another device address ({:#x}): the "
                      "host spill tier needs unified addressing",
                      *base, on_device);
     }
-    if (mapped != CUDA_SUCCESS || !same_address) {
-      free_host(*base);
-      pinned = false;
-    }
+    // The pool unpins it (pinned_memory_ops.h): cuMemFreeHost here could wait for a stream
+    // that waits for this thread.
+    if (mapped != CUDA_SUCCESS || !same_address) pinned = false;
   }
   return pinned;
 }

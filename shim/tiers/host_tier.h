@@ -68,6 +68,7 @@ class HostTier final : public SpillTier {
   // Counts `bytes` against RLIMIT_MEMLOCK if they fit under it.
   bool reserve_locked_memory(uint64_t bytes) noexcept;
   static bool pin(void* self, std::size_t bytes, void** base);
+  // False with `*base` set: pinned but unusable, for the pool to give back (pinned_memory_ops.h).
   bool pin_reserved(std::size_t bytes, void** base) noexcept;
   static bool unpin(void* self, void* base, std::size_t bytes);
   static void CUDA_CB free_from_stream(void* block);

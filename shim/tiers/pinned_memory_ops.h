@@ -16,7 +16,10 @@ struct PinnedMemoryOps {
   // Pins `bytes` of host memory and stores its address in `*base`; false if it cannot. May be
   // slow (about 0.35 s per GiB on a real GPU) and is called without any pool lock held, from an
   // allocating thread or from the pool's background thread. The address should be aligned to
-  // the pool's granularity (page alignment is enough for the default of 4 KiB).
+  // the pool's granularity (page alignment is enough for the default of 4 KiB). False with
+  // `*base` set: memory was pinned but is unusable (the device cannot map it); the pool gives it
+  // back with unpin(), never on an allocating thread (tiers/host_pool.h, Note [Unpinning off the
+  // allocating thread]: an unpin waits for the device).
   bool (*pin)(void* context, std::size_t bytes, void** base) = nullptr;
   // Gives back exactly what one successful pin() returned; false if the memory could not be
   // given back (it then stays counted against the host budget).

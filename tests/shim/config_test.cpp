@@ -41,7 +41,7 @@ TEST(LoadConfig, SpillAndReportDefaults) {
   EXPECT_EQ(config.spill.host_limit, Budget::fraction(0.5));
   EXPECT_EQ(config.spill.managed_location, ManagedLocation::kHost);
   EXPECT_TRUE(config.spill.managed_accessed_by);
-  EXPECT_EQ(config.spill.host_pool_step, kGiB);
+  EXPECT_EQ(config.spill.host_pool_step, 256ull << 20);
   EXPECT_EQ(config.spill.host_pool_keep, kGiB);
   EXPECT_EQ(config.report.memory_info, MemoryInfo::kBudget);
   EXPECT_TRUE(config.log.stats);
@@ -53,7 +53,7 @@ TEST(LoadConfig, SpillOptionsFromFileAndEnvironment) {
       "[spill]\nmode = \"host\"\nmin_size = \"2MiB\"\nhost_limit = \"8GiB\"\n"
       "managed_location = \"none\"\nmanaged_accessed_by = false\n"
       "[report]\nmemory_info = \"virtual\"\n",
-      path, {"VRAMSPILL_SPILL_HOST_LIMIT=25%", "VRAMSPILL_SPILL_HOST_POOL_STEP=256MiB"});
+      path, {"VRAMSPILL_SPILL_HOST_LIMIT=25%", "VRAMSPILL_SPILL_HOST_POOL_STEP=512MiB"});
   ASSERT_TRUE(result.ok()) << result.error().message;
   const Config& config = result.config();
   EXPECT_EQ(config.spill.mode, SpillMode::kHost);
@@ -61,7 +61,7 @@ TEST(LoadConfig, SpillOptionsFromFileAndEnvironment) {
   EXPECT_EQ(config.spill.host_limit, Budget::fraction(0.25));
   EXPECT_EQ(config.spill.managed_location, ManagedLocation::kNone);
   EXPECT_FALSE(config.spill.managed_accessed_by);
-  EXPECT_EQ(config.spill.host_pool_step, 256ull << 20);
+  EXPECT_EQ(config.spill.host_pool_step, 512ull << 20);
   EXPECT_EQ(config.report.memory_info, MemoryInfo::kVirtual);
 }
 

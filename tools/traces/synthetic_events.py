@@ -6,7 +6,7 @@ benchmark (tests/shim/tiers/pool_replay_bench.cpp) and its smoke tests.
 
 The traces in ../shared/traces have one stream, no segment above a few hundred MiB and no
 empty_cache(); other programs have all three, and that is where a pool of separately pinned
-regions fragments (Note [Consolidating idle regions in the background] in shim/tiers/host_pool.h).
+regions fragments (Note [Regions of their own for large blocks] in shim/tiers/host_pool.h).
 This models what a driver-level shim sees under PyTorch's caching allocator in such a program:
 - weights: segments allocated first and never freed;
 - each step, on each stream: a few large segments (0.7 to 2 GiB, activations of a long

@@ -30,6 +30,9 @@ class FakePinnedMemory {
   PinnedMemoryOps ops() { return {this, &FakePinnedMemory::pin, &FakePinnedMemory::unpin}; }
 
   std::atomic<bool> fail{false};
+  // Pins succeed but report the memory unusable (as when the device cannot map it): false with
+  // the address set, for the pool to give back.
+  std::atomic<bool> unusable{false};
   std::chrono::milliseconds delay{0};
 
   int pins() const { return pins_.load(); }
@@ -94,7 +97,7 @@ class FakePinnedMemory {
     self->pinners_.push_back(std::this_thread::get_id());
     self->outstanding_[memory] = bytes;
     *base = memory;
-    return true;
+    return !self->unusable;
   }
 
   static bool unpin(void* context, void* base, std::size_t bytes) {

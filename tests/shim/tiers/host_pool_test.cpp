@@ -26,6 +26,7 @@ HostPoolOptions small_steps(bool background) {
   options.low_water_bytes = 1 * kMiB;
   options.release_idle_above = 64 * kMiB;
   options.grow_in_background = background;
+  options.own_region_above = 1 * kMiB;  // every block up to a step is cut from a step
   return options;
 }
 
@@ -353,6 +354,28 @@ TEST(HostPool, APinFailureReturnsNullptrAndGivesTheBudgetBack) {
   pool.free(block);
 }
 
+// Note [Unpinning off the allocating thread]: memory pinned but unusable is given back by the
+// background thread, never by the allocation that pinned it, and the allocation fails.
+TEST(HostPool, AnUnusablePinIsUnpinnedOffTheAllocatingThread) {
+  core::HostBudget budget;
+  FakePinnedMemory fake;
+  fake.unusable = true;
+  HostPool pool(small_steps(false), fake.ops(), budget);
+  EXPECT_EQ(pool.allocate(4 * kKiB), nullptr);   // a step
+  EXPECT_EQ(pool.allocate(3 * kMiB), nullptr);   // a region of its own
+  pool.wait_for_background_work();
+  EXPECT_EQ(fake.pins(), 2);
+  EXPECT_EQ(fake.unpins(), 2);
+  EXPECT_EQ(fake.unpins_by(std::this_thread::get_id()), 0);
+  EXPECT_EQ(fake.outstanding_regions(), 0u);
+  EXPECT_EQ(budget.used(), 0u);
+  EXPECT_EQ(pool.stats().pin_failures, 2u);
+  fake.unusable = false;
+  void* block = pool.allocate(4 * kKiB);
+  ASSERT_NE(block, nullptr);
+  pool.free(block);
+}
+
 TEST(HostPool, DestructionUnpinsEverythingAndReleasesTheBudget) {
   core::HostBudget budget;
   FakePinnedMemory fake;
@@ -367,86 +390,115 @@ TEST(HostPool, DestructionUnpinsEverythingAndReleasesTheBudget) {
   EXPECT_EQ(fake.bad_unpins(), 0);
 }
 
-// Note [Consolidating idle regions in the background]: once a block found no room while memory
-// sat idle, idle regions are pinned again as one by the background thread, so the next large
-// block fits without the pool growing; every unpin happens there, never on the allocating thread.
-TEST(HostPool, TheBackgroundThreadPinsIdleRegionsAgainAsOne) {
+// Note [Regions of their own for large blocks]: a block above a quarter of a step is pinned as a
+// region of its own, which no smaller block shares, and which a later block it exceeds by at most
+// an eighth takes as it is once it is idle.
+TEST(HostPool, ABlockAboveAQuarterStepGetsARegionNoOtherBlockShares) {
   core::HostBudget budget;
   FakePinnedMemory fake;
-  HostPool pool(small_steps(true), fake.ops(), budget);
-  std::vector<void*> steps;
-  for (int i = 0; i < 4; ++i) {  // a step region each, and one more pinned ahead
-    steps.push_back(pool.allocate(1 * kMiB));
-    pool.wait_for_background_work();
+  HostPoolOptions options = small_steps(false);
+  options.own_region_above = 0;  // the default: a quarter of the 1 MiB step
+  HostPool pool(options, fake.ops(), budget);
+  EXPECT_EQ(pool.options().own_region_above, 256 * kKiB);
+  void* large = pool.allocate(300 * kKiB);
+  ASSERT_NE(large, nullptr);
+  fill(large, 300 * kKiB, 0x3c);
+  void* quarter = pool.allocate(256 * kKiB);  // not above a quarter: cut from a step
+  ASSERT_NE(quarter, nullptr);
+  EXPECT_EQ(fake.pin_sizes(), (std::vector<std::size_t>{300 * kKiB, 1 * kMiB}));
+
+  const auto inside_large = [&](const void* block) {
+    return address(block) >= address(large) && address(block) < address(large) + 300 * kKiB;
+  };
+  std::vector<void*> small;
+  for (int i = 0; i < 3; ++i) {  // fills the step: the idle large region is not room for them
+    small.push_back(pool.allocate(256 * kKiB));
+    ASSERT_NE(small.back(), nullptr);
   }
-  for (void* block : steps) ASSERT_TRUE(pool.free(block).has_value());
-  pool.wait_for_background_work();
-  EXPECT_EQ(pool.stats().regions, 5u);  // nothing has missed the idle memory yet
+  ASSERT_EQ(pool.free(large), 300 * kKiB);
+  void* more = pool.allocate(8 * kKiB);
+  ASSERT_NE(more, nullptr);
+  EXPECT_FALSE(inside_large(more));
+  EXPECT_EQ(fake.pins(), 3);  // a second step for `more`
 
-  void* first = pool.allocate(3 * kMiB);  // no idle region holds it: pinned here
-  ASSERT_NE(first, nullptr);
-  pool.wait_for_background_work();
-  HostPoolStats stats = pool.stats();
-  EXPECT_EQ(stats.regions, 2u);  // the five idle steps are one region now
-  EXPECT_EQ(stats.pinned_bytes, 8 * kMiB);
-  EXPECT_EQ(stats.consolidations, 1u);
-  const int pins_here = fake.pins_by(std::this_thread::get_id());
-
-  void* second = pool.allocate(4 * kMiB);  // fits in the consolidated region
-  ASSERT_NE(second, nullptr);
-  fill(second, 4 * kMiB, 7);
-  EXPECT_EQ(fake.pins_by(std::this_thread::get_id()), pins_here);
-  void* third = pool.allocate(6 * kMiB);  // no room anywhere: pinned here, nothing unpinned here
-  ASSERT_NE(third, nullptr);
-  pool.wait_for_background_work();
-  stats = pool.stats();
-  EXPECT_EQ(stats.peak_pinned_bytes, 14 * kMiB);
-  EXPECT_EQ(fake.unpins_by(std::this_thread::get_id()), 0);
-  EXPECT_EQ(fake.unpins(), 5);
-  EXPECT_EQ(fake.bad_unpins(), 0);
+  void* close = pool.allocate(270 * kKiB);  // 30 KiB below 300: within an eighth, reused
+  EXPECT_EQ(close, large);
+  EXPECT_EQ(fake.pins(), 3);
+  EXPECT_EQ(pool.stats().own_regions_reused, 1u);
+  ASSERT_EQ(pool.free(close), 272 * kKiB);  // its own size, rounded to the granularity
+  void* far = pool.allocate(260 * kKiB);  // 40 KiB below 300: more than an eighth, pinned anew
+  ASSERT_NE(far, nullptr);
+  EXPECT_FALSE(inside_large(far));
+  EXPECT_EQ(fake.pins(), 4);
+  fill(far, 260 * kKiB, 0x7e);
+  EXPECT_TRUE(holds(far, 260 * kKiB, 0x7e));
+  for (void* block : small) pool.free(block);
+  for (void* block : {quarter, more, far}) pool.free(block);
+  EXPECT_EQ(pool.stats().used_bytes, 0u);
   EXPECT_EQ(budget.used(), fake.outstanding_bytes());
-  for (void* block : {first, second, third}) pool.free(block);
 }
 
-// cuMemFreeHost waits for the device; a program whose stream is held by a host function waiting
-// for the allocating thread would deadlock if an allocation waited for an unpin. While the
-// background thread is held in one, allocations pin a step on their own thread instead of waiting
-// for the step it was asked for.
+// A freed region of its own is idle like any region: beyond release_idle_above it is unpinned by
+// the free, and its bytes go back to the host budget.
+TEST(HostPool, AFreedRegionOfItsOwnBeyondTheKeepIsUnpinned) {
+  core::HostBudget budget;
+  FakePinnedMemory fake;
+  HostPoolOptions options = small_steps(false);
+  options.own_region_above = 0;
+  options.release_idle_above = 0;
+  HostPool pool(options, fake.ops(), budget);
+  void* large = pool.allocate(3 * kMiB);
+  ASSERT_NE(large, nullptr);
+  EXPECT_EQ(budget.used(), 3 * kMiB);
+  ASSERT_TRUE(pool.free(large).has_value());
+  EXPECT_EQ(fake.unpins(), 1);
+  EXPECT_EQ(fake.unpins_by(std::this_thread::get_id()), 1);
+  EXPECT_EQ(pool.stats().regions, 0u);
+  EXPECT_EQ(budget.used(), 0u);
+  EXPECT_FALSE(pool.owns(large));
+}
+
+// Note [Unpinning off the allocating thread]: while the background thread is held in an unpin
+// (as cuMemFreeHost waits for a device whose stream is held), an allocation that finds no room
+// pins a step on its own thread instead of waiting for the step it asked that thread for.
 TEST(HostPool, AnAllocationNeverWaitsForTheBackgroundThreadsUnpin) {
   core::HostBudget budget;
   FakePinnedMemory fake;
-  HostPool pool(small_steps(true), fake.ops(), budget);
-  void* step = pool.allocate(1 * kMiB);
-  pool.wait_for_background_work();
-  void* large = pool.allocate(2 * kMiB);  // misses the idle step pinned ahead: consolidation on
+  HostPoolOptions options = small_steps(true);
+  options.own_region_above = 0;
+  options.release_idle_above = 0;
+  HostPool pool(options, fake.ops(), budget);
+  void* large = pool.allocate(2 * kMiB);  // a region of its own
+  ASSERT_NE(large, nullptr);
+  pool.warm_up();  // and a step pinned ahead
   pool.wait_for_background_work();
   struct Released {  // before the pool unpins its regions, whatever fails
     FakePinnedMemory& fake;
     ~Released() { fake.release_unpins(); }
   } released{fake};
   fake.hold_unpins();
-  ASSERT_TRUE(pool.free(step).has_value());  // idle with the step pinned ahead: consolidated
+  // Freed in stream order: the background thread unpins it (the step pinned ahead stays, as the
+  // low-water room).
+  ASSERT_TRUE(pool.free(large, HostPool::Unpinning::kLater).has_value());
   ASSERT_TRUE(fake.an_unpin_is_held_within(std::chrono::seconds(10)));
 
-  // No free room: the first allocation pins a step here and asks for the next, which the
-  // background thread cannot pin before its unpin returns; the second must not wait for it.
+  // Four quarter-step blocks use up the step and ask for the next, which the background thread
+  // cannot pin before its unpin returns; the fifth must not wait for it.
   auto allocations = std::async(std::launch::async, [&pool] {
-    std::vector<void*> blocks{pool.allocate(512 * kKiB), pool.allocate(768 * kKiB)};
+    std::vector<void*> blocks;
+    for (int i = 0; i < 5; ++i) blocks.push_back(pool.allocate(256 * kKiB));
     return std::make_pair(blocks, std::this_thread::get_id());
   });
   const bool returned = allocations.wait_for(std::chrono::seconds(10)) == std::future_status::ready;
   fake.release_unpins();
   ASSERT_TRUE(returned) << "an allocation waited for the background thread's unpin";
   const auto [blocks, allocating_thread] = allocations.get();
-  EXPECT_NE(blocks[0], nullptr);
-  EXPECT_NE(blocks[1], nullptr);
+  for (void* block : blocks) EXPECT_NE(block, nullptr);
   pool.wait_for_background_work();
-  EXPECT_EQ(fake.pins_by(allocating_thread), 2);
+  EXPECT_EQ(fake.pins_by(allocating_thread), 1);
   EXPECT_EQ(fake.unpins_by(allocating_thread), 0);
   EXPECT_EQ(fake.unpins_by(std::this_thread::get_id()), 0);
-  EXPECT_EQ(pool.stats().consolidations, 1u);
   for (void* block : blocks) pool.free(block);
-  pool.free(large);
   pool.wait_for_background_work();
   EXPECT_EQ(budget.used(), fake.outstanding_bytes());
 }

@@ -5,14 +5,15 @@
 //   build/tests/shim/tiers/vramspill_pool_replay_bench events.txt [--benchmark_* flags]
 //
 // Allocators (each over memory that is never touched: the traces reach tens of GiB):
-//   HostPool/sync/step:S   tiers::HostPool with S-byte steps, every pin on the allocating thread,
+//   HostPool/sync/step:S   tiers::HostPool with S-byte steps, idle memory kept up to the shim's
+//                          default (1 GiB), every pin on the allocating thread,
 //                          4 KiB granularity, over fake pinned regions mmap()ed PROT_NONE (a pool
 //                          that touched its memory would crash here)
 //   HostPool/ahead/step:S  the same with the background pinning thread (the peak then includes
 //                          the room it keeps ahead; what the thread gets done between calls
 //                          depends on timing)
 //   HostPool/settled/step:S  the same, waiting after each call until the background thread has
-//                          nothing left to do (pins ahead, consolidation): the same figures on
+//                          nothing left to do (pins ahead, idle release): the same figures on
 //                          every run
 //   mimalloc               an exclusive mimalloc arena (libmimalloc.so.2 dlopen()ed RTLD_LOCAL,
 //                          as the shim would) over one reserved range; pool bytes = the highest
@@ -27,16 +28,17 @@
 // Fragmentation = peak pool bytes / peak live bytes, measured on the first replay (a fresh
 // allocator); the timed loop then replays the events and frees what is left, again and again,
 // on the same allocator. The figures measured on ../shared/traces are in Note [The pool's own
-// suballocator] and Note [Consolidating idle regions in the background] (shim/tiers/host_pool.h).
+// suballocator] and Note [Regions of their own for large blocks] (shim/tiers/host_pool.h).
 // Synthetic traces with several streams, large segments and empty_cache() bursts:
-// tools/traces/synthetic_events.py. HostPool rows also report the pool's counters from the first
-// replay: pins an allocation waited for, and consolidations.
+// tools/traces/synthetic_events.py. HostPool rows also report from the first replay the pins an
+// allocation waited for, and the GiB pinned on the replaying thread and in all.
 #include <benchmark/benchmark.h>
 #include <dlfcn.h>
 #include <mimalloc.h>
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
@@ -46,6 +48,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/host_budget.h"
@@ -67,6 +70,9 @@ using vramspill::tiers::PinnedMemoryOps;
 
 constexpr uint64_t kGranularity = 4096;
 constexpr uint64_t kMiB = uint64_t{1} << 20;
+// Idle pinned memory the pool keeps: the shim's default (`spill.host_pool_keep`). The timed loop
+// then also unpins and pins again (munmap and mmap here) what a replay leaves idle beyond it.
+constexpr uint64_t kKeep = uint64_t{1} << 30;
 
 struct Event {
   bool allocate = false;
@@ -128,10 +134,21 @@ class Allocator {
 };
 
 // Fake pinned memory: address space only (PROT_NONE, MAP_NORESERVE), so nothing is committed.
-bool reserve_pin(void*, std::size_t bytes, void** base) {
+// Counts the bytes pinned, and those pinned on the thread that replays the trace: what pinning
+// would cost a real program (about 0.35 s per GiB), and how much of it the program waits for.
+struct PinCounts {
+  std::thread::id replaying_thread = std::this_thread::get_id();
+  std::atomic<uint64_t> bytes{0};
+  std::atomic<uint64_t> bytes_on_path{0};
+};
+
+bool reserve_pin(void* context, std::size_t bytes, void** base) {
   void* memory = mmap(nullptr, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (memory == MAP_FAILED) return false;
   *base = memory;
+  auto& counts = *static_cast<PinCounts*>(context);
+  counts.bytes += bytes;
+  if (std::this_thread::get_id() == counts.replaying_thread) counts.bytes_on_path += bytes;
   return true;
 }
 bool reserve_unpin(void*, void* base, std::size_t bytes) { return munmap(base, bytes) == 0; }
@@ -158,8 +175,10 @@ class HostPoolAllocator final : public Allocator {
   uint64_t peak_pool_bytes() const override { return pool_.stats().peak_pinned_bytes; }
   std::map<std::string, double> counters() const override {
     const auto stats = pool_.stats();
+    constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
     return {{"pins_on_path", static_cast<double>(stats.pins_on_allocation_path)},
-            {"consolidations", static_cast<double>(stats.consolidations)}};
+            {"pinned_GiB", static_cast<double>(pins_.bytes) / kGiB},
+            {"pinned_GiB_on_path", static_cast<double>(pins_.bytes_on_path) / kGiB}};
   }
 
  private:
@@ -167,14 +186,13 @@ class HostPoolAllocator final : public Allocator {
     HostPoolOptions options;
     options.grow_in_background = pinning != Pinning::kSync;
     options.step_bytes = step_bytes;
-    // The timed loop frees everything after each replay; unpinning and re-pinning then would
-    // measure mmap, not the suballocator.
-    options.release_idle_above = UINT64_MAX;
+    options.release_idle_above = kKeep;
     return options;
   }
-  static PinnedMemoryOps ops() { return {nullptr, &reserve_pin, &reserve_unpin}; }
+  PinnedMemoryOps ops() { return {&pins_, &reserve_pin, &reserve_unpin}; }
 
   bool settled_;
+  PinCounts pins_;
   HostBudget budget_;
   HostPool pool_;
 };

@@ -33,7 +33,7 @@ class MemoryEvents {
   virtual void promoted(int device, uint64_t base, uint64_t bytes) noexcept = 0;
   // A submission on `stream` (an id that tells streams apart) is about to touch the tiered
   // blocks at `bases` of `device`.
-  virtual void used(int device, uint32_t stream, std::span<const CUdeviceptr> bases) noexcept = 0;
+  virtual void used(int device, uint32_t stream, std::span<const uint64_t> bases) noexcept = 0;
 
  protected:
   ~MemoryEvents() = default;

@@ -174,7 +174,7 @@ std::optional<RuleAction> TieredPlacement::rule_of(const Device& state, policies
 
 // Note [Rules before the policy]
 std::vector<policies::BlockId> TieredPlacement::choose_victims(Device& state, uint64_t granules,
-                                                               std::span<const CUdeviceptr> keep) {
+                                                               std::span<const policies::BlockId> keep) {
   std::vector<policies::BlockId> victims;
   std::vector<policies::BlockId> keep_blocks(keep.begin(), keep.end());
   uint64_t covered = 0;
@@ -200,7 +200,7 @@ std::vector<policies::BlockId> TieredPlacement::choose_victims(Device& state, ui
 }
 
 void TieredPlacement::make_room(int device, Device& state, uint64_t granules,
-                                std::span<const CUdeviceptr> keep) {
+                                std::span<const policies::BlockId> keep) {
   if (!arenas_.may_synchronize()) return;  // Note [No moves during a capture]
   std::vector<GranuleMove> evictions;
   uint64_t evicted = 0;
@@ -284,7 +284,7 @@ CUresult TieredPlacement::free(int device, CUdeviceptr base) noexcept {
 }
 
 void TieredPlacement::before_launch(int device, uint64_t sequence, uint32_t stream,
-                                    std::span<const CUdeviceptr> blocks) noexcept {
+                                    std::span<const policies::BlockId> blocks) noexcept {
   if (blocks.empty()) return;
   Device* state = device_state(device);
   if (state == nullptr) return;
@@ -295,8 +295,7 @@ void TieredPlacement::before_launch(int device, uint64_t sequence, uint32_t stre
   // the device (the common case) does not settle them, which would cost a walk over every block.
   bool promoting = false;
   try {
-    const std::vector<policies::BlockId> touched(blocks.begin(), blocks.end());
-    state->policy->used(sequence, stream, touched);
+    state->policy->used(sequence, stream, blocks);
     log_learning(device, *state);
     // The blocks to bring in, and how many granules they need, decided first: one window makes
     // room for all of them and one moves them.
@@ -364,7 +363,7 @@ bool TieredPlacement::any_device(Visit&& visit) {
 void TieredPlacement::before_submission(uint64_t sequence, uint32_t stream,
                                         std::span<const policies::BlockId> blocks) noexcept {
   any_device([&](int device, Device& state) {
-    std::array<CUdeviceptr, core::SubmissionUse::kCapacity> mine{};
+    std::array<policies::BlockId, core::SubmissionUse::kCapacity> mine{};
     std::size_t count = 0;
     for (const policies::BlockId base : blocks) {
       if (count < mine.size() && state.arena->block_containing(base)) mine[count++] = base;

@@ -149,7 +149,7 @@ class TieredPlacement {
   // promotes the ones with host granules that the policy wants on the device, evicting others
   // for room. Called before the launch's submission enters the window.
   void before_launch(int device, uint64_t sequence, uint32_t stream,
-                     std::span<const CUdeviceptr> blocks) noexcept;
+                     std::span<const policies::BlockId> blocks) noexcept;
 
   // before_launch() for a submission whose blocks may be on any device: each device's arena
   // gets the blocks it holds.
@@ -198,10 +198,10 @@ class TieredPlacement {
   uint64_t usable_device_granules(int device, const Device& state);
   // Evicts blocks (none of `keep`, no pinned one) until `granules` device granules are pooled,
   // evict_first blocks before the policy's choice, as far as the host limit allows.
-  void make_room(int device, Device& state, uint64_t granules, std::span<const CUdeviceptr> keep);
+  void make_room(int device, Device& state, uint64_t granules, std::span<const policies::BlockId> keep);
   // The victims for `granules`: evict_first blocks, then the policy's choice for the rest.
   std::vector<policies::BlockId> choose_victims(Device& state, uint64_t granules,
-                                                std::span<const CUdeviceptr> keep);
+                                                std::span<const policies::BlockId> keep);
   // What the block's rule says, if one matched it.
   static std::optional<RuleAction> rule_of(const Device& state, policies::BlockId block);
   void tell_of_allocation(int device, CUdeviceptr base, uint64_t bytes,

@@ -259,7 +259,7 @@ void TraceFile::promoted(int device, uint64_t base, uint64_t bytes) noexcept {
   record(stamped().word(kTracePromote).number(static_cast<uint64_t>(device)).hex(base).number(bytes));
 }
 
-void TraceFile::used(int device, uint32_t stream, std::span<const CUdeviceptr> bases) noexcept {
+void TraceFile::used(int device, uint32_t stream, std::span<const uint64_t> bases) noexcept {
   Line line = stamped();
   line.word(kTraceUse).number(static_cast<uint64_t>(device)).number(stream);
   for (const CUdeviceptr base : bases) line.hex(base);

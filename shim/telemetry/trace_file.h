@@ -62,7 +62,7 @@ class TraceFile final : public core::MemoryEvents {
   void refused(int device, core::Route route, uint64_t bytes) noexcept override;
   void evicted(int device, uint64_t base, uint64_t bytes) noexcept override;
   void promoted(int device, uint64_t base, uint64_t bytes) noexcept override;
-  void used(int device, uint32_t stream, std::span<const CUdeviceptr> bases) noexcept override;
+  void used(int device, uint32_t stream, std::span<const uint64_t> bases) noexcept override;
 
  private:
   class Line;

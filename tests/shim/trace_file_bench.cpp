@@ -44,7 +44,7 @@ BENCHMARK(allocation_and_free)->Threads(1)->Threads(4);
 
 void launch_of_8_blocks(benchmark::State& state) {
   TraceFile& trace = shared_trace();
-  std::array<CUdeviceptr, 8> blocks{};
+  std::array<uint64_t, 8> blocks{};
   for (std::size_t i = 0; i < blocks.size(); ++i) blocks[i] = 0x7f3a00000000 + i * (8 << 20);
   for (auto _ : state) trace.used(0, 7, blocks);
   state.SetItemsProcessed(state.iterations());

@@ -69,7 +69,7 @@ TEST_F(TraceFileTest, TheLedgerTellsTheTraceOfEveryEventInTheFormat) {
   ledger.on_allocated(ledger.admit(0, Route::kSpillHost, 4 << 20), 0x7e0000000000, 4 << 20);
   trace.evicted(0, 0x7f0000200000, 2 << 20);
   trace.promoted(0, 0x7f0000200000, 2 << 20);
-  const std::array<CUdeviceptr, 2> touched = {0x7f0000200000, 0x7f0000a00000};
+  const std::array<uint64_t, 2> touched = {0x7f0000200000, 0x7f0000a00000};
   trace.used(0, 17, touched);
   ASSERT_TRUE(ledger.on_freed(0x7e0000000000).has_value());
   trace.finish();

@@ -90,7 +90,7 @@ class TieredPlacementTest : public ::testing::Test {
     for (uint64_t i = 0; i < granules; ++i) ops_.write(base + i * kGranuleBytes, base + i);
     return base;
   }
-  void launch(std::vector<CUdeviceptr> blocks) {
+  void launch(std::vector<policies::BlockId> blocks) {
     placement_.before_launch(0, ++sequence_, 1, blocks);
   }
   uint64_t device_granules(CUdeviceptr base) {
@@ -325,9 +325,9 @@ TEST_F(TieredPlacementTest, TheLogSaysWhatTheLearnedPolicyLearned) {
   ::testing::internal::CaptureStderr();
   for (int round = 0; round < 3; ++round) {
     for (const CUdeviceptr block : blocks)
-      learned.before_launch(0, ++sequence_, 1, std::vector<CUdeviceptr>{block});
+      learned.before_launch(0, ++sequence_, 1, std::vector<policies::BlockId>{block});
   }
-  learned.before_launch(0, ++sequence_, 1, std::vector<CUdeviceptr>{blocks[0], blocks[1]});
+  learned.before_launch(0, ++sequence_, 1, std::vector<policies::BlockId>{blocks[0], blocks[1]});
   const std::string log = ::testing::internal::GetCapturedStderr();
   EXPECT_NE(log.find("tiered policy learned on device 0: locked on a period of 3 launches"),
             std::string::npos)

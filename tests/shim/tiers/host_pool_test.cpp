@@ -30,6 +30,14 @@ HostPoolOptions small_steps(bool background) {
   return options;
 }
 
+// Regions of their own above a quarter of a step (the default), and no idle memory kept.
+HostPoolOptions own_regions_kept_none(bool background) {
+  HostPoolOptions options = small_steps(background);
+  options.own_region_above = 0;
+  options.release_idle_above = 0;
+  return options;
+}
+
 uint64_t address(const void* p) { return reinterpret_cast<uint64_t>(p); }
 
 void fill(void* block, uint64_t bytes, unsigned char seed) { std::memset(block, seed, bytes); }
@@ -340,6 +348,13 @@ TEST(HostPool, NearTheLimitAStepShrinksToWhatTheBudgetAllows) {
   pool.free(second);
 }
 
+// The pool gives a block again (once pins work again after a failure).
+void expect_a_block_from(HostPool& pool) {
+  void* block = pool.allocate(4 * kKiB);
+  ASSERT_NE(block, nullptr);
+  pool.free(block);
+}
+
 TEST(HostPool, APinFailureReturnsNullptrAndGivesTheBudgetBack) {
   core::HostBudget budget(64 * kMiB);
   FakePinnedMemory fake;
@@ -349,9 +364,7 @@ TEST(HostPool, APinFailureReturnsNullptrAndGivesTheBudgetBack) {
   EXPECT_EQ(budget.used(), 0u);
   EXPECT_EQ(pool.stats().pin_failures, 1u);
   fake.fail = false;
-  void* block = pool.allocate(4 * kKiB);
-  EXPECT_NE(block, nullptr);
-  pool.free(block);
+  expect_a_block_from(pool);
 }
 
 // Note [Unpinning off the allocating thread]: memory pinned but unusable is given back by the
@@ -371,9 +384,7 @@ TEST(HostPool, AnUnusablePinIsUnpinnedOffTheAllocatingThread) {
   EXPECT_EQ(budget.used(), 0u);
   EXPECT_EQ(pool.stats().pin_failures, 2u);
   fake.unusable = false;
-  void* block = pool.allocate(4 * kKiB);
-  ASSERT_NE(block, nullptr);
-  pool.free(block);
+  expect_a_block_from(pool);
 }
 
 TEST(HostPool, DestructionUnpinsEverythingAndReleasesTheBudget) {
@@ -443,10 +454,7 @@ TEST(HostPool, ABlockAboveAQuarterStepGetsARegionNoOtherBlockShares) {
 TEST(HostPool, AFreedRegionOfItsOwnBeyondTheKeepIsUnpinned) {
   core::HostBudget budget;
   FakePinnedMemory fake;
-  HostPoolOptions options = small_steps(false);
-  options.own_region_above = 0;
-  options.release_idle_above = 0;
-  HostPool pool(options, fake.ops(), budget);
+  HostPool pool(own_regions_kept_none(false), fake.ops(), budget);
   void* large = pool.allocate(3 * kMiB);
   ASSERT_NE(large, nullptr);
   EXPECT_EQ(budget.used(), 3 * kMiB);
@@ -464,10 +472,7 @@ TEST(HostPool, AFreedRegionOfItsOwnBeyondTheKeepIsUnpinned) {
 TEST(HostPool, AnAllocationNeverWaitsForTheBackgroundThreadsUnpin) {
   core::HostBudget budget;
   FakePinnedMemory fake;
-  HostPoolOptions options = small_steps(true);
-  options.own_region_above = 0;
-  options.release_idle_above = 0;
-  HostPool pool(options, fake.ops(), budget);
+  HostPool pool(own_regions_kept_none(true), fake.ops(), budget);
   void* large = pool.allocate(2 * kMiB);  // a region of its own
   ASSERT_NE(large, nullptr);
   pool.warm_up();  // and a step pinned ahead

@@ -173,8 +173,8 @@ std::optional<RuleAction> TieredPlacement::rule_of(const Device& state, policies
 }
 
 // Note [Rules before the policy]
-std::vector<policies::BlockId> TieredPlacement::choose_victims(Device& state, uint64_t granules,
-                                                               std::span<const policies::BlockId> keep) {
+std::vector<policies::BlockId> TieredPlacement::choose_victims(
+    Device& state, uint64_t granules, std::span<const policies::BlockId> keep) {
   std::vector<policies::BlockId> victims;
   std::vector<policies::BlockId> keep_blocks(keep.begin(), keep.end());
   uint64_t covered = 0;

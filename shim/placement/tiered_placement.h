@@ -198,7 +198,8 @@ class TieredPlacement {
   uint64_t usable_device_granules(int device, const Device& state);
   // Evicts blocks (none of `keep`, no pinned one) until `granules` device granules are pooled,
   // evict_first blocks before the policy's choice, as far as the host limit allows.
-  void make_room(int device, Device& state, uint64_t granules, std::span<const policies::BlockId> keep);
+  void make_room(int device, Device& state, uint64_t granules,
+                 std::span<const policies::BlockId> keep);
   // The victims for `granules`: evict_first blocks, then the policy's choice for the rest.
   std::vector<policies::BlockId> choose_victims(Device& state, uint64_t granules,
                                                 std::span<const policies::BlockId> keep);

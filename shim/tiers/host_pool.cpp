@@ -27,8 +27,8 @@ HostPool::HostPool(HostPoolOptions options, PinnedMemoryOps ops, core::HostBudge
   options_.step_bytes = std::max(round_up(std::min(options_.step_bytes, kLargest)),
                                  options_.granularity);
   if (options_.low_water_bytes == 0) options_.low_water_bytes = options_.step_bytes / 2;
-  // Never above a step: then every idle step region holds any shared block (Note [Regions of
-  // their own for large blocks]).
+  // Never above a step: then every idle step holds any shared block (Note [Regions of their own
+  // for large blocks]).
   if (options_.own_region_above == 0) options_.own_region_above = options_.step_bytes / 4;
   options_.own_region_above = std::min(options_.own_region_above, options_.step_bytes);
 }
@@ -94,7 +94,10 @@ std::optional<uint64_t> HostPool::allocate_shared(std::unique_lock<std::mutex>& 
     const std::optional<uint64_t> claimed = grow(lock, region_bytes, size, Growth::kStepNow);
     --pins_in_flight_;
     pin_done_.notify_all();
-    return claimed;
+    if (claimed) return claimed;
+    // No new step (Note [Near the host limit]): an idle region of its own becomes shared room.
+    const auto idle = idle_own_region_locked(size, UINT64_MAX);
+    if (idle == regions_.end() || !share_locked(idle->second)) return std::nullopt;
   }
 }
 
@@ -102,25 +105,51 @@ std::optional<uint64_t> HostPool::allocate_own_region(std::unique_lock<std::mute
                                                       uint64_t size) noexcept {
   // The closest idle region of its own that fits (kCloseFit) is taken as it is (Note [Regions of
   // their own for large blocks]).
-  auto reused = regions_.end();
+  if (const auto idle = idle_own_region_locked(size, size / kCloseFit); idle != regions_.end())
+    return reuse_locked(idle->second, size);
+  if (const std::optional<uint64_t> pinned = grow(lock, size, size, Growth::kOwnRegion))
+    return pinned;
+  // No new region (Note [Near the host limit]): any idle memory that holds the block.
+  if (const auto idle = idle_own_region_locked(size, UINT64_MAX); idle != regions_.end())
+    return reuse_locked(idle->second, size);
+  uint64_t block = 0;
+  if (take_locked(size, block) != Take::kTaken) return std::nullopt;
+  return block;
+}
+
+std::map<uint64_t, HostPool::Region>::iterator HostPool::idle_own_region_locked(
+    uint64_t size, uint64_t slack) noexcept {
+  auto closest = regions_.end();
   for (auto it = regions_.begin(); it != regions_.end(); ++it) {
     const Region& region = it->second;
-    if (!region.own || region.used != 0 || region.bytes < size ||
-        region.bytes - size > size / kCloseFit) {
+    if (!region.own || region.used != 0 || region.bytes < size || region.bytes - size > slack)
       continue;
-    }
-    if (reused == regions_.end() || region.bytes < reused->second.bytes) reused = it;
+    if (closest == regions_.end() || region.bytes < closest->second.bytes) closest = it;
   }
-  if (reused == regions_.end()) return grow(lock, size, size, Growth::kOwnRegion);
+  return closest;
+}
+
+std::optional<uint64_t> HostPool::reuse_locked(Region& idle, uint64_t size) noexcept {
   try {
-    blocks_.emplace(reused->first, size);
+    blocks_.emplace(idle.start, size);
   } catch (...) {
     ++counters_.internal_errors;
     return std::nullopt;
   }
-  charge_locked(reused->second, size);
+  charge_locked(idle, size);
   ++counters_.own_regions_reused;
-  return reused->first;
+  return idle.start;
+}
+
+bool HostPool::share_locked(Region& idle) noexcept {
+  try {
+    free_space_.add(idle.start, idle.bytes);
+  } catch (...) {
+    ++counters_.internal_errors;
+    return false;
+  }
+  idle.own = false;
+  return true;
 }
 
 HostPool::Take HostPool::take_locked(uint64_t bytes, uint64_t& block) noexcept {
@@ -204,9 +233,7 @@ std::optional<uint64_t> HostPool::grow(std::unique_lock<std::mutex>& lock, uint6
   }
   if (!added) {
     ++counters_.internal_errors;
-    lock.unlock();
-    unpin(region);
-    lock.lock();
+    give_back_unusable_locked(lock, region.pinned, region.pinned_bytes, growth);
     return std::nullopt;
   }
 
@@ -238,14 +265,14 @@ std::optional<uint64_t> HostPool::free(void* block, Unpinning unpinning) noexcep
   }
   region.used -= size;
   used_bytes_ -= size;
-  if (region.used == 0) {
-    idle_bytes_ += region.bytes;
-    if (idle_bytes_ > options_.release_idle_above) {
-      if (unpinning == Unpinning::kNow) {
-        release_idle(lock);
-      } else {
-        request_idle_release_locked();
-      }
+  if (region.used == 0) idle_bytes_ += region.bytes;
+  // Unusable pins wait here too when the background thread cannot take them (stopped, or never
+  // started).
+  if ((region.used == 0 && idle_bytes_ > options_.release_idle_above) || !unusable_pins_.empty()) {
+    if (unpinning == Unpinning::kNow) {
+      release_idle(lock);
+    } else {
+      request_idle_release_locked();
     }
   }
   return size;
@@ -270,12 +297,14 @@ void HostPool::give_back_unusable_locked(std::unique_lock<std::mutex>& lock, voi
 }
 
 void HostPool::release_idle(std::unique_lock<std::mutex>& lock) noexcept {
-  while (!unusable_pins_.empty()) {
+  // Stopped, the background thread leaves the driver alone (stop_background_pinning()).
+  const auto stopped = [this] { return stopping_ && on_background_thread(); };
+  while (!unusable_pins_.empty() && !stopped()) {
     const Region unusable = unusable_pins_.back();
     unusable_pins_.pop_back();
     unpin_unlocked(lock, unusable);
   }
-  while (idle_bytes_ > options_.release_idle_above) {
+  while (idle_bytes_ > options_.release_idle_above && !stopped()) {
     // The largest idle region whose release keeps free room at the low-water mark, so that the
     // background thread does not pin straight back what was just unpinned (regions of their own
     // are never part of that room).
@@ -312,7 +341,7 @@ std::optional<HostPool::Region> HostPool::retire_locked(
 void HostPool::unpin_unlocked(std::unique_lock<std::mutex>& lock, const Region& retired) noexcept {
   // Only the background thread's unpins are announced: an allocation never waits for them. A
   // free that unpins (Unpinning::kNow) does so on its own thread, which no allocation waits for.
-  const bool announce = std::this_thread::get_id() == grower_.get_id();
+  const bool announce = on_background_thread();
   if (announce) {
     unpinning_ = true;
     pin_done_.notify_all();
@@ -320,7 +349,11 @@ void HostPool::unpin_unlocked(std::unique_lock<std::mutex>& lock, const Region& 
   lock.unlock();
   unpin(retired);
   lock.lock();
-  if (announce) unpinning_ = false;
+  background_pin_failed_ = false;  // budget came back: pinning ahead may work again
+  if (announce) {
+    unpinning_ = false;
+    pin_done_.notify_all();
+  }
 }
 
 void HostPool::unpin(const Region& region) noexcept {
@@ -405,7 +438,7 @@ void HostPool::stop_background_pinning() noexcept {
   std::unique_lock lock(mutex_);
   stopping_ = true;
   grower_wake_.notify_all();
-  pin_done_.wait(lock, [this] { return pins_in_flight_ == 0; });
+  pin_done_.wait(lock, [this] { return pins_in_flight_ == 0 && !unpinning_; });
 }
 
 void HostPool::warm_up() noexcept {

@@ -387,6 +387,67 @@ TEST(HostPool, AnUnusablePinIsUnpinnedOffTheAllocatingThread) {
   expect_a_block_from(pool);
 }
 
+// An unusable pin ahead of need is given back by the background thread that made it.
+TEST(HostPool, AnUnusablePinAheadIsUnpinnedByTheBackgroundThread) {
+  core::HostBudget budget;
+  FakePinnedMemory fake;
+  fake.unusable = true;
+  HostPool pool(small_steps(true), fake.ops(), budget);
+  pool.warm_up();
+  pool.wait_for_background_work();
+  EXPECT_EQ(fake.pins(), 1);
+  EXPECT_EQ(fake.unpins(), 1);
+  EXPECT_EQ(fake.pins_by(std::this_thread::get_id()), 0);
+  EXPECT_EQ(fake.unpins_by(std::this_thread::get_id()), 0);
+  EXPECT_EQ(budget.used(), 0u);
+}
+
+// Without the background thread (stopped at exit, or never started), an unusable pin waits for
+// the next free, which gives it back on the freeing thread instead of holding its budget.
+TEST(HostPool, WithoutTheBackgroundThreadAnUnusablePinGoesBackAtTheNextFree) {
+  core::HostBudget budget;
+  FakePinnedMemory fake;
+  HostPool pool(small_steps(false), fake.ops(), budget);
+  pool.stop_background_pinning();
+  fake.unusable = true;
+  EXPECT_EQ(pool.allocate(4 * kKiB), nullptr);
+  EXPECT_EQ(fake.outstanding_regions(), 1u);  // pinned, waiting to be given back
+  fake.unusable = false;
+  void* block = pool.allocate(4 * kKiB);
+  ASSERT_NE(block, nullptr);
+  ASSERT_TRUE(pool.free(block).has_value());
+  EXPECT_EQ(fake.unpins(), 1);
+  EXPECT_EQ(fake.outstanding_regions(), 1u);  // the step the block came from, kept
+  EXPECT_EQ(budget.used(), fake.outstanding_bytes());
+}
+
+// Note [Near the host limit]: when the budget refuses a new region, the idle memory the pool
+// keeps serves every block it can hold.
+TEST(HostPool, NearTheHostLimitKeptIdleMemoryServesWhatItCanHold) {
+  core::HostBudget budget(3 * kMiB);
+  FakePinnedMemory fake;
+  HostPoolOptions options = small_steps(false);  // keeps up to 64 MiB idle
+  options.own_region_above = 0;
+  HostPool pool(options, fake.ops(), budget);
+  void* large = pool.allocate(3 * kMiB);
+  ASSERT_NE(large, nullptr);
+  ASSERT_TRUE(pool.free(large).has_value());  // idle, kept
+  void* looser = pool.allocate(2 * kMiB);  // more than an eighth smaller, but no region fits
+  EXPECT_EQ(looser, large);
+  ASSERT_TRUE(pool.free(looser).has_value());
+  void* small = pool.allocate(4 * kKiB);  // no step fits: the idle region becomes one
+  ASSERT_NE(small, nullptr);
+  EXPECT_GE(address(small), address(large));
+  EXPECT_LT(address(small), address(large) + 3 * kMiB);
+  void* large_again = pool.allocate(2 * kMiB);  // from that step's room
+  ASSERT_NE(large_again, nullptr);
+  fill(large_again, 2 * kMiB, 0x11);
+  EXPECT_EQ(fake.pins(), 1);
+  EXPECT_EQ(pool.stats().budget_refusals, 3u);
+  for (void* block : {small, large_again}) pool.free(block);
+  EXPECT_EQ(budget.used(), fake.outstanding_bytes());
+}
+
 TEST(HostPool, DestructionUnpinsEverythingAndReleasesTheBudget) {
   core::HostBudget budget;
   FakePinnedMemory fake;

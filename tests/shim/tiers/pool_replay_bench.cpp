@@ -143,7 +143,8 @@ struct PinCounts {
 };
 
 bool reserve_pin(void* context, std::size_t bytes, void** base) {
-  void* memory = mmap(nullptr, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  void* memory =
+      mmap(nullptr, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (memory == MAP_FAILED) return false;
   *base = memory;
   auto& counts = *static_cast<PinCounts*>(context);

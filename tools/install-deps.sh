@@ -3,7 +3,7 @@
 # toolkit headers (which do not come from the distribution's default repositories).
 # Run with --help for details. Safe to run repeatedly: when everything is present it prints one line.
 
-# The one list of distribution packages the project builds and tests with.
+# The one list of distribution packages the project builds with (the tests' programs included).
 PACKAGES=(
   build-essential
   cmake
@@ -22,20 +22,24 @@ PACKAGES=(
   libcpp-httplib-dev
   file
   binutils
+  # Chart.js 3, which `vramspill report` embeds in its pages (found by tools/cli/CMakeLists.txt).
+  libjs-chart.js
+)
+# What only running the tests needs (--tests; tools/test.sh asks for it, tools/demo.sh does not).
+TEST_PACKAGES=(
+  # The fuzzers' compiler and libFuzzer runtime (tools/test.sh's fuzz pass).
   clang
   libclang-rt-dev
   # For promtool, which the exporter's tests (tests/cli) check its output with. The package also
   # brings the Prometheus server, which on a systemd machine starts a service on :9090; Debian
   # has no package with promtool alone.
   prometheus
-  # Chart.js 3, which `vramspill report` embeds in its pages (found by tools/cli/CMakeLists.txt).
-  libjs-chart.js
 )
-# Packages installed on Debian only. chromium: a real browser for the report's test
+# Test packages installed on Debian only. chromium: a real browser for the report's test
 # (tests/cli/report_job_test.py), which opens its pages in headless Chromium; large (a few
-# hundred MB with its libraries), for testing only. Ubuntu ships Chromium only as a snap, which
-# containers cannot run: there the test fails unless REPORT_TEST_ALLOW_MISSING_BROWSER=1.
-DEBIAN_ONLY_PACKAGES=(
+# hundred MB with its libraries). Ubuntu ships Chromium only as a snap, which containers cannot
+# run: there the test fails unless REPORT_TEST_ALLOW_MISSING_BROWSER=1.
+DEBIAN_ONLY_TEST_PACKAGES=(
   chromium
 )
 MIN_CMAKE_VERSION=3.25   # keep in step with cmake_minimum_required in CMakeLists.txt
@@ -46,15 +50,17 @@ prog=${0##*/}
 
 usage() {
   cat <<EOF
-Usage: $prog [--help]
+Usage: $prog [--tests] [--help]
 
-Installs the packages needed to build and test vramspill on Debian or Ubuntu and checks that the
-NVIDIA CUDA toolkit headers are present. Installs only what is missing (apt-get update runs once,
-and only then). Needs root: runs apt-get through sudo when not root and sudo exists, otherwise
-prints the command to run.
+Installs the packages needed to build vramspill on Debian or Ubuntu (and with --tests, also those
+its tests need) and checks that the NVIDIA CUDA toolkit headers are present. Installs only what is
+missing (apt-get update runs once, and only then). Needs root: runs apt-get through sudo when not
+root and sudo exists, otherwise prints the command to run.
+
+  --tests   also the packages only the tests use (tools/test.sh passes it)
 
 Packages: ${PACKAGES[*]}
-On Debian also: ${DEBIAN_ONLY_PACKAGES[*]}
+With --tests: ${TEST_PACKAGES[*]}; on Debian also ${DEBIAN_ONLY_TEST_PACKAGES[*]}
 
 The CUDA toolkit headers (cuda.h and cudaTypedefs.h) are looked for in \$CUDAToolkit_ROOT/include,
 \$CUDA_HOME/include, /usr/local/cuda/include and /usr/include (the rest of the toolkit is found
@@ -83,9 +89,11 @@ If the toolkit is installed somewhere other than /usr/local/cuda, point the buil
 EOF
 }
 
+tests=0
 while [[ $# -gt 0 ]]; do
   case $1 in
     -h | --help) usage; exit 0 ;;
+    --tests) tests=1; shift ;;
     *) err "unknown argument '$1'"; usage >&2; exit 2 ;;
   esac
 done
@@ -108,20 +116,25 @@ if ! is_debian_like; then
   cat >&2 <<EOF
 Install the equivalents of these Debian packages with your system's package manager:
   ${PACKAGES[*]}
+  and for the tests: ${TEST_PACKAGES[*]} ${DEBIAN_ONLY_TEST_PACKAGES[*]}
 That is: a C++20 compiler (GCC 12+ or Clang 15+), CMake >= $MIN_CMAKE_VERSION, Ninja, Python 3,
 pkg-config, GoogleTest + GoogleMock, Google Benchmark, toml++, spdlog, fmt, mimalloc, libunwind
-(nongnu.org), CLI11, cpp-httplib, file and binutils; clang with its libFuzzer runtime for the
-fuzzers; Prometheus's promtool, which checks what \`vramspill exporter\` serves; Chart.js 3
-(chart.min.js, embedded by \`vramspill report\`); and Chromium, whose headless mode tests the report.
+(nongnu.org), CLI11, cpp-httplib, file, binutils and Chart.js 3 (chart.min.js, embedded by
+\`vramspill report\`); for the tests also clang with its libFuzzer runtime for the fuzzers,
+Prometheus's promtool, which checks what \`vramspill exporter\` serves, and Chromium, whose
+headless mode tests the report.
 EOF
   cuda_help
   exit 1
 fi
 
 # --- Packages -----------------------------------------------------------------------------------
-# shellcheck disable=SC1091
-if [[ $(. /etc/os-release && printf '%s' "${ID:-}") == debian ]]; then
-  PACKAGES+=("${DEBIAN_ONLY_PACKAGES[@]}")
+if [[ $tests -eq 1 ]]; then
+  PACKAGES+=("${TEST_PACKAGES[@]}")
+  # shellcheck disable=SC1091
+  if [[ $(. /etc/os-release && printf '%s' "${ID:-}") == debian ]]; then
+    PACKAGES+=("${DEBIAN_ONLY_TEST_PACKAGES[@]}")
+  fi
 fi
 is_installed() {
   [[ $(dpkg-query -W -f='${Status}' "$1" 2>/dev/null) == "install ok installed" ]]
@@ -186,4 +199,6 @@ if [[ -n $cuda_version ]]; then
   cuda_version="$((cuda_version / 1000)).$((cuda_version % 1000 / 10))"
 fi
 
-say "OK: build dependencies present (CUDA ${cuda_version:-?} headers in $cuda_include)"
+what="build dependencies"
+[[ $tests -eq 1 ]] && what="build and test dependencies"
+say "OK: $what present (CUDA ${cuda_version:-?} headers in $cuda_include)"

@@ -11,7 +11,7 @@ usage() {
   cat <<EOF
 Usage: tools/test.sh [--no-sanitizers] [--no-tsan] [--no-fuzz] [--help]
 
-  1. tools/install-deps.sh (installs missing packages; checks for the CUDA headers)
+  1. tools/install-deps.sh --tests (installs missing packages; checks for the CUDA headers)
   2. configures and builds build/ exactly as a user or packager would (Ninja, Release, warnings
      not errors), runs its tests:
        ctest --test-dir build --output-on-failure -LE gpu -j$JOBS
@@ -135,7 +135,7 @@ fuzz_pass() {
 step "Checking build dependencies"
 start=$SECONDS
 rc=0
-"$VRAMSPILL_ROOT/tools/install-deps.sh" || rc=$?
+"$VRAMSPILL_ROOT/tools/install-deps.sh" --tests || rc=$?
 record "dependencies (tools/install-deps.sh)" "$rc" $((SECONDS - start))
 
 if [[ $rc -eq 0 ]]; then

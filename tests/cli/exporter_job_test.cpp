@@ -125,7 +125,7 @@ TEST_F(ExporterJobTest, serves_the_figures_of_a_running_job) {
 
 TEST_F(ExporterJobTest, what_it_serves_and_prints_passes_promtool) {
   if (!vramspill::testing::have_promtool())
-    GTEST_SKIP() << "promtool not found (tools/install-deps.sh installs it)";
+    GTEST_SKIP() << "promtool not found (tools/install-deps.sh --tests installs it)";
   Job job({STATS_JOB_PROGRAM, "16", "16", "16"}, job_environment(runtime_.string()), error_file());
   ASSERT_GT(job.pid(), 0);
   ASSERT_TRUE(job.wait_ready()) << job.finish().describe();

@@ -218,7 +218,7 @@ TEST(PrometheusMetricsTest, no_jobs_is_every_family_without_samples) {
 
 TEST(PrometheusMetricsTest, promtool_accepts_it) {
   if (!vramspill::testing::have_promtool())
-    GTEST_SKIP() << "promtool not found (tools/install-deps.sh installs it)";
+    GTEST_SKIP() << "promtool not found (tools/install-deps.sh --tests installs it)";
   const auto scratch = std::filesystem::temp_directory_path() /
                        ("vramspill-prometheus-test-" + std::to_string(getpid()) + ".txt");
   for (const auto& entries : {std::vector<StatsEntry>{}, every_kind_of_entry()}) {

@@ -1,6 +1,6 @@
 // `promtool check metrics`, Prometheus's own parser and linter, on a text: for the tests of what
 // `vramspill exporter` serves. PROMTOOL is where the build found it, empty when it did not (the
-// tests that need it skip; tools/install-deps.sh installs it).
+// tests that need it skip; tools/install-deps.sh --tests installs it).
 #pragma once
 
 #include <filesystem>

@@ -112,8 +112,8 @@ def main():
             print("SKIP: no chromium (REPORT_TEST_ALLOW_MISSING_BROWSER=1)")
             sys.exit(SKIP)
         fail("chromium not found when CMake configured the build: install it with "
-             "tools/install-deps.sh and reconfigure (or set REPORT_TEST_ALLOW_MISSING_BROWSER=1 "
-             "to skip this test)")
+             "tools/install-deps.sh --tests and reconfigure (or set "
+             "REPORT_TEST_ALLOW_MISSING_BROWSER=1 to skip this test)")
     with tempfile.TemporaryDirectory(prefix="vramspill-report-") as directory:
         tiered = reported(directory, "tiered", TIERED_MODE, TIERED_ARGS,
                           ["tiered blocks on the host", "evictions to the host"])

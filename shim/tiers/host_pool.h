@@ -77,24 +77,26 @@
 // the previous design; synN = synthetic_events.py --seed N, syn8 with --streams 2
 // --burst-every 5; the GiB pinned vary by about 1 between runs, with the background thread's
 // timing):
-//                             before:                       now:                          first
-//                             256 MiB steps  1 GiB steps    256 MiB steps  1 GiB steps    fit
-//   fullstep, segments        1.138  59/ 65  1.019  21/ 58  1.015  55/ 58  1.019  21/ 58  1.000
-//   fullstep, tensors         1.043  46/ 53  1.038  31/ 53  1.028  44/ 52  1.038  31/ 53  1.019
-//   forward-compiled, segs    1.036  15/ 17  1.081   1/ 18  1.025  14/ 17  1.081   1/ 18  1.000
-//   forward-compiled, tensors 1.022  11/ 17  1.037   1/ 17  1.026  10/ 17  1.037   1/ 17  1.001
-//   syn1                      1.055 236/303  1.092 198/224  1.037 255/260  1.078 235/260  1.107
-//   syn2                      1.025 228/305  1.106 171/210  1.028 240/245  1.035 215/235  1.071
-//   syn3                      1.040 228/282  1.034 194/214  1.028 243/247  1.063 227/245  1.076
-//   syn4                      1.026 244/315  1.090 203/232  1.035 260/266  1.073 239/258  1.060
-//   syn5                      1.052 242/313  1.115 187/211  1.043 257/261  1.072 235/260  1.127
-//   syn6                      1.029 245/316  1.053 186/223  1.032 257/261  1.049 235/260  1.059
-//   syn7                      1.031 231/304  1.097 180/216  1.029 243/248  1.056 224/240  1.108
-//   syn8                      1.012 203/280  1.032 158/199  1.012 199/204  1.063 185/207  1.004
+//                         before:                       now:                          first  tiered
+//                         256 MiB steps  1 GiB steps    256 MiB steps  1 GiB steps    fit    arena
+//   fullstep, segs        1.138  59/ 65  1.019  21/ 58  1.015  55/ 58  1.019  21/ 58  1.000  1.000
+//   fullstep, tensors     1.043  46/ 53  1.038  31/ 53  1.028  44/ 52  1.038  31/ 53  1.019  1.021
+//   fwd-compiled, segs    1.036  15/ 17  1.081   1/ 18  1.025  14/ 17  1.081   1/ 18  1.000  1.000
+//   fwd-compiled, tensors 1.022  11/ 17  1.037   1/ 17  1.026  10/ 17  1.037   1/ 17  1.001  1.061
+//   syn1                  1.055 236/303  1.092 198/224  1.037 255/260  1.078 235/260  1.107  1.000
+//   syn2                  1.025 228/305  1.106 171/210  1.028 240/245  1.035 215/235  1.071  1.000
+//   syn3                  1.040 228/282  1.034 194/214  1.028 243/247  1.063 227/245  1.076  1.000
+//   syn4                  1.026 244/315  1.090 203/232  1.035 260/266  1.073 239/258  1.060  1.000
+//   syn5                  1.052 242/313  1.115 187/211  1.043 257/261  1.072 235/260  1.127  1.000
+//   syn6                  1.029 245/316  1.053 186/223  1.032 257/261  1.049 235/260  1.059  1.000
+//   syn7                  1.031 231/304  1.097 180/216  1.029 243/248  1.056 224/240  1.108  1.000
+//   syn8                  1.012 203/280  1.032 158/199  1.012 199/204  1.063 185/207  1.004  1.000
 // The synthetic traces pin about eight times their peak: each large segment comes once with a
 // size never seen before, and a 2 GiB idle region is beyond the 1 GiB keep. On the PyTorch
 // traces, 1 GiB steps pin less on the allocating thread (21 GiB of 58 on fullstep segments,
-// against 55 GiB), at up to 1.08x: `spill.host_pool_step` is the knob.
+// against 55 GiB), at up to 1.08x: `spill.host_pool_step` is the knob. The granule arena
+// (tiered mode) holds only granule rounding: none for PyTorch's 2 MiB-multiple segments, which
+// are what a driver-level shim sees; tensor-sized blocks are a bound, not a case.
 // Tried and dropped: reuse only within 1/32 (the same fragmentation, 5% more pins); regions of
 // their own above half a step (up to 1.14 with 256 MiB steps: the 100 MiB segments again) or
 // above an eighth (the same fragmentation as a quarter, more pins).

@@ -73,6 +73,10 @@ enum class MemoryInfo : uint8_t { kBudget, kPhysical, kVirtual };
 inline constexpr std::array<std::string_view, 3> kMemoryInfoNames = {"budget", "physical",
                                                                      "virtual"};
 
+// How the [trace] file is written (telemetry/trace_format.h, telemetry/trace_binary_format.h).
+enum class TraceFormat : uint8_t { kText, kBinary };
+inline constexpr std::array<std::string_view, 2> kTraceFormatNames = {"text", "binary"};
+
 enum class LogLevel : uint8_t { kTrace, kDebug, kInfo, kWarn, kError, kOff };
 inline constexpr std::array<std::string_view, 6> kLogLevelNames = {"trace", "debug", "info",
                                                                    "warn",  "error", "off"};
@@ -150,6 +154,7 @@ struct LogConfig {
 
 struct TraceConfig {
   std::string file;  // empty: no trace; "%p" stands for the process id
+  TraceFormat format{};
 };
 
 struct Config {

@@ -59,7 +59,7 @@ void start_trace(ShimState& shim) {
   const std::string& path = shim.config.trace.file;
   if (path.empty()) return;
   std::string problem;
-  if (!shim.trace.open(path, problem)) {
+  if (!shim.trace.open(path, shim.config.trace.format, problem)) {
     logging::warn("no trace: cannot open {} ({}); the job runs untraced", path, problem);
     return;
   }

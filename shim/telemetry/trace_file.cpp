@@ -11,45 +11,97 @@
 #include <ctime>
 #include <new>
 
+#include "core/use_tracker.h"
 #include "telemetry/log.h"
 #include "telemetry/process_facts.h"
+#include "telemetry/trace_binary_format.h"
 #include "telemetry/trace_format.h"
 
 namespace vramspill::telemetry {
 
-// One line of the trace, built in place: words and numbers separated by spaces, then a newline.
-class TraceFile::Line {
+// One event of the trace, encoded in place in the trace's format (or, made with no tag, a text
+// line of the header). Its fields are added in the text format's order, and each says what it
+// is, not how it is written: the two encodings differ only inside these few functions.
+// - Text: words and numbers separated by spaces, then a newline.
+// - Binary: the payload's varints are written from kBinaryPrefix on; bytes() then puts the tag
+//   and the payload's length just before them, so nothing is moved.
+class TraceFile::Record {
  public:
-  Line& word(std::string_view text) noexcept {
+  // A text line.
+  Record() noexcept = default;
+  // An empty record of `kind`, in `format`.
+  Record(TraceFormat format, TraceTag kind) noexcept
+      : binary_(format == TraceFormat::kBinary), kind_(kind), used_(binary_ ? kBinaryPrefix : 0) {}
+
+  // Text only (the kind of an event line, the header's and end line's words).
+  Record& word(std::string_view text) noexcept {
     separate();
-    const std::size_t n = std::min(text.size(), text_.size() - 1 - used_);
-    std::memcpy(text_.data() + used_, text.data(), n);
+    const std::size_t n = std::min(text.size(), bytes_.size() - 1 - used_);
+    std::memcpy(bytes_.data() + used_, text.data(), n);
     used_ += n;
     return *this;
   }
-  Line& number(uint64_t value) noexcept { return digits(value, 10); }
-  Line& hex(uint64_t value) noexcept { return word("0x").digits(value, 16, false); }
-  // The text with its newline.
-  std::string_view text() noexcept {
-    text_[used_] = '\n';
-    return {text_.data(), used_ + 1};
+  // A count, size, device or time: decimal in text.
+  Record& number(uint64_t value) noexcept {
+    if (binary_) return varint(value);
+    separate();
+    return digits(value, 10);
+  }
+  // A key or a tiered block's base: hexadecimal with 0x in text.
+  Record& key(uint64_t value) noexcept {
+    if (binary_) return varint(value);
+    return word("0x").digits(value, 16);
+  }
+  // Its token in text, its index in binary (trace_binary_format.h's kTraceRouteOrder).
+  Record& route(core::Route route) noexcept {
+    if (binary_) return varint(core::route_index(route));
+    return word(core::route_token(route));
+  }
+
+  // The whole record: the line with its newline, or tag, length and payload.
+  std::string_view bytes() noexcept {
+    if (!binary_) {
+      bytes_[used_] = '\n';
+      return {bytes_.data(), used_ + 1};
+    }
+    const std::size_t payload = used_ - kBinaryPrefix;
+    std::array<char, kMaxVarintBytes> length{};
+    const auto length_bytes =
+        static_cast<std::size_t>(put_varint(length.data(), payload) - length.data());
+    const std::size_t start = kBinaryPrefix - 1 - length_bytes;
+    bytes_[start] = static_cast<char>(kind_);
+    std::memcpy(bytes_.data() + start + 1, length.data(), length_bytes);
+    return {bytes_.data() + start, used_ - start};
   }
 
  private:
+  // The tag and a length of up to 2 bytes: a payload under 16 KiB, which bytes_ holds.
+  static constexpr std::size_t kBinaryPrefix = 3;
+
   void separate() noexcept {
-    if (used_ != 0 && used_ < text_.size() - 1) text_[used_++] = ' ';
+    if (used_ != 0 && used_ < bytes_.size() - 1) bytes_[used_++] = ' ';
   }
-  Line& digits(uint64_t value, int base, bool separated = true) noexcept {
-    if (separated) separate();
+  Record& digits(uint64_t value, int base) noexcept {
     const auto result =
-        std::to_chars(text_.data() + used_, text_.data() + text_.size() - 1, value, base);
-    if (result.ec == std::errc{}) used_ = static_cast<std::size_t>(result.ptr - text_.data());
+        std::to_chars(bytes_.data() + used_, bytes_.data() + bytes_.size() - 1, value, base);
+    if (result.ec == std::errc{}) used_ = static_cast<std::size_t>(result.ptr - bytes_.data());
+    return *this;
+  }
+  Record& varint(uint64_t value) noexcept {
+    if (used_ + kMaxVarintBytes <= bytes_.size()) {
+      used_ = static_cast<std::size_t>(put_varint(bytes_.data() + used_, value) - bytes_.data());
+    }
     return *this;
   }
 
-  // The longest event is a use of SubmissionUse::kCapacity (32) blocks: under 600 bytes.
-  std::array<char, 768> text_{};
+  bool binary_ = false;
+  TraceTag kind_ = TraceTag::kEnd;
   std::size_t used_ = 0;
+  // The longest event is a use of SubmissionUse::kCapacity (32) blocks: under 600 bytes of text,
+  // under 400 in binary. Not cleared: bytes() returns only what was written, and clearing it
+  // took a good part of a binary event's time.
+  std::array<char, 768> bytes_;
+  static_assert(sizeof(bytes_) - kBinaryPrefix < (1U << 14), "a binary length is 1 or 2 bytes");
 };
 
 namespace {
@@ -94,12 +146,35 @@ int open_locked(const std::string& path, bool& locked_by_another, std::string& p
   return -1;
 }
 
+// An event kind's word in the text format.
+std::string_view text_word(TraceTag kind) noexcept {
+  switch (kind) {
+    case TraceTag::kDevice:
+      return kTraceDevice;
+    case TraceTag::kAlloc:
+      return kTraceAlloc;
+    case TraceTag::kFree:
+      return kTraceFree;
+    case TraceTag::kRefuse:
+      return kTraceRefuse;
+    case TraceTag::kEvict:
+      return kTraceEvict;
+    case TraceTag::kPromote:
+      return kTracePromote;
+    case TraceTag::kUse:
+      return kTraceUse;
+    case TraceTag::kEnd:
+      break;
+  }
+  return "?";
+}
+
 }  // namespace
 
 TraceFile::TraceFile() noexcept = default;
 TraceFile::~TraceFile() = default;
 
-bool TraceFile::open(const std::string& path, std::string& problem) noexcept {
+bool TraceFile::open(const std::string& path, TraceFormat format, std::string& problem) noexcept {
   try {
     std::string expanded = expand(path);
     bool locked_by_another = false;
@@ -112,24 +187,25 @@ bool TraceFile::open(const std::string& path, std::string& problem) noexcept {
     }
     if (fd < 0) return false;
     path_ = expanded;
-    return start(fd, problem);
+    return start(fd, format, problem);
   } catch (...) {  // out of memory for a path
     problem = "out of memory";
     return false;
   }
 }
 
-bool TraceFile::adopt(int fd, const std::string& name, std::string& problem) noexcept {
+bool TraceFile::adopt(int fd, const std::string& name, TraceFormat format,
+                      std::string& problem) noexcept {
   try {
     path_ = name;
   } catch (...) {
     problem = "out of memory";
     return false;
   }
-  return start(fd, problem);
+  return start(fd, format, problem);
 }
 
-bool TraceFile::start(int fd, std::string& problem) noexcept {
+bool TraceFile::start(int fd, TraceFormat format, std::string& problem) noexcept {
   const std::lock_guard lock(mutex_);
   file_.reset(new (std::nothrow) OwnedDescriptor(fd));
   if (!file_ || !file_->open()) {
@@ -138,17 +214,19 @@ bool TraceFile::start(int fd, std::string& problem) noexcept {
     problem = "cannot keep the file open";
     return false;
   }
+  format_ = format;
   start_ns_ = monotonic_ns();
   char command[512];
   read_command(command, sizeof command);
-  Line pid;
-  Line started;
-  Line named;
+  // The header is text in both formats (trace_binary_format.h).
+  Record pid;
+  Record started;
+  Record named;
   for (const std::string_view part :
-       {std::string_view(kTraceFirstLine), std::string_view("\n"),
-        pid.word("# pid").number(static_cast<uint64_t>(getpid())).text(),
-        started.word("# start_unix_ns").number(realtime_ns()).text(),
-        named.word("# command").word(command).text()}) {
+       {format == TraceFormat::kBinary ? kBinaryTraceFirstLine : kTraceFirstLine,
+        std::string_view("\n"), pid.word("# pid").number(static_cast<uint64_t>(getpid())).bytes(),
+        started.word("# start_unix_ns").number(realtime_ns()).bytes(),
+        named.word("# command").word(command).bytes()}) {
     std::memcpy(buffer_.data() + used_, part.data(), part.size());
     used_ += part.size();
   }
@@ -164,21 +242,26 @@ bool TraceFile::stopped() const noexcept {
   return stopped_;
 }
 
-TraceFile::Line TraceFile::stamped() const noexcept {
-  Line line;
-  line.number(monotonic_ns() - start_ns_);
-  return line;
+TraceFile::Record TraceFile::stamped(TraceTag kind) const noexcept {
+  Record event(format_, kind);
+  event.number(monotonic_ns() - start_ns_);
+  if (format_ == TraceFormat::kText) event.word(text_word(kind));  // the tag goes first
+  return event;
 }
 
-void TraceFile::record(Line& line) noexcept {
-  const std::string_view whole = line.text();
+void TraceFile::record(Record& event) noexcept {
+  const std::string_view whole = event.bytes();
   const std::lock_guard lock(mutex_);
   if (!file_ || stopped_) return;
-  if (used_ + whole.size() > buffer_.size()) write_or_stop_locked();
-  if (stopped_) return;
-  std::memcpy(buffer_.data() + used_, whole.data(), whole.size());
-  used_ += whole.size();
-  ++events_;
+  if (append_locked(whole)) ++events_;
+}
+
+bool TraceFile::append_locked(std::string_view bytes) noexcept {
+  if (used_ + bytes.size() > buffer_.size()) write_or_stop_locked();
+  if (stopped_) return false;
+  std::memcpy(buffer_.data() + used_, bytes.data(), bytes.size());
+  used_ += bytes.size();
+  return true;
 }
 
 int TraceFile::write_buffer_locked() noexcept {
@@ -192,11 +275,11 @@ void TraceFile::write_or_stop_locked() noexcept {
   const int error = write_buffer_locked();
   if (error == 0) return;
   // OwnedDescriptor's EBADF: Note [The shim's own descriptors].
-  logging::warn(
-      "the trace {} stopped after {} events ({}); the job goes on untraced", path_, events_,
-      error == EBADF   ? "the program closed or replaced its descriptor"
-      : error == EFBIG ? "it reached the file size limit, ulimit -f"
-                       : std::strerror(error));
+  logging::warn("the trace {} stopped after {} events ({}); the job goes on untraced", path_,
+                events_,
+                error == EBADF   ? "the program closed or replaced its descriptor"
+                : error == EFBIG ? "it reached the file size limit, ulimit -f"
+                                 : std::strerror(error));
 }
 
 void TraceFile::flush() noexcept {
@@ -207,63 +290,62 @@ void TraceFile::flush() noexcept {
 void TraceFile::finish() noexcept {
   const std::lock_guard lock(mutex_);
   if (!file_ || stopped_) return;
-  Line end;
-  const std::string_view text = end.word("# end").number(events_).word("events").text();
-  if (used_ + text.size() > buffer_.size()) write_or_stop_locked();
-  if (stopped_) return;
-  std::memcpy(buffer_.data() + used_, text.data(), text.size());
-  used_ += text.size();
+  Record end(format_, TraceTag::kEnd);
+  if (format_ == TraceFormat::kText) {
+    end.word("# end").number(events_).word("events");
+  } else {
+    end.number(events_);
+  }
+  if (!append_locked(end.bytes())) return;
   write_or_stop_locked();
   stopped_ = true;
 }
 
 void TraceFile::device_configured(int device, uint64_t total_bytes, uint64_t limit_bytes) noexcept {
-  record(stamped()
-             .word(kTraceDevice)
+  record(stamped(TraceTag::kDevice)
              .number(static_cast<uint64_t>(device))
              .number(total_bytes)
              .number(limit_bytes));
 }
 
 void TraceFile::allocated(const core::Allocation& allocation) noexcept {
-  record(stamped()
-             .word(kTraceAlloc)
+  record(stamped(TraceTag::kAlloc)
              .number(static_cast<uint64_t>(allocation.device))
-             .word(core::route_token(allocation.route))
-             .hex(allocation.key)
+             .route(allocation.route)
+             .key(allocation.key)
              .number(allocation.bytes));
 }
 
 void TraceFile::freed(const core::Allocation& allocation) noexcept {
-  record(stamped()
-             .word(kTraceFree)
+  record(stamped(TraceTag::kFree)
              .number(static_cast<uint64_t>(allocation.device))
-             .word(core::route_token(allocation.route))
-             .hex(allocation.key)
+             .route(allocation.route)
+             .key(allocation.key)
              .number(allocation.bytes));
 }
 
 void TraceFile::refused(int device, core::Route route, uint64_t bytes) noexcept {
-  record(stamped()
-             .word(kTraceRefuse)
-             .number(static_cast<uint64_t>(device))
-             .word(core::route_token(route))
-             .number(bytes));
+  record(
+      stamped(TraceTag::kRefuse).number(static_cast<uint64_t>(device)).route(route).number(bytes));
 }
 
 void TraceFile::evicted(int device, uint64_t base, uint64_t bytes) noexcept {
-  record(stamped().word(kTraceEvict).number(static_cast<uint64_t>(device)).hex(base).number(bytes));
+  record(stamped(TraceTag::kEvict).number(static_cast<uint64_t>(device)).key(base).number(bytes));
 }
 
 void TraceFile::promoted(int device, uint64_t base, uint64_t bytes) noexcept {
-  record(stamped().word(kTracePromote).number(static_cast<uint64_t>(device)).hex(base).number(bytes));
+  record(stamped(TraceTag::kPromote).number(static_cast<uint64_t>(device)).key(base).number(bytes));
 }
 
 void TraceFile::used(int device, uint32_t stream, std::span<const uint64_t> bases) noexcept {
-  Line line = stamped();
-  line.word(kTraceUse).number(static_cast<uint64_t>(device)).number(stream);
-  for (const CUdeviceptr base : bases) line.hex(base);
-  record(line);
+  // The hooks list at most SubmissionUse::kCapacity; more would not fit a record.
+  bases = bases.first(std::min(bases.size(), core::SubmissionUse::kCapacity));
+  Record event = stamped(TraceTag::kUse);
+  event.number(static_cast<uint64_t>(device)).number(stream);
+  // The count is the binary format's alone: a text line ends where the bases do.
+  if (format_ == TraceFormat::kBinary) event.number(bases.size());
+  for (const uint64_t base : bases) event.key(base);
+  record(event);
 }
 
 }  // namespace vramspill::telemetry

@@ -1,6 +1,7 @@
-// The [trace] file's writer (format: telemetry/trace_format.h): told of every memory event by
-// the ledger and tiered placement (core::MemoryEvents), it buffers the lines and writes them in
-// blocks, so that tracing costs a lock and a copy per event, not a system call.
+// The [trace] file's writer (formats: telemetry/trace_format.h, text, and
+// telemetry/trace_binary_format.h): told of every memory event by the ledger and tiered
+// placement (core::MemoryEvents), it buffers the lines or records and writes them in blocks, so
+// that tracing costs a lock and a copy per event, not a system call.
 //
 // Note [A trace never stops the job]
 // The trace is the job's servant. Every failure leaves the job running as it would untraced:
@@ -27,8 +28,10 @@
 #include <string>
 #include <string_view>
 
+#include "config/config.h"
 #include "core/memory_events.h"
 #include "telemetry/owned_descriptor.h"
+#include "telemetry/trace_binary_format.h"
 
 namespace vramspill::telemetry {
 
@@ -42,10 +45,10 @@ class TraceFile final : public core::MemoryEvents {
   TraceFile& operator=(const TraceFile&) = delete;
 
   // Opens the trace at `path` ("%p" is replaced by the process id, "%%" by "%"), truncated,
-  // and writes the header; false with `problem` set when that fails. Once.
-  bool open(const std::string& path, std::string& problem) noexcept;
+  // and writes the header of `format`; false with `problem` set when that fails. Once.
+  bool open(const std::string& path, TraceFormat format, std::string& problem) noexcept;
   // For tests: writes the trace to `fd` (taken over), with `name` standing for its path.
-  bool adopt(int fd, const std::string& name, std::string& problem) noexcept;
+  bool adopt(int fd, const std::string& name, TraceFormat format, std::string& problem) noexcept;
 
   // The file the trace goes to (after "%p" and any fallback), or empty when not open.
   const std::string& path() const noexcept { return path_; }
@@ -53,7 +56,7 @@ class TraceFile final : public core::MemoryEvents {
 
   // Writes what is buffered.
   void flush() noexcept;
-  // Writes what is buffered and the "# end" line; later events are dropped.
+  // Writes what is buffered and the end ("# end" line or end record); later events are dropped.
   void finish() noexcept;
 
   void device_configured(int device, uint64_t total_bytes, uint64_t limit_bytes) noexcept override;
@@ -65,15 +68,18 @@ class TraceFile final : public core::MemoryEvents {
   void used(int device, uint32_t stream, std::span<const uint64_t> bases) noexcept override;
 
  private:
-  class Line;
+  class Record;
 
-  // Keeps `fd` and writes the header.
-  bool start(int fd, std::string& problem) noexcept;
-  // A line holding the time now, for an event to be written after it: each event is formatted
-  // once, in place.
-  Line stamped() const noexcept;
-  // Adds one event's line (from stamped()).
-  void record(Line& line) noexcept;
+  // Keeps `fd` and writes the header of `format`.
+  bool start(int fd, TraceFormat format, std::string& problem) noexcept;
+  // A record of the event `kind` holding the time now, for the event's fields to be added to:
+  // each event is encoded once, in place, before the lock is taken.
+  Record stamped(TraceTag kind) const noexcept;
+  // Adds one event's record (from stamped()).
+  void record(Record& event) noexcept;
+  // Adds `bytes` to the buffer, writing it out first when they would not fit; the caller holds
+  // mutex_. False when the trace has stopped.
+  bool append_locked(std::string_view bytes) noexcept;
   // Writes the buffer out; the caller holds mutex_. On failure stops the trace and returns the
   // errno.
   int write_buffer_locked() noexcept;
@@ -83,7 +89,8 @@ class TraceFile final : public core::MemoryEvents {
   mutable std::mutex mutex_;
   std::unique_ptr<OwnedDescriptor> file_;  // null until open()
   std::string path_;
-  uint64_t start_ns_ = 0;  // CLOCK_MONOTONIC at open()
+  TraceFormat format_ = TraceFormat::kText;  // set before any event, by start()
+  uint64_t start_ns_ = 0;                    // CLOCK_MONOTONIC at open()
   uint64_t events_ = 0;
   bool stopped_ = false;  // a write failed, or finish() ran
   std::size_t used_ = 0;

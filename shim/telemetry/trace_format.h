@@ -1,6 +1,8 @@
 // The [trace] file: what happened to a job's memory, one event a line, for `vramspill export`
 // (and the replay and report tools that read the same file). Text, so that it can be read with
-// grep and a few lines of any language; an event is about 40 bytes.
+// grep and a few lines of any language; an event is about 40 bytes. [trace] format = "binary"
+// writes the same events as compact records instead (telemetry/trace_binary_format.h), under
+// the same header; the reader tells the two apart by the first line.
 //
 //   # vramspill trace 1
 //   # pid 4242
@@ -41,7 +43,7 @@
 // needs to. `# end <count> events` is written when the process exits: a trace without it was
 // cut short (the process was killed, or the trace stopped; the log says why), and holds what was
 // written up to then. Lines starting with '#' elsewhere are comments. A reader rejects a first
-// line other than "# vramspill trace 1".
+// line other than "# vramspill trace 1" (or the binary format's).
 #pragma once
 
 #include <string_view>

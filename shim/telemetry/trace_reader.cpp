@@ -5,8 +5,10 @@
 #include <climits>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <string_view>
 
+#include "telemetry/trace_binary_format.h"
 #include "telemetry/trace_format.h"
 
 namespace vramspill::telemetry {
@@ -52,29 +54,62 @@ std::string route_tokens() {
   return out;
 }
 
-// One event kind as written: its word and the fields after the device.
+// One event kind as written: its word, its binary tag and the fields after the device.
 struct KindFormat {
   TraceEventKind kind;
   std::string_view word;
+  TraceTag tag;
   std::string_view fields;  // for messages
 };
 
 constexpr KindFormat kKinds[] = {
-    {TraceEventKind::kDevice, kTraceDevice, "<device> <total bytes> <limit bytes>"},
-    {TraceEventKind::kAlloc, kTraceAlloc, "<device> <route> <key> <bytes>"},
-    {TraceEventKind::kFree, kTraceFree, "<device> <route> <key> <bytes>"},
-    {TraceEventKind::kRefuse, kTraceRefuse, "<device> <route> <bytes>"},
-    {TraceEventKind::kEvict, kTraceEvict, "<device> <base> <bytes>"},
-    {TraceEventKind::kPromote, kTracePromote, "<device> <base> <bytes>"},
-    {TraceEventKind::kUse, kTraceUse, "<device> <stream> <base>..."},
+    {TraceEventKind::kDevice, kTraceDevice, TraceTag::kDevice,
+     "<device> <total bytes> <limit bytes>"},
+    {TraceEventKind::kAlloc, kTraceAlloc, TraceTag::kAlloc, "<device> <route> <key> <bytes>"},
+    {TraceEventKind::kFree, kTraceFree, TraceTag::kFree, "<device> <route> <key> <bytes>"},
+    {TraceEventKind::kRefuse, kTraceRefuse, TraceTag::kRefuse, "<device> <route> <bytes>"},
+    {TraceEventKind::kEvict, kTraceEvict, TraceTag::kEvict, "<device> <base> <bytes>"},
+    {TraceEventKind::kPromote, kTracePromote, TraceTag::kPromote, "<device> <base> <bytes>"},
+    {TraceEventKind::kUse, kTraceUse, TraceTag::kUse, "<device> <stream> <base>..."},
 };
+
+// A record's tag finds its kind at kKinds[tag - kFirstTraceTag].
+constexpr bool kinds_in_tag_order() {
+  for (std::size_t i = 0; i < std::size(kKinds); ++i) {
+    if (static_cast<std::size_t>(kKinds[i].tag) != kFirstTraceTag + i) return false;
+  }
+  return true;
+}
+static_assert(kinds_in_tag_order());
+
+// A binary record's fields, for messages (trace_binary_format.h): the time first, and a use's
+// count of bases before them.
+std::string binary_fields(const KindFormat& format) {
+  if (format.kind == TraceEventKind::kUse) return "<time> <device> <stream> <count> <base>...";
+  return "<time> " + std::string(format.fields);
+}
+
+std::string hex_byte(uint8_t byte) {
+  constexpr std::string_view kDigits = "0123456789abcdef";
+  return {'0', 'x', kDigits[byte >> 4], kDigits[byte & 0xf]};
+}
 
 class Parser {
  public:
   Parser(std::istream& input, const std::string& name) : input_(input), name_(name) {}
 
   Trace parse() {
-    read_header();
+    if (read_header()) {
+      read_records();
+    } else {
+      read_lines();
+    }
+    return std::move(trace_);
+  }
+
+ private:
+  // The text format's events, after the header.
+  void read_lines() {
     std::string line;
     uint64_t end_line = 0;
     while (next_line(line)) {
@@ -89,10 +124,8 @@ class Parser {
       }
       trace_.events.push_back(read_event(line));
     }
-    return std::move(trace_);
   }
 
- private:
   [[noreturn]] void fail(const std::string& what) const {
     throw TraceError(name_ + ":" + std::to_string(line_number_) + ": " + what);
   }
@@ -106,24 +139,33 @@ class Parser {
     }
     ++line_number_;
     if (input_.eof()) {
-      trace_.dropped_partial_line = true;
+      trace_.dropped_partial_event = true;
       return false;
     }
+    header_bytes_ += line.size() + 1;
     return true;
   }
 
-  void read_header() {
+  // The header, the same in both formats; true for a binary trace.
+  bool read_header() {
     std::string line;
     if (!next_line(line)) {
       line_number_ = 1;
-      fail(std::string(trace_.dropped_partial_line ? "cut short in its first line" : "empty") +
+      fail(std::string(trace_.dropped_partial_event ? "cut short in its first line" : "empty") +
            ": expected '" + std::string(kTraceFirstLine) + "' as the first line");
     }
-    if (line != kTraceFirstLine) {
+    const bool binary = line == kBinaryTraceFirstLine;
+    trace_.binary = binary;
+    if (line != kTraceFirstLine && !binary) {
       constexpr std::string_view kVersionPrefix = "# vramspill trace ";
+      constexpr std::string_view kBinaryVersionPrefix = "# vramspill binary trace ";
       if (line.starts_with(kVersionPrefix)) {
         fail("a trace of format version " + quoted(line.substr(kVersionPrefix.size())) +
              "; this vramspill reads version 1");
+      }
+      if (line.starts_with(kBinaryVersionPrefix)) {
+        fail("a binary trace of format version " +
+             quoted(line.substr(kBinaryVersionPrefix.size())) + "; this vramspill reads version 1");
       }
       fail("not a vramspill trace: expected '" + std::string(kTraceFirstLine) +
            "' as the first line, found " + quoted(line));
@@ -136,6 +178,7 @@ class Parser {
       fail("expected '# command <command line>', found " + quoted(line));
     }
     trace_.command = line.size() > kCommand.size() ? line.substr(kCommand.size() + 1) : "";
+    return binary;
   }
 
   // The next line, which must start with `prefix` (a header line's name).
@@ -278,9 +321,183 @@ class Parser {
     return *known;
   }
 
+  // The binary format's records, after the header (trace_binary_format.h), read from memory: a
+  // trace's events take more room than its records.
+  void read_records() {
+    const std::string body{std::istreambuf_iterator<char>(input_),
+                           std::istreambuf_iterator<char>()};
+    if (input_.bad()) fail(std::string("cannot read it: ") + std::strerror(errno));
+    body_ = body.data();
+    const char* const end = body.data() + body.size();
+    const char* at = body_;
+    uint64_t end_record = 0;  // where the end record is, once read
+    while (at != end) {
+      const uint64_t record = offset(at);
+      if (trace_.complete) {
+        fail_at(record, "a record after the trace's end record (at byte " +
+                            std::to_string(end_record) + ")");
+      }
+      const auto tag = static_cast<uint8_t>(*at);
+      if (tag < kFirstTraceTag || tag > kLastTraceTag) {
+        fail_at(record, "unknown record tag " + hex_byte(tag) +
+                            ": expected a tag from 1 to 8 (device, alloc, free, refuse, evict, "
+                            "promote, use, end)");
+      }
+      const char* payload = at + 1;
+      uint64_t length = 0;
+      switch (get_varint(payload, end, length)) {
+        case VarintRead::kRead:
+          break;
+        case VarintRead::kCut:  // cut short in its length
+          trace_.dropped_partial_event = true;
+          return;
+        case VarintRead::kTooLong:
+          fail_at(record + 1, "bad record length: a number of more than 10 bytes or 64 bits");
+      }
+      if (length > kMaxTracePayloadBytes) {
+        fail_at(record + 1, "a record of " + std::to_string(length) + " bytes: expected at most " +
+                                std::to_string(kMaxTracePayloadBytes));
+      }
+      if (static_cast<uint64_t>(end - payload) < length) {  // cut short in its payload
+        trace_.dropped_partial_event = true;
+        return;
+      }
+      Fields fields{payload, payload + length, record};
+      if (static_cast<TraceTag>(tag) == TraceTag::kEnd) {
+        read_end_record(fields);
+        end_record = record;
+      } else {
+        trace_.events.push_back(read_record(static_cast<TraceTag>(tag), fields));
+      }
+      at = payload + length;
+    }
+  }
+
+  // The payload of the record at byte `record`, read in turn.
+  struct Fields {
+    const char* at;
+    const char* end;
+    uint64_t record;
+  };
+
+  [[noreturn]] void fail_at(uint64_t byte, const std::string& what) const {
+    throw TraceError(name_ + ": byte " + std::to_string(byte) + ": " + what);
+  }
+
+  // Where `at`, in the records, is in the file.
+  uint64_t offset(const char* at) const {
+    return header_bytes_ + static_cast<uint64_t>(at - body_);
+  }
+
+  // The record's next field, `name`, which must be there; `fields_written` for messages.
+  uint64_t field(Fields& fields, std::string_view name, std::string_view record_name,
+                 const std::string& fields_written) const {
+    const char* const start = fields.at;
+    uint64_t value = 0;
+    switch (get_varint(fields.at, fields.end, value)) {
+      case VarintRead::kRead:
+        return value;
+      case VarintRead::kCut:
+        fail_at(offset(start), "the " + std::string(record_name) + " record at byte " +
+                                   std::to_string(fields.record) + " ends " +
+                                   (start == fields.end ? "before " : "inside ") +
+                                   std::string(name) + " (expected " + fields_written + ")");
+      case VarintRead::kTooLong:
+        break;
+    }
+    fail_at(offset(start),
+            "bad number for " + std::string(name) + ": a varint of more than 10 bytes or 64 bits");
+  }
+
+  void read_end_record(Fields& fields) {
+    const std::string written = "<event count>";
+    const uint64_t count = field(fields, "<event count>", "end", written);
+    no_more_fields(fields, "end", written);
+    if (count != trace_.events.size()) {
+      fail_at(fields.record,
+              "the end record counts " + std::to_string(count) + " events, but the trace holds " +
+                  std::to_string(trace_.events.size()) + ": it was changed after it was written");
+    }
+    trace_.complete = true;
+  }
+
+  TraceEvent read_record(TraceTag tag, Fields& fields) const {
+    const KindFormat& format = kKinds[static_cast<uint8_t>(tag) - kFirstTraceTag];
+    const std::string written = binary_fields(format);
+    const auto next = [&](std::string_view name) {
+      return field(fields, name, format.word, written);
+    };
+    TraceEvent event;
+    event.kind = format.kind;
+    event.time_ns = next("<time>");
+    const char* const device_at = fields.at;
+    const uint64_t device = next("<device>");
+    if (device > INT_MAX) {
+      fail_at(offset(device_at), "device " + std::to_string(device) + " is out of range");
+    }
+    event.device = static_cast<int>(device);
+    const auto route = [&] {
+      const char* const route_at = fields.at;
+      const uint64_t index = next("<route>");
+      if (index >= core::kRouteCount) {
+        fail_at(offset(route_at), "unknown route " + std::to_string(index) + ": expected 0 (" +
+                                      std::string(kTraceRouteOrder.front()) + ") to " +
+                                      std::to_string(core::kRouteCount - 1) + " (" +
+                                      std::string(kTraceRouteOrder.back()) + ")");
+      }
+      return static_cast<core::Route>(index);
+    };
+    switch (event.kind) {
+      case TraceEventKind::kDevice:
+        event.bytes = next("<total bytes>");
+        event.limit_bytes = next("<limit bytes>");
+        break;
+      case TraceEventKind::kAlloc:
+      case TraceEventKind::kFree:
+        event.route = route();
+        event.key = next("<key>");
+        event.bytes = next("<bytes>");
+        break;
+      case TraceEventKind::kRefuse:
+        event.route = route();
+        event.bytes = next("<bytes>");
+        break;
+      case TraceEventKind::kEvict:
+      case TraceEventKind::kPromote:
+        event.route = core::Route::kTiered;
+        event.key = next("<base>");
+        event.bytes = next("<bytes>");
+        break;
+      case TraceEventKind::kUse: {
+        event.stream = next("<stream>");
+        const char* const count_at = fields.at;
+        const uint64_t count = next("<count>");
+        if (count == 0) {
+          fail_at(offset(count_at),
+                  "a use record of no base (expected " + written + ", with a count of at least 1)");
+        }
+        for (uint64_t i = 0; i < count; ++i) event.bases.push_back(next("<base>"));
+        break;
+      }
+    }
+    no_more_fields(fields, format.word, written);
+    return event;
+  }
+
+  void no_more_fields(const Fields& fields, std::string_view record_name,
+                      const std::string& fields_written) const {
+    if (fields.at == fields.end) return;
+    const auto left = static_cast<std::size_t>(fields.end - fields.at);
+    fail_at(offset(fields.at), std::to_string(left) + (left == 1 ? " byte" : " bytes") +
+                                   " left after the " + std::string(record_name) +
+                                   " record's fields (expected " + fields_written + ")");
+  }
+
   std::istream& input_;
   const std::string& name_;
   uint64_t line_number_ = 0;
+  uint64_t header_bytes_ = 0;   // the whole lines read so far: where a binary trace's records start
+  const char* body_ = nullptr;  // the records, while read_records() runs
   Trace trace_;
 };
 

@@ -1,6 +1,7 @@
-// The reading side of the [trace] file (telemetry/trace_format.h), for `vramspill export` and
-// tests. Not part of the preloaded library (nothing in the shim calls it, so the linker leaves
-// this object out of libvramspill.so); it allocates and throws like any tool.
+// The reading side of the [trace] file, in either format (telemetry/trace_format.h,
+// telemetry/trace_binary_format.h), for `vramspill export`, `report`, `replay` and tests. Not part
+// of the preloaded library (nothing in the shim calls it, so the linker leaves this object out of
+// libvramspill.so); it allocates and throws like any tool.
 #pragma once
 
 #include <cstdint>
@@ -15,8 +16,8 @@ namespace vramspill::telemetry {
 
 enum class TraceEventKind : uint8_t { kDevice, kAlloc, kFree, kRefuse, kEvict, kPromote, kUse };
 
-// One event line. Fields an event kind does not have are zero (route: kTiered for evict and
-// promote, whose blocks are always tiered ones).
+// One event (a line, or a binary record). Fields an event kind does not have are zero (route:
+// kTiered for evict and promote, whose blocks are always tiered ones).
 struct TraceEvent {
   uint64_t time_ns = 0;  // since the shim started
   TraceEventKind kind = TraceEventKind::kAlloc;
@@ -33,21 +34,27 @@ struct Trace {
   uint64_t pid = 0;
   uint64_t start_unix_ns = 0;
   std::string command;
-  // Saw "# end N events": the process exited and the trace holds everything. False for a trace
-  // cut short (the process was killed, or the trace stopped), which holds what was written.
+  // Written in the binary format (telemetry/trace_binary_format.h), not as text.
+  bool binary = false;
+  // Saw "# end N events" (or the end record): the process exited and the trace holds everything.
+  // False for a trace cut short (the process was killed, or the trace stopped), which holds what
+  // was written.
   bool complete = false;
-  // The last line had no newline (a write cut short) and was left out.
-  bool dropped_partial_line = false;
+  // The last event was cut short while being written (a line without its newline, a binary
+  // record that runs past the file's end) and was left out.
+  bool dropped_partial_event = false;
   std::vector<TraceEvent> events;  // in file order
 };
 
-// What is wrong with a trace, as "NAME:LINE: what was found, what was expected".
+// What is wrong with a trace, as "NAME:LINE: what was found, what was expected", or in a
+// binary trace's records "NAME: byte OFFSET: ..." (the offset in the file, from 0).
 class TraceError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
 
-// Reads the trace in `input`, naming it `name` in errors. Throws TraceError.
+// Reads the trace in `input`, of either format (told by its first line), naming it `name` in
+// errors. Throws TraceError.
 Trace parse_trace(std::istream& input, const std::string& name);
 
 // Reads the trace file at `path`. Throws TraceError (also when it cannot be read).

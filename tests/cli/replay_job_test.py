@@ -3,11 +3,13 @@
 simcuda with a [trace] file. Replayed with lru at the job's budget, the model of tiered mode
 (tools/cli/trace_replay.h) must move exactly what the job moved; every policy must fetch at
 least Belady's MIN; a smaller budget must not fetch less. A trace without tiered blocks and a
-budget below one granule are errors (status 2).
+budget below one granule are errors (status 2). The same job traced with [trace] format =
+"binary" replays alike, cut short it warns likewise, and `vramspill export` reads it too.
 
     replay_job_test.py CLI TRAIN_DEMO PRELOAD SIMCUDA_DIR TIERED_CONF
 """
 
+import os
 import subprocess
 import sys
 import tempfile
@@ -44,6 +46,45 @@ def table(output):
     return rows
 
 
+def check_recorded_moves(rows):
+    """lru at the job's budget moves what the job moved, and the job moved something."""
+    lru_promoted, lru_evicted = rows["lru"][1:3]
+    recorded_promoted, recorded_evicted = rows["recorded"]
+    if (lru_promoted, lru_evicted) != (recorded_promoted, recorded_evicted):
+        fail(f"lru replayed at the job's budget moved {lru_promoted} in and {lru_evicted} out; "
+             f"the job moved {recorded_promoted} and {recorded_evicted}")
+    if recorded_evicted == 0:
+        fail("the job evicted nothing: the test's budget no longer makes it move blocks")
+
+
+def check_binary_trace(directory):
+    """The tiered job traced in the binary format: the tools read it as they read text."""
+    trace = run_traced_demo(TRAIN_DEMO, PRELOAD, SIMCUDA_DIR, directory, "tiered-binary",
+                            dict(tiered_mode(TIERED_CONF), VRAMSPILL_TRACE_FORMAT="binary"),
+                            TIERED_ARGS)
+    with open(trace, "rb") as f:
+        first_line = f.readline()
+    if first_line != b"# vramspill binary trace 1\n":
+        fail(f"VRAMSPILL_TRACE_FORMAT=binary wrote a trace starting {first_line[:40]!r}")
+    result = replay(trace)
+    if result.returncode != 0 or result.stderr:
+        fail(f"replay of a binary trace: status {result.returncode}\n{result.stderr}")
+    check_recorded_moves(table(result.stdout))
+    cut = os.path.join(directory, "cut-binary.trace")
+    with open(trace, "rb") as whole, open(cut, "wb") as f:
+        f.write(whole.read()[:-3])
+    result = replay(cut)
+    warning = (f"vramspill replay: {cut} ends without its end record: the process was killed or "
+               f"its trace stopped; replaying what it holds\n")
+    if result.returncode != 0 or result.stderr != warning:
+        fail(f"a cut-short binary trace: status {result.returncode}, stderr {result.stderr!r}")
+    snapshot = os.path.join(directory, "tiered-binary.pickle")
+    exported = subprocess.run([CLI, "export", "--format", "memory-viz", trace, "-o", snapshot],
+                              capture_output=True, text=True)
+    if exported.returncode != 0 or exported.stderr or not os.path.getsize(snapshot):
+        fail(f"export of a binary trace: status {exported.returncode}\n{exported.stderr}")
+
+
 def main():
     with tempfile.TemporaryDirectory() as directory:
         trace = run_traced_demo(TRAIN_DEMO, PRELOAD, SIMCUDA_DIR, directory, "tiered",
@@ -53,13 +94,8 @@ def main():
             fail(f"replay: status {result.returncode}\n{result.stderr}")
         rows = table(result.stdout)
         print(result.stdout)
-        lru_fetched, lru_promoted, lru_evicted = rows["lru"][:3]
-        recorded_promoted, recorded_evicted = rows["recorded"]
-        if (lru_promoted, lru_evicted) != (recorded_promoted, recorded_evicted):
-            fail(f"lru replayed at the job's budget moved {lru_promoted} in and {lru_evicted} out; "
-                 f"the job moved {recorded_promoted} and {recorded_evicted}")
-        if recorded_evicted == 0:
-            fail("the job evicted nothing: the test's budget no longer makes it move blocks")
+        check_recorded_moves(rows)
+        lru_fetched = rows["lru"][0]
         (optimum,) = rows["MIN"]
         for policy in ("fifo", "largest", "lfu", "lru"):
             if rows[policy][0] < optimum:
@@ -78,6 +114,7 @@ def main():
         tiny = replay(trace, "--budget", "1MiB")
         if tiny.returncode != 2 or "expected a size of at least 2MiB" not in tiny.stderr:
             fail(f"--budget 1MiB: status {tiny.returncode}\n{tiny.stderr}")
+        check_binary_trace(directory)
     print("replay checks passed")
 
 

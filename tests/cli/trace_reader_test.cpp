@@ -1,11 +1,20 @@
 // The [trace] file's reader (telemetry/trace_reader.h): every line trace_format.h describes,
-// traces cut short, and each kind of bad line named with its line number.
+// traces cut short, and each kind of bad line named with its line number; and the binary
+// format's records (trace_binary_format.h), each kind of damage named with its byte.
+// (tests/shim/trace_file_test.cpp reads what the writer writes, in both formats, and binary
+// traces cut at every byte.)
 #include "telemetry/trace_reader.h"
 
 #include <gtest/gtest.h>
 
+#include <array>
+#include <cstdint>
+#include <cstring>
+#include <initializer_list>
 #include <sstream>
 #include <string>
+
+#include "telemetry/trace_binary_format.h"
 
 namespace vramspill::telemetry {
 namespace {
@@ -47,7 +56,7 @@ TEST(TraceReader, ReadsTheFormatsExample) {
   EXPECT_EQ(trace.start_unix_ns, 1764662400000000000u);
   EXPECT_EQ(trace.command, "python train.py --epochs 3");
   EXPECT_TRUE(trace.complete);
-  EXPECT_FALSE(trace.dropped_partial_line);
+  EXPECT_FALSE(trace.dropped_partial_event);
   ASSERT_EQ(trace.events.size(), 8u);
 
   const TraceEvent& device = trace.events[0];
@@ -103,7 +112,7 @@ TEST(TraceReader, ATraceWithoutItsEndIsIncompleteAndKeepsItsEvents) {
                             "1 alloc 0 cuMemAlloc 0x1000 4096\n"
                             "2 alloc 0 cuMemAlloc 0x2000 4096\n");
   EXPECT_FALSE(trace.complete);
-  EXPECT_FALSE(trace.dropped_partial_line);
+  EXPECT_FALSE(trace.dropped_partial_event);
   EXPECT_EQ(trace.events.size(), 2u);
 }
 
@@ -112,7 +121,7 @@ TEST(TraceReader, ALastLineCutShortIsLeftOutNotAnError) {
                             "1 alloc 0 cuMemAlloc 0x1000 4096\n"
                             "2 alloc 0 cuMemAl");
   EXPECT_FALSE(trace.complete);
-  EXPECT_TRUE(trace.dropped_partial_line);
+  EXPECT_TRUE(trace.dropped_partial_event);
   ASSERT_EQ(trace.events.size(), 1u);
   EXPECT_EQ(trace.events[0].key, 0x1000u);
 }
@@ -196,6 +205,196 @@ TEST(TraceReader, ReadTraceNamesAFileItCannotOpen) {
   } catch (const TraceError& error) {
     EXPECT_STREQ(error.what(), "/nonexistent/job.trace: cannot open it: No such file or directory");
   }
+}
+
+constexpr const char* kBinaryHeader =
+    "# vramspill binary trace 1\n"
+    "# pid 4242\n"
+    "# start_unix_ns 1764662400000000000\n"
+    "# command python train.py --epochs 3\n";
+const std::size_t kBinaryHeaderBytes = std::strlen(kBinaryHeader);
+
+std::string varint(uint64_t value) {
+  std::array<char, kMaxVarintBytes> bytes{};
+  return {bytes.data(), put_varint(bytes.data(), value)};
+}
+
+// A record: `tag`, the payload's length, and `fields` as varints.
+std::string record(TraceTag tag, std::initializer_list<uint64_t> fields) {
+  std::string payload;
+  for (const uint64_t field : fields) payload += varint(field);
+  return static_cast<char>(tag) + varint(payload.size()) + payload;
+}
+
+std::string alloc_record(uint64_t key) {
+  return record(TraceTag::kAlloc, {183220, 0, 0, key, 4096});  // route 0: cuMemAlloc
+}
+
+TEST(TraceReader, ReadsABinaryTrace) {
+  const Trace trace = parse(
+      std::string(kBinaryHeader) + record(TraceTag::kDevice, {0, 1, 85899345920, 21474836480}) +
+      alloc_record(0x7f3a00000000) + record(TraceTag::kRefuse, {201877, 0, 8, 2147483648}) +
+      record(TraceTag::kEvict, {993001, 0, 0x7f3a00000000, 4194304}) +
+      record(TraceTag::kPromote, {993840, 0, 0x7f3a00000000, 4194304}) +
+      record(TraceTag::kUse, {993901, 1, 17, 2, 0x7f3a00000000, 0x2000}) +
+      record(TraceTag::kFree, {1204467, 0, 10, 0x7f3a00000000, 4096}) +
+      record(TraceTag::kEnd, {7}));
+  EXPECT_EQ(trace.pid, 4242u);
+  EXPECT_EQ(trace.start_unix_ns, 1764662400000000000u);
+  EXPECT_EQ(trace.command, "python train.py --epochs 3");
+  EXPECT_TRUE(trace.complete);
+  EXPECT_FALSE(trace.dropped_partial_event);
+  ASSERT_EQ(trace.events.size(), 7u);
+  EXPECT_EQ(trace.events[0].kind, TraceEventKind::kDevice);
+  EXPECT_EQ(trace.events[0].device, 1);
+  EXPECT_EQ(trace.events[0].bytes, 85899345920u);
+  EXPECT_EQ(trace.events[0].limit_bytes, 21474836480u);
+  const TraceEvent& alloc = trace.events[1];
+  EXPECT_EQ(alloc.time_ns, 183220u);
+  EXPECT_EQ(alloc.kind, TraceEventKind::kAlloc);
+  EXPECT_EQ(alloc.route, core::Route::kMemAlloc);
+  EXPECT_EQ(alloc.key, 0x7f3a00000000u);
+  EXPECT_EQ(alloc.bytes, 4096u);
+  EXPECT_EQ(trace.events[2].kind, TraceEventKind::kRefuse);
+  EXPECT_EQ(trace.events[2].route, core::Route::kSpillHost);
+  EXPECT_EQ(trace.events[2].bytes, 2147483648u);
+  EXPECT_EQ(trace.events[3].kind, TraceEventKind::kEvict);
+  EXPECT_EQ(trace.events[3].route, core::Route::kTiered);
+  EXPECT_EQ(trace.events[4].kind, TraceEventKind::kPromote);
+  const TraceEvent& use = trace.events[5];
+  EXPECT_EQ(use.kind, TraceEventKind::kUse);
+  EXPECT_EQ(use.device, 1);
+  EXPECT_EQ(use.stream, 17u);
+  EXPECT_EQ(use.bases, (std::vector<uint64_t>{0x7f3a00000000u, 0x2000u}));
+  EXPECT_EQ(trace.events[6].kind, TraceEventKind::kFree);
+  EXPECT_EQ(trace.events[6].route, core::Route::kTiered);
+}
+
+// A route is written as its index: the format's list must stay core::Route's order.
+TEST(TraceReader, TheBinaryRouteOrderIsCoreRoutes) {
+  ASSERT_EQ(kTraceRouteOrder.size(), core::kRouteCount);
+  for (std::size_t index = 0; index < core::kRouteCount; ++index) {
+    EXPECT_EQ(kTraceRouteOrder[index], core::route_token(static_cast<core::Route>(index)));
+  }
+}
+
+TEST(TraceReader, TheLargestNumbersReadBack) {
+  const Trace trace =
+      parse(std::string(kBinaryHeader) +
+            record(TraceTag::kAlloc, {UINT64_MAX, INT32_MAX, 10, UINT64_MAX, UINT64_MAX}));
+  ASSERT_EQ(trace.events.size(), 1u);
+  EXPECT_EQ(trace.events[0].time_ns, UINT64_MAX);
+  EXPECT_EQ(trace.events[0].device, INT32_MAX);
+  EXPECT_EQ(trace.events[0].key, UINT64_MAX);
+  EXPECT_EQ(trace.events[0].bytes, UINT64_MAX);
+  EXPECT_EQ(varint(UINT64_MAX).size(), kMaxVarintBytes);
+}
+
+TEST(TraceReader, ABinaryRecordCutShortIsLeftOutNotAnError) {
+  const std::string whole =
+      std::string(kBinaryHeader) + alloc_record(0x1000) + alloc_record(0x2000);
+  const Trace trace = parse(whole.substr(0, whole.size() - 3));
+  EXPECT_FALSE(trace.complete);
+  EXPECT_TRUE(trace.dropped_partial_event);
+  ASSERT_EQ(trace.events.size(), 1u);
+  EXPECT_EQ(trace.events[0].key, 0x1000u);
+  // Cut after its tag: the length is not there yet.
+  EXPECT_TRUE(parse(std::string(kBinaryHeader) + "\x02").dropped_partial_event);
+  const Trace no_records = parse(kBinaryHeader);
+  EXPECT_FALSE(no_records.dropped_partial_event);
+  EXPECT_TRUE(no_records.events.empty());
+}
+
+TEST(TraceReader, RejectsAnUnknownRecordTag) {
+  const std::string at = std::to_string(kBinaryHeaderBytes + alloc_record(0x1000).size());
+  EXPECT_EQ(error_of(std::string(kBinaryHeader) + alloc_record(0x1000) + "A\x01\x07"),
+            "job.trace: byte " + at +
+                ": unknown record tag 0x41: expected a tag from 1 to 8 (device, alloc, free, "
+                "refuse, evict, promote, use, end)");
+  EXPECT_EQ(error_of(std::string(kBinaryHeader) + '\0'),
+            "job.trace: byte " + std::to_string(kBinaryHeaderBytes) +
+                ": unknown record tag 0x00: expected a tag from 1 to 8 (device, alloc, free, "
+                "refuse, evict, promote, use, end)");
+}
+
+TEST(TraceReader, RejectsANumberOfMoreThanTenBytes) {
+  // An evict record whose <base> runs on for 11 bytes.
+  const std::string eleven = std::string(10, '\x80') + '\x01';
+  std::string evict =
+      std::string(1, '\x05') + varint(2 + eleven.size() + 1) + '\x07' + '\x00' + eleven + '\x01';
+  EXPECT_EQ(error_of(std::string(kBinaryHeader) + evict),
+            "job.trace: byte " + std::to_string(kBinaryHeaderBytes + 4) +
+                ": bad number for <base>: a varint of more than 10 bytes or 64 bits");
+  // Ten bytes, but over 64 bits.
+  const std::string over = std::string(9, '\xff') + '\x02';
+  evict = std::string(1, '\x05') + varint(2 + over.size() + 1) + '\x07' + '\x00' + over + '\x01';
+  EXPECT_EQ(error_of(std::string(kBinaryHeader) + evict),
+            "job.trace: byte " + std::to_string(kBinaryHeaderBytes + 4) +
+                ": bad number for <base>: a varint of more than 10 bytes or 64 bits");
+  EXPECT_EQ(error_of(std::string(kBinaryHeader) + '\x05' + std::string(10, '\xff') + '\x01'),
+            "job.trace: byte " + std::to_string(kBinaryHeaderBytes + 1) +
+                ": bad record length: a number of more than 10 bytes or 64 bits");
+  EXPECT_EQ(error_of(std::string(kBinaryHeader) + '\x05' + varint(5000)),
+            "job.trace: byte " + std::to_string(kBinaryHeaderBytes + 1) +
+                ": a record of 5000 bytes: expected at most 1024");
+}
+
+TEST(TraceReader, RejectsMissingAndExtraBinaryFields) {
+  const std::string at = std::to_string(kBinaryHeaderBytes);
+  EXPECT_EQ(error_of(std::string(kBinaryHeader) + record(TraceTag::kAlloc, {1, 0, 0, 0x1000})),
+            "job.trace: byte " + std::to_string(kBinaryHeaderBytes + 2 + 5) +
+                ": the alloc record at byte " + at +
+                " ends before <bytes> (expected <time> <device> <route> <key> <bytes>)");
+  EXPECT_EQ(error_of(std::string(kBinaryHeader) + record(TraceTag::kEvict, {1, 0, 0x10, 4096, 7})),
+            "job.trace: byte " + std::to_string(kBinaryHeaderBytes + 2 + 5) +
+                ": 1 byte left after the evict record's fields (expected <time> <device> <base> "
+                "<bytes>)");
+  EXPECT_EQ(error_of(std::string(kBinaryHeader) + record(TraceTag::kUse, {1, 0, 3, 2, 0x10})),
+            "job.trace: byte " + std::to_string(kBinaryHeaderBytes + 2 + 5) +
+                ": the use record at byte " + at +
+                " ends before <base> (expected <time> <device> <stream> <count> <base>...)");
+  EXPECT_EQ(error_of(std::string(kBinaryHeader) + record(TraceTag::kUse, {1, 0, 3, 0})),
+            "job.trace: byte " + std::to_string(kBinaryHeaderBytes + 5) +
+                ": a use record of no base (expected <time> <device> <stream> <count> <base>..., "
+                "with a count of at least 1)");
+  // A varint that runs past its record's length.
+  EXPECT_EQ(error_of(std::string(kBinaryHeader) + std::string("\x05\x03\x01\x00\x80", 5) +
+                     alloc_record(1)),
+            "job.trace: byte " + std::to_string(kBinaryHeaderBytes + 4) +
+                ": the evict record at byte " + at +
+                " ends inside <base> (expected <time> <device> <base> <bytes>)");
+}
+
+TEST(TraceReader, RejectsABadBinaryRouteOrDevice) {
+  EXPECT_EQ(error_of(std::string(kBinaryHeader) + record(TraceTag::kFree, {1, 0, 11, 0x10, 1})),
+            "job.trace: byte " + std::to_string(kBinaryHeaderBytes + 4) +
+                ": unknown route 11: expected 0 (cuMemAlloc) to 10 (tiered)");
+  EXPECT_EQ(error_of(std::string(kBinaryHeader) + record(TraceTag::kEvict, {1, 1ULL << 31, 0, 1})),
+            "job.trace: byte " + std::to_string(kBinaryHeaderBytes + 3) +
+                ": device 2147483648 is out of range");
+}
+
+TEST(TraceReader, ChecksTheEndRecord) {
+  const std::string at = std::to_string(kBinaryHeaderBytes + alloc_record(1).size());
+  EXPECT_EQ(error_of(std::string(kBinaryHeader) + alloc_record(1) + record(TraceTag::kEnd, {2})),
+            "job.trace: byte " + at +
+                ": the end record counts 2 events, but the trace holds 1: it was changed after it "
+                "was written");
+  const std::string end_record = record(TraceTag::kEnd, {0});
+  EXPECT_EQ(error_of(std::string(kBinaryHeader) + end_record + alloc_record(1)),
+            "job.trace: byte " + std::to_string(kBinaryHeaderBytes + end_record.size()) +
+                ": a record after the trace's end record (at byte " +
+                std::to_string(kBinaryHeaderBytes) + ")");
+  EXPECT_EQ(error_of(std::string(kBinaryHeader) + record(TraceTag::kEnd, {0, 0})),
+            "job.trace: byte " + std::to_string(kBinaryHeaderBytes + 3) +
+                ": 1 byte left after the end record's fields (expected <event count>)");
+}
+
+TEST(TraceReader, RejectsABinaryTraceOfAnotherVersion) {
+  EXPECT_EQ(error_of("# vramspill binary trace 2\n"),
+            "job.trace:1: a binary trace of format version '2'; this vramspill reads version 1");
+  EXPECT_EQ(error_of("# vramspill binary trace 1\n# pid 12\n"),
+            "job.trace:3: the trace ends in its header: expected '# start_unix_ns ...'");
 }
 
 }  // namespace

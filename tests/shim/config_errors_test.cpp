@@ -119,6 +119,16 @@ TEST(ConfigErrors, EnumListsTheValidChoices) {
             "expected one of: trace, debug, info, warn, error, off");
 }
 
+TEST(ConfigErrors, TraceFormatListsTheValidChoices) {
+  std::string path;
+  const std::string message = toml_error("[trace]\nformat = \"jsonl\"\n", path);
+  EXPECT_EQ(message, "bad value 'jsonl' for trace.format at " + path +
+                         ":2:10: not a valid choice; expected one of: text, binary");
+  EXPECT_EQ(env_error({"VRAMSPILL_TRACE_FORMAT=Binary!"}),
+            "bad value 'Binary!' for trace.format in VRAMSPILL_TRACE_FORMAT: not a valid choice; "
+            "expected one of: text, binary");
+}
+
 TEST(ConfigErrors, SyntaxErrorNamesThePlaceAndHowToWriteSizes) {
   std::string path;
   const std::string message = toml_error("[device]\nbudget = 20GiB\n", path);

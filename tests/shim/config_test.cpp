@@ -275,6 +275,23 @@ TEST(LoadConfig, TieredDefaults) {
   EXPECT_EQ(result.config().tiered.keep, 64ull << 20);
 }
 
+TEST(LoadConfig, TraceFormatDefaultsToTextAndReadsBinary) {
+  const ConfigResult defaults = load({});
+  ASSERT_TRUE(defaults.ok()) << defaults.error().message;
+  EXPECT_EQ(defaults.config().trace.file, "");
+  EXPECT_EQ(defaults.config().trace.format, TraceFormat::kText);
+  std::string path;
+  const ConfigResult from_file =
+      load_toml("[trace]\nfile = \"/tmp/job.trace\"\nformat = \"binary\"\n", path);
+  ASSERT_TRUE(from_file.ok()) << from_file.error().message;
+  EXPECT_EQ(from_file.config().trace.file, "/tmp/job.trace");
+  EXPECT_EQ(from_file.config().trace.format, TraceFormat::kBinary);
+  const ConfigResult from_environment =
+      load_toml("[trace]\nformat = \"binary\"\n", path, {"VRAMSPILL_TRACE_FORMAT=text"});
+  ASSERT_TRUE(from_environment.ok()) << from_environment.error().message;
+  EXPECT_EQ(from_environment.config().trace.format, TraceFormat::kText);
+}
+
 // The config layer cannot reach the policy registry: its list of names is held to it here.
 TEST(LoadConfig, TieredPolicyNamesAreTheRegistrys) {
   const auto registered = policies::policy_names();

@@ -9,9 +9,9 @@ std::optional<telemetry::Trace> read_trace_for(std::string_view program, const s
   try {
     telemetry::Trace trace = telemetry::read_trace(path);
     if (!trace.complete) {
-      std::cerr << program << ": " << path
-                << " ends without '# end': the process was killed or its trace stopped; " << doing
-                << " what it holds\n";
+      std::cerr << program << ": " << path << " ends without "
+                << (trace.binary ? "its end record" : "'# end'")
+                << ": the process was killed or its trace stopped; " << doing << " what it holds\n";
     }
     return trace;
   } catch (const telemetry::TraceError& error) {

@@ -11,8 +11,9 @@
 namespace vramspill::cli {
 
 // The trace at `path`; nullopt, with the reader's message on standard error after `program`,
-// when it cannot be read or is not valid. A trace without its '# end' line is returned with a
-// warning that the command goes on `doing` ("exporting", "drawing", ...) what it holds.
+// when it cannot be read or is not valid. A trace without its '# end' line (or a binary one
+// without its end record) is returned with a warning that the command goes on `doing` ("exporting",
+// "drawing", ...) what it holds.
 std::optional<telemetry::Trace> read_trace_for(std::string_view program, const std::string& path,
                                                std::string_view doing);
 

@@ -118,6 +118,38 @@ bool EvictionPolicy::should_promote(BlockId block) {
   return promote;
 }
 
+std::vector<BlockId> EvictionPolicy::promote_ahead(uint64_t room_taken,
+                                                   std::span<const BlockId> keep) {
+  std::vector<BlockId> named = do_promote_ahead(room_taken, keep);
+  if (named.empty()) return named;
+  std::vector<BlockId> kept(keep.begin(), keep.end());
+  std::ranges::sort(kept);
+  std::unordered_set<BlockId> taken;
+  std::vector<BlockId> valid;
+  for (const BlockId block : named) {
+    const Books* books = find(block);
+    const char* problem = nullptr;
+    if (books == nullptr) {
+      problem = "named a block to promote ahead that is not live: block";
+    } else if (books->device_granules == books->granules) {
+      problem = "named a block to promote ahead with no host granules: block";
+    } else if (books->granules > capacity_granules_) {
+      problem = "named a block to promote ahead larger than the budget: block";
+    } else if (std::ranges::binary_search(kept, block)) {
+      problem = "named a block to promote ahead that the launch keeps: block";
+    } else if (!taken.insert(block).second) {
+      problem = "named the same block to promote ahead twice: block";
+    }
+    if (problem != nullptr) {
+      broken(stats_.invalid_decisions, problem, block);
+      continue;
+    }
+    valid.push_back(block);
+  }
+  stats_.promotions_ahead += valid.size();
+  return valid;
+}
+
 uint64_t EvictionPolicy::granules(BlockId block) const noexcept {
   const auto it = books_.find(block);
   return it == books_.end() ? 0 : it->second.granules;

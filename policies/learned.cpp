@@ -347,19 +347,54 @@ bool LearnedPolicy::do_should_promote(BlockId block) {
   const auto found = blocks_.find(block);
   const uint64_t next = found != blocks_.end() ? next_use(found->second) : kNever;
   if (next == kNever) return false;
-  uint64_t displaceable = room;
   const std::vector<BlockId>& launch = launch_blocks_[(launches_ - 1) % kRing];
-  const auto makes_room = [&](BlockId other) {
-    if (std::binary_search(launch.begin(), launch.end(), other)) return false;
+  return room + displaceable_after(next, needed - room, launch) >= needed;
+}
+
+// Note [Learned promotes ahead]
+std::vector<BlockId> LearnedPolicy::do_promote_ahead(uint64_t room_taken,
+                                                     std::span<const BlockId> keep) {
+  std::vector<BlockId> ahead;
+  if (!locked_) return ahead;
+  std::vector<BlockId> kept(keep.begin(), keep.end());
+  std::sort(kept.begin(), kept.end());
+  // The room left, and what the blocks on the device that the plan never uses again hold.
+  const uint64_t free_room =
+      capacity_granules() - std::min(capacity_granules(), device_granules_) +
+      displaceable_after(kNever, UINT64_MAX, kept);
+  uint64_t claimed = room_taken;
+  const uint64_t now = launches_ - 1;
+  // While locked, launch `now + i` repeats launch `now + i - period_` (Note [Learning the period]).
+  for (uint64_t launch = now + 1; launch <= now + std::min(kAheadLaunches, period_); ++launch) {
+    for (const BlockId block : launch_blocks_[(launch - period_) % kRing]) {
+      const uint64_t needed = granules(block) - device_granules(block);
+      if (needed == 0 || granules(block) > capacity_granules() ||
+          std::binary_search(kept.begin(), kept.end(), block) ||
+          std::find(ahead.begin(), ahead.end(), block) != ahead.end())
+        continue;
+      if (claimed + needed > free_room) return ahead;
+      ahead.push_back(block);
+      claimed += needed;
+    }
+  }
+  return ahead;
+}
+
+uint64_t LearnedPolicy::displaceable_after(uint64_t launch, uint64_t enough,
+                                           std::span<const BlockId> excluded) const {
+  uint64_t displaceable = 0;
+  const auto counts = [&](BlockId other) {
+    if (std::binary_search(excluded.begin(), excluded.end(), other)) return false;
     displaceable += device_granules(other);
-    return displaceable >= needed;
+    return displaceable >= enough;
   };
   // Only the sum counts, so within a launch any order will do.
-  if (std::any_of(never_used_.begin(), never_used_.end(), makes_room)) return true;
-  return !visit_ring(next, [&](const std::vector<Block*>& bucket, uint64_t) {
+  if (std::any_of(never_used_.begin(), never_used_.end(), counts)) return displaceable;
+  visit_ring(launch, [&](const std::vector<Block*>& bucket, uint64_t) {
     return std::none_of(bucket.begin(), bucket.end(),
-                        [&](const Block* other) { return makes_room(other->id); });
+                        [&](const Block* other) { return counts(other->id); });
   });
+  return displaceable;
 }
 
 }  // namespace vramspill::policies

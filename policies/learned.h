@@ -41,6 +41,16 @@
 // leaves one there, which a 64-bit hash makes all but impossible, but it must not change a
 // decision either. Locking orders them all once.
 //
+// Note [Learned promotes ahead]
+// Locked, the plan says which blocks the next launches use, so when a window is open for the
+// launch at hand the policy names the blocks with host granules that the next kAheadLaunches
+// launches use, in the order they are needed, while they fit in the room nothing needed holds:
+// the room under the budget that the launch at hand's promotions leave, and the blocks on the
+// device the plan never uses again (Note [Promoting ahead] in eviction_policy.h says why no
+// more). The walk stops at the first block that does not fit, so that no block comes in before
+// one needed sooner. The horizon bounds the walk: a window is rare, but launches may touch many
+// blocks each.
+//
 // Note [Keeping lru warm]
 // lru decides from the moment a lock breaks, so it must then know what it would had it been
 // told of every launch. What it knows of launches is each block's last sequence (the highest
@@ -73,6 +83,8 @@ class LearnedPolicy final : public EvictionPolicy {
   // Launches in a row that must follow a candidate period before the policy locks on it (Note
   // [Learning the period]).
   static constexpr uint64_t kLockAfter = 2;
+  // How many launches ahead a window brings blocks in for (Note [Learned promotes ahead]).
+  static constexpr uint64_t kAheadLaunches = 32;
 
   explicit LearnedPolicy(const PolicyOptions& options);
 
@@ -90,6 +102,8 @@ class LearnedPolicy final : public EvictionPolicy {
   std::vector<BlockId> do_choose_victims(uint64_t granules_needed,
                                          std::span<const BlockId> keep) override;
   bool do_should_promote(BlockId block) override;
+  std::vector<BlockId> do_promote_ahead(uint64_t room_taken,
+                                        std::span<const BlockId> keep) override;
   std::string do_learned_state() const override;
   uint64_t do_learning_changes() const noexcept override { return locks_ + unlocks_; }
 
@@ -122,6 +136,10 @@ class LearnedPolicy final : public EvictionPolicy {
   void see(uint64_t signature, uint64_t launch);
   // The launch of `block`'s next use after the current one, by the plan; kNever when it has none.
   uint64_t next_use(const Block& block) const;
+  // The device granules of the blocks on the device next needed after `launch` (never again
+  // included), none of `excluded` (sorted), summed farthest first until they reach `enough`.
+  uint64_t displaceable_after(uint64_t launch, uint64_t enough,
+                              std::span<const BlockId> excluded) const;
   // Puts `block` (on the device) in the order at its next use.
   void order(Block& block);
   void unorder(Block& block);

@@ -166,11 +166,12 @@ std::string tiered_summary(ShimState& shim) noexcept {
             : std::string();
     return fmt::format(
         "tiered: {} evicted to the host in {} granules, {} promoted to the device "
-        "in {} granules, {} remap windows ({:.1f} ms{}), {} promotions refused{}",
+        "in {} granules ({} blocks ahead of their launches), {} remap windows ({:.1f} ms{}), "
+        "{} promotions refused{}",
         format_bytes(moved.evicted_granules * tiers::kGranuleBytes), moved.evicted_granules,
         format_bytes(moved.promoted_granules * tiers::kGranuleBytes), moved.promoted_granules,
-        moved.windows, static_cast<double>(moved.window_nanoseconds) / 1e6, tracked,
-        moved.promotions_refused, held);
+        moved.promoted_ahead, moved.windows, static_cast<double>(moved.window_nanoseconds) / 1e6,
+        tracked, moved.promotions_refused, held);
   } catch (...) {  // no line rather than no exit
     return {};
   }

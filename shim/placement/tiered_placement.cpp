@@ -302,6 +302,7 @@ void TieredPlacement::before_launch(int device, uint64_t sequence, uint32_t stre
     std::vector<GranuleMove> promotions;
     uint64_t needed = 0;
     uint64_t refused = 0;
+    uint64_t ahead = 0;  // promotions for later launches (Note [Promoting ahead])
     for (const CUdeviceptr base : blocks) {
       const auto block = state->arena->block_containing(base);
       if (!block || block->base != base || block->host_granules() == 0) continue;
@@ -325,28 +326,52 @@ void TieredPlacement::before_launch(int device, uint64_t sequence, uint32_t stre
     }
     if (!promotions.empty()) {
       promoting = true;
+      const std::size_t own = promotions.size();
+      std::vector<policies::BlockId> keep(blocks.begin(), blocks.end());
+      needed += promote_ahead(*state, needed, promotions, keep);
       if (usable_device_granules(device, *state) < needed)
-        make_room(device, *state, needed - usable_device_granules(device, *state), blocks);
-      // What does not fit even now stays on the host: the kernel reaches it in place.
+        make_room(device, *state, needed - usable_device_granules(device, *state), keep);
+      // What does not fit even now stays on the host, the blocks named ahead first: the
+      // launch's own kernel reaches its blocks in place.
       while (!promotions.empty() && usable_device_granules(device, *state) < needed) {
         needed -= state->arena->block_containing(promotions.back().base)->host_granules();
         promotions.pop_back();
-        ++refused;
+        if (promotions.size() < own) ++refused;
       }
+      ahead = promotions.size() > own ? promotions.size() - own : 0;
       if (!promotions.empty() &&
           charge(device, *state, more_than(needed, state->arena->stats().pooled_device_granules),
                  0)) {
         move(device, *state, promotions);
         tell_policy_of_moves(*state, promotions);
       } else {
-        refused += promotions.size();
+        refused += promotions.size() - ahead;
+        ahead = 0;
       }
     }
     const std::lock_guard stats_lock(stats_mutex_);
     stats_.promotions_refused += refused;
+    stats_.promoted_ahead += ahead;
   } catch (const std::bad_alloc&) {  // no promotion this time: the kernel reaches it in place
   }
   if (promoting) settle(device, *state);
+}
+
+// Note [Promoting ahead] (policies/eviction_policy.h)
+uint64_t TieredPlacement::promote_ahead(Device& state, uint64_t needed,
+                                        std::vector<GranuleMove>& promotions,
+                                        std::vector<policies::BlockId>& keep) {
+  uint64_t more = 0;
+  for (const policies::BlockId base : state.policy->promote_ahead(needed, keep)) {
+    const auto block = state.arena->block_containing(base);
+    if (!block || block->base != base || block->host_granules() == 0 ||
+        rule_of(state, base) == RuleAction::kPreferHost)
+      continue;
+    promotions.push_back({.base = base, .to = GranuleKind::kDevice, .granules = 0});
+    keep.push_back(base);
+    more += block->host_granules();
+  }
+  return more;
 }
 
 // A Device, once made, lives as long as the placement: the mask's bit is set after the Device is

@@ -1,7 +1,8 @@
 // Tiered placement: which granules of which blocks live on the device, decided as the job runs.
 // A new block takes device granules while the budget allows, evicting cold blocks for room when
 // the policy finds some, and host granules beyond; a launch that touches a block with host
-// granules promotes it first when the policy agrees. The arena (tiers/granule_arena.h) carries
+// granules promotes it first when the policy agrees, with the blocks of the next launches that
+// the policy names for the same window (Note [Promoting ahead]). The arena (tiers/granule_arena.h) carries
 // the moves out inside the remap window (core/remap_window.h); the policy (policies/) only
 // decides. The budgets are reached through a seam, so unit tests run this with fakes.
 //
@@ -113,6 +114,7 @@ struct TieredStats {
   uint64_t window_nanoseconds = 0;  // from asking for each window to opening it again
   uint64_t promotions_refused = 0;  // the policy said touch in place, or no room could be made
   uint64_t stream_windows = 0;      // windows that waited only for their blocks' streams
+  uint64_t promoted_ahead = 0;      // blocks promoted for a later launch (Note [Promoting ahead])
 };
 
 class TieredPlacement {
@@ -203,6 +205,11 @@ class TieredPlacement {
   // The victims for `granules`: evict_first blocks, then the policy's choice for the rest.
   std::vector<policies::BlockId> choose_victims(Device& state, uint64_t granules,
                                                 std::span<const policies::BlockId> keep);
+  // Adds to `promotions` (and to `keep`, so that room is not made from them) the blocks the
+  // policy names ahead of their launches, past the launch's own promotions of `needed` granules
+  // (Note [Promoting ahead]); the host granules they add.
+  uint64_t promote_ahead(Device& state, uint64_t needed, std::vector<tiers::GranuleMove>& promotions,
+                         std::vector<policies::BlockId>& keep);
   // What the block's rule says, if one matched it.
   static std::optional<RuleAction> rule_of(const Device& state, policies::BlockId block);
   void tell_of_allocation(int device, CUdeviceptr base, uint64_t bytes,

@@ -33,7 +33,8 @@
 //   use     <device> <stream> <base>...           a submission (launch, copy, memset) on stream
 //                                                 (a number that tells streams apart) is about
 //                                                 to touch the tiered blocks at these bases; the
-//                                                 promotions it needs follow it
+//                                                 promotions it needs follow it, with those of
+//                                                 blocks brought in ahead of later submissions
 // A tiered block is on the device when allocated, but for what an evict right after its alloc
 // says was placed on the host. Uses are tracked in tiered mode only (shim/README.md, "Use
 // tracking"), and at most 32 blocks of a submission are listed.

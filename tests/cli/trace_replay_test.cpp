@@ -52,6 +52,11 @@ TEST(TraceReplay, ACyclicScanLongerThanTheBudgetMakesLruFetchEveryUse) {
   EXPECT_EQ(lru.evicted_granules, 21u);
   EXPECT_EQ(lru.moves, 41u);
   EXPECT_EQ(lru.in_place_uses, 0u);
+  // Every promotion is made at the launch that needs it, which stops for it (and so did the
+  // fourth allocation).
+  EXPECT_EQ(lru.late_promotions, 20u);
+  EXPECT_EQ(lru.ahead_promotions, 0u);
+  EXPECT_EQ(lru.windows, 21u);
   // MIN evicts the block needed last: after the three first placements, one miss in every three
   // of the 21 uses left (3 + 7).
   EXPECT_EQ(optimal_fetched_granules(input), 10u);
@@ -86,6 +91,21 @@ TEST(TraceReplay, WhatDoesNotFitIsTouchedInPlace) {
   EXPECT_EQ(lru.promoted_granules, 0u);
   EXPECT_EQ(lru.in_place_uses, 1u);
   EXPECT_EQ(lru.in_place_granules, 1u);
+}
+
+// Note [Promoting ahead] in policies/eviction_policy.h: locked on the loop, learned brings in
+// the next launches' blocks with a launch's own, into the room of a block the loop never uses.
+TEST(TraceReplay, PromotionsMadeAheadAreNotLate) {
+  ReplayInput input = cyclic_scan(5, 4, 3);
+  input.steps.push_back(alloc(5, 2));  // never used: learned evicts two loop blocks for it
+  for (int round = 0; round < 2; ++round) {
+    for (uint64_t block = 0; block < 5; ++block) input.steps.push_back(use({block}));
+  }
+  const ReplayResult learned = replay(input, "learned");
+  EXPECT_GE(learned.ahead_promotions, 1u);
+  EXPECT_EQ(learned.late_promotions + learned.ahead_promotions, learned.promoted_granules)
+      << "one granule a block";
+  EXPECT_GE(learned.fetched_granules(), optimal_fetched_granules(input));
 }
 
 TEST(TraceReplay, AnUnknownPolicyIsAnError) {

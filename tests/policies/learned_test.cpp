@@ -1,12 +1,14 @@
 // learned (policies/learned.h): it locks on the period of a repeating loop (Note [Learning the
 // period]) and then misses close to Belady's MIN where lru misses every use; one launch out of
 // step unlocks it; locked, it leaves on the host a block whose bringing in would displace data
-// needed sooner (Note [Planning with the period]).
+// needed sooner (Note [Planning with the period]), and brings in ahead only into room nothing
+// needed takes (Note [Learned promotes ahead]).
 #include "policies/learned.h"
 
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <initializer_list>
 #include <vector>
 
 #include "policies/belady.h"
@@ -27,6 +29,20 @@ Launches loop(uint64_t blocks, int rounds) {
     for (BlockId block = 0; block < blocks; ++block) launches.push_back({block});
   }
   return launches;
+}
+
+// Blocks 0, 1, ... of one granule each, on the device where `on_device` says.
+void allocate_one_granule_each(EvictionPolicy& policy, std::initializer_list<bool> on_device) {
+  BlockId block = 0;
+  for (const bool placed : on_device) policy.allocated(block++, 1, placed);
+}
+
+// `rounds` turns of `period`, told to `policy` as launches.
+void follow(EvictionPolicy& policy, const Launches& period, int rounds) {
+  uint64_t sequence = 0;
+  for (int round = 0; round < rounds; ++round) {
+    for (const Blocks& launch : period) policy.used(++sequence, 0, launch);
+  }
 }
 
 TEST(LearnedTest, LocksOnALoopAndMissesCloseToTheOptimumWhereLruMissesEveryUse) {
@@ -75,13 +91,8 @@ TEST(LearnedTest, LeavesOnTheHostABlockThatWouldDisplaceDataNeededSooner) {
   // A period of five launches on two granules: 0 and 1 are used twice, 2 once.
   const Launches period = {{0}, {1}, {0}, {1}, {2}};
   LearnedPolicy learned(options(2));
-  learned.allocated(0, 1, true);
-  learned.allocated(1, 1, true);
-  learned.allocated(2, 1, false);
-  uint64_t sequence = 0;
-  for (int round = 0; round < 3; ++round) {
-    for (const Blocks& launch : period) learned.used(++sequence, 0, launch);
-  }
+  allocate_one_granule_each(learned, {true, true, false});
+  follow(learned, period, 3);
   ASSERT_EQ(learned.period(), 5u);
   // At launch {2}: 0 is needed next, then 1; 2 not for five launches. It stays on the host.
   EXPECT_FALSE(learned.should_promote(2));
@@ -91,6 +102,50 @@ TEST(LearnedTest, LeavesOnTheHostABlockThatWouldDisplaceDataNeededSooner) {
   // And a victim search gives up what is needed last: 1 (two launches away) before 0 (one).
   learned.moved(1, 1);
   EXPECT_EQ(learned.choose_victims(1, Blocks{2}).blocks, Blocks{1});
+}
+
+// Note [Learned promotes ahead]
+TEST(LearnedTest, NamesAheadOnlyWhatFitsInFreeRoomOrRoomThePlanNeverUses) {
+  // A period of four launches; at its end {2} (kept) and 1 are on the device, 3 and 0 on the
+  // host, and next come {3}, {0}, {1}, {2}. Block 4 is on the device and never used.
+  const Launches period = {{3}, {0}, {1}, {2}};
+  LearnedPolicy learned(options(3));
+  EXPECT_TRUE(learned.promote_ahead(0, {}).empty());  // nothing known yet
+  allocate_one_granule_each(learned, {false, true, true, false, true});
+  follow(learned, period, 3);
+  ASSERT_EQ(learned.period(), 4u);
+  // 3, needed next, takes 4's room; 0 would have to displace 1, needed after it but needed all
+  // the same: it waits for its own launch.
+  EXPECT_EQ(learned.promote_ahead(0, Blocks{2}), Blocks{3});
+  EXPECT_EQ(learned.stats().promotions_ahead, 1u);
+  // When the launch's own promotions take that room, nothing is named.
+  EXPECT_TRUE(learned.promote_ahead(1, Blocks{2}).empty());
+  // With room for more, they come in the order they are needed, up to the room.
+  learned.moved(1, 0);
+  learned.moved(2, 0);
+  EXPECT_EQ(learned.promote_ahead(0, {}), (Blocks{3, 0, 1}));
+}
+
+// Bringing blocks in ahead by displacing data needed later (but needed) fetched 1.34x as much
+// here: the rule must never fetch more than promoting on demand.
+TEST(LearnedTest, PromotingAheadNeverFetchesMoreThanPromotingOnDemand) {
+  constexpr uint64_t kBlocks = 12;
+  constexpr uint64_t kCapacity = 8;
+  const Launches launches = loop(kBlocks, 30);
+  LearnedPolicy on_demand(options(kCapacity));
+  LearnedPolicy ahead(options(kCapacity));
+  const UnitRun without = simulate_units(on_demand, kBlocks, kCapacity, launches);
+  const UnitRun with = simulate_units(ahead, kBlocks, kCapacity, launches, /*ahead=*/true);
+  EXPECT_LE(with.fetched, without.fetched);
+  EXPECT_LE(with.stops, without.stops);
+}
+
+TEST(LearnedTest, PoliciesThatDoNotKnowTheFutureNameNothingAhead) {
+  LruPolicy lru(options(2));
+  const Launches launches = loop(4, 5);
+  const UnitRun run = simulate_units(lru, 4, 2, launches, /*ahead=*/true);
+  EXPECT_EQ(run.fetched, run.misses);
+  EXPECT_EQ(lru.stats().promotions_ahead, 0u);
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "replay_command.h"
 
+#include <array>
 #include <cstdio>
 #include <iostream>
 #include <stdexcept>
@@ -20,12 +21,12 @@ constexpr uint64_t kGranuleBytes = uint64_t{2} << 20;
 
 std::string granule_bytes(uint64_t granules) { return format_bytes(granules * kGranuleBytes); }
 
-// One row of the table; empty cells stay blank.
-void print_row(std::string_view name, const std::string& fetched, const std::string& ratio,
-               const std::string& promoted, const std::string& evicted, const std::string& moves,
-               const std::string& in_place) {
-  std::printf("  %-9s %12s %7s %12s %12s %7s %14s\n", std::string(name).c_str(), fetched.c_str(),
-              ratio.c_str(), promoted.c_str(), evicted.c_str(), moves.c_str(), in_place.c_str());
+// One row of the table, cell by cell (policy, fetched, vs MIN, promoted, evicted, moves, stops,
+// late, in place); empty cells stay blank.
+void print_row(const std::array<std::string, 9>& cells) {
+  std::printf("  %-9s %12s %7s %12s %12s %7s %6s %11s %14s\n", cells[0].c_str(), cells[1].c_str(),
+              cells[2].c_str(), cells[3].c_str(), cells[4].c_str(), cells[5].c_str(),
+              cells[6].c_str(), cells[7].c_str(), cells[8].c_str());
 }
 
 // `fetched` as a multiple of the optimum's, e.g. "1.25x".
@@ -38,10 +39,13 @@ std::string ratio_to(uint64_t fetched, uint64_t optimum) {
 }
 
 void print_result(const ReplayResult& result, uint64_t optimum) {
-  print_row(result.policy, granule_bytes(result.fetched_granules()),
-            ratio_to(result.fetched_granules(), optimum), granule_bytes(result.promoted_granules),
-            granule_bytes(result.evicted_granules), std::to_string(result.moves),
-            std::to_string(result.in_place_uses) + " / " + granule_bytes(result.in_place_granules));
+  const uint64_t promotions = result.late_promotions + result.ahead_promotions;
+  print_row({result.policy, granule_bytes(result.fetched_granules()),
+             ratio_to(result.fetched_granules(), optimum), granule_bytes(result.promoted_granules),
+             granule_bytes(result.evicted_granules), std::to_string(result.moves),
+             std::to_string(result.windows),
+             std::to_string(result.late_promotions) + " / " + std::to_string(promotions),
+             std::to_string(result.in_place_uses) + " / " + granule_bytes(result.in_place_granules)});
 }
 
 }  // namespace
@@ -71,7 +75,10 @@ CLI::App* add_replay_command(CLI::App& app, ReplayOptions& options) {
       "place over the link if not.\n\n"
       "Columns: fetched = granules placed on the device at allocation or promoted, and that as "
       "a multiple of MIN's; promoted and evicted = bytes moved each way; moves = blocks moved "
-      "(each a copy and a remap); in place = launches that left a block on the host, and its "
+      "(each a copy and a remap); stops = allocations and launches that stopped for moves; "
+      "late = blocks promoted at the launch that uses them, which waits for the copy, of all "
+      "promoted (the others were brought in ahead, at an earlier stop: learned does this once it "
+      "has found the job's period); in place = launches that left a block on the host, and its "
       "host bytes summed over them. MIN is Belady's optimum: the fewest bytes any "
       "policy that brings in what it uses can fetch (a policy that touches blocks in place may "
       "fetch less, and pays with its in-place bytes). 'recorded' is what the job itself moved.\n\n"
@@ -110,11 +117,12 @@ int run_replay_command(const ReplayOptions& options) {
                 static_cast<unsigned long long>(input.launches),
                 granule_bytes(input.budget_granules).c_str(), budget == 0 ? " (the job's)" : "");
     const uint64_t optimum = optimal_fetched_granules(input);
-    print_row("policy", "fetched", "vs MIN", "promoted", "evicted", "moves", "in place");
+    print_row({"policy", "fetched", "vs MIN", "promoted", "evicted", "moves", "stops", "late",
+               "in place"});
     for (const ReplayResult& result : results) print_result(result, optimum);
-    print_row("MIN", granule_bytes(optimum), "1.00x", "", "", "", "");
-    print_row("recorded", "", "", format_bytes(input.recorded_promoted_bytes),
-              format_bytes(input.recorded_evicted_bytes), "", "");
+    print_row({"MIN", granule_bytes(optimum), "1.00x", "", "", "", "", "", ""});
+    print_row({"recorded", "", "", format_bytes(input.recorded_promoted_bytes),
+               format_bytes(input.recorded_evicted_bytes), "", "", "", ""});
   } catch (const std::exception& error) {  // no tiered blocks, no budget, unknown policy
     std::cerr << kProgram << ": " << options.trace << ": " << error.what() << "\n";
     return kBadInput;

@@ -66,7 +66,7 @@ class Simulation {
   uint64_t room() const { return capacity_ - std::min(capacity_, on_device_); }
 
   void allocate(uint64_t id, uint64_t granules) {
-    if (room() < granules) make_room(granules - room(), {});
+    if (room() < granules && make_room(granules - room(), {})) ++result_.windows;
     const uint64_t placed = std::min(granules, room());
     policy_->allocated(id, granules, /*on_device=*/false);
     if (placed != 0) policy_->moved(id, placed);
@@ -87,8 +87,7 @@ class Simulation {
     std::vector<uint64_t> promotions;
     uint64_t needed = 0;
     for (const uint64_t id : launch) {
-      const Block& block = blocks_.at(id);
-      const uint64_t on_host = block.granules - block.on_device;
+      const uint64_t on_host = host_granules(id);
       if (on_host == 0 || std::find(promotions.begin(), promotions.end(), id) != promotions.end())
         continue;
       if (!policy_->should_promote(id)) {
@@ -99,13 +98,23 @@ class Simulation {
       needed += on_host;
     }
     if (promotions.empty()) return;
-    if (room() < needed) make_room(needed - room(), launch);
+    const std::size_t own = promotions.size();
+    std::vector<uint64_t> keep = launch;
+    for (const uint64_t id : policy_->promote_ahead(needed, launch)) {
+      promotions.push_back(id);
+      keep.push_back(id);
+      needed += host_granules(id);
+    }
+    if (room() < needed) make_room(needed - room(), keep);
     while (!promotions.empty() && room() < needed) {  // what still does not fit stays out
-      const Block& last = blocks_.at(promotions.back());
-      needed -= last.granules - last.on_device;
-      touched_in_place(last.granules - last.on_device);
+      needed -= host_granules(promotions.back());
+      if (promotions.size() <= own) touched_in_place(host_granules(promotions.back()));
       promotions.pop_back();
     }
+    if (promotions.empty()) return;
+    ++result_.windows;
+    result_.late_promotions += std::min(own, promotions.size());
+    result_.ahead_promotions += promotions.size() - std::min(own, promotions.size());
     for (const uint64_t id : promotions) {
       Block& block = blocks_.at(id);
       result_.promoted_granules += block.granules - block.on_device;
@@ -116,7 +125,13 @@ class Simulation {
     }
   }
 
-  void make_room(uint64_t granules, std::span<const uint64_t> keep) {
+  uint64_t host_granules(uint64_t id) const {
+    const Block& block = blocks_.at(id);
+    return block.granules - block.on_device;
+  }
+
+  // Whether anything was evicted.
+  bool make_room(uint64_t granules, std::span<const uint64_t> keep) {
     const policies::Victims victims = policy_->choose_victims(granules, keep);
     for (const uint64_t id : victims.blocks) {
       Block& block = blocks_.at(id);
@@ -126,6 +141,7 @@ class Simulation {
       block.on_device = 0;
       policy_->moved(id, 0);
     }
+    return !victims.blocks.empty();
   }
 
   void touched_in_place(uint64_t on_host) {

@@ -9,9 +9,11 @@
 // - alloc: room is made for the whole block (victims give up all their device granules), then
 //   as much of it as fits is placed on the device, the rest on the host;
 // - use (one launch and its blocks): the policy is told; each block with host granules is
-//   promoted if the policy agrees, else touched in place over the link; room for the promotions
-//   is made with the launch's own blocks kept, and promotions that still do not fit (last first)
-//   are touched in place;
+//   promoted if the policy agrees, else touched in place over the link; a launch that promotes
+//   also brings in the blocks the policy names ahead of their launches (Note [Promoting ahead] in
+//   policies/eviction_policy.h); room for the promotions is made with the launch's own blocks
+//   and those kept, and promotions that still do not fit (last first: those named ahead, then
+//   the launch's own, which are touched in place) stay on the host;
 // - free: the block's granules are gone.
 // Not modelled: the host limit (the host takes every eviction), pooled granules, other
 // allocations' share of the budget, and launches whose blocks were not all listed (more than 32,
@@ -64,6 +66,9 @@ struct ReplayResult {
   uint64_t promoted_granules = 0;  // brought back to the device for a launch
   uint64_t evicted_granules = 0;   // sent to the host to make room
   uint64_t moves = 0;              // blocks moved, either way (each a copy and a remap)
+  uint64_t windows = 0;            // allocations and launches that stopped for moves
+  uint64_t late_promotions = 0;    // blocks promoted at the launch that uses them: it waits
+  uint64_t ahead_promotions = 0;   // blocks promoted at an earlier launch's window
   uint64_t in_place_uses = 0;      // a launch's block left (partly) on the host
   uint64_t in_place_granules = 0;  // the host granules of those blocks, per use
 

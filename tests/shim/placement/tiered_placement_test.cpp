@@ -256,6 +256,7 @@ TEST_F(TieredPlacementTest, ALoopOverTwiceTheBudgetKeepsEveryByte) {
   }
   for (const CUdeviceptr block : blocks) expect_bytes(block, 2);
   EXPECT_GT(placement_.stats().promoted_granules, 0u);
+  EXPECT_EQ(placement_.stats().promoted_ahead, 0u) << "lru knows nothing of what comes next";
 }
 
 }  // namespace
@@ -337,6 +338,38 @@ TEST_F(TieredPlacementTest, TheLogSaysWhatTheLearnedPolicyLearned) {
             std::string::npos)
       << log;
   for (const CUdeviceptr block : blocks) EXPECT_EQ(learned.free(0, block), CUDA_SUCCESS);
+}
+
+// Note [Promoting ahead] in policies/eviction_policy.h: once learned has locked on a loop, a
+// launch that stops to bring its block in also brings in what the next launches need, into the
+// room a block the loop never uses held.
+TEST_F(TieredPlacementTest, LearnedBringsInAheadWhatTheNextLaunchesNeed) {
+  TieredPlacement learned{budgets_,
+                          arenas_,
+                          window_,
+                          {.policy = "learned", .invariant_mode = policies::InvariantMode::kAbort}};
+  const auto allocate_in = [&](uint64_t granules) {
+    CUdeviceptr base = 0;
+    EXPECT_EQ(learned.allocate(0, granules * kGranuleBytes, &base), CUDA_SUCCESS);
+    for (uint64_t i = 0; i < granules; ++i) ops_.write(base + i * kGranuleBytes, base + i);
+    return base;
+  };
+  std::vector<CUdeviceptr> loop;
+  for (int i = 0; i < 5; ++i) loop.push_back(allocate_in(2));  // 10 granules on a budget of 8
+  const auto turn = [&] {
+    for (const CUdeviceptr block : loop)
+      learned.before_launch(0, ++sequence_, 1, std::vector<policies::BlockId>{block});
+  };
+  for (int round = 0; round < 3; ++round) turn();
+  ASSERT_EQ(learned.stats().promoted_ahead, 0u) << "no room nothing needed holds, yet";
+  const CUdeviceptr cold = allocate_in(4);  // never used: learned evicts two loop blocks for it
+  turn();
+  EXPECT_GE(learned.stats().promoted_ahead, 1u);
+  EXPECT_EQ(device_granules(cold), 0u) << "its room went to the loop";
+  for (const CUdeviceptr block : loop) expect_bytes(block, 2);
+  expect_bytes(cold, 4);
+  for (const CUdeviceptr block : loop) EXPECT_EQ(learned.free(0, block), CUDA_SUCCESS);
+  EXPECT_EQ(learned.free(0, cold), CUDA_SUCCESS);
 }
 
 // Note [The tracked window]: the same arena and budgets, the placement reading a use tracker

@@ -25,7 +25,7 @@ POLICIES = ["lru", "lfu", "largest", "fifo", "learned"]
 TRACED = "lru"  # the policy whose run is traced; the launches are the same under every policy
 SIZE = r"[0-9.]+ [KMGT]?i?B"
 REPLAY_ROW = re.compile(rf"^\s+(\S+)\s+({SIZE})\s+([0-9.]+)x\s+({SIZE})\s+({SIZE})\s+(\d+)"
-                        rf"\s+(\d+) / ({SIZE})$")
+                        rf"\s+(\d+)\s+(\d+ / \d+)\s+(\d+) / ({SIZE})$")
 MIN_ROW = re.compile(rf"^\s+MIN\s+({SIZE})\s+1\.00x\s*$")
 
 
@@ -81,8 +81,8 @@ def replay(args, trace):
     optimum = None
     for line in result.stdout.splitlines():
         if found := REPLAY_ROW.match(line):
-            name, _, ratio, promoted, evicted, _, uses, in_place = found.groups()
-            rows[name] = (promoted, evicted, int(uses), in_place, float(ratio))
+            name, _, ratio, promoted, evicted, _, stops, late, uses, in_place = found.groups()
+            rows[name] = (promoted, evicted, int(uses), in_place, float(ratio), int(stops), late)
         elif found := MIN_ROW.match(line):
             optimum = found.group(1)
     if set(rows) != set(POLICIES) or optimum is None:
@@ -118,14 +118,17 @@ def compare(args, directory, workload, factor):
             learned_log = log
     rows, optimum = replay(args, trace)
     print(f"\n{workload} at {factor}x the budget:")
-    print(f"  {'policy':<9} {'ms/step':>9} {'promoted':>11} {'evicted':>11} "
-          f"{'in place':>17} {'fetched vs MIN':>14}   {'the run moved (in / out)':>24}")
-    print(f"  {'managed':<9} {managed:9.3f} {'-':>11} {'-':>11} {'-':>17} {'-':>14}")
+    print(f"  {'policy':<9} {'ms/step':>9} {'promoted':>11} {'evicted':>11} {'stops':>6} "
+          f"{'late':>11} {'in place':>17} {'fetched vs MIN':>14}   "
+          f"{'the run moved (in / out)':>24}")
+    print(f"  {'managed':<9} {managed:9.3f} {'-':>11} {'-':>11} {'-':>6} {'-':>11} {'-':>17} "
+          f"{'-':>14}")
     for policy in POLICIES:
-        promoted, evicted, uses, in_place, ratio = rows[policy]
+        promoted, evicted, uses, in_place, ratio, stops, late = rows[policy]
         run_moved = " / ".join(moved[policy]) if moved[policy] else "?"
-        print(f"  {policy:<9} {times[policy]:9.3f} {promoted:>11} {evicted:>11} "
-              f"{f'{uses} / {in_place}':>17} {f'{ratio:.2f}x':>14}   {run_moved:>24}")
+        print(f"  {policy:<9} {times[policy]:9.3f} {promoted:>11} {evicted:>11} {stops:>6} "
+              f"{late:>11} {f'{uses} / {in_place}':>17} {f'{ratio:.2f}x':>14}   "
+              f"{run_moved:>24}")
     print(f"  MIN fetches {optimum}; learned logged: {'; '.join(learned_log) or 'nothing'}")
     return {policy: (times[policy], rows[policy][4]) for policy in POLICIES}, managed
 

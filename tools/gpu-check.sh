@@ -2,7 +2,8 @@
 # The checks that need a real GPU, as one script for a machine with an NVIDIA driver (a lent
 # device machine runs exactly this): build, the gpu-labelled tests (the demo programs on the GPU,
 # the train demo spilling and tiered under the shim, PyTorch under the shim when torch is
-# installed), the hook benchmark against the real driver, and the demo. Run with --help for
+# installed), the hook benchmark against the real driver, what tiered mode's moves cost
+# (tier_probe), and the demo. Run with --help for
 # details.
 set -uo pipefail
 # shellcheck source=tools/common.sh
@@ -19,7 +20,10 @@ On a machine with an NVIDIA driver:
      256 MiB budget (spilling, and in tiered mode: conf/demo-tiered.toml, with the safe and the
      tracked remap window), and PyTorch under the shim (skipped without torch)
   3. the hook benchmark (build-gpu/tests/shim/bench/vramspill_hook_bench) on the real driver
-  4. tools/demo.sh --no-build against build-gpu/
+  4. tier_probe (build-gpu/bin/tier_probe): what tiered mode's moves cost here, pinned copies
+     against the mover's, one granule's map/set-access/unmap, and a kernel reading device,
+     host-located VMM and pinned zero-copy memory
+  5. tools/demo.sh --no-build against build-gpu/
 Each step's output is printed; the summary at the end says which failed. Exits 77 without a
 driver.
 EOF
@@ -57,6 +61,7 @@ run_step "hook benchmark" env VRAMSPILL_LOG_LEVEL=warn HOOK_BENCH_DRIVER=system 
   HOOK_BENCH_KERNELS="$build_dir/simcuda/vs_kernels.fatbin" \
   "$build_dir/tests/shim/bench/vramspill_hook_bench" --benchmark_repetitions=3 \
   --benchmark_report_aggregates_only=true --benchmark_min_time=0.3
+run_step "tier probe" "$build_dir/bin/tier_probe" --kernels "$build_dir/simcuda/vs_kernels.fatbin"
 run_step "demo" env BUILD_DIR="$build_dir" "$VRAMSPILL_ROOT/tools/demo.sh" --no-build
 
 step "Summary"

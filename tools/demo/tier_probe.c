@@ -1,0 +1,399 @@
+/*
+ * What tiered mode's moves cost on this machine (README.md, "Tiered mode"), measured with the
+ * driver calls the shim makes, as a plain driver-API program (no shim): it runs unchanged on a
+ * GPU, where tools/gpu-check.sh runs it, and on simcuda (LD_LIBRARY_PATH=build/simcuda), whose
+ * figures are its cost model's and say so.
+ *
+ *   copies     bytes a second of a plain pinned cuMemcpy{HtoD,DtoH}Async against the mover's
+ *              copy: cuMemcpyAsync between host-located VMM granules and device granules, each
+ *              range mapped granule by granule as the arena maps them (timed with events);
+ *   remaps     host time of one cuMemMap, cuMemSetAccess and cuMemUnmap of a 2 MiB granule,
+ *              device- and host-located (what each granule of a move costs the remap window);
+ *   reads      bytes a second a kernel (vs_axpy_f32, y on the device) reads x from device
+ *              memory, from host-located VMM granules (an evicted block touched in place) and
+ *              from pinned zero-copy memory (host mode's spill pool).
+ * Host-located granules are HOST_NUMA on the GPU's NUMA node where the driver has it, else HOST,
+ * as the shim chooses (shim/tiers/driver_host_vmm_tier.cpp).
+ *
+ * Usage: tier_probe [--kernels PATH] [--granules N] [--repeats N]
+ * Exit status: 0 (also when the device cannot map host-located VMM memory: tiered mode is not
+ * available there, and the one line says so); 1 when a driver call failed (the line names it);
+ * 2 for bad arguments.
+ */
+#include <cuda.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define GRANULE ((size_t)2 << 20)
+
+typedef struct {
+  const char* kernels; /* module image; NULL: a placeholder (simcuda loads anything) */
+  size_t granules;
+  int repeats;
+} Options;
+
+typedef struct {
+  CUdevice device;
+  CUstream stream;
+  CUevent start, stop;
+  CUmemLocation host; /* where host granules live */
+  CUmemAccessDesc access;
+  int simulated;
+} Probe;
+
+/* A VA range backed granule by granule, as the granule arena backs a block. */
+typedef struct {
+  CUdeviceptr base;
+  size_t granules;
+  CUmemGenericAllocationHandle* handles;
+} Range;
+
+static const char* error_name(CUresult result) {
+  const char* name = NULL;
+  return cuGetErrorName(result, &name) == CUDA_SUCCESS ? name : "unknown CUresult";
+}
+
+/* Prints the failed call and leaves the program with status 1. */
+#define MUST(call)                                                                          \
+  do {                                                                                      \
+    CUresult must_result_ = (call);                                                         \
+    if (must_result_ != CUDA_SUCCESS) {                                                     \
+      fprintf(stderr, "tier_probe: %s -> %s (line %d)\n", #call, error_name(must_result_), \
+              __LINE__);                                                                    \
+      exit(1);                                                                              \
+    }                                                                                       \
+  } while (0)
+
+static int usage(FILE* to, int status) {
+  fprintf(to,
+          "Usage: tier_probe [--kernels PATH] [--granules N] [--repeats N]\n"
+          "Measures what tiered mode's moves cost here: pinned copies against the mover's\n"
+          "copies between VMM granules, one granule's map/set-access/unmap, and a kernel's\n"
+          "reads of device, host-located VMM and pinned zero-copy memory.\n"
+          "  --kernels PATH  module with the vs_* kernels (build/simcuda/vs_kernels.fatbin);\n"
+          "                  needed on a GPU for the reads (on simcuda any image loads)\n"
+          "  --granules N    2 MiB granules per transfer (default 64: 128 MiB)\n"
+          "  --repeats N     transfers timed per figure, the median printed (default 5)\n"
+          "On simcuda the figures are its cost model's (modeled), not a measurement.\n");
+  return status;
+}
+
+static int parse(int argc, char** argv, Options* options) {
+  options->kernels = NULL;
+  options->granules = 64;
+  options->repeats = 5;
+  for (int i = 1; i < argc; ++i) {
+    const char* value = i + 1 < argc ? argv[i + 1] : NULL;
+    char* end = NULL;
+    if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+      exit(usage(stdout, 0));
+    } else if (strcmp(argv[i], "--kernels") == 0 && value != NULL) {
+      options->kernels = value;
+    } else if (strcmp(argv[i], "--granules") == 0 && value != NULL) {
+      options->granules = (size_t)strtoull(value, &end, 10);
+      if (*end != '\0' || options->granules == 0 || options->granules > 4096) {
+        fprintf(stderr, "tier_probe: --granules '%s': expected 1 to 4096\n", value);
+        return 2;
+      }
+    } else if (strcmp(argv[i], "--repeats") == 0 && value != NULL) {
+      options->repeats = (int)strtol(value, &end, 10);
+      if (*end != '\0' || options->repeats < 1 || options->repeats > 1000) {
+        fprintf(stderr, "tier_probe: --repeats '%s': expected 1 to 1000\n", value);
+        return 2;
+      }
+    } else {
+      fprintf(stderr, "tier_probe: unexpected '%s'\n", argv[i]);
+      return usage(stderr, 2);
+    }
+    ++i;
+  }
+  return 0;
+}
+
+static int compare_floats(const void* a, const void* b) {
+  const float x = *(const float*)a, y = *(const float*)b;
+  return (x > y) - (x < y);
+}
+
+static float median(float* values, int count) {
+  qsort(values, (size_t)count, sizeof *values, compare_floats);
+  return values[count / 2];
+}
+
+/* The host location tiered mode would use, as shim/tiers/driver_host_vmm_tier.cpp picks it;
+ * 0 when the device cannot map host-located VMM memory. */
+static int host_location(CUdevice device, CUmemLocation* location) {
+  int numa_vmm = 0, node = -1, host_vmm = 0;
+  MUST(cuDeviceGetAttribute(&numa_vmm,
+                            CU_DEVICE_ATTRIBUTE_HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED,
+                            device));
+  if (numa_vmm) MUST(cuDeviceGetAttribute(&node, CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID, device));
+  if (numa_vmm && node >= 0) {
+    location->type = CU_MEM_LOCATION_TYPE_HOST_NUMA;
+    location->id = node;
+    return 1;
+  }
+  MUST(cuDeviceGetAttribute(&host_vmm,
+                            CU_DEVICE_ATTRIBUTE_HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, device));
+  location->type = CU_MEM_LOCATION_TYPE_HOST;
+  location->id = 0;
+  return host_vmm;
+}
+
+static CUmemGenericAllocationHandle create_granule(CUmemLocation location) {
+  CUmemAllocationProp prop;
+  memset(&prop, 0, sizeof prop);
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location = location;
+  CUmemGenericAllocationHandle handle = 0;
+  MUST(cuMemCreate(&handle, GRANULE, &prop, 0));
+  return handle;
+}
+
+static Range map_range(const Probe* probe, CUmemLocation location, size_t granules) {
+  Range range = {0, granules, calloc(granules, sizeof(CUmemGenericAllocationHandle))};
+  if (range.handles == NULL) {
+    fprintf(stderr, "tier_probe: out of memory\n");
+    exit(1);
+  }
+  MUST(cuMemAddressReserve(&range.base, granules * GRANULE, GRANULE, 0, 0));
+  for (size_t i = 0; i < granules; ++i) {
+    range.handles[i] = create_granule(location);
+    MUST(cuMemMap(range.base + i * GRANULE, GRANULE, 0, range.handles[i], 0));
+    MUST(cuMemSetAccess(range.base + i * GRANULE, GRANULE, &probe->access, 1));
+  }
+  return range;
+}
+
+static void unmap_range(Range* range) {
+  for (size_t i = 0; i < range->granules; ++i) {
+    MUST(cuMemUnmap(range->base + i * GRANULE, GRANULE));
+    MUST(cuMemRelease(range->handles[i]));
+  }
+  MUST(cuMemAddressFree(range->base, range->granules * GRANULE));
+  free(range->handles);
+}
+
+/* Kinds of transfer timed by transfer(). */
+typedef enum { kHtoD, kDtoH, kVmmCopy, kKernelRead } Transfer;
+
+typedef struct {
+  Transfer kind;
+  CUdeviceptr to, from; /* kVmmCopy; kKernelRead: y, x */
+  void* host;           /* kHtoD, kDtoH */
+  CUfunction axpy;      /* kKernelRead */
+} Work;
+
+static void submit(const Probe* probe, const Work* work, size_t bytes) {
+  switch (work->kind) {
+    case kHtoD:
+      MUST(cuMemcpyHtoDAsync(work->to, work->host, bytes, probe->stream));
+      break;
+    case kDtoH:
+      MUST(cuMemcpyDtoHAsync(work->host, work->from, bytes, probe->stream));
+      break;
+    case kVmmCopy:
+      MUST(cuMemcpyAsync(work->to, work->from, bytes, probe->stream));
+      break;
+    case kKernelRead: {
+      CUdeviceptr y = work->to, x = work->from;
+      float a = 1.0f;
+      uint64_t n = bytes / sizeof(float);
+      void* params[] = {&y, &x, &a, &n};
+      MUST(cuLaunchKernel(work->axpy, 1024, 1, 1, 256, 1, 1, 0, probe->stream, params, NULL));
+      break;
+    }
+  }
+}
+
+/* Bytes a second of `work` over `bytes`, the median of `repeats` timed runs after one untimed. */
+static double transfer(const Probe* probe, const Work* work, size_t bytes, int repeats) {
+  float times[1000];
+  submit(probe, work, bytes);
+  MUST(cuStreamSynchronize(probe->stream));
+  for (int i = 0; i < repeats; ++i) {
+    MUST(cuEventRecord(probe->start, probe->stream));
+    submit(probe, work, bytes);
+    MUST(cuEventRecord(probe->stop, probe->stream));
+    MUST(cuEventSynchronize(probe->stop));
+    MUST(cuEventElapsedTime(&times[i], probe->start, probe->stop));
+  }
+  const float ms = median(times, repeats);
+  return ms > 0 ? (double)bytes / (ms / 1e3) : 0;
+}
+
+static double seconds_now(void) {
+  struct timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  return (double)now.tv_sec + (double)now.tv_nsec / 1e9;
+}
+
+/* Host microseconds of one map, set-access and unmap of a granule at `location`, each the median
+ * over `repeats` rounds of 16 granules. */
+static void remap_costs(const Probe* probe, CUmemLocation location, int repeats, double us[3]) {
+  enum { kBatch = 16 };
+  CUmemGenericAllocationHandle handles[kBatch];
+  CUdeviceptr base = 0;
+  float samples[3][1000];
+  MUST(cuMemAddressReserve(&base, kBatch * GRANULE, GRANULE, 0, 0));
+  for (int i = 0; i < kBatch; ++i) handles[i] = create_granule(location);
+  for (int round = 0; round < repeats; ++round) {
+    double t0 = seconds_now();
+    for (int i = 0; i < kBatch; ++i) MUST(cuMemMap(base + i * GRANULE, GRANULE, 0, handles[i], 0));
+    double t1 = seconds_now();
+    for (int i = 0; i < kBatch; ++i)
+      MUST(cuMemSetAccess(base + i * GRANULE, GRANULE, &probe->access, 1));
+    double t2 = seconds_now();
+    for (int i = 0; i < kBatch; ++i) MUST(cuMemUnmap(base + i * GRANULE, GRANULE));
+    double t3 = seconds_now();
+    samples[0][round] = (float)((t1 - t0) * 1e6 / kBatch);
+    samples[1][round] = (float)((t2 - t1) * 1e6 / kBatch);
+    samples[2][round] = (float)((t3 - t2) * 1e6 / kBatch);
+  }
+  for (int i = 0; i < 3; ++i) us[i] = median(samples[i], repeats);
+  for (int i = 0; i < kBatch; ++i) MUST(cuMemRelease(handles[i]));
+  MUST(cuMemAddressFree(base, kBatch * GRANULE));
+}
+
+static void print_rate(const char* what, double bytes_per_second) {
+  printf("  %-58s %8.1f GB/s\n", what, bytes_per_second / 1e9);
+}
+
+static void probe_copies(const Probe* probe, const Options* options, Range* device_range,
+                         Range* host_range) {
+  const size_t bytes = options->granules * GRANULE;
+  void* pinned = NULL;
+  MUST(cuMemHostAlloc(&pinned, bytes, 0));
+  memset(pinned, 1, bytes);
+  printf("copies of %zu MiB (median of %d)\n", bytes >> 20, options->repeats);
+  Work work = {kHtoD, device_range->base, 0, pinned, NULL};
+  print_rate("pinned host -> device, cuMemcpyHtoDAsync", transfer(probe, &work, bytes,
+                                                                   options->repeats));
+  work = (Work){kDtoH, 0, device_range->base, pinned, NULL};
+  print_rate("device -> pinned host, cuMemcpyDtoHAsync", transfer(probe, &work, bytes,
+                                                                   options->repeats));
+  work = (Work){kVmmCopy, device_range->base, host_range->base, NULL, NULL};
+  print_rate("host VMM granules -> device granules (the mover's promotion)",
+             transfer(probe, &work, bytes, options->repeats));
+  work = (Work){kVmmCopy, host_range->base, device_range->base, NULL, NULL};
+  print_rate("device granules -> host VMM granules (the mover's eviction)",
+             transfer(probe, &work, bytes, options->repeats));
+  MUST(cuMemFreeHost(pinned));
+}
+
+static void probe_remaps(const Probe* probe, const Options* options) {
+  CUmemLocation device_location = {CU_MEM_LOCATION_TYPE_DEVICE, probe->device};
+  const struct {
+    const char* name;
+    CUmemLocation location;
+  } kinds[] = {{"device", device_location}, {"host", probe->host}};
+  printf("one 2 MiB granule, host time (median of %d rounds of 16)\n", options->repeats);
+  for (size_t k = 0; k < 2; ++k) {
+    double us[3];
+    remap_costs(probe, kinds[k].location, options->repeats, us);
+    printf("  %-6s granule: cuMemMap %.1f us, cuMemSetAccess %.1f us, cuMemUnmap %.1f us\n",
+           kinds[k].name, us[0], us[1], us[2]);
+  }
+}
+
+static void probe_reads(const Probe* probe, const Options* options, Range* host_range) {
+  const size_t bytes = options->granules * GRANULE;
+  CUmodule module;
+  CUfunction axpy;
+  CUresult loaded = options->kernels != NULL
+                        ? cuModuleLoad(&module, options->kernels)
+                        : cuModuleLoadData(&module, "placeholder: simcuda accepts any image");
+  if (loaded != CUDA_SUCCESS) {
+    printf("kernel reads: skipped, the vs_* kernels did not load (%s); pass --kernels "
+           "build/simcuda/vs_kernels.fatbin\n", error_name(loaded));
+    return;
+  }
+  MUST(cuModuleGetFunction(&axpy, module, "vs_axpy_f32"));
+  CUdeviceptr y = 0, x_device = 0, x_pinned = 0;
+  void* pinned = NULL;
+  MUST(cuMemAlloc(&y, bytes));
+  MUST(cuMemAlloc(&x_device, bytes));
+  MUST(cuMemsetD32(y, 0, bytes / 4));
+  MUST(cuMemsetD32(x_device, 0, bytes / 4));
+  MUST(cuMemsetD32(host_range->base, 0, bytes / 4));
+  MUST(cuMemHostAlloc(&pinned, bytes, CU_MEMHOSTALLOC_DEVICEMAP));
+  memset(pinned, 0, bytes);
+  MUST(cuMemHostGetDevicePointer(&x_pinned, pinned, 0));
+  printf("kernel reads of x in y = a*x + y over %zu MiB, y on the device (median of %d)\n",
+         bytes >> 20, options->repeats);
+  const struct {
+    const char* name;
+    CUdeviceptr x;
+  } sources[] = {{"x in device memory", x_device},
+                 {"x in host VMM granules (an evicted block in place)", host_range->base},
+                 {"x in pinned zero-copy memory (host mode's pool)", x_pinned}};
+  double rates[3];
+  for (size_t s = 0; s < 3; ++s) {
+    Work work = {kKernelRead, y, sources[s].x, NULL, axpy};
+    rates[s] = transfer(probe, &work, bytes, options->repeats);
+    print_rate(sources[s].name, rates[s]);
+  }
+  if (rates[2] > 0)
+    printf("  host VMM granules read at %.2fx the rate of pinned zero-copy memory\n",
+           rates[1] / rates[2]);
+  MUST(cuMemFreeHost(pinned));
+  MUST(cuMemFree(x_device));
+  MUST(cuMemFree(y));
+  MUST(cuModuleUnload(module));
+}
+
+int main(int argc, char** argv) {
+  Options options;
+  const int parsed = parse(argc, argv, &options);
+  if (parsed != 0) return parsed;
+  Probe probe;
+  memset(&probe, 0, sizeof probe);
+  CUcontext context;
+  char name[128];
+  int version = 0;
+  MUST(cuInit(0));
+  MUST(cuDeviceGet(&probe.device, 0));
+  MUST(cuDeviceGetName(name, sizeof name, probe.device));
+  MUST(cuDriverGetVersion(&version));
+  probe.simulated = strncmp(name, "simcuda", 7) == 0;
+  if (!host_location(probe.device, &probe.host)) {
+    printf("tier_probe: %s cannot map host-located VMM memory: tiered mode is not available "
+           "here, nothing to measure\n", name);
+    return 0;
+  }
+  MUST(cuDevicePrimaryCtxRetain(&context, probe.device));
+  MUST(cuCtxSetCurrent(context));
+  MUST(cuStreamCreate(&probe.stream, CU_STREAM_NON_BLOCKING));
+  MUST(cuEventCreate(&probe.start, CU_EVENT_DEFAULT));
+  MUST(cuEventCreate(&probe.stop, CU_EVENT_DEFAULT));
+  probe.access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  probe.access.location.id = probe.device;
+  probe.access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  char host[48];
+  if (probe.host.type == CU_MEM_LOCATION_TYPE_HOST_NUMA) {
+    snprintf(host, sizeof host, "HOST_NUMA node %d", probe.host.id);
+  } else {
+    snprintf(host, sizeof host, "HOST");
+  }
+  printf("tier_probe on %s (driver %d), host granules %s; %s\n", name, version, host,
+         probe.simulated ? "figures modeled by simcuda, not measured"
+                         : "times measured by CUDA events and the host clock");
+
+  CUmemLocation device_location = {CU_MEM_LOCATION_TYPE_DEVICE, probe.device};
+  Range device_range = map_range(&probe, device_location, options.granules);
+  Range host_range = map_range(&probe, probe.host, options.granules);
+  probe_copies(&probe, &options, &device_range, &host_range);
+  probe_remaps(&probe, &options);
+  probe_reads(&probe, &options, &host_range);
+  unmap_range(&host_range);
+  unmap_range(&device_range);
+  MUST(cuEventDestroy(probe.stop));
+  MUST(cuEventDestroy(probe.start));
+  MUST(cuStreamDestroy(probe.stream));
+  MUST(cuDevicePrimaryCtxRelease(probe.device));
+  printf("tier_probe: done\n");
+  return 0;
+}

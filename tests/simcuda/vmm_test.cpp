@@ -229,6 +229,43 @@ TEST_F(VmmTest, CopiesRefuseUnmappedAndInaccessibleRanges) {
   ASSERT_CU(cuMemAddressFree(reserved, 2 * kGranule));
 }
 
+// Note [A range is charged mapping by mapping] in core/traffic.h: a kernel over a range of four
+// granule mappings, two of them host-located, pays the link for both host granules, not for
+// the first mapping only.
+TEST_F(VmmTest, AKernelPaysForEveryMappingItsRangeCrosses) {
+  CUdeviceptr reserved = 0;
+  CUdeviceptr out = 0;
+  CUmemGenericAllocationHandle handles[4] = {};
+  const CUmemAccessDesc access = read_write();
+  ASSERT_CU(cuMemAddressReserve(&reserved, 4 * kGranule, 0, 0, 0));
+  for (size_t i = 0; i < 4; ++i) {
+    const CUmemAllocationProp prop = i % 2 == 0 ? host_prop() : device_prop();
+    ASSERT_CU(cuMemCreate(&handles[i], kGranule, &prop, 0));
+    ASSERT_CU(cuMemMap(reserved + i * kGranule, kGranule, 0, handles[i], 0));
+    ASSERT_CU(cuMemSetAccess(reserved + i * kGranule, kGranule, &access, 1));
+  }
+  ASSERT_CU(cuMemAlloc(&out, 4 * kGranule));
+  CUevent marks[3];
+  for (CUevent& mark : marks) ASSERT_CU(cuEventCreate(&mark, CU_EVENT_DEFAULT));
+  ASSERT_CU(cuEventRecord(marks[0], nullptr));
+  ASSERT_CU(copy(out, reserved, kGranule));  // the first host granule alone
+  ASSERT_CU(cuEventRecord(marks[1], nullptr));
+  ASSERT_CU(copy(out, reserved, 4 * kGranule));  // both host granules and both device ones
+  ASSERT_CU(cuEventRecord(marks[2], nullptr));
+  ASSERT_CU(cuEventSynchronize(marks[2]));
+  float one = 0;
+  float all = 0;
+  ASSERT_CU(cuEventElapsedTime(&one, marks[0], marks[1]));
+  ASSERT_CU(cuEventElapsedTime(&all, marks[1], marks[2]));
+  // The link dominates: two host granules take about twice as long as one.
+  EXPECT_GT(all, 1.8f * one) << "one host granule " << one << " ms, the range " << all << " ms";
+  for (CUevent mark : marks) ASSERT_CU(cuEventDestroy(mark));
+  ASSERT_CU(cuMemFree(out));
+  for (size_t i = 0; i < 4; ++i) ASSERT_CU(cuMemUnmap(reserved + i * kGranule, kGranule));
+  for (CUmemGenericAllocationHandle handle : handles) ASSERT_CU(cuMemRelease(handle));
+  ASSERT_CU(cuMemAddressFree(reserved, 4 * kGranule));
+}
+
 // A poisoned context stays poisoned: the kernel cases run in re-executed children.
 TEST_F(VmmDeathTest, KernelOnUnmappedRangeIsAnIllegalAddress) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");

@@ -78,17 +78,6 @@ bool valid_dimensions(unsigned int gx, unsigned int gy, unsigned int gz, unsigne
   return uint64_t{bx} * by * bz <= 1024;
 }
 
-// The bytes of `range` the cost model charges: clipped to the allocation it starts in; nothing
-// for an address in the device address space that no allocation holds (a freed pointer: the
-// kernel faults on it). Other host addresses (pageable memory) are charged as link traffic.
-uint64_t charged_bytes(const simcuda::MemoryRange& range) {
-  simcuda::Driver& driver = *simcuda::Driver::instance();
-  const std::optional<simcuda::Allocation> found =
-      driver.allocations().find_containing(range.address);
-  if (!found) return driver.addresses().contains(range.address) ? 0 : range.size;
-  return std::min(range.size, found->base + found->mapped - range.address);
-}
-
 struct KernelRun {
   const KernelDef* kernel;
   const KernelArgs* args;
@@ -128,11 +117,9 @@ double execute(const KernelDef& kernel, const KernelArgs& args, Context& context
   if (fault_address != nullptr) {
     illegal = "another device's memory without peer access";
   } else {
-    for (const simcuda::MemoryRange& range : ranges) {
-      if (const uint64_t bytes = charged_bytes(range); bytes != 0)
-        seconds += simcuda::account_access(*context.device, simcuda::Engine::kKernel, range.address,
-                                           bytes, range.access);
-    }
+    for (const simcuda::MemoryRange& range : ranges)
+      seconds += simcuda::account_access(*context.device, simcuda::Engine::kKernel, range.address,
+                                         range.size, range.access);
     void* unmapped = nullptr;
     if (!simcuda::run_guarded(run_body, &run, &unmapped)) {
       illegal = "unmapped";

@@ -1,5 +1,7 @@
 #include "core/traffic.h"
 
+#include <algorithm>
+
 #include "core/device.h"
 #include "core/driver.h"
 #include "core/managed.h"
@@ -19,22 +21,42 @@ double link_seconds(Device& device, Engine engine, uint64_t bytes) {
   return static_cast<double>(bytes) / Driver::instance()->config().cost.link_bytes_per_second;
 }
 
-}  // namespace
-
-double account_access(Device& device, Engine engine, uint64_t address, uint64_t size,
-                      Access /*access*/) {
-  if (size == 0) return 0.0;
-  const std::optional<Allocation> found = Driver::instance()->allocations().find_containing(address);
-  if (!found || found->host_located) return link_seconds(device, engine, size);
-  if (found->kind != MemoryKind::kManaged) return device_seconds(device, size);
+// `size` bytes from `address`, all inside `allocation`.
+double account_allocation(Device& device, Engine engine, const Allocation& allocation,
+                          uint64_t address, uint64_t size, Access /*access*/) {
+  if (allocation.host_located) return link_seconds(device, engine, size);
+  if (allocation.kind != MemoryKind::kManaged) return device_seconds(device, size);
   if (engine == Engine::kKernel) {
     // Pages the migration left on the host (zero-copy by advice, or no evictable VRAM) were
     // charged as link traffic by it; only the device-resident rest costs HBM time.
-    const double migration = migrate_managed_for_device_access(device, *found, address, size);
-    return migration + device_seconds(device, managed_bytes_on_device(*found, address, size));
+    const double migration = migrate_managed_for_device_access(device, allocation, address, size);
+    return migration + device_seconds(device, managed_bytes_on_device(allocation, address, size));
   }
-  const uint64_t on_device = managed_bytes_on_device(*found, address, size);
+  const uint64_t on_device = managed_bytes_on_device(allocation, address, size);
   return device_seconds(device, on_device) + link_seconds(device, engine, size - on_device);
+}
+
+}  // namespace
+
+// Note [A range is charged mapping by mapping]
+double account_access(Device& device, Engine engine, uint64_t address, uint64_t size,
+                      Access access) {
+  Driver& driver = *Driver::instance();
+  double seconds = 0.0;
+  const uint64_t end = address + size;
+  for (uint64_t at = address; at < end;) {
+    const std::optional<Allocation> found = driver.allocations().find_containing(at);
+    if (!found) {
+      // Reserved but unmapped: the access faults there, and nothing from there on moves.
+      if (driver.addresses().contains(at)) break;
+      // Memory the driver does not know (pageable host memory) is reached over the link.
+      return seconds + link_seconds(device, engine, end - at);
+    }
+    const uint64_t piece = std::min(end, found->base + found->mapped) - at;
+    seconds += account_allocation(device, engine, *found, at, piece, access);
+    at += piece;
+  }
+  return seconds;
 }
 
 }  // namespace simcuda

@@ -16,6 +16,15 @@ enum class Engine { kKernel, kCopy };
 // bandwidth; host memory (pinned, registered, host-located VMM) costs link bandwidth; managed
 // memory is first migrated to the device by a kernel (faults and migrations are counted) and
 // read where it lives by a copy. Returns the modeled seconds.
+//
+// Note [A range is charged mapping by mapping]
+// A range may cross several allocations: a VMM reservation is mapped piece by piece (tiered
+// mode's blocks are one 2 MiB granule per mapping, some device- and some host-located). Each
+// piece is charged where it lives. Charging the whole range by its first mapping, as this once
+// did for kernels, billed a kernel over a 16 MiB block of host granules for 2 MiB of link
+// traffic, so touching evicted blocks in place looked 8 times cheaper than it is (found by
+// tools/demo/tier_probe.c: host granules read at 27x the rate of pinned memory). A piece that is
+// reserved but unmapped ends the charge: the access faults there.
 double account_access(Device& device, Engine engine, uint64_t address, uint64_t size,
                       Access access);
 

@@ -109,8 +109,29 @@ void TieredPlacement::tell_of_allocation(int device, CUdeviceptr base, uint64_t 
   if (host_granules != 0) told->evicted(device, base, host_granules * kGranuleBytes);
 }
 
+TieredPlacement::MoveWindow::Closed::Closed(core::RemapWindow& window) noexcept
+    : exclusive(window.close()) {}
+
+const core::RemapWindow::Exclusive& TieredPlacement::MoveWindow::closed() noexcept {
+  if (!closed_) {
+    asked_ = std::chrono::steady_clock::now();
+    closed_.emplace(placement_.window_);
+  }
+  return closed_->exclusive;
+}
+
+TieredPlacement::MoveWindow::~MoveWindow() {
+  if (!closed_) return;
+  closed_.reset();  // open again
+  const auto open_again = std::chrono::steady_clock::now();
+  const std::lock_guard lock(placement_.stats_mutex_);
+  ++placement_.stats_.windows;
+  placement_.stats_.window_nanoseconds += static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(open_again - asked_).count());
+}
+
 tiers::MoveOutcome TieredPlacement::move(int device, Device& state,
-                                         std::span<const GranuleMove> moves) {
+                                         std::span<const GranuleMove> moves, MoveWindow& window) {
   core::MemoryEvents* const told = events_.load(std::memory_order_acquire);
   std::vector<uint64_t> before;  // only for `told`: may throw std::bad_alloc, as callers expect
   if (told != nullptr) {
@@ -120,22 +141,15 @@ tiers::MoveOutcome TieredPlacement::move(int device, Device& state,
       before.push_back(block ? block->device_granules : 0);
     }
   }
-  tiers::MoveOutcome outcome;
-  const auto asked = std::chrono::steady_clock::now();
+  const tiers::MoveOutcome outcome =
+      state.arena->move(moves, window.closed(), tracked_ ? &*tracked_ : nullptr);
+  nvtx::evicted(outcome.to_host, outcome.to_host * kGranuleBytes);
+  nvtx::promoted(outcome.to_device, outcome.to_device * kGranuleBytes);
   {
-    const nvtx::RemapWindowRange range;
-    const core::RemapWindow::Exclusive exclusive = window_.close();
-    outcome = state.arena->move(moves, exclusive, tracked_ ? &*tracked_ : nullptr);
-    nvtx::evicted(outcome.to_host, outcome.to_host * kGranuleBytes);
-    nvtx::promoted(outcome.to_device, outcome.to_device * kGranuleBytes);
+    const std::lock_guard lock(stats_mutex_);
+    stats_.evicted_granules += outcome.to_host;
+    stats_.promoted_granules += outcome.to_device;
   }
-  const auto open_again = std::chrono::steady_clock::now();
-  const std::lock_guard lock(stats_mutex_);
-  ++stats_.windows;
-  stats_.window_nanoseconds += static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(open_again - asked).count());
-  stats_.evicted_granules += outcome.to_host;
-  stats_.promoted_granules += outcome.to_device;
   if (told != nullptr) tell_of_moves(*told, device, state, moves, before);
   return outcome;
 }
@@ -200,7 +214,7 @@ std::vector<policies::BlockId> TieredPlacement::choose_victims(
 }
 
 void TieredPlacement::make_room(int device, Device& state, uint64_t granules,
-                                std::span<const policies::BlockId> keep) {
+                                std::span<const policies::BlockId> keep, MoveWindow& window) {
   if (!arenas_.may_synchronize()) return;  // Note [No moves during a capture]
   std::vector<GranuleMove> evictions;
   uint64_t evicted = 0;
@@ -217,7 +231,7 @@ void TieredPlacement::make_room(int device, Device& state, uint64_t granules,
     evictions.pop_back();
   }
   if (evictions.empty()) return;
-  move(device, state, evictions);
+  move(device, state, evictions, window);
   tell_policy_of_moves(state, evictions);
 }
 
@@ -231,8 +245,10 @@ CUresult TieredPlacement::allocate(int device, uint64_t bytes, CUdeviceptr* out,
   try {
     const uint64_t granules = GranuleArena::granules_for(bytes);
     const bool on_host_only = rule == RuleAction::kPreferHost;  // Note [Rules before the policy]
-    if (!on_host_only && usable_device_granules(device, *state) < granules)
-      make_room(device, *state, granules - usable_device_granules(device, *state), {});
+    if (!on_host_only && usable_device_granules(device, *state) < granules) {
+      MoveWindow window(*this);
+      make_room(device, *state, granules - usable_device_granules(device, *state), {}, window);
+    }
     const uint64_t on_device =
         on_host_only ? 0 : std::min(granules, usable_device_granules(device, *state));
     const tiers::ArenaStats pooled = state->arena->stats();
@@ -261,7 +277,10 @@ bool TieredPlacement::make_device_room(int device, uint64_t bytes) noexcept {
     if (room >= bytes) return true;
     const uint64_t granules = GranuleArena::granules_for(bytes - room);
     const uint64_t pooled = state->arena->stats().pooled_device_granules;
-    if (pooled < granules) make_room(device, *state, granules - pooled, {});
+    if (pooled < granules) {
+      MoveWindow window(*this);
+      make_room(device, *state, granules - pooled, {}, window);
+    }
     state->arena->give_back_device_granules(granules);
   } catch (const std::bad_alloc&) {  // what was given back stays given back
   }
@@ -326,11 +345,12 @@ void TieredPlacement::before_launch(int device, uint64_t sequence, uint32_t stre
     }
     if (!promotions.empty()) {
       promoting = true;
+      MoveWindow window(*this);
       const std::size_t own = promotions.size();
       std::vector<policies::BlockId> keep(blocks.begin(), blocks.end());
       needed += promote_ahead(*state, needed, promotions, keep);
       if (usable_device_granules(device, *state) < needed)
-        make_room(device, *state, needed - usable_device_granules(device, *state), keep);
+        make_room(device, *state, needed - usable_device_granules(device, *state), keep, window);
       // What does not fit even now stays on the host, the blocks named ahead first: the
       // launch's own kernel reaches its blocks in place.
       while (!promotions.empty() && usable_device_granules(device, *state) < needed) {
@@ -342,7 +362,7 @@ void TieredPlacement::before_launch(int device, uint64_t sequence, uint32_t stre
       if (!promotions.empty() &&
           charge(device, *state, more_than(needed, state->arena->stats().pooled_device_granules),
                  0)) {
-        move(device, *state, promotions);
+        move(device, *state, promotions, window);
         tell_policy_of_moves(*state, promotions);
       } else {
         refused += promotions.size() - ahead;

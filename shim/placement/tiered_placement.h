@@ -49,6 +49,7 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -64,6 +65,7 @@
 #include "core/remap_window.h"
 #include "policies/eviction_policy.h"
 #include "placement/tracked_work.h"
+#include "telemetry/nvtx.h"
 #include "tiers/granule_arena.h"
 
 namespace vramspill::placement {
@@ -186,6 +188,31 @@ class TieredPlacement {
   };
   static constexpr std::size_t kDevices = 64;
 
+  // The remap window of one operation: closed at its first move and opened again when the
+  // operation ends, so that the evictions that make room and the promotions they make room for
+  // share one window (one drain of the device's work, one wait for the blocks' last uses), and
+  // no other thread's work slips in between them. Counted in the stats as one window.
+  class MoveWindow {
+   public:
+    explicit MoveWindow(TieredPlacement& placement) noexcept : placement_(placement) {}
+    ~MoveWindow();
+    MoveWindow(const MoveWindow&) = delete;
+    MoveWindow& operator=(const MoveWindow&) = delete;
+
+    // Closes the window, if this operation has not yet.
+    const core::RemapWindow::Exclusive& closed() noexcept;
+
+   private:
+    struct Closed {
+      explicit Closed(core::RemapWindow& window) noexcept;
+      nvtx::RemapWindowRange range;  // around the closed window, for Nsight Systems
+      core::RemapWindow::Exclusive exclusive;
+    };
+    TieredPlacement& placement_;
+    std::optional<Closed> closed_;
+    std::chrono::steady_clock::time_point asked_;
+  };
+
   Device* device_state(int device) noexcept;
   // Calls visit(device, state) for each device that has an arena, in ordinal order, until one
   // returns true; whether one did. Takes no lock and allocates nothing (the launch path).
@@ -201,7 +228,7 @@ class TieredPlacement {
   // Evicts blocks (none of `keep`, no pinned one) until `granules` device granules are pooled,
   // evict_first blocks before the policy's choice, as far as the host limit allows.
   void make_room(int device, Device& state, uint64_t granules,
-                 std::span<const policies::BlockId> keep);
+                 std::span<const policies::BlockId> keep, MoveWindow& window);
   // The victims for `granules`: evict_first blocks, then the policy's choice for the rest.
   std::vector<policies::BlockId> choose_victims(Device& state, uint64_t granules,
                                                 std::span<const policies::BlockId> keep);
@@ -214,7 +241,8 @@ class TieredPlacement {
   static std::optional<RuleAction> rule_of(const Device& state, policies::BlockId block);
   void tell_of_allocation(int device, CUdeviceptr base, uint64_t bytes,
                           uint64_t host_granules) noexcept;
-  tiers::MoveOutcome move(int device, Device& state, std::span<const tiers::GranuleMove> moves);
+  tiers::MoveOutcome move(int device, Device& state, std::span<const tiers::GranuleMove> moves,
+                          MoveWindow& window);
   // Tells `events` how many bytes of each block in `moves` moved, from the device granules each
   // had before them (`before`, in the same order).
   void tell_of_moves(core::MemoryEvents& events, int device, const Device& state,

@@ -149,6 +149,18 @@ TEST_F(TieredPlacementTest, ALaunchPromotesTheBlockItTouches) {
   EXPECT_EQ(placement_.stats().promoted_granules, 4u);
 }
 
+// The eviction that makes room and the promotion it makes room for share one remap window.
+TEST_F(TieredPlacementTest, ALaunchEvictsAndPromotesInOneWindow) {
+  const CUdeviceptr a = allocate(4);
+  allocate(4);
+  allocate(4);  // evicts a: one window
+  ASSERT_EQ(placement_.stats().windows, 1u);
+  launch({a});  // evicts b and brings a back
+  EXPECT_EQ(device_granules(a), 4u);
+  EXPECT_EQ(placement_.stats().evicted_granules, 8u);
+  EXPECT_EQ(placement_.stats().windows, 2u);
+}
+
 TEST_F(TieredPlacementTest, ABlockTheLaunchNeedsIsNeverEvictedForAnother) {
   const CUdeviceptr a = allocate(4);
   const CUdeviceptr b = allocate(4);

@@ -147,12 +147,18 @@ class Parser {
   }
 
   // The header, the same in both formats; true for a binary trace.
+  // The first lines a trace may have, for messages.
+  static std::string first_lines() {
+    return std::string("'").append(kTraceFirstLine).append("' or '").append(
+        kBinaryTraceFirstLine).append("'");
+  }
+
   bool read_header() {
     std::string line;
     if (!next_line(line)) {
       line_number_ = 1;
       fail(std::string(trace_.dropped_partial_event ? "cut short in its first line" : "empty") +
-           ": expected '" + std::string(kTraceFirstLine) + "' as the first line");
+           ": expected " + first_lines() + " as the first line");
     }
     const bool binary = line == kBinaryTraceFirstLine;
     trace_.binary = binary;
@@ -167,8 +173,8 @@ class Parser {
         fail("a binary trace of format version " +
              quoted(line.substr(kBinaryVersionPrefix.size())) + "; this vramspill reads version 1");
       }
-      fail("not a vramspill trace: expected '" + std::string(kTraceFirstLine) +
-           "' as the first line, found " + quoted(line));
+      fail("not a vramspill trace: expected " + first_lines() + " as the first line, found " +
+           quoted(line));
     }
     trace_.pid = header_number("# pid");
     trace_.start_unix_ns = header_number("# start_unix_ns");

@@ -128,9 +128,11 @@ TEST(TraceReader, ALastLineCutShortIsLeftOutNotAnError) {
 
 TEST(TraceReader, RejectsAFileThatIsNotATrace) {
   EXPECT_EQ(error_of("time,event\n"),
-            "job.trace:1: not a vramspill trace: expected '# vramspill trace 1' as the first "
-            "line, found 'time,event'");
-  EXPECT_EQ(error_of(""), "job.trace:1: empty: expected '# vramspill trace 1' as the first line");
+            "job.trace:1: not a vramspill trace: expected '# vramspill trace 1' or '# vramspill "
+            "binary trace 1' as the first line, found 'time,event'");
+  EXPECT_EQ(error_of(""),
+            "job.trace:1: empty: expected '# vramspill trace 1' or '# vramspill binary trace 1' "
+            "as the first line");
   EXPECT_EQ(error_of("# vramspill trace 2\n"),
             "job.trace:1: a trace of format version '2'; this vramspill reads version 1");
 }

@@ -322,12 +322,17 @@ void TieredPlacement::before_launch(int device, uint64_t sequence, uint32_t stre
     uint64_t needed = 0;
     uint64_t refused = 0;
     uint64_t ahead = 0;  // promotions for later launches (Note [Promoting ahead])
+    bool capacity_known = false;
     for (const CUdeviceptr base : blocks) {
       const auto block = state->arena->block_containing(base);
       if (!block || block->base != base || block->host_granules() == 0) continue;
       if (std::any_of(promotions.begin(), promotions.end(),
                       [&](const GranuleMove& move) { return move.base == base; }))
         continue;
+      if (!capacity_known) {
+        tell_policy_of_capacity(device, *state);
+        capacity_known = true;
+      }
       // Note [Rules before the policy]
       const std::optional<RuleAction> rule = rule_of(*state, base);
       const bool promote = rule == RuleAction::kPin ||
@@ -375,6 +380,12 @@ void TieredPlacement::before_launch(int device, uint64_t sequence, uint32_t stre
   } catch (const std::bad_alloc&) {  // no promotion this time: the kernel reaches it in place
   }
   if (promoting) settle(device, *state);
+}
+
+// Note [The policy's capacity]
+void TieredPlacement::tell_policy_of_capacity(int device, Device& state) {
+  state.policy->set_capacity(state.arena->stats().device_granules +
+                             usable_device_granules(device, state));
 }
 
 // Note [Promoting ahead] (policies/eviction_policy.h)

@@ -24,6 +24,15 @@
 // promotion takes the mutex before its submission enters the window, never inside it (Note
 // [Remap window]).
 //
+// Note [The policy's capacity]
+// The device budget is shared with allocations tiered mode does not take, so what tiered blocks
+// may hold on the device changes as the job runs: the granules they hold, plus the room the
+// budget has left, plus the arena's pooled granules. The policy decides from its capacity (a
+// block that fits the room left is promoted; learned promotes ahead only into room nothing needed
+// holds), so before a launch's first decision about a block on the host it is told the capacity
+// of the moment. A capacity fixed when the device was first seen would let the policy count room
+// that other allocations have taken since, and make room by evicting blocks still needed.
+//
 // Note [No moves during a capture]
 // A move waits for the device's work, and synchronising while a stream is being captured into a
 // graph invalidates the capture (the driver refuses the call and the program's cuStreamEndCapture
@@ -223,6 +232,9 @@ class TieredPlacement {
   bool charge(int device, Device& state, uint64_t device_granules, uint64_t host_granules);
   // Trims the arena and sets the charges to what it holds now.
   void settle(int device, Device& state);
+  // Tells the policy how many device granules tiered blocks may hold now (Note [The policy's
+  // capacity]).
+  void tell_policy_of_capacity(int device, Device& state);
   // Device granules usable without the budget growing: room left plus the arena's pooled ones.
   uint64_t usable_device_granules(int device, const Device& state);
   // Evicts blocks (none of `keep`, no pinned one) until `granules` device granules are pooled,

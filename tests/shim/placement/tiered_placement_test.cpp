@@ -304,6 +304,26 @@ TEST_F(TieredPlacementTest, ASubmissionReachesTheArenaHoldingItsBlocks) {
   EXPECT_GT(placement_.stats().window_nanoseconds, 0u);
 }
 
+// Note [The policy's capacity]: room another allocation took is not the policy's to count. Told
+// the budget it had when the device was first seen, lru would agree to bring in a block larger
+// than what tiered blocks may now hold, and evict b for a promotion that cannot happen.
+TEST_F(TieredPlacementTest, ThePolicyDecidesWithTheRoomLeftNow) {
+  const CUdeviceptr a = allocate(6);
+  const CUdeviceptr b = allocate(2);
+  ASSERT_TRUE(placement_.make_device_room(0, 4 * kGranuleBytes));  // evicts a
+  ASSERT_TRUE(budgets_.take_device(0, 4 * kGranuleBytes));         // another allocation's
+  ASSERT_EQ(device_granules(a), 0u);
+  const uint64_t evicted = placement_.stats().evicted_granules;
+  launch({a});  // 6 granules, where tiered blocks may hold 4 now: reached in place
+  EXPECT_EQ(device_granules(a), 0u);
+  EXPECT_EQ(device_granules(b), 2u);
+  EXPECT_EQ(placement_.stats().evicted_granules, evicted);
+  EXPECT_EQ(placement_.stats().promotions_refused, 1u);
+  budgets_.give_device(0, 4 * kGranuleBytes);
+  expect_bytes(a, 6);
+  expect_bytes(b, 2);
+}
+
 // Note [Tiered budgets]: the budget is the device's. An allocation tiered mode does not take gets
 // room from the arena: pooled device granules first, then evictions.
 TEST_F(TieredPlacementTest, OtherAllocationsGetRoomFromTheArena) {

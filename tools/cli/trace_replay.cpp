@@ -105,14 +105,14 @@ class Simulation {
       keep.push_back(id);
       needed += host_granules(id);
     }
-    if (room() < needed) make_room(needed - room(), keep);
+    const bool evicted = room() < needed && make_room(needed - room(), keep);
     while (!promotions.empty() && room() < needed) {  // what still does not fit stays out
       needed -= host_granules(promotions.back());
       if (promotions.size() <= own) touched_in_place(host_granules(promotions.back()));
       promotions.pop_back();
     }
+    if (evicted || !promotions.empty()) ++result_.windows;  // one for both, as in the shim
     if (promotions.empty()) return;
-    ++result_.windows;
     result_.late_promotions += std::min(own, promotions.size());
     result_.ahead_promotions += promotions.size() - std::min(own, promotions.size());
     for (const uint64_t id : promotions) {

@@ -97,7 +97,7 @@ class TraceFile::Record {
   bool binary_ = false;
   TraceTag kind_ = TraceTag::kEnd;
   std::size_t used_ = 0;
-  // The longest event is a use of SubmissionUse::kCapacity (32) blocks: under 600 bytes of text,
+  // The longest event is a use of SubmissionUse::kCapacity (32) blocks: under 640 bytes of text,
   // under 400 in binary. Not cleared: bytes() returns only what was written, and clearing it
   // took a good part of a binary event's time.
   std::array<char, 768> bytes_;

@@ -123,24 +123,29 @@ static float median(float* values, int count) {
   return values[count / 2];
 }
 
+/* Attribute `attribute` of `device`, 0 where the driver does not know it (an older driver), as
+ * the shim takes it. */
+static int attribute_or_zero(CUdevice_attribute attribute, CUdevice device) {
+  int value = 0;
+  return cuDeviceGetAttribute(&value, attribute, device) == CUDA_SUCCESS ? value : 0;
+}
+
 /* The host location tiered mode would use, as shim/tiers/driver_host_vmm_tier.cpp picks it;
  * 0 when the device cannot map host-located VMM memory. */
 static int host_location(CUdevice device, CUmemLocation* location) {
-  int numa_vmm = 0, node = -1, host_vmm = 0;
-  MUST(cuDeviceGetAttribute(&numa_vmm,
-                            CU_DEVICE_ATTRIBUTE_HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED,
-                            device));
-  if (numa_vmm) MUST(cuDeviceGetAttribute(&node, CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID, device));
-  if (numa_vmm && node >= 0) {
-    location->type = CU_MEM_LOCATION_TYPE_HOST_NUMA;
-    location->id = node;
-    return 1;
+  if (attribute_or_zero(CU_DEVICE_ATTRIBUTE_HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED,
+                        device)) {
+    int node = -1;
+    if (cuDeviceGetAttribute(&node, CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID, device) == CUDA_SUCCESS &&
+        node >= 0) {
+      location->type = CU_MEM_LOCATION_TYPE_HOST_NUMA;
+      location->id = node;
+      return 1;
+    }
   }
-  MUST(cuDeviceGetAttribute(&host_vmm,
-                            CU_DEVICE_ATTRIBUTE_HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, device));
   location->type = CU_MEM_LOCATION_TYPE_HOST;
   location->id = 0;
-  return host_vmm;
+  return attribute_or_zero(CU_DEVICE_ATTRIBUTE_HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, device);
 }
 
 static CUmemGenericAllocationHandle create_granule(CUmemLocation location) {
@@ -322,7 +327,9 @@ static void probe_reads(const Probe* probe, const Options* options, Range* host_
   MUST(cuMemHostAlloc(&pinned, bytes, CU_MEMHOSTALLOC_DEVICEMAP));
   memset(pinned, 0, bytes);
   MUST(cuMemHostGetDevicePointer(&x_pinned, pinned, 0));
-  printf("kernel reads of x in y = a*x + y over %zu MiB, y on the device (median of %d)\n",
+  printf("kernel reads of x in y = a*x + y over %zu MiB, y on the device: x's bytes over the\n"
+         "kernel's time, which also reads and writes y (so device memory shows about a third of\n"
+         "its bandwidth; the host rows compare with each other) (median of %d)\n",
          bytes >> 20, options->repeats);
   const struct {
     const char* name;

@@ -43,11 +43,13 @@ double account_access(Device& device, Engine engine, uint64_t address, uint64_t 
                       Access access) {
   Driver& driver = *Driver::instance();
   double seconds = 0.0;
-  const uint64_t end = address + size;
+  // A kernel's range may be sized "to the end of memory" (a count too large to multiply out).
+  const uint64_t end = size > UINT64_MAX - address ? UINT64_MAX : address + size;
   for (uint64_t at = address; at < end;) {
     const std::optional<Allocation> found = driver.allocations().find_containing(at);
     if (!found) {
-      // Reserved but unmapped: the access faults there, and nothing from there on moves.
+      // In the device's address span with no allocation there (reserved and unmapped, or
+      // freed): the access faults there, and nothing from there on moves.
       if (driver.addresses().contains(at)) break;
       // Memory the driver does not know (pageable host memory) is reached over the link.
       return seconds + link_seconds(device, engine, end - at);

@@ -23,8 +23,8 @@ enum class Engine { kKernel, kCopy };
 // piece is charged where it lives. Charging the whole range by its first mapping, as this once
 // did for kernels, billed a kernel over a 16 MiB block of host granules for 2 MiB of link
 // traffic, so touching evicted blocks in place looked 8 times cheaper than it is (found by
-// tools/demo/tier_probe.c: host granules read at 27x the rate of pinned memory). A piece that is
-// reserved but unmapped ends the charge: the access faults there.
+// tools/demo/tier_probe.c: host granules read at 27x the rate of pinned memory). An address in
+// the device's span that no allocation holds ends the charge: the access faults there.
 double account_access(Device& device, Engine engine, uint64_t address, uint64_t size,
                       Access access);
 

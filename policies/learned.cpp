@@ -358,10 +358,17 @@ std::vector<BlockId> LearnedPolicy::do_promote_ahead(uint64_t room_taken,
   if (!locked_) return ahead;
   std::vector<BlockId> kept(keep.begin(), keep.end());
   std::sort(kept.begin(), kept.end());
-  // The room left, and what the blocks on the device that the plan never uses again hold.
-  const uint64_t free_room =
-      capacity_granules() - std::min(capacity_granules(), device_granules_) +
-      displaceable_after(kNever, UINT64_MAX, kept);
+  // The room left, grown from the blocks on the device the plan never uses again only as far
+  // as the blocks named need: a stop walks no more of them than it could displace.
+  uint64_t room = capacity_granules() - std::min(capacity_granules(), device_granules_);
+  auto never_used = never_used_.begin();
+  const auto room_for = [&](uint64_t wanted) {
+    for (; room < wanted && never_used != never_used_.end(); ++never_used) {
+      if (!std::binary_search(kept.begin(), kept.end(), *never_used))
+        room += device_granules(*never_used);
+    }
+    return room >= wanted;
+  };
   uint64_t claimed = room_taken;
   const uint64_t now = launches_ - 1;
   // While locked, launch `now + i` repeats launch `now + i - period_` (Note [Learning the period]).
@@ -372,7 +379,7 @@ std::vector<BlockId> LearnedPolicy::do_promote_ahead(uint64_t room_taken,
           std::binary_search(kept.begin(), kept.end(), block) ||
           std::find(ahead.begin(), ahead.end(), block) != ahead.end())
         continue;
-      if (claimed + needed > free_room) return ahead;
+      if (!room_for(claimed + needed)) return ahead;
       ahead.push_back(block);
       claimed += needed;
     }

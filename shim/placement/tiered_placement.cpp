@@ -216,9 +216,16 @@ std::vector<policies::BlockId> TieredPlacement::choose_victims(
 void TieredPlacement::make_room(int device, Device& state, uint64_t granules,
                                 std::span<const policies::BlockId> keep, MoveWindow& window) {
   if (!arenas_.may_synchronize()) return;  // Note [No moves during a capture]
+  evict(device, state, choose_victims(state, granules, keep), granules, window);
+}
+
+void TieredPlacement::evict(int device, Device& state, std::span<const policies::BlockId> victims,
+                            uint64_t granules, MoveWindow& window) {
+  if (!arenas_.may_synchronize()) return;  // Note [No moves during a capture]
   std::vector<GranuleMove> evictions;
   uint64_t evicted = 0;
-  for (const policies::BlockId victim : choose_victims(state, granules, keep)) {
+  for (const policies::BlockId victim : victims) {
+    if (evicted >= granules) break;
     const auto block = state.arena->block_containing(victim);
     if (!block || block->device_granules == 0) continue;
     evictions.push_back({.base = victim, .to = GranuleKind::kHost, .granules = 0});
@@ -354,15 +361,30 @@ void TieredPlacement::before_launch(int device, uint64_t sequence, uint32_t stre
       const std::size_t own = promotions.size();
       std::vector<policies::BlockId> keep(blocks.begin(), blocks.end());
       needed += promote_ahead(*state, needed, promotions, keep);
-      if (usable_device_granules(device, *state) < needed)
-        make_room(device, *state, needed - usable_device_granules(device, *state), keep, window);
-      // What does not fit even now stays on the host, the blocks named ahead first: the
-      // launch's own kernel reaches its blocks in place.
-      while (!promotions.empty() && usable_device_granules(device, *state) < needed) {
-        needed -= state->arena->block_containing(promotions.back().base)->host_granules();
-        promotions.pop_back();
-        if (promotions.size() < own) ++refused;
+      // What does not fit stays on the host, the blocks named ahead first: the launch's own
+      // kernel reaches its blocks in place.
+      const auto leave_out_until = [&](uint64_t room) {
+        while (!promotions.empty() && room < needed) {
+          needed -= state->arena->block_containing(promotions.back().base)->host_granules();
+          promotions.pop_back();
+          if (promotions.size() < own) ++refused;
+        }
+      };
+      // The victims are chosen before anything moves, so that none is evicted for promotions
+      // that would not fit even with all of them gone.
+      const uint64_t usable = usable_device_granules(device, *state);
+      std::vector<policies::BlockId> victims;
+      uint64_t evictable = 0;
+      if (usable < needed) {
+        victims = choose_victims(*state, needed - usable, keep);
+        for (const policies::BlockId victim : victims) {
+          if (const auto held = state->arena->block_containing(victim))
+            evictable += held->device_granules;
+        }
       }
+      leave_out_until(usable + evictable);
+      if (usable < needed) evict(device, *state, victims, needed - usable, window);
+      leave_out_until(usable_device_granules(device, *state));  // the host limit may say no
       ahead = promotions.size() > own ? promotions.size() - own : 0;
       if (!promotions.empty() &&
           charge(device, *state, more_than(needed, state->arena->stats().pooled_device_granules),

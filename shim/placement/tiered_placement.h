@@ -241,6 +241,10 @@ class TieredPlacement {
   // evict_first blocks before the policy's choice, as far as the host limit allows.
   void make_room(int device, Device& state, uint64_t granules,
                  std::span<const policies::BlockId> keep, MoveWindow& window);
+  // Evicts `victims`, in order, until they have given up `granules` device granules, as far as
+  // the host limit allows.
+  void evict(int device, Device& state, std::span<const policies::BlockId> victims,
+             uint64_t granules, MoveWindow& window);
   // The victims for `granules`: evict_first blocks, then the policy's choice for the rest.
   std::vector<policies::BlockId> choose_victims(Device& state, uint64_t granules,
                                                 std::span<const policies::BlockId> keep);

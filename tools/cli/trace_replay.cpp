@@ -105,14 +105,23 @@ class Simulation {
       keep.push_back(id);
       needed += host_granules(id);
     }
-    const bool evicted = room() < needed && make_room(needed - room(), keep);
-    while (!promotions.empty() && room() < needed) {  // what still does not fit stays out
+    // The victims are chosen first, and what would not fit even with all of them gone stays
+    // out (the blocks named ahead first, then the launch's own, touched in place), as in the
+    // shim.
+    std::vector<uint64_t> victims;
+    uint64_t evictable = 0;
+    if (room() < needed) {
+      victims = policy_->choose_victims(needed - room(), keep).blocks;
+      for (const uint64_t id : victims) evictable += blocks_.at(id).on_device;
+    }
+    while (!promotions.empty() && room() + evictable < needed) {
       needed -= host_granules(promotions.back());
       if (promotions.size() <= own) touched_in_place(host_granules(promotions.back()));
       promotions.pop_back();
     }
-    if (evicted || !promotions.empty()) ++result_.windows;  // one for both, as in the shim
     if (promotions.empty()) return;
+    if (room() < needed) evict(victims, needed - room());
+    ++result_.windows;  // one for the evictions and the promotions, as in the shim
     result_.late_promotions += std::min(own, promotions.size());
     result_.ahead_promotions += promotions.size() - std::min(own, promotions.size());
     for (const uint64_t id : promotions) {
@@ -132,16 +141,23 @@ class Simulation {
 
   // Whether anything was evicted.
   bool make_room(uint64_t granules, std::span<const uint64_t> keep) {
-    const policies::Victims victims = policy_->choose_victims(granules, keep);
-    for (const uint64_t id : victims.blocks) {
+    return evict(policy_->choose_victims(granules, keep).blocks, granules);
+  }
+
+  // Evicts `victims`, in order, until they have given up `granules`; whether any was.
+  bool evict(std::span<const uint64_t> victims, uint64_t granules) {
+    uint64_t evicted = 0;
+    for (const uint64_t id : victims) {
+      if (evicted >= granules) break;
       Block& block = blocks_.at(id);
+      evicted += block.on_device;
       result_.evicted_granules += block.on_device;
       ++result_.moves;
       on_device_ -= block.on_device;
       block.on_device = 0;
       policy_->moved(id, 0);
     }
-    return !victims.blocks.empty();
+    return evicted != 0;
   }
 
   void touched_in_place(uint64_t on_host) {

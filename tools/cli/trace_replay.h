@@ -11,9 +11,10 @@
 // - use (one launch and its blocks): the policy is told; each block with host granules is
 //   promoted if the policy agrees, else touched in place over the link; a launch that promotes
 //   also brings in the blocks the policy names ahead of their launches (Note [Promoting ahead] in
-//   policies/eviction_policy.h); room for the promotions is made with the launch's own blocks
-//   and those kept, and promotions that still do not fit (last first: those named ahead, then
-//   the launch's own, which are touched in place) stay on the host;
+//   policies/eviction_policy.h); the victims are chosen with the launch's own blocks and those
+//   kept, promotions that would not fit even with all of them gone (last first: those named
+//   ahead, then the launch's own, which are touched in place) stay on the host, and only as many
+//   victims are evicted as the rest need;
 // - free: the block's granules are gone.
 // Not modelled: the host limit (the host takes every eviction), pooled granules, other
 // allocations' share of the budget, and launches whose blocks were not all listed (more than 32,

@@ -161,6 +161,22 @@ TEST_F(TieredPlacementTest, ALaunchEvictsAndPromotesInOneWindow) {
   EXPECT_EQ(placement_.stats().windows, 2u);
 }
 
+// The victims are chosen before anything moves: none is evicted for a promotion that would not
+// fit even with all of them gone.
+TEST_F(TieredPlacementTest, NoBlockIsEvictedForAPromotionThatCannotFit) {
+  const CUdeviceptr a = allocate(4);
+  const CUdeviceptr b = allocate(2);
+  const CUdeviceptr c = allocate(6);  // evicts a
+  ASSERT_EQ(device_granules(a), 0u);
+  launch({a, c});  // a needs 4 granules; only b's 2 could go
+  EXPECT_EQ(device_granules(a), 0u);
+  EXPECT_EQ(device_granules(b), 2u);
+  EXPECT_EQ(placement_.stats().evicted_granules, 4u);
+  EXPECT_EQ(placement_.stats().promotions_refused, 1u);
+  expect_bytes(a, 4);
+  expect_bytes(c, 6);
+}
+
 TEST_F(TieredPlacementTest, ABlockTheLaunchNeedsIsNeverEvictedForAnother) {
   const CUdeviceptr a = allocate(4);
   const CUdeviceptr b = allocate(4);

@@ -1,6 +1,7 @@
 // The [trace] file of a real job (Note [A trace never stops the job] in
-// telemetry/trace_file.h): what a spilling job records, that the trace never lands in a file the
-// job opened as descriptor 2, and that a full filesystem stops the trace, not the job.
+// telemetry/trace_file.h): what a spilling job records, in either format, that the trace never
+// lands in a file the job opened as descriptor 2, and that a full filesystem or a file size
+// limit stops the trace, not the job.
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "job_safety_fixture.h"
+#include "telemetry/trace_reader.h"
 
 namespace {
 
@@ -128,6 +130,30 @@ TEST_F(JobSafety, AFileSizeLimitStopsTheTraceNotTheJob) {
                        "would pass the file size limit, ulimit -f)"))
       << result.err;
   EXPECT_LE(read_file(path).size(), 512u);
+}
+
+// [trace] format = "binary" (telemetry/trace_binary_format.h) shares the text trace's writer and
+// its guarantees: the same job records the same events. (Under `ulimit -f 1`, the test above,
+// this job's binary trace would fit in its 512 bytes.)
+TEST_F(JobSafety, ABinaryTraceHoldsTheEventsOfTheTextOne) {
+  const std::string text_path = (root_ / "job.trace").string();
+  const std::string binary_path = (root_ / "job-binary.trace").string();
+  const RunResult text_run = run({"spill"}, traced(kSpillingJob, text_path));
+  ASSERT_TRUE(text_run.exited(0)) << text_run.describe();
+  Environment binary_job = traced(kSpillingJob, binary_path);
+  binary_job["VRAMSPILL_TRACE_FORMAT"] = "binary";
+  const RunResult binary_run = run({"spill"}, binary_job);
+  ASSERT_TRUE(binary_run.exited(0)) << binary_run.describe();
+  const vramspill::telemetry::Trace text = vramspill::telemetry::read_trace(text_path);
+  const vramspill::telemetry::Trace binary = vramspill::telemetry::read_trace(binary_path);
+  EXPECT_TRUE(binary.binary);
+  EXPECT_TRUE(binary.complete);
+  ASSERT_EQ(binary.events.size(), text.events.size());
+  for (std::size_t i = 0; i < text.events.size(); ++i) {
+    EXPECT_EQ(binary.events[i].kind, text.events[i].kind) << "event " << i;
+    EXPECT_EQ(binary.events[i].route, text.events[i].route) << "event " << i;
+    EXPECT_EQ(binary.events[i].bytes, text.events[i].bytes) << "event " << i;
+  }
 }
 
 }  // namespace

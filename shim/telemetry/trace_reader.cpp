@@ -94,6 +94,41 @@ std::string hex_byte(uint8_t byte) {
   return {'0', 'x', kDigits[byte >> 4], kDigits[byte & 0xf]};
 }
 
+// An event's fields after its time and kind, read from `fields`: a text line's words or a binary
+// record's varints (Parser::LineFields, Parser::RecordFields), which word the problems each in
+// its own format. One list for both, in the order the writer puts them (TraceFile::Record).
+template <typename Source>
+void read_fields(Source& fields, TraceEvent& event) {
+  event.device = fields.device();
+  switch (event.kind) {
+    case TraceEventKind::kDevice:
+      event.bytes = fields.number("<total bytes>");
+      event.limit_bytes = fields.number("<limit bytes>");
+      break;
+    case TraceEventKind::kAlloc:
+    case TraceEventKind::kFree:
+      event.route = fields.route();
+      event.key = fields.key("<key>");
+      event.bytes = fields.number("<bytes>");
+      break;
+    case TraceEventKind::kRefuse:
+      event.route = fields.route();
+      event.bytes = fields.number("<bytes>");
+      break;
+    case TraceEventKind::kEvict:
+    case TraceEventKind::kPromote:
+      event.route = core::Route::kTiered;
+      event.key = fields.key("<base>");
+      event.bytes = fields.number("<bytes>");
+      break;
+    case TraceEventKind::kUse:
+      event.stream = fields.number("<stream>");
+      event.bases = fields.bases();
+      break;
+  }
+  fields.finish();
+}
+
 class Parser {
  public:
   Parser(std::istream& input, const std::string& name) : input_(input), name_(name) {}
@@ -232,7 +267,7 @@ class Parser {
     trace_.complete = true;
   }
 
-  TraceEvent read_event(std::string_view line) {
+  TraceEvent read_event(std::string_view line) const {
     Words words(line);
     std::string_view word;
     TraceEvent event;
@@ -248,50 +283,58 @@ class Parser {
            ": expected device, alloc, free, refuse, evict, promote or use");
     }
     event.kind = format->kind;
-    // The next field, which must be there.
-    const auto field = [&](std::string_view name) {
-      if (!words.next(word)) {
-        fail("the " + std::string(format->word) + " event ends before " + std::string(name) +
-             " (expected '<time> " + std::string(format->word) + " " + std::string(format->fields) +
-             "')");
-      }
-      return word;
-    };
-    event.device = device_number(field("<device>"));
-    switch (event.kind) {
-      case TraceEventKind::kDevice:
-        event.bytes = decimal(field("<total bytes>"), "<total bytes>");
-        event.limit_bytes = decimal(field("<limit bytes>"), "<limit bytes>");
-        break;
-      case TraceEventKind::kAlloc:
-      case TraceEventKind::kFree:
-        event.route = route(field("<route>"));
-        event.key = hexadecimal(field("<key>"), "<key>");
-        event.bytes = decimal(field("<bytes>"), "<bytes>");
-        break;
-      case TraceEventKind::kRefuse:
-        event.route = route(field("<route>"));
-        event.bytes = decimal(field("<bytes>"), "<bytes>");
-        break;
-      case TraceEventKind::kEvict:
-      case TraceEventKind::kPromote:
-        event.route = core::Route::kTiered;
-        event.key = hexadecimal(field("<base>"), "<base>");
-        event.bytes = decimal(field("<bytes>"), "<bytes>");
-        break;
-      case TraceEventKind::kUse:
-        event.stream = decimal(field("<stream>"), "<stream>");
-        event.bases.push_back(hexadecimal(field("<base>"), "<base>"));
-        while (words.next(word)) event.bases.push_back(hexadecimal(word, "<base>"));
-        break;
-    }
-    if (words.next(word)) {
-      fail("unexpected " + quoted(word) + " after the " + std::string(format->word) +
-           " event's fields (expected '<time> " + std::string(format->word) + " " +
-           std::string(format->fields) + "')");
-    }
+    LineFields fields{*this, words, *format};
+    read_fields(fields, event);
     return event;
   }
+
+  // A text line's fields after its kind, each a word: decimal, or hexadecimal with 0x for a key.
+  struct LineFields {
+    const Parser& parser;
+    Words& words;
+    const KindFormat& format;
+
+    int device() {
+      const std::string_view word = next("<device>");
+      const uint64_t value = parser.decimal(word, "<device>");
+      if (value > INT_MAX) parser.fail("device " + std::string(word) + " is out of range");
+      return static_cast<int>(value);
+    }
+    core::Route route() {
+      const std::string_view word = next("<route>");
+      const std::optional<core::Route> known = core::route_from_token(word);
+      if (!known) parser.fail("unknown route " + quoted(word) + ": expected " + route_tokens());
+      return *known;
+    }
+    uint64_t number(std::string_view name) { return parser.decimal(next(name), name); }
+    uint64_t key(std::string_view name) { return parser.hexadecimal(next(name), name); }
+    // At least one; the line ends where they do.
+    std::vector<uint64_t> bases() {
+      std::vector<uint64_t> bases{key("<base>")};
+      std::string_view word;
+      while (words.next(word)) bases.push_back(parser.hexadecimal(word, "<base>"));
+      return bases;
+    }
+    void finish() {
+      std::string_view word;
+      if (words.next(word)) {
+        parser.fail("unexpected " + quoted(word) + " after the " + std::string(format.word) +
+                    " event's fields (expected " + written() + ")");
+      }
+    }
+    // The next word, field `name`, which must be there.
+    std::string_view next(std::string_view name) {
+      std::string_view word;
+      if (!words.next(word)) {
+        parser.fail("the " + std::string(format.word) + " event ends before " + std::string(name) +
+                    " (expected " + written() + ")");
+      }
+      return word;
+    }
+    std::string written() const {
+      return "'<time> " + std::string(format.word) + " " + std::string(format.fields) + "'";
+    }
+  };
 
   uint64_t decimal(std::string_view word, std::string_view field) const {
     uint64_t value = 0;
@@ -313,18 +356,6 @@ class Parser {
            ": expected a hexadecimal number with 0x, of up to 16 digits");
     }
     return value;
-  }
-
-  int device_number(std::string_view word) const {
-    const uint64_t value = decimal(word, "<device>");
-    if (value > INT_MAX) fail("device " + std::string(word) + " is out of range");
-    return static_cast<int>(value);
-  }
-
-  core::Route route(std::string_view word) const {
-    const std::optional<core::Route> known = core::route_from_token(word);
-    if (!known) fail("unknown route " + quoted(word) + ": expected " + route_tokens());
-    return *known;
   }
 
   // The binary format's records, after the header (trace_binary_format.h), read from memory: a
@@ -395,109 +426,95 @@ class Parser {
     return header_bytes_ + static_cast<uint64_t>(at - body_);
   }
 
-  // The record's next field, `name`, which must be there; `fields_written` for messages.
-  uint64_t field(Fields& fields, std::string_view name, std::string_view record_name,
-                 const std::string& fields_written) const {
-    const char* const start = fields.at;
-    uint64_t value = 0;
-    switch (get_varint(fields.at, fields.end, value)) {
-      case VarintRead::kRead:
-        return value;
-      case VarintRead::kCut:
-        fail_at(offset(start), "the " + std::string(record_name) + " record at byte " +
-                                   std::to_string(fields.record) + " ends " +
-                                   (start == fields.end ? "before " : "inside ") +
-                                   std::string(name) + " (expected " + fields_written + ")");
-      case VarintRead::kTooLong:
-        break;
-    }
-    fail_at(offset(start),
-            "bad number for " + std::string(name) + ": a varint of more than 10 bytes or 64 bits");
-  }
-
-  void read_end_record(Fields& fields) {
-    const std::string written = "<event count>";
-    const uint64_t count = field(fields, "<event count>", "end", written);
-    no_more_fields(fields, "end", written);
+  void read_end_record(Fields& payload) {
+    RecordFields fields{*this, payload, "end", "<event count>"};
+    const uint64_t count = fields.number("<event count>");
+    fields.finish();
     if (count != trace_.events.size()) {
-      fail_at(fields.record,
+      fail_at(payload.record,
               "the end record counts " + std::to_string(count) + " events, but the trace holds " +
                   std::to_string(trace_.events.size()) + ": it was changed after it was written");
     }
     trace_.complete = true;
   }
 
-  TraceEvent read_record(TraceTag tag, Fields& fields) const {
+  TraceEvent read_record(TraceTag tag, Fields& payload) const {
     const KindFormat& format = kKinds[static_cast<uint8_t>(tag) - kFirstTraceTag];
-    const std::string written = binary_fields(format);
-    const auto next = [&](std::string_view name) {
-      return field(fields, name, format.word, written);
-    };
+    RecordFields fields{*this, payload, format.word, binary_fields(format)};
     TraceEvent event;
     event.kind = format.kind;
-    event.time_ns = next("<time>");
-    const char* const device_at = fields.at;
-    const uint64_t device = next("<device>");
-    if (device > INT_MAX) {
-      fail_at(offset(device_at), "device " + std::to_string(device) + " is out of range");
-    }
-    event.device = static_cast<int>(device);
-    const auto route = [&] {
-      const char* const route_at = fields.at;
-      const uint64_t index = next("<route>");
-      if (index >= core::kRouteCount) {
-        fail_at(offset(route_at), "unknown route " + std::to_string(index) + ": expected 0 (" +
-                                      std::string(kTraceRouteOrder.front()) + ") to " +
-                                      std::to_string(core::kRouteCount - 1) + " (" +
-                                      std::string(kTraceRouteOrder.back()) + ")");
-      }
-      return static_cast<core::Route>(index);
-    };
-    switch (event.kind) {
-      case TraceEventKind::kDevice:
-        event.bytes = next("<total bytes>");
-        event.limit_bytes = next("<limit bytes>");
-        break;
-      case TraceEventKind::kAlloc:
-      case TraceEventKind::kFree:
-        event.route = route();
-        event.key = next("<key>");
-        event.bytes = next("<bytes>");
-        break;
-      case TraceEventKind::kRefuse:
-        event.route = route();
-        event.bytes = next("<bytes>");
-        break;
-      case TraceEventKind::kEvict:
-      case TraceEventKind::kPromote:
-        event.route = core::Route::kTiered;
-        event.key = next("<base>");
-        event.bytes = next("<bytes>");
-        break;
-      case TraceEventKind::kUse: {
-        event.stream = next("<stream>");
-        const char* const count_at = fields.at;
-        const uint64_t count = next("<count>");
-        if (count == 0) {
-          fail_at(offset(count_at),
-                  "a use record of no base (expected " + written + ", with a count of at least 1)");
-        }
-        for (uint64_t i = 0; i < count; ++i) event.bases.push_back(next("<base>"));
-        break;
-      }
-    }
-    no_more_fields(fields, format.word, written);
+    event.time_ns = fields.number("<time>");
+    read_fields(fields, event);
     return event;
   }
 
-  void no_more_fields(const Fields& fields, std::string_view record_name,
-                      const std::string& fields_written) const {
-    if (fields.at == fields.end) return;
-    const auto left = static_cast<std::size_t>(fields.end - fields.at);
-    fail_at(offset(fields.at), std::to_string(left) + (left == 1 ? " byte" : " bytes") +
-                                   " left after the " + std::string(record_name) +
-                                   " record's fields (expected " + fields_written + ")");
-  }
+  // A binary record's fields, each a varint; problems name their byte in the file.
+  struct RecordFields {
+    const Parser& parser;
+    Fields& payload;
+    // For messages: the record's name and the fields it holds.
+    std::string_view record_name;
+    std::string written;
+
+    int device() {
+      const char* const at = payload.at;
+      const uint64_t value = number("<device>");
+      if (value > INT_MAX) fail_at(at, "device " + std::to_string(value) + " is out of range");
+      return static_cast<int>(value);
+    }
+    core::Route route() {
+      const char* const at = payload.at;
+      const uint64_t index = number("<route>");
+      if (index >= core::kRouteCount) {
+        fail_at(at, "unknown route " + std::to_string(index) + ": expected 0 (" +
+                        std::string(kTraceRouteOrder.front()) + ") to " +
+                        std::to_string(core::kRouteCount - 1) + " (" +
+                        std::string(kTraceRouteOrder.back()) + ")");
+      }
+      return static_cast<core::Route>(index);
+    }
+    // The next field, `name`, which must be there.
+    uint64_t number(std::string_view name) {
+      const char* const start = payload.at;
+      uint64_t value = 0;
+      switch (get_varint(payload.at, payload.end, value)) {
+        case VarintRead::kRead:
+          return value;
+        case VarintRead::kCut:
+          fail_at(start, "the " + std::string(record_name) + " record at byte " +
+                             std::to_string(payload.record) + " ends " +
+                             (start == payload.end ? "before " : "inside ") + std::string(name) +
+                             " (expected " + written + ")");
+        case VarintRead::kTooLong:
+          break;
+      }
+      fail_at(start, "bad number for " + std::string(name) +
+                         ": a varint of more than 10 bytes or 64 bits");
+    }
+    uint64_t key(std::string_view name) { return number(name); }
+    // Counted, at least one.
+    std::vector<uint64_t> bases() {
+      const char* const at = payload.at;
+      const uint64_t count = number("<count>");
+      if (count == 0) {
+        fail_at(at,
+                "a use record of no base (expected " + written + ", with a count of at least 1)");
+      }
+      std::vector<uint64_t> bases;
+      for (uint64_t i = 0; i < count; ++i) bases.push_back(number("<base>"));
+      return bases;
+    }
+    void finish() const {
+      if (payload.at == payload.end) return;
+      const auto left = static_cast<std::size_t>(payload.end - payload.at);
+      fail_at(payload.at, std::to_string(left) + (left == 1 ? " byte" : " bytes") +
+                              " left after the " + std::string(record_name) +
+                              " record's fields (expected " + written + ")");
+    }
+    [[noreturn]] void fail_at(const char* at, const std::string& what) const {
+      parser.fail_at(parser.offset(at), what);
+    }
+  };
 
   std::istream& input_;
   const std::string& name_;

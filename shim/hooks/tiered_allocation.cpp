@@ -159,19 +159,24 @@ std::string tiered_summary(ShimState& shim) noexcept {
           device, now.blocks, now.device_granules, now.host_granules, now.pooled_device_granules,
           now.pooled_host_granules);
     }
-    // Note [The tracked window]: how many windows it kept narrow.
-    const std::string tracked =
-        shim.config.tiered.window == WindowMode::kTracked
-            ? fmt::format(", {} waiting only for their blocks' streams", moved.stream_windows)
-            : std::string();
+    // Note [The tracked window]: how many windows it kept narrow, and how many granules it
+    // copied while the job ran (Note [Staged promotions] in tiers/granule_arena.h).
+    const bool tracked = shim.config.tiered.window == WindowMode::kTracked;
+    const std::string staged =
+        tracked ? fmt::format(", {} granules copied while the job ran", moved.staged_granules)
+                : std::string();
+    const std::string narrow =
+        tracked ? fmt::format(", {} waiting only for their blocks' streams", moved.stream_windows)
+                : std::string();
     return fmt::format(
         "tiered: {} evicted to the host in {} granules, {} promoted to the device "
-        "in {} granules ({} blocks ahead of their launches), {} remap windows ({:.1f} ms{}), "
+        "in {} granules ({} blocks ahead of their launches{}), {} remap windows ({:.1f} ms{}), "
         "{} promotions refused{}",
         format_bytes(moved.evicted_granules * tiers::kGranuleBytes), moved.evicted_granules,
         format_bytes(moved.promoted_granules * tiers::kGranuleBytes), moved.promoted_granules,
-        moved.promoted_ahead, moved.windows, static_cast<double>(moved.window_nanoseconds) / 1e6,
-        tracked, moved.promotions_refused, held);
+        moved.promoted_ahead, staged, moved.windows,
+        static_cast<double>(moved.window_nanoseconds) / 1e6, narrow, moved.promotions_refused,
+        held);
   } catch (...) {  // no line rather than no exit
     return {};
   }

@@ -83,7 +83,8 @@ void TieredPlacement::settle(int device, Device& state) {
   const tiers::ArenaStats held = state.arena->stats();
   const uint64_t device_bytes =
       (held.device_granules + held.pooled_device_granules) * kGranuleBytes;
-  const uint64_t host_bytes = (held.host_granules + held.pooled_host_granules) * kGranuleBytes;
+  const uint64_t host_bytes =
+      (held.host_granules + held.staged_host_granules + held.pooled_host_granules) * kGranuleBytes;
   // Every operation charged first (Note [Tiered budgets]): the arena holds at most that much.
   if (state.charged_device > device_bytes)
     budgets_.give_device(device, state.charged_device - device_bytes);
@@ -131,7 +132,8 @@ TieredPlacement::MoveWindow::~MoveWindow() {
 }
 
 tiers::MoveOutcome TieredPlacement::move(int device, Device& state,
-                                         std::span<const GranuleMove> moves, MoveWindow& window) {
+                                         std::span<const GranuleMove> moves, MoveWindow& window,
+                                         Timing timing) {
   core::MemoryEvents* const told = events_.load(std::memory_order_acquire);
   std::vector<uint64_t> before;  // only for `told`: may throw std::bad_alloc, as callers expect
   if (told != nullptr) {
@@ -142,13 +144,16 @@ tiers::MoveOutcome TieredPlacement::move(int device, Device& state,
     }
   }
   const tiers::MoveOutcome outcome =
-      state.arena->move(moves, window.closed(), tracked_ ? &*tracked_ : nullptr);
+      timing == Timing::kStaged
+          ? state.arena->stage(moves, window.closed(), *tracked_)
+          : state.arena->move(moves, window.closed(), tracked_ ? &*tracked_ : nullptr);
   nvtx::evicted(outcome.to_host, outcome.to_host * kGranuleBytes);
   nvtx::promoted(outcome.to_device, outcome.to_device * kGranuleBytes);
   {
     const std::lock_guard lock(stats_mutex_);
     stats_.evicted_granules += outcome.to_host;
     stats_.promoted_granules += outcome.to_device;
+    if (timing == Timing::kStaged) stats_.staged_granules += outcome.to_device;
   }
   if (told != nullptr) tell_of_moves(*told, device, state, moves, before);
   return outcome;
@@ -326,13 +331,17 @@ void TieredPlacement::before_launch(int device, uint64_t sequence, uint32_t stre
     // The blocks to bring in, and how many granules they need, decided first: one window makes
     // room for all of them and one moves them.
     std::vector<GranuleMove> promotions;
+    std::vector<GranuleMove> staged;  // to finish before the launch (Note [Staged promotions])
     uint64_t needed = 0;
     uint64_t refused = 0;
     uint64_t ahead = 0;  // promotions for later launches (Note [Promoting ahead])
     bool capacity_known = false;
     for (const CUdeviceptr base : blocks) {
       const auto block = state->arena->block_containing(base);
-      if (!block || block->base != base || block->host_granules() == 0) continue;
+      if (!block || block->base != base) continue;
+      if (block->staged_granules != 0)
+        staged.push_back({.base = base, .to = GranuleKind::kDevice, .granules = 0});
+      if (block->host_granules() == 0) continue;
       if (std::any_of(promotions.begin(), promotions.end(),
                       [&](const GranuleMove& move) { return move.base == base; }))
         continue;
@@ -351,13 +360,19 @@ void TieredPlacement::before_launch(int device, uint64_t sequence, uint32_t stre
       promotions.push_back({.base = base, .to = GranuleKind::kDevice, .granules = 0});
       needed += block->host_granules();
     }
-    if (!promotions.empty() && !arenas_.may_synchronize()) {
-      refused += promotions.size();  // Note [No moves during a capture]
+    if (!arenas_.may_synchronize()) {  // Note [No moves during a capture]
+      refused += promotions.size();
       promotions.clear();
+      staged.clear();  // the launch reaches them in place; the next one finishes them
+    }
+    MoveWindow window(*this);
+    if (!staged.empty()) {
+      promoting = true;
+      move(device, *state, staged, window);
+      tell_policy_of_moves(*state, staged);
     }
     if (!promotions.empty()) {
       promoting = true;
-      MoveWindow window(*this);
       const std::size_t own = promotions.size();
       std::vector<policies::BlockId> keep(blocks.begin(), blocks.end());
       needed += promote_ahead(*state, needed, promotions, keep);
@@ -389,7 +404,12 @@ void TieredPlacement::before_launch(int device, uint64_t sequence, uint32_t stre
       if (!promotions.empty() &&
           charge(device, *state, more_than(needed, state->arena->stats().pooled_device_granules),
                  0)) {
-        move(device, *state, promotions, window);
+        // The launch's own blocks are copied and remapped before it is queued; with the tracked
+        // window, the blocks ahead are copied while the job runs (Note [Staged promotions]).
+        const std::span<const GranuleMove> all(promotions);
+        const std::size_t now = tracked_ ? std::min(own, promotions.size()) : promotions.size();
+        move(device, *state, all.first(now), window);
+        if (now < promotions.size()) move(device, *state, all.subspan(now), window, Timing::kStaged);
         tell_policy_of_moves(*state, promotions);
       } else {
         refused += promotions.size() - ahead;

@@ -126,6 +126,8 @@ struct TieredStats {
   uint64_t promotions_refused = 0;  // the policy said touch in place, or no room could be made
   uint64_t stream_windows = 0;      // windows that waited only for their blocks' streams
   uint64_t promoted_ahead = 0;      // blocks promoted for a later launch (Note [Promoting ahead])
+  // Of the granules promoted, those copied while the job ran (Note [Staged promotions]).
+  uint64_t staged_granules = 0;
 };
 
 class TieredPlacement {
@@ -257,8 +259,11 @@ class TieredPlacement {
   static std::optional<RuleAction> rule_of(const Device& state, policies::BlockId block);
   void tell_of_allocation(int device, CUdeviceptr base, uint64_t bytes,
                           uint64_t host_granules) noexcept;
+  // kNow: copied and remapped in the window; kStaged: promotions staged for later launches
+  // (Note [Staged promotions] in tiers/granule_arena.h; the tracked window only).
+  enum class Timing : uint8_t { kNow, kStaged };
   tiers::MoveOutcome move(int device, Device& state, std::span<const tiers::GranuleMove> moves,
-                          MoveWindow& window);
+                          MoveWindow& window, Timing timing = Timing::kNow);
   // Tells `events` how many bytes of each block in `moves` moved, from the device granules each
   // had before them (`before`, in the same order).
   void tell_of_moves(core::MemoryEvents& events, int device, const Device& state,

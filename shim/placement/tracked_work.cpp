@@ -2,24 +2,58 @@
 
 #include <bit>
 #include <new>
+#include <vector>
 
 #include "telemetry/log.h"
 
 namespace vramspill::placement {
 
 // Note [The tracked window]
-CUresult TrackedWork::wait_for(std::span<const uint64_t> bases, tiers::GranuleOps& ops) noexcept {
+CUresult TrackedWork::wait_for(std::span<const uint64_t> bases, tiers::GranuleOps& ops,
+                               bool& found) noexcept {
+  return settle(bases, ops, found, [&](const core::StreamSlots::Waiting& waiting) {
+    return ops.wait_for_stream_ends(waiting.ends);
+  });
+}
+
+// Note [Staged promotions] in tiers/granule_arena.h: the streams whose blocks' last uses an event
+// follows are waited for by the copies, on the device; the others by the host, as wait_for does.
+CUresult TrackedWork::order_after(std::span<const uint64_t> bases,
+                                  tiers::GranuleOps& ops) noexcept {
+  bool found = false;
+  return settle(bases, ops, found, [&](const core::StreamSlots::Waiting& waiting) {
+    std::vector<uint64_t> events;
+    std::vector<StreamEnd> whole_streams;
+    for (const StreamEnd& end : waiting.ends) {
+      if (end.event != 0) {
+        events.push_back(end.event);
+      } else {
+        whole_streams.push_back(end);
+      }
+    }
+    const CUresult result = ops.queue_copies_after(events);
+    return result == CUDA_SUCCESS && !whole_streams.empty()
+               ? ops.wait_for_stream_ends(whole_streams)
+               : result;
+  });
+}
+
+template <typename WaitForEnds>
+CUresult TrackedWork::settle(std::span<const uint64_t> bases, tiers::GranuleOps& ops, bool& found,
+                             WaitForEnds&& wait_for_ends) noexcept {
+  found = true;
   // With arenas on two devices, "the whole device" would not cover what the bits say (the
   // other device's streams, its retired slots, its contexts' legacy streams): the safe wait,
   // and the bits stay for no one to clear.
   if (std::popcount(devices_with_arenas_.load(std::memory_order_acquire)) > 1)
     return ops.synchronize_device();
   const core::UseTracker::QueuedUses queued = uses_.take_streams(bases);  // id: its base
+  found = queued.bits != 0;
   core::StreamSlots& slots = uses_.stream_slots();
   try {
     const core::StreamSlots::Waiting waiting = slots.waiting_for(queued.bits, queued.through);
     if (!waiting.whole_device) {
-      const CUresult result = ops.wait_for_stream_ends(waiting.ends);
+      const CUresult result = wait_for_ends(waiting);
       if (result == CUDA_SUCCESS) {
         stream_waits_.fetch_add(1, std::memory_order_relaxed);
         return CUDA_SUCCESS;

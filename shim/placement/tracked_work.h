@@ -29,6 +29,9 @@
 // (driver/device_work.h) is not waited for by either window.
 // What stays as in the safe window: submissions from every thread still wait while the blocks
 // move (the window is closed for the copy and the remap); only the drain before it is narrower.
+// Except for promotions made ahead of their launches, which are staged (Note [Staged promotions]
+// in tiers/granule_arena.h): order_after() makes their copies wait on the device for the same
+// events, and the window closes again only for the remap, at the launch that needs the block.
 // Two devices with arenas: the tracked wait is one device's, but the bits, the retired slots and
 // the legacy stream's slot are the process's, so then every move waits as the safe window does.
 // An event on the legacy stream is itself a legacy-stream operation: blocking streams' later work
@@ -57,12 +60,20 @@ class TrackedWork final : public tiers::QueuedWork {
   TrackedWork(core::UseTracker& uses, const std::atomic<uint64_t>& devices_with_arenas) noexcept
       : uses_(uses), devices_with_arenas_(devices_with_arenas) {}
 
-  CUresult wait_for(std::span<const uint64_t> bases, tiers::GranuleOps& ops) noexcept override;
+  CUresult wait_for(std::span<const uint64_t> bases, tiers::GranuleOps& ops,
+                    bool& found) noexcept override;
+  CUresult order_after(std::span<const uint64_t> bases, tiers::GranuleOps& ops) noexcept override;
 
   // Moves that waited for their blocks' streams alone.
   uint64_t stream_waits() const noexcept { return stream_waits_.load(std::memory_order_relaxed); }
 
  private:
+  // Takes the blocks' stream bits and waits for their streams' ends with `wait_for_ends`, or for
+  // the whole device where those will not do. `found`: whether any bit was set.
+  template <typename WaitForEnds>
+  CUresult settle(std::span<const uint64_t> bases, tiers::GranuleOps& ops, bool& found,
+                  WaitForEnds&& wait_for_ends) noexcept;
+
   core::UseTracker& uses_;
   const std::atomic<uint64_t>& devices_with_arenas_;
   std::atomic<uint64_t> stream_waits_{0};

@@ -156,4 +156,21 @@ CUresult DriverGranuleOps::wait_for_copies() noexcept {
   return scope.entered() ? synchronize(copy_stream_) : scope.status();
 }
 
+CUresult DriverGranuleOps::queue_copies_after(std::span<const uint64_t> events) noexcept {
+  const auto wait_event = VRAMSPILL_REAL(cuStreamWaitEvent);
+  if (wait_event == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
+  if (primary_ == nullptr) {
+    if (const CUresult result = make_copy_stream(); result != CUDA_SUCCESS) return result;
+  }
+  const driver::ContextScope scope(primary_);
+  if (!scope.entered()) return scope.status();
+  // An event of another context of the device is fine: the wait crosses contexts.
+  for (const uint64_t event : events) {
+    if (const CUresult result = wait_event(copy_stream_, reinterpret_cast<CUevent>(event), 0);
+        result != CUDA_SUCCESS)
+      return result;
+  }
+  return CUDA_SUCCESS;
+}
+
 }  // namespace vramspill::tiers

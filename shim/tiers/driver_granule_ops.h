@@ -41,6 +41,7 @@ class DriverGranuleOps final : public GranuleOps {
   // (which the arena retains): a program's streams and contexts come and go.
   CUresult copy(CUdeviceptr destination, CUdeviceptr source, uint64_t bytes) noexcept override;
   CUresult wait_for_copies() noexcept override;
+  CUresult queue_copies_after(std::span<const uint64_t> events) noexcept override;
 
  private:
   CUresult make_copy_stream() noexcept;
@@ -49,7 +50,8 @@ class DriverGranuleOps final : public GranuleOps {
   int host_numa_node_;
   // Note [Who may reach a granule]: the device and its peers.
   std::vector<CUmemAccessDesc> access_;
-  // Used only by copy() and wait_for_copies(), which the arena calls with its move lock held.
+  // Used only by copy(), wait_for_copies() and queue_copies_after(), which the arena calls with
+  // its move lock held.
   CUcontext primary_ = nullptr;
   CUstream copy_stream_ = nullptr;
 };

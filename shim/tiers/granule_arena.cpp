@@ -11,6 +11,9 @@ namespace vramspill::tiers {
 
 GranuleArena::~GranuleArena() {
   for (auto& [base, block] : blocks_) {
+    if (!block.staged.empty()) unstage(base);
+  }
+  for (auto& [base, block] : blocks_) {
     if (unmap_first(base, block.granules, block.granules.size()))
       unreserve(base, granules_for(block.bytes));
     for (const Granule& granule : block.granules) release(granule.handle);
@@ -44,7 +47,8 @@ CUresult GranuleArena::allocate(uint64_t bytes, uint64_t device_granules,
   if (result == CUDA_SUCCESS) {
     try {
       const std::lock_guard lock(mutex_);
-      blocks_.emplace(range, Block{.bytes = bytes, .granules = granules});
+      blocks_.emplace(range,
+                      Block{.bytes = bytes, .granules = granules, .staging = 0, .staged = {}});
       *base = range;
       return CUDA_SUCCESS;
     } catch (const std::bad_alloc&) {  // the books cannot hold it: undone like a failed map
@@ -121,15 +125,17 @@ void GranuleArena::unreserve(CUdeviceptr base, uint64_t granules) {
 }
 
 void GranuleArena::pool(const std::vector<Granule>& granules) noexcept {
-  for (const Granule& granule : granules) {
-    try {
-      const std::lock_guard lock(mutex_);
-      pool_of(granule.kind).push_back(granule.handle);
-      continue;
-    } catch (const std::bad_alloc&) {  // the pool cannot grow: the driver has it back instead
-    }
-    release(granule.handle);
+  for (const Granule& granule : granules) pool_one(granule);
+}
+
+void GranuleArena::pool_one(const Granule& granule) noexcept {
+  try {
+    const std::lock_guard lock(mutex_);
+    pool_of(granule.kind).push_back(granule.handle);
+    return;
+  } catch (const std::bad_alloc&) {  // the pool cannot grow: the driver has it back instead
   }
+  release(granule.handle);
 }
 
 void GranuleArena::release(GranuleHandle handle) noexcept {
@@ -141,10 +147,17 @@ void GranuleArena::release(GranuleHandle handle) noexcept {
 std::optional<ArenaBlock> GranuleArena::free(CUdeviceptr base) noexcept {
   const std::lock_guard move_lock(move_mutex_);  // Note [Moving a granule]
   Block block;
+  bool staged = false;
   {
     const std::lock_guard lock(mutex_);
     const auto found = blocks_.find(base);
     if (found == blocks_.end()) return std::nullopt;
+    staged = !found->second.staged.empty();
+  }
+  if (staged) unstage(base);  // Note [Staged promotions]
+  {
+    const std::lock_guard lock(mutex_);
+    const auto found = blocks_.find(base);
     block = std::move(found->second);
     blocks_.erase(found);
   }
@@ -202,7 +215,10 @@ void GranuleArena::trim_to(uint64_t keep_device, uint64_t keep_host) noexcept {
 }
 
 ArenaBlock GranuleArena::view(CUdeviceptr base, const Block& block) {
-  ArenaBlock view{.base = base, .bytes = block.bytes, .granules = block.granules.size()};
+  ArenaBlock view{.base = base,
+                  .bytes = block.bytes,
+                  .granules = block.granules.size(),
+                  .staged_granules = block.staged.size()};
   for (const Granule& granule : block.granules)
     view.device_granules += granule.kind == GranuleKind::kDevice ? 1 : 0;
   return view;
@@ -222,6 +238,7 @@ ArenaStats GranuleArena::stats() const noexcept {
     const ArenaBlock counted = view(base, block);
     stats.device_granules += counted.device_granules;
     stats.host_granules += counted.host_granules();
+    stats.staged_host_granules += counted.staged_granules;
   }
   return stats;
 }
@@ -244,6 +261,12 @@ bool GranuleArena::check_invariants(std::string* problem) const {
     previous_end = base + block.granules.size() * kGranuleBytes;
     for (const Granule& granule : block.granules) {
       if (!seen.insert(granule.handle).second) return fail("a granule backs two places");
+      ++held;
+    }
+    for (const Slot& slot : block.staged) {
+      if (block.granules.at(slot.index).handle != slot.to.handle)
+        return fail("a staged granule is not in its block's books");
+      if (!seen.insert(slot.from.handle).second) return fail("a staged block's old granule is reused");
       ++held;
     }
   }

@@ -43,6 +43,29 @@
 //   5. unmap the staging range, pool the old granules, and count.
 // A free() of a block waits for a move in progress (they share move_mutex_): a block is never
 // freed under the mover.
+//
+// Note [Staged promotions]
+// A promotion made ahead of the launch that needs it (Note [Promoting ahead] in
+// policies/eviction_policy.h) need not stop anything for its copy when the QueuedWork can order
+// copies on the device (the tracked window's). stage() takes the device granules, maps them in a
+// staging range of the block's own, queues the copy into it on the arena's stream behind the
+// work that may touch the block (QueuedWork::order_after: a cuStreamWaitEvent where the use
+// tracker has an event, a host wait where it has none), and returns without waiting: the copy
+// runs while the job's kernels do. The books put the granules on the device at once (the budgets
+// and the policy count them there); the block's address keeps mapping the old host granules, so
+// whatever touches the block meanwhile reaches the current bytes in place.
+// A move() naming a staged block settles it first:
+// - a promotion (the launch that touches it asks for one before it is queued) finishes it: waits
+//   for the work queued on the block since the stage (QueuedWork::wait_for), copies again if
+//   there was any (a kernel may have written the host granules after the copy was queued: a
+//   graph, or a launch that raced the stage), waits for the copies and remaps as step 4 of Note
+//   [Moving a granule]. Only that wait and the remap stop the launch;
+// - an eviction unstages it: it waits for the copies, unmaps the staging range and gives the new
+//   granules back to the pool; the old ones never left the block's address, so nothing is copied.
+// free() unstages before it unmaps. A stage takes the moving blocks' stream bits, and the "every
+// block" ones, off the use tracker's books while its copy only waits for them on the device; no
+// later move misses that work, because every remap waits for the arena's stream first (step 3),
+// and the stream's copies follow the work the stage took.
 #pragma once
 
 #include <cuda.h>
@@ -72,6 +95,8 @@ struct ArenaBlock {
   uint64_t bytes = 0;            // what the program asked for
   uint64_t granules = 0;         // the range, in granules (bytes rounded up)
   uint64_t device_granules = 0;  // of those, backed by device memory; the rest by host memory
+  // Of the device granules, those staged (Note [Staged promotions]): their remap is still to come.
+  uint64_t staged_granules = 0;
   uint64_t host_granules() const { return granules - device_granules; }
   uint64_t range_bytes() const { return granules * kGranuleBytes; }
 };
@@ -80,6 +105,9 @@ struct ArenaStats {
   uint64_t blocks = 0;
   uint64_t device_granules = 0;  // backing live blocks
   uint64_t host_granules = 0;
+  // Host granules that staged blocks' addresses still map (Note [Staged promotions]): held, and
+  // pooled once the remap is done.
+  uint64_t staged_host_granules = 0;
   uint64_t pooled_device_granules = 0;  // idle, kept for the next block
   uint64_t pooled_host_granules = 0;
   uint64_t created_granules = 0;   // cuMemCreate calls that succeeded
@@ -111,7 +139,13 @@ struct MoveOutcome {
 class QueuedWork {
  public:
   // Waits, through `ops`, for the work queued so far that may touch the blocks at `bases`.
-  virtual CUresult wait_for(std::span<const uint64_t> bases, GranuleOps& ops) noexcept = 0;
+  // `found`: false when it knows that no work was queued on them since the last wait or order
+  // (Note [Staged promotions]: the staged copy is then still right).
+  virtual CUresult wait_for(std::span<const uint64_t> bases, GranuleOps& ops,
+                            bool& found) noexcept = 0;
+  // Orders the copies queued next on `ops` after the work queued so far that may touch the
+  // blocks at `bases`, waiting on the host only for what cannot be waited for on the device.
+  virtual CUresult order_after(std::span<const uint64_t> bases, GranuleOps& ops) noexcept = 0;
 
  protected:
   QueuedWork() = default;
@@ -147,10 +181,16 @@ class GranuleArena {
   // The live block that holds `address`, anywhere in its range.
   std::optional<ArenaBlock> block_containing(CUdeviceptr address) const noexcept;
 
-  // Carries out `moves` (Note [Moving a granule]). Moves naming no live block are skipped.
-  // `queued`: what step 1 waits for; null: the whole device's work.
+  // Carries out `moves` (Note [Moving a granule]), settling the staged blocks they name first
+  // (Note [Staged promotions]). Moves naming no live block are skipped. `queued`: what step 1
+  // waits for; null: the whole device's work.
   MoveOutcome move(std::span<const GranuleMove> moves, const core::RemapWindow::Exclusive& window,
                    QueuedWork* queued = nullptr) noexcept;
+
+  // Stages the promotions among `moves` (Note [Staged promotions]); blocks staged already, and
+  // evictions, are skipped. Counted as moved to the device.
+  MoveOutcome stage(std::span<const GranuleMove> moves, const core::RemapWindow::Exclusive& window,
+                    QueuedWork& queued) noexcept;
 
   // Gives pooled granules beyond the keep sizes back to the driver.
   void trim() noexcept;
@@ -169,9 +209,20 @@ class GranuleArena {
     GranuleHandle handle = 0;
     GranuleKind kind = GranuleKind::kDevice;
   };
+  // A granule of a live block that a move changes.
+  struct Slot {
+    CUdeviceptr block = 0;
+    std::size_t index = 0;
+    Granule from;
+    Granule to;
+  };
   struct Block {
     uint64_t bytes = 0;
     std::vector<Granule> granules;  // granule i backs base + i * kGranuleBytes
+    // Note [Staged promotions]: staged[i].to (granules[staged[i].index] in the books) is mapped
+    // at staging + i granules, and staged[i].from still at the block's address.
+    CUdeviceptr staging = 0;
+    std::vector<Slot> staged;
   };
 
   // Physical granules for a new block: from the pools first, then from the driver.
@@ -185,26 +236,44 @@ class GranuleArena {
   void unreserve(CUdeviceptr base, uint64_t granules);
   // Puts granules mapped nowhere into the pools (or, if a pool cannot grow, back to the driver).
   void pool(const std::vector<Granule>& granules) noexcept;
+  void pool_one(const Granule& granule) noexcept;
   void release(GranuleHandle handle) noexcept;
   std::vector<GranuleHandle>& pool_of(GranuleKind kind) {
     return kind == GranuleKind::kDevice ? pooled_device_ : pooled_host_;
   }
   static ArenaBlock view(CUdeviceptr base, const Block& block);
 
-  // A granule of a live block that a move changes.
-  struct Slot {
-    CUdeviceptr block = 0;
-    std::size_t index = 0;
-    Granule from;
-    Granule to;
-  };
   std::vector<Slot> plan_locked(std::span<const GranuleMove> moves) const;
+  // The bases of the blocks of `slots` (sorted by block), each once. Throws std::bad_alloc.
+  static std::vector<uint64_t> blocks_of(std::span<const Slot> slots);
+  // Step 2 of Note [Moving a granule]: a destination for each of `slots` from `fresh` (device
+  // granules first, as take_granules() leaves them); the slots that get none are dropped, and
+  // `fresh` keeps what was not handed out.
+  static void hand_out(std::vector<Slot>& slots, std::vector<Granule>& fresh);
   // Steps 3 and 4 of Note [Moving a granule] for `slots`, staged at `staging`: the slots before
   // the returned count moved, the rest did not. `staging_clean` goes false when a staging
   // mapping could not be undone.
   std::size_t copy_and_remap(CUdeviceptr staging, std::vector<Slot>& slots, CUresult& result,
                              bool& staging_clean);
-  CUresult copy_runs(CUdeviceptr staging, const std::vector<Slot>& slots);
+  CUresult copy_runs(CUdeviceptr staging, std::span<const Slot> slots);
+  // Maps each slot's new granule at staging + its index among `slots`; how many it mapped.
+  std::size_t map_staging(CUdeviceptr staging, std::span<const Slot> slots, CUresult& result);
+  // Step 4 for `slots`: how many were remapped; a failure stops there.
+  std::size_t remap(std::span<const Slot> slots, CUresult& result);
+  // Unmaps the first `count` staging mappings and gives the range of `granules` back; false
+  // (the range and what stays mapped in it leaked) when the driver keeps a mapping.
+  bool release_staging(CUdeviceptr staging, std::size_t count, uint64_t granules);
+  // release_staging() once the copies are over; false, the range leaked, when they may not be.
+  bool drop_staging(CUdeviceptr staging, std::size_t mapped, uint64_t granules);
+  // Stages one block's `slots` (Note [Staged promotions]); false when it could not.
+  bool stage_block(std::span<const Slot> slots, CUresult& result);
+  // Settles the staged blocks `moves` name (Note [Staged promotions]).
+  void settle_staged(std::span<const GranuleMove> moves, QueuedWork* queued, MoveOutcome& outcome);
+  // Finishes the staged blocks at `bases`: remapped where it can be, unstaged where not.
+  void finish(std::span<const uint64_t> bases, QueuedWork* queued, MoveOutcome& outcome);
+  // Gives up the staging of the block at `base` (the copies waited for already): its granules
+  // go back to where the block's address maps them. How many granules went back to the host.
+  uint64_t unstage(CUdeviceptr base);
 
   GranuleOps& ops_;
   const ArenaOptions options_;

@@ -35,38 +35,14 @@ std::vector<GranuleArena::Slot> GranuleArena::plan_locked(
   return slots;
 }
 
-MoveOutcome GranuleArena::move(std::span<const GranuleMove> moves,
-                               const core::RemapWindow::Exclusive& /*window*/,
-                               QueuedWork* queued) noexcept {
-  MoveOutcome outcome;
-  const std::lock_guard move_lock(move_mutex_);
-  std::vector<Slot> slots;
-  std::vector<Granule> fresh;
-  std::vector<uint64_t> moving;  // the blocks' bases, each once
-  try {
-    {
-      const std::lock_guard lock(mutex_);
-      slots = plan_locked(moves);
-    }
-    // Room for the new granules and, at the end, the old ones: pooling them allocates nothing.
-    fresh.reserve(2 * slots.size());
-    for (const Slot& slot : slots)  // plan_locked() sorted them by block
-      if (moving.empty() || moving.back() != slot.block) moving.push_back(slot.block);
-  } catch (const std::bad_alloc&) {
-    outcome.result = CUDA_ERROR_OUT_OF_MEMORY;
-    return outcome;
-  }
-  if (slots.empty()) return outcome;
-  outcome.result =
-      queued != nullptr ? queued->wait_for(moving, ops_) : ops_.synchronize_device();
-  if (outcome.result != CUDA_SUCCESS) return outcome;
+std::vector<uint64_t> GranuleArena::blocks_of(std::span<const Slot> slots) {
+  std::vector<uint64_t> bases;
+  for (const Slot& slot : slots)  // plan_locked() sorted them by block
+    if (bases.empty() || bases.back() != slot.block) bases.push_back(slot.block);
+  return bases;
+}
 
-  // Step 2: a destination for each slot; what the driver cannot give shrinks the batch.
-  const auto to_device =
-      static_cast<uint64_t>(std::count_if(slots.begin(), slots.end(), [](const Slot& slot) {
-        return slot.from.kind == GranuleKind::kHost;
-      }));
-  outcome.result = take_granules(slots.size(), to_device, fresh);
+void GranuleArena::hand_out(std::vector<Slot>& slots, std::vector<Granule>& fresh) {
   // take_granules() put the device granules first: hand them out from both ends.
   auto next_device = fresh.begin();
   auto past_host = fresh.end();
@@ -80,10 +56,49 @@ MoveOutcome GranuleArena::move(std::span<const GranuleMove> moves,
     }
     return false;
   });
-  // What is left between the two ends was not handed out: it goes back to the pools.
+  // What is left between the two ends was not handed out.
   const auto handed_device = next_device - fresh.begin();
   fresh.erase(past_host, fresh.end());
   fresh.erase(fresh.begin(), fresh.begin() + handed_device);
+}
+
+MoveOutcome GranuleArena::move(std::span<const GranuleMove> moves,
+                               const core::RemapWindow::Exclusive& /*window*/,
+                               QueuedWork* queued) noexcept {
+  MoveOutcome outcome;
+  const std::lock_guard move_lock(move_mutex_);
+  std::vector<Slot> slots;
+  std::vector<Granule> fresh;
+  std::vector<uint64_t> moving;  // the blocks' bases, each once
+  try {
+    settle_staged(moves, queued, outcome);  // Note [Staged promotions]
+    {
+      const std::lock_guard lock(mutex_);
+      slots = plan_locked(moves);
+    }
+    // Room for the new granules and, at the end, the old ones: pooling them allocates nothing.
+    fresh.reserve(2 * slots.size());
+    moving = blocks_of(slots);
+  } catch (const std::bad_alloc&) {
+    outcome.result = CUDA_ERROR_OUT_OF_MEMORY;
+    return outcome;
+  }
+  if (slots.empty()) return outcome;
+  bool found = true;
+  const CUresult waited =
+      queued != nullptr ? queued->wait_for(moving, ops_, found) : ops_.synchronize_device();
+  if (waited != CUDA_SUCCESS) {
+    outcome.result = waited;
+    return outcome;
+  }
+
+  // Step 2: a destination for each slot; what the driver cannot give shrinks the batch.
+  const auto to_device =
+      static_cast<uint64_t>(std::count_if(slots.begin(), slots.end(), [](const Slot& slot) {
+        return slot.from.kind == GranuleKind::kHost;
+      }));
+  CUresult result = take_granules(slots.size(), to_device, fresh);
+  hand_out(slots, fresh);  // what `fresh` keeps goes back to the pools
   CUdeviceptr staging = 0;
   std::size_t moved = 0;
   if (!slots.empty()) {
@@ -92,7 +107,7 @@ MoveOutcome GranuleArena::move(std::span<const GranuleMove> moves,
       CUresult failure = CUDA_SUCCESS;
       bool staging_clean = true;
       moved = copy_and_remap(staging, slots, failure, staging_clean);
-      if (outcome.result == CUDA_SUCCESS) outcome.result = failure;
+      if (result == CUDA_SUCCESS) result = failure;
       if (staging_clean) {
         unreserve(staging, slots.size());
       } else {
@@ -103,10 +118,11 @@ MoveOutcome GranuleArena::move(std::span<const GranuleMove> moves,
         leaked_granules_ += slots.size() - moved;
         slots.resize(moved);
       }
-    } else if (outcome.result == CUDA_SUCCESS) {
-      outcome.result = reserved;
+    } else if (result == CUDA_SUCCESS) {
+      result = reserved;
     }
   }
+  if (outcome.result == CUDA_SUCCESS) outcome.result = result;
 
   // Step 5: the books, and the pools take the old granules and the unused new ones.
   for (std::size_t i = 0; i < slots.size(); ++i)
@@ -122,13 +138,36 @@ MoveOutcome GranuleArena::move(std::span<const GranuleMove> moves,
   return outcome;
 }
 
-std::size_t GranuleArena::copy_and_remap(CUdeviceptr staging, std::vector<Slot>& slots,
-                                         CUresult& result, bool& staging_clean) {
+std::size_t GranuleArena::map_staging(CUdeviceptr staging, std::span<const Slot> slots,
+                                      CUresult& result) {
   std::size_t staged = 0;
   for (; staged < slots.size(); ++staged) {
     result = ops_.map(staging + staged * kGranuleBytes, slots[staged].to.handle);
     if (result != CUDA_SUCCESS) break;
   }
+  return staged;
+}
+
+std::size_t GranuleArena::remap(std::span<const Slot> slots, CUresult& result) {
+  std::size_t moved = 0;
+  // Granule by granule: a failure stops the batch with everything before it moved.
+  for (; moved < slots.size(); ++moved) {
+    const Slot& slot = slots[moved];
+    const CUdeviceptr address = slot.block + slot.index * kGranuleBytes;
+    if (result = ops_.unmap(address); result != CUDA_SUCCESS) break;
+    if (result = ops_.map(address, slot.to.handle); result == CUDA_SUCCESS) continue;
+    if (ops_.map(address, slot.from.handle) != CUDA_SUCCESS) {
+      const std::lock_guard lock(mutex_);
+      ++unbacked_granules_;  // neither backing maps again: a hole the block keeps
+    }
+    break;
+  }
+  return moved;
+}
+
+std::size_t GranuleArena::copy_and_remap(CUdeviceptr staging, std::vector<Slot>& slots,
+                                         CUresult& result, bool& staging_clean) {
+  const std::size_t staged = map_staging(staging, slots, result);
   std::size_t moved = 0;
   if (staged == slots.size()) {
     result = copy_runs(staging, slots);
@@ -141,25 +180,14 @@ std::size_t GranuleArena::copy_and_remap(CUdeviceptr staging, std::vector<Slot>&
       staging_clean = false;
       return 0;
     }
-    // Step 4, granule by granule: a failure stops the batch with everything before it moved.
-    for (; result == CUDA_SUCCESS && moved < slots.size(); ++moved) {
-      const Slot& slot = slots[moved];
-      const CUdeviceptr address = slot.block + slot.index * kGranuleBytes;
-      if (result = ops_.unmap(address); result != CUDA_SUCCESS) break;
-      if (result = ops_.map(address, slot.to.handle); result == CUDA_SUCCESS) continue;
-      if (ops_.map(address, slot.from.handle) != CUDA_SUCCESS) {
-        const std::lock_guard lock(mutex_);
-        ++unbacked_granules_;  // neither backing maps again: a hole the block keeps
-      }
-      break;
-    }
+    if (result == CUDA_SUCCESS) moved = remap(slots, result);
   }
   for (std::size_t i = 0; i < staged; ++i)
     staging_clean = ops_.unmap(staging + i * kGranuleBytes) == CUDA_SUCCESS && staging_clean;
   return moved;
 }
 
-CUresult GranuleArena::copy_runs(CUdeviceptr staging, const std::vector<Slot>& slots) {
+CUresult GranuleArena::copy_runs(CUdeviceptr staging, std::span<const Slot> slots) {
   std::size_t run_start = 0;
   for (std::size_t i = 1; i <= slots.size(); ++i) {
     const bool run_goes_on = i < slots.size() && slots[i].block == slots[i - 1].block &&

@@ -54,6 +54,10 @@ class GranuleOps {
   virtual CUresult copy(CUdeviceptr destination, CUdeviceptr source, uint64_t bytes) noexcept = 0;
   // Waits for the copies copy() queued.
   virtual CUresult wait_for_copies() noexcept = 0;
+  // Makes the copies queued after it wait, on the device, for each of `events` (cuStreamWaitEvent
+  // on the arena's stream): a staged promotion's copy follows the blocks' last uses while the
+  // host goes on (Note [Staged promotions] in tiers/granule_arena.h).
+  virtual CUresult queue_copies_after(std::span<const uint64_t> events) noexcept = 0;
 
  protected:
   GranuleOps() = default;

@@ -10,6 +10,8 @@
 #include <atomic>
 #include <optional>
 #include <span>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "core/use_tracker.h"
@@ -81,7 +83,9 @@ class TieredPlacementTest : public ::testing::Test {
     const tiers::ArenaStats held = arena_.stats();
     EXPECT_EQ(budgets_.device(),
               (held.device_granules + held.pooled_device_granules) * kGranuleBytes);
-    EXPECT_EQ(budgets_.host(), (held.host_granules + held.pooled_host_granules) * kGranuleBytes);
+    EXPECT_EQ(budgets_.host(),
+              (held.host_granules + held.staged_host_granules + held.pooled_host_granules) *
+                  kGranuleBytes);
   }
 
   CUdeviceptr allocate(uint64_t granules, std::optional<RuleAction> rule = std::nullopt) {
@@ -455,14 +459,14 @@ class TrackedWindowTest : public TieredPlacementTest {
     }
   }
 
+  static TieredOptions tracked_options(std::string policy) {
+    return {.policy = std::move(policy),
+            .window = WindowMode::kTracked,
+            .invariant_mode = policies::InvariantMode::kAbort};
+  }
+
   core::UseTracker uses_;
-  TieredPlacement tracked_{budgets_,
-                           arenas_,
-                           window_,
-                           {.policy = "lru",
-                            .window = WindowMode::kTracked,
-                            .invariant_mode = policies::InvariantMode::kAbort},
-                           &uses_};
+  TieredPlacement tracked_{budgets_, arenas_, window_, tracked_options("lru"), &uses_};
 };
 
 TEST_F(TrackedWindowTest, AnEvictionWaitsOnlyForTheStreamsThatUsedTheVictim) {
@@ -526,6 +530,52 @@ TEST_F(TrackedWindowTest, AFailedStreamWaitFallsBackToTheWholeDevice) {
   free_all({cold, hot, fresh});
 }
 
+// Note [Staged promotions] in tiers/granule_arena.h: with the tracked window, what learned brings
+// in ahead is copied without a wait, on the device after the events of the blocks' last uses,
+// and remapped when a launch touches it.
+TEST_F(TrackedWindowTest, WhatLearnedBringsInAheadIsStagedAndFinishedAtItsLaunch) {
+  TieredPlacement learned{budgets_, arenas_, window_, tracked_options("learned"), &uses_};
+  const auto allocate_in = [&](uint64_t granules) {
+    CUdeviceptr base = 0;
+    EXPECT_EQ(learned.allocate(0, granules * kGranuleBytes, &base), CUDA_SUCCESS);
+    EXPECT_EQ(uses_.track(base, granules * kGranuleBytes, base), core::TrackResult::kTracked);
+    for (uint64_t i = 0; i < granules; ++i) ops_.write(base + i * kGranuleBytes, base + i);
+    return base;
+  };
+  const auto launch_in = [&](CUdeviceptr block) {
+    core::SubmissionUse use;
+    const uint64_t words[] = {block + 64};
+    uses_.record_words(kStreamA, words, use);
+    learned.before_submission(use.sequence, static_cast<uint32_t>(kStreamA),
+                              std::span(use.blocks.data(), use.count));
+    end_submission(use);
+  };
+  std::vector<CUdeviceptr> loop;
+  for (int i = 0; i < 5; ++i) loop.push_back(allocate_in(2));  // 10 granules on a budget of 8
+  const auto turn = [&] {
+    for (const CUdeviceptr block : loop) launch_in(block);
+  };
+  for (int round = 0; round < 3; ++round) turn();
+  const CUdeviceptr cold = allocate_in(4);  // never used: its room goes to the loop
+  turn();
+  const TieredStats stats = learned.stats();
+  ASSERT_GE(stats.promoted_ahead, 1u);
+  EXPECT_GE(stats.staged_granules, 2u);
+  EXPECT_EQ(ops_.calls(tiers::FakeGranuleOps::kQueueAfter), 1) << "one stop staged them";
+  turn();  // every staged block is finished by the launch that touches it
+  for (const CUdeviceptr block : loop) {
+    EXPECT_EQ(arena_.block_containing(block)->staged_granules, 0u);
+    expect_bytes(block, 2);
+  }
+  expect_bytes(cold, 4);
+  for (const CUdeviceptr block : loop) {
+    uses_.untrack(block);
+    EXPECT_EQ(learned.free(0, block), CUDA_SUCCESS);
+  }
+  uses_.untrack(cold);
+  EXPECT_EQ(learned.free(0, cold), CUDA_SUCCESS);
+}
+
 // Note [The tracked window]: with arenas on two devices the wait is the safe one, and the bits
 // stay for a later take.
 TEST(TrackedWork, WithTwoDevicesItWaitsForTheWholeDeviceAndKeepsTheBits) {
@@ -540,11 +590,51 @@ TEST(TrackedWork, WithTwoDevicesItWaitsForTheWholeDeviceAndKeepsTheBits) {
   std::atomic<uint64_t> devices{0b11};
   TrackedWork tracked(uses, devices);
   const uint64_t bases[] = {kBlock};
-  EXPECT_EQ(tracked.wait_for(bases, ops), CUDA_SUCCESS);
+  bool found = false;
+  EXPECT_EQ(tracked.wait_for(bases, ops, found), CUDA_SUCCESS);
+  EXPECT_TRUE(found) << "with two devices it cannot know";
   EXPECT_EQ(ops.calls(tiers::FakeGranuleOps::kSynchronize), 1);
   EXPECT_EQ(ops.calls(tiers::FakeGranuleOps::kWaitForStreams), 0);
   const core::BlockId block[] = {kBlock};
   EXPECT_NE(uses.take_streams(block).bits, 0u);
+}
+
+// Note [Staged promotions]: a staged copy waits on the device for the event that follows a
+// block's last use, and on the host only for a stream that has no such event yet.
+TEST(TrackedWork, OrderingACopyWaitsOnTheDeviceWhereAnEventAllows) {
+  tiers::FakeGranuleOps ops;
+  core::UseTracker uses;
+  constexpr uint64_t kStreamA = 0xa000;
+  constexpr uint64_t kStreamB = 0xb000;
+  constexpr uint64_t kEvent = 0xe1;
+  constexpr uint64_t kBlockA = uint64_t{0x7f00} << 32;
+  constexpr uint64_t kBlockB = kBlockA + kGranuleBytes;
+  ASSERT_EQ(uses.track(kBlockA, kGranuleBytes, kBlockA), core::TrackResult::kTracked);
+  ASSERT_EQ(uses.track(kBlockB, kGranuleBytes, kBlockB), core::TrackResult::kTracked);
+  const auto submit = [&](uint64_t stream, uint64_t block) {
+    core::SubmissionUse use;
+    const uint64_t words[] = {block};
+    uses.record_words(stream, words, use);
+    if (const auto due = uses.stream_slots().end_call(uses.mark_streams(use)))
+      uses.stream_slots().recorded(*due, kEvent, 1);
+  };
+  // B's one submission records no event; A's fourth, the last of all, does (Note [Last uses by
+  // event]).
+  submit(kStreamB, kBlockB);
+  for (uint64_t i = 0; i < core::StreamSlots::kRecordEvery; ++i) submit(kStreamA, kBlockA);
+  std::atomic<uint64_t> devices{0b1};
+  TrackedWork tracked(uses, devices);
+  const uint64_t bases[] = {kBlockA, kBlockB};
+  EXPECT_EQ(tracked.order_after(bases, ops), CUDA_SUCCESS);
+  EXPECT_EQ(ops.events_queued_after(), std::vector<uint64_t>{kEvent});
+  EXPECT_EQ(ops.streams_waited_for(), std::vector<uint64_t>{kStreamB});
+  EXPECT_EQ(ops.calls(tiers::FakeGranuleOps::kSynchronize), 0);
+  bool found = true;
+  EXPECT_EQ(tracked.wait_for(bases, ops, found), CUDA_SUCCESS);
+  EXPECT_FALSE(found) << "nothing was queued on them since";
+  submit(kStreamB, kBlockA);
+  EXPECT_EQ(tracked.wait_for(bases, ops, found), CUDA_SUCCESS);
+  EXPECT_TRUE(found);
 }
 
 }  // namespace vramspill::placement

@@ -11,6 +11,7 @@
 #include <set>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tiers/granule_ops.h"
@@ -30,6 +31,7 @@ class FakeGranuleOps final : public GranuleOps {
     kWaitForStreams,
     kCopy,
     kWait,
+    kQueueAfter,
     kCallCount
   };
 
@@ -60,6 +62,10 @@ class FakeGranuleOps final : public GranuleOps {
   const std::vector<StreamEnd>& ends_waited_for() const {
     return ends_waited_for_;
   }
+  // The events the copies queued since the last queue_copies_after() wait for on the device.
+  const std::vector<uint64_t>& events_queued_after() const { return events_queued_after_; }
+  // Copies queued and not yet waited for.
+  std::size_t copies_in_flight() const { return copies_in_flight_.size() / 2; }
   // Moves map a granule at its block and in the staging range at once, as the driver allows.
   void allow_double_mapping() { allow_double_mapping_ = true; }
   const std::vector<std::string>& misuse() const { return misuse_; }
@@ -144,7 +150,9 @@ class FakeGranuleOps final : public GranuleOps {
   CUresult unmap(CUdeviceptr address) noexcept override {
     const std::lock_guard lock(mutex_);
     if (CUresult failure = injected(kUnmap); failure != CUDA_SUCCESS) return failure;
-    if (copies_in_flight_ != 0) misuse_.push_back("unmap while copies are in flight");
+    for (const auto& [from, bytes] : copies_in_flight_) {
+      if (address - from < bytes) misuse_.push_back("unmap under a copy in flight");
+    }
     if (mapped_.erase(address) == 0) {
       misuse_.push_back("unmap of nothing");
       return CUDA_ERROR_INVALID_VALUE;
@@ -175,13 +183,20 @@ class FakeGranuleOps final : public GranuleOps {
       }
       tags_[to->second] = tags_[from->second];
     }
-    ++copies_in_flight_;
+    copies_in_flight_.emplace_back(source, bytes);
+    copies_in_flight_.emplace_back(destination, bytes);
     return CUDA_SUCCESS;
   }
   CUresult wait_for_copies() noexcept override {
     const std::lock_guard lock(mutex_);
     if (CUresult failure = injected(kWait); failure != CUDA_SUCCESS) return failure;
-    copies_in_flight_ = 0;
+    copies_in_flight_.clear();
+    return CUDA_SUCCESS;
+  }
+  CUresult queue_copies_after(std::span<const uint64_t> events) noexcept override {
+    const std::lock_guard lock(mutex_);
+    if (CUresult failure = injected(kQueueAfter); failure != CUDA_SUCCESS) return failure;
+    events_queued_after_.assign(events.begin(), events.end());
     return CUDA_SUCCESS;
   }
 
@@ -218,10 +233,13 @@ class FakeGranuleOps final : public GranuleOps {
   std::map<GranuleHandle, GranuleKind> handles_;
   std::map<CUdeviceptr, GranuleHandle> mapped_;
   std::map<GranuleHandle, uint64_t> tags_;
-  int copies_in_flight_ = 0;
+  // The source and destination ranges of the copies not yet waited for: unmapping inside one
+  // is what a GPU would fault on or copy wrong bytes from.
+  std::vector<std::pair<CUdeviceptr, uint64_t>> copies_in_flight_;
   bool allow_double_mapping_ = false;
   std::vector<std::string> misuse_;
   std::vector<StreamEnd> ends_waited_for_;
+  std::vector<uint64_t> events_queued_after_;
   std::mutex mutex_;
 };
 

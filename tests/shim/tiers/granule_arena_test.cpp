@@ -258,6 +258,142 @@ TEST_F(GranuleMoveTest, MovesOfBlocksThatAreGoneAreSkipped) {
   EXPECT_EQ(ops_.calls(Call::kSynchronize), 0) << "an empty batch waits for nothing";
 }
 
+// Note [Staged promotions]: what the tracked window would say of the blocks' queued work.
+class FakeQueuedWork final : public QueuedWork {
+ public:
+  CUresult wait_for(std::span<const uint64_t>, GranuleOps&, bool& found) noexcept override {
+    ++waits;
+    found = work_found;
+    return CUDA_SUCCESS;
+  }
+  CUresult order_after(std::span<const uint64_t>, GranuleOps&) noexcept override {
+    ++orders;
+    return order_result;
+  }
+
+  bool work_found = false;  // what wait_for() says was queued since the stage
+  CUresult order_result = CUDA_SUCCESS;
+  int waits = 0;
+  int orders = 0;
+};
+
+class GranuleStageTest : public GranuleMoveTest {
+ protected:
+  MoveOutcome stage(CUdeviceptr base) {
+    const core::RemapWindow::Exclusive exclusive = window_.close();
+    const GranuleMove promotion{.base = base, .to = kDevice, .granules = 0};
+    return arena_.stage(std::span(&promotion, 1), exclusive, queued_);
+  }
+  MoveOutcome move_with_queued(const GranuleMove& moving) {
+    const core::RemapWindow::Exclusive exclusive = window_.close();
+    return arena_.move(std::span(&moving, 1), exclusive, &queued_);
+  }
+  MoveOutcome finish(CUdeviceptr base) {
+    return move_with_queued({.base = base, .to = kDevice, .granules = 0});
+  }
+
+  FakeQueuedWork queued_;
+};
+
+TEST_F(GranuleStageTest, AStageCopiesWithoutWaitingAndTheFinishRemaps) {
+  const CUdeviceptr base = tagged_block(3, 0);
+  const MoveOutcome staged = stage(base);
+  EXPECT_EQ(staged.result, CUDA_SUCCESS);
+  EXPECT_EQ(staged.to_device, 3u);
+  EXPECT_EQ(queued_.orders, 1) << "the copy is ordered after the block's queued work";
+  EXPECT_EQ(ops_.calls(Call::kWait), 0) << "nothing waits for the copy";
+  EXPECT_EQ(ops_.calls(Call::kSynchronize), 0);
+  EXPECT_EQ(ops_.copies_in_flight(), 1u);
+  EXPECT_EQ(kinds(base, 3), (std::vector{kHost, kHost, kHost})) << "its address is not remapped";
+  const ArenaBlock block = *arena_.block_containing(base);
+  EXPECT_EQ(block.device_granules, 3u) << "the books count it on the device at once";
+  EXPECT_EQ(block.staged_granules, 3u);
+  EXPECT_EQ(arena_.stats().staged_host_granules, 3u);
+  EXPECT_EQ(stage(base).to_device, 0u) << "a staged block is not staged again";
+
+  const MoveOutcome finished = finish(base);
+  EXPECT_EQ(finished.result, CUDA_SUCCESS);
+  EXPECT_EQ(finished.to_device + finished.to_host, 0u) << "counted at the stage";
+  EXPECT_EQ(queued_.waits, 1);
+  EXPECT_EQ(ops_.calls(Call::kCopy), 1) << "no work touched it since: the copy stands";
+  EXPECT_EQ(kinds(base, 3), (std::vector{kDevice, kDevice, kDevice}));
+  expect_tags(base, 3);
+  EXPECT_EQ(arena_.block_containing(base)->staged_granules, 0u);
+  EXPECT_EQ(ops_.reservations(), 1u) << "the staging range is given back";
+  EXPECT_EQ(arena_.stats().pooled_host_granules, 3u);
+}
+
+TEST_F(GranuleStageTest, WorkQueuedOnAStagedBlockIsCopiedAgain) {
+  const CUdeviceptr base = tagged_block(2, 0);
+  stage(base);
+  ops_.write(base, 0x5eed);  // a kernel wrote the host granule in place after the copy
+  queued_.work_found = true;
+  EXPECT_EQ(finish(base).result, CUDA_SUCCESS);
+  EXPECT_EQ(ops_.calls(Call::kCopy), 2);
+  EXPECT_EQ(ops_.read(base), 0x5eedu);
+  EXPECT_EQ(ops_.read(base + kGranuleBytes), base + 1);
+}
+
+TEST_F(GranuleStageTest, EvictingAStagedBlockCopiesNothing) {
+  const CUdeviceptr base = tagged_block(2, 0);
+  stage(base);
+  const MoveOutcome evicted = move_with_queued({.base = base, .to = kHost, .granules = 0});
+  EXPECT_EQ(evicted.to_host, 2u);
+  EXPECT_EQ(ops_.calls(Call::kCopy), 1) << "the old granules never left its address";
+  EXPECT_EQ(kinds(base, 2), (std::vector{kHost, kHost}));
+  expect_tags(base, 2);
+  EXPECT_EQ(arena_.block_containing(base)->device_granules, 0u);
+  EXPECT_EQ(arena_.stats().pooled_device_granules, 2u);
+  EXPECT_EQ(ops_.reservations(), 1u);
+}
+
+TEST_F(GranuleStageTest, FreeingAStagedBlockGivesEverythingBack) {
+  const CUdeviceptr base = tagged_block(2, 0);
+  stage(base);
+  ASSERT_TRUE(arena_.free(base));
+  EXPECT_EQ(ops_.mappings(), 0u);
+  EXPECT_EQ(ops_.reservations(), 0u);
+  const ArenaStats stats = arena_.stats();
+  EXPECT_EQ(stats.pooled_device_granules, 2u);
+  EXPECT_EQ(stats.pooled_host_granules, 2u);
+  EXPECT_EQ(stats.staged_host_granules, 0u);
+}
+
+TEST_F(GranuleStageTest, AStageThatCannotBeOrderedMovesNothing) {
+  const CUdeviceptr base = tagged_block(2, 0);
+  queued_.order_result = CUDA_ERROR_UNKNOWN;
+  const MoveOutcome staged = stage(base);
+  EXPECT_EQ(staged.result, CUDA_ERROR_UNKNOWN);
+  EXPECT_EQ(staged.to_device, 0u);
+  EXPECT_EQ(ops_.calls(Call::kCopy), 0);
+  EXPECT_EQ(arena_.block_containing(base)->device_granules, 0u);
+}
+
+TEST_F(GranuleStageTest, AFailedStagingCopyLeavesTheBlockAsItWas) {
+  const CUdeviceptr base = tagged_block(2, 0);
+  ops_.fail(Call::kCopy, 1, CUDA_ERROR_LAUNCH_FAILED);
+  const MoveOutcome staged = stage(base);
+  EXPECT_EQ(staged.result, CUDA_ERROR_LAUNCH_FAILED);
+  EXPECT_EQ(staged.to_device, 0u);
+  EXPECT_EQ(arena_.block_containing(base)->device_granules, 0u);
+  EXPECT_EQ(arena_.stats().pooled_device_granules, 2u);
+  EXPECT_EQ(ops_.reservations(), 1u);
+  expect_tags(base, 2);
+}
+
+TEST_F(GranuleStageTest, AFinishThatCannotWaitForTheCopyGivesTheStageUp) {
+  const CUdeviceptr base = tagged_block(2, 0);
+  stage(base);
+  ops_.fail(Call::kWait, 1, CUDA_ERROR_LAUNCH_FAILED);
+  const MoveOutcome finished = finish(base);
+  EXPECT_EQ(finished.result, CUDA_ERROR_LAUNCH_FAILED);
+  EXPECT_EQ(finished.to_host, 2u) << "the staged granules given up, as an eviction";
+  EXPECT_EQ(finished.to_device, 2u) << "then promoted as any block on the host is";
+  EXPECT_EQ(ops_.calls(Call::kCopy), 2);
+  EXPECT_EQ(kinds(base, 2), (std::vector{kDevice, kDevice}));
+  expect_tags(base, 2);
+}
+
 TEST(GranuleArenaLifetime, GivesEverythingBackWhenDestroyed) {
   FakeGranuleOps ops;
   {
@@ -267,6 +403,12 @@ TEST(GranuleArenaLifetime, GivesEverythingBackWhenDestroyed) {
     ASSERT_EQ(arena.allocate(5 * kMiB, 1, &a), CUDA_SUCCESS);
     ASSERT_EQ(arena.allocate(9 * kMiB, 5, &b), CUDA_SUCCESS);
     arena.free(a);
+    CUdeviceptr staged = 0;  // Note [Staged promotions]: its staging range goes too
+    ASSERT_EQ(arena.allocate(4 * kMiB, 0, &staged), CUDA_SUCCESS);
+    core::RemapWindow window;
+    FakeQueuedWork queued;
+    const GranuleMove promotion{.base = staged, .to = GranuleKind::kDevice, .granules = 0};
+    ASSERT_EQ(arena.stage(std::span(&promotion, 1), window.close(), queued).to_device, 2u);
   }
   EXPECT_EQ(ops.live_handles(), 0u);
   EXPECT_EQ(ops.mappings(), 0u);
@@ -323,6 +465,7 @@ TEST(GranuleArenaRandom, MovesKeepEveryByteUnderRandomFailures) {
   ops.allow_double_mapping();
   GranuleArena arena{ops, ArenaOptions{.keep_device_granules = 4, .keep_host_granules = 4}};
   core::RemapWindow window;
+  FakeQueuedWork queued;
   std::mt19937 random(7);
   std::vector<std::pair<CUdeviceptr, uint64_t>> blocks;  // base, granules
   for (int i = 0; i < 12; ++i) {
@@ -347,10 +490,13 @@ TEST(GranuleArenaRandom, MovesKeepEveryByteUnderRandomFailures) {
                        .to = random() % 2 == 0 ? GranuleKind::kDevice : GranuleKind::kHost,
                        .granules = random() % (granules + 1)});
     }
+    // A quarter of the batches stage their promotions (Note [Staged promotions]); the moves
+    // that name staged blocks settle them first.
     MoveOutcome outcome;
     {
       const core::RemapWindow::Exclusive exclusive = window.close();
-      outcome = arena.move(moves, exclusive);
+      outcome = random() % 4 == 0 ? arena.stage(moves, exclusive, queued)
+                                  : arena.move(moves, exclusive);
     }
     moved += outcome.to_device + outcome.to_host;
     ASSERT_EQ(arena.stats().unbacked_granules, 0u) << "batch " << batch;

@@ -381,6 +381,9 @@ class CountingGranuleOps final : public GranuleOps {
   }
   CUresult copy(CUdeviceptr, CUdeviceptr, uint64_t) noexcept override { return CUDA_SUCCESS; }
   CUresult wait_for_copies() noexcept override { return CUDA_SUCCESS; }
+  CUresult queue_copies_after(std::span<const uint64_t>) noexcept override {
+    return CUDA_SUCCESS;
+  }
 
  private:
   CUdeviceptr next_address_ = uint64_t{1} << 40;

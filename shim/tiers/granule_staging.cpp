@@ -1,0 +1,198 @@
+// Staged promotions of the granule arena (Note [Staged promotions] in tiers/granule_arena.h).
+#include <algorithm>
+#include <new>
+#include <utility>
+
+#include "tiers/granule_arena.h"
+
+namespace vramspill::tiers {
+
+MoveOutcome GranuleArena::stage(std::span<const GranuleMove> moves,
+                                const core::RemapWindow::Exclusive& /*window*/,
+                                QueuedWork& queued) noexcept {
+  MoveOutcome outcome;
+  const std::lock_guard move_lock(move_mutex_);
+  std::vector<Slot> slots;
+  std::vector<Granule> fresh;
+  std::vector<uint64_t> moving;  // the blocks' bases, each once
+  try {
+    std::vector<GranuleMove> promotions;
+    {
+      const std::lock_guard lock(mutex_);
+      for (const GranuleMove& move : moves) {
+        const auto found = blocks_.find(move.base);
+        if (move.to == GranuleKind::kDevice && found != blocks_.end() &&
+            found->second.staged.empty())
+          promotions.push_back(move);
+      }
+      slots = plan_locked(promotions);
+    }
+    fresh.reserve(slots.size());
+    moving = blocks_of(slots);
+  } catch (const std::bad_alloc&) {
+    outcome.result = CUDA_ERROR_OUT_OF_MEMORY;
+    return outcome;
+  }
+  if (slots.empty()) return outcome;
+  if (outcome.result = queued.order_after(moving, ops_); outcome.result != CUDA_SUCCESS)
+    return outcome;
+  outcome.result = take_granules(slots.size(), slots.size(), fresh);
+  hand_out(slots, fresh);
+  pool(fresh);  // what the driver gave beyond the slots' needs (nothing, unless it failed)
+  for (auto first = slots.begin(); first != slots.end();) {
+    const auto past = std::find_if(first, slots.end(), [&](const Slot& slot) {
+      return slot.block != first->block;
+    });
+    CUresult result = CUDA_SUCCESS;
+    if (stage_block(std::span(first, past), result)) {
+      outcome.to_device += static_cast<uint64_t>(past - first);
+    } else if (outcome.result == CUDA_SUCCESS) {
+      outcome.result = result;
+    }
+    first = past;
+  }
+  return outcome;
+}
+
+bool GranuleArena::stage_block(std::span<const Slot> slots, CUresult& result) {
+  CUdeviceptr staging = 0;
+  if (result = ops_.reserve(slots.size() * kGranuleBytes, &staging); result == CUDA_SUCCESS) {
+    const std::size_t mapped = map_staging(staging, slots, result);
+    if (mapped == slots.size()) result = copy_runs(staging, slots);
+    if (result == CUDA_SUCCESS) {
+      try {
+        const std::lock_guard lock(mutex_);
+        Block& block = blocks_.at(slots.front().block);
+        block.staged.assign(slots.begin(), slots.end());
+        block.staging = staging;
+        for (const Slot& slot : slots) block.granules[slot.index] = slot.to;
+        return true;
+      } catch (const std::bad_alloc&) {
+        result = CUDA_ERROR_OUT_OF_MEMORY;
+      }
+    }
+    // Undone: a copy queued into the range may still run.
+    if (!drop_staging(staging, mapped, slots.size())) {
+      const std::lock_guard lock(mutex_);
+      leaked_granules_ += slots.size();
+      return false;
+    }
+  }
+  for (const Slot& slot : slots) pool_one(slot.to);
+  return false;
+}
+
+bool GranuleArena::drop_staging(CUdeviceptr staging, std::size_t mapped, uint64_t granules) {
+  if (ops_.wait_for_copies() == CUDA_SUCCESS) return release_staging(staging, mapped, granules);
+  const std::lock_guard lock(mutex_);
+  ++leaked_ranges_;
+  return false;
+}
+
+bool GranuleArena::release_staging(CUdeviceptr staging, std::size_t count, uint64_t granules) {
+  bool clean = true;
+  for (std::size_t i = 0; i < count; ++i)
+    clean = ops_.unmap(staging + i * kGranuleBytes) == CUDA_SUCCESS && clean;
+  if (clean) {
+    unreserve(staging, granules);
+  } else {
+    const std::lock_guard lock(mutex_);
+    ++leaked_ranges_;
+  }
+  return clean;
+}
+
+void GranuleArena::settle_staged(std::span<const GranuleMove> moves, QueuedWork* queued,
+                                 MoveOutcome& outcome) {
+  std::vector<uint64_t> finishing;  // bases, as QueuedWork takes them
+  std::vector<uint64_t> unstaging;
+  {
+    const std::lock_guard lock(mutex_);
+    for (const GranuleMove& move : moves) {
+      const auto found = blocks_.find(move.base);
+      if (found == blocks_.end() || found->second.staged.empty()) continue;
+      std::vector<uint64_t>& settling =
+          move.to == GranuleKind::kDevice ? finishing : unstaging;
+      if (std::ranges::find(settling, move.base) == settling.end()) settling.push_back(move.base);
+    }
+  }
+  for (const uint64_t base : unstaging) {
+    if (std::ranges::find(finishing, base) == finishing.end()) outcome.to_host += unstage(base);
+  }
+  if (!finishing.empty()) finish(finishing, queued, outcome);
+}
+
+void GranuleArena::finish(std::span<const uint64_t> bases, QueuedWork* queued,
+                          MoveOutcome& outcome) {
+  std::vector<std::vector<Slot>> staged;
+  std::vector<CUdeviceptr> stagings;
+  {
+    const std::lock_guard lock(mutex_);
+    for (const uint64_t base : bases) {
+      const Block& block = blocks_.at(base);
+      staged.push_back(block.staged);
+      stagings.push_back(block.staging);
+    }
+  }
+  bool found = true;  // without a QueuedWork to say, the copies are made again
+  CUresult result =
+      queued != nullptr ? queued->wait_for(bases, ops_, found) : ops_.synchronize_device();
+  // Work queued on a block since its stage may have written its host granules after the copy.
+  for (std::size_t i = 0; found && result == CUDA_SUCCESS && i < staged.size(); ++i)
+    result = copy_runs(stagings[i], staged[i]);
+  if (const CUresult waited = ops_.wait_for_copies(); result == CUDA_SUCCESS) result = waited;
+  if (result != CUDA_SUCCESS) {
+    // Nothing is remapped: the launch reaches the blocks in place, as if never promoted.
+    for (const uint64_t base : bases) outcome.to_host += unstage(base);
+    if (outcome.result == CUDA_SUCCESS) outcome.result = result;
+    return;
+  }
+  for (std::size_t i = 0; i < staged.size(); ++i) {
+    const std::vector<Slot>& slots = staged[i];
+    const std::size_t moved = remap(slots, result);
+    const bool clean = release_staging(stagings[i], slots.size(), slots.size());
+    {
+      const std::lock_guard lock(mutex_);
+      Block& block = blocks_.at(bases[i]);
+      block.staged.clear();
+      block.staging = 0;
+      // The slots that did not move keep their old granules; their new ones may still be mapped
+      // in a staging range the driver kept, and are lost with it then.
+      for (std::size_t j = moved; j < slots.size(); ++j) {
+        block.granules[slots[j].index] = slots[j].from;
+        ++outcome.to_host;
+        if (!clean) ++leaked_granules_;
+      }
+    }
+    for (std::size_t j = 0; j < slots.size(); ++j) {
+      if (j < moved) {
+        pool_one(slots[j].from);
+      } else if (clean) {
+        pool_one(slots[j].to);
+      }
+    }
+    if (result != CUDA_SUCCESS && outcome.result == CUDA_SUCCESS) outcome.result = result;
+    result = CUDA_SUCCESS;
+  }
+}
+
+uint64_t GranuleArena::unstage(CUdeviceptr base) {
+  std::vector<Slot> slots;
+  CUdeviceptr staging = 0;
+  {
+    const std::lock_guard lock(mutex_);
+    Block& block = blocks_.at(base);
+    slots.swap(block.staged);
+    staging = std::exchange(block.staging, 0);
+    for (const Slot& slot : slots) block.granules[slot.index] = slot.from;
+  }
+  if (drop_staging(staging, slots.size(), slots.size())) {
+    for (const Slot& slot : slots) pool_one(slot.to);
+  } else {
+    const std::lock_guard lock(mutex_);
+    leaked_granules_ += slots.size();
+  }
+  return slots.size();
+}
+
+}  // namespace vramspill::tiers

@@ -44,8 +44,13 @@
 // to 1.35x Belady's bytes and from 0.665 to 0.792 modeled ms a step, slower than managed mode.
 // The victim the early fetch needs is data used again before the demand fetch would have come,
 // while on demand the victim is the block just used. That trade pays only where a copy overlaps
-// the kernels, with a mover that copies on its own streams while the job runs; today's mover
-// copies inside the window, so a stop saved is worth little next to a byte moved.
+// the kernels. With the tracked window a promotion ahead is now copied while the job runs (Note
+// [Staged promotions] in tiers/granule_arena.h), and the rule was measured again with it (32 MiB
+// budget, 6 steps, learned, modeled): training at 1.5x 1.52 ms a step against 1.07 on demand,
+// at 3x 5.87 against 4.34; staging saved 2% over copying the same blocks in the window. The
+// copies dominate simcuda's cost of these loops, so hiding some of them behind short kernels
+// cannot pay for a third more bytes moved; a GPU whose kernels outlast their blocks' copies is
+// where the rule could win, and that is not measured yet.
 //
 // Not thread-safe: the caller serialises (the tiered layer holds its lock; a replay is one thread).
 // Deterministic: no clocks and no randomness, so the same events give the same decisions.

@@ -109,6 +109,8 @@ class StreamSlots {
   // Inside the window, before the driver call: counts the submission in on the slot of `bit`
   // and gives it the next mark.
   Mark begin_call(uint64_t bit) noexcept;
+  // The highest mark handed out so far: every later submission gets a higher one.
+  uint64_t last_mark() const noexcept { return marks_.load(std::memory_order_seq_cst); }
   // After the driver call, still inside the window: the event to record if one is due (then
   // recorded() must follow), else nullopt and the submission is counted out of its slot.
   std::optional<Recording> end_call(const Mark& mark) noexcept;

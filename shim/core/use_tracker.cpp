@@ -366,6 +366,13 @@ UseTracker::QueuedUses UseTracker::take_streams(std::span<const BlockId> blocks)
   return queued;
 }
 
+bool UseTracker::marked_since(BlockId block, uint64_t mark) const noexcept {
+  if (everything_through_.load(std::memory_order_relaxed) > mark) return true;
+  const std::lock_guard lock(writer_);
+  const auto found = by_block_.find(block);
+  return found == by_block_.end() || found->second->through.load(std::memory_order_relaxed) > mark;
+}
+
 Stamp UseTracker::last_everything() const noexcept {
   return {everything_sequence_.load(std::memory_order_acquire),
           everything_stream_.load(std::memory_order_relaxed)};

@@ -173,6 +173,10 @@ class UseTracker {
   // Puts back what take_streams() returned, when the wait for it was not made or failed: every
   // later take returns it, whatever the blocks.
   void put_back_streams(const QueuedUses& queued) noexcept;
+  // Whether a submission marked `block`, or every block, after `mark` (StreamSlots::last_mark()
+  // when it was taken); true for a block not tracked. Marks only rise, and no take clears them.
+  // Takes the writer mutex.
+  bool marked_since(BlockId block, uint64_t mark) const noexcept;
   StreamSlots& stream_slots() noexcept { return stream_slots_; }
 
  private:

@@ -229,17 +229,24 @@ void TieredPlacement::evict(int device, Device& state, std::span<const policies:
   if (!arenas_.may_synchronize()) return;  // Note [No moves during a capture]
   std::vector<GranuleMove> evictions;
   uint64_t evicted = 0;
+  uint64_t copied = 0;  // of those, the granules that need host granules to go to
+  // A staged block's staged granules go back without a copy (Note [Staged promotions]).
+  const auto to_copy = [&](CUdeviceptr base) {
+    const auto block = state.arena->block_containing(base);
+    return block->device_granules - block->staged_granules;
+  };
   for (const policies::BlockId victim : victims) {
     if (evicted >= granules) break;
     const auto block = state.arena->block_containing(victim);
     if (!block || block->device_granules == 0) continue;
     evictions.push_back({.base = victim, .to = GranuleKind::kHost, .granules = 0});
     evicted += block->device_granules;
+    copied += block->device_granules - block->staged_granules;
   }
   // The victims' granules need host granules: as many victims as the host limit can take.
   const uint64_t pooled_host = state.arena->stats().pooled_host_granules;
-  while (!evictions.empty() && !charge(device, state, 0, more_than(evicted, pooled_host))) {
-    evicted -= state.arena->block_containing(evictions.back().base)->device_granules;
+  while (!evictions.empty() && !charge(device, state, 0, more_than(copied, pooled_host))) {
+    copied -= to_copy(evictions.back().base);
     evictions.pop_back();
   }
   if (evictions.empty()) return;

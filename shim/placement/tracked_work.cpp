@@ -9,19 +9,19 @@
 namespace vramspill::placement {
 
 // Note [The tracked window]
-CUresult TrackedWork::wait_for(std::span<const uint64_t> bases, tiers::GranuleOps& ops,
-                               bool& found) noexcept {
-  return settle(bases, ops, found, [&](const core::StreamSlots::Waiting& waiting) {
+CUresult TrackedWork::wait_for(std::span<const uint64_t> bases, tiers::GranuleOps& ops) noexcept {
+  return settle(bases, ops, [&](const core::StreamSlots::Waiting& waiting) {
     return ops.wait_for_stream_ends(waiting.ends);
   });
 }
 
 // Note [Staged promotions] in tiers/granule_arena.h: the streams whose blocks' last uses an event
 // follows are waited for by the copies, on the device; the others by the host, as wait_for does.
-CUresult TrackedWork::order_after(std::span<const uint64_t> bases,
-                                  tiers::GranuleOps& ops) noexcept {
-  bool found = false;
-  return settle(bases, ops, found, [&](const core::StreamSlots::Waiting& waiting) {
+CUresult TrackedWork::order_after(std::span<const uint64_t> bases, tiers::GranuleOps& ops,
+                                  uint64_t& since) noexcept {
+  // The window is closed: no submission is between its mark and its driver call.
+  since = uses_.stream_slots().last_mark();
+  return settle(bases, ops, [&](const core::StreamSlots::Waiting& waiting) {
     std::vector<uint64_t> events;
     std::vector<StreamEnd> whole_streams;
     for (const StreamEnd& end : waiting.ends) {
@@ -38,17 +38,19 @@ CUresult TrackedWork::order_after(std::span<const uint64_t> bases,
   });
 }
 
+bool TrackedWork::queued_since(uint64_t base, uint64_t since) noexcept {
+  return uses_.marked_since(base, since);  // id: its base
+}
+
 template <typename WaitForEnds>
-CUresult TrackedWork::settle(std::span<const uint64_t> bases, tiers::GranuleOps& ops, bool& found,
+CUresult TrackedWork::settle(std::span<const uint64_t> bases, tiers::GranuleOps& ops,
                              WaitForEnds&& wait_for_ends) noexcept {
-  found = true;
   // With arenas on two devices, "the whole device" would not cover what the bits say (the
   // other device's streams, its retired slots, its contexts' legacy streams): the safe wait,
   // and the bits stay for no one to clear.
   if (std::popcount(devices_with_arenas_.load(std::memory_order_acquire)) > 1)
     return ops.synchronize_device();
   const core::UseTracker::QueuedUses queued = uses_.take_streams(bases);  // id: its base
-  found = queued.bits != 0;
   core::StreamSlots& slots = uses_.stream_slots();
   try {
     const core::StreamSlots::Waiting waiting = slots.waiting_for(queued.bits, queued.through);

@@ -60,18 +60,19 @@ class TrackedWork final : public tiers::QueuedWork {
   TrackedWork(core::UseTracker& uses, const std::atomic<uint64_t>& devices_with_arenas) noexcept
       : uses_(uses), devices_with_arenas_(devices_with_arenas) {}
 
-  CUresult wait_for(std::span<const uint64_t> bases, tiers::GranuleOps& ops,
-                    bool& found) noexcept override;
-  CUresult order_after(std::span<const uint64_t> bases, tiers::GranuleOps& ops) noexcept override;
+  CUresult wait_for(std::span<const uint64_t> bases, tiers::GranuleOps& ops) noexcept override;
+  CUresult order_after(std::span<const uint64_t> bases, tiers::GranuleOps& ops,
+                       uint64_t& since) noexcept override;
+  bool queued_since(uint64_t base, uint64_t since) noexcept override;
 
   // Moves that waited for their blocks' streams alone.
   uint64_t stream_waits() const noexcept { return stream_waits_.load(std::memory_order_relaxed); }
 
  private:
   // Takes the blocks' stream bits and waits for their streams' ends with `wait_for_ends`, or for
-  // the whole device where those will not do. `found`: whether any bit was set.
+  // the whole device where those will not do.
   template <typename WaitForEnds>
-  CUresult settle(std::span<const uint64_t> bases, tiers::GranuleOps& ops, bool& found,
+  CUresult settle(std::span<const uint64_t> bases, tiers::GranuleOps& ops,
                   WaitForEnds&& wait_for_ends) noexcept;
 
   core::UseTracker& uses_;

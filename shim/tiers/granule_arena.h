@@ -56,16 +56,21 @@
 // whatever touches the block meanwhile reaches the current bytes in place.
 // A move() naming a staged block settles it first:
 // - a promotion (the launch that touches it asks for one before it is queued) finishes it: waits
-//   for the work queued on the block since the stage (QueuedWork::wait_for), copies again if
-//   there was any (a kernel may have written the host granules after the copy was queued: a
+//   for the work queued on the block (QueuedWork::wait_for), copies again if any was queued
+//   since the stage (a kernel may have written the host granules after the copy was queued: a
 //   graph, or a launch that raced the stage), waits for the copies and remaps as step 4 of Note
-//   [Moving a granule]. Only that wait and the remap stop the launch;
+//   [Moving a granule]. Only that wait and the remap stop the launch. "Queued since" is read
+//   from the use tracker's marks, which only rise, not from the stream bits: a move of another
+//   block takes the bits of a graph launch, which says nothing of whether the graph ran after
+//   this block's copy (QueuedWork::queued_since);
 // - an eviction unstages it: it waits for the copies, unmaps the staging range and gives the new
 //   granules back to the pool; the old ones never left the block's address, so nothing is copied.
 // free() unstages before it unmaps. A stage takes the moving blocks' stream bits, and the "every
 // block" ones, off the use tracker's books while its copy only waits for them on the device; no
 // later move misses that work, because every remap waits for the arena's stream first (step 3),
 // and the stream's copies follow the work the stage took.
+// Unsafe as the tracked window is: a kernel that reaches a staged block through a pointer kept in
+// device memory writes its host granules unseen, and the remap then loses what it wrote.
 #pragma once
 
 #include <cuda.h>
@@ -139,13 +144,15 @@ struct MoveOutcome {
 class QueuedWork {
  public:
   // Waits, through `ops`, for the work queued so far that may touch the blocks at `bases`.
-  // `found`: false when it knows that no work was queued on them since the last wait or order
-  // (Note [Staged promotions]: the staged copy is then still right).
-  virtual CUresult wait_for(std::span<const uint64_t> bases, GranuleOps& ops,
-                            bool& found) noexcept = 0;
+  virtual CUresult wait_for(std::span<const uint64_t> bases, GranuleOps& ops) noexcept = 0;
   // Orders the copies queued next on `ops` after the work queued so far that may touch the
   // blocks at `bases`, waiting on the host only for what cannot be waited for on the device.
-  virtual CUresult order_after(std::span<const uint64_t> bases, GranuleOps& ops) noexcept = 0;
+  // `since`: where the work queued from then on starts, for queued_since().
+  virtual CUresult order_after(std::span<const uint64_t> bases, GranuleOps& ops,
+                               uint64_t& since) noexcept = 0;
+  // Whether work that may touch the block at `base` was queued after order_after() gave
+  // `since` (Note [Staged promotions]: the staged copy may miss what it wrote).
+  virtual bool queued_since(uint64_t base, uint64_t since) noexcept = 0;
 
  protected:
   QueuedWork() = default;
@@ -223,6 +230,7 @@ class GranuleArena {
     // at staging + i granules, and staged[i].from still at the block's address.
     CUdeviceptr staging = 0;
     std::vector<Slot> staged;
+    uint64_t staged_since = 0;  // QueuedWork::order_after()'s, for queued_since()
   };
 
   // Physical granules for a new block: from the pools first, then from the driver.
@@ -265,8 +273,9 @@ class GranuleArena {
   bool release_staging(CUdeviceptr staging, std::size_t count, uint64_t granules);
   // release_staging() once the copies are over; false, the range leaked, when they may not be.
   bool drop_staging(CUdeviceptr staging, std::size_t mapped, uint64_t granules);
-  // Stages one block's `slots` (Note [Staged promotions]); false when it could not.
-  bool stage_block(std::span<const Slot> slots, CUresult& result);
+  // Stages one block's `slots` (Note [Staged promotions]) after the work before `since`; false
+  // when it could not.
+  bool stage_block(std::span<const Slot> slots, uint64_t since, CUresult& result);
   // Settles the staged blocks `moves` name (Note [Staged promotions]).
   void settle_staged(std::span<const GranuleMove> moves, QueuedWork* queued, MoveOutcome& outcome);
   // Finishes the staged blocks at `bases`: remapped where it can be, unstaged where not.

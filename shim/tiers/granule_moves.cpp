@@ -84,9 +84,8 @@ MoveOutcome GranuleArena::move(std::span<const GranuleMove> moves,
     return outcome;
   }
   if (slots.empty()) return outcome;
-  bool found = true;
   const CUresult waited =
-      queued != nullptr ? queued->wait_for(moving, ops_, found) : ops_.synchronize_device();
+      queued != nullptr ? queued->wait_for(moving, ops_) : ops_.synchronize_device();
   if (waited != CUDA_SUCCESS) {
     outcome.result = waited;
     return outcome;

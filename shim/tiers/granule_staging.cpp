@@ -34,7 +34,8 @@ MoveOutcome GranuleArena::stage(std::span<const GranuleMove> moves,
     return outcome;
   }
   if (slots.empty()) return outcome;
-  if (outcome.result = queued.order_after(moving, ops_); outcome.result != CUDA_SUCCESS)
+  uint64_t since = 0;
+  if (outcome.result = queued.order_after(moving, ops_, since); outcome.result != CUDA_SUCCESS)
     return outcome;
   outcome.result = take_granules(slots.size(), slots.size(), fresh);
   hand_out(slots, fresh);
@@ -44,7 +45,7 @@ MoveOutcome GranuleArena::stage(std::span<const GranuleMove> moves,
       return slot.block != first->block;
     });
     CUresult result = CUDA_SUCCESS;
-    if (stage_block(std::span(first, past), result)) {
+    if (stage_block(std::span(first, past), since, result)) {
       outcome.to_device += static_cast<uint64_t>(past - first);
     } else if (outcome.result == CUDA_SUCCESS) {
       outcome.result = result;
@@ -54,7 +55,7 @@ MoveOutcome GranuleArena::stage(std::span<const GranuleMove> moves,
   return outcome;
 }
 
-bool GranuleArena::stage_block(std::span<const Slot> slots, CUresult& result) {
+bool GranuleArena::stage_block(std::span<const Slot> slots, uint64_t since, CUresult& result) {
   CUdeviceptr staging = 0;
   if (result = ops_.reserve(slots.size() * kGranuleBytes, &staging); result == CUDA_SUCCESS) {
     const std::size_t mapped = map_staging(staging, slots, result);
@@ -65,6 +66,7 @@ bool GranuleArena::stage_block(std::span<const Slot> slots, CUresult& result) {
         Block& block = blocks_.at(slots.front().block);
         block.staged.assign(slots.begin(), slots.end());
         block.staging = staging;
+        block.staged_since = since;
         for (const Slot& slot : slots) block.granules[slot.index] = slot.to;
         return true;
       } catch (const std::bad_alloc&) {
@@ -126,20 +128,24 @@ void GranuleArena::finish(std::span<const uint64_t> bases, QueuedWork* queued,
                           MoveOutcome& outcome) {
   std::vector<std::vector<Slot>> staged;
   std::vector<CUdeviceptr> stagings;
+  std::vector<uint64_t> since;
   {
     const std::lock_guard lock(mutex_);
     for (const uint64_t base : bases) {
       const Block& block = blocks_.at(base);
       staged.push_back(block.staged);
       stagings.push_back(block.staging);
+      since.push_back(block.staged_since);
     }
   }
-  bool found = true;  // without a QueuedWork to say, the copies are made again
   CUresult result =
-      queued != nullptr ? queued->wait_for(bases, ops_, found) : ops_.synchronize_device();
-  // Work queued on a block since its stage may have written its host granules after the copy.
-  for (std::size_t i = 0; found && result == CUDA_SUCCESS && i < staged.size(); ++i)
-    result = copy_runs(stagings[i], staged[i]);
+      queued != nullptr ? queued->wait_for(bases, ops_) : ops_.synchronize_device();
+  // Work queued on a block since its stage may have written its host granules after the copy
+  // (without a QueuedWork to say, the copy is made again).
+  for (std::size_t i = 0; result == CUDA_SUCCESS && i < staged.size(); ++i) {
+    if (queued == nullptr || queued->queued_since(bases[i], since[i]))
+      result = copy_runs(stagings[i], staged[i]);
+  }
   if (const CUresult waited = ops_.wait_for_copies(); result == CUDA_SUCCESS) result = waited;
   if (result != CUDA_SUCCESS) {
     // Nothing is remapped: the launch reaches the blocks in place, as if never promoted.

@@ -590,9 +590,7 @@ TEST(TrackedWork, WithTwoDevicesItWaitsForTheWholeDeviceAndKeepsTheBits) {
   std::atomic<uint64_t> devices{0b11};
   TrackedWork tracked(uses, devices);
   const uint64_t bases[] = {kBlock};
-  bool found = false;
-  EXPECT_EQ(tracked.wait_for(bases, ops, found), CUDA_SUCCESS);
-  EXPECT_TRUE(found) << "with two devices it cannot know";
+  EXPECT_EQ(tracked.wait_for(bases, ops), CUDA_SUCCESS);
   EXPECT_EQ(ops.calls(tiers::FakeGranuleOps::kSynchronize), 1);
   EXPECT_EQ(ops.calls(tiers::FakeGranuleOps::kWaitForStreams), 0);
   const core::BlockId block[] = {kBlock};
@@ -625,16 +623,61 @@ TEST(TrackedWork, OrderingACopyWaitsOnTheDeviceWhereAnEventAllows) {
   std::atomic<uint64_t> devices{0b1};
   TrackedWork tracked(uses, devices);
   const uint64_t bases[] = {kBlockA, kBlockB};
-  EXPECT_EQ(tracked.order_after(bases, ops), CUDA_SUCCESS);
+  uint64_t since = 0;
+  EXPECT_EQ(tracked.order_after(bases, ops, since), CUDA_SUCCESS);
   EXPECT_EQ(ops.events_queued_after(), std::vector<uint64_t>{kEvent});
   EXPECT_EQ(ops.streams_waited_for(), std::vector<uint64_t>{kStreamB});
   EXPECT_EQ(ops.calls(tiers::FakeGranuleOps::kSynchronize), 0);
-  bool found = true;
-  EXPECT_EQ(tracked.wait_for(bases, ops, found), CUDA_SUCCESS);
-  EXPECT_FALSE(found) << "nothing was queued on them since";
+  EXPECT_FALSE(tracked.queued_since(kBlockA, since));
   submit(kStreamB, kBlockA);
-  EXPECT_EQ(tracked.wait_for(bases, ops, found), CUDA_SUCCESS);
-  EXPECT_TRUE(found);
+  EXPECT_TRUE(tracked.queued_since(kBlockA, since));
+  EXPECT_FALSE(tracked.queued_since(kBlockB, since));
+  // A graph launch may touch every block; a move of another block taking its stream bits does
+  // not make that untrue.
+  core::SubmissionUse graph;
+  uses.record_everything(kStreamA, graph);
+  uses.stream_slots().end_call(uses.mark_streams(graph));
+  const uint64_t other[] = {kBlockA};
+  EXPECT_EQ(tracked.wait_for(other, ops), CUDA_SUCCESS);
+  EXPECT_TRUE(tracked.queued_since(kBlockB, since));
+}
+
+// Note [Staged promotions]: a graph that writes a staged block in place after its copy was
+// queued is copied again at the finish, even when moves of other blocks took the graph's stream
+// bits in between.
+TEST_F(TrackedWindowTest, AGraphsWriteToAStagedBlockSurvivesOtherMoves) {
+  std::atomic<uint64_t> devices{0b1};
+  TrackedWork tracked(uses_, devices);
+  const auto block_on_host = [&] {
+    CUdeviceptr base = 0;
+    EXPECT_EQ(arena_.allocate(2 * kGranuleBytes, 0, &base), CUDA_SUCCESS);
+    EXPECT_EQ(uses_.track(base, 2 * kGranuleBytes, base), core::TrackResult::kTracked);
+    for (uint64_t i = 0; i < 2; ++i) ops_.write(base + i * kGranuleBytes, base + i);
+    return base;
+  };
+  const auto promote = [&](CUdeviceptr base, bool staged) {
+    const tiers::GranuleMove promotion{.base = base, .to = GranuleKind::kDevice, .granules = 0};
+    return staged ? arena_.stage(std::span(&promotion, 1), window_.close(), tracked)
+                  : arena_.move(std::span(&promotion, 1), window_.close(), &tracked);
+  };
+  for (const bool other_staged : {false, true}) {
+    const CUdeviceptr staged = block_on_host();
+    const CUdeviceptr other = block_on_host();
+    ASSERT_EQ(promote(staged, true).to_device, 2u);
+    core::SubmissionUse graph;
+    uses_.record_everything(kStreamB, graph);
+    end_submission(graph);
+    ops_.write(staged, 0x5eed);  // the graph's kernel writes the host granule after the copy
+    ASSERT_EQ(promote(other, other_staged).to_device, 2u);  // takes the graph's bits
+    ASSERT_EQ(promote(staged, false).result, CUDA_SUCCESS);  // the launch that touches it
+    EXPECT_EQ(ops_.read(staged), 0x5eedu) << (other_staged ? "other staged" : "other moved");
+    EXPECT_EQ(ops_.read(staged + kGranuleBytes), staged + 1);
+    for (const CUdeviceptr base : {staged, other}) {
+      uses_.untrack(base);
+      ASSERT_TRUE(arena_.free(base));
+    }
+  }
+  arena_.trim();  // the arena alone ran here: the budgets were never charged
 }
 
 }  // namespace vramspill::placement

@@ -261,17 +261,18 @@ TEST_F(GranuleMoveTest, MovesOfBlocksThatAreGoneAreSkipped) {
 // Note [Staged promotions]: what the tracked window would say of the blocks' queued work.
 class FakeQueuedWork final : public QueuedWork {
  public:
-  CUresult wait_for(std::span<const uint64_t>, GranuleOps&, bool& found) noexcept override {
+  CUresult wait_for(std::span<const uint64_t>, GranuleOps&) noexcept override {
     ++waits;
-    found = work_found;
     return CUDA_SUCCESS;
   }
-  CUresult order_after(std::span<const uint64_t>, GranuleOps&) noexcept override {
+  CUresult order_after(std::span<const uint64_t>, GranuleOps&, uint64_t& since) noexcept override {
     ++orders;
+    since = 0;
     return order_result;
   }
+  bool queued_since(uint64_t, uint64_t) noexcept override { return work_found; }
 
-  bool work_found = false;  // what wait_for() says was queued since the stage
+  bool work_found = false;  // what queued_since() says of the work since the stage
   CUresult order_result = CUDA_SUCCESS;
   int waits = 0;
   int orders = 0;

@@ -431,20 +431,23 @@ class TrackedWindowTest : public TieredPlacementTest {
   static constexpr uint64_t kStreamA = 0xa000;
   static constexpr uint64_t kStreamB = 0xb000;
 
-  CUdeviceptr allocate_tracked(uint64_t granules) {
+  // A block of `placement` (tracked_ when null), tracked and tagged.
+  CUdeviceptr allocate_tracked(uint64_t granules, TieredPlacement* placement = nullptr) {
     CUdeviceptr base = 0;
-    EXPECT_EQ(tracked_.allocate(0, granules * kGranuleBytes, &base), CUDA_SUCCESS);
+    TieredPlacement& into = placement != nullptr ? *placement : tracked_;
+    EXPECT_EQ(into.allocate(0, granules * kGranuleBytes, &base), CUDA_SUCCESS);
     EXPECT_EQ(uses_.track(base, granules * kGranuleBytes, base), core::TrackResult::kTracked);
     for (uint64_t i = 0; i < granules; ++i) ops_.write(base + i * kGranuleBytes, base + i);
     return base;
   }
   // A kernel on `stream` whose one argument points into `block`, as the hooks see it.
-  void launch_on(uint64_t stream, CUdeviceptr block) {
+  void launch_on(uint64_t stream, CUdeviceptr block, TieredPlacement* placement = nullptr) {
     core::SubmissionUse use;
     const uint64_t words[] = {block + 64};
     uses_.record_words(stream, words, use);
-    tracked_.before_submission(use.sequence, static_cast<uint32_t>(stream),
-                               std::span(use.blocks.data(), use.count));
+    (placement != nullptr ? *placement : tracked_)
+        .before_submission(use.sequence, static_cast<uint32_t>(stream),
+                           std::span(use.blocks.data(), use.count));
     end_submission(use);
   }
   // What the hook does inside the window around the driver call (no event is recorded here).
@@ -535,21 +538,8 @@ TEST_F(TrackedWindowTest, AFailedStreamWaitFallsBackToTheWholeDevice) {
 // and remapped when a launch touches it.
 TEST_F(TrackedWindowTest, WhatLearnedBringsInAheadIsStagedAndFinishedAtItsLaunch) {
   TieredPlacement learned{budgets_, arenas_, window_, tracked_options("learned"), &uses_};
-  const auto allocate_in = [&](uint64_t granules) {
-    CUdeviceptr base = 0;
-    EXPECT_EQ(learned.allocate(0, granules * kGranuleBytes, &base), CUDA_SUCCESS);
-    EXPECT_EQ(uses_.track(base, granules * kGranuleBytes, base), core::TrackResult::kTracked);
-    for (uint64_t i = 0; i < granules; ++i) ops_.write(base + i * kGranuleBytes, base + i);
-    return base;
-  };
-  const auto launch_in = [&](CUdeviceptr block) {
-    core::SubmissionUse use;
-    const uint64_t words[] = {block + 64};
-    uses_.record_words(kStreamA, words, use);
-    learned.before_submission(use.sequence, static_cast<uint32_t>(kStreamA),
-                              std::span(use.blocks.data(), use.count));
-    end_submission(use);
-  };
+  const auto allocate_in = [&](uint64_t granules) { return allocate_tracked(granules, &learned); };
+  const auto launch_in = [&](CUdeviceptr block) { launch_on(kStreamA, block, &learned); };
   std::vector<CUdeviceptr> loop;
   for (int i = 0; i < 5; ++i) loop.push_back(allocate_in(2));  // 10 granules on a budget of 8
   const auto turn = [&] {

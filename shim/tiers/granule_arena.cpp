@@ -47,8 +47,11 @@ CUresult GranuleArena::allocate(uint64_t bytes, uint64_t device_granules,
   if (result == CUDA_SUCCESS) {
     try {
       const std::lock_guard lock(mutex_);
-      blocks_.emplace(range,
-                      Block{.bytes = bytes, .granules = granules, .staging = 0, .staged = {}, .staged_since = 0});
+      blocks_.emplace(range, Block{.bytes = bytes,
+                                   .granules = granules,
+                                   .staging = 0,
+                                   .staged = {},
+                                   .staged_since = 0});
       *base = range;
       return CUDA_SUCCESS;
     } catch (const std::bad_alloc&) {  // the books cannot hold it: undone like a failed map

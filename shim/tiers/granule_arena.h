@@ -251,9 +251,17 @@ class GranuleArena {
   }
   static ArenaBlock view(CUdeviceptr base, const Block& block);
 
+  // What a batch moves: its slots, sorted by block; room for the granules it takes; the bases of
+  // the blocks it names, each once.
+  struct Plan {
+    std::vector<Slot> slots;
+    std::vector<Granule> fresh;
+    std::vector<uint64_t> moving;
+  };
+  // The plan of `moves`, with room in `fresh` for `fresh_per_slot` granules a slot. Staged blocks
+  // are left out: a move settles them first, and none is staged twice. Throws std::bad_alloc.
+  Plan plan(std::span<const GranuleMove> moves, std::size_t fresh_per_slot) const;
   std::vector<Slot> plan_locked(std::span<const GranuleMove> moves) const;
-  // The bases of the blocks of `slots` (sorted by block), each once. Throws std::bad_alloc.
-  static std::vector<uint64_t> blocks_of(std::span<const Slot> slots);
   // Step 2 of Note [Moving a granule]: a destination for each of `slots` from `fresh` (device
   // granules first, as take_granules() leaves them); the slots that get none are dropped, and
   // `fresh` keeps what was not handed out.

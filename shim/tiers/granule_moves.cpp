@@ -11,7 +11,7 @@ std::vector<GranuleArena::Slot> GranuleArena::plan_locked(
   std::vector<Slot> slots;
   for (const GranuleMove& move : moves) {
     const auto found = blocks_.find(move.base);
-    if (found == blocks_.end()) continue;
+    if (found == blocks_.end() || !found->second.staged.empty()) continue;
     const std::vector<Granule>& granules = found->second.granules;
     const std::size_t count = granules.size();
     uint64_t left = move.granules == 0 ? count : move.granules;
@@ -35,11 +35,19 @@ std::vector<GranuleArena::Slot> GranuleArena::plan_locked(
   return slots;
 }
 
-std::vector<uint64_t> GranuleArena::blocks_of(std::span<const Slot> slots) {
-  std::vector<uint64_t> bases;
-  for (const Slot& slot : slots)  // plan_locked() sorted them by block
-    if (bases.empty() || bases.back() != slot.block) bases.push_back(slot.block);
-  return bases;
+GranuleArena::Plan GranuleArena::plan(std::span<const GranuleMove> moves,
+                                      std::size_t fresh_per_slot) const {
+  Plan planned;
+  {
+    const std::lock_guard lock(mutex_);
+    planned.slots = plan_locked(moves);
+  }
+  planned.fresh.reserve(fresh_per_slot * planned.slots.size());
+  for (const Slot& slot : planned.slots) {  // sorted by block
+    if (planned.moving.empty() || planned.moving.back() != slot.block)
+      planned.moving.push_back(slot.block);
+  }
+  return planned;
 }
 
 void GranuleArena::hand_out(std::vector<Slot>& slots, std::vector<Granule>& fresh) {
@@ -67,22 +75,16 @@ MoveOutcome GranuleArena::move(std::span<const GranuleMove> moves,
                                QueuedWork* queued) noexcept {
   MoveOutcome outcome;
   const std::lock_guard move_lock(move_mutex_);
-  std::vector<Slot> slots;
-  std::vector<Granule> fresh;
-  std::vector<uint64_t> moving;  // the blocks' bases, each once
+  Plan planned;
   try {
     settle_staged(moves, queued, outcome);  // Note [Staged promotions]
-    {
-      const std::lock_guard lock(mutex_);
-      slots = plan_locked(moves);
-    }
     // Room for the new granules and, at the end, the old ones: pooling them allocates nothing.
-    fresh.reserve(2 * slots.size());
-    moving = blocks_of(slots);
+    planned = plan(moves, 2);
   } catch (const std::bad_alloc&) {
     outcome.result = CUDA_ERROR_OUT_OF_MEMORY;
     return outcome;
   }
+  auto& [slots, fresh, moving] = planned;
   if (slots.empty()) return outcome;
   const CUresult waited =
       queued != nullptr ? queued->wait_for(moving, ops_) : ops_.synchronize_device();

@@ -1,5 +1,6 @@
 // Staged promotions of the granule arena (Note [Staged promotions] in tiers/granule_arena.h).
 #include <algorithm>
+#include <iterator>
 #include <new>
 #include <utility>
 
@@ -12,27 +13,18 @@ MoveOutcome GranuleArena::stage(std::span<const GranuleMove> moves,
                                 QueuedWork& queued) noexcept {
   MoveOutcome outcome;
   const std::lock_guard move_lock(move_mutex_);
-  std::vector<Slot> slots;
-  std::vector<Granule> fresh;
-  std::vector<uint64_t> moving;  // the blocks' bases, each once
+  Plan planned;
   try {
     std::vector<GranuleMove> promotions;
-    {
-      const std::lock_guard lock(mutex_);
-      for (const GranuleMove& move : moves) {
-        const auto found = blocks_.find(move.base);
-        if (move.to == GranuleKind::kDevice && found != blocks_.end() &&
-            found->second.staged.empty())
-          promotions.push_back(move);
-      }
-      slots = plan_locked(promotions);
-    }
-    fresh.reserve(slots.size());
-    moving = blocks_of(slots);
+    std::ranges::copy_if(moves, std::back_inserter(promotions), [](const GranuleMove& move) {
+      return move.to == GranuleKind::kDevice;
+    });
+    planned = plan(promotions, 1);
   } catch (const std::bad_alloc&) {
     outcome.result = CUDA_ERROR_OUT_OF_MEMORY;
     return outcome;
   }
+  auto& [slots, fresh, moving] = planned;
   if (slots.empty()) return outcome;
   uint64_t since = 0;
   if (outcome.result = queued.order_after(moving, ops_, since); outcome.result != CUDA_SUCCESS)

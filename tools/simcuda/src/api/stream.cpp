@@ -93,7 +93,7 @@ CUresult query(DefaultStream null_means, CUstream hStream) {
     if (!point.stream->reached(point.sequence)) return CUDA_ERROR_NOT_READY;
   // Seeing the work done is as good as having waited for it (Note [Host clock]).
   for (const simcuda::StreamPoint& point : points)
-    simcuda::host_clock_observe(point.stream->modeled_clock());
+    simcuda::host_clock_observe(point.stream->modeled_end(point.sequence));
   return stream->context()->sticky_error.load();
 }
 

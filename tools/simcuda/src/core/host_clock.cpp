@@ -23,7 +23,7 @@ void host_clock_observe(double seconds) {
 
 void host_wait(const StreamPoint& point) {
   point.stream->wait_until(point.sequence);
-  host_clock_observe(point.stream->modeled_clock());
+  host_clock_observe(point.stream->modeled_end(point.sequence));
 }
 
 double host_modeled_seconds() { return latest_clock.load(std::memory_order_relaxed); }

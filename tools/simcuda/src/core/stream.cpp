@@ -87,6 +87,16 @@ bool Stream::reached(uint64_t sequence) const {
   return queue_->completed >= sequence;
 }
 
+double Stream::modeled_end(uint64_t sequence) const {
+  std::lock_guard lock(queue_->mutex);
+  // ends.back() is job `completed`'s, and the ones before it are consecutive.
+  const uint64_t back = queue_->completed;
+  if (sequence == 0 || queue_->ends.empty()) return 0.0;
+  const uint64_t behind = back - std::min(sequence, back);
+  return behind < queue_->ends.size() ? queue_->ends[queue_->ends.size() - 1 - behind]
+                                      : queue_->ends.front();
+}
+
 void Stream::wait_until(uint64_t sequence) {
   std::unique_lock lock(queue_->mutex);
   queue_->completed_cv.wait(lock, [&] { return queue_->completed >= sequence; });
@@ -109,6 +119,8 @@ void Stream::run(Queue& queue) {
       std::lock_guard lock(queue.mutex);
       queue.completed = sequence;
       queue.running = {};
+      queue.ends.push_back(clock_.load(std::memory_order_acquire));
+      if (queue.ends.size() > kEndsKept) queue.ends.pop_front();
     }
     // From here on a retired stream may be destroyed at any moment: only `queue` is used.
     queue.completed_cv.notify_all();
@@ -117,12 +129,12 @@ void Stream::run(Queue& queue) {
 
 void Stream::run_job(Job job) {
   // The modeled start is when this stream and everything it waits for are done, and not before
-  // the host queued it (Note [Host clock] in host_clock.h). Another stream's clock may already
-  // include later work than the point waited for, so the model errs towards later starts.
+  // the host queued it (Note [Host clock] in host_clock.h). A point waited for on another stream
+  // counts from when its own work ended, whatever that stream has run since.
   double start = std::max(modeled_clock(), job.not_before);
   for (const StreamPoint& point : job.waits) {
     point.stream->wait_until(point.sequence);
-    start = std::max(start, point.stream->modeled_clock());
+    start = std::max(start, point.stream->modeled_end(point.sequence));
   }
   // Work that reads the clock while it runs (an event record) sees its own modeled start.
   clock_.store(start, std::memory_order_release);

@@ -95,6 +95,10 @@ class Stream {
 
   // While a piece of work runs, its modeled start; otherwise the end of the last work run.
   double modeled_clock() const { return clock_.load(std::memory_order_acquire); }
+  // The modeled end of the work up to `sequence`, which has run (reached()): what a wait for that
+  // point waits until, not the stream's clock, which may include later work by then. For work
+  // older than the last kEndsKept, the oldest end kept: later, so the model errs late.
+  double modeled_end(uint64_t sequence) const;
   Context* context() const { return context_; }
   Kind kind() const { return kind_; }
   unsigned int flags() const { return flags_; }
@@ -120,6 +124,7 @@ class Stream {
     Footprint running;  // the footprint of the job the worker has taken, until it completes
     uint64_t enqueued = 0;
     uint64_t completed = 0;
+    std::deque<double> ends;  // the modeled ends of the last completed jobs, the last at the back
     bool stopping = false;
   };
   // The worker's loop: touches `this` only inside run_job(), while a job is incomplete.
@@ -133,6 +138,7 @@ class Stream {
   int priority_;
   uint64_t id_;
   std::shared_ptr<Queue> queue_;
+  static constexpr std::size_t kEndsKept = 4096;
   std::atomic<double> clock_{0.0};
   std::thread worker_;
 };

@@ -186,6 +186,7 @@
   Y(cuEventCreate)                    \
   Y(cuEventRecord)                    \
   Y(cuEventSynchronize)               \
+  Y(cuEventQuery)                     \
   Y(cuEventDestroy_v2)                \
   Y(cuMemPoolTrimTo)                  \
   Y(cuFuncGetParamInfo)               \

@@ -27,11 +27,14 @@
 // tracking, so the move does not wait for it and may remap under it (on a GPU: wrong bytes or a
 // fault; on simcuda: a remap violation). Work in a context other than the one the mover waits in
 // (driver/device_work.h) is not waited for by either window.
-// What stays as in the safe window: submissions from every thread still wait while the blocks
-// move (the window is closed for the copy and the remap); only the drain before it is narrower.
-// Except for promotions made ahead of their launches, which are staged (Note [Staged promotions]
-// in tiers/granule_arena.h): order_after() makes their copies wait on the device for the same
-// events, and the window closes again only for the remap, at the launch that needs the block.
+// What stays as in the safe window: submissions from every thread wait while evictions move
+// (the window is closed for their copy and remap); only the drain before it is narrower.
+// Promotions close it for less: a launch's own are remapped in the window and copied on the
+// arena's stream, which the launch's stream and every later submission that may touch the blocks
+// wait for on the device (Note [Promotions that arrive on the stream] in tiers/granule_arena.h);
+// those made ahead of their launches are staged (Note [Staged promotions]): order_after() makes
+// their copies wait on the device for the same events, and the window closes again only for the
+// remap, at the launch that needs the block.
 // Two devices with arenas: the tracked wait is one device's, but the bits, the retired slots and
 // the legacy stream's slot are the process's, so then every move waits as the safe window does.
 // An event on the legacy stream is itself a legacy-stream operation: blocking streams' later work

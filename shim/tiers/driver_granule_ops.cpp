@@ -173,4 +173,46 @@ CUresult DriverGranuleOps::queue_copies_after(std::span<const uint64_t> events) 
   return CUDA_SUCCESS;
 }
 
+CUresult DriverGranuleOps::record_copies(uint64_t* event) noexcept {
+  const auto create = VRAMSPILL_REAL(cuEventCreate);
+  const auto record = VRAMSPILL_REAL(cuEventRecord);
+  const auto destroy = VRAMSPILL_REAL(cuEventDestroy_v2);
+  if (create == nullptr || record == nullptr || destroy == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
+  if (primary_ == nullptr) {
+    if (const CUresult result = make_copy_stream(); result != CUDA_SUCCESS) return result;
+  }
+  const driver::ContextScope scope(primary_);
+  if (!scope.entered()) return scope.status();
+  CUevent recorded = nullptr;
+  if (const CUresult result = create(&recorded, CU_EVENT_DISABLE_TIMING); result != CUDA_SUCCESS)
+    return result;
+  if (const CUresult result = record(recorded, copy_stream_); result != CUDA_SUCCESS) {
+    destroy(recorded);
+    return result;
+  }
+  *event = reinterpret_cast<uint64_t>(recorded);
+  return CUDA_SUCCESS;
+}
+
+bool DriverGranuleOps::copies_done(uint64_t event) noexcept {
+  const auto query = VRAMSPILL_REAL(cuEventQuery);
+  return query != nullptr && query(reinterpret_cast<CUevent>(event)) == CUDA_SUCCESS;
+}
+
+void DriverGranuleOps::drop_event(uint64_t event) noexcept {
+  if (const auto destroy = VRAMSPILL_REAL(cuEventDestroy_v2)) destroy(reinterpret_cast<CUevent>(event));
+}
+
+CUresult DriverGranuleOps::order_stream_after(uint64_t stream, uint64_t event,
+                                              bool on_host) noexcept {
+  const auto wait_event = VRAMSPILL_REAL(cuStreamWaitEvent);
+  const auto synchronize = VRAMSPILL_REAL(cuEventSynchronize);
+  const auto copied = reinterpret_cast<CUevent>(event);
+  // The event is of the arena's context; the stream may be of any: the wait crosses contexts.
+  if (!on_host && wait_event != nullptr &&
+      wait_event(reinterpret_cast<CUstream>(stream), copied, 0) == CUDA_SUCCESS)
+    return CUDA_SUCCESS;
+  return synchronize != nullptr ? synchronize(copied) : CUDA_ERROR_NOT_SUPPORTED;
+}
+
 }  // namespace vramspill::tiers

@@ -42,6 +42,11 @@ class DriverGranuleOps final : public GranuleOps {
   CUresult copy(CUdeviceptr destination, CUdeviceptr source, uint64_t bytes) noexcept override;
   CUresult wait_for_copies() noexcept override;
   CUresult queue_copies_after(std::span<const uint64_t> events) noexcept override;
+  CUresult record_copies(uint64_t* event) noexcept override;
+  bool copies_done(uint64_t event) noexcept override;
+  void drop_event(uint64_t event) noexcept override;
+  // From any thread (a submission, in its own context): it touches no member.
+  CUresult order_stream_after(uint64_t stream, uint64_t event, bool on_host) noexcept override;
 
  private:
   CUresult make_copy_stream() noexcept;
@@ -50,8 +55,8 @@ class DriverGranuleOps final : public GranuleOps {
   int host_numa_node_;
   // Note [Who may reach a granule]: the device and its peers.
   std::vector<CUmemAccessDesc> access_;
-  // Used only by copy(), wait_for_copies() and queue_copies_after(), which the arena calls with
-  // its move lock held.
+  // Used only by copy(), wait_for_copies(), queue_copies_after() and record_copies(), which the
+  // arena calls with its move lock held.
   CUcontext primary_ = nullptr;
   CUstream copy_stream_ = nullptr;
 };

@@ -10,6 +10,12 @@
 namespace vramspill::tiers {
 
 GranuleArena::~GranuleArena() {
+  // Note [Promotions that arrive on the stream]: what a copy still writes is not given back.
+  if (arrivals_.empty() || ops_.wait_for_copies() == CUDA_SUCCESS) {
+    retire_arrivals(true, true);
+  } else {
+    for (const Arrival& arrival : arrivals_) leaked_granules_ += arrival.held.size();
+  }
   for (auto& [base, block] : blocks_) {
     if (!block.staged.empty()) unstage(base);
   }
@@ -151,13 +157,19 @@ std::optional<ArenaBlock> GranuleArena::free(CUdeviceptr base) noexcept {
   const std::lock_guard move_lock(move_mutex_);  // Note [Moving a granule]
   Block block;
   bool staged = false;
+  bool copied_into = false;
   {
     const std::lock_guard lock(mutex_);
     const auto found = blocks_.find(base);
     if (found == blocks_.end()) return std::nullopt;
     staged = !found->second.staged.empty();
+    copied_into = arriving(base);
   }
   if (staged) unstage(base);  // Note [Staged promotions]
+  // Note [Promotions that arrive on the stream]: its copy may still write the block's granules,
+  // and they are still mapped in the arrival's range.
+  const bool copy_over = !copied_into || ops_.wait_for_copies() == CUDA_SUCCESS;
+  if (copied_into && copy_over) retire_arrivals(true, false);
   {
     const std::lock_guard lock(mutex_);
     const auto found = blocks_.find(base);
@@ -165,6 +177,12 @@ std::optional<ArenaBlock> GranuleArena::free(CUdeviceptr base) noexcept {
     blocks_.erase(found);
   }
   const ArenaBlock freed = view(base, block);
+  if (!copy_over) {  // mapped under a copy that may never end: left to the driver
+    const std::lock_guard lock(mutex_);
+    ++leaked_ranges_;
+    leaked_granules_ += block.granules.size();
+    return freed;
+  }
   if (unmap_first(base, block.granules, block.granules.size())) {
     unreserve(base, freed.granules);
   } else {
@@ -241,7 +259,12 @@ ArenaStats GranuleArena::stats() const noexcept {
     const ArenaBlock counted = view(base, block);
     stats.device_granules += counted.device_granules;
     stats.host_granules += counted.host_granules();
-    stats.staged_host_granules += counted.staged_granules;
+    stats.in_flight_host_granules += counted.staged_granules;
+  }
+  for (const Arrival& arrival : arrivals_) {
+    for (const Granule& granule : arrival.held)
+      (granule.kind == GranuleKind::kHost ? stats.in_flight_host_granules
+                                          : stats.in_flight_device_granules) += 1;
   }
   return stats;
 }
@@ -270,6 +293,13 @@ bool GranuleArena::check_invariants(std::string* problem) const {
       if (block.granules.at(slot.index).handle != slot.to.handle)
         return fail("a staged granule is not in its block's books");
       if (!seen.insert(slot.from.handle).second) return fail("a staged block's old granule is reused");
+      ++held;
+    }
+  }
+  for (const Arrival& arrival : arrivals_) {
+    if (arrival.held.size() != arrival.slots) return fail("an arrival holds the wrong granules");
+    for (const Granule& granule : arrival.held) {
+      if (!seen.insert(granule.handle).second) return fail("an arrival's granule is reused");
       ++held;
     }
   }

@@ -71,10 +71,33 @@
 // and the stream's copies follow the work the stage took.
 // Unsafe as the tracked window is: a kernel that reaches a staged block through a pointer kept in
 // device memory writes its host granules unseen, and the remap then loses what it wrote.
+//
+// Note [Promotions that arrive on the stream]
+// The launch that needs a promotion need not wait on the host for its copy either, when the
+// QueuedWork can order copies on the device (the tracked window's). arrive() waits for the work
+// that may touch the blocks (step 1 of Note [Moving a granule]: the remap needs that), maps each
+// moving granule's host granule and its new device granule side by side in two halves of one
+// range, queues one copy from the first half into the second on the arena's stream, remaps the
+// blocks' addresses to the device granules at once, records an event after the copy and
+// returns. The copy writes the device granules through the second half while the addresses map
+// them already; a failed copy remaps nothing. From then on every submission that may touch one
+// of those blocks, and every one that cannot say what it touches, makes its stream wait for the
+// event before its driver call (order_after_arrivals(), inside the window: the launch that asked
+// for the promotion is the first), so the kernel finds the bytes there; while a capture is in
+// progress, a wait would be captured into the graph, and the host waits instead. The window is
+// closed only for the mappings, not for the copy.
+// The range and the host granules are held until the event has passed: the next move, stage or
+// arrival retires what has arrived (each in a closed window, so no submission is about to wait
+// for an event it destroys); at most kMaxArrivals are in flight, beyond which a promotion is
+// copied in the window. free() of an arriving block waits for the arena's copies first and
+// retires every arrival, keeping their events for the next retirement in a closed window.
+// Unsafe as the tracked window is: a kernel that reaches an arriving block through a pointer kept
+// in device memory may run before the copy and read what the device granule held before.
 #pragma once
 
 #include <cuda.h>
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -110,9 +133,12 @@ struct ArenaStats {
   uint64_t blocks = 0;
   uint64_t device_granules = 0;  // backing live blocks
   uint64_t host_granules = 0;
-  // Host granules that staged blocks' addresses still map (Note [Staged promotions]): held, and
-  // pooled once the remap is done.
-  uint64_t staged_host_granules = 0;
+  // Granules held for copies in flight: the host granules staged blocks' addresses still map
+  // (Note [Staged promotions]) and those promotions that arrive on the stream copy from (Note
+  // [Promotions that arrive on the stream]); pooled once the remap or the copy is done.
+  uint64_t in_flight_host_granules = 0;
+  // Device granules a copy in flight may write that back no block (a remap failed after it).
+  uint64_t in_flight_device_granules = 0;
   uint64_t pooled_device_granules = 0;  // idle, kept for the next block
   uint64_t pooled_host_granules = 0;
   uint64_t created_granules = 0;   // cuMemCreate calls that succeeded
@@ -137,6 +163,9 @@ struct MoveOutcome {
   CUresult result = CUDA_SUCCESS;  // the first driver error, if any stopped part of the batch
   uint64_t to_device = 0;          // granules moved in each direction
   uint64_t to_host = 0;
+  // Of to_device, the granules whose copies the next submissions wait for on their streams
+  // (Note [Promotions that arrive on the stream]).
+  uint64_t on_stream = 0;
 };
 
 // Step 1 of Note [Moving a granule] when something knows better than "all the device's work":
@@ -198,6 +227,18 @@ class GranuleArena {
   // evictions, are skipped. Counted as moved to the device.
   MoveOutcome stage(std::span<const GranuleMove> moves, const core::RemapWindow::Exclusive& window,
                     QueuedWork& queued) noexcept;
+
+  // Carries out the promotions among `moves` as Note [Promotions that arrive on the stream]
+  // says, or as move() does when that cannot be; evictions are skipped. A block staged already
+  // is finished first.
+  MoveOutcome arrive(std::span<const GranuleMove> moves,
+                     const core::RemapWindow::Exclusive& window, QueuedWork& queued) noexcept;
+
+  // Makes the work a submission queues next on `stream` wait for the copies in flight into the
+  // blocks at `bases` (into any block when `everything`), on the host when `on_host` (Note
+  // [Promotions that arrive on the stream]). Called inside the window, before the driver call.
+  CUresult order_after_arrivals(uint64_t stream, std::span<const uint64_t> bases, bool everything,
+                                bool on_host) noexcept;
 
   // Gives pooled granules beyond the keep sizes back to the driver.
   void trim() noexcept;
@@ -262,6 +303,11 @@ class GranuleArena {
   // are left out: a move settles them first, and none is staged twice. Throws std::bad_alloc.
   Plan plan(std::span<const GranuleMove> moves, std::size_t fresh_per_slot) const;
   std::vector<Slot> plan_locked(std::span<const GranuleMove> moves) const;
+  // The promotions among `moves`. Throws std::bad_alloc.
+  static std::vector<GranuleMove> promotions_among(std::span<const GranuleMove> moves);
+  // move() and arrive(): `on_stream` carries promotions out as Note [Promotions that arrive on the
+  // stream] says while fewer than kMaxArrivals are in flight.
+  MoveOutcome carry_out(std::span<const GranuleMove> moves, QueuedWork* queued, bool on_stream);
   // Step 2 of Note [Moving a granule]: a destination for each of `slots` from `fresh` (device
   // granules first, as take_granules() leaves them); the slots that get none are dropped, and
   // `fresh` keeps what was not handed out.
@@ -273,7 +319,8 @@ class GranuleArena {
                              bool& staging_clean);
   CUresult copy_runs(CUdeviceptr staging, std::span<const Slot> slots);
   // Maps each slot's new granule at staging + its index among `slots`; how many it mapped.
-  std::size_t map_staging(CUdeviceptr staging, std::span<const Slot> slots, CUresult& result);
+  std::size_t map_staging(CUdeviceptr staging, std::span<const Slot> slots, CUresult& result,
+                          Granule Slot::*which = &Slot::to);
   // Step 4 for `slots`: how many were remapped; a failure stops there.
   std::size_t remap(std::span<const Slot> slots, CUresult& result);
   // Unmaps the first `count` staging mappings and gives the range of `granules` back; false
@@ -292,11 +339,36 @@ class GranuleArena {
   // go back to where the block's address maps them. How many granules went back to the host.
   uint64_t unstage(CUdeviceptr base);
 
+  // Note [Promotions that arrive on the stream]. One batch's copy in flight: `range` maps the
+  // slots' host granules in its first half and their device granules in its second.
+  struct Arrival {
+    uint64_t event = 0;
+    CUdeviceptr range = 0;
+    std::size_t slots = 0;
+    std::vector<uint64_t> bases;  // of the blocks the copy writes
+    std::vector<Granule> held;    // pooled once the copy is done
+  };
+  static constexpr std::size_t kMaxArrivals = 8;
+  // Carries out `slots` (promotions) on the stream: how many were remapped; nullopt when nothing
+  // was done and the copies are to be made in the window. `in_flight`: whether submissions are to
+  // wait for the copy (false when the host had to).
+  std::optional<std::size_t> arrive_on_stream(std::span<const Slot> slots, CUresult& result,
+                                              bool& in_flight);
+  // Retires the arrivals whose copies are done (all of them when `all_done`: the caller waited
+  // for the copies). Their events are destroyed only when `window_closed` (no submission can be
+  // about to wait for one); otherwise they are kept in spent_events_ for the next retirement.
+  void retire_arrivals(bool all_done, bool window_closed);
+  void retire(Arrival& arrival);
+  bool arriving(CUdeviceptr base) const;  // under mutex_
+
   GranuleOps& ops_;
   const ArenaOptions options_;
   std::mutex move_mutex_;     // held by move() and free(): no block is freed under the mover
   mutable std::mutex mutex_;  // the books below
   std::map<CUdeviceptr, Block> blocks_;
+  std::vector<Arrival> arrivals_;  // changed only in a closed window, with move_mutex_ held too
+  std::atomic<std::size_t> arrivals_in_flight_{0};  // arrivals_.size(), read without the lock
+  std::vector<uint64_t> spent_events_;  // of arrivals retired outside a closed window
   std::vector<GranuleHandle> pooled_device_;
   std::vector<GranuleHandle> pooled_host_;
   uint64_t created_ = 0;

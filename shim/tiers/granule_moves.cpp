@@ -1,6 +1,8 @@
 // GranuleArena::move (Note [Moving a granule] in tiers/granule_arena.h).
 #include <algorithm>
+#include <iterator>
 #include <new>
+#include <optional>
 
 #include "tiers/granule_arena.h"
 
@@ -33,6 +35,14 @@ std::vector<GranuleArena::Slot> GranuleArena::plan_locked(
                           }),
               slots.end());
   return slots;
+}
+
+std::vector<GranuleMove> GranuleArena::promotions_among(std::span<const GranuleMove> moves) {
+  std::vector<GranuleMove> promotions;
+  std::ranges::copy_if(moves, std::back_inserter(promotions), [](const GranuleMove& move) {
+    return move.to == GranuleKind::kDevice;
+  });
+  return promotions;
 }
 
 GranuleArena::Plan GranuleArena::plan(std::span<const GranuleMove> moves,
@@ -73,11 +83,22 @@ void GranuleArena::hand_out(std::vector<Slot>& slots, std::vector<Granule>& fres
 MoveOutcome GranuleArena::move(std::span<const GranuleMove> moves,
                                const core::RemapWindow::Exclusive& /*window*/,
                                QueuedWork* queued) noexcept {
+  return carry_out(moves, queued, false);
+}
+
+MoveOutcome GranuleArena::carry_out(std::span<const GranuleMove> moves, QueuedWork* queued,
+                                    bool on_stream) {
   MoveOutcome outcome;
   const std::lock_guard move_lock(move_mutex_);
+  retire_arrivals(false, true);
   Plan planned;
   try {
     settle_staged(moves, queued, outcome);  // Note [Staged promotions]
+    if (on_stream) {
+      const std::lock_guard lock(mutex_);
+      arrivals_.reserve(kMaxArrivals);  // Note [Promotions that arrive on the stream]
+      spent_events_.reserve(kMaxArrivals);
+    }
     // Room for the new granules and, at the end, the old ones: pooling them allocates nothing.
     planned = plan(moves, 2);
   } catch (const std::bad_alloc&) {
@@ -102,7 +123,15 @@ MoveOutcome GranuleArena::move(std::span<const GranuleMove> moves,
   hand_out(slots, fresh);  // what `fresh` keeps goes back to the pools
   CUdeviceptr staging = 0;
   std::size_t moved = 0;
-  if (!slots.empty()) {
+  std::optional<std::size_t> arrived;  // Note [Promotions that arrive on the stream]
+  bool in_flight = false;
+  if (!slots.empty() && on_stream && arrivals_in_flight_.load() < kMaxArrivals) {
+    CUresult failure = CUDA_SUCCESS;
+    arrived = arrive_on_stream(slots, failure, in_flight);
+    if (result == CUDA_SUCCESS) result = failure;
+    moved = arrived.value_or(0);
+  }
+  if (!slots.empty() && !arrived) {
     const CUresult reserved = ops_.reserve(slots.size() * kGranuleBytes, &staging);
     if (reserved == CUDA_SUCCESS) {
       CUresult failure = CUDA_SUCCESS;
@@ -125,8 +154,9 @@ MoveOutcome GranuleArena::move(std::span<const GranuleMove> moves,
   }
   if (outcome.result == CUDA_SUCCESS) outcome.result = result;
 
-  // Step 5: the books, and the pools take the old granules and the unused new ones.
-  for (std::size_t i = 0; i < slots.size(); ++i)
+  // Step 5: the books, and the pools take the old granules and the unused new ones (an arrival
+  // holds them until its copy is done).
+  for (std::size_t i = 0; i < slots.size() && !arrived; ++i)
     fresh.push_back(i < moved ? slots[i].from : slots[i].to);
   {
     const std::lock_guard lock(mutex_);
@@ -134,16 +164,17 @@ MoveOutcome GranuleArena::move(std::span<const GranuleMove> moves,
       blocks_.at(slots[i].block).granules[slots[i].index] = slots[i].to;
       (slots[i].to.kind == GranuleKind::kDevice ? outcome.to_device : outcome.to_host) += 1;
     }
+    if (in_flight) outcome.on_stream = *arrived;
   }
   pool(fresh);
   return outcome;
 }
 
 std::size_t GranuleArena::map_staging(CUdeviceptr staging, std::span<const Slot> slots,
-                                      CUresult& result) {
+                                      CUresult& result, Granule Slot::*which) {
   std::size_t staged = 0;
   for (; staged < slots.size(); ++staged) {
-    result = ops_.map(staging + staged * kGranuleBytes, slots[staged].to.handle);
+    result = ops_.map(staging + staged * kGranuleBytes, (slots[staged].*which).handle);
     if (result != CUDA_SUCCESS) break;
   }
   return staged;

@@ -58,6 +58,18 @@ class GranuleOps {
   // on the arena's stream): a staged promotion's copy follows the blocks' last uses while the
   // host goes on (Note [Staged promotions] in tiers/granule_arena.h).
   virtual CUresult queue_copies_after(std::span<const uint64_t> events) noexcept = 0;
+  // Records an event after the copies queued so far (cuEventRecord on the arena's stream), at
+  // *event: what a promotion that arrives on the stream makes submissions wait for (Note
+  // [Promotions that arrive on the stream] in tiers/granule_arena.h).
+  virtual CUresult record_copies(uint64_t* event) noexcept = 0;
+  // Whether the copies before `event` are done (cuEventQuery); false when the driver cannot say.
+  virtual bool copies_done(uint64_t event) noexcept = 0;
+  // Gives an event of record_copies() back (cuEventDestroy).
+  virtual void drop_event(uint64_t event) noexcept = 0;
+  // Makes the work queued next on `stream` (a stream of the calling thread, as a submission names
+  // it) wait for the copies before `event`: on the device (cuStreamWaitEvent), or on the host
+  // (cuEventSynchronize) where that fails or where `on_host` says the stream may not wait.
+  virtual CUresult order_stream_after(uint64_t stream, uint64_t event, bool on_host) noexcept = 0;
 
  protected:
   GranuleOps() = default;

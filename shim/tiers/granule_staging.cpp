@@ -1,6 +1,5 @@
 // Staged promotions of the granule arena (Note [Staged promotions] in tiers/granule_arena.h).
 #include <algorithm>
-#include <iterator>
 #include <new>
 #include <utility>
 
@@ -13,13 +12,10 @@ MoveOutcome GranuleArena::stage(std::span<const GranuleMove> moves,
                                 QueuedWork& queued) noexcept {
   MoveOutcome outcome;
   const std::lock_guard move_lock(move_mutex_);
+  retire_arrivals(false, true);  // Note [Promotions that arrive on the stream]
   Plan planned;
   try {
-    std::vector<GranuleMove> promotions;
-    std::ranges::copy_if(moves, std::back_inserter(promotions), [](const GranuleMove& move) {
-      return move.to == GranuleKind::kDevice;
-    });
-    planned = plan(promotions, 1);
+    planned = plan(promotions_among(moves), 1);
   } catch (const std::bad_alloc&) {
     outcome.result = CUDA_ERROR_OUT_OF_MEMORY;
     return outcome;

@@ -84,7 +84,7 @@ class TieredPlacementTest : public ::testing::Test {
     EXPECT_EQ(budgets_.device(),
               (held.device_granules + held.pooled_device_granules) * kGranuleBytes);
     EXPECT_EQ(budgets_.host(),
-              (held.host_granules + held.staged_host_granules + held.pooled_host_granules) *
+              (held.host_granules + held.in_flight_host_granules + held.pooled_host_granules) *
                   kGranuleBytes);
   }
 

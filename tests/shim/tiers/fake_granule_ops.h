@@ -32,6 +32,8 @@ class FakeGranuleOps final : public GranuleOps {
     kCopy,
     kWait,
     kQueueAfter,
+    kRecord,
+    kOrderStream,
     kCallCount
   };
 
@@ -66,6 +68,22 @@ class FakeGranuleOps final : public GranuleOps {
   const std::vector<uint64_t>& events_queued_after() const { return events_queued_after_; }
   // Copies queued and not yet waited for.
   std::size_t copies_in_flight() const { return copies_in_flight_.size() / 2; }
+  // The copies queued so far run to their end: their events have passed.
+  void finish_copies() {
+    const std::lock_guard lock(mutex_);
+    copies_in_flight_.clear();
+    passed_events_ = next_event_ - 1;
+  }
+  // Events record_copies() made and drop_event() did not give back.
+  std::size_t live_events() const { return live_events_.size(); }
+  // What order_stream_after() was asked, in order: a submission's stream, the event it waits for,
+  // and whether on the host.
+  struct StreamOrder {
+    uint64_t stream = 0;
+    uint64_t event = 0;
+    bool on_host = false;
+  };
+  const std::vector<StreamOrder>& stream_orders() const { return stream_orders_; }
   // Moves map a granule at its block and in the staging range at once, as the driver allows.
   void allow_double_mapping() { allow_double_mapping_ = true; }
   const std::vector<std::string>& misuse() const { return misuse_; }
@@ -191,6 +209,29 @@ class FakeGranuleOps final : public GranuleOps {
     const std::lock_guard lock(mutex_);
     if (CUresult failure = injected(kWait); failure != CUDA_SUCCESS) return failure;
     copies_in_flight_.clear();
+    passed_events_ = next_event_ - 1;
+    return CUDA_SUCCESS;
+  }
+  CUresult record_copies(uint64_t* event) noexcept override {
+    const std::lock_guard lock(mutex_);
+    if (CUresult failure = injected(kRecord); failure != CUDA_SUCCESS) return failure;
+    *event = next_event_++;
+    live_events_.insert(*event);
+    return CUDA_SUCCESS;
+  }
+  bool copies_done(uint64_t event) noexcept override {
+    const std::lock_guard lock(mutex_);
+    return event <= passed_events_;
+  }
+  void drop_event(uint64_t event) noexcept override {
+    const std::lock_guard lock(mutex_);
+    if (live_events_.erase(event) == 0) misuse_.push_back("drop of an event never recorded");
+  }
+  CUresult order_stream_after(uint64_t stream, uint64_t event, bool on_host) noexcept override {
+    const std::lock_guard lock(mutex_);
+    if (CUresult failure = injected(kOrderStream); failure != CUDA_SUCCESS) return failure;
+    if (!live_events_.contains(event)) misuse_.push_back("a wait for an event given back");
+    stream_orders_.push_back({.stream = stream, .event = event, .on_host = on_host});
     return CUDA_SUCCESS;
   }
   CUresult queue_copies_after(std::span<const uint64_t> events) noexcept override {
@@ -240,6 +281,10 @@ class FakeGranuleOps final : public GranuleOps {
   std::vector<std::string> misuse_;
   std::vector<StreamEnd> ends_waited_for_;
   std::vector<uint64_t> events_queued_after_;
+  uint64_t next_event_ = 1;
+  uint64_t passed_events_ = 0;  // events up to this one have passed
+  std::set<uint64_t> live_events_;
+  std::vector<StreamOrder> stream_orders_;
   std::mutex mutex_;
 };
 

@@ -9,32 +9,11 @@
 #include <thread>
 #include <vector>
 
+#include "arena_test_fixtures.h"
 #include "core/remap_window.h"
-#include "fake_granule_ops.h"
 
 namespace vramspill::tiers {
 namespace {
-
-constexpr uint64_t kMiB = uint64_t{1} << 20;
-using Call = FakeGranuleOps::Call;
-
-class GranuleArenaTest : public ::testing::Test {
- protected:
-  void TearDown() override {
-    std::string problem;
-    EXPECT_TRUE(arena_.check_invariants(&problem)) << problem;
-    EXPECT_TRUE(ops_.misuse().empty()) << ops_.misuse().front();
-  }
-
-  CUdeviceptr allocate(uint64_t bytes, uint64_t device_granules) {
-    CUdeviceptr base = 0;
-    EXPECT_EQ(arena_.allocate(bytes, device_granules, &base), CUDA_SUCCESS);
-    return base;
-  }
-
-  FakeGranuleOps ops_;
-  GranuleArena arena_{ops_, ArenaOptions{.keep_device_granules = 2, .keep_host_granules = 1}};
-};
 
 TEST_F(GranuleArenaTest, ABlockIsWholeGranulesWithItsDeviceShareFirst) {
   const CUdeviceptr base = allocate(5 * kMiB, 2);
@@ -146,36 +125,6 @@ TEST_F(GranuleArenaTest, RefusesWhatIsNotABlock) {
   EXPECT_EQ(ops_.calls(Call::kReserve), 0);
 }
 
-// Moves (Note [Moving a granule]): each test tags every granule of its blocks and checks the
-// tags are where they were after the move, whatever moved.
-class GranuleMoveTest : public GranuleArenaTest {
- protected:
-  void SetUp() override { ops_.allow_double_mapping(); }
-
-  CUdeviceptr tagged_block(uint64_t granules, uint64_t device_granules) {
-    const CUdeviceptr base = allocate(granules * kGranuleBytes, device_granules);
-    for (uint64_t i = 0; i < granules; ++i) ops_.write(base + i * kGranuleBytes, base + i);
-    return base;
-  }
-  void expect_tags(CUdeviceptr base, uint64_t granules) {
-    for (uint64_t i = 0; i < granules; ++i)
-      EXPECT_EQ(ops_.read(base + i * kGranuleBytes), base + i) << "granule " << i;
-  }
-  std::vector<GranuleKind> kinds(CUdeviceptr base, uint64_t granules) {
-    std::vector<GranuleKind> found;
-    for (uint64_t i = 0; i < granules; ++i)
-      found.push_back(*ops_.mapped_kind(base + i * kGranuleBytes));
-    return found;
-  }
-  MoveOutcome move(std::vector<GranuleMove> moves) {
-    const core::RemapWindow::Exclusive exclusive = window_.close();
-    return arena_.move(moves, exclusive);
-  }
-
-  core::RemapWindow window_;
-  static constexpr GranuleKind kDevice = GranuleKind::kDevice;
-  static constexpr GranuleKind kHost = GranuleKind::kHost;
-};
 
 TEST_F(GranuleMoveTest, AnEvictionMovesTheLastDeviceGranulesAndKeepsTheBytes) {
   const CUdeviceptr base = tagged_block(4, 4);
@@ -258,26 +207,6 @@ TEST_F(GranuleMoveTest, MovesOfBlocksThatAreGoneAreSkipped) {
   EXPECT_EQ(ops_.calls(Call::kSynchronize), 0) << "an empty batch waits for nothing";
 }
 
-// Note [Staged promotions]: what the tracked window would say of the blocks' queued work.
-class FakeQueuedWork final : public QueuedWork {
- public:
-  CUresult wait_for(std::span<const uint64_t>, GranuleOps&) noexcept override {
-    ++waits;
-    return CUDA_SUCCESS;
-  }
-  CUresult order_after(std::span<const uint64_t>, GranuleOps&, uint64_t& since) noexcept override {
-    ++orders;
-    since = 0;
-    return order_result;
-  }
-  bool queued_since(uint64_t, uint64_t) noexcept override { return work_found; }
-
-  bool work_found = false;  // what queued_since() says of the work since the stage
-  CUresult order_result = CUDA_SUCCESS;
-  int waits = 0;
-  int orders = 0;
-};
-
 class GranuleStageTest : public GranuleMoveTest {
  protected:
   MoveOutcome stage(CUdeviceptr base) {
@@ -309,7 +238,7 @@ TEST_F(GranuleStageTest, AStageCopiesWithoutWaitingAndTheFinishRemaps) {
   const ArenaBlock block = *arena_.block_containing(base);
   EXPECT_EQ(block.device_granules, 3u) << "the books count it on the device at once";
   EXPECT_EQ(block.staged_granules, 3u);
-  EXPECT_EQ(arena_.stats().staged_host_granules, 3u);
+  EXPECT_EQ(arena_.stats().in_flight_host_granules, 3u);
   EXPECT_EQ(stage(base).to_device, 0u) << "a staged block is not staged again";
 
   const MoveOutcome finished = finish(base);
@@ -357,7 +286,7 @@ TEST_F(GranuleStageTest, FreeingAStagedBlockGivesEverythingBack) {
   const ArenaStats stats = arena_.stats();
   EXPECT_EQ(stats.pooled_device_granules, 2u);
   EXPECT_EQ(stats.pooled_host_granules, 2u);
-  EXPECT_EQ(stats.staged_host_granules, 0u);
+  EXPECT_EQ(stats.in_flight_host_granules, 0u);
 }
 
 TEST_F(GranuleStageTest, AStageThatCannotBeOrderedMovesNothing) {
@@ -397,6 +326,7 @@ TEST_F(GranuleStageTest, AFinishThatCannotWaitForTheCopyGivesTheStageUp) {
 
 TEST(GranuleArenaLifetime, GivesEverythingBackWhenDestroyed) {
   FakeGranuleOps ops;
+  ops.allow_double_mapping();
   {
     GranuleArena arena{ops, ArenaOptions{.keep_device_granules = 8, .keep_host_granules = 8}};
     CUdeviceptr a = 0;
@@ -410,11 +340,17 @@ TEST(GranuleArenaLifetime, GivesEverythingBackWhenDestroyed) {
     FakeQueuedWork queued;
     const GranuleMove promotion{.base = staged, .to = GranuleKind::kDevice, .granules = 0};
     ASSERT_EQ(arena.stage(std::span(&promotion, 1), window.close(), queued).to_device, 2u);
+    // Note [Promotions that arrive on the stream]: so do a copy's range, granules and event.
+    CUdeviceptr arriving = 0;
+    ASSERT_EQ(arena.allocate(4 * kMiB, 0, &arriving), CUDA_SUCCESS);
+    const GranuleMove arrival{.base = arriving, .to = GranuleKind::kDevice, .granules = 0};
+    ASSERT_EQ(arena.arrive(std::span(&arrival, 1), window.close(), queued).on_stream, 2u);
   }
   EXPECT_EQ(ops.live_handles(), 0u);
   EXPECT_EQ(ops.mappings(), 0u);
   EXPECT_EQ(ops.reservations(), 0u);
-  EXPECT_TRUE(ops.misuse().empty());
+  EXPECT_EQ(ops.live_events(), 0u);
+  EXPECT_TRUE(ops.misuse().empty()) << ops.misuse().front();
 }
 
 // Random allocations and frees with random driver failures: after every step the books add up
@@ -491,14 +427,24 @@ TEST(GranuleArenaRandom, MovesKeepEveryByteUnderRandomFailures) {
                        .to = random() % 2 == 0 ? GranuleKind::kDevice : GranuleKind::kHost,
                        .granules = random() % (granules + 1)});
     }
-    // A quarter of the batches stage their promotions (Note [Staged promotions]); the moves
-    // that name staged blocks settle them first.
+    // A quarter of the batches stage their promotions (Note [Staged promotions]), and a quarter
+    // copy them on the stream (Note [Promotions that arrive on the stream]), whose copies end
+    // now and then; the moves that name staged blocks settle them first.
     MoveOutcome outcome;
     {
       const core::RemapWindow::Exclusive exclusive = window.close();
-      outcome = random() % 4 == 0 ? arena.stage(moves, exclusive, queued)
-                                  : arena.move(moves, exclusive);
+      switch (random() % 4) {
+        case 0:
+          outcome = arena.stage(moves, exclusive, queued);
+          break;
+        case 1:
+          outcome = arena.arrive(moves, exclusive, queued);
+          break;
+        default:
+          outcome = arena.move(moves, exclusive);
+      }
     }
+    if (random() % 3 == 0) ops.finish_copies();
     moved += outcome.to_device + outcome.to_host;
     ASSERT_EQ(arena.stats().unbacked_granules, 0u) << "batch " << batch;
     for (const auto& [base, granules] : blocks) {

@@ -2,11 +2,14 @@
 // before_submission() costs for a launch that touches two blocks already on the device, among
 // `blocks` tracked ones, so that nothing moves: the devices' list, the arena's lookups, the
 // device's mutex, the policy's books (lru) and the settling of the budgets. The arena runs on
-// fake VMM calls, and the budgets are the shim's own (the ledger and the host budget). Not a
-// test: run build/tests/shim/placement/vramspill_tiered_placement_bench by hand.
+// fake VMM calls, and the budgets are the shim's own (the ledger and the host budget). And what
+// the tracked window adds to a submission while promotions arrive. Not a test: run
+// build/tests/shim/placement/vramspill_tiered_placement_bench by hand.
 #include <benchmark/benchmark.h>
 
+#include <cstddef>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "core/host_budget.h"
@@ -31,6 +34,20 @@ class OneArena final : public vramspill::placement::ArenaSource {
 
  private:
   vramspill::tiers::GranuleArena& arena_;
+};
+
+// The tracked window's answers for blocks nothing else uses: no wait is needed.
+class NoQueuedWork final : public vramspill::tiers::QueuedWork {
+ public:
+  CUresult wait_for(std::span<const uint64_t>, vramspill::tiers::GranuleOps&) noexcept override {
+    return CUDA_SUCCESS;
+  }
+  CUresult order_after(std::span<const uint64_t>, vramspill::tiers::GranuleOps&,
+                       uint64_t& since) noexcept override {
+    since = 0;
+    return CUDA_SUCCESS;
+  }
+  bool queued_since(uint64_t, uint64_t) noexcept override { return false; }
 };
 
 void BM_LaunchTouchingResidentBlocks(benchmark::State& state) {
@@ -62,5 +79,42 @@ void BM_LaunchTouchingResidentBlocks(benchmark::State& state) {
   if (placement.stats().windows != 0) state.SkipWithError("a block moved: not what is measured");
 }
 BENCHMARK(BM_LaunchTouchingResidentBlocks)->ArgName("blocks")->Arg(100)->Arg(1000);
+
+// What the tracked window adds to a submission while promotions' copies are in flight (Note
+// [Promotions that arrive on the stream] in tiers/granule_arena.h): the arena's check of the two
+// blocks it touches, neither arriving, against `arrivals` copies in flight (at most 8), each of
+// one block. With none in flight the check is one atomic load.
+void BM_SubmissionBesideArrivals(benchmark::State& state) {
+  const auto arrivals = static_cast<std::size_t>(state.range(0));
+  vramspill::tiers::FakeGranuleOps ops;
+  ops.allow_double_mapping();
+  vramspill::tiers::GranuleArena arena(ops, {});
+  vramspill::core::RemapWindow window;
+  std::vector<uint64_t> blocks(arrivals + 2);
+  for (uint64_t& block : blocks) {
+    CUdeviceptr base = 0;
+    if (arena.allocate(kGranuleBytes, 0, &base) != CUDA_SUCCESS) {
+      state.SkipWithError("allocation failed");
+      return;
+    }
+    block = base;
+  }
+  NoQueuedWork queued;
+  for (std::size_t i = 0; i < arrivals; ++i) {  // the fake's copies never end: all stay in flight
+    const vramspill::tiers::GranuleMove promotion{
+        .base = blocks[i], .to = vramspill::tiers::GranuleKind::kDevice, .granules = 0};
+    if (arena.arrive(std::span(&promotion, 1), window.close(), queued).on_stream != 1) {
+      state.SkipWithError("no promotion arrived on the stream");
+      return;
+    }
+  }
+  const uint64_t touched[2] = {blocks[arrivals], blocks[arrivals + 1]};
+  for (auto _ : state) {
+    const vramspill::core::RemapWindow::Submission submission = window.enter();
+    benchmark::DoNotOptimize(arena.order_after_arrivals(1, touched, false, false));
+  }
+  if (!ops.stream_orders().empty()) state.SkipWithError("a stream waited: not what is measured");
+}
+BENCHMARK(BM_SubmissionBesideArrivals)->ArgName("arrivals")->Arg(0)->Arg(1)->Arg(8);
 
 }  // namespace

@@ -111,10 +111,10 @@ EnteredSubmission enter_submission(ShimState& shim, const core::SubmissionUse& u
   // Note [The tracked window]: inside the window, so that no move can miss this work.
   if (shim.config.tiered.window == WindowMode::kTracked) {
     entered.mark = shim.use.mark_streams(use);
-    // Note [Promotions that arrive on the stream] (tiers/granule_arena.h); a wait on a capturing
-    // stream would be captured into its graph: the host waits then.
+    // Note [Moves copied on the stream] (tiers/granule_arena.h); a wait on a capturing stream
+    // would be captured into its graph: the host waits then.
     if (use.count != 0 || use.everything)
-      shim.tiered.order_after_arrivals(use, shim.captures.load(std::memory_order_acquire) != 0);
+      shim.tiered.order_after_copies(use, shim.captures.load(std::memory_order_acquire) != 0);
   }
   return entered;
 }
@@ -166,16 +166,16 @@ std::string tiered_summary(ShimState& shim) noexcept {
           now.pooled_host_granules);
     }
     // Note [The tracked window]: how many windows it kept narrow, and how many granules it
-    // copied while the job ran (Notes [Staged promotions] and [Promotions that arrive on the
-    // stream] in tiers/granule_arena.h).
+    // copied while the job ran (Notes [Staged promotions] and [Moves copied on the stream] in
+    // tiers/granule_arena.h).
     const bool tracked = shim.config.tiered.window == WindowMode::kTracked;
     const std::string staged =
-        tracked ? fmt::format(", {} granules staged while the job ran, {} copied on their "
-                              "launches' streams",
-                              moved.staged_granules, moved.arrived_granules)
+        tracked ? fmt::format(", {} granules staged while the job ran", moved.staged_granules)
                 : std::string();
     const std::string narrow =
-        tracked ? fmt::format(", {} waiting only for their blocks' streams", moved.stream_windows)
+        tracked ? fmt::format(", {} waiting only for their blocks' streams, {} granules copied "
+                              "with the window open",
+                              moved.stream_windows, moved.streamed_granules)
                 : std::string();
     return fmt::format(
         "tiered: {} evicted to the host in {} granules, {} promoted to the device "

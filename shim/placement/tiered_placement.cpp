@@ -82,10 +82,9 @@ void TieredPlacement::settle(int device, Device& state) {
   state.arena->trim();
   const tiers::ArenaStats held = state.arena->stats();
   const uint64_t device_bytes =
-      (held.device_granules + held.in_flight_device_granules + held.pooled_device_granules) *
-      kGranuleBytes;
+      (held.device_granules + held.pooled_device_granules) * kGranuleBytes;
   const uint64_t host_bytes =
-      (held.host_granules + held.in_flight_host_granules + held.pooled_host_granules) * kGranuleBytes;
+      (held.host_granules + held.staged_host_granules + held.pooled_host_granules) * kGranuleBytes;
   // Every operation charged first (Note [Tiered budgets]): the arena holds at most that much.
   if (state.charged_device > device_bytes)
     budgets_.give_device(device, state.charged_device - device_bytes);
@@ -153,7 +152,7 @@ tiers::MoveOutcome TieredPlacement::move(int device, Device& state,
       outcome = state.arena->stage(moves, window.closed(), *tracked_);
       break;
     case Timing::kOnStream:
-      outcome = state.arena->arrive(moves, window.closed(), *tracked_);
+      outcome = state.arena->move_on_stream(moves, window.closed(), *tracked_);
       break;
   }
   nvtx::evicted(outcome.to_host, outcome.to_host * kGranuleBytes);
@@ -163,7 +162,7 @@ tiers::MoveOutcome TieredPlacement::move(int device, Device& state,
     stats_.evicted_granules += outcome.to_host;
     stats_.promoted_granules += outcome.to_device;
     if (timing == Timing::kStaged) stats_.staged_granules += outcome.to_device;
-    stats_.arrived_granules += outcome.on_stream;
+    stats_.streamed_granules += outcome.on_stream;
   }
   if (told != nullptr) tell_of_moves(*told, device, state, moves, before);
   return outcome;
@@ -260,7 +259,7 @@ void TieredPlacement::evict(int device, Device& state, std::span<const policies:
     evictions.pop_back();
   }
   if (evictions.empty()) return;
-  move(device, state, evictions, window);
+  move(device, state, evictions, window, tracked_ ? Timing::kOnStream : Timing::kNow);
   tell_policy_of_moves(state, evictions);
 }
 
@@ -422,9 +421,8 @@ void TieredPlacement::before_launch(int device, uint64_t sequence, uint32_t stre
           charge(device, *state, more_than(needed, state->arena->stats().pooled_device_granules),
                  0)) {
         // The launch's own blocks are remapped before it is queued, and copied in the window or,
-        // with the tracked window, on the stream the launch waits on (Note [Promotions that
-        // arrive on the stream]); the blocks ahead are copied while the job runs (Note [Staged
-        // promotions]).
+        // with the tracked window, on a stream the launch waits on (Note [Moves copied on the
+        // stream]); the blocks ahead are copied while the job runs (Note [Staged promotions]).
         const std::span<const GranuleMove> all(promotions);
         const std::size_t now = tracked_ ? std::min(own, promotions.size()) : promotions.size();
         move(device, *state, all.first(now), window, tracked_ ? Timing::kOnStream : Timing::kNow);
@@ -490,16 +488,16 @@ void TieredPlacement::before_submission(uint64_t sequence, uint32_t stream,
   });
 }
 
-void TieredPlacement::order_after_arrivals(const core::SubmissionUse& use, bool on_host) noexcept {
+void TieredPlacement::order_after_copies(const core::SubmissionUse& use, bool on_host) noexcept {
   const std::span<const uint64_t> bases(use.bases.data(), use.count);
   any_device([&](int, Device& state) {
-    if (state.arena->order_after_arrivals(use.stream, bases, use.everything, on_host) !=
+    if (state.arena->order_after_copies(use.stream, bases, use.everything, on_host) !=
         CUDA_SUCCESS) {
       static constinit std::atomic<bool> said{false};
       if (!said.exchange(true))
         logging::warn(
-            "tiered window: a submission could not wait for a promotion's copy (neither on its "
-            "stream nor on the host); it may read a block before its bytes arrive");
+            "tiered window: a submission could not wait for a move's copy (neither on its "
+            "stream nor on the host); it may read a block before its bytes are there");
     }
     return false;
   });

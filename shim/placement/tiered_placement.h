@@ -128,9 +128,9 @@ struct TieredStats {
   uint64_t promoted_ahead = 0;      // blocks promoted for a later launch (Note [Promoting ahead])
   // Of the granules promoted, those copied while the job ran (Note [Staged promotions]).
   uint64_t staged_granules = 0;
-  // Of the granules promoted, those whose launches' streams waited for their copies (Note
-  // [Promotions that arrive on the stream] in tiers/granule_arena.h).
-  uint64_t arrived_granules = 0;
+  // Of the granules moved either way, those whose copies the submissions' streams waited for
+  // (Note [Moves copied on the stream] in tiers/granule_arena.h).
+  uint64_t streamed_granules = 0;
 };
 
 class TieredPlacement {
@@ -174,10 +174,10 @@ class TieredPlacement {
   void before_submission(uint64_t sequence, uint32_t stream,
                          std::span<const policies::BlockId> blocks) noexcept;
 
-  // Makes `use`'s stream wait for the copies in flight into the blocks it may touch (Note
-  // [Promotions that arrive on the stream] in tiers/granule_arena.h): inside the window, before
-  // its driver call. `on_host`: a capture is in progress, so the host waits instead.
-  void order_after_arrivals(const core::SubmissionUse& use, bool on_host) noexcept;
+  // Makes `use`'s stream wait for the copies in flight into the blocks it may touch (Note [Moves
+  // copied on the stream] in tiers/granule_arena.h): inside the window, before its driver call.
+  // `on_host`: a capture is in progress, so the host waits instead.
+  void order_after_copies(const core::SubmissionUse& use, bool on_host) noexcept;
 
   // The base of the live block whose range holds `address`, on any device.
   std::optional<CUdeviceptr> block_containing(CUdeviceptr address) noexcept;
@@ -268,9 +268,9 @@ class TieredPlacement {
   void tell_of_allocation(int device, CUdeviceptr base, uint64_t bytes,
                           uint64_t host_granules) noexcept;
   // kNow: copied and remapped in the window; kStaged: promotions staged for later launches
-  // (Note [Staged promotions] in tiers/granule_arena.h); kOnStream: promotions remapped in the
-  // window and copied on the stream the launch waits on (Note [Promotions that arrive on the
-  // stream]). The last two in the tracked window only.
+  // (Note [Staged promotions] in tiers/granule_arena.h); kOnStream: remapped in the window and
+  // copied on a stream the next submissions wait on (Note [Moves copied on the stream]). The last
+  // two in the tracked window only.
   enum class Timing : uint8_t { kNow, kStaged, kOnStream };
   tiers::MoveOutcome move(int device, Device& state, std::span<const tiers::GranuleMove> moves,
                           MoveWindow& window, Timing timing = Timing::kNow);

@@ -27,14 +27,12 @@
 // tracking, so the move does not wait for it and may remap under it (on a GPU: wrong bytes or a
 // fault; on simcuda: a remap violation). Work in a context other than the one the mover waits in
 // (driver/device_work.h) is not waited for by either window.
-// What stays as in the safe window: submissions from every thread wait while evictions move
-// (the window is closed for their copy and remap); only the drain before it is narrower.
-// Promotions close it for less: a launch's own are remapped in the window and copied on the
-// arena's stream, which the launch's stream and every later submission that may touch the blocks
-// wait for on the device (Note [Promotions that arrive on the stream] in tiers/granule_arena.h);
-// those made ahead of their launches are staged (Note [Staged promotions]): order_after() makes
-// their copies wait on the device for the same events, and the window closes again only for the
-// remap, at the launch that needs the block.
+// The window is closed only for the remapping, not for the copies: the moving blocks are remapped
+// at once and copied on the arena's stream, which every later submission that may touch them
+// waits for on the device (Note [Moves copied on the stream] in tiers/granule_arena.h).
+// Promotions made ahead of their launches are staged (Note [Staged promotions]): order_after()
+// makes their copies wait on the device for the same events, and the window closes again only
+// for the remap, at the launch that needs the block.
 // Two devices with arenas: the tracked wait is one device's, but the bits, the retired slots and
 // the legacy stream's slot are the process's, so then every move waits as the safe window does.
 // An event on the legacy stream is itself a legacy-stream operation: blocking streams' later work

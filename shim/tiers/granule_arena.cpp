@@ -10,11 +10,11 @@
 namespace vramspill::tiers {
 
 GranuleArena::~GranuleArena() {
-  // Note [Promotions that arrive on the stream]: what a copy still writes is not given back.
-  if (arrivals_.empty() || ops_.wait_for_copies() == CUDA_SUCCESS) {
-    retire_arrivals(true, true);
+  // Note [Moves copied on the stream]: nothing a copy still reads or writes is given back.
+  if (copies_in_flight_.empty() || ops_.wait_for_copies() == CUDA_SUCCESS) {
+    retire_copies(true, true);
   } else {
-    for (const Arrival& arrival : arrivals_) leaked_granules_ += arrival.held.size();
+    return;  // the driver keeps everything
   }
   for (auto& [base, block] : blocks_) {
     if (!block.staged.empty()) unstage(base);
@@ -38,6 +38,8 @@ CUresult GranuleArena::allocate(uint64_t bytes, uint64_t device_granules,
   } catch (const std::bad_alloc&) {
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
+  // Note [Moves copied on the stream]: the program writes a new block as it likes.
+  if (const CUresult settled = settle_copies(); settled != CUDA_SUCCESS) return settled;
   CUresult result = take_granules(count, device_granules, granules);
   CUdeviceptr range = 0;
   if (result == CUDA_SUCCESS) result = ops_.reserve(count * kGranuleBytes, &range);
@@ -86,6 +88,8 @@ CUresult GranuleArena::take_granules(uint64_t count, uint64_t device_count,
         taken.push_back({.handle = pooled.back(), .kind = kind});
         pooled.pop_back();
       }
+      uint64_t& unsettled = unsettled_[static_cast<int>(kind)];
+      unsettled = std::min<uint64_t>(unsettled, pooled.size());
     }
   }
   for (const GranuleKind kind : {GranuleKind::kDevice, GranuleKind::kHost}) {
@@ -141,6 +145,8 @@ void GranuleArena::pool_one(const Granule& granule) noexcept {
   try {
     const std::lock_guard lock(mutex_);
     pool_of(granule.kind).push_back(granule.handle);
+    // Note [Moves copied on the stream]: a copy in flight may still use it, as far as is known.
+    if (!copies_in_flight_.empty()) ++unsettled_[static_cast<int>(granule.kind)];
     return;
   } catch (const std::bad_alloc&) {  // the pool cannot grow: the driver has it back instead
   }
@@ -163,13 +169,12 @@ std::optional<ArenaBlock> GranuleArena::free(CUdeviceptr base) noexcept {
     const auto found = blocks_.find(base);
     if (found == blocks_.end()) return std::nullopt;
     staged = !found->second.staged.empty();
-    copied_into = arriving(base);
+    copied_into = copying_into(base);
   }
   if (staged) unstage(base);  // Note [Staged promotions]
-  // Note [Promotions that arrive on the stream]: its copy may still write the block's granules,
-  // and they are still mapped in the arrival's range.
+  // Note [Moves copied on the stream]: a copy may still write the block's granules.
   const bool copy_over = !copied_into || ops_.wait_for_copies() == CUDA_SUCCESS;
-  if (copied_into && copy_over) retire_arrivals(true, false);
+  if (copied_into && copy_over) retire_copies(true, false);
   {
     const std::lock_guard lock(mutex_);
     const auto found = blocks_.find(base);
@@ -203,7 +208,7 @@ std::optional<ArenaBlock> GranuleArena::block_containing(CUdeviceptr address) co
 }
 
 void GranuleArena::trim() noexcept {
-  trim_to(options_.keep_device_granules, options_.keep_host_granules);
+  trim_to(options_.keep_device_granules, options_.keep_host_granules, false);
 }
 
 void GranuleArena::give_back_device_granules(uint64_t granules) noexcept {
@@ -212,25 +217,38 @@ void GranuleArena::give_back_device_granules(uint64_t granules) noexcept {
     const std::lock_guard lock(mutex_);
     pooled = pooled_device_.size();
   }
-  trim_to(pooled > granules ? pooled - granules : 0, UINT64_MAX);
+  trim_to(pooled > granules ? pooled - granules : 0, UINT64_MAX, true);
 }
 
-void GranuleArena::trim_to(uint64_t keep_device, uint64_t keep_host) noexcept {
+void GranuleArena::trim_to(uint64_t keep_device, uint64_t keep_host, bool settle) noexcept {
+  // Note [Moves copied on the stream]: no memory a copy may still use goes back to the driver.
+  if (settle) {
+    bool unsettled = false;
+    {
+      const std::lock_guard lock(mutex_);
+      unsettled = (pooled_device_.size() > keep_device && unsettled_[0] != 0) ||
+                  (pooled_host_.size() > keep_host && unsettled_[1] != 0);
+    }
+    if (unsettled && settle_copies() != CUDA_SUCCESS) return;
+  }
   std::vector<GranuleHandle> surplus;
   {
     const std::lock_guard lock(mutex_);
-    const auto take_surplus = [&](std::vector<GranuleHandle>& pooled, uint64_t keep) {
-      while (pooled.size() > keep) {
-        try {
-          surplus.push_back(pooled.back());
-        } catch (const std::bad_alloc&) {
-          return;  // trimmed next time
-        }
-        pooled.pop_back();
+    for (const GranuleKind kind : {GranuleKind::kDevice, GranuleKind::kHost}) {
+      std::vector<GranuleHandle>& pooled = pool_of(kind);
+      const uint64_t keep = kind == GranuleKind::kDevice ? keep_device : keep_host;
+      // The settled granules are the first ones: a copy in flight may use the last unsettled_.
+      const uint64_t settled = pooled.size() - unsettled_[static_cast<int>(kind)];
+      const uint64_t count = std::min(pooled.size() > keep ? pooled.size() - keep : 0, settled);
+      const auto first = pooled.begin() + static_cast<std::ptrdiff_t>(settled - count);
+      const auto past = pooled.begin() + static_cast<std::ptrdiff_t>(settled);
+      try {
+        surplus.insert(surplus.end(), first, past);
+      } catch (const std::bad_alloc&) {
+        continue;  // trimmed next time
       }
-    };
-    take_surplus(pooled_device_, keep_device);
-    take_surplus(pooled_host_, keep_host);
+      pooled.erase(first, past);
+    }
   }
   for (const GranuleHandle handle : surplus) release(handle);
 }
@@ -259,12 +277,7 @@ ArenaStats GranuleArena::stats() const noexcept {
     const ArenaBlock counted = view(base, block);
     stats.device_granules += counted.device_granules;
     stats.host_granules += counted.host_granules();
-    stats.in_flight_host_granules += counted.staged_granules;
-  }
-  for (const Arrival& arrival : arrivals_) {
-    for (const Granule& granule : arrival.held)
-      (granule.kind == GranuleKind::kHost ? stats.in_flight_host_granules
-                                          : stats.in_flight_device_granules) += 1;
+    stats.staged_host_granules += counted.staged_granules;
   }
   return stats;
 }
@@ -293,13 +306,6 @@ bool GranuleArena::check_invariants(std::string* problem) const {
       if (block.granules.at(slot.index).handle != slot.to.handle)
         return fail("a staged granule is not in its block's books");
       if (!seen.insert(slot.from.handle).second) return fail("a staged block's old granule is reused");
-      ++held;
-    }
-  }
-  for (const Arrival& arrival : arrivals_) {
-    if (arrival.held.size() != arrival.slots) return fail("an arrival holds the wrong granules");
-    for (const Granule& granule : arrival.held) {
-      if (!seen.insert(granule.handle).second) return fail("an arrival's granule is reused");
       ++held;
     }
   }

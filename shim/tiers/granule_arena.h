@@ -72,31 +72,40 @@
 // Unsafe as the tracked window is: a kernel that reaches a staged block through a pointer kept in
 // device memory writes its host granules unseen, and the remap then loses what it wrote.
 //
-// Note [Promotions that arrive on the stream]
-// The launch that needs a promotion need not wait on the host for its copy either, when the
-// QueuedWork can order copies on the device (the tracked window's). arrive() waits for the work
-// that may touch the blocks (step 1 of Note [Moving a granule]: the remap needs that), maps each
-// moving granule's host granule and its new device granule side by side in two halves of one
-// range, queues one copy from the first half into the second on the arena's stream, remaps the
-// blocks' addresses to the device granules at once, records an event after the copy and
-// returns. The copy writes the device granules through the second half while the addresses map
-// them already; a failed copy remaps nothing. From then on every submission that may touch one
-// of those blocks, and every one that cannot say what it touches, makes its stream wait for the
-// event before its driver call (order_after_arrivals(), inside the window: the launch that asked
-// for the promotion is the first), so the kernel finds the bytes there; while a capture is in
-// progress, a wait would be captured into the graph, and the host waits instead. The window is
-// closed only for the mappings, not for the copy.
-// The range and the host granules are held until the event has passed: the next move, stage or
-// arrival retires what has arrived (each in a closed window, so no submission is about to wait
-// for an event it destroys); at most kMaxArrivals are in flight, beyond which a promotion is
-// copied in the window. free() of an arriving block waits for the arena's copies first and
-// retires every arrival, keeping their events for the next retirement in a closed window.
-// Unsafe as the tracked window is: a kernel that reaches an arriving block through a pointer kept
-// in device memory may run before the copy and read what the device granule held before.
+// Note [Moves copied on the stream]
+// With a QueuedWork that can order copies on the device (the tracked window's), a move need not
+// keep every thread's submissions waiting while its bytes are copied. move_on_stream() waits for
+// the work that may touch the moving blocks (step 1 of Note [Moving a granule]: the remap needs
+// that), maps each moving granule's old and new backing side by side in two halves of one range,
+// queues one copy from the first half into the second on the arena's stream, remaps the blocks'
+// addresses to the new granules at once, records an event after the copy and returns; a failed
+// copy remaps nothing. From then on every submission that may touch one of those blocks, and
+// every one that cannot say what it touches, makes its stream wait for the event before its
+// driver call (order_after_copies(), inside the window: the launch that asked for a promotion is
+// the first), so the kernel finds the bytes there; while a capture is in progress a wait would
+// be captured into the graph, and the host waits instead. The window is closed only for the
+// mappings, not for the copy.
+// The old granules go to the pools at once, though the copy may still read them through the
+// range (and a remap that failed leaves new ones there that the copy may still write): whatever
+// takes them next on the arena's stream (a move, a stage) copies into them after the copy in
+// flight, in stream order, so a promotion can reuse at once the device granules an eviction just
+// gave up. What takes pooled granules off the stream must not take those: allocate(), whose block
+// the program writes as it likes, waits for the copies first (settle_copies()); trim() gives back
+// only granules pooled before the copies in flight began (cuMemRelease must not free memory a
+// copy uses: each pool's last unsettled_ granules stay), and give_back_device_granules() waits
+// for the copies when it needs more than those.
+// The range and the event are kept until the event has passed: the next move, stage or
+// move_on_stream retires what has (each in a closed window, so no submission is about to wait for
+// an event it destroys); at most kMaxCopiesInFlight are in flight, beyond which a batch is copied
+// in the window. Freeing a block a copy writes, and settle_copies(), wait for the arena's copies
+// and retire them all, keeping their events for the next retirement in a closed window.
+// Unsafe as the tracked window is: a kernel that reaches such a block through a pointer kept in
+// device memory may run before the copy and read what its new granules held before.
 #pragma once
 
 #include <cuda.h>
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <map>
@@ -133,12 +142,9 @@ struct ArenaStats {
   uint64_t blocks = 0;
   uint64_t device_granules = 0;  // backing live blocks
   uint64_t host_granules = 0;
-  // Granules held for copies in flight: the host granules staged blocks' addresses still map
-  // (Note [Staged promotions]) and those promotions that arrive on the stream copy from (Note
-  // [Promotions that arrive on the stream]); pooled once the remap or the copy is done.
-  uint64_t in_flight_host_granules = 0;
-  // Device granules a copy in flight may write that back no block (a remap failed after it).
-  uint64_t in_flight_device_granules = 0;
+  // Host granules that staged blocks' addresses still map (Note [Staged promotions]): held, and
+  // pooled once the remap is done.
+  uint64_t staged_host_granules = 0;
   uint64_t pooled_device_granules = 0;  // idle, kept for the next block
   uint64_t pooled_host_granules = 0;
   uint64_t created_granules = 0;   // cuMemCreate calls that succeeded
@@ -163,8 +169,8 @@ struct MoveOutcome {
   CUresult result = CUDA_SUCCESS;  // the first driver error, if any stopped part of the batch
   uint64_t to_device = 0;          // granules moved in each direction
   uint64_t to_host = 0;
-  // Of to_device, the granules whose copies the next submissions wait for on their streams
-  // (Note [Promotions that arrive on the stream]).
+  // Of those, the granules whose copies the next submissions wait for on their streams (Note
+  // [Moves copied on the stream]).
   uint64_t on_stream = 0;
 };
 
@@ -228,17 +234,17 @@ class GranuleArena {
   MoveOutcome stage(std::span<const GranuleMove> moves, const core::RemapWindow::Exclusive& window,
                     QueuedWork& queued) noexcept;
 
-  // Carries out the promotions among `moves` as Note [Promotions that arrive on the stream]
-  // says, or as move() does when that cannot be; evictions are skipped. A block staged already
-  // is finished first.
-  MoveOutcome arrive(std::span<const GranuleMove> moves,
-                     const core::RemapWindow::Exclusive& window, QueuedWork& queued) noexcept;
+  // Carries out `moves` as Note [Moves copied on the stream] says, or as move() does when that
+  // cannot be.
+  MoveOutcome move_on_stream(std::span<const GranuleMove> moves,
+                             const core::RemapWindow::Exclusive& window,
+                             QueuedWork& queued) noexcept;
 
   // Makes the work a submission queues next on `stream` wait for the copies in flight into the
   // blocks at `bases` (into any block when `everything`), on the host when `on_host` (Note
-  // [Promotions that arrive on the stream]). Called inside the window, before the driver call.
-  CUresult order_after_arrivals(uint64_t stream, std::span<const uint64_t> bases, bool everything,
-                                bool on_host) noexcept;
+  // [Moves copied on the stream]). Called inside the window, before the driver call.
+  CUresult order_after_copies(uint64_t stream, std::span<const uint64_t> bases, bool everything,
+                              bool on_host) noexcept;
 
   // Gives pooled granules beyond the keep sizes back to the driver.
   void trim() noexcept;
@@ -276,8 +282,10 @@ class GranuleArena {
 
   // Physical granules for a new block: from the pools first, then from the driver.
   CUresult take_granules(uint64_t count, uint64_t device_count, std::vector<Granule>& taken);
-  // Gives pooled granules beyond `keep_device` and `keep_host` back to the driver.
-  void trim_to(uint64_t keep_device, uint64_t keep_host) noexcept;
+  // Gives pooled granules beyond `keep_device` and `keep_host` back to the driver: the settled
+  // ones only, or, with `settle`, after waiting for the copies in flight where it must (Note
+  // [Moves copied on the stream]).
+  void trim_to(uint64_t keep_device, uint64_t keep_host, bool settle) noexcept;
   // Unmaps granules [0, count) of the range at `base`; those the driver refuses are leaked and
   // taken out of `granules`. Returns whether the range is now empty of mappings.
   bool unmap_first(CUdeviceptr base, std::vector<Granule>& granules, std::size_t count);
@@ -305,8 +313,8 @@ class GranuleArena {
   std::vector<Slot> plan_locked(std::span<const GranuleMove> moves) const;
   // The promotions among `moves`. Throws std::bad_alloc.
   static std::vector<GranuleMove> promotions_among(std::span<const GranuleMove> moves);
-  // move() and arrive(): `on_stream` carries promotions out as Note [Promotions that arrive on the
-  // stream] says while fewer than kMaxArrivals are in flight.
+  // move() and move_on_stream(): `on_stream` copies as Note [Moves copied on the stream] says
+  // while fewer than kMaxCopiesInFlight are in flight.
   MoveOutcome carry_out(std::span<const GranuleMove> moves, QueuedWork* queued, bool on_stream);
   // Step 2 of Note [Moving a granule]: a destination for each of `slots` from `fresh` (device
   // granules first, as take_granules() leaves them); the slots that get none are dropped, and
@@ -339,36 +347,44 @@ class GranuleArena {
   // go back to where the block's address maps them. How many granules went back to the host.
   uint64_t unstage(CUdeviceptr base);
 
-  // Note [Promotions that arrive on the stream]. One batch's copy in flight: `range` maps the
-  // slots' host granules in its first half and their device granules in its second.
-  struct Arrival {
+  // Note [Moves copied on the stream]. One batch's copy in flight: `range` maps the slots' old
+  // granules in its first half and their new ones in its second.
+  struct CopyInFlight {
     uint64_t event = 0;
     CUdeviceptr range = 0;
     std::size_t slots = 0;
-    std::vector<uint64_t> bases;  // of the blocks the copy writes
-    std::vector<Granule> held;    // pooled once the copy is done
+    std::vector<uint64_t> bases;  // of the blocks whose addresses map what the copy writes
   };
-  static constexpr std::size_t kMaxArrivals = 8;
-  // Carries out `slots` (promotions) on the stream: how many were remapped; nullopt when nothing
-  // was done and the copies are to be made in the window. `in_flight`: whether submissions are to
-  // wait for the copy (false when the host had to).
-  std::optional<std::size_t> arrive_on_stream(std::span<const Slot> slots, CUresult& result,
-                                              bool& in_flight);
-  // Retires the arrivals whose copies are done (all of them when `all_done`: the caller waited
+  static constexpr std::size_t kMaxCopiesInFlight = 8;
+  // Carries out `slots` on the stream: how many were remapped; nullopt when nothing was done and
+  // the copies are to be made in the window. `in_flight`: whether submissions are to wait for
+  // the copy (false when the host had to).
+  std::optional<std::size_t> copy_on_stream(std::span<const Slot> slots, CUresult& result,
+                                            bool& in_flight);
+  // Retires the copies in flight that are done (all of them when `all_done`: the caller waited
   // for the copies). Their events are destroyed only when `window_closed` (no submission can be
   // about to wait for one); otherwise they are kept in spent_events_ for the next retirement.
-  void retire_arrivals(bool all_done, bool window_closed);
-  void retire(Arrival& arrival);
-  bool arriving(CUdeviceptr base) const;  // under mutex_
+  // With move_mutex_ held.
+  void retire_copies(bool all_done, bool window_closed);
+  // Unmaps and gives back a retired copy's range.
+  void retire(const CopyInFlight& copy);
+  // Waits for the copies in flight and retires them, before pooled granules leave the arena's
+  // stream (Note [Moves copied on the stream]); the wait's error when it fails.
+  CUresult settle_copies();
+  bool copying_into(CUdeviceptr base) const;  // under mutex_
 
   GranuleOps& ops_;
   const ArenaOptions options_;
-  std::mutex move_mutex_;     // held by move() and free(): no block is freed under the mover
+  // Held by the moves, free() and settle_copies(): no block is freed under the mover.
+  std::mutex move_mutex_;
   mutable std::mutex mutex_;  // the books below
   std::map<CUdeviceptr, Block> blocks_;
-  std::vector<Arrival> arrivals_;  // changed only in a closed window, with move_mutex_ held too
-  std::atomic<std::size_t> arrivals_in_flight_{0};  // arrivals_.size(), read without the lock
-  std::vector<uint64_t> spent_events_;  // of arrivals retired outside a closed window
+  std::vector<CopyInFlight> copies_in_flight_;  // changed only with move_mutex_ held
+  std::atomic<std::size_t> copies_pending_{0};    // copies_in_flight_.size(), read without a lock
+  std::vector<uint64_t> spent_events_;  // of copies retired outside a closed window
+  // Of each pool (by GranuleKind), how many of the last granules a copy in flight may still use;
+  // 0 once none is in flight.
+  std::array<uint64_t, 2> unsettled_{};
   std::vector<GranuleHandle> pooled_device_;
   std::vector<GranuleHandle> pooled_host_;
   uint64_t created_ = 0;

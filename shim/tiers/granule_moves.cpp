@@ -90,14 +90,14 @@ MoveOutcome GranuleArena::carry_out(std::span<const GranuleMove> moves, QueuedWo
                                     bool on_stream) {
   MoveOutcome outcome;
   const std::lock_guard move_lock(move_mutex_);
-  retire_arrivals(false, true);
+  retire_copies(false, true);
   Plan planned;
   try {
     settle_staged(moves, queued, outcome);  // Note [Staged promotions]
     if (on_stream) {
       const std::lock_guard lock(mutex_);
-      arrivals_.reserve(kMaxArrivals);  // Note [Promotions that arrive on the stream]
-      spent_events_.reserve(kMaxArrivals);
+      copies_in_flight_.reserve(kMaxCopiesInFlight);  // Note [Moves copied on the stream]
+      spent_events_.reserve(kMaxCopiesInFlight);
     }
     // Room for the new granules and, at the end, the old ones: pooling them allocates nothing.
     planned = plan(moves, 2);
@@ -123,15 +123,15 @@ MoveOutcome GranuleArena::carry_out(std::span<const GranuleMove> moves, QueuedWo
   hand_out(slots, fresh);  // what `fresh` keeps goes back to the pools
   CUdeviceptr staging = 0;
   std::size_t moved = 0;
-  std::optional<std::size_t> arrived;  // Note [Promotions that arrive on the stream]
+  std::optional<std::size_t> streamed;  // Note [Moves copied on the stream]
   bool in_flight = false;
-  if (!slots.empty() && on_stream && arrivals_in_flight_.load() < kMaxArrivals) {
+  if (!slots.empty() && on_stream && copies_pending_.load() < kMaxCopiesInFlight) {
     CUresult failure = CUDA_SUCCESS;
-    arrived = arrive_on_stream(slots, failure, in_flight);
+    streamed = copy_on_stream(slots, failure, in_flight);
     if (result == CUDA_SUCCESS) result = failure;
-    moved = arrived.value_or(0);
+    moved = streamed.value_or(0);
   }
-  if (!slots.empty() && !arrived) {
+  if (!slots.empty() && !streamed) {
     const CUresult reserved = ops_.reserve(slots.size() * kGranuleBytes, &staging);
     if (reserved == CUDA_SUCCESS) {
       CUresult failure = CUDA_SUCCESS;
@@ -154,9 +154,9 @@ MoveOutcome GranuleArena::carry_out(std::span<const GranuleMove> moves, QueuedWo
   }
   if (outcome.result == CUDA_SUCCESS) outcome.result = result;
 
-  // Step 5: the books, and the pools take the old granules and the unused new ones (an arrival
-  // holds them until its copy is done).
-  for (std::size_t i = 0; i < slots.size() && !arrived; ++i)
+  // Step 5: the books, and the pools take the old granules and the unused new ones (a copy in
+  // flight may still use them: Note [Moves copied on the stream]).
+  for (std::size_t i = 0; i < slots.size(); ++i)
     fresh.push_back(i < moved ? slots[i].from : slots[i].to);
   {
     const std::lock_guard lock(mutex_);
@@ -164,7 +164,7 @@ MoveOutcome GranuleArena::carry_out(std::span<const GranuleMove> moves, QueuedWo
       blocks_.at(slots[i].block).granules[slots[i].index] = slots[i].to;
       (slots[i].to.kind == GranuleKind::kDevice ? outcome.to_device : outcome.to_host) += 1;
     }
-    if (in_flight) outcome.on_stream = *arrived;
+    if (in_flight) outcome.on_stream = *streamed;
   }
   pool(fresh);
   return outcome;

@@ -59,8 +59,8 @@ class GranuleOps {
   // host goes on (Note [Staged promotions] in tiers/granule_arena.h).
   virtual CUresult queue_copies_after(std::span<const uint64_t> events) noexcept = 0;
   // Records an event after the copies queued so far (cuEventRecord on the arena's stream), at
-  // *event: what a promotion that arrives on the stream makes submissions wait for (Note
-  // [Promotions that arrive on the stream] in tiers/granule_arena.h).
+  // *event: what submissions wait for after a move copied on the stream (Note [Moves copied on
+  // the stream] in tiers/granule_arena.h).
   virtual CUresult record_copies(uint64_t* event) noexcept = 0;
   // Whether the copies before `event` are done (cuEventQuery); false when the driver cannot say.
   virtual bool copies_done(uint64_t event) noexcept = 0;

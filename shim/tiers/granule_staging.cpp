@@ -12,7 +12,7 @@ MoveOutcome GranuleArena::stage(std::span<const GranuleMove> moves,
                                 QueuedWork& queued) noexcept {
   MoveOutcome outcome;
   const std::lock_guard move_lock(move_mutex_);
-  retire_arrivals(false, true);  // Note [Promotions that arrive on the stream]
+  retire_copies(false, true);  // Note [Moves copied on the stream]
   Plan planned;
   try {
     planned = plan(promotions_among(moves), 1);

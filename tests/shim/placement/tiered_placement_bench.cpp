@@ -3,7 +3,7 @@
 // `blocks` tracked ones, so that nothing moves: the devices' list, the arena's lookups, the
 // device's mutex, the policy's books (lru) and the settling of the budgets. The arena runs on
 // fake VMM calls, and the budgets are the shim's own (the ledger and the host budget). And what
-// the tracked window adds to a submission while promotions arrive. Not a test: run
+// the tracked window adds to a submission while moves are copied. Not a test: run
 // build/tests/shim/placement/vramspill_tiered_placement_bench by hand.
 #include <benchmark/benchmark.h>
 
@@ -80,17 +80,17 @@ void BM_LaunchTouchingResidentBlocks(benchmark::State& state) {
 }
 BENCHMARK(BM_LaunchTouchingResidentBlocks)->ArgName("blocks")->Arg(100)->Arg(1000);
 
-// What the tracked window adds to a submission while promotions' copies are in flight (Note
-// [Promotions that arrive on the stream] in tiers/granule_arena.h): the arena's check of the two
-// blocks it touches, neither arriving, against `arrivals` copies in flight (at most 8), each of
+// What the tracked window adds to a submission while moves' copies are in flight (Note [Moves
+// copied on the stream] in tiers/granule_arena.h): the arena's check of the two
+// blocks it touches, neither moving, against `copies` copies in flight (at most 8), each of
 // one block. With none in flight the check is one atomic load.
-void BM_SubmissionBesideArrivals(benchmark::State& state) {
-  const auto arrivals = static_cast<std::size_t>(state.range(0));
+void BM_SubmissionBesideCopies(benchmark::State& state) {
+  const auto copies = static_cast<std::size_t>(state.range(0));
   vramspill::tiers::FakeGranuleOps ops;
   ops.allow_double_mapping();
   vramspill::tiers::GranuleArena arena(ops, {});
   vramspill::core::RemapWindow window;
-  std::vector<uint64_t> blocks(arrivals + 2);
+  std::vector<uint64_t> blocks(copies + 2);
   for (uint64_t& block : blocks) {
     CUdeviceptr base = 0;
     if (arena.allocate(kGranuleBytes, 0, &base) != CUDA_SUCCESS) {
@@ -100,21 +100,21 @@ void BM_SubmissionBesideArrivals(benchmark::State& state) {
     block = base;
   }
   NoQueuedWork queued;
-  for (std::size_t i = 0; i < arrivals; ++i) {  // the fake's copies never end: all stay in flight
+  for (std::size_t i = 0; i < copies; ++i) {  // the fake's copies never end: all stay in flight
     const vramspill::tiers::GranuleMove promotion{
         .base = blocks[i], .to = vramspill::tiers::GranuleKind::kDevice, .granules = 0};
-    if (arena.arrive(std::span(&promotion, 1), window.close(), queued).on_stream != 1) {
-      state.SkipWithError("no promotion arrived on the stream");
+    if (arena.move_on_stream(std::span(&promotion, 1), window.close(), queued).on_stream != 1) {
+      state.SkipWithError("no promotion was copied on the stream");
       return;
     }
   }
-  const uint64_t touched[2] = {blocks[arrivals], blocks[arrivals + 1]};
+  const uint64_t touched[2] = {blocks[copies], blocks[copies + 1]};
   for (auto _ : state) {
     const vramspill::core::RemapWindow::Submission submission = window.enter();
-    benchmark::DoNotOptimize(arena.order_after_arrivals(1, touched, false, false));
+    benchmark::DoNotOptimize(arena.order_after_copies(1, touched, false, false));
   }
   if (!ops.stream_orders().empty()) state.SkipWithError("a stream waited: not what is measured");
 }
-BENCHMARK(BM_SubmissionBesideArrivals)->ArgName("arrivals")->Arg(0)->Arg(1)->Arg(8);
+BENCHMARK(BM_SubmissionBesideCopies)->ArgName("copies")->Arg(0)->Arg(1)->Arg(8);
 
 }  // namespace

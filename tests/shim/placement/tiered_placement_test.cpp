@@ -84,7 +84,7 @@ class TieredPlacementTest : public ::testing::Test {
     EXPECT_EQ(budgets_.device(),
               (held.device_granules + held.pooled_device_granules) * kGranuleBytes);
     EXPECT_EQ(budgets_.host(),
-              (held.host_granules + held.in_flight_host_granules + held.pooled_host_granules) *
+              (held.host_granules + held.staged_host_granules + held.pooled_host_granules) *
                   kGranuleBytes);
   }
 
@@ -445,9 +445,10 @@ class TrackedWindowTest : public TieredPlacementTest {
     core::SubmissionUse use;
     const uint64_t words[] = {block + 64};
     uses_.record_words(stream, words, use);
-    (placement != nullptr ? *placement : tracked_)
-        .before_submission(use.sequence, static_cast<uint32_t>(stream),
+    TieredPlacement& into = placement != nullptr ? *placement : tracked_;
+    into.before_submission(use.sequence, static_cast<uint32_t>(stream),
                            std::span(use.blocks.data(), use.count));
+    into.order_after_copies(use, false);
     end_submission(use);
   }
   // What the hook does inside the window around the driver call (no event is recorded here).
@@ -488,6 +489,27 @@ TEST_F(TrackedWindowTest, AnEvictionWaitsOnlyForTheStreamsThatUsedTheVictim) {
   EXPECT_EQ(device_granules(cold), 4u);
   EXPECT_TRUE(ops_.streams_waited_for().empty());
   EXPECT_EQ(ops_.calls(tiers::FakeGranuleOps::kSynchronize), 0);
+  free_all({cold, hot, fresh});
+}
+
+// Note [Moves copied on the stream] in tiers/granule_arena.h: the promotion a launch asks for,
+// and the eviction that makes room for it, are copied on the arena's stream; the launch's stream
+// waits for the copy, and the host for neither.
+TEST_F(TrackedWindowTest, ALaunchsMovesAreCopiedOnTheStreamItWaitsOn) {
+  const CUdeviceptr cold = allocate_tracked(4);
+  const CUdeviceptr hot = allocate_tracked(4);
+  launch_on(kStreamA, cold);
+  launch_on(kStreamB, hot);
+  const CUdeviceptr fresh = allocate_tracked(4);  // cold makes room for it
+  const int host_waits = ops_.calls(tiers::FakeGranuleOps::kWait);
+  launch_on(kStreamB, cold);
+  EXPECT_EQ(device_granules(cold), 4u);
+  EXPECT_EQ(ops_.calls(tiers::FakeGranuleOps::kWait), host_waits);
+  ASSERT_FALSE(ops_.stream_orders().empty());
+  EXPECT_EQ(ops_.stream_orders().back().stream, kStreamB);
+  EXPECT_FALSE(ops_.stream_orders().back().on_host);
+  EXPECT_EQ(tracked_.stats().streamed_granules, 12u) << "cold out for fresh, then one out, cold in";
+  for (const CUdeviceptr block : {cold, hot, fresh}) expect_bytes(block, 4);
   free_all({cold, hot, fresh});
 }
 

@@ -238,7 +238,7 @@ TEST_F(GranuleStageTest, AStageCopiesWithoutWaitingAndTheFinishRemaps) {
   const ArenaBlock block = *arena_.block_containing(base);
   EXPECT_EQ(block.device_granules, 3u) << "the books count it on the device at once";
   EXPECT_EQ(block.staged_granules, 3u);
-  EXPECT_EQ(arena_.stats().in_flight_host_granules, 3u);
+  EXPECT_EQ(arena_.stats().staged_host_granules, 3u);
   EXPECT_EQ(stage(base).to_device, 0u) << "a staged block is not staged again";
 
   const MoveOutcome finished = finish(base);
@@ -286,7 +286,7 @@ TEST_F(GranuleStageTest, FreeingAStagedBlockGivesEverythingBack) {
   const ArenaStats stats = arena_.stats();
   EXPECT_EQ(stats.pooled_device_granules, 2u);
   EXPECT_EQ(stats.pooled_host_granules, 2u);
-  EXPECT_EQ(stats.in_flight_host_granules, 0u);
+  EXPECT_EQ(stats.staged_host_granules, 0u);
 }
 
 TEST_F(GranuleStageTest, AStageThatCannotBeOrderedMovesNothing) {
@@ -340,11 +340,11 @@ TEST(GranuleArenaLifetime, GivesEverythingBackWhenDestroyed) {
     FakeQueuedWork queued;
     const GranuleMove promotion{.base = staged, .to = GranuleKind::kDevice, .granules = 0};
     ASSERT_EQ(arena.stage(std::span(&promotion, 1), window.close(), queued).to_device, 2u);
-    // Note [Promotions that arrive on the stream]: so do a copy's range, granules and event.
+    // Note [Moves copied on the stream]: so do a copy's range and event.
     CUdeviceptr arriving = 0;
     ASSERT_EQ(arena.allocate(4 * kMiB, 0, &arriving), CUDA_SUCCESS);
     const GranuleMove arrival{.base = arriving, .to = GranuleKind::kDevice, .granules = 0};
-    ASSERT_EQ(arena.arrive(std::span(&arrival, 1), window.close(), queued).on_stream, 2u);
+    ASSERT_EQ(arena.move_on_stream(std::span(&arrival, 1), window.close(), queued).on_stream, 2u);
   }
   EXPECT_EQ(ops.live_handles(), 0u);
   EXPECT_EQ(ops.mappings(), 0u);
@@ -428,8 +428,8 @@ TEST(GranuleArenaRandom, MovesKeepEveryByteUnderRandomFailures) {
                        .granules = random() % (granules + 1)});
     }
     // A quarter of the batches stage their promotions (Note [Staged promotions]), and a quarter
-    // copy them on the stream (Note [Promotions that arrive on the stream]), whose copies end
-    // now and then; the moves that name staged blocks settle them first.
+    // are copied on the stream (Note [Moves copied on the stream]), whose copies end now and
+    // then; the moves that name staged blocks settle them first.
     MoveOutcome outcome;
     {
       const core::RemapWindow::Exclusive exclusive = window.close();
@@ -438,7 +438,7 @@ TEST(GranuleArenaRandom, MovesKeepEveryByteUnderRandomFailures) {
           outcome = arena.stage(moves, exclusive, queued);
           break;
         case 1:
-          outcome = arena.arrive(moves, exclusive, queued);
+          outcome = arena.move_on_stream(moves, exclusive, queued);
           break;
         default:
           outcome = arena.move(moves, exclusive);

@@ -1,6 +1,7 @@
-// Promotions that arrive on the stream (Note [Promotions that arrive on the stream] in
-// tiers/granule_arena.h): remapped at once, copied while the host goes on, waited for by the
-// submissions that touch them, and retired only once their copies are done.
+// Moves copied on the stream (Note [Moves copied on the stream] in tiers/granule_arena.h):
+// remapped at once, copied while the host goes on, waited for by the submissions that touch the
+// blocks, their old granules reused only by what follows the copy on the arena's stream, and
+// retired only once the copy is done.
 #include <gtest/gtest.h>
 
 #include <array>
@@ -13,20 +14,19 @@ namespace {
 
 constexpr uint64_t kStream = 0x5157;
 
-class GranuleArrivalTest : public GranuleMoveTest {
+class GranuleStreamMoveTest : public GranuleMoveTest {
  protected:
-  MoveOutcome arrive(std::vector<CUdeviceptr> bases) {
-    std::vector<GranuleMove> promotions;
-    for (const CUdeviceptr base : bases)
-      promotions.push_back({.base = base, .to = kDevice, .granules = 0});
+  MoveOutcome move_on_stream(std::vector<CUdeviceptr> bases, GranuleKind to = kDevice) {
+    std::vector<GranuleMove> moves;
+    for (const CUdeviceptr base : bases) moves.push_back({.base = base, .to = to, .granules = 0});
     const core::RemapWindow::Exclusive exclusive = window_.close();
-    return arena_.arrive(promotions, exclusive, queued_);
+    return arena_.move_on_stream(moves, exclusive, queued_);
   }
   // What a submission that touches `bases` is made to wait for, on its stream.
   std::vector<uint64_t> waits_of(std::vector<uint64_t> bases, bool everything = false) {
     const std::size_t before = ops_.stream_orders().size();
     const core::RemapWindow::Submission submission = window_.enter();
-    EXPECT_EQ(arena_.order_after_arrivals(kStream, bases, everything, false), CUDA_SUCCESS);
+    EXPECT_EQ(arena_.order_after_copies(kStream, bases, everything, false), CUDA_SUCCESS);
     std::vector<uint64_t> events;
     for (std::size_t i = before; i < ops_.stream_orders().size(); ++i) {
       EXPECT_EQ(ops_.stream_orders()[i].stream, kStream);
@@ -34,15 +34,15 @@ class GranuleArrivalTest : public GranuleMoveTest {
     }
     return events;
   }
-  // Any operation in a closed window retires what has arrived: here, an empty batch.
+  // Any operation in a closed window retires the copies that are done: here, an empty batch.
   void retire() { move({}); }
 
   FakeQueuedWork queued_;
 };
 
-TEST_F(GranuleArrivalTest, ThePromotionIsRemappedAtOnceAndItsCopyLeftRunning) {
+TEST_F(GranuleStreamMoveTest, APromotionIsRemappedAtOnceAndItsCopyLeftRunning) {
   const CUdeviceptr base = tagged_block(3, 0);
-  const MoveOutcome outcome = arrive({base});
+  const MoveOutcome outcome = move_on_stream({base});
   EXPECT_EQ(outcome.result, CUDA_SUCCESS);
   EXPECT_EQ(outcome.to_device, 3u);
   EXPECT_EQ(outcome.on_stream, 3u);
@@ -54,25 +54,48 @@ TEST_F(GranuleArrivalTest, ThePromotionIsRemappedAtOnceAndItsCopyLeftRunning) {
   expect_tags(base, 3);
   const ArenaStats stats = arena_.stats();
   EXPECT_EQ(stats.device_granules, 3u);
-  EXPECT_EQ(stats.in_flight_host_granules, 3u) << "the copy still reads them";
+  EXPECT_EQ(stats.pooled_host_granules, 3u) << "pooled at once, for the stream's next copies";
   EXPECT_EQ(ops_.reservations(), 2u) << "the block's range and the copy's";
   EXPECT_EQ(ops_.live_events(), 1u);
 }
 
-TEST_F(GranuleArrivalTest, SubmissionsThatMayTouchTheBlockWaitForItsCopy) {
-  const CUdeviceptr arriving = tagged_block(2, 0);
+TEST_F(GranuleStreamMoveTest, AnEvictionToo) {
+  const CUdeviceptr base = tagged_block(2, 2);
+  const MoveOutcome outcome = move_on_stream({base}, kHost);
+  EXPECT_EQ(outcome.to_host, 2u);
+  EXPECT_EQ(outcome.on_stream, 2u);
+  EXPECT_EQ(ops_.calls(Call::kWait), 0);
+  EXPECT_EQ(kinds(base, 2), (std::vector{kHost, kHost}));
+  expect_tags(base, 2);
+  EXPECT_EQ(waits_of({base}).size(), 1u) << "its next user waits for the copy";
+}
+
+TEST_F(GranuleStreamMoveTest, APromotionReusesWhatAnEvictionJustGaveUp) {
+  const CUdeviceptr victim = tagged_block(2, 2);
+  const CUdeviceptr promoted = tagged_block(2, 0);
+  move_on_stream({victim}, kHost);
+  const int created = ops_.calls(Call::kCreate);
+  EXPECT_EQ(move_on_stream({promoted}).to_device, 2u);
+  EXPECT_EQ(ops_.calls(Call::kCreate), created) << "the device granules come from the pool";
+  EXPECT_EQ(ops_.calls(Call::kWait), 0) << "the stream orders the second copy after the first";
+  expect_tags(victim, 2);
+  expect_tags(promoted, 2);
+}
+
+TEST_F(GranuleStreamMoveTest, SubmissionsThatMayTouchTheBlockWaitForItsCopy) {
+  const CUdeviceptr moving = tagged_block(2, 0);
   const CUdeviceptr other = tagged_block(1, 1);
-  arrive({arriving});
-  const std::vector<uint64_t> waits = waits_of({other, arriving});
+  move_on_stream({moving});
+  const std::vector<uint64_t> waits = waits_of({other, moving});
   ASSERT_EQ(waits.size(), 1u);
   EXPECT_EQ(waits_of({other}), std::vector<uint64_t>{}) << "another block's work goes on";
   EXPECT_EQ(waits_of({}, true), waits) << "a submission that cannot say what it touches waits";
   EXPECT_FALSE(ops_.stream_orders().back().on_host);
 }
 
-TEST_F(GranuleArrivalTest, WhatArrivedRetiresInTheNextWindowAndNotBefore) {
+TEST_F(GranuleStreamMoveTest, WhatIsCopiedRetiresInTheNextWindowAndNotBefore) {
   const CUdeviceptr base = tagged_block(2, 0);
-  arrive({base});
+  move_on_stream({base});
   retire();
   EXPECT_EQ(ops_.live_events(), 1u) << "the copy is not done: nothing is retired";
   EXPECT_EQ(ops_.reservations(), 2u);
@@ -82,16 +105,44 @@ TEST_F(GranuleArrivalTest, WhatArrivedRetiresInTheNextWindowAndNotBefore) {
   EXPECT_EQ(ops_.live_events(), 0u);
   EXPECT_EQ(ops_.reservations(), 1u);
   EXPECT_EQ(ops_.mappings(), 2u) << "the block's own mappings only";
-  const ArenaStats stats = arena_.stats();
-  EXPECT_EQ(stats.in_flight_host_granules, 0u);
-  EXPECT_EQ(stats.pooled_host_granules, 2u);
   EXPECT_EQ(waits_of({base}), std::vector<uint64_t>{});
   expect_tags(base, 2);
 }
 
-TEST_F(GranuleArrivalTest, AnArrivingBlockMayBeEvictedAtOnce) {
+TEST_F(GranuleStreamMoveTest, TrimGivesBackOnlyWhatNoCopyMayUse) {
+  const CUdeviceptr base = tagged_block(3, 0);
+  move_on_stream({base});
+  arena_.trim();  // keeps one host granule; the three pooled ones may still be read
+  EXPECT_EQ(arena_.stats().pooled_host_granules, 3u);
+  EXPECT_EQ(ops_.calls(Call::kWait), 0) << "trim does not wait";
+  ops_.finish_copies();
+  retire();
+  arena_.trim();
+  EXPECT_EQ(arena_.stats().pooled_host_granules, 1u);
+}
+
+TEST_F(GranuleStreamMoveTest, GivingDeviceGranulesBackWaitsForTheCopies) {
+  const CUdeviceptr base = tagged_block(2, 2);
+  move_on_stream({base}, kHost);
+  arena_.give_back_device_granules(2);  // memory another allocation needs now
+  EXPECT_EQ(ops_.calls(Call::kWait), 1);
+  EXPECT_EQ(arena_.stats().pooled_device_granules, 0u);
+  EXPECT_EQ(ops_.reservations(), 1u) << "the copy is retired";
+}
+
+TEST_F(GranuleStreamMoveTest, ANewBlockWaitsForTheCopiesBeforeTakingPooledGranules) {
+  const CUdeviceptr base = tagged_block(2, 2);
+  move_on_stream({base}, kHost);
+  const CUdeviceptr fresh = allocate(2 * kGranuleBytes, 2);
+  EXPECT_EQ(ops_.calls(Call::kWait), 1) << "the program may write it at once";
+  EXPECT_EQ(ops_.copies_in_flight(), 0u);
+  EXPECT_EQ(kinds(fresh, 2), (std::vector{kDevice, kDevice}));
+  expect_tags(base, 2);
+}
+
+TEST_F(GranuleStreamMoveTest, AMovedBlockMayMoveBackAtOnce) {
   const CUdeviceptr base = tagged_block(2, 0);
-  arrive({base});
+  move_on_stream({base});
   const core::RemapWindow::Exclusive exclusive = window_.close();
   const GranuleMove eviction{.base = base, .to = kHost, .granules = 0};
   EXPECT_EQ(arena_.move(std::span(&eviction, 1), exclusive, &queued_).to_host, 2u);
@@ -99,24 +150,23 @@ TEST_F(GranuleArrivalTest, AnArrivingBlockMayBeEvictedAtOnce) {
   expect_tags(base, 2);
 }
 
-TEST_F(GranuleArrivalTest, FreeingAnArrivingBlockWaitsForItsCopy) {
+TEST_F(GranuleStreamMoveTest, FreeingABlockACopyWritesWaitsForTheCopy) {
   const CUdeviceptr base = tagged_block(2, 0);
-  arrive({base});
+  move_on_stream({base});
   ASSERT_TRUE(arena_.free(base));
   EXPECT_EQ(ops_.calls(Call::kWait), 1);
   EXPECT_EQ(ops_.mappings(), 0u) << "the copy's range is retired with it";
   EXPECT_EQ(ops_.reservations(), 0u);
-  EXPECT_EQ(arena_.stats().pooled_host_granules, 2u);
   EXPECT_EQ(ops_.live_events(), 1u) << "the event goes only in a closed window";
   EXPECT_EQ(waits_of({base}), std::vector<uint64_t>{});
   retire();
   EXPECT_EQ(ops_.live_events(), 0u);
 }
 
-TEST_F(GranuleArrivalTest, ACopyThatCannotBeQueuedIsMadeInTheWindow) {
+TEST_F(GranuleStreamMoveTest, ACopyThatCannotBeQueuedIsMadeInTheWindow) {
   const CUdeviceptr base = tagged_block(2, 0);
   ops_.fail(Call::kCopy, 1, CUDA_ERROR_LAUNCH_FAILED);
-  const MoveOutcome outcome = arrive({base});
+  const MoveOutcome outcome = move_on_stream({base});
   EXPECT_EQ(outcome.result, CUDA_SUCCESS);
   EXPECT_EQ(outcome.to_device, 2u);
   EXPECT_EQ(outcome.on_stream, 0u);
@@ -126,10 +176,10 @@ TEST_F(GranuleArrivalTest, ACopyThatCannotBeQueuedIsMadeInTheWindow) {
   expect_tags(base, 2);
 }
 
-TEST_F(GranuleArrivalTest, WithoutAnEventTheHostWaitsForTheCopy) {
+TEST_F(GranuleStreamMoveTest, WithoutAnEventTheHostWaitsForTheCopy) {
   const CUdeviceptr base = tagged_block(2, 0);
   ops_.fail(Call::kRecord, 1, CUDA_ERROR_UNKNOWN);
-  const MoveOutcome outcome = arrive({base});
+  const MoveOutcome outcome = move_on_stream({base});
   EXPECT_EQ(outcome.to_device, 2u);
   EXPECT_EQ(outcome.on_stream, 0u) << "nothing for submissions to wait for";
   EXPECT_EQ(ops_.calls(Call::kWait), 1);
@@ -138,36 +188,32 @@ TEST_F(GranuleArrivalTest, WithoutAnEventTheHostWaitsForTheCopy) {
   expect_tags(base, 2);
 }
 
-TEST_F(GranuleArrivalTest, ARemapThatFailsLeavesTheRestOfTheBatchOnTheHost) {
+TEST_F(GranuleStreamMoveTest, ARemapThatFailsLeavesTheRestOfTheBatchWhereItWas) {
   const CUdeviceptr first = tagged_block(2, 0);
   const CUdeviceptr second = tagged_block(2, 0);
-  // Four maps of host granules, four of device granules, two remaps of the first block; the
-  // remap of the second block's first granule fails.
+  // Four maps of old granules, four of new ones, two remaps of the first block; the remap of the
+  // second block's first granule fails.
   ops_.fail(Call::kMap, 11, CUDA_ERROR_UNKNOWN);
-  const MoveOutcome outcome = arrive({first, second});
+  const MoveOutcome outcome = move_on_stream({first, second});
   EXPECT_EQ(outcome.result, CUDA_ERROR_UNKNOWN);
   EXPECT_EQ(outcome.to_device, 2u);
   EXPECT_EQ(kinds(first, 2), (std::vector{kDevice, kDevice}));
   EXPECT_EQ(kinds(second, 2), (std::vector{kHost, kHost}));
   expect_tags(first, 2);
   expect_tags(second, 2);
-  EXPECT_EQ(waits_of({second}), std::vector<uint64_t>{}) << "nothing of it arrives";
+  EXPECT_EQ(waits_of({second}), std::vector<uint64_t>{}) << "nothing of it moved";
   EXPECT_EQ(waits_of({first}).size(), 1u);
-  EXPECT_EQ(arena_.stats().in_flight_device_granules, 2u) << "the copy still writes them";
-  ops_.finish_copies();
-  retire();
   const ArenaStats stats = arena_.stats();
-  EXPECT_EQ(stats.in_flight_device_granules, 0u);
+  EXPECT_EQ(stats.pooled_device_granules, 2u) << "the new granules it did not take";
   EXPECT_EQ(stats.pooled_host_granules, 2u);
-  EXPECT_EQ(ops_.reservations(), 2u);
 }
 
-TEST_F(GranuleArrivalTest, BeyondTheArrivalsInFlightTheCopyIsMadeInTheWindow) {
+TEST_F(GranuleStreamMoveTest, BeyondTheCopiesInFlightTheCopyIsMadeInTheWindow) {
   std::vector<CUdeviceptr> bases;
   for (int i = 0; i < 9; ++i) bases.push_back(tagged_block(1, 0));
-  for (int i = 0; i < 8; ++i) EXPECT_EQ(arrive({bases[i]}).on_stream, 1u) << "arrival " << i;
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(move_on_stream({bases[i]}).on_stream, 1u) << "move " << i;
   EXPECT_EQ(ops_.calls(Call::kWait), 0);
-  const MoveOutcome ninth = arrive({bases[8]});
+  const MoveOutcome ninth = move_on_stream({bases[8]});
   EXPECT_EQ(ninth.to_device, 1u);
   EXPECT_EQ(ninth.on_stream, 0u);
   EXPECT_EQ(ops_.calls(Call::kWait), 1);
@@ -177,23 +223,23 @@ TEST_F(GranuleArrivalTest, BeyondTheArrivalsInFlightTheCopyIsMadeInTheWindow) {
   for (const CUdeviceptr base : bases) expect_tags(base, 1);
 }
 
-TEST_F(GranuleArrivalTest, DuringACaptureTheHostWaits) {
+TEST_F(GranuleStreamMoveTest, DuringACaptureTheHostWaits) {
   const CUdeviceptr base = tagged_block(1, 0);
-  arrive({base});
+  move_on_stream({base});
   const std::array<uint64_t, 1> touched{base};
   const core::RemapWindow::Submission submission = window_.enter();
-  EXPECT_EQ(arena_.order_after_arrivals(kStream, touched, false, true), CUDA_SUCCESS);
+  EXPECT_EQ(arena_.order_after_copies(kStream, touched, false, true), CUDA_SUCCESS);
   ASSERT_EQ(ops_.stream_orders().size(), 1u);
   EXPECT_TRUE(ops_.stream_orders().front().on_host);
 }
 
-TEST_F(GranuleArrivalTest, AnOrderThatFailsIsReported) {
+TEST_F(GranuleStreamMoveTest, AnOrderThatFailsIsReported) {
   const CUdeviceptr base = tagged_block(1, 0);
-  arrive({base});
+  move_on_stream({base});
   ops_.fail(Call::kOrderStream, 1, CUDA_ERROR_INVALID_CONTEXT);
   const std::array<uint64_t, 1> touched{base};
   const core::RemapWindow::Submission submission = window_.enter();
-  EXPECT_EQ(arena_.order_after_arrivals(kStream, touched, false, false),
+  EXPECT_EQ(arena_.order_after_copies(kStream, touched, false, false),
             CUDA_ERROR_INVALID_CONTEXT);
 }
 

@@ -1,5 +1,6 @@
 #include "placement/tracked_work.h"
 
+#include <algorithm>
 #include <bit>
 #include <new>
 #include <vector>
@@ -40,6 +41,12 @@ CUresult TrackedWork::order_after(std::span<const uint64_t> bases, tiers::Granul
 
 bool TrackedWork::queued_since(uint64_t base, uint64_t since) noexcept {
   return uses_.marked_since(base, since);  // id: its base
+}
+
+bool TrackedWork::names_every_use(std::span<const uint64_t> bases) noexcept {
+  return std::ranges::all_of(bases, [&](uint64_t base) {
+    return uses_.last_use(base).has_value();  // id: its base
+  });
 }
 
 template <typename WaitForEnds>

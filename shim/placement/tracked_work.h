@@ -65,6 +65,9 @@ class TrackedWork final : public tiers::QueuedWork {
   CUresult order_after(std::span<const uint64_t> bases, tiers::GranuleOps& ops,
                        uint64_t& since) noexcept override;
   bool queued_since(uint64_t base, uint64_t since) noexcept override;
+  // Every block the use tracker tracks: a submission that may touch one lists it, or says it may
+  // touch every block.
+  bool names_every_use(std::span<const uint64_t> bases) noexcept override;
 
   // Moves that waited for their blocks' streams alone.
   uint64_t stream_waits() const noexcept { return stream_waits_.load(std::memory_order_relaxed); }

@@ -110,8 +110,7 @@ CUresult DriverGranuleOps::synchronize_device() noexcept {
   return driver::synchronize_device(device_);
 }
 
-CUresult DriverGranuleOps::wait_for_stream_ends(
-    std::span<const StreamEnd> ends) noexcept {
+CUresult DriverGranuleOps::wait_for_stream_ends(std::span<const StreamEnd> ends) noexcept {
   return driver::wait_for_stream_ends(device_, ends);
 }
 
@@ -200,7 +199,8 @@ bool DriverGranuleOps::copies_done(uint64_t event) noexcept {
 }
 
 void DriverGranuleOps::drop_event(uint64_t event) noexcept {
-  if (const auto destroy = VRAMSPILL_REAL(cuEventDestroy_v2)) destroy(reinterpret_cast<CUevent>(event));
+  if (const auto destroy = VRAMSPILL_REAL(cuEventDestroy_v2))
+    destroy(reinterpret_cast<CUevent>(event));
 }
 
 CUresult DriverGranuleOps::order_stream_after(uint64_t stream, uint64_t event,

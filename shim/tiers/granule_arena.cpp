@@ -38,7 +38,9 @@ CUresult GranuleArena::allocate(uint64_t bytes, uint64_t device_granules,
   } catch (const std::bad_alloc&) {
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
-  // Note [Moves copied on the stream]: the program writes a new block as it likes.
+  // Note [Moves copied on the stream]: the program writes a new block as it likes. (No move runs
+  // between the settling and the taking: the placement serialises a device's allocations and
+  // moves.)
   if (const CUresult settled = settle_copies(); settled != CUDA_SUCCESS) return settled;
   CUresult result = take_granules(count, device_granules, granules);
   CUdeviceptr range = 0;
@@ -55,11 +57,10 @@ CUresult GranuleArena::allocate(uint64_t bytes, uint64_t device_granules,
   if (result == CUDA_SUCCESS) {
     try {
       const std::lock_guard lock(mutex_);
-      blocks_.emplace(range, Block{.bytes = bytes,
-                                   .granules = granules,
-                                   .staging = 0,
-                                   .staged = {},
-                                   .staged_since = 0});
+      blocks_.emplace(
+          range,
+          Block{
+              .bytes = bytes, .granules = granules, .staging = 0, .staged = {}, .staged_since = 0});
       *base = range;
       return CUDA_SUCCESS;
     } catch (const std::bad_alloc&) {  // the books cannot hold it: undone like a failed map
@@ -223,13 +224,19 @@ void GranuleArena::give_back_device_granules(uint64_t granules) noexcept {
 void GranuleArena::trim_to(uint64_t keep_device, uint64_t keep_host, bool settle) noexcept {
   // Note [Moves copied on the stream]: no memory a copy may still use goes back to the driver.
   if (settle) {
-    bool unsettled = false;
+    // Only when the granules no copy may use are too few for what is to go.
+    bool short_of_settled = false;
     {
       const std::lock_guard lock(mutex_);
-      unsettled = (pooled_device_.size() > keep_device && unsettled_[0] != 0) ||
-                  (pooled_host_.size() > keep_host && unsettled_[1] != 0);
+      for (const GranuleKind kind : {GranuleKind::kDevice, GranuleKind::kHost}) {
+        const uint64_t pooled = pool_of(kind).size();
+        const uint64_t keep = kind == GranuleKind::kDevice ? keep_device : keep_host;
+        short_of_settled =
+            short_of_settled ||
+            (pooled > keep && pooled - unsettled_[static_cast<int>(kind)] < pooled - keep);
+      }
     }
-    if (unsettled && settle_copies() != CUDA_SUCCESS) return;
+    if (short_of_settled && settle_copies() != CUDA_SUCCESS) return;
   }
   std::vector<GranuleHandle> surplus;
   {
@@ -305,7 +312,8 @@ bool GranuleArena::check_invariants(std::string* problem) const {
     for (const Slot& slot : block.staged) {
       if (block.granules.at(slot.index).handle != slot.to.handle)
         return fail("a staged granule is not in its block's books");
-      if (!seen.insert(slot.from.handle).second) return fail("a staged block's old granule is reused");
+      if (!seen.insert(slot.from.handle).second)
+        return fail("a staged block's old granule is reused");
       ++held;
     }
   }

@@ -79,7 +79,9 @@
 // that), maps each moving granule's old and new backing side by side in two halves of one range,
 // queues one copy from the first half into the second on the arena's stream, remaps the blocks'
 // addresses to the new granules at once, records an event after the copy and returns; a failed
-// copy remaps nothing. From then on every submission that may touch one of those blocks, and
+// copy remaps nothing (QueuedWork::names_every_use() must hold for every block: a block the use
+// tracker does not know moves in the window). From then on every submission that may touch one
+// of those blocks, and
 // every one that cannot say what it touches, makes its stream wait for the event before its
 // driver call (order_after_copies(), inside the window: the launch that asked for a promotion is
 // the first), so the kernel finds the bytes there; while a capture is in progress a wait would
@@ -99,8 +101,12 @@
 // an event it destroys); at most kMaxCopiesInFlight are in flight, beyond which a batch is copied
 // in the window. Freeing a block a copy writes, and settle_copies(), wait for the arena's copies
 // and retire them all, keeping their events for the next retirement in a closed window.
+// A stage took stream bits that only the arena's stream waits for (Note [Staged promotions]): a
+// move on the stream remaps without waiting for that stream, so after a stage the first one waits
+// for it on the host (stage_waits_queued_).
 // Unsafe as the tracked window is: a kernel that reaches such a block through a pointer kept in
-// device memory may run before the copy and read what its new granules held before.
+// device memory may run before the copy and read what its new granules held before. So are the
+// stream memory operations (cuStreamWriteValue and the like), which the shim does not hook.
 #pragma once
 
 #include <cuda.h>
@@ -188,6 +194,9 @@ class QueuedWork {
   // Whether work that may touch the block at `base` was queued after order_after() gave
   // `since` (Note [Staged promotions]: the staged copy may miss what it wrote).
   virtual bool queued_since(uint64_t base, uint64_t since) noexcept = 0;
+  // Whether every submission that may touch the blocks at `bases` says so, and so can be made to
+  // wait for their copy (Note [Moves copied on the stream]).
+  virtual bool names_every_use(std::span<const uint64_t> bases) noexcept = 0;
 
  protected:
   QueuedWork() = default;
@@ -356,11 +365,14 @@ class GranuleArena {
     std::vector<uint64_t> bases;  // of the blocks whose addresses map what the copy writes
   };
   static constexpr std::size_t kMaxCopiesInFlight = 8;
-  // Carries out `slots` on the stream: how many were remapped; nullopt when nothing was done and
-  // the copies are to be made in the window. `in_flight`: whether submissions are to wait for
-  // the copy (false when the host had to).
-  std::optional<std::size_t> copy_on_stream(std::span<const Slot> slots, CUresult& result,
-                                            bool& in_flight);
+  struct StreamCopy {
+    std::size_t moved = 0;   // slots remapped
+    bool in_flight = false;  // whether submissions are to wait for the copy (not if the host did)
+    bool range_kept = false;  // the driver kept the range, and the slots' new granules mapped in it
+  };
+  // Carries out `slots` on the stream; nullopt when nothing was done and the copies are to be
+  // made in the window.
+  std::optional<StreamCopy> copy_on_stream(std::span<const Slot> slots, CUresult& result);
   // Retires the copies in flight that are done (all of them when `all_done`: the caller waited
   // for the copies). Their events are destroyed only when `window_closed` (no submission can be
   // about to wait for one); otherwise they are kept in spent_events_ for the next retirement.
@@ -382,6 +394,9 @@ class GranuleArena {
   std::vector<CopyInFlight> copies_in_flight_;  // changed only with move_mutex_ held
   std::atomic<std::size_t> copies_pending_{0};    // copies_in_flight_.size(), read without a lock
   std::vector<uint64_t> spent_events_;  // of copies retired outside a closed window
+  // A stage ordered its copies after work whose stream bits it took: until the arena's stream
+  // is waited for, a move on the stream must wait for it before it remaps. With move_mutex_.
+  bool stage_waits_queued_ = false;
   // Of each pool (by GranuleKind), how many of the last granules a copy in flight may still use;
   // 0 once none is in flight.
   std::array<uint64_t, 2> unsettled_{};

@@ -39,9 +39,8 @@ std::vector<GranuleArena::Slot> GranuleArena::plan_locked(
 
 std::vector<GranuleMove> GranuleArena::promotions_among(std::span<const GranuleMove> moves) {
   std::vector<GranuleMove> promotions;
-  std::ranges::copy_if(moves, std::back_inserter(promotions), [](const GranuleMove& move) {
-    return move.to == GranuleKind::kDevice;
-  });
+  std::ranges::copy_if(moves, std::back_inserter(promotions),
+                       [](const GranuleMove& move) { return move.to == GranuleKind::kDevice; });
   return promotions;
 }
 
@@ -123,13 +122,14 @@ MoveOutcome GranuleArena::carry_out(std::span<const GranuleMove> moves, QueuedWo
   hand_out(slots, fresh);  // what `fresh` keeps goes back to the pools
   CUdeviceptr staging = 0;
   std::size_t moved = 0;
-  std::optional<std::size_t> streamed;  // Note [Moves copied on the stream]
-  bool in_flight = false;
-  if (!slots.empty() && on_stream && copies_pending_.load() < kMaxCopiesInFlight) {
+  std::optional<StreamCopy> streamed;  // Note [Moves copied on the stream]
+  if (!slots.empty() && on_stream && copies_pending_.load() < kMaxCopiesInFlight &&
+      queued->names_every_use(moving)) {
     CUresult failure = CUDA_SUCCESS;
-    streamed = copy_on_stream(slots, failure, in_flight);
+    streamed = copy_on_stream(slots, failure);
     if (result == CUDA_SUCCESS) result = failure;
-    moved = streamed.value_or(0);
+    if (streamed) moved = streamed->moved;
+    if (streamed && streamed->range_kept) slots.clear();  // leaked with the range
   }
   if (!slots.empty() && !streamed) {
     const CUresult reserved = ops_.reserve(slots.size() * kGranuleBytes, &staging);
@@ -164,7 +164,7 @@ MoveOutcome GranuleArena::carry_out(std::span<const GranuleMove> moves, QueuedWo
       blocks_.at(slots[i].block).granules[slots[i].index] = slots[i].to;
       (slots[i].to.kind == GranuleKind::kDevice ? outcome.to_device : outcome.to_host) += 1;
     }
-    if (in_flight) outcome.on_stream = *streamed;
+    if (streamed && streamed->in_flight) outcome.on_stream = streamed->moved;
   }
   pool(fresh);
   return outcome;

@@ -23,15 +23,16 @@ MoveOutcome GranuleArena::stage(std::span<const GranuleMove> moves,
   auto& [slots, fresh, moving] = planned;
   if (slots.empty()) return outcome;
   uint64_t since = 0;
+  // Note [Moves copied on the stream]: whatever it took, only the arena's stream waits for.
+  stage_waits_queued_ = true;
   if (outcome.result = queued.order_after(moving, ops_, since); outcome.result != CUDA_SUCCESS)
     return outcome;
   outcome.result = take_granules(slots.size(), slots.size(), fresh);
   hand_out(slots, fresh);
   pool(fresh);  // what the driver gave beyond the slots' needs (nothing, unless it failed)
   for (auto first = slots.begin(); first != slots.end();) {
-    const auto past = std::find_if(first, slots.end(), [&](const Slot& slot) {
-      return slot.block != first->block;
-    });
+    const auto past = std::find_if(first, slots.end(),
+                                   [&](const Slot& slot) { return slot.block != first->block; });
     CUresult result = CUDA_SUCCESS;
     if (stage_block(std::span(first, past), since, result)) {
       outcome.to_device += static_cast<uint64_t>(past - first);
@@ -101,8 +102,7 @@ void GranuleArena::settle_staged(std::span<const GranuleMove> moves, QueuedWork*
     for (const GranuleMove& move : moves) {
       const auto found = blocks_.find(move.base);
       if (found == blocks_.end() || found->second.staged.empty()) continue;
-      std::vector<uint64_t>& settling =
-          move.to == GranuleKind::kDevice ? finishing : unstaging;
+      std::vector<uint64_t>& settling = move.to == GranuleKind::kDevice ? finishing : unstaging;
       if (std::ranges::find(settling, move.base) == settling.end()) settling.push_back(move.base);
     }
   }
@@ -126,8 +126,7 @@ void GranuleArena::finish(std::span<const uint64_t> bases, QueuedWork* queued,
       since.push_back(block.staged_since);
     }
   }
-  CUresult result =
-      queued != nullptr ? queued->wait_for(bases, ops_) : ops_.synchronize_device();
+  CUresult result = queued != nullptr ? queued->wait_for(bases, ops_) : ops_.synchronize_device();
   // Work queued on a block since its stage may have written its host granules after the copy
   // (without a QueuedWork to say, the copy is made again).
   for (std::size_t i = 0; result == CUDA_SUCCESS && i < staged.size(); ++i) {

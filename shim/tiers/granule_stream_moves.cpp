@@ -15,9 +15,14 @@ MoveOutcome GranuleArena::move_on_stream(std::span<const GranuleMove> moves,
   return carry_out(moves, &queued, true);
 }
 
-std::optional<std::size_t> GranuleArena::copy_on_stream(std::span<const Slot> slots,
-                                                        CUresult& result, bool& in_flight) {
-  in_flight = false;
+std::optional<GranuleArena::StreamCopy> GranuleArena::copy_on_stream(std::span<const Slot> slots,
+                                                                     CUresult& result) {
+  // Note [Moves copied on the stream]: the work a stage took the bits of is over once the arena's
+  // stream is; the window's copy waits for it anyway.
+  if (stage_waits_queued_) {
+    if (ops_.wait_for_copies() != CUDA_SUCCESS) return std::nullopt;
+    stage_waits_queued_ = false;
+  }
   CopyInFlight copy{.event = 0, .range = 0, .slots = slots.size(), .bases = {}};
   try {
     for (const Slot& slot : slots) {  // sorted by block
@@ -40,7 +45,7 @@ std::optional<std::size_t> GranuleArena::copy_on_stream(std::span<const Slot> sl
       const std::lock_guard lock(mutex_);
       leaked_granules_ += slots.size();  // the new ones, still mapped in the kept range
       result = failure;
-      return 0;
+      return StreamCopy{.moved = 0, .in_flight = false, .range_kept = true};
     }
     return std::nullopt;
   }
@@ -52,19 +57,19 @@ std::optional<std::size_t> GranuleArena::copy_on_stream(std::span<const Slot> sl
   if (ops_.record_copies(&copy.event) != CUDA_SUCCESS) {
     // No event to order submissions after: the host waits for the copy here.
     if (const CUresult waited = ops_.wait_for_copies(); waited != CUDA_SUCCESS) {
+      // The copy may never run (the context is lost): its range is left to the driver.
       const std::lock_guard lock(mutex_);
-      ++leaked_ranges_;  // mapped under a copy that may never end
+      ++leaked_ranges_;
       if (result == CUDA_SUCCESS) result = waited;
-      return moved;
+      return StreamCopy{.moved = moved, .in_flight = false, .range_kept = false};
     }
     retire(copy);
-    return moved;
+    return StreamCopy{.moved = moved, .in_flight = false, .range_kept = false};
   }
-  in_flight = true;
   const std::lock_guard lock(mutex_);
   copies_in_flight_.push_back(std::move(copy));  // within the capacity carry_out() reserved
   copies_pending_.store(copies_in_flight_.size(), std::memory_order_release);
-  return moved;
+  return StreamCopy{.moved = moved, .in_flight = true, .range_kept = false};
 }
 
 void GranuleArena::retire_copies(bool all_done, bool window_closed) {

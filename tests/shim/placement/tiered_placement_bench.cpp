@@ -48,6 +48,7 @@ class NoQueuedWork final : public vramspill::tiers::QueuedWork {
     return CUDA_SUCCESS;
   }
   bool queued_since(uint64_t, uint64_t) noexcept override { return false; }
+  bool names_every_use(std::span<const uint64_t>) noexcept override { return true; }
 };
 
 void BM_LaunchTouchingResidentBlocks(benchmark::State& state) {

@@ -513,6 +513,20 @@ TEST_F(TrackedWindowTest, ALaunchsMovesAreCopiedOnTheStreamItWaitsOn) {
   free_all({cold, hot, fresh});
 }
 
+// A kernel that reaches a block the tracker does not know names no block (and is not a graph), so
+// no submission could be made to wait for its copy: it moves in the window.
+TEST_F(TrackedWindowTest, ABlockTheTrackerDoesNotKnowIsCopiedInTheWindow) {
+  CUdeviceptr untracked = 0;
+  ASSERT_EQ(tracked_.allocate(0, 4 * kGranuleBytes, &untracked), CUDA_SUCCESS);
+  const CUdeviceptr hot = allocate_tracked(4);
+  launch_on(kStreamA, hot);
+  const CUdeviceptr fresh = allocate_tracked(4);  // evicts the untracked block
+  EXPECT_EQ(device_granules(untracked), 0u);
+  EXPECT_EQ(tracked_.stats().streamed_granules, 0u);
+  EXPECT_EQ(tracked_.free(0, untracked), CUDA_SUCCESS);
+  free_all({hot, fresh});
+}
+
 TEST_F(TrackedWindowTest, AGraphLaunchMakesTheNextMoveWaitForItsStreamToo) {
   const CUdeviceptr cold = allocate_tracked(4);
   const CUdeviceptr hot = allocate_tracked(4);
@@ -689,6 +703,44 @@ TEST_F(TrackedWindowTest, AGraphsWriteToAStagedBlockSurvivesOtherMoves) {
       ASSERT_TRUE(arena_.free(base));
     }
   }
+  arena_.trim();  // the arena alone ran here: the budgets were never charged
+}
+
+// A stage takes the "every block" bits of a graph and waits for the graph only on the arena's
+// stream; a move on the stream that follows must not remap a block the graph may touch before
+// the graph is over (Note [Moves copied on the stream]).
+TEST_F(TrackedWindowTest, AMoveOnTheStreamAfterAStageWaitsForTheGraphTheStageTook) {
+  std::atomic<uint64_t> devices{0b1};
+  TrackedWork tracked(uses_, devices);
+  constexpr uint64_t kGraphEvent = 0xe1;
+  std::vector<CUdeviceptr> blocks;
+  for (int i = 0; i < 2; ++i) {
+    CUdeviceptr base = 0;
+    ASSERT_EQ(arena_.allocate(2 * kGranuleBytes, 0, &base), CUDA_SUCCESS);
+    ASSERT_EQ(uses_.track(base, 2 * kGranuleBytes, base), core::TrackResult::kTracked);
+    blocks.push_back(base);
+  }
+  for (uint64_t i = 0; i < core::StreamSlots::kRecordEvery; ++i) {  // graphs, then an event
+    core::SubmissionUse graph;
+    uses_.record_everything(kStreamB, graph);
+    if (const auto due = uses_.stream_slots().end_call(uses_.mark_streams(graph)))
+      uses_.stream_slots().recorded(*due, kGraphEvent, 1);
+  }
+  const tiers::GranuleMove stage{.base = blocks[0], .to = GranuleKind::kDevice, .granules = 0};
+  ASSERT_EQ(arena_.stage(std::span(&stage, 1), window_.close(), tracked).to_device, 2u);
+  EXPECT_EQ(ops_.events_queued_after(), std::vector<uint64_t>{kGraphEvent});
+  const int host_waits = ops_.calls(tiers::FakeGranuleOps::kWait);
+  const tiers::GranuleMove promotion{.base = blocks[1], .to = GranuleKind::kDevice, .granules = 0};
+  EXPECT_EQ(arena_.move_on_stream(std::span(&promotion, 1), window_.close(), tracked).on_stream,
+            2u);
+  EXPECT_EQ(ops_.calls(tiers::FakeGranuleOps::kWait), host_waits + 1)
+      << "remapped while the graph the stage took may still run";
+  ops_.finish_copies();
+  for (const CUdeviceptr base : blocks) {
+    uses_.untrack(base);
+    ASSERT_TRUE(arena_.free(base));
+  }
+  arena_.move({}, window_.close());  // retires the copy and its event
   arena_.trim();  // the arena alone ran here: the budgets were never charged
 }
 

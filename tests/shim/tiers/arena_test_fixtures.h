@@ -81,8 +81,10 @@ class FakeQueuedWork final : public QueuedWork {
     return order_result;
   }
   bool queued_since(uint64_t, uint64_t) noexcept override { return work_found; }
+  bool names_every_use(std::span<const uint64_t>) noexcept override { return uses_named; }
 
   bool work_found = false;  // what queued_since() says of the work since the stage
+  bool uses_named = true;   // what names_every_use() says
   CUresult order_result = CUDA_SUCCESS;
   int waits = 0;
   int orders = 0;

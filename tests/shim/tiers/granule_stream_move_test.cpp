@@ -223,6 +223,47 @@ TEST_F(GranuleStreamMoveTest, BeyondTheCopiesInFlightTheCopyIsMadeInTheWindow) {
   for (const CUdeviceptr base : bases) expect_tags(base, 1);
 }
 
+TEST_F(GranuleStreamMoveTest, ACopyThatCannotBeQueuedWithARangeTheDriverKeepsLeaksOnce) {
+  const CUdeviceptr base = tagged_block(2, 0);
+  ops_.fail(Call::kCopy, 1, CUDA_ERROR_LAUNCH_FAILED);
+  ops_.fail(Call::kUnmap, 1, CUDA_ERROR_UNKNOWN);
+  const MoveOutcome outcome = move_on_stream({base});
+  EXPECT_EQ(outcome.result, CUDA_ERROR_LAUNCH_FAILED);
+  EXPECT_EQ(outcome.to_device, 0u);
+  const ArenaStats stats = arena_.stats();
+  EXPECT_EQ(stats.leaked_granules, 2u) << "the new granules, mapped in the kept range";
+  EXPECT_EQ(stats.pooled_device_granules, 0u) << "and not handed out again";
+  EXPECT_EQ(stats.leaked_ranges, 1u);
+  expect_tags(base, 2);
+}
+
+TEST_F(GranuleStreamMoveTest, BlocksWhoseUsesAreNotAllNamedMoveInTheWindow) {
+  const CUdeviceptr base = tagged_block(2, 0);
+  queued_.uses_named = false;
+  const MoveOutcome outcome = move_on_stream({base});
+  EXPECT_EQ(outcome.to_device, 2u);
+  EXPECT_EQ(outcome.on_stream, 0u) << "no submission could be made to wait for the copy";
+  EXPECT_EQ(ops_.calls(Call::kWait), 1);
+  expect_tags(base, 2);
+}
+
+TEST_F(GranuleStreamMoveTest, AfterAStageTheNextMoveOnTheStreamWaitsForTheArenasStream) {
+  const CUdeviceptr ahead = tagged_block(1, 0);
+  const CUdeviceptr needed = tagged_block(1, 0);
+  const CUdeviceptr another = tagged_block(1, 0);
+  {
+    const core::RemapWindow::Exclusive exclusive = window_.close();
+    const GranuleMove stage{.base = ahead, .to = kDevice, .granules = 0};
+    ASSERT_EQ(arena_.stage(std::span(&stage, 1), exclusive, queued_).to_device, 1u);
+  }
+  // The stage took the stream bits of the work that may touch every block; only the arena's
+  // stream waits for that work, and `needed` must not be remapped before it is over.
+  EXPECT_EQ(move_on_stream({needed}).on_stream, 1u);
+  EXPECT_EQ(ops_.calls(Call::kWait), 1);
+  move_on_stream({another});
+  EXPECT_EQ(ops_.calls(Call::kWait), 1) << "once is enough, until the next stage";
+}
+
 TEST_F(GranuleStreamMoveTest, DuringACaptureTheHostWaits) {
   const CUdeviceptr base = tagged_block(1, 0);
   move_on_stream({base});
@@ -239,8 +280,7 @@ TEST_F(GranuleStreamMoveTest, AnOrderThatFailsIsReported) {
   ops_.fail(Call::kOrderStream, 1, CUDA_ERROR_INVALID_CONTEXT);
   const std::array<uint64_t, 1> touched{base};
   const core::RemapWindow::Submission submission = window_.enter();
-  EXPECT_EQ(arena_.order_after_copies(kStream, touched, false, false),
-            CUDA_ERROR_INVALID_CONTEXT);
+  EXPECT_EQ(arena_.order_after_copies(kStream, touched, false, false), CUDA_ERROR_INVALID_CONTEXT);
 }
 
 }  // namespace

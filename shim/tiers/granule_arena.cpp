@@ -224,17 +224,12 @@ void GranuleArena::give_back_device_granules(uint64_t granules) noexcept {
 void GranuleArena::trim_to(uint64_t keep_device, uint64_t keep_host, bool settle) noexcept {
   // Note [Moves copied on the stream]: no memory a copy may still use goes back to the driver.
   if (settle) {
-    // Only when the granules no copy may use are too few for what is to go.
+    // Only when what is to go reaches into the granules a copy may use (the last unsettled_).
     bool short_of_settled = false;
     {
       const std::lock_guard lock(mutex_);
-      for (const GranuleKind kind : {GranuleKind::kDevice, GranuleKind::kHost}) {
-        const uint64_t pooled = pool_of(kind).size();
-        const uint64_t keep = kind == GranuleKind::kDevice ? keep_device : keep_host;
-        short_of_settled =
-            short_of_settled ||
-            (pooled > keep && pooled - unsettled_[static_cast<int>(kind)] < pooled - keep);
-      }
+      short_of_settled = (pooled_device_.size() > keep_device && unsettled_[0] > keep_device) ||
+                         (pooled_host_.size() > keep_host && unsettled_[1] > keep_host);
     }
     if (short_of_settled && settle_copies() != CUDA_SUCCESS) return;
   }

@@ -320,8 +320,6 @@ class GranuleArena {
   // are left out: a move settles them first, and none is staged twice. Throws std::bad_alloc.
   Plan plan(std::span<const GranuleMove> moves, std::size_t fresh_per_slot) const;
   std::vector<Slot> plan_locked(std::span<const GranuleMove> moves) const;
-  // The promotions among `moves`. Throws std::bad_alloc.
-  static std::vector<GranuleMove> promotions_among(std::span<const GranuleMove> moves);
   // move() and move_on_stream(): `on_stream` copies as Note [Moves copied on the stream] says
   // while fewer than kMaxCopiesInFlight are in flight.
   MoveOutcome carry_out(std::span<const GranuleMove> moves, QueuedWork* queued, bool on_stream);

@@ -37,13 +37,6 @@ std::vector<GranuleArena::Slot> GranuleArena::plan_locked(
   return slots;
 }
 
-std::vector<GranuleMove> GranuleArena::promotions_among(std::span<const GranuleMove> moves) {
-  std::vector<GranuleMove> promotions;
-  std::ranges::copy_if(moves, std::back_inserter(promotions),
-                       [](const GranuleMove& move) { return move.to == GranuleKind::kDevice; });
-  return promotions;
-}
-
 GranuleArena::Plan GranuleArena::plan(std::span<const GranuleMove> moves,
                                       std::size_t fresh_per_slot) const {
   Plan planned;

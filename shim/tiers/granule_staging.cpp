@@ -1,5 +1,6 @@
 // Staged promotions of the granule arena (Note [Staged promotions] in tiers/granule_arena.h).
 #include <algorithm>
+#include <iterator>
 #include <new>
 #include <utility>
 
@@ -15,7 +16,10 @@ MoveOutcome GranuleArena::stage(std::span<const GranuleMove> moves,
   retire_copies(false, true);  // Note [Moves copied on the stream]
   Plan planned;
   try {
-    planned = plan(promotions_among(moves), 1);
+    std::vector<GranuleMove> promotions;
+    std::ranges::copy_if(moves, std::back_inserter(promotions),
+                         [](const GranuleMove& move) { return move.to == GranuleKind::kDevice; });
+    planned = plan(promotions, 1);
   } catch (const std::bad_alloc&) {
     outcome.result = CUDA_ERROR_OUT_OF_MEMORY;
     return outcome;

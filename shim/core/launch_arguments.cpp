@@ -13,48 +13,51 @@ size_t entry_index(uintptr_t function) noexcept {
 }
 
 // Every parameter through `info`, until it answers CUDA_ERROR_INVALID_VALUE (no such index).
-bool query_layout(CUfunction function, ParamInfoFunction info, ParamLayout& layout) noexcept {
-  if (info == nullptr) return false;
+template <typename Handle>
+ArgumentsRead query_layout_with(CUresult (*info)(Handle, size_t, size_t*, size_t*), Handle handle,
+                                ParamLayout& layout) noexcept {
   layout.count = 0;
   for (size_t index = 0;; ++index) {
     size_t offset = 0, size = 0;
-    const CUresult result = info(function, index, &offset, &size);
-    if (result == CUDA_ERROR_INVALID_VALUE) return true;
-    if (result != CUDA_SUCCESS || index == ParamLayout::kMaxParams || offset > UINT16_MAX ||
-        size > UINT16_MAX)
-      return false;
+    const CUresult result = info(handle, index, &offset, &size);
+    if (result == CUDA_ERROR_INVALID_VALUE) return ArgumentsRead::kRead;
+    if (result != CUDA_SUCCESS || offset > UINT16_MAX || size > UINT16_MAX)
+      return ArgumentsRead::kLayoutRefused;
+    if (index == ParamLayout::kMaxParams) return ArgumentsRead::kTooManyParameters;
     layout.params[index] = {static_cast<uint16_t>(offset), static_cast<uint16_t>(size)};
     layout.count = static_cast<uint32_t>(index + 1);
   }
 }
 
-bool append(ArgumentWords& words, const void* bytes, size_t size) noexcept {
-  const size_t count = size / kWordBytes;
-  if (count > ArgumentWords::kMaxWords - words.count) return false;
-  // Word by word: a copy of constant size is a load and a store, where one of `size` bytes
-  // would be a call into the C library for each parameter (most are a single word).
-  const auto* source = static_cast<const unsigned char*>(bytes);
-  for (size_t index = 0; index < count; ++index)
-    std::memcpy(&words.words[words.count + index], source + index * kWordBytes, kWordBytes);
-  words.count += count;
-  return true;
+// Note [Kernels launched as functions]: the function's query, then the kernel's.
+ArgumentsRead query_layout(CUfunction function, const LayoutQueries& queries,
+                           ParamLayout& layout) noexcept {
+  if (queries.function == nullptr && queries.kernel == nullptr)
+    return ArgumentsRead::kNoLayoutQuery;
+  if (queries.function != nullptr) {
+    const ArgumentsRead read = query_layout_with(queries.function, function, layout);
+    if (read != ArgumentsRead::kLayoutRefused || queries.kernel == nullptr) return read;
+  }
+  return query_layout_with(queries.kernel, reinterpret_cast<CUkernel>(function), layout);
 }
 
-// The packed buffer of `extra`; false for a key this does not know.
-bool extra_words(void** extra, ArgumentWords& words) noexcept {
+// The packed buffer of `extra`, as one run of its whole words.
+ArgumentsRead extra_words(void** extra, LaunchWords& words) noexcept {
   const void* buffer = nullptr;
   size_t size = 0;
   for (void** pair = extra; *pair != CU_LAUNCH_PARAM_END; pair += 2) {
     if (pair[0] == CU_LAUNCH_PARAM_BUFFER_POINTER) {
       buffer = pair[1];
     } else if (pair[0] == CU_LAUNCH_PARAM_BUFFER_SIZE) {
-      if (pair[1] == nullptr) return false;
+      if (pair[1] == nullptr) return ArgumentsRead::kUnknownExtraKey;
       std::memcpy(&size, pair[1], sizeof size);
     } else {
-      return false;
+      return ArgumentsRead::kUnknownExtraKey;
     }
   }
-  return buffer == nullptr || append(words, buffer, size);
+  if (buffer != nullptr && size >= kWordBytes)
+    words.runs[words.count++] = {buffer, size / kWordBytes};
+  return ArgumentsRead::kRead;
 }
 
 }  // namespace
@@ -91,30 +94,52 @@ void ParamLayoutCache::store(Entry& entry, uintptr_t function, uint32_t generati
   entry.version.store(version + 2, std::memory_order_release);
 }
 
-bool ParamLayoutCache::layout(CUfunction function, ParamInfoFunction info,
-                              ParamLayout& layout) noexcept {
+ArgumentsRead ParamLayoutCache::layout(CUfunction function, const LayoutQueries& queries,
+                                       ParamLayout& layout) noexcept {
   const auto key = reinterpret_cast<uintptr_t>(function);
   const uint32_t generation = generation_.load(std::memory_order_relaxed);
   Entry& entry = entries_[entry_index(key)];
-  if (find(entry, key, generation, layout)) return true;
-  if (!query_layout(function, info, layout)) return false;
-  store(entry, key, generation, layout);
-  return true;
+  if (find(entry, key, generation, layout)) return ArgumentsRead::kRead;
+  const ArgumentsRead read = query_layout(function, queries, layout);
+  if (read == ArgumentsRead::kRead) store(entry, key, generation, layout);
+  return read;
 }
 
-bool argument_words(CUfunction function, void** kernel_params, void** extra,
-                    ParamLayoutCache& cache, ParamInfoFunction info,
-                    ArgumentWords& words) noexcept {
+ArgumentsRead argument_words(CUfunction function, void** kernel_params, void** extra,
+                             ParamLayoutCache& cache, const LayoutQueries& queries,
+                             LaunchWords& words) noexcept {
   words.count = 0;
-  if (kernel_params == nullptr) return extra == nullptr || extra_words(extra, words);
+  if (kernel_params == nullptr)
+    return extra == nullptr ? ArgumentsRead::kRead : extra_words(extra, words);
   ParamLayout layout;
-  if (!cache.layout(function, info, layout)) return false;
+  if (const ArgumentsRead read = cache.layout(function, queries, layout);
+      read != ArgumentsRead::kRead)
+    return read;
   for (uint32_t index = 0; index < layout.count; ++index) {
     const ParamLayout::Param& param = layout.params[index];
-    if (param.offset % kWordBytes != 0 || kernel_params[index] == nullptr) continue;
-    if (!append(words, kernel_params[index], param.size)) return false;
+    if (param.offset % kWordBytes != 0 || param.size < kWordBytes ||
+        kernel_params[index] == nullptr)
+      continue;
+    words.runs[words.count++] = {kernel_params[index], param.size / kWordBytes};
   }
-  return true;
+  return ArgumentsRead::kRead;
+}
+
+const char* describe(ArgumentsRead read) noexcept {
+  switch (read) {
+    case ArgumentsRead::kRead:
+      return "read";
+    case ArgumentsRead::kNoLayoutQuery:
+      return "the driver has neither cuFuncGetParamInfo nor cuKernelGetParamInfo (before CUDA "
+             "12.4)";
+    case ArgumentsRead::kLayoutRefused:
+      return "the driver's layout queries refused the handle";
+    case ArgumentsRead::kTooManyParameters:
+      return "the kernel has more parameters than the shim reads (64)";
+    case ArgumentsRead::kUnknownExtraKey:
+      return "the launch's `extra` holds a key the shim does not know";
+  }
+  return "unknown";
 }
 
 }  // namespace vramspill::core

@@ -1,6 +1,7 @@
 // A kernel launch's arguments as the 8-byte words use tracking looks up (core/use_tracker.h).
-// Driver-free: where each parameter lies comes through a seam with cuFuncGetParamInfo's
-// signature, so unit tests drive the decoding with a fake layout and real parameter buffers.
+// Driver-free: where each parameter lies comes through seams with the signatures of
+// cuFuncGetParamInfo and cuKernelGetParamInfo, so unit tests drive the decoding with fake
+// layouts and real parameter buffers.
 //
 // Note [Reading a launch's arguments]
 // cuLaunchKernel takes either kernelParams, one pointer per parameter to its value, or `extra`,
@@ -8,15 +9,29 @@
 // CU_LAUNCH_PARAM_BUFFER_SIZE). A device pointer is 8 bytes at an 8-byte aligned offset of that
 // space, alone or inside a struct, so the words looked up are:
 // - from `extra`: every aligned word of the buffer, no layout needed;
-// - from kernelParams: each parameter's aligned words, its size and offset from
-//   cuFuncGetParamInfo (a parameter that is not 8-byte aligned, or smaller than 8 bytes, holds no
+// - from kernelParams: each parameter's aligned words, its size and offset from the driver's
+//   layout query (a parameter that is not 8-byte aligned, or smaller than 8 bytes, holds no
 //   pointer). Only the parameter's own bytes are read, never past them.
+// The words are not copied: the tracker reads them where the program put them (runs of words,
+// one per parameter), so a parameter space of any size up to the driver's 32764 bytes (PyTorch's
+// multi-tensor kernels pass structs of about 4 KiB full of pointers) costs no allocation and no
+// stack beyond one pointer and length per parameter.
 // Pointer-sized integers that happen to fall inside a tracked range count as uses: harmless (a
 // block looks used), where missing a pointer would remap memory under a running kernel.
-// The layout cannot be read (cuFuncGetParamInfo missing, as before CUDA 12.4, or failing; more
-// than kMaxParams parameters; more than kMaxWords words; an `extra` key this does not know): the
-// launch may touch everything, and the caller records it so (UseTracker::record_everything).
-// A null kernelParams, or a null pointer in it, is the driver's to refuse: it is not read.
+//
+// Note [Kernels launched as functions]
+// The launch calls take a CUfunction, and the CUDA runtime passes them CUkernel handles (from
+// cuLibraryGetKernel: every kernel of a framework, cuBLAS included). cuFuncGetParamInfo refuses
+// a CUkernel with CUDA_ERROR_INVALID_HANDLE; cuKernelGetParamInfo reads it (both since CUDA 12.4,
+// measured on an H200 with CUDA 13.0). So the layout is asked of cuFuncGetParamInfo first and,
+// when it refuses the handle, of cuKernelGetParamInfo; a handle is one or the other, and the
+// cache keeps a layout whichever query gave it. cuKernelGetFunction then cuFuncGetParamInfo
+// would also work, but needs a current context and is one call more.
+// A launch whose layout still cannot be read (neither query exists, as before CUDA 12.4; both
+// refuse the handle; more than kMaxParams parameters; an `extra` key this does not know) may
+// touch everything: the caller records it so (UseTracker::record_unreadable_launch), which
+// counts it. A null kernelParams, or a null pointer in it, is the driver's to refuse: it is not
+// read.
 //
 // Note [The parameter layout cache]
 // cuFuncGetParamInfo is one driver call per parameter, and every launch needs the layout, so it
@@ -38,11 +53,28 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "core/use_tracker.h"
+
 namespace vramspill::core {
 
-// cuFuncGetParamInfo's signature: the seam the decoding reads layouts through.
-using ParamInfoFunction = CUresult (*)(CUfunction function, size_t index, size_t* offset,
-                                       size_t* size);
+// The driver's layout queries (Note [Kernels launched as functions]); null where the driver
+// lacks one.
+struct LayoutQueries {
+  CUresult (*function)(CUfunction function, size_t index, size_t* offset,
+                       size_t* size) = nullptr;  // cuFuncGetParamInfo
+  CUresult (*kernel)(CUkernel kernel, size_t index, size_t* offset,
+                     size_t* size) = nullptr;  // cuKernelGetParamInfo
+};
+
+// Whether a launch's arguments could be read, and if not, why (for the log).
+enum class ArgumentsRead : uint8_t {
+  kRead,
+  kNoLayoutQuery,      // the driver has neither layout query (before CUDA 12.4)
+  kLayoutRefused,      // every query the driver has refused the handle
+  kTooManyParameters,  // more than ParamLayout::kMaxParams
+  kUnknownExtraKey,    // an `extra` key this does not know
+};
+const char* describe(ArgumentsRead read) noexcept;
 
 // Where a kernel's parameters lie in its parameter space.
 struct ParamLayout {
@@ -62,8 +94,9 @@ class ParamLayoutCache {
  public:
   static constexpr size_t kEntries = 128;
 
-  // The layout, from the cache or (then cached) through `info`; false if it cannot be read.
-  bool layout(CUfunction function, ParamInfoFunction info, ParamLayout& layout) noexcept;
+  // The layout, from the cache or (then cached) through `queries`.
+  ArgumentsRead layout(CUfunction function, const LayoutQueries& queries,
+                       ParamLayout& layout) noexcept;
   // A module or library is being unloaded: its CUfunction values may come back for others.
   void forget_all() noexcept { generation_.fetch_add(1, std::memory_order_relaxed); }
 
@@ -85,17 +118,20 @@ class ParamLayoutCache {
   std::array<Entry, kEntries> entries_{};
 };
 
-// A launch's argument words, gathered without allocating.
-struct ArgumentWords {
-  static constexpr size_t kMaxWords = 512;  // 4 KiB of parameters; the driver allows 32764 bytes
-  size_t count = 0;
-  std::array<uint64_t, kMaxWords> words;
+// A launch's arguments as runs of words in the program's own argument memory (Note [Reading a
+// launch's arguments]): valid while the launch call runs. One run per parameter, or one for the
+// packed buffer of `extra`.
+struct LaunchWords {
+  uint32_t count = 0;
+  std::array<WordRun, ParamLayout::kMaxParams> runs;  // [0, count) set; not cleared
+
+  std::span<const WordRun> view() const noexcept { return {runs.data(), count}; }
 };
 
 // Fills `words` with the aligned 8-byte words of a cuLaunchKernel-style launch's arguments (Note
-// [Reading a launch's arguments]). False: they cannot be read, the launch may touch everything.
-bool argument_words(CUfunction function, void** kernel_params, void** extra,
-                    ParamLayoutCache& cache, ParamInfoFunction info,
-                    ArgumentWords& words) noexcept;
+// [Reading a launch's arguments]). Anything but kRead: the launch may touch everything.
+ArgumentsRead argument_words(CUfunction function, void** kernel_params, void** extra,
+                             ParamLayoutCache& cache, const LayoutQueries& queries,
+                             LaunchWords& words) noexcept;
 
 }  // namespace vramspill::core

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cstring>
 #include <memory>
 #include <new>
 #include <thread>
@@ -95,7 +96,8 @@ struct UseTracker::Snapshot {
 class UseTracker::ReadSection {
  public:
   explicit ReadSection(const UseTracker& tracker) noexcept
-      : readers_(tracker.reader_slots_[this_threads_reader_slot()].readers) {
+      : ReadSection(tracker, tracker.this_threads_slot()) {}
+  ReadSection(const UseTracker& tracker, ReaderSlot& slot) noexcept : readers_(slot.readers) {
     readers_.fetch_add(1, std::memory_order_seq_cst);
     snapshot_ = tracker.snapshot_.load(std::memory_order_seq_cst);
   }
@@ -109,6 +111,10 @@ class UseTracker::ReadSection {
   std::atomic<uint64_t>& readers_;
   const Snapshot* snapshot_ = nullptr;
 };
+
+UseTracker::ReaderSlot& UseTracker::this_threads_slot() const noexcept {
+  return reader_slots_[this_threads_reader_slot()];
+}
 
 UseTracker::UseTracker(uint64_t min_block_bytes) noexcept
     : chunk_shift_(static_cast<uint32_t>(std::countr_zero(std::bit_ceil(
@@ -253,18 +259,25 @@ void reset(SubmissionUse& use, uint64_t stream) noexcept {
 
 }  // namespace
 
-void UseTracker::record_words(uint64_t stream, std::span<const uint64_t> words,
+void UseTracker::record_words(uint64_t stream, std::span<const WordRun> runs,
                               SubmissionUse& use) noexcept {
   reset(use, stream);
-  const ReadSection section(*this);
+  ReaderSlot& slot = this_threads_slot();
+  slot.launches.fetch_add(1, std::memory_order_relaxed);  // Note [Counting launches]
+  const ReadSection section(*this, slot);
   const Snapshot* snapshot = section.snapshot();
   if (snapshot == nullptr) return;
   Stamp stamp{0, stream};
-  for (const uint64_t word : words) {
-    const size_t index = snapshot->find(word);
-    if (index == snapshot->ranges.size()) continue;
-    if (stamp.sequence == 0) stamp.sequence = use.sequence = next_sequence();
-    touch(*snapshot->records[index], stamp, use);
+  for (const WordRun& run : runs) {
+    const auto* bytes = static_cast<const unsigned char*>(run.bytes);
+    for (size_t index = 0; index < run.words; ++index) {
+      uint64_t word;  // a load: the program's argument memory need not be aligned
+      std::memcpy(&word, bytes + index * sizeof word, sizeof word);
+      const size_t found = snapshot->find(word);
+      if (found == snapshot->ranges.size()) continue;
+      if (stamp.sequence == 0) stamp.sequence = use.sequence = next_sequence();
+      touch(*snapshot->records[found], stamp, use);
+    }
   }
 }
 
@@ -292,6 +305,23 @@ void UseTracker::record_everything(uint64_t stream, SubmissionUse& use) noexcept
   use.everything = true;
   use.sequence = next_sequence();
   stamp_everything({use.sequence, stream});
+}
+
+void UseTracker::record_unreadable_launch(uint64_t stream, SubmissionUse& use) noexcept {
+  ReaderSlot& slot = this_threads_slot();
+  // The launch first, so that a reader never sees more unreadable launches than launches.
+  slot.launches.fetch_add(1, std::memory_order_relaxed);
+  slot.unreadable_launches.fetch_add(1, std::memory_order_release);
+  record_everything(stream, use);
+}
+
+LaunchCounts UseTracker::launch_counts() const noexcept {
+  LaunchCounts counts;
+  for (const ReaderSlot& slot : reader_slots_) {
+    counts.unreadable += slot.unreadable_launches.load(std::memory_order_acquire);
+    counts.launches += slot.launches.load(std::memory_order_relaxed);
+  }
+  return counts;
 }
 
 std::optional<Stamp> UseTracker::last_use(BlockId block) const noexcept {

@@ -57,6 +57,14 @@
 // graph launch, a kernel whose parameters it cannot read) takes a sequence number and is stamped
 // once for the whole tracker ("everything"), not on every block; last_use() reports whichever of
 // a block's own stamp and that one is newer.
+//
+// Note [Counting launches]
+// How many launches could not be read says whether tiered mode sees the job at all (a driver
+// that refuses every layout makes every launch touch everything), so every launch is counted:
+// in the calling thread's reader slot, whose cache line the launch's read section writes anyway,
+// with one relaxed increment. No shared counter is written on the launch path; a reader of the
+// counts sums the slots, and may see one thread's launch before its unreadable mark, never a
+// count that goes down.
 #pragma once
 
 #include <array>
@@ -81,6 +89,20 @@ using BlockId = uint64_t;
 struct AddressRange {
   uint64_t base = 0;
   uint64_t size = 0;
+};
+
+// `words` 8-byte words at `bytes`, which need not be aligned: one parameter of a launch, read
+// where the program put it (Note [Reading a launch's arguments] in core/launch_arguments.h).
+struct WordRun {
+  const void* bytes = nullptr;
+  size_t words = 0;
+};
+
+// Kernel launches recorded since the tracker was made, and how many of them could not be read
+// (they may touch everything). Launches made while nothing was tracked are not recorded.
+struct LaunchCounts {
+  uint64_t launches = 0;
+  uint64_t unreadable = 0;
 };
 
 // A submission's stamp (Note [Sequence numbers and last uses]). Sequence 0: never.
@@ -136,9 +158,15 @@ class UseTracker {
   size_t tracked() const noexcept;
 
   // One submission on `stream`. Each fills `use` (reset first) and stamps the blocks it touched.
-  // A kernel launch: its arguments as 8-byte words; a word anywhere inside a range counts.
-  void record_words(uint64_t stream, std::span<const uint64_t> words,
-                    SubmissionUse& use) noexcept;
+  // A kernel launch: its arguments as runs of 8-byte words; a word anywhere inside a range
+  // counts. Counted in launch_counts().
+  void record_words(uint64_t stream, std::span<const WordRun> runs, SubmissionUse& use) noexcept;
+  void record_words(uint64_t stream, std::span<const uint64_t> words, SubmissionUse& use) noexcept {
+    const WordRun run{words.data(), words.size()};
+    record_words(stream, {&run, 1}, use);
+  }
+  // A kernel launch whose arguments cannot be read: record_everything(), counted as unreadable.
+  void record_unreadable_launch(uint64_t stream, SubmissionUse& use) noexcept;
   // A copy or memset: every range that meets one of `ranges` (empty ones name nothing).
   void record_ranges(uint64_t stream, std::span<const AddressRange> ranges,
                      SubmissionUse& use) noexcept;
@@ -150,6 +178,9 @@ class UseTracker {
   // launch path.
   std::optional<Stamp> last_use(BlockId block) const noexcept;
   Stamp last_everything() const noexcept;
+  // The sum of every thread's counts (Note [Counting launches]): a loop over kReaderSlots, for
+  // the stats and the log, not the launch path.
+  LaunchCounts launch_counts() const noexcept;
 
   // Note [Stream slots] in core/stream_slots.h: `use`'s stream may now have work queued on its
   // blocks (on every block, if it touched everything). Called while the submission holds the
@@ -195,9 +226,14 @@ class UseTracker {
   void touch(Record& record, const Stamp& stamp, SubmissionUse& use) noexcept;
   void stamp_everything(const Stamp& stamp) noexcept;
 
+  // A thread's slot (Note [Retiring a snapshot]), which also counts its launches (Note
+  // [Counting launches]): its cache line is the one the launch writes anyway.
   struct alignas(64) ReaderSlot {
     std::atomic<uint64_t> readers{0};
+    std::atomic<uint64_t> launches{0};
+    std::atomic<uint64_t> unreadable_launches{0};
   };
+  ReaderSlot& this_threads_slot() const noexcept;
 
   std::atomic<const Snapshot*> snapshot_{nullptr};
   const uint32_t chunk_shift_;

@@ -190,6 +190,7 @@
   Y(cuEventDestroy_v2)                \
   Y(cuMemPoolTrimTo)                  \
   Y(cuFuncGetParamInfo)               \
+  Y(cuKernelGetParamInfo)             \
   Y(cuDeviceCanAccessPeer)            \
   Y(cuMemAddressReserve)              \
   Y(cuMemAddressFree)                 \

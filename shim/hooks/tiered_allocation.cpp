@@ -154,6 +154,7 @@ std::string tiered_summary(ShimState& shim) noexcept {
   if (shim.config.spill.mode != SpillMode::kTiered) return {};
   try {
     const placement::TieredStats moved = shim.tiered.stats();
+    const core::LaunchCounts launches = shim.use.launch_counts();
     std::string held;
     for (int device : shim.ledger.devices()) {
       const tiers::GranuleArena* arena = shim.tiered.arena_of(device);
@@ -180,12 +181,13 @@ std::string tiered_summary(ShimState& shim) noexcept {
     return fmt::format(
         "tiered: {} evicted to the host in {} granules, {} promoted to the device "
         "in {} granules ({} blocks ahead of their launches{}), {} remap windows ({:.1f} ms{}), "
-        "{} promotions refused{}",
+        "{} promotions refused, {} kernel launches ({} unreadable, taken as touching every "
+        "block){}",
         format_bytes(moved.evicted_granules * tiers::kGranuleBytes), moved.evicted_granules,
         format_bytes(moved.promoted_granules * tiers::kGranuleBytes), moved.promoted_granules,
         moved.promoted_ahead, staged, moved.windows,
         static_cast<double>(moved.window_nanoseconds) / 1e6, narrow, moved.promotions_refused,
-        held);
+        launches.launches, launches.unreadable, held);
   } catch (...) {  // no line rather than no exit
     return {};
   }

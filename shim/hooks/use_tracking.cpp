@@ -1,9 +1,11 @@
 #include "hooks/use_tracking.h"
 
 #include <array>
+#include <atomic>
 
 #include "core/launch_arguments.h"
 #include "driver/real_driver.h"
+#include "telemetry/log.h"
 
 namespace vramspill::hooks {
 namespace {
@@ -31,18 +33,40 @@ void record_3d_copy(ShimState& shim, uint64_t stream, const Copy3D& c,
                 use);
 }
 
+// Note [Counting launches] in core/use_tracker.h: once more than 1% of at least
+// kLaunchesBeforeWarning launches could not be read, tiered mode is deciding blind; say so once,
+// with the reason of the launch that crossed the line.
+void warn_if_many_unreadable(ShimState& shim, core::ArgumentsRead why) noexcept {
+  constexpr uint64_t kLaunchesBeforeWarning = 100;
+  static constinit std::atomic<bool> warned{false};
+  if (warned.load(std::memory_order_relaxed)) return;
+  const core::LaunchCounts counts = shim.use.launch_counts();
+  if (counts.launches < kLaunchesBeforeWarning || counts.unreadable * 100 <= counts.launches)
+    return;
+  if (warned.exchange(true)) return;
+  logging::warn(
+      "{} of {} kernel launches had arguments the shim could not read ({}): tiered mode takes "
+      "each as touching every block, so its policy cannot see what they use and it waits for "
+      "them before any move",
+      counts.unreadable, counts.launches, core::describe(why));
+}
+
 }  // namespace
 
 void record_kernel(ShimState& shim, CUfunction function, uint64_t stream, void** kernel_params,
                    void** extra, core::SubmissionUse& use) noexcept {
-  core::ArgumentWords words;
-  // Missing before CUDA 12.4: argument_words() then says the launch may touch everything.
-  if (!core::argument_words(function, kernel_params, extra, shim.launch_layouts,
-                            VRAMSPILL_REAL(cuFuncGetParamInfo), words)) {
-    shim.use.record_everything(stream, use);
+  // Either query may be missing (before CUDA 12.4): Note [Kernels launched as functions].
+  const core::LayoutQueries queries{.function = VRAMSPILL_REAL(cuFuncGetParamInfo),
+                                    .kernel = VRAMSPILL_REAL(cuKernelGetParamInfo)};
+  core::LaunchWords words;
+  const core::ArgumentsRead read =
+      core::argument_words(function, kernel_params, extra, shim.launch_layouts, queries, words);
+  if (read != core::ArgumentsRead::kRead) [[unlikely]] {
+    shim.use.record_unreadable_launch(stream, use);
+    warn_if_many_unreadable(shim, read);
     return;
   }
-  shim.use.record_words(stream, {words.words.data(), words.count}, use);
+  shim.use.record_words(stream, words.view(), use);
 }
 
 void record_ranges(ShimState& shim, uint64_t stream,

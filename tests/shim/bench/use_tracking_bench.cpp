@@ -6,7 +6,11 @@
 //
 // - TrackedLaunch/ranges:N/hits:H: N ranges of 2 MiB tracked, H of the 8 words inside one (the
 //   others: integers, a float's bits, a size, a pointer outside every range, a null pointer).
-//   ReadWords and RecordWords are its two halves.
+//   ReadWords and RecordWords are its two halves. The kernel is a CUkernel, as the CUDA runtime
+//   launches (Note [Kernels launched as functions]): its layout came from the kernel query, and
+//   is cached like a function's.
+// - TrackedLaunchStruct/ranges:N/hits:H: a launch as PyTorch's multi-tensor kernels make them:
+//   one 4 KiB struct of 256 pointers, H of them into tracked blocks, and two bare pointers.
 // - TrackedLaunchThreads: the same from 2 threads on different blocks: the shared sequence
 //   counter and the reader slots under contention (Note [Sequence numbers and last uses]).
 // - MarkStreams/ranges:N/hits:H: what [tiered] window = "tracked" adds per launch: the stream
@@ -32,13 +36,27 @@ namespace {
 constexpr uint64_t kMiB = uint64_t{1} << 20;
 constexpr uint64_t kBase = uint64_t{0x7f00} << 32;
 
-// The fake cuFuncGetParamInfo: 8 parameters of 8 bytes (asked once; the cache answers after).
-CUresult eight_params(CUfunction, size_t index, size_t* offset, size_t* size) {
+// The fake driver's layout queries, asked once each (the cache answers after). As for the
+// CUkernel handles the CUDA runtime launches, the function query refuses the handle.
+CUresult refuse_function(CUfunction, size_t, size_t*, size_t*) { return CUDA_ERROR_INVALID_HANDLE; }
+// 8 parameters of 8 bytes.
+CUresult eight_params(CUkernel, size_t index, size_t* offset, size_t* size) {
   if (index >= 8) return CUDA_ERROR_INVALID_VALUE;
   *offset = index * 8;
   *size = 8;
   return CUDA_SUCCESS;
 }
+// A 4 KiB struct, then two pointers.
+CUresult struct_then_two(CUkernel, size_t index, size_t* offset, size_t* size) {
+  constexpr size_t kOffsets[] = {0, 4096, 4104};
+  constexpr size_t kSizes[] = {4096, 8, 8};
+  if (index >= 3) return CUDA_ERROR_INVALID_VALUE;
+  *offset = kOffsets[index];
+  *size = kSizes[index];
+  return CUDA_SUCCESS;
+}
+constexpr LayoutQueries kEightParams{.function = refuse_function, .kernel = eight_params};
+constexpr LayoutQueries kStructThenTwo{.function = refuse_function, .kernel = struct_then_two};
 
 // A tracker holding `ranges` ranges of 2 MiB, 4 MiB apart. Every benchmark asks for 10^4: built
 // once (a second or two, each track() rebuilding the snapshot).
@@ -71,23 +89,29 @@ struct EightParams {
   }
 };
 
-void BM_TrackedLaunch(benchmark::State& state) {
-  UseTracker& tracker = tracker_with(state.range(0));
-  const EightParams params(state.range(0), state.range(1), 0);
+// What the launch hook does with use tracking on (hooks/use_tracking.cpp's record_kernel).
+void launches(benchmark::State& state, UseTracker& tracker, void** pointers,
+              const LayoutQueries& queries, uint32_t hits) {
   ParamLayoutCache cache;
   const CUfunction function = reinterpret_cast<CUfunction>(0x5000);
-  ArgumentWords words;
+  LaunchWords words;
   SubmissionUse use;
   for (auto _ : state) {
-    if (!argument_words(function, const_cast<void**>(params.pointers), nullptr, cache,
-                        eight_params, words)) {
+    if (argument_words(function, pointers, nullptr, cache, queries, words) !=
+        ArgumentsRead::kRead) {
       state.SkipWithError("the layout could not be read");
       break;
     }
-    tracker.record_words(1, {words.words.data(), words.count}, use);
+    tracker.record_words(1, words.view(), use);
     benchmark::DoNotOptimize(use);
   }
-  if (use.count != static_cast<uint32_t>(state.range(1))) state.SkipWithError("wrong hits");
+  if (use.count != hits) state.SkipWithError("wrong hits");
+}
+
+void BM_TrackedLaunch(benchmark::State& state) {
+  const EightParams params(state.range(0), state.range(1), 0);
+  launches(state, tracker_with(state.range(0)), const_cast<void**>(params.pointers), kEightParams,
+           static_cast<uint32_t>(state.range(1)));
 }
 BENCHMARK(BM_TrackedLaunch)
     ->ArgNames({"ranges", "hits"})
@@ -95,14 +119,31 @@ BENCHMARK(BM_TrackedLaunch)
     ->Args({10000, 2})
     ->Args({10000, 8});
 
+void BM_TrackedLaunchStruct(benchmark::State& state) {
+  const int64_t ranges = state.range(0), hits = state.range(1);
+  std::vector<uint64_t> list(512);  // 256 pointers, then 256 sizes: 4 KiB
+  for (size_t index = 0; index < 256; ++index) list[index] = (uint64_t{0x7e00} << 32) + index * 64;
+  for (int64_t hit = 0; hit < hits; ++hit)
+    list[static_cast<size_t>(hit)] = kBase + static_cast<uint64_t>(hit * 977 % ranges) * 4 * kMiB;
+  for (size_t index = 256; index < 512; ++index) list[index] = 4096 + index;
+  uint64_t bare[2] = {0x7e00ull << 32, 12};
+  void* pointers[] = {list.data(), &bare[0], &bare[1]};
+  launches(state, tracker_with(ranges), pointers, kStructThenTwo, static_cast<uint32_t>(hits));
+}
+BENCHMARK(BM_TrackedLaunchStruct)
+    ->ArgNames({"ranges", "hits"})
+    ->Args({10000, 0})
+    ->Args({10000, 8})
+    ->Args({10000, 32});
+
 // The two halves of TrackedLaunch: reading the words, and looking them up.
 void BM_ReadWords(benchmark::State& state) {
   const EightParams params(10000, 2, 0);
   ParamLayoutCache cache;
   const CUfunction function = reinterpret_cast<CUfunction>(0x5000);
-  ArgumentWords words;
+  LaunchWords words;
   for (auto _ : state) {
-    argument_words(function, const_cast<void**>(params.pointers), nullptr, cache, eight_params,
+    argument_words(function, const_cast<void**>(params.pointers), nullptr, cache, kEightParams,
                    words);
     benchmark::DoNotOptimize(words);
   }
@@ -141,16 +182,7 @@ BENCHMARK(BM_MarkStreams)->ArgNames({"ranges", "hits"})->Args({10000, 2})->Args(
 void BM_TrackedLaunchThreads(benchmark::State& state) {
   UseTracker& tracker = tracker_with(10000);
   const EightParams params(10000, 2, static_cast<uint64_t>(state.thread_index()) * 5000);
-  ParamLayoutCache cache;
-  const CUfunction function = reinterpret_cast<CUfunction>(0x5000);
-  ArgumentWords words;
-  SubmissionUse use;
-  for (auto _ : state) {
-    argument_words(function, const_cast<void**>(params.pointers), nullptr, cache, eight_params,
-                   words);
-    tracker.record_words(1, {words.words.data(), words.count}, use);
-    benchmark::DoNotOptimize(use);
-  }
+  launches(state, tracker, const_cast<void**>(params.pointers), kEightParams, 2);
 }
 BENCHMARK(BM_TrackedLaunchThreads)->Threads(2)->UseRealTime();
 

@@ -7,6 +7,7 @@
 #include <cuda.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -222,6 +223,41 @@ TEST_F(TieredTest, AStreamDestroyedWithWorkQueuedIsWaitedFor) {
   for (size_t i = 0; i < second.size(); ++i) expect_block(second[i], static_cast<uint32_t>(1000 + i));
   for (const CUdeviceptr block : first) EXPECT_CU(cuMemFree(block));
   for (const CUdeviceptr block : second) EXPECT_CU(cuMemFree(block));
+}
+
+// A launch whose arguments the shim cannot read (tests/shim/tiered/CMakeLists.txt has simcuda
+// refuse the first layout queries, so the first launch is such a launch) may touch any block
+// (Note [Kernels launched as functions] in shim/core/launch_arguments.h). It is queued behind a
+// host function that holds its stream, and then its block, the least recently used, must be
+// evicted to make room: the eviction has to wait for the launch to run. Were the launch recorded
+// as touching nothing, the tracked window would remap the block under it, which simcuda turns
+// into an abort (SIMCUDA_REMAP_VIOLATIONS=abort), and the safe window would lose nothing only
+// because it synchronises the whole device.
+TEST_F(TieredTest, AnUnreadableLaunchKeepsItsBlockUntilItRuns) {
+  std::vector<CUdeviceptr> blocks(4);  // the whole 16 MiB budget; the first is used least recently
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    ASSERT_CU(cuMemAlloc(&blocks[i], kBlock));
+    ASSERT_CU(cuMemsetD32(blocks[i], static_cast<unsigned>(i), kWords));  // no launch yet
+  }
+  std::atomic<bool> released{false};
+  const CUhostFn hold = [](void* flag) {
+    while (!static_cast<std::atomic<bool>*>(flag)->load()) std::this_thread::yield();
+  };
+  ASSERT_CU(cuLaunchHostFunc(streams_[0], hold, &released));
+  ASSERT_CU(fill(blocks[0], 0xfeed, streams_[0]));  // unreadable, and queued
+  std::thread releaser([&released] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    released.store(true);
+  });
+  CUdeviceptr newcomer = 0;
+  const CUresult allocated = cuMemAlloc(&newcomer, kBlock);  // evicts blocks[0]
+  releaser.join();
+  ASSERT_CU(allocated);
+  ASSERT_CU(cuCtxSynchronize());
+  expect_block(blocks[0], 0xfeed);
+  for (size_t i = 1; i < blocks.size(); ++i) expect_block(blocks[i], static_cast<uint32_t>(i));
+  for (const CUdeviceptr block : blocks) EXPECT_CU(cuMemFree(block));
+  EXPECT_CU(cuMemFree(newcomer));
 }
 
 // The budget holds: with blocks of three times the budget allocated and touched, the device

@@ -41,6 +41,10 @@ void write_exit_summary() {
   the_state->host.stop_background_pinning();
   the_state->managed.stop_stream_ordered_frees();
   the_state->tiered_frees.stop();
+  if (the_state->config.spill.mode == SpillMode::kTiered) {  // launches are counted in it alone
+    const core::LaunchCounts launches = the_state->use.launch_counts();
+    the_state->trace.launches_counted(launches.launches, launches.unreadable);
+  }
   the_state->trace.finish();
   if (the_state->config.log.summary) {
     logging::summary(the_state->ledger.summary_line());

@@ -57,6 +57,7 @@ void publish(ShimState& shim) noexcept {
   } catch (...) {  // devices() could not allocate: publish what was gathered
   }
   const placement::TieredStats moved = shim.tiered.stats();
+  const core::LaunchCounts launches = shim.use.launch_counts();
   stats_file.publish(telemetry::ProcessFigures{
       .host_pool_pinned_bytes = shim.host.stats().pinned_bytes,
       .host_spilled_bytes = spilled,
@@ -64,7 +65,9 @@ void publish(ShimState& shim) noexcept {
       .tiered = {.evicted_bytes = moved.evicted_granules * tiers::kGranuleBytes,
                  .promoted_bytes = moved.promoted_granules * tiers::kGranuleBytes,
                  .windows = moved.windows,
-                 .window_ns = moved.window_nanoseconds},
+                 .window_ns = moved.window_nanoseconds,
+                 .launches = launches.launches,
+                 .unreadable_launches = launches.unreadable},
       .devices = std::span<const telemetry::DeviceFigures>(devices.data(), count)});
 }
 

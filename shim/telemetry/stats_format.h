@@ -46,7 +46,7 @@ namespace vramspill::telemetry {
 
 // "VRAMSPIL" read as a little-endian integer.
 inline constexpr uint64_t kStatsMagic = 0x4c495053'4d415256ULL;
-inline constexpr uint64_t kStatsVersion = 3;
+inline constexpr uint64_t kStatsVersion = 4;
 
 // Device ordinals 0 .. kStatsMaxDevices-1 have a slot; figures of higher ordinals are not
 // published (the exit summary in the log still has them).
@@ -76,6 +76,8 @@ struct StatsTiered {
   uint64_t promoted_bytes;  // moved to the device
   uint64_t windows;         // remap windows
   uint64_t window_ns;       // time from asking for each window to opening it again
+  uint64_t launches;        // kernel launches while tiered blocks were tracked
+  uint64_t unreadable_launches;  // of those, launches whose arguments could not be read
 };
 
 struct StatsSegment {

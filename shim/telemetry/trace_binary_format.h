@@ -25,6 +25,7 @@
 //   6    promote  <time> <device> <base> <bytes>
 //   7    use      <time> <device> <stream> <count> <base> x count   (count >= 1)
 //   8    end      <event count>                                     (the text's "# end")
+//   9    launches <time> <launches> <unreadable>
 //
 // A varint is LEB128: 7 bits a byte, least significant first, the top bit set on every byte
 // but the last; a 64-bit number takes 1 to 10 bytes (the tenth holding only bit 63, so 0 or 1).
@@ -69,9 +70,10 @@ enum class TraceTag : uint8_t {
   kPromote = 6,
   kUse = 7,
   kEnd = 8,
+  kLaunches = 9,  // after the end's tag: tags are part of the format
 };
 inline constexpr uint8_t kFirstTraceTag = 1;
-inline constexpr uint8_t kLastTraceTag = 8;
+inline constexpr uint8_t kLastTraceTag = 9;
 
 // The routes by index, as their text tokens (core::route_token()): part of the format, so a new
 // route is added at the end.

@@ -163,6 +163,8 @@ std::string_view text_word(TraceTag kind) noexcept {
       return kTracePromote;
     case TraceTag::kUse:
       return kTraceUse;
+    case TraceTag::kLaunches:
+      return kTraceLaunches;
     case TraceTag::kEnd:
       break;
   }
@@ -299,6 +301,10 @@ void TraceFile::finish() noexcept {
   if (!append_locked(end.bytes())) return;
   write_or_stop_locked();
   stopped_ = true;
+}
+
+void TraceFile::launches_counted(uint64_t launches, uint64_t unreadable) noexcept {
+  record(stamped(TraceTag::kLaunches).number(launches).number(unreadable));
 }
 
 void TraceFile::device_configured(int device, uint64_t total_bytes, uint64_t limit_bytes) noexcept {

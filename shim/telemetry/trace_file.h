@@ -58,6 +58,9 @@ class TraceFile final : public core::MemoryEvents {
   void flush() noexcept;
   // Writes what is buffered and the end ("# end" line or end record); later events are dropped.
   void finish() noexcept;
+  // The process's kernel launches and how many could not be read (the launches event), just
+  // before finish(): counted for the whole process, not told as they happen.
+  void launches_counted(uint64_t launches, uint64_t unreadable) noexcept;
 
   void device_configured(int device, uint64_t total_bytes, uint64_t limit_bytes) noexcept override;
   void allocated(const core::Allocation& allocation) noexcept override;

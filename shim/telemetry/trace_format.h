@@ -16,11 +16,12 @@
 //   993840 promote 0 0x7f3a40000000 4194304
 //   993901 use 0 17 0x7f3a00000000 0x7f3a40000000
 //   1204467 free 0 spill-host 0x7f1c00000000 2147483648
-//   # end 7 events
+//   1204470 launches 5210 12
+//   # end 8 events
 //
 // The header's lines come first, in that order; the command has control characters replaced by
 // spaces. Each event starts with the nanoseconds since the shim started (CLOCK_MONOTONIC; add
-// start_unix_ns for the wall clock), then its kind, then the device:
+// start_unix_ns for the wall clock), then its kind, then the device (but for launches):
 //   device  <device> <total bytes> <limit bytes>  the budget of a device the job uses
 //   alloc   <device> <route> <key> <bytes>        an allocation, on a route (core::route_token():
 //                                                 cuMemAlloc ... for the driver's routes,
@@ -35,6 +36,12 @@
 //                                                 to touch the tiered blocks at these bases; the
 //                                                 promotions it needs follow it, with those of
 //                                                 blocks brought in ahead of later submissions
+//   launches <launches> <unreadable>              kernel launches while tiered blocks were
+//                                                 tracked, and how many of them had arguments
+//                                                 the shim could not read (each taken as
+//                                                 touching every block, and never in a use);
+//                                                 counted for the whole process, so it has no
+//                                                 device; written once, when the process exits
 // A tiered block is on the device when allocated, but for what an evict right after its alloc
 // says was placed on the host. Uses are tracked in tiered mode only (shim/README.md, "Use
 // tracking"), and at most 32 blocks of a submission are listed.
@@ -61,5 +68,6 @@ inline constexpr std::string_view kTraceRefuse = "refuse";
 inline constexpr std::string_view kTraceEvict = "evict";
 inline constexpr std::string_view kTracePromote = "promote";
 inline constexpr std::string_view kTraceUse = "use";
+inline constexpr std::string_view kTraceLaunches = "launches";
 
 }  // namespace vramspill::telemetry

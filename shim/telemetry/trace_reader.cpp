@@ -71,16 +71,16 @@ constexpr KindFormat kKinds[] = {
     {TraceEventKind::kEvict, kTraceEvict, TraceTag::kEvict, "<device> <base> <bytes>"},
     {TraceEventKind::kPromote, kTracePromote, TraceTag::kPromote, "<device> <base> <bytes>"},
     {TraceEventKind::kUse, kTraceUse, TraceTag::kUse, "<device> <stream> <base>..."},
+    {TraceEventKind::kLaunches, kTraceLaunches, TraceTag::kLaunches, "<launches> <unreadable>"},
 };
 
-// A record's tag finds its kind at kKinds[tag - kFirstTraceTag].
-constexpr bool kinds_in_tag_order() {
-  for (std::size_t i = 0; i < std::size(kKinds); ++i) {
-    if (static_cast<std::size_t>(kKinds[i].tag) != kFirstTraceTag + i) return false;
+// The kind of a record's tag; null for the end record's (and for any unknown tag).
+const KindFormat* kind_of_tag(TraceTag tag) {
+  for (const KindFormat& known : kKinds) {
+    if (known.tag == tag) return &known;
   }
-  return true;
+  return nullptr;
 }
-static_assert(kinds_in_tag_order());
 
 // A binary record's fields, for messages (trace_binary_format.h): the time first, and a use's
 // count of bases before them.
@@ -99,7 +99,7 @@ std::string hex_byte(uint8_t byte) {
 // its own format. One list for both, in the order the writer puts them (TraceFile::Record).
 template <typename Source>
 void read_fields(Source& fields, TraceEvent& event) {
-  event.device = fields.device();
+  if (event.kind != TraceEventKind::kLaunches) event.device = fields.device();
   switch (event.kind) {
     case TraceEventKind::kDevice:
       event.bytes = fields.number("<total bytes>");
@@ -124,6 +124,10 @@ void read_fields(Source& fields, TraceEvent& event) {
     case TraceEventKind::kUse:
       event.stream = fields.number("<stream>");
       event.bases = fields.bases();
+      break;
+    case TraceEventKind::kLaunches:
+      event.launches = fields.number("<launches>");
+      event.unreadable_launches = fields.number("<unreadable>");
       break;
   }
   fields.finish();
@@ -280,7 +284,7 @@ class Parser {
     }
     if (format == nullptr) {
       fail("unknown event kind " + quoted(word) +
-           ": expected device, alloc, free, refuse, evict, promote or use");
+           ": expected device, alloc, free, refuse, evict, promote, use or launches");
     }
     event.kind = format->kind;
     LineFields fields{*this, words, *format};
@@ -377,8 +381,8 @@ class Parser {
       const auto tag = static_cast<uint8_t>(*at);
       if (tag < kFirstTraceTag || tag > kLastTraceTag) {
         fail_at(record, "unknown record tag " + hex_byte(tag) +
-                            ": expected a tag from 1 to 8 (device, alloc, free, refuse, evict, "
-                            "promote, use, end)");
+                            ": expected a tag from 1 to 9 (device, alloc, free, refuse, evict, "
+                            "promote, use, end, launches)");
       }
       const char* payload = at + 1;
       uint64_t length = 0;
@@ -439,7 +443,7 @@ class Parser {
   }
 
   TraceEvent read_record(TraceTag tag, Fields& payload) const {
-    const KindFormat& format = kKinds[static_cast<uint8_t>(tag) - kFirstTraceTag];
+    const KindFormat& format = *kind_of_tag(tag);  // read_records() took only known tags
     RecordFields fields{*this, payload, format.word, binary_fields(format)};
     TraceEvent event;
     event.kind = format.kind;

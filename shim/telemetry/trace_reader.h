@@ -14,7 +14,16 @@
 
 namespace vramspill::telemetry {
 
-enum class TraceEventKind : uint8_t { kDevice, kAlloc, kFree, kRefuse, kEvict, kPromote, kUse };
+enum class TraceEventKind : uint8_t {
+  kDevice,
+  kAlloc,
+  kFree,
+  kRefuse,
+  kEvict,
+  kPromote,
+  kUse,
+  kLaunches,
+};
 
 // One event (a line, or a binary record). Fields an event kind does not have are zero (route:
 // kTiered for evict and promote, whose blocks are always tiered ones).
@@ -28,6 +37,8 @@ struct TraceEvent {
   uint64_t limit_bytes = 0;  // device: its budget
   uint64_t stream = 0;       // use: the stream's id
   std::vector<uint64_t> bases;  // use: the tiered blocks the submission touches
+  uint64_t launches = 0;        // launches: kernel launches counted (no device: 0)
+  uint64_t unreadable_launches = 0;  // launches: of those, the ones that could not be read
 };
 
 struct Trace {

@@ -372,12 +372,16 @@ TEST_F(CliStatTest, stat_shows_tiered_moves_and_where_the_granules_are) {
   stats_.publish({.tiered = {.evicted_bytes = 40ULL << 30,
                              .promoted_bytes = 24ULL << 30,
                              .windows = 120,
-                             .window_ns = 2'500'000'000},
+                             .window_ns = 2'500'000'000,
+                             .launches = 5000,
+                             .unreadable_launches = 40},
                   .devices = devices});
   const RunResult result = vramspill({"stat", "--once", "--directory", directory()});
   ASSERT_TRUE(result.exited(0)) << result.describe();
-  EXPECT_TRUE(contains(result.out, "  tiered: 40.0 GiB evicted, 24.0 GiB promoted, 120 remap "
-                                   "windows (2500.0 ms)\n"))
+  EXPECT_TRUE(contains(result.out,
+                       "  tiered: 40.0 GiB evicted, 24.0 GiB promoted, 120 remap "
+                       "windows (2500.0 ms), 5000 kernel launches (40 "
+                       "unreadable)\n"))
       << result.out;
   EXPECT_TRUE(contains(result.out, "  dev 0 tiered blocks: 14.0 GiB on the device, 30.0 GiB on "
                                    "the host\n"))

@@ -55,6 +55,24 @@ TEST(ReportHtml, ACommandFromTheTraceIsTextNeverMarkup) {
   EXPECT_NE(page.find("<h1>Job &lt;b&gt;</h1>"), std::string::npos);
 }
 
+// Tiered mode's trace ends with its launch counts; over 1% unreadable, the page warns.
+TEST(ReportHtml, ThePageSaysHowManyLaunchesCouldNotBeRead) {
+  const auto page_for = [](const std::string& launches) {
+    std::istringstream text(
+        "# vramspill trace 1\n# pid 7\n# start_unix_ns 1000\n# command x\n"
+        "0 device 0 1073741824 33554432\n" +
+        launches);
+    return page_of(build_report(telemetry::parse_trace(text, "test.trace")));
+  };
+  EXPECT_EQ(page_for("").find("kernel launches"), std::string::npos);
+  EXPECT_NE(page_for("5 launches 1000 10\n")
+                .find("<th>kernel launches</th><td>1000, of which 10 unreadable"),
+            std::string::npos);
+  EXPECT_NE(page_for("5 launches 1000 11\n")
+                .find("<th>kernel launches</th><td class=\"warning\">1000, of which 11 unreadable"),
+            std::string::npos);
+}
+
 TEST(ReportHtml, ThePageHoldsItsChartsDataAndSaysWhatIsNotRecorded) {
   JobReport report = hostile_report();
   const std::string page = page_of(report);

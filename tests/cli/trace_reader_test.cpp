@@ -51,13 +51,14 @@ TEST(TraceReader, ReadsTheFormatsExample) {
                             "993840 promote 1 0x7f3a40000000 4194304\n"
                             "993901 use 1 17 0x7f3a00000000 0x7f3a40000000\n"
                             "1204467 free 0 spill-host 0x7f1c00000000 2147483648\n"
-                            "# end 8 events\n");
+                            "1204470 launches 5210 12\n"
+                            "# end 9 events\n");
   EXPECT_EQ(trace.pid, 4242u);
   EXPECT_EQ(trace.start_unix_ns, 1764662400000000000u);
   EXPECT_EQ(trace.command, "python train.py --epochs 3");
   EXPECT_TRUE(trace.complete);
   EXPECT_FALSE(trace.dropped_partial_event);
-  ASSERT_EQ(trace.events.size(), 8u);
+  ASSERT_EQ(trace.events.size(), 9u);
 
   const TraceEvent& device = trace.events[0];
   EXPECT_EQ(device.kind, TraceEventKind::kDevice);
@@ -86,6 +87,10 @@ TEST(TraceReader, ReadsTheFormatsExample) {
   EXPECT_EQ(use.bases, (std::vector<uint64_t>{0x7f3a00000000u, 0x7f3a40000000u}));
   EXPECT_EQ(trace.events[7].kind, TraceEventKind::kFree);
   EXPECT_EQ(trace.events[7].route, core::Route::kSpillHost);
+  const TraceEvent& launches = trace.events[8];
+  EXPECT_EQ(launches.kind, TraceEventKind::kLaunches);
+  EXPECT_EQ(launches.launches, 5210u);
+  EXPECT_EQ(launches.unreadable_launches, 12u);
 }
 
 TEST(TraceReader, ReadsEveryRouteToken) {
@@ -150,7 +155,7 @@ TEST(TraceReader, NamesTheHeaderLineThatIsWrong) {
 TEST(TraceReader, RejectsAnUnknownEventKind) {
   EXPECT_EQ(error_of(std::string(kHeader) + "1 alloc 0 cuMemAlloc 0x1000 4096\n5 allocate 0\n"),
             "job.trace:6: unknown event kind 'allocate': expected device, alloc, free, refuse, "
-            "evict, promote or use");
+            "evict, promote, use or launches");
 }
 
 TEST(TraceReader, RejectsABadNumber) {
@@ -180,6 +185,9 @@ TEST(TraceReader, RejectsMissingAndExtraFields) {
   EXPECT_EQ(error_of(std::string(kHeader) + "1 evict 0 0x1000 4096 7\n"),
             "job.trace:5: unexpected '7' after the evict event's fields (expected '<time> evict "
             "<device> <base> <bytes>')");
+  EXPECT_EQ(error_of(std::string(kHeader) + "1 launches 0 40 2\n"),
+            "job.trace:5: unexpected '2' after the launches event's fields (expected '<time> "
+            "launches <launches> <unreadable>')");
   EXPECT_EQ(error_of(std::string(kHeader) + "1 use 0 3\n"),
             "job.trace:5: the use event ends before <base> (expected '<time> use <device> "
             "<stream> <base>...')");
@@ -311,12 +319,12 @@ TEST(TraceReader, RejectsAnUnknownRecordTag) {
   const std::string at = std::to_string(kBinaryHeaderBytes + alloc_record(0x1000).size());
   EXPECT_EQ(error_of(std::string(kBinaryHeader) + alloc_record(0x1000) + "A\x01\x07"),
             "job.trace: byte " + at +
-                ": unknown record tag 0x41: expected a tag from 1 to 8 (device, alloc, free, "
-                "refuse, evict, promote, use, end)");
+                ": unknown record tag 0x41: expected a tag from 1 to 9 (device, alloc, free, "
+                "refuse, evict, promote, use, end, launches)");
   EXPECT_EQ(error_of(std::string(kBinaryHeader) + '\0'),
             "job.trace: byte " + std::to_string(kBinaryHeaderBytes) +
-                ": unknown record tag 0x00: expected a tag from 1 to 8 (device, alloc, free, "
-                "refuse, evict, promote, use, end)");
+                ": unknown record tag 0x00: expected a tag from 1 to 9 (device, alloc, free, "
+                "refuse, evict, promote, use, end, launches)");
 }
 
 TEST(TraceReader, RejectsANumberOfMoreThanTenBytes) {

@@ -203,6 +203,7 @@ void record_every_kind(TraceFile& trace) {
   std::array<uint64_t, core::SubmissionUse::kCapacity> many{};
   for (std::size_t i = 0; i < many.size(); ++i) many[i] = UINT64_MAX - i * (8 << 20);
   trace.used(2, UINT32_MAX, many);
+  trace.launches_counted(UINT64_MAX, 12);
 }
 
 // An event as text, without its time (two writers never record the same times).
@@ -212,6 +213,7 @@ std::string without_time(const TraceEvent& event) {
       << core::route_token(event.route) << " key " << event.key << " bytes " << event.bytes
       << " limit " << event.limit_bytes << " stream " << event.stream << " bases";
   for (const uint64_t base : event.bases) out << " " << base;
+  out << " launches " << event.launches << " unreadable " << event.unreadable_launches;
   return out.str();
 }
 
@@ -254,7 +256,10 @@ TEST_F(TraceFileTest, ABinaryTraceHoldsWhatTheTextOneDoes) {
   EXPECT_FALSE(from_text.binary);
   EXPECT_TRUE(from_binary.complete);
   EXPECT_FALSE(from_binary.dropped_partial_event);
-  ASSERT_EQ(from_binary.events.size(), 4 + 3 * core::kRouteCount + 4);
+  ASSERT_EQ(from_binary.events.size(), 4 + 3 * core::kRouteCount + 5);
+  EXPECT_EQ(from_binary.events.back().kind, TraceEventKind::kLaunches);
+  EXPECT_EQ(from_binary.events.back().launches, UINT64_MAX);
+  EXPECT_EQ(from_binary.events.back().unreadable_launches, 12U);
   EXPECT_EQ(without_times(from_binary), without_times(from_text));
   EXPECT_TRUE(std::ranges::is_sorted(from_binary.events, {}, &TraceEvent::time_ns));
   EXPECT_EQ(from_binary.events[2].route, Route::kMemAlloc);

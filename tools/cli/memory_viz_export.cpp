@@ -103,6 +103,7 @@ class Builder {
                      " to the device");
         break;
       case TraceEventKind::kUse:  // which blocks a launch touches: no memory changes hands
+      case TraceEventKind::kLaunches:  // counts, not memory
         break;
     }
   }

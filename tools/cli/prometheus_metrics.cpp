@@ -65,6 +65,12 @@ constexpr Row<StatsSnapshot> kJobRows[] = {
      "Time from asking for each remap window to opening the device to the job again.",
      [](const StatsSnapshot& job) { return job.tiered.window_ns; }, "",
      Unit::kNanosecondsAsSeconds},
+    {"vramspill_tiered_launches_total", Type::kCounter,
+     "Kernel launches while tiered blocks were tracked.",
+     [](const StatsSnapshot& job) { return job.tiered.launches; }},
+    {"vramspill_tiered_unreadable_launches_total", Type::kCounter,
+     "Kernel launches whose arguments could not be read: taken as touching every tiered block.",
+     [](const StatsSnapshot& job) { return job.tiered.unreadable_launches; }},
 };
 
 constexpr Row<DeviceFigures> kDeviceRows[] = {

@@ -73,6 +73,14 @@ void write_header(const JobReport& report, const PageOptions& options, std::ostr
     out << "<tr><th>left out</th><td class=\"warning\">" << report.left_out_events
         << " event(s) about allocations the trace does not show live (is it damaged?)</td></tr>\n";
   }
+  if (report.launches) {
+    // Note [Counting launches] in shim/core/use_tracker.h: over 1%, tiered mode decided blind.
+    const uint64_t all = report.launches->launches,
+                   unreadable = report.launches->unreadable_launches;
+    out << "<tr><th>kernel launches</th><td" << (unreadable * 100 > all ? " class=\"warning\"" : "")
+        << ">" << all << ", of which " << unreadable
+        << " unreadable (taken as touching every tiered block)</td></tr>\n";
+  }
   row(out, "call sites", "not recorded (the trace does not capture them)");
   out << "</table>\n";
 }

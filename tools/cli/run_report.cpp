@@ -132,6 +132,10 @@ class Builder {
   }
 
   void add(const TraceEvent& event) {
+    if (event.kind == TraceEventKind::kLaunches) {  // the process's, not a device's
+      report_.launches = event;
+      return;
+    }
     DeviceState& state = device(event.device);
     DeviceReport& report = state.report;
     switch (event.kind) {
@@ -154,6 +158,7 @@ class Builder {
         move(state, event);
         break;
       case TraceEventKind::kUse:  // which blocks a launch touches: no memory changes hands
+      case TraceEventKind::kLaunches:  // taken above
         return;
     }
     state.samples.push_back({event.time_ns, state.current});

@@ -103,6 +103,8 @@ struct JobReport {
   std::vector<DeviceReport> devices;     // by ordinal, those the trace names
   std::vector<LargeAllocation> largest;  // largest first
   uint64_t left_out_events = 0;  // frees, evicts, promotes and allocs that did not fit (Note)
+  // The trace's launches event (tiered mode writes it at exit), if it has one.
+  std::optional<telemetry::TraceEvent> launches;
 };
 
 struct ReportLimits {

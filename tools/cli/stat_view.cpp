@@ -40,12 +40,13 @@ std::string tiered_lines(const telemetry::StatsSnapshot& process) {
             format_bytes(device.tiered_host_bytes) + " on the host\n";
   }
   const telemetry::StatsTiered& moved = process.tiered;
-  if (text.empty() && moved.windows == 0) return text;
+  if (text.empty() && moved.windows == 0 && moved.launches == 0) return text;
   char windows[64];
   std::snprintf(windows, sizeof windows, "%.1f ms", static_cast<double>(moved.window_ns) / 1e6);
   return "  tiered: " + format_bytes(moved.evicted_bytes) + " evicted, " +
          format_bytes(moved.promoted_bytes) + " promoted, " + std::to_string(moved.windows) +
-         " remap windows (" + windows + ")\n" + text;
+         " remap windows (" + windows + "), " + std::to_string(moved.launches) +
+         " kernel launches (" + std::to_string(moved.unreadable_launches) + " unreadable)\n" + text;
 }
 
 std::string process_block(const telemetry::StatsSnapshot& process, uint64_t now_unix_ns) {

@@ -222,6 +222,7 @@ ReplayInput replay_input(const telemetry::Trace& trace, int device, uint64_t bud
         input.recorded_promoted_bytes += event->bytes;
         break;
       case TraceEventKind::kRefuse:
+      case TraceEventKind::kLaunches:
         break;
     }
   }

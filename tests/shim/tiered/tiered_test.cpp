@@ -260,6 +260,48 @@ TEST_F(TieredTest, AnUnreadableLaunchKeepsItsBlockUntilItRuns) {
   EXPECT_CU(cuMemFree(newcomer));
 }
 
+// Kernels as the CUDA runtime launches them: CUkernel handles from a library, passed to the
+// launch calls as CUfunction (Note [Kernels launched as functions] in
+// shim/core/launch_arguments.h). The shim must read every one (the summary counts none
+// unreadable, tests/shim/tiered/CMakeLists.txt), and the blocks they name come in as for a
+// module's functions, every byte intact.
+TEST_F(TieredTest, LibraryKernelsAreReadLikeModuleFunctions) {
+  CUlibrary library = nullptr;
+  ASSERT_CU(cuLibraryLoadData(&library, "simcuda accepts any image", nullptr, nullptr, 0, nullptr,
+                              nullptr, 0));
+  CUkernel fill_kernel = nullptr;
+  CUkernel copy_kernel = nullptr;
+  ASSERT_CU(cuLibraryGetKernel(&fill_kernel, library, "vs_fill_u32"));
+  ASSERT_CU(cuLibraryGetKernel(&copy_kernel, library, "vs_copy"));
+  std::vector<CUdeviceptr> blocks(8);  // twice the budget
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    ASSERT_CU(cuMemAlloc(&blocks[i], kBlock));
+    uint32_t value = static_cast<uint32_t>(100 + i);
+    uint64_t count = kWords;
+    void* params[] = {&blocks[i], &value, &count};
+    ASSERT_CU(cuLaunchKernel(reinterpret_cast<CUfunction>(fill_kernel), 64, 1, 1, 256, 1, 1, 0,
+                             streams_[0], params, nullptr));
+  }
+  // Each block, in turn, copied into the next through cuLaunchKernelEx: each launch brings in
+  // two blocks, which the budget's four can always hold.
+  for (size_t i = 0; i + 1 < blocks.size(); ++i) {
+    uint64_t bytes = kBlock;
+    void* params[] = {&blocks[i + 1], &blocks[i], &bytes};
+    CUlaunchConfig config{};
+    config.gridDimX = 64;
+    config.gridDimY = config.gridDimZ = 1;
+    config.blockDimX = 256;
+    config.blockDimY = config.blockDimZ = 1;
+    config.hStream = streams_[0];
+    ASSERT_CU(cuLaunchKernelEx(&config, reinterpret_cast<CUfunction>(copy_kernel), params,
+                               nullptr));
+  }
+  ASSERT_CU(cuStreamSynchronize(streams_[0]));
+  for (const CUdeviceptr block : blocks) expect_block(block, 100);
+  for (const CUdeviceptr block : blocks) EXPECT_CU(cuMemFree(block));
+  EXPECT_CU(cuLibraryUnload(library));
+}
+
 // The budget holds: with blocks of three times the budget allocated and touched, the device
 // memory the driver itself has handed out (asked past the shim) stays within the budget.
 TEST_F(TieredTest, TheBudgetHoldsWhateverIsAllocated) {

@@ -157,7 +157,9 @@ constexpr std::array<OptionSpec, 20> kOptions = {{
      "Regular file the job's memory events are written to, with their times, for `vramspill "
      "export`: every allocation and free (spilled and tiered ones included), requests over the "
      "budget, and tiered mode's evictions, promotions and the blocks each launch touches. `%p` "
-     "is replaced by the process id. Empty: no trace.",
+     "is replaced by the process id. An existing file is replaced only if it is empty or an earlier "
+     "vramspill trace; any other file is left as it is, and the job runs untraced. Empty: no "
+     "trace.",
      {},
      [](Config& c, const OptionValue& v) { c.trace.file = std::get<std::string>(v); }},
     {"trace", "format", OptionType::kEnum, "text",

@@ -129,12 +129,38 @@ std::string expand(const std::string& path) {
   return out;
 }
 
+// Note [A trace replaces only a trace]: whether the file at `fd` is empty or starts as a trace
+// of either format; otherwise `problem` says what it holds.
+bool empty_or_a_trace(int fd, std::string& problem) {
+  std::array<char, 64> start{};
+  const ssize_t read = pread(fd, start.data(), start.size(), 0);
+  if (read < 0) {
+    problem = std::strerror(errno);
+    return false;
+  }
+  const std::string_view held(start.data(), static_cast<std::size_t>(read));
+  for (const std::string_view first_line : {kTraceFirstLine, kBinaryTraceFirstLine}) {
+    if (held.starts_with(first_line) && held.substr(first_line.size()).starts_with('\n'))
+      return true;
+  }
+  if (held.empty()) return true;
+  const std::string_view line = held.substr(0, std::min(held.find('\n'), std::size_t{40}));
+  problem = "it holds something other than a vramspill trace (it starts \"" +
+            std::string(line) +
+            "\"), which a trace never replaces: name a new file, or remove this one";
+  return false;
+}
+
 // `path` opened for writing and locked by this process alone; -1 with `problem` set, and
 // `locked_by_another` when another process holds the lock (Note [A trace never stops the job]).
 int open_locked(const std::string& path, bool& locked_by_another, std::string& problem) {
-  const int fd = open_owned_file(path, O_WRONLY, problem);
+  const int fd = open_owned_file(path, O_RDWR, problem);
   if (fd < 0) return -1;
   if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
+    if (!empty_or_a_trace(fd, problem)) {
+      close(fd);
+      return -1;
+    }
     if (ftruncate(fd, 0) == 0) return fd;
     problem = std::strerror(errno);
   } else {

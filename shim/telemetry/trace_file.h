@@ -18,6 +18,14 @@
 //   (with stats off, at most one buffer, kBufferBytes, before).
 // - Tracing takes no memory after open(): events that arrive while the buffer is being written
 //   wait on its lock.
+//
+// Note [A trace replaces only a trace]
+// The path is the user's to name, and a slip can name any file: a job's results, its log, a file
+// the program itself writes. So the trace is written only into a file that is empty (new, or left
+// empty) or already holds a vramspill trace of either format (the same job run again, which
+// replaces its old trace as users expect). Anything else is left exactly as it was, the job runs
+// untraced, and the log says why. The check is made under the trace's lock, so two jobs tracing
+// to one path still go beside each other as above.
 #pragma once
 
 #include <array>
@@ -44,8 +52,9 @@ class TraceFile final : public core::MemoryEvents {
   TraceFile(const TraceFile&) = delete;
   TraceFile& operator=(const TraceFile&) = delete;
 
-  // Opens the trace at `path` ("%p" is replaced by the process id, "%%" by "%"), truncated,
-  // and writes the header of `format`; false with `problem` set when that fails. Once.
+  // Opens the trace at `path` ("%p" is replaced by the process id, "%%" by "%"), truncated if it
+  // is an earlier trace (Note [A trace replaces only a trace]), and writes the header of
+  // `format`; false with `problem` set when that fails or the file is something else. Once.
   bool open(const std::string& path, TraceFormat format, std::string& problem) noexcept;
   // For tests: writes the trace to `fd` (taken over), with `name` standing for its path.
   bool adopt(int fd, const std::string& name, TraceFormat format, std::string& problem) noexcept;

@@ -138,6 +138,47 @@ TEST_F(TraceFileTest, PercentPIsTheProcessIdAndASecondWriterGoesBesideTheFirst) 
             std::vector<std::string>{"refuse 0 cuArrayCreate 2"});
 }
 
+// Note [A trace replaces only a trace]: a file of the user's named by mistake keeps every byte.
+TEST_F(TraceFileTest, AFileThatIsNotATraceIsNeverReplaced) {
+  const fs::path path = root_ / "results.txt";
+  std::ofstream(path) << "IMPORTANT USER DATA\nline two\n";
+  TraceFile trace;
+  std::string problem;
+  EXPECT_FALSE(trace.open(path.string(), TraceFormat::kText, problem));
+  EXPECT_EQ(problem,
+            "it holds something other than a vramspill trace (it starts \"IMPORTANT USER DATA\"), "
+            "which a trace never replaces: name a new file, or remove this one");
+  trace.evicted(0, 1, 2);  // dropped
+  trace.finish();
+  EXPECT_EQ(lines_of(path), (std::vector<std::string>{"IMPORTANT USER DATA", "line two"}));
+}
+
+// The same job run again replaces its trace, of either format, and an empty file is used.
+TEST_F(TraceFileTest, AnEarlierTraceOrAnEmptyFileIsReplaced) {
+  for (const TraceFormat before : {TraceFormat::kText, TraceFormat::kBinary}) {
+    const fs::path path = root_ / "again.trace";
+    std::string problem;
+    {
+      TraceFile first;  // holds its lock until it is gone, as a process until it exits
+      ASSERT_TRUE(first.open(path.string(), before, problem)) << problem;
+      first.evicted(0, 1, 2);
+      first.finish();
+    }
+    TraceFile second;
+    ASSERT_TRUE(second.open(path.string(), TraceFormat::kText, problem)) << problem;
+    second.promoted(0, 3, 4);
+    second.finish();
+    EXPECT_EQ(events_of(lines_of(path)), std::vector<std::string>{"promote 0 0x3 4"});
+  }
+  const fs::path empty = root_ / "empty.trace";
+  std::ofstream{empty};
+  TraceFile trace;
+  std::string problem;
+  ASSERT_TRUE(trace.open(empty.string(), TraceFormat::kText, problem)) << problem;
+  trace.finish();
+  EXPECT_EQ(lines_of(empty).front(), kTraceFirstLine);
+}
+
 TEST_F(TraceFileTest, AFileThatCannotBeWrittenIsNoTrace) {
   const int full = ::open("/dev/full", O_WRONLY | O_CLOEXEC);
   ASSERT_GE(full, 0);

@@ -1,7 +1,7 @@
 // The [trace] file of a real job (Note [A trace never stops the job] in
 // telemetry/trace_file.h): what a spilling job records, in either format, that the trace never
-// lands in a file the job opened as descriptor 2, and that a full filesystem or a file size
-// limit stops the trace, not the job.
+// lands in a file the job opened as descriptor 2 nor replaces a file that is not a trace, and that
+// a full filesystem or a file size limit stops the trace, not the job.
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -85,6 +85,20 @@ TEST_F(JobSafety, TraceNeverReachesAFileTheJobOpensAsDescriptor2) {
   ASSERT_TRUE(result.exited(0)) << result.describe();
   EXPECT_EQ(read_file(program_file), "") << "the shim wrote into the job's file";
   expect_the_spilling_job(read_file(path));
+}
+
+// Note [A trace replaces only a trace]: [trace] file names a file of the user's by mistake. The
+// job runs to the end, untraced, the log says why, and the file keeps every byte.
+TEST_F(JobSafety, ATraceNeverReplacesAFileThatIsNotATrace) {
+  const std::string path = (root_ / "results.txt").string();
+  std::ofstream(path) << "IMPORTANT USER DATA\n";
+  const RunResult result = run({"spill"}, traced(kSpillingJob, path));
+  EXPECT_TRUE(result.exited(0)) << result.describe();
+  EXPECT_EQ(read_file(path), "IMPORTANT USER DATA\n");
+  EXPECT_TRUE(contains(result.err, "[vramspill] warning: no trace: cannot open " + path +
+                                       " (it holds something other than a vramspill trace"))
+      << result.err;
+  EXPECT_TRUE(contains(result.err, "spilled")) << result.err;
 }
 
 // A full tmpfs in a mount namespace of the job's own (root only; skipped elsewhere): the trace

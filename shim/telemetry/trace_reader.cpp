@@ -1,5 +1,8 @@
 #include "telemetry/trace_reader.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <charconv>
 #include <climits>
@@ -8,6 +11,7 @@
 #include <iterator>
 #include <string_view>
 
+#include "config/config.h"
 #include "telemetry/trace_binary_format.h"
 #include "telemetry/trace_format.h"
 
@@ -535,6 +539,12 @@ Trace parse_trace(std::istream& input, const std::string& name) {
 }
 
 Trace read_trace(const std::string& path) {
+  // Note [Only regular files] in config/config.h: /dev/zero would be read without end, and a
+  // directory reads as an empty trace.
+  std::string problem;
+  const int checked = open_regular_file(path, O_RDONLY, 0, problem);
+  if (checked < 0) throw TraceError(path + ": cannot read it: " + problem);
+  close(checked);
   std::ifstream file(path, std::ios::binary);
   if (!file) throw TraceError(path + ": cannot open it: " + std::strerror(errno));
   return parse_trace(file, path);

@@ -102,7 +102,11 @@ TEST(CliHelp, version_and_usage_errors) {
   ASSERT_TRUE(version.exited(0)) << version.describe();
   EXPECT_EQ(version.out, std::string("vramspill ") + VRAMSPILL_VERSION + "\n");
   EXPECT_TRUE(vramspill({}).exited(2));
-  EXPECT_TRUE(vramspill({"frobnicate"}).exited(2));
+  const RunResult unknown = vramspill({"frobnicate", "--once"});
+  EXPECT_TRUE(unknown.exited(2)) << unknown.describe();
+  EXPECT_EQ(unknown.err,
+            "vramspill: unknown command 'frobnicate': expected one of run, stat, doctor, "
+            "exporter, export, replay, report (vramspill --help)\n");
   EXPECT_TRUE(vramspill({"stat", "--interval", "0"}).exited(2));
 }
 

@@ -208,13 +208,25 @@ TEST(TraceReader, ChecksTheEndLine) {
             "job.trace:6: an event after the trace's '# end' line (line 5)");
 }
 
-TEST(TraceReader, ReadTraceNamesAFileItCannotOpen) {
+std::string read_error(const std::string& path) {
   try {
-    read_trace("/nonexistent/job.trace");
-    FAIL() << "no error";
+    read_trace(path);
   } catch (const TraceError& error) {
-    EXPECT_STREQ(error.what(), "/nonexistent/job.trace: cannot open it: No such file or directory");
+    return error.what();
   }
+  return "(no error)";
+}
+
+TEST(TraceReader, ReadTraceNamesAFileItCannotOpen) {
+  EXPECT_EQ(read_error("/nonexistent/job.trace"),
+            "/nonexistent/job.trace: cannot read it: No such file or directory");
+}
+
+// Note [Only regular files]: /dev/zero would be read without end, a directory as nothing.
+TEST(TraceReader, ReadTraceRefusesWhatIsNotARegularFile) {
+  EXPECT_EQ(read_error("/dev/zero"),
+            "/dev/zero: cannot read it: it is a character device, not a regular file");
+  EXPECT_EQ(read_error("/tmp"), "/tmp: cannot read it: it is a directory, not a regular file");
 }
 
 constexpr const char* kBinaryHeader =

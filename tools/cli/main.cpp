@@ -4,6 +4,8 @@
 // runs it through the policies, `report` draws it. Each subcommand lives in its own file; this
 // one only parses the command line and hands over.
 #include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -70,7 +72,21 @@ int main(int argc, char** argv) {
       command.assign(argv + start.index, argv + argc);
       break;
     }
-    if (argument.empty() || argument[0] != '-') break;  // another subcommand, or a typo
+    if (argument.empty() || argument[0] != '-') {  // another subcommand, or a typo
+      const std::initializer_list<const CLI::App*> commands = {
+          run, stat, doctor, exporter, export_trace, replay, report};
+      if (std::ranges::none_of(
+              commands, [&](const CLI::App* known) { return known->get_name() == argument; })) {
+        std::string names;
+        for (const CLI::App* known : commands)
+          names += (names.empty() ? "" : ", ") + known->get_name();
+        std::fprintf(stderr,
+                     "vramspill: unknown command '%s': expected one of %s (vramspill --help)\n",
+                     argv[i], names.c_str());
+        return kUsageError;
+      }
+      break;
+    }
   }
 
   try {

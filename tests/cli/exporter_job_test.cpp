@@ -170,6 +170,19 @@ TEST_F(ExporterJobTest, an_address_in_use_is_refused_with_the_reason) {
       << result.err;
 }
 
+// A second exporter on the port of a first would share it (SO_REUSEPORT) and take half the
+// scrapes: it is refused.
+TEST_F(ExporterJobTest, a_port_another_exporter_serves_is_refused) {
+  start_exporter();
+  const std::string listen_at = "127.0.0.1:" + std::to_string(port_);
+  const RunResult second = run_program(
+      {VRAMSPILL_CLI, "exporter", "--listen", listen_at, "--directory", stats_directory()}, {}, 60);
+  EXPECT_TRUE(second.exited(1)) << second.describe();
+  EXPECT_TRUE(contains(second.err, "cannot listen on " + listen_at + ": Address already in use"))
+      << second.err;
+  EXPECT_TRUE(stop_exporter(SIGTERM).exited(0));
+}
+
 TEST(ExporterTest, help_documents_options_metrics_and_exit_statuses) {
   const RunResult top = run_program({VRAMSPILL_CLI, "--help"}, {}, 60);
   EXPECT_TRUE(contains(top.out, "exporter")) << top.out;

@@ -4,6 +4,7 @@
 #include <netdb.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/socket.h>
 
 #include <cerrno>
 #include <charconv>
@@ -84,6 +85,12 @@ int bind_server(httplib::Server& server, const ListenAddress& address) {
     std::cerr << kProgram << ": cannot listen on " << address.text << ": " << problem << "\n";
     return -1;
   }
+  // httplib's default sets SO_REUSEPORT, with which a second exporter binds the same port and
+  // takes half the scrapes; SO_REUSEADDR alone still lets a restarted one bind at once.
+  server.set_socket_options([](socket_t socket) {
+    const int yes = 1;
+    setsockopt(socket, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+  });
   errno = 0;
   const int port = address.port == 0 ? server.bind_to_any_port(address.host)
                    : server.bind_to_port(address.host, address.port) ? address.port

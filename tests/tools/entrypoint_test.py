@@ -53,7 +53,8 @@ class Entrypoint(unittest.TestCase):
         self.doctor_calls = self.dir / "doctor-calls"
         self.marker = self.dir / "command-ran"
         self.fake_doctor(status=0, says="")
-        # No policy mounted at the default path unless a test puts one there.
+        # Where a test mounts a policy, named by ENTRYPOINT_POLICY (the default path,
+        # /etc/vramspill/policy.toml, is the machine's).
         self.mounted = self.dir / "etc" / "vramspill" / "policy.toml"
 
     def fake_doctor(self, status, says):
@@ -71,7 +72,7 @@ class Entrypoint(unittest.TestCase):
         fake.chmod(0o755)
 
     def environment(self, **extra):
-        environment = {"PATH": f"{self.bin}:/usr/bin:/bin", "ENTRYPOINT_POLICY": str(self.mounted)}
+        environment = {"PATH": f"{self.bin}:/usr/bin:/bin"}
         environment.update(extra)
         return environment
 
@@ -104,9 +105,9 @@ class Entrypoint(unittest.TestCase):
                 self.assertEqual(result.returncode, 0, result.stderr)
                 self.assertEqual(environment_lines(result.stdout)["LD_PRELOAD"], f"{shim}:{libc}")
 
-    def test_the_policy_mounted_at_the_default_path_is_used(self):
+    def test_the_policy_at_entrypoint_policy_is_used(self):
         self.mount_policy()
-        result = self.run_entrypoint("env")
+        result = self.run_entrypoint("env", ENTRYPOINT_POLICY=str(self.mounted))
         self.assertEqual(result.returncode, 0, result.stderr)
         self.assertEqual(environment_lines(result.stdout)["VRAMSPILL_CONFIG"],
                          os.path.realpath(self.mounted))
@@ -115,12 +116,15 @@ class Entrypoint(unittest.TestCase):
         self.mount_policy()
         named = self.dir / "job.toml"
         named.write_text(POLICY.read_text())
-        result = self.run_entrypoint("env", VRAMSPILL_CONFIG=str(named))
+        result = self.run_entrypoint("env", VRAMSPILL_CONFIG=str(named),
+                                     ENTRYPOINT_POLICY=str(self.mounted))
         self.assertEqual(result.returncode, 0, result.stderr)
         self.assertEqual(environment_lines(result.stdout)["VRAMSPILL_CONFIG"],
                          os.path.realpath(named))
 
     def test_no_policy_anywhere_runs_on_the_defaults(self):
+        if Path("/etc/vramspill/policy.toml").exists():
+            self.skipTest("this machine has a policy at /etc/vramspill/policy.toml")
         result = self.run_entrypoint("env")
         self.assertEqual(result.returncode, 0, result.stderr)
         self.assertNotIn("VRAMSPILL_CONFIG", environment_lines(result.stdout))
@@ -130,6 +134,13 @@ class Entrypoint(unittest.TestCase):
         result = self.run_entrypoint(*self.touch_marker(), VRAMSPILL_CONFIG=str(absent))
         self.assertEqual(result.returncode, 2)
         self.assertIn(f"the policy VRAMSPILL_CONFIG={absent} does not exist", result.stderr)
+        self.assertFalse(self.marker.exists())
+
+    def test_an_entrypoint_policy_that_does_not_exist_is_an_error_naming_it(self):
+        result = self.run_entrypoint(*self.touch_marker(), ENTRYPOINT_POLICY=str(self.mounted))
+        self.assertEqual(result.returncode, 2)
+        self.assertIn(f"the policy ENTRYPOINT_POLICY={self.mounted} does not exist",
+                      result.stderr)
         self.assertFalse(self.marker.exists())
 
     # --- The doctor -------------------------------------------------------------------------------

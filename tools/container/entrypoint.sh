@@ -4,9 +4,10 @@
 #   ENTRYPOINT ["/usr/local/bin/vramspill-entrypoint"]
 #   CMD ["python", "train.py"]
 #
-# 1. The policy: VRAMSPILL_CONFIG when it is set (the file must exist), else the file at
-#    $ENTRYPOINT_POLICY (default /etc/vramspill/policy.toml) when one is mounted there, else none
-#    (the defaults and the VRAMSPILL_* variables).
+# 1. The policy: VRAMSPILL_CONFIG when it is set, else ENTRYPOINT_POLICY when it is set (either
+#    file must exist: a typo must not run the job on the defaults), else
+#    /etc/vramspill/policy.toml when one is mounted there, else none (the defaults and the
+#    VRAMSPILL_* variables).
 # 2. `vramspill doctor --quiet`, its findings on standard error, as set by ENTRYPOINT_DOCTOR:
 #    warn (the default) starts the command whatever the doctor finds; strict does not start it
 #    when the doctor fails, and exits with the doctor's status (1: something blocks spilling);
@@ -43,12 +44,15 @@ if [ -n "${VRAMSPILL_CONFIG:-}" ]; then
   [ -e "$VRAMSPILL_CONFIG" ] ||
     fail 2 "the policy VRAMSPILL_CONFIG=$VRAMSPILL_CONFIG does not exist: mount it there, or" \
       "unset VRAMSPILL_CONFIG to use the one at ${ENTRYPOINT_POLICY:-/etc/vramspill/policy.toml}"
-else
-  default_policy=${ENTRYPOINT_POLICY:-/etc/vramspill/policy.toml}
-  if [ -e "$default_policy" ]; then
-    VRAMSPILL_CONFIG=$default_policy
-    export VRAMSPILL_CONFIG
-  fi
+elif [ -n "${ENTRYPOINT_POLICY:-}" ]; then
+  [ -e "$ENTRYPOINT_POLICY" ] ||
+    fail 2 "the policy ENTRYPOINT_POLICY=$ENTRYPOINT_POLICY does not exist: mount it there, or" \
+      "unset ENTRYPOINT_POLICY to use /etc/vramspill/policy.toml when one is mounted there"
+  VRAMSPILL_CONFIG=$ENTRYPOINT_POLICY
+  export VRAMSPILL_CONFIG
+elif [ -e /etc/vramspill/policy.toml ]; then
+  VRAMSPILL_CONFIG=/etc/vramspill/policy.toml
+  export VRAMSPILL_CONFIG
 fi
 
 doctor=${ENTRYPOINT_DOCTOR:-warn}

@@ -303,6 +303,7 @@ TEST(DoctorDriver, no_gpu_in_sysfs_blocks) {
   EXPECT_TRUE(result.exited(1)) << result.describe();
   EXPECT_EQ(line_of(result.out, "gpu"),
             "block gpu           no NVIDIA GPU in /sys/bus/pci/devices");
+  EXPECT_EQ(line_of(result.out, "numa"), "ok    numa          one NUMA node");  // no GPU to be near
 }
 
 TEST(DoctorDriver, spill_features_each_verdict) {

@@ -155,8 +155,9 @@ const NumaNode* find_node(const HostFacts& host, int id) {
 void check_numa(const std::vector<Gpu>& gpus, const HostFacts& host,
                 std::vector<Finding>& findings) {
   if (host.numa_nodes.size() < 2) {
-    findings.push_back(machine_finding("numa", Verdict::kOk,
-                                       "one NUMA node: every GPU is near all of host memory"));
+    findings.push_back(machine_finding(
+        "numa", Verdict::kOk,
+        gpus.empty() ? "one NUMA node" : "one NUMA node: every GPU is near all of host memory"));
     return;
   }
   std::string nodes = std::to_string(host.numa_nodes.size()) + " NUMA nodes:";

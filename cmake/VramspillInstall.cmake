@@ -6,8 +6,9 @@
 # Two components, both in the one package:
 #   runtime  bin/vramspill, bin/vramspill-exporter (which `vramspill exporter` runs from beside
 #            it: Note [The exporter is a program of its own] in tools/cli/exporter_launcher.h),
-#            <libdir>/libvramspill.so, share/vramspill/conf/*.toml (the example policies) and
-#            share/man/man1/vramspill.1
+#            <libdir>/libvramspill.so (the multiarch directory on Debian: CMakeLists.txt),
+#            share/vramspill/conf/*.toml (the example policies), share/man/man1/vramspill.1 and
+#            share/doc/vramspill/copyright
 #   demo     train_demo, oom_demo and driver_tour in libexec/vramspill/ (generic names, kept off
 #            PATH), with vs_kernels.fatbin when nvcc built it, and simcuda in
 #            <libdir>/vramspill/simcuda/, so the installed demo also runs on a machine without a GPU
@@ -44,6 +45,9 @@ add_custom_command(
   VERBATIM)
 add_custom_target(vramspill_man_page ALL DEPENDS ${VRAMSPILL_MAN_PAGE})
 install(FILES ${VRAMSPILL_MAN_PAGE} DESTINATION ${CMAKE_INSTALL_MANDIR}/man1 COMPONENT runtime)
+# Where Debian keeps a package's copyright and licence (Debian Policy 12.5), for every install.
+install(FILES ${PROJECT_SOURCE_DIR}/cmake/package/copyright
+        DESTINATION ${CMAKE_INSTALL_DATADIR}/doc/vramspill COMPONENT runtime)
 
 # --- demo (Note [The installed layout]) -----------------------------------------------------
 install(TARGETS train_demo oom_demo driver_tour RUNTIME DESTINATION ${VRAMSPILL_INSTALL_PRIVATE_DIR}
@@ -63,13 +67,16 @@ set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
 set(CPACK_PACKAGE_NAME vramspill)
 set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
 set(CPACK_PACKAGE_DESCRIPTION_SUMMARY
-    "run CUDA programs with a device-memory budget, spilling overflow to host memory")
+    "run CUDA jobs within a VRAM budget, spilling the rest to host RAM")
+# One line of the control file's long description per line here, each under 80 columns as
+# Debian Policy 5.6.13 asks (CPack indents them).
 set(CPACK_PACKAGE_DESCRIPTION
-    "vramspill is a shim preloaded into unmodified CUDA programs (LD_PRELOAD) that gives them a \
-device-memory budget and places what does not fit in host memory, so a job larger than the GPU \
-keeps running. The vramspill command starts jobs under a policy file and shows the ones running. \
-The package also holds demo programs and simcuda, a simulated CUDA driver for running them \
-without a GPU, in private directories the loader does not search.")
+    "vramspill is a shim preloaded into unmodified CUDA programs (LD_PRELOAD)
+that gives them a device-memory budget and places what does not fit in host
+memory, so a job larger than the GPU keeps running. The vramspill command
+starts jobs under a policy file and shows the ones running.
+The package also holds demo programs and simcuda, a simulated CUDA driver for
+running them without a GPU, in private directories the loader does not search.")
 set(VRAMSPILL_PACKAGE_MAINTAINER
     "vramspill maintainers <maintainers@users.noreply.a-seed-8c242645.example>"
     CACHE STRING "The Maintainer field of the Debian package")

@@ -86,7 +86,8 @@ class Layout:
     @staticmethod
     def runtime():
         return [Layout.cli(), Layout.exporter(), Layout.shim(),
-                installed(ARGS.mandir, "man1", "vramspill.1")] + [
+                installed(ARGS.mandir, "man1", "vramspill.1"),
+                installed(ARGS.datadir, "doc", "vramspill", "copyright")] + [
             Layout.policy(policy.name) for policy in sorted((SOURCE / "conf").glob("*.toml"))]
 
     @staticmethod
@@ -178,6 +179,19 @@ class InstalledTest(unittest.TestCase):
         self.assertRegex(fields, r"Depends: .*libc6")
         self.assertNotRegex(fields, r"Depends: .*(libcuda|nvidia)")
         self.assertRegex(fields, r"Maintainer: .+<.+@.+>")
+        # Debian Policy 5.6.13: the long description's lines are wrapped, under 80 columns.
+        description = fields[fields.index("Description:"):].splitlines()
+        self.assertGreater(len(description), 3, fields)
+        for line in description:
+            self.assertLess(len(line), 80, line)
+
+    def test_the_shim_is_in_the_multiarch_directory_on_debian(self):
+        if not Path("/etc/debian_version").exists():
+            self.skipTest("not Debian or Ubuntu")
+        multiarch = checked(["gcc", "-print-multiarch"]).stdout.strip()
+        if not multiarch:
+            self.skipTest("the compiler names no multiarch tuple")
+        self.assertEqual(Layout.shim(), installed("lib", multiarch, "libvramspill.so"))
 
 
 def main():

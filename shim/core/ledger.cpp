@@ -57,7 +57,7 @@ Admission Ledger::admit(int device, Route route, uint64_t bytes,
       try {
         admission.refusal = refusal_text(device, route, bytes, pool_free_reserved, needed);
         admission.admitted = false;
-        d->refused.fetch_add(1, kRelaxed);
+        d->over_budget.fetch_add(1, kRelaxed);
         if (MemoryEvents* told = events()) told->refused(device, route, bytes);
         return admission;
       } catch (...) {
@@ -137,8 +137,8 @@ void Ledger::cancel(const Admission& admission) noexcept {
   subtract(d->held, admission.reserved_bytes);
 }
 
-void Ledger::note_refusal_spilled(int device) noexcept {
-  if (DeviceState* d = state(device)) d->refused_then_spilled.fetch_add(1, kRelaxed);
+void Ledger::note_over_budget_served(int device) noexcept {
+  if (DeviceState* d = state(device)) d->over_budget_served.fetch_add(1, kRelaxed);
 }
 
 std::optional<Allocation> Ledger::forget(uint64_t key, KeySpace space) noexcept {
@@ -332,7 +332,7 @@ bool Ledger::settle_pool_growth(Admission& admission, uint64_t pool_key,
           admission.refusal =
               refusal_text(admission.device, admission.route, admission.requested_bytes,
                            admission.pool_free_reserved, growth);
-          d->refused.fetch_add(1, kRelaxed);
+          d->over_budget.fetch_add(1, kRelaxed);
           return false;
         }
       } while (!d->held.compare_exchange_weak(held, held + extra, kRelaxed, kRelaxed));
@@ -405,8 +405,8 @@ DeviceSnapshot Ledger::snapshot(int device) const noexcept {
   out.pool_reserved_at_peak = d->pool_reserved_at_peak.load(kRelaxed);
   out.tiered_bytes = d->tiered.load(kRelaxed);
   out.tiered_at_peak = d->tiered_at_peak.load(kRelaxed);
-  out.refused = d->refused.load(kRelaxed);
-  out.refused_then_spilled = d->refused_then_spilled.load(kRelaxed);
+  out.over_budget = d->over_budget.load(kRelaxed);
+  out.over_budget_served = d->over_budget_served.load(kRelaxed);
   for (std::size_t r = 0; r < kRouteCount; ++r) {
     out.routes[r].live_bytes = d->live[r].load(kRelaxed);
     out.routes[r].bytes_at_peak = d->live_at_peak[r].load(kRelaxed);
@@ -430,7 +430,7 @@ std::vector<int> Ledger::devices() const noexcept {
     for (int device = 0; device < kMaxDevices; ++device) {
       const DeviceState& d = devices_[static_cast<std::size_t>(device)];
       if (d.configured.load(kRelaxed) || d.peak.load(kRelaxed) != 0 || d.held.load(kRelaxed) != 0 ||
-          d.refused.load(kRelaxed) != 0) {
+          d.over_budget.load(kRelaxed) != 0) {
         out.push_back(device);
       }
     }

@@ -112,8 +112,13 @@ struct DeviceSnapshot {
   uint64_t pool_reserved_at_peak = 0;
   uint64_t tiered_bytes = 0;  // device granules tiered mode's arena holds (Ledger::take)
   uint64_t tiered_at_peak = 0;
-  uint64_t refused = 0;               // requests that did not fit (Admission::admitted false)
-  uint64_t refused_then_spilled = 0;  // of those, the ones a spill tier then took
+  uint64_t over_budget = 0;         // requests that did not fit (Admission::admitted false)
+  uint64_t over_budget_served = 0;  // of those, the ones spilled or given room by evictions
+  // The requests that failed with CUDA_ERROR_OUT_OF_MEMORY: the word "refused" means these alone,
+  // in the summary, `stat` and the exporter.
+  uint64_t refused() const noexcept {
+    return over_budget - (over_budget_served < over_budget ? over_budget_served : over_budget);
+  }
   std::array<RouteSnapshot, kRouteCount> routes{};
 };
 
@@ -150,9 +155,10 @@ class Ledger {
   // The driver failed: gives back `admission`'s reservation.
   void cancel(const Admission& admission) noexcept;
 
-  // A request the ledger refused on `device` was then placed in a spill tier (so that `stat`
-  // can tell refusals that failed from those that spilled).
-  void note_refusal_spilled(int device) noexcept;
+  // A request over the budget on `device` was served all the same: placed in a spill tier, or
+  // admitted once tiered mode made room by evicting (so that the summary, `stat` and the
+  // exporter count as refused only what failed).
+  void note_over_budget_served(int device) noexcept;
 
   // Removes an allocation from the table and returns it, its bytes still held; nullopt for a key
   // the ledger never recorded (the hook then just forwards to the driver). Call before the
@@ -229,8 +235,8 @@ class Ledger {
     std::atomic<bool> configured{false};
     std::atomic<uint64_t> peak{0};
     std::atomic<uint64_t> pool_reserved{0};
-    std::atomic<uint64_t> refused{0};
-    std::atomic<uint64_t> refused_then_spilled{0};
+    std::atomic<uint64_t> over_budget{0};
+    std::atomic<uint64_t> over_budget_served{0};
     std::array<std::atomic<uint64_t>, kRouteCount> live_at_peak{};
     std::array<std::atomic<uint64_t>, kRouteCount> live_peak{};  // spill routes only
     std::atomic<uint64_t> pool_reserved_at_peak{0};

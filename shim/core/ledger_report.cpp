@@ -123,7 +123,8 @@ std::string Ledger::device_summary(const DeviceSnapshot& d) const {
     if (&list == &spilled) list += " (peak " + format_bytes(route.peak_live_bytes) + ')';
   }
   if (!seen.empty()) line += "; routes seen: " + seen;
-  line += "; " + std::to_string(d.refused) + " refused";
+  line += "; " + std::to_string(d.over_budget) + " over the budget, " +
+          std::to_string(d.refused()) + " refused";
   if (!spilled.empty()) line += "; spilled: " + spilled;
   return line;
 }

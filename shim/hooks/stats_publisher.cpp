@@ -46,7 +46,7 @@ void publish(ShimState& shim) noexcept {
           .spilled_host_bytes = spilled_host,
           .spills = spills,
           // Refused and not spilled: these failed with OUT_OF_MEMORY.
-          .refused = d.refused - std::min(d.refused, d.refused_then_spilled)};
+          .refused = d.refused()};
       if (const tiers::GranuleArena* arena = shim.tiered.arena_of(device)) {
         const tiers::ArenaStats held = arena->stats();
         devices[count - 1].tiered_device_bytes = held.device_granules * tiers::kGranuleBytes;

@@ -59,7 +59,7 @@ CUresult SpillPlacement::spill(const SpillRequest& request, const std::string& r
       // a failure (the allocation would be lost to the program and held forever).
       const core::Admission admission = ledger_.admit(request.device, tier->route(), request.bytes);
       ledger_.on_allocated(admission, *out, request.bytes);
-      if (!refusal.empty()) ledger_.note_refusal_spilled(request.device);
+      if (!refusal.empty()) ledger_.note_over_budget_served(request.device);
       log_spilled(request.route, request.bytes, request.device, tier->name(), !refusal.empty());
       nvtx::spilled(request.bytes, request.device, tier->name());
       return CUDA_SUCCESS;

@@ -61,7 +61,7 @@ CUresult VmmSpill::spill(const VmmSpillRequest& request, const std::string& refu
         ledger_.admit(request.device, core::Route::kSpillVmmHost, request.bytes);
     ledger_.on_allocated(admission, *out, request.bytes);
     vmm_.created(*out);  // Note [VMM memory lives until its last mapping goes]
-    if (!refusal.empty()) ledger_.note_refusal_spilled(request.device);
+    if (!refusal.empty()) ledger_.note_over_budget_served(request.device);
     const std::string where = describe(location);
     log_spilled(core::Route::kMemCreate, request.bytes, request.device, where, !refusal.empty());
     nvtx::spilled(request.bytes, request.device, where);

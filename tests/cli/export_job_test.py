@@ -78,7 +78,7 @@ def check_host_mode(directory):
         if event["addr"] in on_device and name != "device memory (cuMemAlloc)":
             fail(f"a device allocation's event is marked {name!r}")
     refusals = [a for a in snapshot["external_annotations"]
-                if a["name"].startswith("vramspill: refused") and a["stage"] == "START"]
+                if a["name"].startswith("vramspill: over the budget") and a["stage"] == "START"]
     if len(refusals) != sum(e[1] == "refuse" for e in events):
         fail(f"one annotation per refusal expected: {snapshot['external_annotations']}")
 

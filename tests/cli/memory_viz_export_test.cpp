@@ -91,7 +91,7 @@ TEST(MemoryVizExport, EvictionsPromotionsRefusalsAndBudgetsAreAnnotations) {
   EXPECT_EQ(snapshot.annotations[0].name,
             "vramspill: device 0 has a budget of 64.0 MiB of its 256.0 MiB");
   EXPECT_EQ(snapshot.annotations[1].name,
-            "vramspill: refused 16.0 MiB on cuMemAlloc: over the device budget (a spill may "
+            "vramspill: over the budget: 16.0 MiB on cuMemAlloc (a spill or an eviction may "
             "follow)");
   EXPECT_EQ(snapshot.annotations[2].name,
             "vramspill: evicted 16.0 MiB of 0x7f3a00000000 to the host");

@@ -52,7 +52,7 @@ TEST(LedgerOutOfMemory, ARefusalThatCannotBeExplainedIsAdmitted) {
   EXPECT_TRUE(admission.admitted);
   EXPECT_EQ(admission.reserved_bytes, 20 * kMiB);
   EXPECT_EQ(ledger.internal_errors(), 1u);
-  EXPECT_EQ(ledger.snapshot(0).refused, 0u);
+  EXPECT_EQ(ledger.snapshot(0).over_budget, 0u);
   ledger.on_allocated(admission, 0x1000, 20 * kMiB);
   EXPECT_EQ(ledger.snapshot(0).held_bytes, 20 * kMiB);  // the truth, over the limit
   ASSERT_TRUE(ledger.on_freed(0x1000).has_value());

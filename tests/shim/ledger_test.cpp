@@ -36,7 +36,7 @@ TEST(LedgerAdmission, AdmitsBelowAndAtTheLimitAndRefusesAbove) {
   EXPECT_EQ(over.reserved_bytes, 0u);
   EXPECT_FALSE(over.refusal.empty());
   EXPECT_EQ(ledger.snapshot(0).held_bytes, 1000u);
-  EXPECT_EQ(ledger.snapshot(0).refused, 1u);
+  EXPECT_EQ(ledger.snapshot(0).over_budget, 1u);
 
   ASSERT_TRUE(ledger.on_freed(0x2000).has_value());
   EXPECT_TRUE(allocate(ledger, 0, Route::kMemAlloc, 0x3000, 400));
@@ -188,7 +188,7 @@ TEST(LedgerConcurrency, ReservationsNeverExceedTheLimit) {
   EXPECT_LE(d.peak_bytes, kLimit);
   EXPECT_EQ(d.routes[route_index(Route::kMemAlloc)].live_bytes, 0u);
   EXPECT_EQ(d.routes[route_index(Route::kMemAlloc)].live_count, 0u);
-  EXPECT_EQ(d.refused, refused.load());
+  EXPECT_EQ(d.over_budget, refused.load());
   EXPECT_EQ(ledger.internal_errors(), 0u);
   EXPECT_EQ(ledger.missed_frees(), 0u);
 }
@@ -401,13 +401,17 @@ TEST(LedgerText, SummaryLineGivesPeaksRoutesAndRefusals) {
   ASSERT_TRUE(ledger.on_freed(0x1000).has_value());
   ASSERT_TRUE(allocate(ledger, 0, Route::kMemAlloc, 0x3000, kGiB));
   EXPECT_FALSE(ledger.admit(0, Route::kMemAlloc, 30 * kGiB).admitted);
+  EXPECT_FALSE(ledger.admit(0, Route::kMemAlloc, 40 * kGiB).admitted);
+  ledger.note_over_budget_served(0);  // the second was spilled
   ASSERT_TRUE(allocate(ledger, 1, Route::kMemAllocManaged, 0x4000, 512 * kMiB));
 
+  // "refused" is what failed with OUT_OF_MEMORY alone.
+  EXPECT_EQ(ledger.snapshot(0).refused(), 1u);
   EXPECT_EQ(ledger.summary_line(),
             "device 0: peak 3.2 GiB of 20.0 GiB budget (cuMemAlloc 3.0 GiB, stream-ordered pools "
-            "205.0 MiB); routes seen: cuMemAlloc x2, cuMemAllocAsync x1; 1 refused | device 1: "
-            "peak 512.0 MiB, no budget (cuMemAllocManaged 512.0 MiB); routes seen: "
-            "cuMemAllocManaged x1; 0 refused");
+            "205.0 MiB); routes seen: cuMemAlloc x2, cuMemAllocAsync x1; 2 over the budget, 1 "
+            "refused | device 1: peak 512.0 MiB, no budget (cuMemAllocManaged 512.0 MiB); routes "
+            "seen: cuMemAllocManaged x1; 0 over the budget, 0 refused");
 }
 
 }  // namespace

@@ -88,9 +88,9 @@ class Builder {
       }
       case TraceEventKind::kRefuse:
         annotate(event, time_us,
-                 "vramspill: refused " + format_bytes(event.bytes) + " on " +
+                 "vramspill: over the budget: " + format_bytes(event.bytes) + " on " +
                      std::string(core::route_token(event.route)) +
-                     ": over the device budget (a spill may follow)");
+                     " (a spill or an eviction may follow)");
         break;
       case TraceEventKind::kEvict:
         annotate(event, time_us,

@@ -103,7 +103,7 @@ void write_device(const DeviceReport& device, std::ostream& out) {
   }
   row(out, "allocations", std::to_string(device.allocations));
   row(out, "spills", count_and_bytes(device.spills, device.spilled_bytes, "in all"));
-  row(out, "refusals over the budget", std::to_string(device.refusals));
+  row(out, "requests over the budget", std::to_string(device.refusals));
   row(out, "evictions to the host",
       count_and_bytes(device.evictions, device.evicted_bytes, "moved"));
   row(out, "promotions to the device",

@@ -145,10 +145,10 @@
     const activity = device.activity;
     const none = activity.refusals.every((v) => v === 0) && activity.spills.every((v) => v === 0);
     return bucketChart(device, 'events', 'Device ' + device.device +
-                              ': refusals over the budget and spills', 'count per bucket', [
-      ['refusals over the budget', activity.refusals, '#59636e'],
+                              ': requests over the budget and spills', 'count per bucket', [
+      ['requests over the budget', activity.refusals, '#59636e'],
       ['spills (allocations placed on the host)', activity.spills, tierColors['spill-host']],
-    ], { scale: 1, note: none ? 'no refusals or spills' : '', counts: true });
+    ], { scale: 1, note: none ? 'nothing over the budget, no spills' : '', counts: true });
   }
 
   Chart.defaults.animation = false;

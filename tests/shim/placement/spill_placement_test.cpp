@@ -102,7 +102,7 @@ TEST_F(SpillPlacementTest, AutoPrefersManagedMemoryAndRecordsTheSpill) {
   EXPECT_EQ(managed_.allocations[0].bytes, 8 * kMiB);
   EXPECT_TRUE(host_.allocations.empty());
   EXPECT_EQ(recorded(Route::kSpillManaged).live_bytes, 8 * kMiB);
-  EXPECT_EQ(ledger_.snapshot(0).refused_then_spilled, 1u);
+  EXPECT_EQ(ledger_.snapshot(0).over_budget_served, 1u);
   EXPECT_EQ(ledger_.find(pointer_)->route, Route::kSpillManaged);
   EXPECT_EQ(facts_.host_limit_refreshes, 1);
   EXPECT_NE(log().find("cuMemAlloc of 8.0 MiB on device 0 spilled to managed memory (over the "
@@ -118,7 +118,7 @@ TEST_F(SpillPlacementTest, AutoFallsBackToTheHostPoolWhenManagedMemoryRefuses) {
   EXPECT_EQ(recorded(Route::kSpillHost).live_bytes, 8 * kMiB);
   EXPECT_EQ(recorded(Route::kSpillManaged).live_bytes, 0u);
   // The driver ran out, not the budget: not a refusal of the ledger's.
-  EXPECT_EQ(ledger_.snapshot(0).refused_then_spilled, 0u);
+  EXPECT_EQ(ledger_.snapshot(0).over_budget_served, 0u);
   EXPECT_NE(log().find("spilled to the pinned host pool (the driver is out of device memory)"),
             std::string::npos);
 }

@@ -101,7 +101,7 @@ TEST_F(VmmSpillTest, AutoMakesTheHandleOnTheDevicesNumaNodeWithTheProgramsProper
   EXPECT_EQ(host_budget_.used(), 4 * kMiB);
   EXPECT_EQ(recorded().live_bytes, 4 * kMiB);
   EXPECT_EQ(ledger_.snapshot(0).held_bytes, 0u);
-  EXPECT_EQ(ledger_.snapshot(0).refused_then_spilled, 1u);
+  EXPECT_EQ(ledger_.snapshot(0).over_budget_served, 1u);
   EXPECT_EQ(ledger_.find(handle_, KeySpace::kVmmHandle)->route, Route::kSpillVmmHost);
   EXPECT_FALSE(ledger_.find(handle_, KeySpace::kPointer).has_value());
   EXPECT_EQ(vmm_.tracked_handles(), 1u);
@@ -118,7 +118,7 @@ TEST_F(VmmSpillTest, WithoutANumaNodeTheHandleIsPlainHostMemory) {
   ASSERT_EQ(tier_.created.size(), 1u);
   EXPECT_EQ(tier_.created[0].location.type, CU_MEM_LOCATION_TYPE_HOST);
   // The driver ran out, not the budget: not a refusal of the ledger's.
-  EXPECT_EQ(ledger_.snapshot(0).refused_then_spilled, 0u);
+  EXPECT_EQ(ledger_.snapshot(0).over_budget_served, 0u);
   EXPECT_NE(log_.text().find("spilled to host-located VMM memory (the driver is out of device "
                              "memory)"),
             std::string::npos)

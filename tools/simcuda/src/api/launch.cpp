@@ -18,6 +18,7 @@
 #include "core/context.h"
 #include "core/device.h"
 #include "core/driver.h"
+#include "core/host_call_cost.h"
 #include "core/kernel_fault.h"
 #include "core/kernels.h"
 #include "core/loaded_code.h"
@@ -193,10 +194,12 @@ CUresult launch(simcuda::DefaultStream null_means, const void* function, unsigne
   simcuda::Footprint footprint{kernel->name, {}};
   for (const simcuda::MemoryRange& range : kernel->touches(args))
     footprint.ranges.push_back({range.address, range.size});
-  return simcuda::submit_async(
+  const CUresult result = simcuda::submit_async(
       *stream,
       [kernel, args = std::move(args), context] { return execute(*kernel, args, *context); },
       nullptr, std::move(footprint));
+  if (result == CUDA_SUCCESS) simcuda::charge_launch();  // Note [Host call costs]
+  return result;
 }
 
 CUresult launch_ex(simcuda::DefaultStream null_means, const CUlaunchConfig* config, CUfunction f,

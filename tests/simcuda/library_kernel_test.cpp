@@ -106,6 +106,27 @@ TEST_F(LibraryKernelTest, AKernelIsNotItsFunction) {
   EXPECT_EQ(owner, library_);
 }
 
+// CUDA_MODULE_LOADING=EAGER changed nothing of the above on the H200; it changes only what
+// cuModuleGetLoadingMode reports (read at each call).
+TEST_F(LibraryKernelTest, EagerLoadingKeepsTheHandlesApart) {
+  setenv("CUDA_MODULE_LOADING", "EAGER", 1);
+  CUmoduleLoadingMode mode{};
+  ASSERT_CU(cuModuleGetLoadingMode(&mode));
+  EXPECT_EQ(mode, CU_MODULE_EAGER_LOADING);
+  const CUlibrary eager = load_library();
+  CUkernel kernel = nullptr;
+  ASSERT_CU(cuLibraryGetKernel(&kernel, eager, "vs_copy"));
+  size_t offset = 0;
+  EXPECT_EQ(cuFuncGetParamInfo(as_function(kernel), 1, &offset, nullptr),
+            CUDA_ERROR_INVALID_HANDLE);
+  ASSERT_CU(cuKernelGetParamInfo(kernel, 1, &offset, nullptr));
+  EXPECT_EQ(offset, 8u);
+  ASSERT_CU(cuLibraryUnload(eager));
+  unsetenv("CUDA_MODULE_LOADING");
+  ASSERT_CU(cuModuleGetLoadingMode(&mode));
+  EXPECT_EQ(mode, CU_MODULE_LAZY_LOADING);
+}
+
 TEST_F(LibraryKernelTest, TheKernelsFunctionIsTheLibraryModulesFunction) {
   // One module per library serves every context on simcuda; on a GPU each context has its own
   // module and functions, and both calls answer for the current one.

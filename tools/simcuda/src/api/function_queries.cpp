@@ -142,32 +142,21 @@ SIMCUDA_EXPORT CUresult CUDAAPI cuKernelGetParamInfo(CUkernel kernel, size_t par
 // Names live in the static kernel table: valid for the life of the process.
 SIMCUDA_EXPORT CUresult CUDAAPI cuFuncGetName(const char** name, CUfunction hfunc) {
   SIMCUDA_ENTER("cuFuncGetName");
-  if (name == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  const auto lock = simcuda::lock_loaded_code();
-  const Function* function = function_acted_on(hfunc);
-  if (function == nullptr) return CUDA_ERROR_INVALID_HANDLE;
-  *name = function->definition->name;
-  return CUDA_SUCCESS;
+  return simcuda::answer_about(name, hfunc, function_acted_on,
+                               [](const Function& function) { return function.definition->name; });
 }
 
 SIMCUDA_EXPORT CUresult CUDAAPI cuKernelGetName(const char** name, CUkernel hfunc) {
   SIMCUDA_ENTER("cuKernelGetName");
-  if (name == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  const auto lock = simcuda::lock_loaded_code();
-  const Kernel* kernel = simcuda::live_kernel(hfunc);
-  if (kernel == nullptr) return CUDA_ERROR_INVALID_HANDLE;
-  *name = kernel->definition->name;
-  return CUDA_SUCCESS;
+  return simcuda::answer_about(name, hfunc, simcuda::live_kernel,
+                               [](const Kernel& kernel) { return kernel.definition->name; });
 }
 
 SIMCUDA_EXPORT CUresult CUDAAPI cuFuncGetModule(CUmodule* hmod, CUfunction hfunc) {
   SIMCUDA_ENTER("cuFuncGetModule");
-  if (hmod == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  const auto lock = simcuda::lock_loaded_code();
-  const Function* function = function_acted_on(hfunc);
-  if (function == nullptr) return CUDA_ERROR_INVALID_HANDLE;
-  *hmod = reinterpret_cast<CUmodule>(function->module);
-  return CUDA_SUCCESS;
+  return simcuda::answer_about(hmod, hfunc, function_acted_on, [](const Function& function) {
+    return reinterpret_cast<CUmodule>(function.module);
+  });
 }
 
 // --- Attributes -------------------------------------------------------------------------------

@@ -151,12 +151,9 @@ SIMCUDA_EXPORT CUresult CUDAAPI cuModuleGetFunction(CUfunction* hfunc, CUmodule 
 
 SIMCUDA_EXPORT CUresult CUDAAPI cuModuleGetFunctionCount(unsigned int* count, CUmodule mod) {
   SIMCUDA_ENTER("cuModuleGetFunctionCount");
-  if (count == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  const auto lock = simcuda::lock_loaded_code();
-  const Module* module = simcuda::live_module(mod);
-  if (module == nullptr) return CUDA_ERROR_INVALID_HANDLE;
-  *count = static_cast<unsigned int>(module->functions.size());
-  return CUDA_SUCCESS;
+  return simcuda::answer_about(count, mod, simcuda::live_module, [](const Module& module) {
+    return static_cast<unsigned int>(module.functions.size());
+  });
 }
 
 SIMCUDA_EXPORT CUresult CUDAAPI cuModuleEnumerateFunctions(CUfunction* functions,
@@ -234,12 +231,9 @@ SIMCUDA_EXPORT CUresult CUDAAPI cuLibraryGetKernel(CUkernel* pKernel, CUlibrary 
 
 SIMCUDA_EXPORT CUresult CUDAAPI cuLibraryGetKernelCount(unsigned int* count, CUlibrary lib) {
   SIMCUDA_ENTER("cuLibraryGetKernelCount");
-  if (count == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  const auto lock = simcuda::lock_loaded_code();
-  const Library* found = simcuda::live_library(lib);
-  if (found == nullptr) return CUDA_ERROR_INVALID_HANDLE;
-  *count = static_cast<unsigned int>(found->kernels.size());
-  return CUDA_SUCCESS;
+  return simcuda::answer_about(count, lib, simcuda::live_library, [](const Library& found) {
+    return static_cast<unsigned int>(found.kernels.size());
+  });
 }
 
 SIMCUDA_EXPORT CUresult CUDAAPI cuLibraryEnumerateKernels(CUkernel* kernels,
@@ -256,34 +250,25 @@ SIMCUDA_EXPORT CUresult CUDAAPI cuLibraryEnumerateKernels(CUkernel* kernels,
 
 SIMCUDA_EXPORT CUresult CUDAAPI cuLibraryGetModule(CUmodule* pMod, CUlibrary library) {
   SIMCUDA_ENTER("cuLibraryGetModule");
-  if (pMod == nullptr) return CUDA_ERROR_INVALID_VALUE;
   if (simcuda::current_context() == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
-  const auto lock = simcuda::lock_loaded_code();
-  Library* found = simcuda::live_library(library);
-  if (found == nullptr) return CUDA_ERROR_INVALID_HANDLE;
-  *pMod = reinterpret_cast<CUmodule>(&found->module);
-  return CUDA_SUCCESS;
+  return simcuda::answer_about(pMod, library, simcuda::live_library, [](Library& found) {
+    return reinterpret_cast<CUmodule>(&found.module);
+  });
 }
 
 SIMCUDA_EXPORT CUresult CUDAAPI cuKernelGetFunction(CUfunction* pFunc, CUkernel kernel) {
   SIMCUDA_ENTER("cuKernelGetFunction");
-  if (pFunc == nullptr) return CUDA_ERROR_INVALID_VALUE;
   if (simcuda::current_context() == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
-  const auto lock = simcuda::lock_loaded_code();
-  const Kernel* found = simcuda::live_kernel(kernel);
-  if (found == nullptr) return CUDA_ERROR_INVALID_HANDLE;
   // Its function in the library's module, which serves every context (Note [Functions and
   // kernels] in core/loaded_code.h).
-  *pFunc = reinterpret_cast<CUfunction>(found->function);
-  return CUDA_SUCCESS;
+  return simcuda::answer_about(pFunc, kernel, simcuda::live_kernel, [](const Kernel& found) {
+    return reinterpret_cast<CUfunction>(found.function);
+  });
 }
 
 SIMCUDA_EXPORT CUresult CUDAAPI cuKernelGetLibrary(CUlibrary* pLib, CUkernel kernel) {
   SIMCUDA_ENTER("cuKernelGetLibrary");
-  if (pLib == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  const auto lock = simcuda::lock_loaded_code();
-  const Kernel* found = simcuda::live_kernel(kernel);
-  if (found == nullptr) return CUDA_ERROR_INVALID_HANDLE;
-  *pLib = reinterpret_cast<CUlibrary>(found->library);
-  return CUDA_SUCCESS;
+  return simcuda::answer_about(pLib, kernel, simcuda::live_kernel, [](const Kernel& found) {
+    return reinterpret_cast<CUlibrary>(found.library);
+  });
 }

@@ -27,6 +27,8 @@
 //   Launches already queued refer to the static kernel table only, so they still run.
 #pragma once
 
+#include <cuda.h>
+
 #include <map>
 #include <mutex>
 #include <optional>
@@ -109,5 +111,18 @@ Kernel* live_kernel(const void* handle);
 // What a launch of `handle` runs: a live CUfunction's or CUkernel's table entry, or nullptr.
 // Takes the lock itself. The entry is static, so queued work stays valid after an unload.
 const KernelDef* launch_definition(const void* handle);
+
+// The shape of most queries of loaded code: `*out = answer(object)` for the live object that
+// `find` (live_module, live_kernel, ...) gives for `handle`. A null `out` is
+// CUDA_ERROR_INVALID_VALUE, a handle of no live object CUDA_ERROR_INVALID_HANDLE. Takes the lock.
+template <typename Out, typename Object, typename Answer>
+CUresult answer_about(Out* out, const void* handle, Object* (*find)(const void*), Answer answer) {
+  if (out == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  const auto lock = lock_loaded_code();
+  Object* object = find(handle);
+  if (object == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  *out = answer(*object);
+  return CUDA_SUCCESS;
+}
 
 }  // namespace simcuda

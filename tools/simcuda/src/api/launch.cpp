@@ -17,7 +17,6 @@
 #include "core/api.h"
 #include "core/context.h"
 #include "core/device.h"
-#include "core/driver.h"
 #include "core/host_call_cost.h"
 #include "core/kernel_fault.h"
 #include "core/kernels.h"

@@ -21,7 +21,8 @@
 //   covers, linear in the range, each granule at its own location's figure. cuMemAlloc and
 //   cuMemFree are charged per granule too (a 4 KiB allocation is one).
 // - The pair splits evenly: cuMemAlloc 38.5 us, cuMemFree 38.5 us a granule. cuMemAllocPitch is
-//   charged as cuMemAlloc; a cuMemFree of managed or stream-ordered memory costs nothing.
+//   charged as cuMemAlloc, cuMemFreeAsync of that memory as cuMemFree; freeing managed or
+//   stream-ordered memory costs nothing.
 // - Every launch call costs what cuLaunchKernel does (Ex, cooperative, per-thread forms), also
 //   while its stream captures.
 // - A call is charged when it succeeds, as it returns: the work a launch queued may start before
@@ -59,6 +60,6 @@ inline constexpr double kMemFreeSeconds = kMemAllocAndFreeSeconds - kMemAllocSec
 void charge_vmm_call(const GranuleCost& cost, const GranuleCount& granules);
 void charge_launch();
 void charge_linear_allocation(uint64_t bytes);  // cuMemAlloc, cuMemAllocPitch
-void charge_linear_free(uint64_t bytes);        // cuMemFree of that memory
+void charge_linear_free(uint64_t bytes);        // cuMemFree(Async) of that memory
 
 }  // namespace simcuda

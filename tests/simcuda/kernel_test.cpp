@@ -214,45 +214,6 @@ TEST_F(KernelTest, LaunchArgumentsAreChecked) {
   ASSERT_CU(cuMemFree(buffer));
 }
 
-TEST_F(KernelTest, LibrariesGiveKernelsThatLaunchAsFunctions) {
-  CUlibrary library = nullptr;
-  ASSERT_CU(cuLibraryLoadData(&library, "any image", nullptr, nullptr, 0, nullptr, nullptr, 0));
-  CUkernel kernel = nullptr;
-  EXPECT_EQ(cuLibraryGetKernel(&kernel, library, "vs_missing"), CUDA_ERROR_NOT_FOUND);
-  ASSERT_CU(cuLibraryGetKernel(&kernel, library, "vs_fill_u32"));
-  const char* name = nullptr;
-  ASSERT_CU(cuKernelGetName(&name, kernel));
-  EXPECT_STREQ(name, "vs_fill_u32");
-  size_t offset = 0, size = 0;
-  ASSERT_CU(cuKernelGetParamInfo(kernel, 2, &offset, &size));
-  EXPECT_EQ(offset, 16u);
-  EXPECT_EQ(size, 8u);
-  CUfunction function = nullptr;
-  ASSERT_CU(cuKernelGetFunction(&function, kernel));
-  CUmodule module = nullptr;
-  ASSERT_CU(cuLibraryGetModule(&module, library));
-  CUfunction from_module = nullptr;
-  ASSERT_CU(cuModuleGetFunction(&from_module, module, "vs_fill_u32"));
-  EXPECT_EQ(cuModuleUnload(module), CUDA_ERROR_INVALID_HANDLE);  // the library owns it
-
-  CUdeviceptr buffer = 0;
-  ASSERT_CU(cuMemAlloc(&buffer, size_t{256} * 4));
-  uint32_t value = 9;
-  uint64_t count = 256;
-  void* params[] = {&buffer, &value, &count};
-  ASSERT_CU(cuLaunchKernel(function, 1, 1, 1, 32, 1, 1, 0, nullptr, params, nullptr));
-  EXPECT_EQ(download<uint32_t>(buffer, 256), std::vector<uint32_t>(256, 9));
-  value = 10;  // a CUkernel is accepted where a CUfunction is expected
-  ASSERT_CU(cuLaunchKernel(reinterpret_cast<CUfunction>(kernel), 1, 1, 1, 32, 1, 1, 0, nullptr,
-                           params, nullptr));
-  EXPECT_EQ(download<uint32_t>(buffer, 256), std::vector<uint32_t>(256, 10));
-  ASSERT_CU(cuMemFree(buffer));
-
-  ASSERT_CU(cuLibraryUnload(library));
-  EXPECT_EQ(cuKernelGetFunction(&function, kernel), CUDA_ERROR_INVALID_HANDLE);
-  EXPECT_EQ(cuLibraryUnload(library), CUDA_ERROR_INVALID_HANDLE);
-}
-
 TEST_F(KernelTest, FunctionAttributesHaveSaneValues) {
   int value = 0;
   ASSERT_CU(cuFuncGetAttribute(&value, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, fill_));

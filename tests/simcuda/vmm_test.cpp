@@ -162,6 +162,33 @@ TEST_F(VmmTest, VramAccountingIsExact) {
   EXPECT_EQ(used(), 0u);
 }
 
+// PyTorch's expandable segments ask for GPUDirect RDMA when the device reports it with VMM, as an
+// H200 does: 20 MiB handles with allocFlags.gpuDirectRDMACapable = 1 (measured, driver 580).
+TEST_F(VmmTest, HandlesForGpuDirectRdmaAreCreatedAsPyTorchAsksForThem) {
+  int supported = 0;
+  ASSERT_CU(cuDeviceGetAttribute(&supported,
+                                 CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED, 0));
+  EXPECT_EQ(supported, 1);
+  CUmemAllocationProp prop = device_prop();
+  prop.allocFlags.gpuDirectRDMACapable = 1;
+  constexpr size_t kSegment = 20 * kMiB;
+  CUmemGenericAllocationHandle handle = 0;
+  ASSERT_CU(cuMemCreate(&handle, kSegment, &prop, 0));
+  CUmemAllocationProp read_back{};
+  ASSERT_CU(cuMemGetAllocationPropertiesFromHandle(&read_back, handle));
+  EXPECT_EQ(read_back.allocFlags.gpuDirectRDMACapable, 1);
+  CUdeviceptr reserved = 0;
+  ASSERT_CU(cuMemAddressReserve(&reserved, kSegment, 0, 0, 0));
+  ASSERT_CU(cuMemMap(reserved, kSegment, 0, handle, 0));
+  const CUmemAccessDesc access = read_write();
+  ASSERT_CU(cuMemSetAccess(reserved, kSegment, &access, 1));
+  ASSERT_CU(fill(reserved, 0x5eu, kSegment / 4));
+  EXPECT_EQ(download<uint32_t>(reserved + kSegment - 64, 16), std::vector<uint32_t>(16, 0x5eu));
+  ASSERT_CU(cuMemUnmap(reserved, kSegment));
+  ASSERT_CU(cuMemAddressFree(reserved, kSegment));
+  ASSERT_CU(cuMemRelease(handle));
+}
+
 TEST_F(VmmTest, HostLocatedMemoryTakesNoVramAndCanBeOpenedToTheHost) {
   CUdeviceptr reserved = 0;
   ASSERT_CU(cuMemAddressReserve(&reserved, kGranule, 0, 0, 0));

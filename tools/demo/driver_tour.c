@@ -48,9 +48,19 @@ static void entry_points(void) {
   CHECK(cuDriverGetVersion(&version));
   CHECK(cuGetProcAddress("cuMemAlloc", &pfn, 12000, CU_GET_PROC_ADDRESS_DEFAULT, &found));
   EXPECT(pfn != NULL && found == CU_GET_PROC_ADDRESS_SUCCESS, "cuMemAlloc not found");
-  EXPECT(cuGetProcAddress("cuNoSuchFunction", &pfn, 12000, 0, &found) == CUDA_ERROR_NOT_FOUND,
-         "unknown names are NOT_FOUND");
-  printf("  driver version %d; cuMemAlloc@12000 resolves\n", version);
+  /* A function the driver lacks, or has only in newer ABIs, is an answer, not an error:
+   * CUDA_SUCCESS, a null pointer, and the reason in the status (as an H200 answers). */
+  CHECK(cuGetProcAddress("cuNoSuchFunction", &pfn, 12000, 0, &found));
+  EXPECT(pfn == NULL && found == CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND,
+         "an unknown name gives a null pointer and SYMBOL_NOT_FOUND (status %d)", (int)found);
+  pfn = &version;
+  CHECK(cuGetProcAddress("cuStreamGetDevice", &pfn, 12000, 0, &found));
+  EXPECT(pfn == NULL && found == CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT,
+         "a function newer than the version asked gives a null pointer and "
+         "VERSION_NOT_SUFFICIENT (status %d)",
+         (int)found);
+  printf("  driver version %d; cuMemAlloc@12000 resolves, unknown and too new names do not\n",
+         version);
 }
 
 static void devices_and_contexts(CUdevice* device, CUcontext* context) {

@@ -100,13 +100,16 @@ class ProcAddressRoutes : public ::testing::Test {
     if (driver_ != nullptr) dlclose(driver_);
   }
 
-  // A lookup through the pointer cudart got from dlsym.
+  // A lookup through the pointer cudart got from dlsym. It succeeds whether or not the driver
+  // has the function (a real driver answers so: tools/simcuda/README.md, "Fidelity"); `status`
+  // says which.
   void* look_up(const char* name, int version, cuuint64_t flags,
-                CUresult expected = CUDA_SUCCESS) {
-    void* function = nullptr;
+                CUdriverProcAddressQueryResult expected_status = CU_GET_PROC_ADDRESS_SUCCESS) {
+    void* function = reinterpret_cast<void*>(0x1);
     CUdriverProcAddressQueryResult status{};
-    EXPECT_EQ(get_proc_address_(name, &function, version, flags, &status), expected)
+    EXPECT_EQ(get_proc_address_(name, &function, version, flags, &status), CUDA_SUCCESS)
         << name << "@" << version << " flags " << flags;
+    EXPECT_EQ(status, expected_status) << name << "@" << version << " flags " << flags;
     return function;
   }
 
@@ -125,12 +128,13 @@ class ProcAddressRoutes : public ::testing::Test {
 };
 
 TEST_F(ProcAddressRoutes, TheEmptyProbeIsNotFound) {
-  // cudart's probe: NOT_FOUND means a real driver, STUB_LIBRARY would send it to dlsym.
-  void* function = reinterpret_cast<void*>(0x1);
-  CUdriverProcAddressQueryResult status{};
-  EXPECT_EQ(get_proc_address_("", &function, 0, 0, &status), CUDA_ERROR_NOT_FOUND);
-  EXPECT_EQ(status, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
-  EXPECT_EQ(look_up("cuNoSuchFunction", 12000, 0, CUDA_ERROR_NOT_FOUND), nullptr);
+  // cudart's probe: a driver answers it (no function of that name), where the toolkit's stub
+  // library's CUDA_ERROR_STUB_LIBRARY would send cudart to dlsym.
+  EXPECT_EQ(look_up("", 0, 0, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND), nullptr);
+  EXPECT_EQ(look_up("cuNoSuchFunction", 12000, 0, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND), nullptr);
+  // A function newer than the version asked for: the shim hands out no hook either.
+  EXPECT_EQ(look_up("cuStreamGetDevice", 12000, 0, CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT),
+            nullptr);
 }
 
 TEST_F(ProcAddressRoutes, GetProcAddressItselfIsWrapped) {
@@ -192,7 +196,8 @@ TEST_F(ProcAddressRoutes, EveryLookupOfRealCudartAnswersTheSameExport) {
   std::set<std::string> hooked_answers;
   for (const Lookup& lookup : lookups) {
     if (lookup.export_name.empty()) {
-      EXPECT_EQ(look_up(lookup.name.c_str(), lookup.version, lookup.flags, CUDA_ERROR_NOT_FOUND),
+      EXPECT_EQ(look_up(lookup.name.c_str(), lookup.version, lookup.flags,
+                        CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND),
                 nullptr)
           << lookup.name;
       continue;

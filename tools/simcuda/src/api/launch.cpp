@@ -1,5 +1,6 @@
-// Kernel launches (cuLaunchKernel, cuLaunchKernelEx and their per-thread-stream forms), and what
-// can be asked of a function or kernel: parameter info, name, module, attributes.
+// Kernel launches: cuLaunchKernel, cuLaunchKernelEx and cuLaunchCooperativeKernel, with their
+// per-thread-stream forms. Each takes a CUfunction or a CUkernel passed as one (Note [Functions
+// and kernels] in core/loaded_code.h).
 //
 // A launch copies its arguments (Note [Kernel parameters] in core/kernels.h) and queues work on
 // the stream that checks that the context may reach the memory the kernel touches (Note [Peer
@@ -16,16 +17,16 @@
 #include "core/api.h"
 #include "core/context.h"
 #include "core/device.h"
-#include "core/driver.h"
+#include "core/host_call_cost.h"
 #include "core/kernel_fault.h"
 #include "core/kernels.h"
+#include "core/loaded_code.h"
 #include "core/peer_access.h"
 #include "core/remap_check.h"
 #include "core/submit.h"
 #include "core/traffic.h"
 
 using simcuda::Context;
-using simcuda::Function;
 using simcuda::KernelArgs;
 using simcuda::KernelDef;
 
@@ -142,32 +143,62 @@ double execute(const KernelDef& kernel, const KernelArgs& args, Context& context
   return seconds;
 }
 
+// cuLaunchCooperativeKernel's conditions: the device supports it, and every block of the grid
+// fits on the device at once. simcuda's kernels use 16 registers and no static shared memory
+// (their fixed attributes, api/function_queries.cpp), so what limits residency is the threads a
+// multiprocessor holds and the 32 blocks a compute capability 9.0 multiprocessor holds.
+CUresult check_cooperative(const simcuda::Device& device, uint64_t blocks,
+                           uint64_t threads_per_block) {
+  const auto& attributes = device.attributes();
+  if (!attributes.supports(CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH)) return CUDA_ERROR_NOT_SUPPORTED;
+  constexpr uint64_t kMaxBlocksPerMultiprocessor = 32;
+  const auto threads = static_cast<uint64_t>(
+      attributes.get(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR).value_or(0));
+  const auto multiprocessors =
+      static_cast<uint64_t>(attributes.get(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT).value_or(0));
+  const uint64_t per_multiprocessor =
+      std::min(kMaxBlocksPerMultiprocessor, threads / threads_per_block);
+  return blocks <= per_multiprocessor * multiprocessors ? CUDA_SUCCESS
+                                                        : CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE;
+}
+
+enum class Cooperation { kNone, kCooperative };
+
 CUresult launch(simcuda::DefaultStream null_means, const void* function, unsigned int gx,
                 unsigned int gy, unsigned int gz, unsigned int bx, unsigned int by, unsigned int bz,
-                unsigned int /*shared_bytes*/, CUstream handle, void** params, void** extra) {
+                unsigned int /*shared_bytes*/, CUstream handle, void** params, void** extra,
+                Cooperation cooperation = Cooperation::kNone) {
   simcuda::Stream* stream = nullptr;
   if (CUresult result = simcuda::resolve_stream(handle, null_means, &stream);
       result != CUDA_SUCCESS)
     return result;
-  const KernelDef* kernel = simcuda::kernel_of_function(function);
+  const KernelDef* kernel = simcuda::launch_definition(function);
   if (kernel == nullptr) return CUDA_ERROR_INVALID_HANDLE;
   if (!valid_dimensions(gx, gy, gz, bx, by, bz)) return CUDA_ERROR_INVALID_VALUE;
+  Context* context = stream->context();
+  if (cooperation == Cooperation::kCooperative) {
+    if (CUresult result =
+            check_cooperative(*context->device, uint64_t{gx} * gy * gz, uint64_t{bx} * by * bz);
+        result != CUDA_SUCCESS)
+      return result;
+  }
   std::vector<std::byte> packed;
   if (CUresult result = pack_arguments(*kernel, params, extra, packed); result != CUDA_SUCCESS)
     return result;
   // Installed here, on the program's thread, rather than lazily on a worker.
   simcuda::install_fault_handler();
-  Context* context = stream->context();
   // The work may be recorded by a stream capture and replayed later: it owns what it uses (the
   // kernel table is static; contexts outlive their streams' work).
   KernelArgs args(std::move(packed));
   simcuda::Footprint footprint{kernel->name, {}};
   for (const simcuda::MemoryRange& range : kernel->touches(args))
     footprint.ranges.push_back({range.address, range.size});
-  return simcuda::submit_async(
+  const CUresult result = simcuda::submit_async(
       *stream,
       [kernel, args = std::move(args), context] { return execute(*kernel, args, *context); },
       nullptr, std::move(footprint));
+  if (result == CUDA_SUCCESS) simcuda::charge_launch();  // Note [Host call costs]
+  return result;
 }
 
 CUresult launch_ex(simcuda::DefaultStream null_means, const CUlaunchConfig* config, CUfunction f,
@@ -181,119 +212,13 @@ CUresult launch_ex(simcuda::DefaultStream null_means, const CUlaunchConfig* conf
                 config->hStream, params, extra);
 }
 
-// --- Function queries --------------------------------------------------------------------------
-
-CUresult param_info(const void* handle, size_t index, size_t* offset, size_t* size) {
-  const KernelDef* kernel = simcuda::kernel_of_function(handle);
-  if (kernel == nullptr) return CUDA_ERROR_INVALID_HANDLE;
-  if (index >= kernel->params.size()) return CUDA_ERROR_INVALID_VALUE;
-  if (offset != nullptr) *offset = simcuda::param_offset(*kernel, index);
-  if (size != nullptr) *size = kernel->params[index].size;
-  return CUDA_SUCCESS;
-}
-
-CUresult function_name(const char** name, const void* handle) {
-  if (name == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  const KernelDef* kernel = simcuda::kernel_of_function(handle);
-  if (kernel == nullptr) return CUDA_ERROR_INVALID_HANDLE;
-  *name = kernel->name;  // static storage: valid for the life of the process
-  return CUDA_SUCCESS;
-}
-
-int compute_capability(const simcuda::Device& device) {
-  const auto& attributes = device.attributes();
-  return attributes.get(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR).value_or(9) * 10 +
-         attributes.get(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR).value_or(0);
-}
-
-// The values of a small kernel compiled for the device. Caller holds lock_loaded_code().
-CUresult get_attribute(int* value, CUfunction_attribute attribute, const Function& function,
-                       const simcuda::Device& device) {
-  if (value == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  switch (attribute) {
-    case CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK:
-      *value = 1024;
-      return CUDA_SUCCESS;
-    case CU_FUNC_ATTRIBUTE_NUM_REGS:
-      *value = 16;
-      return CUDA_SUCCESS;
-    case CU_FUNC_ATTRIBUTE_PTX_VERSION:
-    case CU_FUNC_ATTRIBUTE_BINARY_VERSION:
-      *value = compute_capability(device);
-      return CUDA_SUCCESS;
-    case CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES:
-      *value = function.max_dynamic_shared_bytes;
-      return CUDA_SUCCESS;
-    case CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT:
-      *value = function.shared_carveout;
-      return CUDA_SUCCESS;
-    case CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES:
-    case CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES:
-    case CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES:
-    case CU_FUNC_ATTRIBUTE_CACHE_MODE_CA:
-    case CU_FUNC_ATTRIBUTE_CLUSTER_SIZE_MUST_BE_SET:
-    case CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH:
-    case CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_HEIGHT:
-    case CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_DEPTH:
-    case CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED:
-    case CU_FUNC_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE:
-      *value = 0;
-      return CUDA_SUCCESS;
-    default:
-      return CUDA_ERROR_INVALID_VALUE;
-  }
-}
-
-// Caller holds lock_loaded_code().
-CUresult set_attribute(CUfunction_attribute attribute, int value, Function& function,
-                       const simcuda::Device& device) {
-  switch (attribute) {
-    case CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES: {
-      const int limit = device.attributes()
-                            .get(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
-                            .value_or(0);
-      if (value < 0 || value > limit) return CUDA_ERROR_INVALID_VALUE;
-      function.max_dynamic_shared_bytes = value;
-      return CUDA_SUCCESS;
-    }
-    case CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT:
-      if (value < -1 || value > 100) return CUDA_ERROR_INVALID_VALUE;
-      function.shared_carveout = value;
-      return CUDA_SUCCESS;
-    case CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH:
-    case CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_HEIGHT:
-    case CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_DEPTH:
-    case CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED:
-    case CU_FUNC_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE:
-      return CUDA_SUCCESS;  // accepted; there are no clusters to configure in simcuda
-    default:
-      return CUDA_ERROR_INVALID_VALUE;
-  }
-}
-
-// cuFuncGet/SetAttribute use the current context's device; cuKernel* name the device.
-simcuda::Device* device_for(bool current, CUdevice ordinal) {
-  if (!current) return simcuda::Driver::instance()->device(ordinal);
-  Context* context = simcuda::current_context();
-  return context != nullptr ? context->device : nullptr;
-}
-
-CUresult attribute(int* value, CUfunction_attribute attribute, const void* handle,
-                   const simcuda::Device* device, CUresult no_device) {
-  if (device == nullptr) return no_device;
-  const auto lock = simcuda::lock_loaded_code();
-  const Function* function = simcuda::live_function(handle);
-  if (function == nullptr) return CUDA_ERROR_INVALID_HANDLE;
-  return get_attribute(value, attribute, *function, *device);
-}
-
-CUresult change_attribute(CUfunction_attribute attribute, int value, const void* handle,
-                          const simcuda::Device* device, CUresult no_device) {
-  if (device == nullptr) return no_device;
-  const auto lock = simcuda::lock_loaded_code();
-  Function* function = simcuda::live_function(handle);
-  if (function == nullptr) return CUDA_ERROR_INVALID_HANDLE;
-  return set_attribute(attribute, value, *function, *device);
+// Parameters come only through kernelParams: the call has no `extra`.
+CUresult launch_cooperative(simcuda::DefaultStream null_means, CUfunction f, unsigned int gx,
+                            unsigned int gy, unsigned int gz, unsigned int bx, unsigned int by,
+                            unsigned int bz, unsigned int shared_bytes, CUstream handle,
+                            void** params) {
+  return launch(null_means, f, gx, gy, gz, bx, by, bz, shared_bytes, handle, params, nullptr,
+                Cooperation::kCooperative);
 }
 
 }  // namespace
@@ -314,80 +239,11 @@ SIMCUDA_DEFAULT_STREAM_EXPORTS(cuLaunchKernelEx, cuLaunchKernelEx_ptsz, launch_e
                                 void** extra),
                                config, f, kernelParams, extra)
 
-// --- Functions and kernels ---------------------------------------------------------------------
-
-SIMCUDA_EXPORT CUresult CUDAAPI cuFuncGetParamInfo(CUfunction func, size_t paramIndex,
-                                                   size_t* paramOffset, size_t* paramSize) {
-  SIMCUDA_ENTER("cuFuncGetParamInfo");
-  return param_info(func, paramIndex, paramOffset, paramSize);
-}
-
-SIMCUDA_EXPORT CUresult CUDAAPI cuKernelGetParamInfo(CUkernel kernel, size_t paramIndex,
-                                                     size_t* paramOffset, size_t* paramSize) {
-  SIMCUDA_ENTER("cuKernelGetParamInfo");
-  return param_info(kernel, paramIndex, paramOffset, paramSize);
-}
-
-SIMCUDA_EXPORT CUresult CUDAAPI cuFuncGetName(const char** name, CUfunction hfunc) {
-  SIMCUDA_ENTER("cuFuncGetName");
-  return function_name(name, hfunc);
-}
-
-SIMCUDA_EXPORT CUresult CUDAAPI cuKernelGetName(const char** name, CUkernel hfunc) {
-  SIMCUDA_ENTER("cuKernelGetName");
-  return function_name(name, hfunc);
-}
-
-SIMCUDA_EXPORT CUresult CUDAAPI cuFuncGetModule(CUmodule* hmod, CUfunction hfunc) {
-  SIMCUDA_ENTER("cuFuncGetModule");
-  if (hmod == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  const auto lock = simcuda::lock_loaded_code();
-  const Function* function = simcuda::live_function(hfunc);
-  if (function == nullptr) return CUDA_ERROR_INVALID_HANDLE;
-  *hmod = static_cast<CUmodule>(function->module);
-  return CUDA_SUCCESS;
-}
-
-SIMCUDA_EXPORT CUresult CUDAAPI cuFuncGetAttribute(int* pi, CUfunction_attribute attrib,
-                                                   CUfunction hfunc) {
-  SIMCUDA_ENTER("cuFuncGetAttribute");
-  return attribute(pi, attrib, hfunc, device_for(true, 0), CUDA_ERROR_INVALID_CONTEXT);
-}
-
-SIMCUDA_EXPORT CUresult CUDAAPI cuKernelGetAttribute(int* pi, CUfunction_attribute attrib,
-                                                     CUkernel kernel, CUdevice dev) {
-  SIMCUDA_ENTER("cuKernelGetAttribute");
-  return attribute(pi, attrib, kernel, device_for(false, dev), CUDA_ERROR_INVALID_DEVICE);
-}
-
-SIMCUDA_EXPORT CUresult CUDAAPI cuFuncSetAttribute(CUfunction hfunc, CUfunction_attribute attrib,
-                                                   int value) {
-  SIMCUDA_ENTER("cuFuncSetAttribute");
-  return change_attribute(attrib, value, hfunc, device_for(true, 0), CUDA_ERROR_INVALID_CONTEXT);
-}
-
-SIMCUDA_EXPORT CUresult CUDAAPI cuKernelSetAttribute(CUfunction_attribute attrib, int val,
-                                                     CUkernel kernel, CUdevice dev) {
-  SIMCUDA_ENTER("cuKernelSetAttribute");
-  return change_attribute(attrib, val, kernel, device_for(false, dev), CUDA_ERROR_INVALID_DEVICE);
-}
-
-SIMCUDA_EXPORT CUresult CUDAAPI cuFuncSetCacheConfig(CUfunction hfunc, CUfunc_cache /*config*/) {
-  SIMCUDA_ENTER("cuFuncSetCacheConfig");
-  // A preference only; simcuda has no caches.
-  return simcuda::kernel_of_function(hfunc) != nullptr ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
-}
-
-SIMCUDA_EXPORT CUresult CUDAAPI cuFuncIsLoaded(CUfunctionLoadingState* state, CUfunction function) {
-  SIMCUDA_ENTER("cuFuncIsLoaded");
-  if (state == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  if (simcuda::kernel_of_function(function) == nullptr) return CUDA_ERROR_INVALID_HANDLE;
-  *state = CU_FUNCTION_LOADING_STATE_LOADED;  // nothing is ever loaded lazily
-  return CUDA_SUCCESS;
-}
-
-SIMCUDA_EXPORT CUresult CUDAAPI cuFuncLoad(CUfunction function) {
-  SIMCUDA_ENTER("cuFuncLoad");
-  return simcuda::kernel_of_function(function) != nullptr ? CUDA_SUCCESS
-                                                          : CUDA_ERROR_INVALID_HANDLE;
-}
+SIMCUDA_DEFAULT_STREAM_EXPORTS(cuLaunchCooperativeKernel, cuLaunchCooperativeKernel_ptsz,
+                               launch_cooperative,
+                               (CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+                                unsigned int gridDimZ, unsigned int blockDimX,
+                                unsigned int blockDimY, unsigned int blockDimZ,
+                                unsigned int sharedMemBytes, CUstream hStream, void** kernelParams),
+                               f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
+                               sharedMemBytes, hStream, kernelParams)

@@ -4,6 +4,7 @@
 #include "core/context.h"
 #include "core/device_memory.h"
 #include "core/driver.h"
+#include "core/host_call_cost.h"
 #include "core/memory_release.h"
 
 using simcuda::Allocation;
@@ -25,6 +26,7 @@ CUresult allocate_linear(CUdeviceptr* dptr, uint64_t bytes) {
   allocation.context = context;
   Driver::instance()->allocations().add(allocation);
   *dptr = allocation.base;
+  simcuda::charge_linear_allocation(bytes);  // Note [Host call costs]
   return CUDA_SUCCESS;
 }
 

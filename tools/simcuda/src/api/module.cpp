@@ -1,84 +1,24 @@
 // Modules and libraries: loading, unloading, and finding their functions and kernels by name.
-// What can be asked of a function or kernel once found (attributes, parameter info, launches)
-// is in api/launch.cpp.
+// Launches are in api/launch.cpp; what can be asked of a function or kernel once found
+// (attributes, parameter info, name) is in api/function_queries.cpp.
 //
-// simcuda has no ISA, so every image loads (core/kernels.h): each module and library holds one
-// function per entry of the kernel table. Images are not read; a file must merely be readable.
+// simcuda has no ISA, so every image loads (core/kernels.h): each module holds one function, and
+// each library one kernel, per entry of the kernel table (Note [Functions and kernels] in
+// core/loaded_code.h). Images are not read; a file must merely be readable.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <memory>
-#include <mutex>
-#include <span>
-#include <string_view>
-#include <unordered_set>
 
 #include "core/api.h"
 #include "core/context.h"
-#include "core/kernels.h"
+#include "core/loaded_code.h"
 
 using simcuda::Function;
+using simcuda::Kernel;
+using simcuda::Library;
+using simcuda::Module;
 
 namespace {
-
-struct Library;
-
-struct Module {
-  explicit Module(Library* owner) : library(owner) {
-    const auto table = simcuda::kernel_table();
-    function_count = table.size();
-    functions = std::make_unique<Function[]>(function_count);
-    for (size_t i = 0; i < function_count; ++i) {
-      functions[i].kernel = &table[i];
-      functions[i].module = this;
-    }
-  }
-  std::span<Function> all_functions() { return {functions.get(), function_count}; }
-
-  Library* library;  // a library's module is unloaded with the library, never on its own
-  size_t function_count = 0;
-  std::unique_ptr<Function[]> functions;
-};
-
-struct Library {
-  Module module{this};
-};
-
-// The live modules and libraries, guarded by simcuda::lock_loaded_code() like the functions.
-// Leaked so exit-time callers still find them.
-struct Registry {
-  std::unordered_set<const Module*> modules;
-  std::unordered_set<const Library*> libraries;
-};
-Registry& registry() {
-  static auto* instance = new Registry();
-  return *instance;
-}
-
-// Callers hold the lock for these lookups and while using what they return.
-Module* live_module(CUmodule handle) {
-  auto* module = reinterpret_cast<Module*>(handle);
-  return registry().modules.contains(module) ? module : nullptr;
-}
-Library* live_library(CUlibrary handle) {
-  auto* library = reinterpret_cast<Library*>(handle);
-  return registry().libraries.contains(library) ? library : nullptr;
-}
-
-void register_module(Module* module) {
-  registry().modules.insert(module);
-  simcuda::register_functions(module->all_functions());
-}
-void unregister_module(Module* module) {
-  registry().modules.erase(module);
-  simcuda::unregister_functions(module->all_functions());
-}
-
-Function* function_by_name(Module& module, const char* name) {
-  for (Function& function : module.all_functions())
-    if (std::string_view(name) == function.kernel->name) return &function;
-  return nullptr;
-}
 
 // JIT options are accepted and ignored (there is nothing to compile); the outputs a program may
 // read back are filled in: empty logs (a log buffer is written only when its size option says
@@ -110,7 +50,7 @@ CUresult load_module(CUmodule* out, const void* image) {
   if (simcuda::current_context() == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
   auto* module = new Module(/*owner=*/nullptr);
   const auto lock = simcuda::lock_loaded_code();
-  register_module(module);
+  simcuda::add_module(*module);
   *out = reinterpret_cast<CUmodule>(module);
   return CUDA_SUCCESS;
 }
@@ -126,8 +66,7 @@ CUresult load_library(CUlibrary* out, CUjit_option* jit_options, void** jit_valu
     return result;
   auto* library = new Library();
   const auto lock = simcuda::lock_loaded_code();
-  registry().libraries.insert(library);
-  register_module(&library->module);
+  simcuda::add_library(*library);
   *out = reinterpret_cast<CUlibrary>(library);
   return CUDA_SUCCESS;
 }
@@ -177,9 +116,9 @@ SIMCUDA_EXPORT CUresult CUDAAPI cuModuleUnload(CUmodule hmod) {
   Module* module = nullptr;
   {
     const auto lock = simcuda::lock_loaded_code();
-    module = live_module(hmod);
+    module = simcuda::live_module(hmod);
     if (module == nullptr || module->library != nullptr) return CUDA_ERROR_INVALID_HANDLE;
-    unregister_module(module);
+    simcuda::remove_module(*module);
   }
   // Launches already queued copied their arguments and refer to the static kernel table only,
   // so they run to completion after the module is gone.
@@ -202,9 +141,9 @@ SIMCUDA_EXPORT CUresult CUDAAPI cuModuleGetFunction(CUfunction* hfunc, CUmodule 
   SIMCUDA_ENTER("cuModuleGetFunction");
   if (hfunc == nullptr || name == nullptr) return CUDA_ERROR_INVALID_VALUE;
   const auto lock = simcuda::lock_loaded_code();
-  Module* module = live_module(hmod);
+  Module* module = simcuda::live_module(hmod);
   if (module == nullptr) return CUDA_ERROR_INVALID_HANDLE;
-  Function* function = function_by_name(*module, name);
+  Function* function = module->function(name);
   if (function == nullptr) return CUDA_ERROR_NOT_FOUND;
   *hfunc = reinterpret_cast<CUfunction>(function);
   return CUDA_SUCCESS;
@@ -212,12 +151,9 @@ SIMCUDA_EXPORT CUresult CUDAAPI cuModuleGetFunction(CUfunction* hfunc, CUmodule 
 
 SIMCUDA_EXPORT CUresult CUDAAPI cuModuleGetFunctionCount(unsigned int* count, CUmodule mod) {
   SIMCUDA_ENTER("cuModuleGetFunctionCount");
-  if (count == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  const auto lock = simcuda::lock_loaded_code();
-  const Module* module = live_module(mod);
-  if (module == nullptr) return CUDA_ERROR_INVALID_HANDLE;
-  *count = static_cast<unsigned int>(module->function_count);
-  return CUDA_SUCCESS;
+  return simcuda::answer_about(count, mod, simcuda::live_module, [](const Module& module) {
+    return static_cast<unsigned int>(module.functions.size());
+  });
 }
 
 SIMCUDA_EXPORT CUresult CUDAAPI cuModuleEnumerateFunctions(CUfunction* functions,
@@ -226,10 +162,10 @@ SIMCUDA_EXPORT CUresult CUDAAPI cuModuleEnumerateFunctions(CUfunction* functions
   SIMCUDA_ENTER("cuModuleEnumerateFunctions");
   if (functions == nullptr) return CUDA_ERROR_INVALID_VALUE;
   const auto lock = simcuda::lock_loaded_code();
-  Module* module = live_module(mod);
+  Module* module = simcuda::live_module(mod);
   if (module == nullptr) return CUDA_ERROR_INVALID_HANDLE;
-  for (size_t i = 0; i < module->function_count && i < numFunctions; ++i)
-    functions[i] = reinterpret_cast<CUfunction>(&module->all_functions()[i]);
+  for (size_t i = 0; i < module->functions.size() && i < numFunctions; ++i)
+    functions[i] = reinterpret_cast<CUfunction>(&module->functions[i]);
   return CUDA_SUCCESS;
 }
 
@@ -239,7 +175,7 @@ SIMCUDA_EXPORT CUresult CUDAAPI cuModuleGetGlobal_v2(CUdeviceptr* /*dptr*/, size
   SIMCUDA_ENTER("cuModuleGetGlobal_v2");
   if (name == nullptr) return CUDA_ERROR_INVALID_VALUE;
   const auto lock = simcuda::lock_loaded_code();
-  return live_module(hmod) == nullptr ? CUDA_ERROR_INVALID_HANDLE : CUDA_ERROR_NOT_FOUND;
+  return simcuda::live_module(hmod) == nullptr ? CUDA_ERROR_INVALID_HANDLE : CUDA_ERROR_NOT_FOUND;
 }
 
 // --- Libraries and kernels -------------------------------------------------------------------
@@ -272,10 +208,9 @@ SIMCUDA_EXPORT CUresult CUDAAPI cuLibraryUnload(CUlibrary library) {
   Library* found = nullptr;
   {
     const auto lock = simcuda::lock_loaded_code();
-    found = live_library(library);
+    found = simcuda::live_library(library);
     if (found == nullptr) return CUDA_ERROR_INVALID_HANDLE;
-    registry().libraries.erase(found);
-    unregister_module(&found->module);
+    simcuda::remove_library(*found);
   }
   delete found;
   return CUDA_SUCCESS;
@@ -286,22 +221,19 @@ SIMCUDA_EXPORT CUresult CUDAAPI cuLibraryGetKernel(CUkernel* pKernel, CUlibrary 
   SIMCUDA_ENTER("cuLibraryGetKernel");
   if (pKernel == nullptr || name == nullptr) return CUDA_ERROR_INVALID_VALUE;
   const auto lock = simcuda::lock_loaded_code();
-  Library* found = live_library(library);
+  Library* found = simcuda::live_library(library);
   if (found == nullptr) return CUDA_ERROR_INVALID_HANDLE;
-  Function* function = function_by_name(found->module, name);
-  if (function == nullptr) return CUDA_ERROR_NOT_FOUND;
-  *pKernel = reinterpret_cast<CUkernel>(function);  // also usable as a CUfunction
+  Kernel* kernel = found->kernel(name);
+  if (kernel == nullptr) return CUDA_ERROR_NOT_FOUND;
+  *pKernel = reinterpret_cast<CUkernel>(kernel);
   return CUDA_SUCCESS;
 }
 
 SIMCUDA_EXPORT CUresult CUDAAPI cuLibraryGetKernelCount(unsigned int* count, CUlibrary lib) {
   SIMCUDA_ENTER("cuLibraryGetKernelCount");
-  if (count == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  const auto lock = simcuda::lock_loaded_code();
-  const Library* found = live_library(lib);
-  if (found == nullptr) return CUDA_ERROR_INVALID_HANDLE;
-  *count = static_cast<unsigned int>(found->module.function_count);
-  return CUDA_SUCCESS;
+  return simcuda::answer_about(count, lib, simcuda::live_library, [](const Library& found) {
+    return static_cast<unsigned int>(found.kernels.size());
+  });
 }
 
 SIMCUDA_EXPORT CUresult CUDAAPI cuLibraryEnumerateKernels(CUkernel* kernels,
@@ -309,44 +241,34 @@ SIMCUDA_EXPORT CUresult CUDAAPI cuLibraryEnumerateKernels(CUkernel* kernels,
   SIMCUDA_ENTER("cuLibraryEnumerateKernels");
   if (kernels == nullptr) return CUDA_ERROR_INVALID_VALUE;
   const auto lock = simcuda::lock_loaded_code();
-  Library* found = live_library(lib);
+  Library* found = simcuda::live_library(lib);
   if (found == nullptr) return CUDA_ERROR_INVALID_HANDLE;
-  const std::span<Function> functions = found->module.all_functions();
-  for (size_t i = 0; i < functions.size() && i < numKernels; ++i)
-    kernels[i] = reinterpret_cast<CUkernel>(&functions[i]);
+  for (size_t i = 0; i < found->kernels.size() && i < numKernels; ++i)
+    kernels[i] = reinterpret_cast<CUkernel>(&found->kernels[i]);
   return CUDA_SUCCESS;
 }
 
 SIMCUDA_EXPORT CUresult CUDAAPI cuLibraryGetModule(CUmodule* pMod, CUlibrary library) {
   SIMCUDA_ENTER("cuLibraryGetModule");
-  if (pMod == nullptr) return CUDA_ERROR_INVALID_VALUE;
   if (simcuda::current_context() == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
-  const auto lock = simcuda::lock_loaded_code();
-  Library* found = live_library(library);
-  if (found == nullptr) return CUDA_ERROR_INVALID_HANDLE;
-  *pMod = reinterpret_cast<CUmodule>(&found->module);
-  return CUDA_SUCCESS;
+  return simcuda::answer_about(pMod, library, simcuda::live_library, [](Library& found) {
+    return reinterpret_cast<CUmodule>(&found.module);
+  });
 }
 
 SIMCUDA_EXPORT CUresult CUDAAPI cuKernelGetFunction(CUfunction* pFunc, CUkernel kernel) {
   SIMCUDA_ENTER("cuKernelGetFunction");
-  if (pFunc == nullptr) return CUDA_ERROR_INVALID_VALUE;
   if (simcuda::current_context() == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
-  const auto lock = simcuda::lock_loaded_code();
-  Function* function = simcuda::live_function(kernel);
-  if (function == nullptr) return CUDA_ERROR_INVALID_HANDLE;
-  *pFunc = reinterpret_cast<CUfunction>(function);  // one function serves every context
-  return CUDA_SUCCESS;
+  // Its function in the library's module, which serves every context (Note [Functions and
+  // kernels] in core/loaded_code.h).
+  return simcuda::answer_about(pFunc, kernel, simcuda::live_kernel, [](const Kernel& found) {
+    return reinterpret_cast<CUfunction>(found.function);
+  });
 }
 
 SIMCUDA_EXPORT CUresult CUDAAPI cuKernelGetLibrary(CUlibrary* pLib, CUkernel kernel) {
   SIMCUDA_ENTER("cuKernelGetLibrary");
-  if (pLib == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  const auto lock = simcuda::lock_loaded_code();
-  const Function* function = simcuda::live_function(kernel);
-  if (function == nullptr) return CUDA_ERROR_INVALID_HANDLE;
-  Library* library = static_cast<Module*>(function->module)->library;
-  if (library == nullptr) return CUDA_ERROR_INVALID_HANDLE;  // a module's function, not a kernel
-  *pLib = reinterpret_cast<CUlibrary>(library);
-  return CUDA_SUCCESS;
+  return simcuda::answer_about(pLib, kernel, simcuda::live_kernel, [](const Kernel& found) {
+    return reinterpret_cast<CUlibrary>(found.library);
+  });
 }

@@ -1,5 +1,6 @@
 // Virtual memory management exports. The model is in core/vmm.cpp (Note [VMM model]); this file
-// checks arguments and device support the way the driver does.
+// checks arguments and device support the way the driver does, and charges map, set-access and
+// unmap their host time (Note [Host call costs] in core/host_call_cost.h).
 #include "core/vmm.h"
 
 #include "core/api.h"
@@ -111,27 +112,36 @@ SIMCUDA_EXPORT CUresult CUDAAPI cuMemMap(CUdeviceptr ptr, size_t size, size_t of
                                          unsigned long long flags) {
   SIMCUDA_ENTER("cuMemMap");
   if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
-  const CUresult result = simcuda::vmm_map(ptr, size, offset, handle);
-  if (result == CUDA_SUCCESS) simcuda::check_remap("cuMemMap", ptr, size);
-  return result;
+  simcuda::GranuleCount granules;
+  const CUresult result = simcuda::vmm_map(ptr, size, offset, handle, &granules);
+  if (result != CUDA_SUCCESS) return result;
+  simcuda::check_remap("cuMemMap", ptr, size);
+  simcuda::charge_vmm_call(simcuda::host_cost::kMemMap, granules);
+  return CUDA_SUCCESS;
 }
 
 SIMCUDA_EXPORT CUresult CUDAAPI cuMemUnmap(CUdeviceptr ptr, size_t size) {
   SIMCUDA_ENTER("cuMemUnmap");
   if (size == 0) return CUDA_ERROR_INVALID_VALUE;
-  const CUresult result = simcuda::vmm_unmap(ptr, size);
-  if (result == CUDA_SUCCESS) simcuda::check_remap("cuMemUnmap", ptr, size);
-  return result;
+  simcuda::GranuleCount granules;
+  const CUresult result = simcuda::vmm_unmap(ptr, size, &granules);
+  if (result != CUDA_SUCCESS) return result;
+  simcuda::check_remap("cuMemUnmap", ptr, size);
+  simcuda::charge_vmm_call(simcuda::host_cost::kMemUnmap, granules);
+  return CUDA_SUCCESS;
 }
 
 SIMCUDA_EXPORT CUresult CUDAAPI cuMemSetAccess(CUdeviceptr ptr, size_t size,
                                                const CUmemAccessDesc* desc, size_t count) {
   SIMCUDA_ENTER("cuMemSetAccess");
   bool revoked = false;
-  const CUresult result = simcuda::vmm_set_access(ptr, size, desc, count, &revoked);
+  simcuda::GranuleCount granules;
+  const CUresult result = simcuda::vmm_set_access(ptr, size, desc, count, &revoked, &granules);
+  if (result != CUDA_SUCCESS) return result;
   // Granting access cannot break queued work; taking it away makes that work fault.
-  if (result == CUDA_SUCCESS && revoked) simcuda::check_remap("cuMemSetAccess", ptr, size);
-  return result;
+  if (revoked) simcuda::check_remap("cuMemSetAccess", ptr, size);
+  simcuda::charge_vmm_call(simcuda::host_cost::kMemSetAccess, granules);
+  return CUDA_SUCCESS;
 }
 
 SIMCUDA_EXPORT CUresult CUDAAPI cuMemGetAccess(unsigned long long* flags,

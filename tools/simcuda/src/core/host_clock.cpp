@@ -21,6 +21,8 @@ void host_clock_observe(double seconds) {
   }
 }
 
+void host_clock_advance(double seconds) { host_clock_observe(thread_clock + seconds); }
+
 void host_wait(const StreamPoint& point) {
   point.stream->wait_until(point.sequence);
   host_clock_observe(point.stream->modeled_end(point.sequence));

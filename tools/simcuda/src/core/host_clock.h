@@ -9,6 +9,9 @@
 //   cuMemHostUnregister, cuCtxDestroy and cuDevicePrimaryCtxReset (Context::synchronize).
 // - So does a cuStreamQuery or cuEventQuery that answers CUDA_SUCCESS: a program that polls
 //   until the work is done has waited for it as surely as one that synchronised.
+// - A driver call also costs host time of its own: its thread's clock advances by the call's
+//   measured cost as it returns (Note [Host call costs] in core/host_call_cost.h: VMM map,
+//   set-access and unmap, launches, cuMemAlloc and cuMemFree).
 // - Work a thread queues starts no earlier than that thread's clock (Stream::enqueue's
 //   `not_before`). Without it, work queued on a fresh stream after a long synchronisation
 //   started at modeled time 0, as if the wait had cost nothing.
@@ -29,6 +32,9 @@ namespace simcuda {
 double host_clock();
 // The calling thread observed work that ends at modeled time `seconds` (a wait or a query).
 void host_clock_observe(double seconds);
+// The calling thread spent `seconds` in a driver call (Note [Host call costs] in
+// core/host_call_cost.h).
+void host_clock_advance(double seconds);
 // The calling thread blocks until `point` is reached, then observes its stream's clock.
 void host_wait(const StreamPoint& point);
 // The latest modeled host clock any thread reached (the statistics' host_modeled_seconds).

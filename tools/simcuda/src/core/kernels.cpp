@@ -2,7 +2,6 @@
 
 #include <array>
 #include <cstring>
-#include <unordered_set>
 
 #include "core/device_memory.h"
 
@@ -119,13 +118,6 @@ constexpr std::array kTable{
     KernelDef{"vs_axpy_f32", kAxpyParams, run_axpy, touches_axpy},
 };
 
-std::mutex loaded_code_mutex;
-// Leaked, so that exit-time callers (static destructors of the program) still find it.
-std::unordered_set<const Function*>& functions() {
-  static auto* live = new std::unordered_set<const Function*>();
-  return *live;
-}
-
 }  // namespace
 
 std::span<const KernelDef> kernel_table() { return kTable; }
@@ -144,27 +136,6 @@ size_t param_buffer_size(const KernelDef& kernel) {
   if (kernel.params.empty()) return 0;
   const size_t last = kernel.params.size() - 1;
   return param_offset(kernel, last) + kernel.params[last].size;
-}
-
-std::unique_lock<std::mutex> lock_loaded_code() { return std::unique_lock(loaded_code_mutex); }
-
-void register_functions(std::span<Function> functions_added) {
-  for (Function& function : functions_added) functions().insert(&function);
-}
-
-void unregister_functions(std::span<Function> functions_removed) {
-  for (Function& function : functions_removed) functions().erase(&function);
-}
-
-Function* live_function(const void* handle) {
-  auto* function = static_cast<const Function*>(handle);
-  return functions().contains(function) ? const_cast<Function*>(function) : nullptr;
-}
-
-const KernelDef* kernel_of_function(const void* handle) {
-  const auto lock = lock_loaded_code();
-  const Function* function = live_function(handle);
-  return function != nullptr ? function->kernel : nullptr;
 }
 
 }  // namespace simcuda

@@ -16,7 +16,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-#include <mutex>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -78,31 +77,5 @@ const KernelDef* find_kernel(std::string_view name);  // nullptr when not in the
 size_t param_offset(const KernelDef& kernel, size_t index);
 // Bytes of the packed parameter buffer: the end of the last parameter.
 size_t param_buffer_size(const KernelDef& kernel);
-
-// --- Handles of loaded code ----------------------------------------------------------------
-// api/module.cpp creates one Function per table entry in each module and library it loads;
-// api/launch.cpp looks functions up for launches, attributes and parameter info. A CUkernel
-// handle is also a valid CUfunction handle (cuLaunchKernel accepts either, as the driver does
-// since CUDA 12). Handles from the program are checked against the live ones before use, so a
-// stale or garbage handle gets CUDA_ERROR_INVALID_HANDLE instead of a crash.
-struct Function {
-  const KernelDef* kernel = nullptr;
-  void* module = nullptr;  // its CUmodule (api/module.cpp's object)
-  // Settable attributes (cuFuncSetAttribute), guarded by the registry's lock.
-  int max_dynamic_shared_bytes = 48 * 1024;  // the driver's default without opting in
-  int shared_carveout = -1;                  // no preference
-};
-
-// The lock that guards loaded code: the live functions and their attributes, and api/module.cpp's
-// modules and libraries.
-std::unique_lock<std::mutex> lock_loaded_code();
-// Caller holds lock_loaded_code().
-void register_functions(std::span<Function> functions_added);
-void unregister_functions(std::span<Function> functions_removed);
-Function* live_function(const void* handle);  // nullptr for anything but a live function
-
-// The table entry of a live function handle, or nullptr (takes the lock itself). Launches need
-// only this: the entry is static, so queued work stays valid after its module is unloaded.
-const KernelDef* kernel_of_function(const void* handle);
 
 }  // namespace simcuda

@@ -5,6 +5,7 @@
 #include "core/context.h"
 #include "core/device_memory.h"
 #include "core/driver.h"
+#include "core/host_call_cost.h"
 #include "core/managed.h"
 #include "core/memory_pool.h"
 #include "core/vmm.h"
@@ -26,10 +27,12 @@ CUresult release_device_pointer(CUdeviceptr address) {
     return result;
   }
   if (!driver.allocations().remove(address)) return CUDA_ERROR_INVALID_VALUE;  // lost a race
-  if (found->kind == MemoryKind::kManaged)
+  if (found->kind == MemoryKind::kManaged) {
     release_managed(*found);
-  else
+  } else {
     unmap_memory(*found, found->mapped);
+    charge_linear_free(found->size);  // Note [Host call costs] in host_call_cost.h
+  }
   trim_pools_at_synchronize(device);
   return CUDA_SUCCESS;
 }

@@ -65,6 +65,11 @@ State& state() {
 
 bool aligned(uint64_t value) { return value % kVmmGranularity == 0; }
 
+// Adds the granules of `size` bytes of host-located (`host`) or device memory to `granules`.
+void count_granules(bool host, uint64_t size, GranuleCount& granules) {
+  (host ? granules.host : granules.device) += size / kVmmGranularity;
+}
+
 // The mapping holding `address`, or end().
 std::map<uint64_t, Mapping>::iterator mapping_at(State& s, uint64_t address) {
   auto it = s.mappings.upper_bound(address);
@@ -213,7 +218,7 @@ CUresult vmm_retain(uint64_t address, CUmemGenericAllocationHandle* out) {
 }
 
 CUresult vmm_map(uint64_t address, uint64_t size, uint64_t offset,
-                 CUmemGenericAllocationHandle handle) {
+                 CUmemGenericAllocationHandle handle, GranuleCount* granules) {
   if (size == 0 || !aligned(address) || !aligned(size) || !aligned(offset))
     return CUDA_ERROR_INVALID_VALUE;
   State& s = state();
@@ -238,6 +243,8 @@ CUresult vmm_map(uint64_t address, uint64_t size, uint64_t offset,
   std::fill_n(ever_mapped.begin() + static_cast<std::ptrdiff_t>(first), size / kVmmGranularity,
               true);
   const bool host = physical.device < 0;
+  *granules = {};
+  count_granules(host, size, *granules);
   ++physical.mappings;
   Context* context = current_context();
   const int owner = host ? (context != nullptr ? context->device->ordinal() : 0) : physical.device;
@@ -261,7 +268,7 @@ CUresult vmm_map(uint64_t address, uint64_t size, uint64_t offset,
   return CUDA_SUCCESS;
 }
 
-CUresult vmm_unmap(uint64_t address, uint64_t size) {
+CUresult vmm_unmap(uint64_t address, uint64_t size, GranuleCount* granules) {
   State& s = state();
   std::lock_guard lock(s.mutex);
   // The range must be made of whole mappings, as the driver requires.
@@ -275,8 +282,10 @@ CUresult vmm_unmap(uint64_t address, uint64_t size) {
   }
   if (bases.empty()) return CUDA_ERROR_INVALID_VALUE;
   Driver& driver = *Driver::instance();
+  *granules = {};
   for (uint64_t base : bases) {
     auto it = s.mappings.find(base);
+    count_granules(it->second.host, it->second.size, *granules);
     if (it->second.registered) driver.allocations().remove(base);
     driver.addresses().unmap(base, it->second.size);
     auto handle = s.handles.find(it->second.handle);
@@ -288,7 +297,7 @@ CUresult vmm_unmap(uint64_t address, uint64_t size) {
 }
 
 CUresult vmm_set_access(uint64_t address, uint64_t size, const CUmemAccessDesc* descriptors,
-                        size_t count, bool* revoked) {
+                        size_t count, bool* revoked, GranuleCount* granules) {
   if (size == 0 || !aligned(address) || !aligned(size) || descriptors == nullptr || count == 0)
     return CUDA_ERROR_INVALID_VALUE;
   State& s = state();
@@ -313,8 +322,10 @@ CUresult vmm_set_access(uint64_t address, uint64_t size, const CUmemAccessDesc* 
     }
   }
   *revoked = false;
+  *granules = {};
   for (uint64_t at = address; at < address + size; at += kVmmGranularity) {
     auto it = mapping_at(s, at);
+    count_granules(it->second.host, kVmmGranularity, *granules);
     Granule& granule = it->second.access[(at - it->first) / kVmmGranularity];
     const Granule before = granule;
     for (size_t i = 0; i < count; ++i) {

@@ -27,6 +27,8 @@
 
 #include <cstdint>
 
+#include "core/host_call_cost.h"
+
 namespace simcuda {
 
 struct Context;
@@ -43,13 +45,15 @@ CUresult vmm_release(CUmemGenericAllocationHandle handle);
 CUresult vmm_properties(CUmemGenericAllocationHandle handle, CUmemAllocationProp* out);
 CUresult vmm_retain(uint64_t address, CUmemGenericAllocationHandle* out);
 
+// On success, `*granules` counts the granules of the range by their memory's location (what the
+// call costs the host, Note [Host call costs] in core/host_call_cost.h).
 CUresult vmm_map(uint64_t address, uint64_t size, uint64_t offset,
-                 CUmemGenericAllocationHandle handle);
-CUresult vmm_unmap(uint64_t address, uint64_t size);
+                 CUmemGenericAllocationHandle handle, GranuleCount* granules);
+CUresult vmm_unmap(uint64_t address, uint64_t size, GranuleCount* granules);
 
 // `*revoked` tells whether a device or the host lost access it had somewhere in the range.
 CUresult vmm_set_access(uint64_t address, uint64_t size, const CUmemAccessDesc* descriptors,
-                        size_t count, bool* revoked);
+                        size_t count, bool* revoked, GranuleCount* granules);
 CUresult vmm_get_access(uint64_t address, const CUmemLocation& location, unsigned long long* flags);
 
 // cuCtxDestroy of `context`: VMM memory outlives contexts (handles and mappings are not the

@@ -174,9 +174,10 @@ std::string tiered_summary(ShimState& shim) noexcept {
         tracked ? fmt::format(", {} granules staged while the job ran", moved.staged_granules)
                 : std::string();
     const std::string narrow =
-        tracked ? fmt::format(", {} waiting only for their blocks' streams, {} granules copied "
-                              "with the window open",
-                              moved.stream_windows, moved.streamed_granules)
+        tracked ? fmt::format(
+                      ", before their moves {} waits for the blocks' streams alone and "
+                      "{} for the whole device, {} granules copied with the window open",
+                      moved.stream_waits, moved.device_waits, moved.streamed_granules)
                 : std::string();
     return fmt::format(
         "tiered: {} evicted to the host in {} granules, {} promoted to the device "

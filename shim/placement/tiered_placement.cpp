@@ -522,7 +522,10 @@ const tiers::GranuleArena* TieredPlacement::arena_of(int device) noexcept {
 TieredStats TieredPlacement::stats() const noexcept {
   const std::lock_guard lock(stats_mutex_);
   TieredStats now = stats_;
-  if (tracked_) now.stream_windows = tracked_->stream_waits();
+  if (tracked_) {
+    now.stream_waits = tracked_->stream_waits();
+    now.device_waits = tracked_->device_waits();
+  }
   return now;
 }
 

@@ -124,7 +124,10 @@ struct TieredStats {
   uint64_t windows = 0;             // remap windows this placement closed
   uint64_t window_nanoseconds = 0;  // from asking for each window to opening it again
   uint64_t promotions_refused = 0;  // the policy said touch in place, or no room could be made
-  uint64_t stream_windows = 0;      // windows that waited only for their blocks' streams
+  // The tracked window's waits before moves (several may share a window): for the moving blocks'
+  // streams alone, and for the whole device.
+  uint64_t stream_waits = 0;
+  uint64_t device_waits = 0;
   uint64_t promoted_ahead = 0;      // blocks promoted for a later launch (Note [Promoting ahead])
   // Of the granules promoted, those copied while the job ran (Note [Staged promotions]).
   uint64_t staged_granules = 0;

@@ -55,8 +55,10 @@ CUresult TrackedWork::settle(std::span<const uint64_t> bases, tiers::GranuleOps&
   // With arenas on two devices, "the whole device" would not cover what the bits say (the
   // other device's streams, its retired slots, its contexts' legacy streams): the safe wait,
   // and the bits stay for no one to clear.
-  if (std::popcount(devices_with_arenas_.load(std::memory_order_acquire)) > 1)
+  if (std::popcount(devices_with_arenas_.load(std::memory_order_acquire)) > 1) {
+    device_waits_.fetch_add(1, std::memory_order_relaxed);
     return ops.synchronize_device();
+  }
   const core::UseTracker::QueuedUses queued = uses_.take_streams(bases);  // id: its base
   core::StreamSlots& slots = uses_.stream_slots();
   try {
@@ -74,6 +76,7 @@ CUresult TrackedWork::settle(std::span<const uint64_t> bases, tiers::GranuleOps&
             "this move and any like it wait for the whole device",
             static_cast<int>(result));
     }
+    device_waits_.fetch_add(1, std::memory_order_relaxed);
     const CUresult result = ops.synchronize_device();
     if (result == CUDA_SUCCESS) {
       slots.device_drained(waiting);
@@ -83,6 +86,7 @@ CUresult TrackedWork::settle(std::span<const uint64_t> bases, tiers::GranuleOps&
     return result;
   } catch (const std::bad_alloc&) {
     uses_.put_back_streams(queued);
+    device_waits_.fetch_add(1, std::memory_order_relaxed);
     return ops.synchronize_device();
   }
 }

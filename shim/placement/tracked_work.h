@@ -69,8 +69,10 @@ class TrackedWork final : public tiers::QueuedWork {
   // touch every block.
   bool names_every_use(std::span<const uint64_t> bases) noexcept override;
 
-  // Moves that waited for their blocks' streams alone.
+  // Waits before a move (a window may hold several): those for the moving blocks' streams alone,
+  // and those for the whole device.
   uint64_t stream_waits() const noexcept { return stream_waits_.load(std::memory_order_relaxed); }
+  uint64_t device_waits() const noexcept { return device_waits_.load(std::memory_order_relaxed); }
 
  private:
   // Takes the blocks' stream bits and waits for their streams' ends with `wait_for_ends`, or for
@@ -82,6 +84,7 @@ class TrackedWork final : public tiers::QueuedWork {
   core::UseTracker& uses_;
   const std::atomic<uint64_t>& devices_with_arenas_;
   std::atomic<uint64_t> stream_waits_{0};
+  std::atomic<uint64_t> device_waits_{0};
 };
 
 }  // namespace vramspill::placement

@@ -482,7 +482,7 @@ TEST_F(TrackedWindowTest, AnEvictionWaitsOnlyForTheStreamsThatUsedTheVictim) {
   EXPECT_EQ(device_granules(cold), 0u);
   EXPECT_EQ(ops_.calls(tiers::FakeGranuleOps::kSynchronize), 0);
   EXPECT_EQ(ops_.streams_waited_for(), std::vector<uint64_t>{kStreamA});
-  EXPECT_EQ(tracked_.stats().stream_windows, 1u);
+  EXPECT_EQ(tracked_.stats().stream_waits, 1u);
   // Promoting cold for a launch on B (after a victim made room) waits for no stream: A's work on
   // it was waited for at its eviction, and the launch that wants it is queued after the move.
   launch_on(kStreamB, cold);
@@ -540,7 +540,7 @@ TEST_F(TrackedWindowTest, ABlockTheTrackerDoesNotKnowWaitsForTheWholeDevice) {
   EXPECT_EQ(device_granules(untracked), 0u);
   EXPECT_EQ(ops_.calls(tiers::FakeGranuleOps::kSynchronize), 1);
   EXPECT_EQ(ops_.calls(tiers::FakeGranuleOps::kWaitForStreams), 0);
-  EXPECT_EQ(tracked_.stats().stream_windows, 0u);
+  EXPECT_EQ(tracked_.stats().stream_waits, 0u);
   EXPECT_EQ(tracked_.stats().streamed_granules, 0u);
   EXPECT_EQ(tracked_.free(0, untracked), CUDA_SUCCESS);
   free_all({hot, fresh});

@@ -8,27 +8,6 @@
 namespace vramspill::policies {
 namespace {
 
-// Launches remembered: two of the longest period, so a candidate can be checked against the one
-// before it.
-constexpr uint64_t kRing = 2 * LearnedPolicy::kMaxPeriod;
-// Signatures remembered for finding candidates; forgotten all at once past this (a job whose
-// launches never repeat must not grow the map without end).
-constexpr std::size_t kMaxSignatures = 4 * LearnedPolicy::kMaxPeriod;
-
-uint64_t mix(uint64_t x) {
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdULL;
-  x ^= x >> 33;
-  return x;
-}
-
-// The signature of a launch: its distinct blocks, sorted, hashed (Note [Learning the period]).
-uint64_t signature_of(std::span<const BlockId> sorted_blocks) {
-  uint64_t signature = 0x9e3779b97f4a7c15ULL;
-  for (const BlockId block : sorted_blocks) signature = mix(signature ^ mix(block));
-  return signature;
-}
-
 // The highest index in [low, high] whose bit is set in `bits`; UINT64_MAX when there is none.
 uint64_t highest_set(const std::vector<uint64_t>& bits, uint64_t low, uint64_t high) {
   uint64_t mask = high % 64 == 63 ? ~uint64_t{0} : (uint64_t{1} << (high % 64 + 1)) - 1;
@@ -43,9 +22,6 @@ uint64_t highest_set(const std::vector<uint64_t>& bits, uint64_t low, uint64_t h
 
 }  // namespace
 
-LearnedPolicy::LearnedPolicy(const PolicyOptions& options)
-    : EvictionPolicy(options), fallback_(options), signatures_(kRing), launch_blocks_(kRing) {}
-
 LearnedPolicy::Block& LearnedPolicy::entry(BlockId block) {
   Block& found = blocks_.try_emplace(block).first->second;
   found.id = block;
@@ -53,8 +29,8 @@ LearnedPolicy::Block& LearnedPolicy::entry(BlockId block) {
 }
 
 bool LearnedPolicy::holds_nothing(const Block& block) noexcept {
-  return block.plan_count == 0 && block.device_granules == 0 &&
-         block.place == Block::Place::kNone && block.lru_sequence == 0;
+  return block.uses.empty() && block.device_granules == 0 && block.place == Block::Place::kNone &&
+         block.lru_sequence == 0;
 }
 
 void LearnedPolicy::do_allocated(BlockId block, uint64_t granules, bool on_device) {
@@ -63,14 +39,14 @@ void LearnedPolicy::do_allocated(BlockId block, uint64_t granules, bool on_devic
   Block& allocated = entry(block);
   allocated.device_granules = granules;
   device_granules_ += granules;
-  if (locked_) order(allocated);
+  if (period() != 0) order(allocated);
 }
 
 void LearnedPolicy::do_freed(BlockId block) {
   fallback_.freed(block);
   const auto found = blocks_.find(block);
   if (found == blocks_.end()) return;
-  Block& freed = found->second;  // its plan stays: a new block may take its id
+  Block& freed = found->second;  // its uses stay in the plan: a new block may take its id
   device_granules_ -= freed.device_granules;
   freed.device_granules = 0;
   freed.lru_sequence = 0;  // lru has forgotten it
@@ -86,64 +62,80 @@ void LearnedPolicy::do_moved(BlockId block, uint64_t device_granules) {
   if (device_granules == 0) {
     unorder(moved);
     if (holds_nothing(moved)) blocks_.erase(block);
-  } else if (locked_) {
+  } else if (period() != 0) {
     order(moved);
   }
 }
 
 void LearnedPolicy::do_used(uint64_t sequence, uint32_t stream, std::span<const BlockId> blocks) {
   // Locked, lru hears of the blocks when the lock ends (Note [Keeping lru warm]).
-  const bool was_locked = locked_;
+  const bool was_locked = period() != 0;
   fallback_.used(sequence, stream, was_locked ? std::span<const BlockId>() : blocks);
-  // The launch's slot keeps its capacity: no allocation once every slot has held a launch.
-  std::vector<BlockId>& sorted = launch_blocks_[launches_ % kRing];
-  sorted.assign(blocks.begin(), blocks.end());
-  std::sort(sorted.begin(), sorted.end());
-  sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
-  learn(signature_of(sorted));
-  if (!locked_) {
-    if (was_locked) fallback_.used(sequence, stream, blocks);  // the launch that broke the lock
+  sorted_.assign(blocks.begin(), blocks.end());
+  std::sort(sorted_.begin(), sorted_.end());
+  sorted_.erase(std::unique(sorted_.begin(), sorted_.end()), sorted_.end());
+  const PeriodFinder::Change change =
+      finder_.observe(sorted_, [&](BlockId block) { return granules(block); });
+  if (change == PeriodFinder::Change::kNone) {
+    if (was_locked) slide(finder_.launches() - 1, sequence);
     return;
   }
-  // lock() has just ordered every block at its next use.
-  if (!was_locked) return;
-  for (const BlockId block : sorted) {  // their next uses moved on; nobody else's did
-    Block& used = entry(block);
+  if (was_locked) {  // off the period it was locked on
+    unlock();
+    fallback_.used(sequence, stream, blocks);  // the launch that broke the lock
+  }
+  if (change == PeriodFinder::Change::kLocked) lock();  // the plan includes this launch
+}
+
+void LearnedPolicy::slide(uint64_t now, uint64_t sequence) {
+  for (const BlockId id : finder_.launch(now)) {
+    Block& used = entry(id);
     used.lru_sequence = std::max(used.lru_sequence, sequence);
+    used.uses.push_back(now);
     if (used.place != Block::Place::kNone) order(used);
   }
-  retire(launches_ - 1);
-}
-
-void LearnedPolicy::learn(uint64_t signature) {
-  const uint64_t now = launches_++;
-  signatures_[now % kRing] = signature;
-  if (period_ != 0 && now >= period_ && signatures_[(now - period_) % kRing] == signature) {
-    if (++matched_ >= std::min(period_, kLockAfter) && !locked_) lock();
-    // Locked, the candidates are not needed until it unlocks: unlock() brings them up to date.
-    if (locked_) return;
-  } else {
-    if (locked_) unlock(now);
-    const auto found = seen_.find(signature);
-    period_ = found != seen_.end() && now - found->second <= kMaxPeriod ? now - found->second : 0;
-    matched_ = period_ != 0 ? 1 : 0;
+  const uint64_t period = finder_.period();
+  if (now < period) return;
+  for (const BlockId id : finder_.launch(now - period)) {
+    const auto found = blocks_.find(id);
+    if (found == blocks_.end()) continue;
+    Block& left = found->second;
+    if (left.first_use == left.uses.size() || left.uses[left.first_use] != now - period) continue;
+    // The entries before first_use go once they are half of the vector: amortised O(1), and
+    // the vector keeps its capacity.
+    if (++left.first_use * 2 >= left.uses.size()) {
+      left.uses.erase(left.uses.begin(), left.uses.begin() + left.first_use);
+      left.first_use = 0;
+    }
+    if (left.place != Block::Place::kNone) order(left);
   }
-  see(signature, now);
 }
 
-void LearnedPolicy::see(uint64_t signature, uint64_t launch) {
-  if (seen_.size() >= kMaxSignatures) seen_.clear();
-  seen_[signature] = launch;
+void LearnedPolicy::lock() {
+  const uint64_t period = finder_.period();
+  const uint64_t now = finder_.launches() - 1;
+  for (auto& [id, block] : blocks_) {
+    block.uses.clear();
+    block.first_use = 0;
+  }
+  for (uint64_t launch = now + 1 - period; launch <= now; ++launch) {
+    for (const BlockId id : finder_.launch(launch)) entry(id).uses.push_back(launch);
+  }
+  ring_.assign(period, {});
+  full_.assign((period + 63) / 64, 0);
+  for (auto& [id, block] : blocks_) {
+    if (block.device_granules > 0) order(block);
+  }
 }
 
-void LearnedPolicy::unlock(uint64_t now) {
-  locked_ = false;
-  ++unlocks_;
+void LearnedPolicy::unlock() {
   // Nothing is ordered any more, and lru hears the blocks of the launches since the lock, each
   // block's last (Note [Keeping lru warm]).
   for (auto it = blocks_.begin(); it != blocks_.end();) {
     Block& block = it->second;
     block.place = Block::Place::kNone;
+    block.uses.clear();
+    block.first_use = 0;
     if (block.lru_sequence != 0) {
       fallback_.used(block.lru_sequence, 0, std::span<const BlockId>(&block.id, 1));
       block.lru_sequence = 0;
@@ -153,70 +145,22 @@ void LearnedPolicy::unlock(uint64_t now) {
   for (std::vector<Block*>& bucket : ring_) bucket.clear();
   std::fill(full_.begin(), full_.end(), 0);
   never_used_.clear();
-  went_by_.clear();
-  // The launches seen while locked, from the ring: a candidate from a sighting before the lock
-  // would be a distance that merely happens to match for kLockAfter launches. Only the last
-  // kMaxPeriod can give a candidate.
-  for (uint64_t launch = std::max(locked_at_, now > kMaxPeriod ? now - kMaxPeriod : 0);
-       launch < now; ++launch)
-    see(signatures_[launch % kRing], launch);
-}
-
-void LearnedPolicy::lock() {
-  plan_start_ = launches_ - period_;  // the last whole period is the plan
-  // Each block's phases, in phase order, laid out block after block: count them, place each
-  // block's run, fill the runs.
-  for (auto& [id, block] : blocks_) block.plan_count = 0;
-  for (uint64_t phase = 0; phase < period_; ++phase) {
-    for (const BlockId block : launch_blocks_[(plan_start_ + phase) % kRing])
-      ++entry(block).plan_count;
-  }
-  uint64_t first = 0;
-  for (auto it = blocks_.begin(); it != blocks_.end();) {
-    Block& block = it->second;
-    if (holds_nothing(block)) {
-      it = blocks_.erase(it);
-      continue;
-    }
-    block.plan_first = first;
-    first += block.plan_count;
-    block.plan_count = 0;  // counted again as the phases are filled in
-    ++it;
-  }
-  plan_phases_.resize(first);
-  for (uint64_t phase = 0; phase < period_; ++phase) {
-    for (const BlockId id : launch_blocks_[(plan_start_ + phase) % kRing]) {
-      Block& block = blocks_.find(id)->second;
-      plan_phases_[block.plan_first + block.plan_count++] = static_cast<uint32_t>(phase);
-    }
-  }
-  locked_ = true;
-  locked_at_ = launches_;
-  ++locks_;
-  ring_.resize(period_);
-  full_.assign((period_ + 63) / 64, 0);
-  for (auto& [id, block] : blocks_) {
-    if (block.device_granules > 0) order(block);
-  }
 }
 
 std::string LearnedPolicy::do_learned_state() const {
-  if (locked_) {
-    return "locked on a period of " + std::to_string(period_) +
+  if (period() != 0) {
+    return "locked on a period of " + std::to_string(period()) +
            " launches: evicting what is needed again furthest ahead";
   }
-  if (locks_ == 0) return "no period found yet: evicting as lru";
-  return "the launches stopped repeating the period (" + std::to_string(unlocks_) +
+  if (finder_.locks() == 0) return "no period found yet: evicting as lru";
+  return "the launches stopped repeating the period (" + std::to_string(finder_.unlocks()) +
          " times so far): evicting as lru until a period repeats again";
 }
 
 uint64_t LearnedPolicy::next_use(const Block& block) const {
-  if (block.plan_count == 0) return kNever;
-  const uint32_t* const first = plan_phases_.data() + block.plan_first;
-  const uint32_t* const last = first + block.plan_count;
-  const uint64_t now = (launches_ - 1 - plan_start_) % period_;
-  const uint32_t* const later = std::upper_bound(first, last, now);
-  return launches_ - 1 + (later != last ? *later - now : period_ - now + *first);
+  // A period after its first use in the last period (Note [Learning the period]).
+  return block.first_use == block.uses.size() ? kNever
+                                              : block.uses[block.first_use] + finder_.period();
 }
 
 void LearnedPolicy::order(Block& block) {
@@ -224,7 +168,7 @@ void LearnedPolicy::order(Block& block) {
   if (block.place != Block::Place::kNone && block.next_use == next) return;
   // Used once a period, a block stays in its bucket, which now stands for its next use.
   if (block.place == Block::Place::kRing && next != kNever &&
-      next % period_ == block.next_use % period_) {
+      next % period() == block.next_use % period()) {
     block.next_use = next;
     return;
   }
@@ -235,7 +179,7 @@ void LearnedPolicy::order(Block& block) {
     never_used_.insert(block.id);
     return;
   }
-  const uint64_t index = next % period_;
+  const uint64_t index = next % period();
   std::vector<Block*>& into = ring_[index];
   full_[index / 64] |= uint64_t{1} << (index % 64);
   block.place = Block::Place::kRing;
@@ -248,7 +192,7 @@ void LearnedPolicy::unorder(Block& block) {
     case Block::Place::kNone:
       return;
     case Block::Place::kRing: {
-      const uint64_t index = block.next_use % period_;
+      const uint64_t index = block.next_use % period();
       std::vector<Block*>& from = ring_[index];
       from[block.slot] = from.back();
       from[block.slot]->slot = block.slot;
@@ -259,39 +203,23 @@ void LearnedPolicy::unorder(Block& block) {
     case Block::Place::kNeverUsed:
       never_used_.erase(block.id);
       break;
-    case Block::Place::kWentBy:
-      went_by_.erase({block.next_use, block.id});
-      break;
   }
   block.place = Block::Place::kNone;
 }
 
-void LearnedPolicy::retire(uint64_t now) {
-  std::vector<Block*>& at_now = ring_[now % period_];
-  for (std::size_t i = 0; i < at_now.size();) {
-    Block& block = *at_now[i];
-    if (block.next_use != now) {
-      ++i;
-      continue;
-    }
-    unorder(block);  // the bucket's last block takes slot i
-    block.place = Block::Place::kWentBy;
-    went_by_.emplace(now, block.id);
-  }
-}
-
 template <typename Visit>
 bool LearnedPolicy::visit_ring(uint64_t after, Visit visit) const {
-  // The launches ahead, now + period_ down to now + 1, are the buckets now % period_ down to 0,
-  // then period_ - 1 down to now % period_ + 1.
-  const uint64_t now = launches_ - 1;
-  const uint64_t top = now % period_;
-  const std::array<std::pair<uint64_t, uint64_t>, 2> ranges = {{{0, top}, {top + 1, period_ - 1}}};
+  // The launches ahead, now + period down to now + 1, are the buckets now % period down to 0,
+  // then period - 1 down to now % period + 1.
+  const uint64_t period = finder_.period();
+  const uint64_t now = finder_.launches() - 1;
+  const uint64_t top = now % period;
+  const std::array<std::pair<uint64_t, uint64_t>, 2> ranges = {{{0, top}, {top + 1, period - 1}}};
   for (const auto& [low, high] : ranges) {
     for (uint64_t end = high + 1; end > low;) {  // the buckets [low, end) are left
       const uint64_t index = highest_set(full_, low, end - 1);
       if (index == UINT64_MAX) break;
-      const uint64_t launch = index <= top ? now + period_ - (top - index) : now + (index - top);
+      const uint64_t launch = index <= top ? now + period - (top - index) : now + (index - top);
       if (launch <= after) return true;
       if (!visit(ring_[index], launch)) return false;
       end = index;
@@ -302,12 +230,11 @@ bool LearnedPolicy::visit_ring(uint64_t after, Visit visit) const {
 
 std::vector<BlockId> LearnedPolicy::do_choose_victims(uint64_t granules_needed,
                                                       std::span<const BlockId> keep) {
-  if (!locked_) {
+  if (period() == 0) {
     fallback_.set_capacity(capacity_granules());
     return fallback_.choose_victims(granules_needed, keep).blocks;
   }
-  // Farthest next use first: never used, the ring, those that went by; the higher id first
-  // within a launch.
+  // Farthest next use first: never used, then the ring; the higher id first within a launch.
   std::vector<BlockId> victims;
   uint64_t freed = 0;
   const auto give_up = [&](BlockId block) {  // false once there is room enough
@@ -317,26 +244,34 @@ std::vector<BlockId> LearnedPolicy::do_choose_victims(uint64_t granules_needed,
     freed += device_granules(block);
     return true;
   };
-  for (auto it = never_used_.rbegin(); it != never_used_.rend(); ++it) {
-    if (!give_up(*it)) return victims;
-  }
+  const bool more = std::all_of(never_used_.rbegin(), never_used_.rend(), give_up);
   std::vector<BlockId> launch;
-  const bool more = visit_ring(launches_ - 1, [&](const std::vector<Block*>& bucket, uint64_t) {
-    launch.clear();
-    for (const Block* block : bucket) launch.push_back(block->id);
-    std::sort(launch.begin(), launch.end(), std::greater<>());
-    return std::all_of(launch.begin(), launch.end(), give_up);
-  });
-  if (!more) return victims;
-  for (auto it = went_by_.rbegin(); it != went_by_.rend(); ++it) {
-    if (!give_up(it->second)) return victims;
+  if (more) {
+    visit_ring(finder_.launches() - 1, [&](const std::vector<Block*>& bucket, uint64_t) {
+      launch.clear();
+      for (const Block* block : bucket) launch.push_back(block->id);
+      std::sort(launch.begin(), launch.end(), std::greater<>());
+      return std::all_of(launch.begin(), launch.end(), give_up);
+    });
   }
-  return victims;
+  // Victims whose room the others cover go back, soonest needed first (Note [Planning with
+  // the period]).
+  std::vector<BlockId> kept;  // in the order given, built backwards
+  for (std::size_t i = victims.size(); i-- > 0;) {
+    const uint64_t granules = device_granules(victims[i]);
+    if (freed - granules >= granules_needed) {
+      freed -= granules;
+    } else {
+      kept.push_back(victims[i]);
+    }
+  }
+  std::reverse(kept.begin(), kept.end());
+  return kept;
 }
 
 bool LearnedPolicy::do_should_promote(BlockId block) {
   if (granules(block) > capacity_granules()) return false;
-  if (!locked_) {
+  if (period() == 0) {
     fallback_.set_capacity(capacity_granules());
     return fallback_.should_promote(block);
   }
@@ -347,15 +282,16 @@ bool LearnedPolicy::do_should_promote(BlockId block) {
   const auto found = blocks_.find(block);
   const uint64_t next = found != blocks_.end() ? next_use(found->second) : kNever;
   if (next == kNever) return false;
-  const std::vector<BlockId>& launch = launch_blocks_[(launches_ - 1) % kRing];
-  return room + displaceable_after(next, needed - room, launch) >= needed;
+  return room + displaceable_after(next, needed - room, finder_.launch(finder_.launches() - 1)) >=
+         needed;
 }
 
 // Note [Learned promotes ahead]
 std::vector<BlockId> LearnedPolicy::do_promote_ahead(uint64_t room_taken,
                                                      std::span<const BlockId> keep) {
   std::vector<BlockId> ahead;
-  if (!locked_) return ahead;
+  const uint64_t period = finder_.period();
+  if (period == 0) return ahead;
   std::vector<BlockId> kept(keep.begin(), keep.end());
   std::sort(kept.begin(), kept.end());
   // The room left, grown from the blocks on the device the plan never uses again only as far
@@ -370,10 +306,10 @@ std::vector<BlockId> LearnedPolicy::do_promote_ahead(uint64_t room_taken,
     return room >= wanted;
   };
   uint64_t claimed = room_taken;
-  const uint64_t now = launches_ - 1;
-  // While locked, launch `now + i` repeats launch `now + i - period_` (Note [Learning the period]).
-  for (uint64_t launch = now + 1; launch <= now + std::min(kAheadLaunches, period_); ++launch) {
-    for (const BlockId block : launch_blocks_[(launch - period_) % kRing]) {
+  const uint64_t now = finder_.launches() - 1;
+  // While locked, launch `now + i` repeats launch `now + i - period` (Note [Learning the period]).
+  for (uint64_t launch = now + 1; launch <= now + std::min(kAheadLaunches, period); ++launch) {
+    for (const BlockId block : finder_.launch(launch - period)) {
       const uint64_t needed = granules(block) - device_granules(block);
       if (needed == 0 || granules(block) > capacity_granules() ||
           std::binary_search(kept.begin(), kept.end(), block) ||

@@ -2,7 +2,8 @@
 """`vramspill replay` on a real trace: the demo runs in tiered mode (lru) under the shim on
 simcuda with a [trace] file. Replayed with lru at the job's budget, the model of tiered mode
 (tools/cli/trace_replay.h) must move exactly what the job moved; every policy must fetch at
-least Belady's MIN; a smaller budget must not fetch less. A trace without tiered blocks and a
+least Belady's MIN, and move over the link at least MIN-ip's bound; a smaller budget must not
+fetch less. A trace without tiered blocks and a
 budget below one granule are errors (status 2). The same job traced with [trace] format =
 "binary" replays alike, cut short it warns likewise, and `vramspill export` reads it too.
 
@@ -30,7 +31,8 @@ def replay(*args):
 
 
 def table(output):
-    """Row name -> its sizes, from replay's table ("fetched promoted evicted", as present)."""
+    """Row name -> its sizes, from replay's table ("fetched link promoted evicted in-place", as
+    present)."""
     rows = {}
     for line in output.splitlines()[2:]:
         words = line.split()
@@ -48,7 +50,7 @@ def table(output):
 
 def check_recorded_moves(rows):
     """lru at the job's budget moves what the job moved, and the job moved something."""
-    lru_promoted, lru_evicted = rows["lru"][1:3]
+    lru_promoted, lru_evicted = rows["lru"][2:4]
     recorded_promoted, recorded_evicted = rows["recorded"]
     if (lru_promoted, lru_evicted) != (recorded_promoted, recorded_evicted):
         fail(f"lru replayed at the job's budget moved {lru_promoted} in and {lru_evicted} out; "
@@ -97,9 +99,14 @@ def main():
         check_recorded_moves(rows)
         lru_fetched = rows["lru"][0]
         (optimum,) = rows["MIN"]
+        (link_optimum,) = rows["MIN-ip"]
         for policy in ("fifo", "largest", "lfu", "lru"):
             if rows[policy][0] < optimum:
                 fail(f"{policy} fetched {rows[policy][0]}, less than MIN's {optimum}")
+        for policy in ("fifo", "largest", "learned", "lfu", "lru"):
+            if rows[policy][1] < link_optimum:
+                fail(f"{policy} moved {rows[policy][1]} over the link, less than MIN-ip's "
+                     f"{link_optimum}")
         smaller = table(replay(trace, "--budget", "16MiB", "--policy", "lru").stdout)
         if smaller["lru"][0] < lru_fetched:
             fail(f"lru fetched less at 16 MiB ({smaller['lru'][0]}) than at 32 MiB ({lru_fetched})")

@@ -110,8 +110,8 @@ TEST(TraceReplay, WhatDoesNotFitIsTouchedInPlace) {
 // Note [Promoting ahead] in policies/eviction_policy.h: locked on the loop, learned brings in
 // the next launches' blocks with a launch's own, into the room of a block the loop never uses.
 TEST(TraceReplay, PromotionsMadeAheadAreNotLate) {
-  ReplayInput input = cyclic_scan(5, 4, 3);
-  input.steps.push_back(alloc(5, 2));  // never used: learned evicts two loop blocks for it
+  ReplayInput input = cyclic_scan(5, 4, 5);  // locked after a window of 16 launches
+  input.steps.push_back(alloc(5, 2));        // never used: learned evicts two loop blocks for it
   for (int round = 0; round < 2; ++round) {
     for (uint64_t block = 0; block < 5; ++block) input.steps.push_back(use({block}));
   }

@@ -24,7 +24,10 @@
 // against Belady's MIN over the granules: every allocation and every use needs each of its
 // granules on the device, and MIN fetches the fewest (policies/belady.h). A policy that promotes
 // every block it uses can never fetch fewer; one that touches blocks in place may, paying instead
-// with every access crossing the link (its "in place" column).
+// with every access crossing the link (its "in place" column). So the replay also counts what
+// crossed the link (promoted, evicted, touched in place) against MIN with in-place access, a
+// lower bound on it (Note [The in-place optimum] in in_place_optimum.h), which keeps its meaning
+// at budgets where little fits and plain MIN fetches far more than policies that read in place.
 #pragma once
 
 #include <cstdint>
@@ -74,6 +77,10 @@ struct ReplayResult {
   uint64_t in_place_granules = 0;  // the host granules of those blocks, per use
 
   uint64_t fetched_granules() const { return placed_granules + promoted_granules; }
+  // What crossed the link, as Note [The in-place optimum] (in_place_optimum.h) counts it.
+  uint64_t link_granules() const {
+    return promoted_granules + evicted_granules + in_place_granules;
+  }
 };
 
 // `input` through the policy named `policy` (policies/registry.h; throws std::invalid_argument

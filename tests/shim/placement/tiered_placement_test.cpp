@@ -376,11 +376,14 @@ TEST_F(TieredPlacementTest, TheLogSaysWhatTheLearnedPolicyLearned) {
     blocks.push_back(base);
   }
   ::testing::internal::CaptureStderr();
-  for (int round = 0; round < 3; ++round) {
+  // It locks once the period has repeated over a whole window of 16 launches (Note [Finding the
+  // period] in policies/period_finder.h), and two launches out of step end it.
+  for (int round = 0; round < 7; ++round) {
     for (const CUdeviceptr block : blocks)
       learned.before_launch(0, ++sequence_, 1, std::vector<policies::BlockId>{block});
   }
-  learned.before_launch(0, ++sequence_, 1, std::vector<policies::BlockId>{blocks[0], blocks[1]});
+  for (int i = 0; i < 2; ++i)
+    learned.before_launch(0, ++sequence_, 1, std::vector<policies::BlockId>{blocks[1], blocks[2]});
   const std::string log = ::testing::internal::GetCapturedStderr();
   EXPECT_NE(log.find("tiered policy learned on device 0: locked on a period of 3 launches"),
             std::string::npos)
@@ -412,7 +415,7 @@ TEST_F(TieredPlacementTest, LearnedBringsInAheadWhatTheNextLaunchesNeed) {
     for (const CUdeviceptr block : loop)
       learned.before_launch(0, ++sequence_, 1, std::vector<policies::BlockId>{block});
   };
-  for (int round = 0; round < 3; ++round) turn();
+  for (int round = 0; round < 5; ++round) turn();  // locked after a window of 16 launches
   ASSERT_EQ(learned.stats().promoted_ahead, 0u) << "no room nothing needed holds, yet";
   const CUdeviceptr cold = allocate_in(4);  // never used: learned evicts two loop blocks for it
   turn();
@@ -571,7 +574,7 @@ TEST_F(TrackedWindowTest, WhatLearnedBringsInAheadIsStagedAndFinishedAtItsLaunch
   const auto turn = [&] {
     for (const CUdeviceptr block : loop) launch_in(block);
   };
-  for (int round = 0; round < 3; ++round) turn();
+  for (int round = 0; round < 5; ++round) turn();  // locked after a window of 16 launches
   const CUdeviceptr cold = allocate_in(4);  // never used: its room goes to the loop
   turn();
   const TieredStats stats = learned.stats();

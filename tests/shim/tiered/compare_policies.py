@@ -24,8 +24,10 @@ CHECKED = ("training", 1.5)  # the workload the --check-* options are about
 POLICIES = ["lru", "lfu", "largest", "fifo", "learned"]
 TRACED = "lru"  # the policy whose run is traced; the launches are the same under every policy
 SIZE = r"[0-9.]+ [KMGT]?i?B"
-REPLAY_ROW = re.compile(rf"^\s+(\S+)\s+({SIZE})\s+([0-9.]+)x\s+({SIZE})\s+({SIZE})\s+(\d+)"
-                        rf"\s+(\d+)\s+(\d+ / \d+)\s+(\d+) / ({SIZE})$")
+# policy, fetched, vs MIN, (link, vs MIN-ip: not read), promoted, evicted, moves, stops, late,
+# in place.
+REPLAY_ROW = re.compile(rf"^\s+(\S+)\s+({SIZE})\s+([0-9.]+)x\s+{SIZE}\s+[0-9.]+x\s+({SIZE})"
+                        rf"\s+({SIZE})\s+(\d+)\s+(\d+)\s+(\d+ / \d+)\s+(\d+) / ({SIZE})$")
 MIN_ROW = re.compile(rf"^\s+MIN\s+({SIZE})\s+1\.00x\s*$")
 
 

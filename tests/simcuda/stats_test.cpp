@@ -245,11 +245,11 @@ TEST(StatsTest, CountersAndModeledTimesMatchTheWorkDone) {
   const double copy_seconds = kLaunch + kCopyBytes / kLink + kCopyBytes / kHbm;
   const double fill_seconds = kLaunch + kFillCount * 4 / kHbm;
   // The host's own time in driver calls (Note [Host call costs] in
-  // tools/simcuda/src/core/host_call_cost.h): cuMemAlloc and cuMemFree 38.5 us per 2 MiB
-  // granule, a launch 3.7 us. The two cuMemAllocs (2 granules and 1) come before the copy is
-  // queued, the copy's launch before the fill's.
-  constexpr double kAllocOrFreeGranule = 38.5e-6, kLaunchCall = 3.7e-6;
-  const double copy_start = 3 * kAllocOrFreeGranule;
+  // tools/simcuda/src/core/host_call_cost.h): cuMemAlloc and cuMemFree 38.5 us a call, a
+  // launch 3.7 us. The two cuMemAllocs come before the copy is queued, the copy's launch before
+  // the fill's.
+  constexpr double kAllocOrFree = 38.5e-6, kLaunchCall = 3.7e-6;
+  const double copy_start = 2 * kAllocOrFree;
   const double fill_start = copy_start + kLaunchCall;
   const double copy_end = copy_start + copy_seconds, fill_end = fill_start + fill_seconds;
   ASSERT_EQ(seconds_by_kind.count("legacy_default"), 1u);
@@ -257,8 +257,8 @@ TEST(StatsTest, CountersAndModeledTimesMatchTheWorkDone) {
   EXPECT_NEAR(seconds_by_kind["legacy_default"], copy_end, copy_end * 1e-9);
   EXPECT_NEAR(seconds_by_kind["created"], fill_end, fill_end * 1e-9);
   // cuCtxSynchronize waited for both streams: the host's clock reached the later one's end; the
-  // cuMemFree of the 1 MiB buffer then took one granule's free.
-  const double host_end = std::max(copy_end, fill_end) + kAllocOrFreeGranule;
+  // cuMemFree of the 1 MiB buffer then took one free's time.
+  const double host_end = std::max(copy_end, fill_end) + kAllocOrFree;
   EXPECT_NEAR(stats["host_modeled_seconds"].number, host_end, host_end * 1e-9);
   EXPECT_EQ(stats["remap_violations"].integer(), 0u);
 }

@@ -26,7 +26,7 @@ CUresult allocate_linear(CUdeviceptr* dptr, uint64_t bytes) {
   allocation.context = context;
   Driver::instance()->allocations().add(allocation);
   *dptr = allocation.base;
-  simcuda::charge_linear_allocation(bytes);  // Note [Host call costs]
+  simcuda::charge_linear_allocation();  // Note [Host call costs]
   return CUDA_SUCCESS;
 }
 

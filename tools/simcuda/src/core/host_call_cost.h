@@ -18,10 +18,13 @@
 // Host-located means CU_MEM_LOCATION_TYPE_HOST or HOST_NUMA(_CURRENT) handles. What is assumed,
 // not measured (tools/simcuda/README.md, "Cost model", lists the same):
 // - Only one granule per call was measured. A VMM call is charged per granule of the range it
-//   covers, linear in the range, each granule at its own location's figure. cuMemAlloc and
-//   cuMemFree are charged per granule too (a 4 KiB allocation is one).
-// - The pair splits evenly: cuMemAlloc 38.5 us, cuMemFree 38.5 us a granule. cuMemAllocPitch is
-//   charged as cuMemAlloc, cuMemFreeAsync of that memory as cuMemFree; freeing managed or
+//   covers, linear in the range, each granule at its own location's figure: what batching
+//   ranges saves is for a GPU to show, not for the model to promise.
+// - cuMemAlloc and cuMemFree are charged per call, whatever the size: a 4 KiB pair was
+//   measured, and charging a 1 GiB allocation 512 times that (20 ms) would make every plain
+//   allocation of a job cost more than any report of cudaMalloc on a large block suggests.
+// - The pair splits evenly: cuMemAlloc 38.5 us, cuMemFree 38.5 us. cuMemAllocPitch is charged
+//   as cuMemAlloc, cuMemFreeAsync of that memory as cuMemFree; freeing managed or
 //   stream-ordered memory costs nothing.
 // - Every launch call costs what cuLaunchKernel does (Ex, cooperative, per-thread forms), also
 //   while its stream captures.
@@ -51,7 +54,7 @@ inline constexpr GranuleCost kMemMap{.device_seconds = 1.0e-6, .host_seconds = 0
 inline constexpr GranuleCost kMemSetAccess{.device_seconds = 26.9e-6, .host_seconds = 59.0e-6};
 inline constexpr GranuleCost kMemUnmap{.device_seconds = 18.0e-6, .host_seconds = 33.3e-6};
 inline constexpr double kLaunchSeconds = 3.7e-6;
-inline constexpr double kMemAllocAndFreeSeconds = 77e-6;  // a pair, per granule
+inline constexpr double kMemAllocAndFreeSeconds = 77e-6;  // a pair, per call
 inline constexpr double kMemAllocSeconds = kMemAllocAndFreeSeconds / 2;
 inline constexpr double kMemFreeSeconds = kMemAllocAndFreeSeconds - kMemAllocSeconds;
 }  // namespace host_cost
@@ -59,7 +62,7 @@ inline constexpr double kMemFreeSeconds = kMemAllocAndFreeSeconds - kMemAllocSec
 // Each advances the calling thread's modeled host clock by what the call cost.
 void charge_vmm_call(const GranuleCost& cost, const GranuleCount& granules);
 void charge_launch();
-void charge_linear_allocation(uint64_t bytes);  // cuMemAlloc, cuMemAllocPitch
-void charge_linear_free(uint64_t bytes);        // cuMemFree(Async) of that memory
+void charge_linear_allocation();  // cuMemAlloc, cuMemAllocPitch
+void charge_linear_free();        // cuMemFree(Async) of that memory
 
 }  // namespace simcuda

@@ -31,7 +31,7 @@ CUresult release_device_pointer(CUdeviceptr address) {
     release_managed(*found);
   } else {
     unmap_memory(*found, found->mapped);
-    charge_linear_free(found->size);  // Note [Host call costs] in host_call_cost.h
+    charge_linear_free();  // Note [Host call costs] in host_call_cost.h
   }
   trim_pools_at_synchronize(device);
   return CUDA_SUCCESS;

@@ -24,6 +24,14 @@ struct StatsSnapshot {
   uint64_t host_limit_bytes = 0;
   StatsTiered tiered{};
   std::vector<DeviceFigures> devices;  // published devices, by ordinal
+
+  // Tiered blocks' granules on the host, all devices: host memory the job's data takes besides
+  // the spills.
+  uint64_t tiered_host_bytes() const noexcept {
+    uint64_t bytes = 0;
+    for (const DeviceFigures& device : devices) bytes += device.tiered_host_bytes;
+    return bytes;
+  }
 };
 
 // Note [Stats liveness] says how live and stale are told apart.

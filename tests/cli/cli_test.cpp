@@ -387,6 +387,8 @@ TEST_F(CliStatTest, stat_shows_tiered_moves_and_where_the_granules_are) {
                        "windows (2500.0 ms), 5000 kernel launches (40 "
                        "unreadable)\n"))
       << result.out;
+  EXPECT_TRUE(contains(result.out, ", 0 B spilled, 30.0 GiB in tiered blocks, limit "))
+      << result.out;
   EXPECT_TRUE(contains(result.out, "  dev 0 tiered blocks: 14.0 GiB on the device, 30.0 GiB on "
                                    "the host\n"))
       << result.out;

@@ -144,6 +144,7 @@ TEST(PrometheusMetricsTest, a_live_job_has_all_its_figures) {
            "vramspill_job_publishes_total{" + job + "} 120",
            "vramspill_host_pool_pinned_bytes{" + job + "} 67108864",
            "vramspill_host_spilled_bytes{" + job + "} 16777216",
+           "vramspill_host_tiered_bytes{" + job + "} 8388608",  // both devices
            "vramspill_host_limit_bytes{" + job + "} 536870912",
            "vramspill_tiered_evicted_bytes_total{" + job + "} 50331648",
            "vramspill_tiered_promoted_bytes_total{" + job + "} 33554432",

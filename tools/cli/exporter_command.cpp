@@ -188,7 +188,7 @@ void add_exporter_options(CLI::App& app, ExporterOptions& options) {
       "(labels pid and command) "
       "vramspill_job_start_time_seconds, vramspill_job_last_publish_timestamp_seconds, "
       "vramspill_job_publishes_total, vramspill_host_pool_pinned_bytes, "
-      "vramspill_host_spilled_bytes, vramspill_host_limit_bytes, "
+      "vramspill_host_spilled_bytes, vramspill_host_tiered_bytes, vramspill_host_limit_bytes, "
       "vramspill_tiered_evicted_bytes_total, vramspill_tiered_promoted_bytes_total, "
       "vramspill_remap_windows_total, vramspill_remap_window_seconds_total, "
       "vramspill_tiered_launches_total, vramspill_tiered_unreadable_launches_total; per device "

@@ -59,9 +59,14 @@ std::string process_block(const telemetry::StatsSnapshot& process, uint64_t now_
   }
   text += ", updated " + format_duration(seconds_between(process.updated_unix_ns, now_unix_ns)) +
           " ago\n";
+  // Tiered blocks on the host are not spills, but they hold host memory under the same limit.
+  const uint64_t tiered_host = process.tiered_host_bytes();
   text += "  host: pool " + format_bytes(process.host_pool_pinned_bytes) + " pinned, " +
-          format_bytes(process.host_spilled_bytes) + " spilled, limit " +
-          format_bytes(process.host_limit_bytes) + "\n";
+          format_bytes(process.host_spilled_bytes) + " spilled, " +
+          (tiered_host != 0 || process.tiered.launches != 0
+               ? format_bytes(tiered_host) + " in tiered blocks, "
+               : std::string()) +
+          "limit " + format_bytes(process.host_limit_bytes) + "\n";
   if (process.devices.empty()) {
     text += "  no device figures yet\n";
     return text;

@@ -61,7 +61,12 @@ def exported(directory, name, mode, args):
     events = trace_events(trace)
     check_segment_events(snapshot_path, sum(e[1] == "alloc" for e in events))
     with open(snapshot_path, "rb") as f:
-        return events, pickle.load(f)
+        snapshot = pickle.load(f)
+    entries = len(snapshot["external_annotations"])
+    said = f" {entries // 2} annotation(s) ({entries} entries of external_annotations"
+    if said not in result.stdout:
+        fail(f"export says {result.stdout!r}, expected{said!r}")
+    return events, snapshot
 
 
 def check_host_mode(directory):

@@ -73,8 +73,11 @@ int run_export_command(const ExportOptions& options) {
     std::cerr << kProgram << ": cannot write " << options.output << ": " << problem << "\n";
     return kCannotWrite;
   }
+  // An annotation is two entries of external_annotations, its START and its END.
+  const std::size_t annotations = snapshot.annotations.size();
   std::cout << "wrote " << options.output << ": " << snapshot.allocations << " allocation(s), "
-            << snapshot.annotations.size() << " annotation(s); open it at "
+            << annotations << " annotation(s) (" << 2 * annotations
+            << " entries of external_annotations, a START and an END each); open it at "
             << "https://pytorch.org/memory_viz\n";
   return 0;
 }

@@ -377,35 +377,66 @@ static int allocate(Model* m) {
   return kOk;
 }
 
-/* Where each block landed, as cuPointerGetAttribute tells it (vramspill must tell the truth). */
+enum { kDevice, kManaged, kHost, kUnknown, kPlaces };
+
+/* Adds a VMM block's bytes to `bytes` by where its memory is, 2 MiB at a time: the handle mapped
+ * at each address says (cuPointerGetAttribute says device memory for any VMM memory, wherever its
+ * pages are; vramspill's tiered blocks are VMM memory). 0 if `ptr` is not VMM memory. */
+static int add_vmm_placement(CUdeviceptr ptr, size_t size, size_t bytes[kPlaces]) {
+  const size_t step = (size_t)2 << 20;
+  for (size_t offset = 0; offset < size; offset += step) {
+    CUmemGenericAllocationHandle handle;
+    CUmemAllocationProp prop;
+    memset(&prop, 0, sizeof prop);
+    int place = kUnknown;
+    if (cuMemRetainAllocationHandle(&handle, (void*)(uintptr_t)(ptr + offset)) != CUDA_SUCCESS) {
+      if (offset == 0) return 0;
+    } else {
+      if (cuMemGetAllocationPropertiesFromHandle(&prop, handle) == CUDA_SUCCESS)
+        place = prop.location.type == CU_MEM_LOCATION_TYPE_DEVICE ? kDevice : kHost;
+      cuMemRelease(handle);
+    }
+    bytes[place] += size - offset < step ? size - offset : step;
+  }
+  return 1;
+}
+
+/* Where each block landed, as the driver tells it (vramspill must tell the truth). */
 static void report_placement(Model* m) {
-  enum { kDevice, kManaged, kHost, kUnknown, kPlaces };
   static const char* const place_name[kPlaces] = {"device", "managed", "host", "unknown"};
   size_t bytes[kRoles][kPlaces] = {{0}}, total[kPlaces] = {0};
   char s[32];
   for (int r = 0; r < kRoles; ++r) {
     for (size_t k = 0; k < m->layers; ++k) {
       Block* b = block_at(m, k, r);
-      unsigned int type = 0, managed = 0;
-      int place = kUnknown;
-      if (cuPointerGetAttribute(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, b->ptr) ==
-              CUDA_SUCCESS &&
-          cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, b->ptr) ==
-              CUDA_SUCCESS)
-        place = managed ? kManaged
-                : type == CU_MEMORYTYPE_DEVICE ? kDevice
-                : type == CU_MEMORYTYPE_HOST   ? kHost
-                                               : kUnknown;
-      bytes[r][place] += b->count * sizeof(float);
-      total[place] += b->count * sizeof(float);
+      const size_t size = b->count * sizeof(float);
+      size_t here[kPlaces] = {0};
+      if (!add_vmm_placement(b->ptr, size, here)) {
+        unsigned int type = 0, managed = 0;
+        int place = kUnknown;
+        if (cuPointerGetAttribute(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, b->ptr) ==
+                CUDA_SUCCESS &&
+            cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, b->ptr) ==
+                CUDA_SUCCESS)
+          place = managed ? kManaged
+                  : type == CU_MEMORYTYPE_DEVICE ? kDevice
+                  : type == CU_MEMORYTYPE_HOST   ? kHost
+                                                 : kUnknown;
+        here[place] = size;
+      }
+      for (int p = 0; p < kPlaces; ++p) {
+        bytes[r][p] += here[p];
+        total[p] += here[p];
+      }
     }
   }
   if (total[kDevice] == m->total_bytes) {
-    printf("train_demo: placement (cuPointerGetAttribute): all %zu blocks in device memory\n",
+    printf("train_demo: placement (the driver's pointer attributes and VMM handles): all %zu "
+           "blocks in device memory\n",
            m->layers * kRoles);
     return;
   }
-  printf("train_demo: placement (cuPointerGetAttribute):");
+  printf("train_demo: placement (the driver's pointer attributes and VMM handles):");
   for (int p = 0; p < kPlaces; ++p)
     if (total[p]) printf(" %s %s;", place_name[p], format_size(total[p], s));
   printf("\n");

@@ -50,7 +50,9 @@
 // at 3x 5.87 against 4.34; staging saved 2% over copying the same blocks in the window. The
 // copies dominate simcuda's cost of these loops, so hiding some of them behind short kernels
 // cannot pay for a third more bytes moved; a GPU whose kernels outlast their blocks' copies is
-// where the rule could win, and that is not measured yet.
+// where the rule could win, and that is not measured yet. These figures predate simcuda's
+// charging of the driver's remapping calls (Note [Host call costs] in simcuda's
+// core/host_call_cost.h), which makes every move dearer and so favours fetching less all the more.
 //
 // Not thread-safe: the caller serialises (the tiered layer holds its lock; a replay is one thread).
 // Deterministic: no clocks and no randomness, so the same events give the same decisions.

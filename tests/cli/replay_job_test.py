@@ -3,8 +3,9 @@
 simcuda with a [trace] file. Replayed with lru at the job's budget, the model of tiered mode
 (tools/cli/trace_replay.h) must move exactly what the job moved; every policy must fetch at
 least Belady's MIN, and move over the link at least MIN-ip's bound; a smaller budget must not
-fetch less. A trace without tiered blocks and a
-budget below one granule are errors (status 2). The same job traced with [trace] format =
+fetch less. A trace without tiered blocks, a
+budget below one granule or above the device, and an unknown policy are errors (status 2), each
+named as what it is; a budget may be a percentage of the device's memory. The same job traced with [trace] format =
 "binary" replays alike, cut short it warns likewise, and `vramspill export` reads it too.
 
     replay_job_test.py CLI TRAIN_DEMO PRELOAD SIMCUDA_DIR TIERED_CONF
@@ -118,9 +119,18 @@ def main():
         refused = replay(host_trace)
         if refused.returncode != 2 or "no tiered block on device 0" not in refused.stderr:
             fail(f"a host-mode trace: status {refused.returncode}\n{refused.stderr}")
-        tiny = replay(trace, "--budget", "1MiB")
-        if tiny.returncode != 2 or "expected a size of at least 2MiB" not in tiny.stderr:
-            fail(f"--budget 1MiB: status {tiny.returncode}\n{tiny.stderr}")
+        # Each bad option is named as what it is, never blamed on the trace.
+        for args, said in ((("--budget", "1MiB"), "--budget '1MiB': expected at least 2MiB"),
+                           (("--budget", "2TiB"), "--budget '2TiB': more than device 0's "),
+                           (("--budget", "lots"), "--budget 'lots': expected a size such as"),
+                           (("--policy", "bogus"), "--policy 'bogus': no such policy (valid: ")):
+            wrong = replay(trace, *args)
+            if wrong.returncode != 2 or said not in wrong.stderr:
+                fail(f"{' '.join(args)}: status {wrong.returncode}\n{wrong.stderr}")
+        # A percentage is of the device's memory, which the trace records.
+        half = replay(trace, "--budget", "50%", "--policy", "lru")
+        if half.returncode != 0 or "budget 128.0 MiB" not in half.stdout:
+            fail(f"--budget 50%: status {half.returncode}\n{half.stdout}{half.stderr}")
         check_binary_trace(directory)
     print("replay checks passed")
 

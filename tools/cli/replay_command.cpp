@@ -1,10 +1,13 @@
 #include "replay_command.h"
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <iostream>
+#include <optional>
 #include <stdexcept>
 #include <string_view>
+#include <vector>
 
 #include "in_place_optimum.h"
 #include "policies/registry.h"
@@ -47,6 +50,62 @@ struct Optima {
   uint64_t link = 0;
 };
 
+// The policies to replay: those named, each checked against the registry, or every one;
+// nullopt after saying which name is unknown.
+std::optional<std::vector<std::string>> chosen_policies(const std::vector<std::string>& named) {
+  const std::span<const std::string_view> known = policies::policy_names();
+  if (named.empty()) return std::vector<std::string>(known.begin(), known.end());
+  for (const std::string& name : named) {
+    if (std::ranges::find(known, name) != known.end()) continue;
+    std::string valid;
+    for (const std::string_view one : known)
+      valid += (valid.empty() ? "" : ", ") + std::string(one);
+    std::cerr << kProgram << ": --policy '" << name << "': no such policy (valid: " << valid
+              << ")\n";
+    return std::nullopt;
+  }
+  return named;
+}
+
+// The memory of `device` as the trace's device event recorded it; 0 when it has none.
+uint64_t device_memory(const telemetry::Trace& trace, int device) {
+  for (const telemetry::TraceEvent& event : trace.events) {
+    if (event.kind == telemetry::TraceEventKind::kDevice && event.device == device)
+      return event.bytes;
+  }
+  return 0;
+}
+
+// --budget in bytes: a size, or a percentage of the device's memory (0: the job's own budget);
+// nullopt after saying what is wrong.
+std::optional<uint64_t> budget_bytes(const std::string& text, int device, uint64_t memory) {
+  if (text.empty()) return 0;
+  const auto wrong = [&](const std::string& why) {
+    std::cerr << kProgram << ": --budget '" << text << "': " << why << "\n";
+    return std::nullopt;
+  };
+  uint64_t bytes = 0;
+  if (const std::optional<double> percent = parse_percent(text)) {
+    if (memory == 0)
+      return wrong("the trace records no memory size for device " + std::to_string(device) +
+                   ", so a percentage means nothing: give a size such as 20GiB");
+    if (*percent <= 0 || *percent > 1) return wrong("expected a percentage from above 0 to 100%");
+    bytes = static_cast<uint64_t>(*percent * static_cast<double>(memory));
+  } else if (const std::optional<uint64_t> size = parse_size(text)) {
+    bytes = *size;
+  } else {
+    return wrong(
+        "expected a size such as 512MiB, 20GiB or 1.5GB, or a percentage of the "
+        "device's memory such as 50%");
+  }
+  if (bytes < kGranuleBytes)
+    return wrong("expected at least 2MiB, one granule (such as 512MiB, 20GiB, 1.5GB or 50%)");
+  if (memory != 0 && bytes > memory)
+    return wrong("more than device " + std::to_string(device) + "'s " + format_bytes(memory) +
+                 " of memory");
+  return bytes;
+}
+
 void print_result(const ReplayResult& result, const Optima& optima) {
   const uint64_t promotions = result.late_promotions + result.ahead_promotions;
   print_row(
@@ -70,8 +129,9 @@ CLI::App* add_replay_command(CLI::App& app, ReplayOptions& options) {
       ->type_name("N");
   command
       ->add_option("--budget", options.budget,
-                   "The device budget to replay at, a size such as 24GiB (default: the one the "
-                   "job had).")
+                   "The device budget to replay at: a size such as 24GiB, or a percentage of "
+                   "the device's memory as the trace records it, such as 50% (default: the one "
+                   "the job had). At least 2MiB, at most the device's memory.")
       ->type_name("SIZE");
   command
       ->add_option("--policy", options.policies,
@@ -106,32 +166,23 @@ CLI::App* add_replay_command(CLI::App& app, ReplayOptions& options) {
 }
 
 int run_replay_command(const ReplayOptions& options) {
-  uint64_t budget = 0;
-  if (!options.budget.empty()) {
-    const std::optional<uint64_t> parsed = parse_size(options.budget);
-    if (!parsed || *parsed < kGranuleBytes) {
-      std::cerr << kProgram << ": --budget '" << options.budget
-                << "': expected a size of at least 2MiB (123, 512MiB, 20GiB, 1.5GB)\n";
-      return kBadInput;
-    }
-    budget = *parsed;
-  }
-  std::vector<std::string> names = options.policies;
-  if (names.empty()) {
-    for (const std::string_view name : policies::policy_names()) names.emplace_back(name);
-  }
+  const std::optional<std::vector<std::string>> names = chosen_policies(options.policies);
+  if (!names) return kBadInput;
   const std::optional<telemetry::Trace> trace =
       read_trace_for(kProgram, options.trace, "replaying");
   if (!trace) return kBadInput;
+  const std::optional<uint64_t> budget =
+      budget_bytes(options.budget, options.device, device_memory(*trace, options.device));
+  if (!budget) return kBadInput;
   try {
-    const ReplayInput input = replay_input(*trace, options.device, budget);
+    const ReplayInput input = replay_input(*trace, options.device, *budget);
     std::vector<ReplayResult> results;
-    for (const std::string& name : names) results.push_back(replay(input, name));
+    for (const std::string& name : *names) results.push_back(replay(input, name));
     std::printf("%s, device %d: %llu tiered blocks (%s), %llu launches, budget %s%s\n",
                 options.trace.c_str(), input.device, static_cast<unsigned long long>(input.blocks),
                 format_bytes(input.block_bytes).c_str(),
                 static_cast<unsigned long long>(input.launches),
-                granule_bytes(input.budget_granules).c_str(), budget == 0 ? " (the job's)" : "");
+                granule_bytes(input.budget_granules).c_str(), *budget == 0 ? " (the job's)" : "");
     const Optima optima{.fetched = optimal_fetched_granules(input),
                         .link = in_place_optimum_granules(input)};
     print_row({"policy", "fetched", "vs MIN", "link", "vs MIN-ip", "promoted", "evicted", "moves",
@@ -141,7 +192,7 @@ int run_replay_command(const ReplayOptions& options) {
     print_row({"MIN-ip", "", "", granule_bytes(optima.link), "1.00x", "", "", "", "", "", ""});
     print_row({"recorded", "", "", "", "", format_bytes(input.recorded_promoted_bytes),
                format_bytes(input.recorded_evicted_bytes), "", "", "", ""});
-  } catch (const std::exception& error) {  // no tiered blocks, no budget, unknown policy
+  } catch (const std::exception& error) {  // no tiered blocks, no budget
     std::cerr << kProgram << ": " << options.trace << ": " << error.what() << "\n";
     return kBadInput;
   }

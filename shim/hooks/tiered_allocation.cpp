@@ -48,18 +48,27 @@ std::optional<CUresult> allocate_tiered(ShimState& shim, int device, uint64_t by
   CUdeviceptr base = 0;
   const std::optional<RuleAction> rule =
       shim.tiered_rules.empty() ? std::nullopt : rule_for_block(shim, bytes);
-  const CUresult result = shim.tiered.allocate(device, bytes, &base, rule);
-  if (result == CUDA_ERROR_NOT_SUPPORTED) return std::nullopt;
-  if (result != CUDA_SUCCESS) {
-    try {
+  const placement::TieredPlacement::Allocated allocated =
+      shim.tiered.allocate(device, bytes, &base, rule);
+  if (allocated.result == CUDA_ERROR_NOT_SUPPORTED) return std::nullopt;
+  if (allocated.result != CUDA_SUCCESS) {
+    // Placed as auto mode would place it (the spill chain of the caller), with a line the first
+    // time each kind of failure happens: what failed, and what the shim did instead.
+    static constinit std::atomic<bool> said_budgets{false};
+    static constinit std::atomic<bool> said_driver{false};
+    if (allocated.over_budgets && !said_budgets.exchange(true)) {
       logging::warn(
-          "tiered allocation of {} on device {} failed ({}): the host limit has {} of "
-          "{} left for what the device budget cannot hold",
-          format_bytes(bytes), device, static_cast<int>(result),
-          format_bytes(shim.host_budget.available()), format_bytes(shim.host_budget.limit()));
-    } catch (...) {  // the error stands without its log line
+          "tiered allocation of {} on device {}: its granules fit neither the device budget nor "
+          "the host limit ({} of {} left); placed as in auto mode instead (said once)",
+          format_bytes(bytes), device, format_bytes(shim.host_budget.available()),
+          format_bytes(shim.host_budget.limit()));
+    } else if (!allocated.over_budgets && !said_driver.exchange(true)) {
+      logging::warn(
+          "tiered allocation of {} on device {}: the driver refused its granules (CUresult {}); "
+          "placed as in auto mode instead (said once)",
+          format_bytes(bytes), device, static_cast<int>(allocated.result));
     }
-    return result;
+    return std::nullopt;
   }
   // Note [A tiered block in the books]
   shim.ledger.on_allocated(shim.ledger.admit(device, core::Route::kTiered, bytes), base, bytes);
@@ -182,13 +191,13 @@ std::string tiered_summary(ShimState& shim) noexcept {
     return fmt::format(
         "tiered: {} evicted to the host in {} granules, {} promoted to the device "
         "in {} granules ({} blocks ahead of their launches{}), {} remap windows ({:.1f} ms{}), "
-        "{} promotions refused, {} kernel launches ({} unreadable, taken as touching every "
-        "block){}",
+        "{} promotions refused, {} moves stopped by the driver, {} kernel launches ({} "
+        "unreadable, taken as touching every block){}",
         format_bytes(moved.evicted_granules * tiers::kGranuleBytes), moved.evicted_granules,
         format_bytes(moved.promoted_granules * tiers::kGranuleBytes), moved.promoted_granules,
         moved.promoted_ahead, staged, moved.windows,
         static_cast<double>(moved.window_nanoseconds) / 1e6, narrow, moved.promotions_refused,
-        launches.launches, launches.unreadable, held);
+        moved.failed_moves, launches.launches, launches.unreadable, held);
   } catch (...) {  // no line rather than no exit
     return {};
   }

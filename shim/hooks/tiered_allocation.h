@@ -27,7 +27,8 @@ namespace vramspill::hooks {
 // A linear allocation of `bytes` on `device` (cuMemAlloc, or cuMemAllocPitch with its pitch
 // applied), if tiered mode takes it: the result, with *out set on success. nullopt when tiered
 // mode does not take it (another mode, smaller than [tiered] min_size, a device without an arena:
-// Note [Where tiered mode runs] in hooks/tiered_arenas.h); the caller goes on as in auto mode.
+// Note [Where tiered mode runs] in hooks/tiered_arenas.h) or could not (the budgets or the driver
+// refused it, which is logged once for each); the caller goes on as in auto mode.
 std::optional<CUresult> allocate_tiered(ShimState& shim, int device, uint64_t bytes,
                                         CUdeviceptr* out) noexcept;
 

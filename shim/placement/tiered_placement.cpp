@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <bit>
 #include <chrono>
 #include <new>
@@ -157,8 +158,21 @@ tiers::MoveOutcome TieredPlacement::move(int device, Device& state,
   }
   nvtx::evicted(outcome.to_host, outcome.to_host * kGranuleBytes);
   nvtx::promoted(outcome.to_device, outcome.to_device * kGranuleBytes);
+  if (outcome.result != CUDA_SUCCESS) {
+    // What a failed copy or remap leaves is the block where it was, still mapped and whole
+    // (Note [Moving a granule] in tiers/granule_arena.h): launches reach it in place, and the
+    // next launch that needs it tries again. Said once; the summary counts every one.
+    static constinit std::atomic<bool> said{false};
+    if (!said.exchange(true))
+      logging::warn(
+          "tiered: a move on device {} stopped when the driver answered CUresult {}; its blocks "
+          "stay where they were (launches reach them in place) and later moves try again "
+          "(said once; the exit summary counts failed moves)",
+          device, static_cast<int>(outcome.result));
+  }
   {
     const std::lock_guard lock(stats_mutex_);
+    if (outcome.result != CUDA_SUCCESS) ++stats_.failed_moves;
     stats_.evicted_granules += outcome.to_host;
     stats_.promoted_granules += outcome.to_device;
     if (timing == Timing::kStaged) stats_.staged_granules += outcome.to_device;
@@ -263,13 +277,13 @@ void TieredPlacement::evict(int device, Device& state, std::span<const policies:
   tell_policy_of_moves(state, evictions);
 }
 
-CUresult TieredPlacement::allocate(int device, uint64_t bytes, CUdeviceptr* out,
-                                   std::optional<RuleAction> rule) noexcept {
-  if (out == nullptr || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
+TieredPlacement::Allocated TieredPlacement::allocate(int device, uint64_t bytes, CUdeviceptr* out,
+                                                     std::optional<RuleAction> rule) noexcept {
+  if (out == nullptr || bytes == 0) return {.result = CUDA_ERROR_INVALID_VALUE};
   Device* state = device_state(device);
-  if (state == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
+  if (state == nullptr) return {.result = CUDA_ERROR_NOT_SUPPORTED};
   const std::lock_guard lock(state->mutex);
-  CUresult result = CUDA_ERROR_OUT_OF_MEMORY;
+  Allocated allocated{.result = CUDA_ERROR_OUT_OF_MEMORY};
   try {
     const uint64_t granules = GranuleArena::granules_for(bytes);
     const bool on_host_only = rule == RuleAction::kPreferHost;  // Note [Rules before the policy]
@@ -280,10 +294,12 @@ CUresult TieredPlacement::allocate(int device, uint64_t bytes, CUdeviceptr* out,
     const uint64_t on_device =
         on_host_only ? 0 : std::min(granules, usable_device_granules(device, *state));
     const tiers::ArenaStats pooled = state->arena->stats();
-    if (charge(device, *state, more_than(on_device, pooled.pooled_device_granules),
-               more_than(granules - on_device, pooled.pooled_host_granules))) {
-      result = state->arena->allocate(bytes, on_device, out);
-      if (result == CUDA_SUCCESS) {
+    if (!charge(device, *state, more_than(on_device, pooled.pooled_device_granules),
+                more_than(granules - on_device, pooled.pooled_host_granules))) {
+      allocated.over_budgets = true;
+    } else {
+      allocated.result = state->arena->allocate(bytes, on_device, out);
+      if (allocated.result == CUDA_SUCCESS) {
         if (rule) state->ruled.emplace(*out, *rule);
         state->policy->allocated(*out, granules, /*on_device=*/false);
         if (on_device != 0) state->policy->moved(*out, on_device);
@@ -293,7 +309,7 @@ CUresult TieredPlacement::allocate(int device, uint64_t bytes, CUdeviceptr* out,
   } catch (const std::bad_alloc&) {  // the policy's books could not grow
   }
   settle(device, *state);
-  return result;
+  return allocated;
 }
 
 bool TieredPlacement::make_device_room(int device, uint64_t bytes) noexcept {

@@ -124,6 +124,7 @@ struct TieredStats {
   uint64_t windows = 0;             // remap windows this placement closed
   uint64_t window_nanoseconds = 0;  // from asking for each window to opening it again
   uint64_t promotions_refused = 0;  // the policy said touch in place, or no room could be made
+  uint64_t failed_moves = 0;        // batches a driver error stopped part of (they stay put)
   // The tracked window's waits before moves (several may share a window): for the moving blocks'
   // streams alone, and for the whole device.
   uint64_t stream_waits = 0;
@@ -152,10 +153,15 @@ class TieredPlacement {
   // A block of `bytes` on `device` (Note [Tiered budgets]). The events are told of it, and of
   // its granules placed on the host (Note [A tiered block in the trace]). `rule`: the action of
   // the [[tiered.rule]] the block falls under, if one does (Note [Rules before the policy]).
-  // CUDA_ERROR_OUT_OF_MEMORY when the host limit cannot take what the device budget does not;
-  // CUDA_ERROR_NOT_SUPPORTED when the device has no arena.
-  CUresult allocate(int device, uint64_t bytes, CUdeviceptr* out,
-                    std::optional<RuleAction> rule = std::nullopt) noexcept;
+  // CUDA_ERROR_OUT_OF_MEMORY with over_budgets when the host limit cannot take what the device
+  // budget does not; CUDA_ERROR_NOT_SUPPORTED when the device has no arena; otherwise the
+  // driver's error, or CUDA_ERROR_OUT_OF_MEMORY when the books could not grow.
+  struct Allocated {
+    CUresult result = CUDA_SUCCESS;
+    bool over_budgets = false;
+  };
+  Allocated allocate(int device, uint64_t bytes, CUdeviceptr* out,
+                     std::optional<RuleAction> rule = std::nullopt) noexcept;
 
   // Another allocation of `device` needs `bytes` of room under the device budget: pooled device
   // granules go back to the driver, and blocks are evicted for more as the policy allows (Note

@@ -65,7 +65,7 @@ void BM_LaunchTouchingResidentBlocks(benchmark::State& state) {
   std::vector<uint64_t> blocks(count);
   for (uint64_t& block : blocks) {
     CUdeviceptr base = 0;
-    if (placement.allocate(0, kGranuleBytes, &base) != CUDA_SUCCESS) {
+    if (placement.allocate(0, kGranuleBytes, &base).result != CUDA_SUCCESS) {
       state.SkipWithError("allocation failed");
       return;
     }

@@ -90,7 +90,7 @@ class TieredPlacementTest : public ::testing::Test {
 
   CUdeviceptr allocate(uint64_t granules, std::optional<RuleAction> rule = std::nullopt) {
     CUdeviceptr base = 0;
-    EXPECT_EQ(placement_.allocate(0, granules * kGranuleBytes, &base, rule), CUDA_SUCCESS);
+    EXPECT_EQ(placement_.allocate(0, granules * kGranuleBytes, &base, rule).result, CUDA_SUCCESS);
     for (uint64_t i = 0; i < granules; ++i) ops_.write(base + i * kGranuleBytes, base + i);
     return base;
   }
@@ -204,10 +204,12 @@ TEST_F(TieredPlacementTest, TheHostLimitBoundsWhatDoesNotFit) {
   FakeBudgets tight{4 * kGranuleBytes, 2 * kGranuleBytes};
   TieredPlacement placement{tight, arenas_, window_, {}};
   CUdeviceptr base = 0;
-  EXPECT_EQ(placement.allocate(0, 7 * kGranuleBytes, &base), CUDA_ERROR_OUT_OF_MEMORY);
+  const TieredPlacement::Allocated refused = placement.allocate(0, 7 * kGranuleBytes, &base);
+  EXPECT_EQ(refused.result, CUDA_ERROR_OUT_OF_MEMORY);
+  EXPECT_TRUE(refused.over_budgets);
   EXPECT_EQ(tight.device(), 0u);
   EXPECT_EQ(tight.host(), 0u);
-  EXPECT_EQ(placement.allocate(0, 6 * kGranuleBytes, &base), CUDA_SUCCESS);
+  EXPECT_EQ(placement.allocate(0, 6 * kGranuleBytes, &base).result, CUDA_SUCCESS);
   EXPECT_EQ(tight.device(), 4 * kGranuleBytes);
   EXPECT_EQ(tight.host(), 2 * kGranuleBytes);
   EXPECT_EQ(placement.free(0, base), CUDA_SUCCESS);
@@ -272,7 +274,7 @@ TEST_F(TieredPlacementTest, AnUnknownPolicyIsAnErrorNamingTheValidOnes) {
   const TieredPlacement placement{budgets_, arenas_, window_, {.policy = "belady"}};
   EXPECT_NE(placement.error().find("lru"), std::string::npos) << placement.error();
   CUdeviceptr base = 0;
-  EXPECT_EQ(const_cast<TieredPlacement&>(placement).allocate(0, kGranuleBytes, &base),
+  EXPECT_EQ(const_cast<TieredPlacement&>(placement).allocate(0, kGranuleBytes, &base).result,
             CUDA_ERROR_NOT_SUPPORTED);
 }
 
@@ -372,7 +374,7 @@ TEST_F(TieredPlacementTest, TheLogSaysWhatTheLearnedPolicyLearned) {
   std::vector<CUdeviceptr> blocks;
   for (int i = 0; i < 3; ++i) {
     CUdeviceptr base = 0;
-    ASSERT_EQ(learned.allocate(0, 4 * kGranuleBytes, &base), CUDA_SUCCESS);
+    ASSERT_EQ(learned.allocate(0, 4 * kGranuleBytes, &base).result, CUDA_SUCCESS);
     blocks.push_back(base);
   }
   ::testing::internal::CaptureStderr();
@@ -405,7 +407,7 @@ TEST_F(TieredPlacementTest, LearnedBringsInAheadWhatTheNextLaunchesNeed) {
                           {.policy = "learned", .invariant_mode = policies::InvariantMode::kAbort}};
   const auto allocate_in = [&](uint64_t granules) {
     CUdeviceptr base = 0;
-    EXPECT_EQ(learned.allocate(0, granules * kGranuleBytes, &base), CUDA_SUCCESS);
+    EXPECT_EQ(learned.allocate(0, granules * kGranuleBytes, &base).result, CUDA_SUCCESS);
     for (uint64_t i = 0; i < granules; ++i) ops_.write(base + i * kGranuleBytes, base + i);
     return base;
   };
@@ -438,7 +440,7 @@ class TrackedWindowTest : public TieredPlacementTest {
   CUdeviceptr allocate_tracked(uint64_t granules, TieredPlacement* placement = nullptr) {
     CUdeviceptr base = 0;
     TieredPlacement& into = placement != nullptr ? *placement : tracked_;
-    EXPECT_EQ(into.allocate(0, granules * kGranuleBytes, &base), CUDA_SUCCESS);
+    EXPECT_EQ(into.allocate(0, granules * kGranuleBytes, &base).result, CUDA_SUCCESS);
     EXPECT_EQ(uses_.track(base, granules * kGranuleBytes, base), core::TrackResult::kTracked);
     for (uint64_t i = 0; i < granules; ++i) ops_.write(base + i * kGranuleBytes, base + i);
     return base;
@@ -536,7 +538,7 @@ TEST_F(TrackedWindowTest, AGraphLaunchMakesTheNextMoveWaitForItsStreamToo) {
 // so it is copied in the window (Note [Moves copied on the stream]).
 TEST_F(TrackedWindowTest, ABlockTheTrackerDoesNotKnowWaitsForTheWholeDevice) {
   CUdeviceptr untracked = 0;
-  ASSERT_EQ(tracked_.allocate(0, 4 * kGranuleBytes, &untracked), CUDA_SUCCESS);
+  ASSERT_EQ(tracked_.allocate(0, 4 * kGranuleBytes, &untracked).result, CUDA_SUCCESS);
   const CUdeviceptr hot = allocate_tracked(4);
   launch_on(kStreamA, hot);
   const CUdeviceptr fresh = allocate_tracked(4);  // evicts the untracked block, never used

@@ -90,6 +90,20 @@ TEST_F(PoolTest, ChunksAreReservedAndCountedExactly) {
   EXPECT_EQ(attribute(pool_, CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH), kChunk);
 }
 
+// A request no device can hold is refused, even once a chunk exists that rounding it up to
+// 512 bytes would have wrapped round into (it did: SIZE_MAX got a 32 MiB chunk).
+TEST_F(PoolTest, ARequestLargerThanAnyDeviceIsOutOfMemory) {
+  CUdeviceptr first = 0;
+  ASSERT_CU(cuMemAllocAsync(&first, kMiB, s1_));
+  for (const size_t size : {SIZE_MAX, SIZE_MAX - 100, size_t{1} << 62}) {
+    CUdeviceptr block = 0;
+    EXPECT_EQ(cuMemAllocAsync(&block, size, s1_), CUDA_ERROR_OUT_OF_MEMORY) << size;
+    EXPECT_EQ(cuMemAlloc(&block, size), CUDA_ERROR_OUT_OF_MEMORY) << size;
+  }
+  EXPECT_EQ(attribute(pool_, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), kChunk);
+  ASSERT_CU(cuMemFreeAsync(first, s1_));
+}
+
 TEST_F(PoolTest, FreeThenAllocOnTheSameStreamReusesTheBlock) {
   CUdeviceptr first = 0, second = 0, elsewhere = 0;
   ASSERT_CU(cuMemAllocAsync(&first, 8 * kMiB, s1_));

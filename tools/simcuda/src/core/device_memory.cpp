@@ -13,7 +13,9 @@ uint64_t page_size() {
 }
 
 uint64_t round_up(uint64_t value, uint64_t multiple) {
-  return (value + multiple - 1) / multiple * multiple;
+  uint64_t padded = 0;
+  if (__builtin_add_overflow(value, multiple - 1, &padded)) return UINT64_MAX;
+  return padded / multiple * multiple;
 }
 
 CUresult map_new_memory(Device& device, const MemoryRequest& request, Allocation& out) {

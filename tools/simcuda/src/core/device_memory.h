@@ -17,6 +17,8 @@ class Driver;
 constexpr uint64_t kLargePage = uint64_t{2} << 20;  // VMM granularity; alignment of large allocations
 
 uint64_t page_size();
+// `value` rounded up to a multiple of `multiple`; UINT64_MAX where that would not fit 64 bits, so
+// that a request of SIZE_MAX stays too large to allocate instead of wrapping round to 0.
 uint64_t round_up(uint64_t value, uint64_t multiple);
 
 struct MemoryRequest {

@@ -78,10 +78,15 @@ TEST(ReportHtml, ThePageHoldsItsChartsDataAndSaysWhatIsNotRecorded) {
   const std::string page = page_of(report);
   EXPECT_NE(page.find("Chart.js v3"), std::string::npos);  // embedded, not linked
   EXPECT_EQ(page.find(" src="), std::string::npos);
-  EXPECT_NE(page.find("<body data-charts-expected=\"3\">"), std::string::npos);
-  for (const std::string id : {"bytes-0", "moved-0", "events-0"}) {
+  // Memory and the spill are charted; with no tiered move, that chart is left out, and said.
+  EXPECT_NE(page.find("<body data-charts-expected=\"2\">"), std::string::npos);
+  for (const std::string id : {"bytes-0", "events-0"}) {
     EXPECT_NE(page.find("<canvas id=\"" + id + "\">"), std::string::npos) << id;
   }
+  EXPECT_EQ(page.find("<canvas id=\"moved-0\">"), std::string::npos);
+  EXPECT_NE(page.find("Not charted, as there is nothing to show: tiered moves (none),"),
+            std::string::npos);
+  EXPECT_NE(page.find("\"charts\":[\"bytes\",\"events\"]"), std::string::npos);
   EXPECT_NE(page.find("\"label\":\"spilled to the host pool\""), std::string::npos);
   EXPECT_NE(page.find("not recorded (the trace does not capture them)"), std::string::npos);
   EXPECT_NE(page.find("cut short"), std::string::npos);  // the trace has no '# end'

@@ -65,8 +65,9 @@ def check_page_draws(directory, page, name):
         fail(f"a script of the {name} page failed: {error.group(1)}")
     expected = re.search(r'data-charts-expected="(\d+)"', body.group(0))
     drawn = re.search(r'data-charts-drawn="(\d+)"', body.group(0))
-    if not expected or int(expected.group(1)) < 3:
-        fail(f"the {name} page expects no charts: {body.group(0)}")
+    # Charts with nothing to show are left out; each page here has memory and moves or spills.
+    if not expected or int(expected.group(1)) < 2:
+        fail(f"the {name} page expects too few charts: {body.group(0)}")
     if not drawn or drawn.group(1) != expected.group(1):
         fail(f"the {name} page drew {drawn.group(1) if drawn else 'no'} of its "
              f"{expected.group(1)} charts: {body.group(0)}")

@@ -140,6 +140,23 @@ TEST(RunReport, DownsamplingKeepsEachBucketsPeak) {
   EXPECT_EQ(report_of(events).devices[0].bytes.size(), 7u);
 }
 
+// Note [Downsampling keeps the peaks]: two tiers that peak at different instants of one bucket
+// are drawn from the instant of the largest total, never stacked peak on peak into a total the
+// job never had.
+TEST(RunReport, DownsamplingStacksOnlyTotalsTheJobHad) {
+  const std::string events =
+      "0 alloc 0 cuMemAlloc 0x1000 300\n"
+      "2 free 0 cuMemAlloc 0x1000 300\n"
+      "3 alloc 0 spill-host 0x9000 200\n"
+      "100 free 0 spill-host 0x9000 200\n";
+  const JobReport report = report_of(events, limits_with(&ReportLimits::max_points, 3));
+  const DeviceReport& device = report.devices[0];
+  ASSERT_EQ(device.bytes.size(), 3u);
+  EXPECT_EQ(at(device.bytes[0], Tier::kDevice), 300u);  // the fuller instant of the bucket
+  EXPECT_EQ(at(device.bytes[0], Tier::kSpillHost), 0u);
+  EXPECT_EQ(device.samples, 5u);  // the empty start, then each event
+}
+
 TEST(RunReport, DamagedTracesEventsAreLeftOutAndCounted) {
   const JobReport report = report_of(
       "1 alloc 0 cuMemAlloc 0x1000 4096\n"

@@ -1,6 +1,6 @@
 #include "report_html.h"
 
-#include <array>
+#include <vector>
 #include <cstdio>
 #include <ctime>
 
@@ -10,9 +10,6 @@
 
 namespace vramspill::cli {
 namespace {
-
-// Each device's charts, by the prefix of their canvas's id (report_page.js draws them).
-constexpr std::array<std::string_view, 3> kDeviceCharts = {"bytes", "moved", "events"};
 
 constexpr std::string_view kStyle = R"css(
 body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; margin: 24px auto;
@@ -109,10 +106,26 @@ void write_device(const DeviceReport& device, std::ostream& out) {
   row(out, "promotions to the device",
       count_and_bytes(device.promotions, device.promoted_bytes, "moved"));
   out << "</table>\n";
-  for (const std::string_view chart : kDeviceCharts) {
+  const std::vector<std::string_view> charts = charts_of(device);
+  for (const std::string_view chart : charts) {
     out << "<div class=\"chart\"><canvas id=\"" << chart << "-" << id << "\"></canvas></div>\n";
   }
+  if (charts.size() < 3) {
+    out << "<p class=\"muted\">Not charted, as there is nothing to show:"
+        << (device.bytes.empty() ? " memory (no allocations)," : "")
+        << (device.evictions == 0 && device.promotions == 0 ? " tiered moves (none)," : "")
+        << (device.refusals == 0 && device.spills == 0
+                ? " requests over the budget and spills (none)."
+                : "")
+        << "</p>\n";
+  }
   out << "</section>\n";
+}
+
+std::size_t charts_expected(const JobReport& report) {
+  std::size_t count = 0;
+  for (const DeviceReport& device : report.devices) count += charts_of(device).size();
+  return count;
 }
 
 void write_largest(const JobReport& report, std::ostream& out) {
@@ -120,6 +133,10 @@ void write_largest(const JobReport& report, std::ostream& out) {
   if (report.largest.empty()) {
     out << "<p class=\"muted\">The trace holds no allocations.</p>\n</section>\n";
     return;
+  }
+  if (report.allocations > report.largest.size()) {
+    out << "<p class=\"muted\">The " << report.largest.size() << " largest of "
+        << report.allocations << " allocations.</p>\n";
   }
   out << "<p class=\"muted\">Who made them: call sites are not recorded by the trace.</p>\n"
          "<table>\n<tr><th>size</th><th>route</th><th>device</th><th>address or handle</th>"
@@ -177,7 +194,7 @@ void write_report_html(const JobReport& report, const PageOptions& options, std:
       << "<script>window.addEventListener('error', function (e) {\n"
          "  document.documentElement.dataset.jsError = String(e.message || e);\n});</script>\n"
       << "<style>" << kStyle << "</style>\n</head>\n<body data-charts-expected=\""
-      << kDeviceCharts.size() * report.devices.size() << "\">\n";
+      << charts_expected(report) << "\">\n";
   write_header(report, options, out);
   for (const DeviceReport& device : report.devices) write_device(device, out);
   write_largest(report, out);

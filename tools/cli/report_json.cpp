@@ -72,7 +72,11 @@ void write_activity(const std::vector<ActivityBucket>& buckets, std::ostream& ou
 void write_device(const DeviceReport& device, std::ostream& out) {
   out << "{\"device\":" << device.device << ",\"total\":" << device.total_bytes
       << ",\"limit\":" << device.limit_bytes << ",\"bucket_s\":" << number(device.bucket_s)
-      << ",\"times\":";
+      << ",\"charts\":";
+  const std::vector<std::string_view> charts = charts_of(device);
+  write_array<std::string>(out, charts.size(),
+                           [&](std::size_t i) { return script_json_string(charts[i]); });
+  out << ",\"samples\":" << device.samples << ",\"times\":";
   write_array<std::string>(out, device.bytes.size(),
                            [&](std::size_t i) { return number(device.bytes[i].time_s); });
   out << ',';
@@ -83,6 +87,14 @@ void write_device(const DeviceReport& device, std::ostream& out) {
 }
 
 }  // namespace
+
+std::vector<std::string_view> charts_of(const DeviceReport& device) {
+  std::vector<std::string_view> charts;
+  if (!device.bytes.empty()) charts.emplace_back("bytes");
+  if (device.evictions != 0 || device.promotions != 0) charts.emplace_back("moved");
+  if (device.refusals != 0 || device.spills != 0) charts.emplace_back("events");
+  return charts;
+}
 
 std::string script_json_string(std::string_view text) {
   std::string out = "\"";

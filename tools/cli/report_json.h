@@ -12,14 +12,21 @@
 #include <ostream>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "run_report.h"
 
 namespace vramspill::cli {
 
-// Writes {"end_s": ..., "devices": [{"device", "total", "limit", "bucket_s", "times",
-// "tiers": [{"id", "label", "values"}] (the tiers that ever held bytes), "activity": {"start",
-// "evicted", "promoted", "refusals", "spills"}}]}. Bytes are integers, times seconds.
+// The charts a device has, by the prefix of their canvas's id: "bytes" (memory by tier) when it
+// held any, "moved" (tiered moves) when something moved, "events" (requests over the budget and
+// spills) when there were any. A chart with nothing to show is left out.
+std::vector<std::string_view> charts_of(const DeviceReport& device);
+
+// Writes {"end_s": ..., "devices": [{"device", "total", "limit", "bucket_s", "charts" (above),
+// "samples" (the memory points before downsampling), "times", "tiers": [{"id", "label",
+// "values"}] (the tiers that ever held bytes), "activity": {"start", "evicted", "promoted",
+// "refusals", "spills"}}]}. Bytes are integers, times seconds.
 void write_report_json(const JobReport& report, std::ostream& out);
 
 // `text` as a JSON string that is safe inside a <script> element.

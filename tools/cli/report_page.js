@@ -1,7 +1,8 @@
 // Draws the charts of a `vramspill report` page (tools/cli/report_html.h) with Chart.js 3, from
-// the JSON in #report-data (tools/cli/report_json.h). Per device: memory by tier over time,
-// stacked, with the budget as a line; bytes moved between device and host per time bucket; and
-// refusals and spills per bucket. Sets the body's data-charts-drawn to their count when done.
+// the JSON in #report-data (tools/cli/report_json.h). Per device, those of its charts that have
+// something to show: memory by tier over time, stacked, with the budget as a line (saying when it
+// is downsampled); bytes moved between device and host per time bucket; and requests over the
+// budget and spills per bucket. Sets the body's data-charts-drawn to their count when done.
 (function () {
   'use strict';
 
@@ -89,7 +90,10 @@
         },
         plugins: {
           title: title('Device ' + device.device + ': memory by tier over time'),
-          subtitle: subtitle(device.tiers.length === 0 ? 'no allocations' : ''),
+          subtitle: subtitle(device.samples > times.length
+            ? 'downsampled: ' + (times.length - 1) + ' points of ' + device.samples +
+              ', each the instant of its bucket when all tiers together held the most'
+            : ''),
           tooltip: {
             callbacks: {
               title: (items) => items.length ? items[0].parsed.x.toFixed(3) + ' s' : '',
@@ -130,25 +134,20 @@
   function movedChart(device) {
     const activity = device.activity;
     const [scale, unit] = unitFor(Math.max(...activity.evicted, ...activity.promoted));
-    const none = activity.evicted.every((v) => v === 0) && activity.promoted.every((v) => v === 0);
     return bucketChart(device, 'moved', 'Device ' + device.device +
                        ': tiered bytes moved between device and host', 'moved (' + unit + ')', [
       ['evicted to the host', activity.evicted, tierColors['tiered-host']],
       ['promoted to the device', activity.promoted, tierColors['tiered-device']],
-    ], {
-      scale: scale,
-      note: none ? 'no evictions or promotions (not in tiered mode, or everything fit)' : '',
-    });
+    ], { scale: scale, note: '' });
   }
 
   function eventsChart(device) {
     const activity = device.activity;
-    const none = activity.refusals.every((v) => v === 0) && activity.spills.every((v) => v === 0);
     return bucketChart(device, 'events', 'Device ' + device.device +
                               ': requests over the budget and spills', 'count per bucket', [
       ['requests over the budget', activity.refusals, '#59636e'],
       ['spills (allocations placed on the host)', activity.spills, tierColors['spill-host']],
-    ], { scale: 1, note: none ? 'nothing over the budget, no spills' : '', counts: true });
+    ], { scale: 1, note: '', counts: true });
   }
 
   Chart.defaults.animation = false;
@@ -157,10 +156,12 @@
   Chart.defaults.font.size = 13;
   Chart.defaults.plugins.legend.position = 'bottom';
 
+  // The charts the page has a canvas for: those with something to show (report_json.h).
+  const drawers = { bytes: bytesChart, moved: movedChart, events: eventsChart };
   let drawn = 0;
   for (const device of data.devices) {
-    for (const draw of [bytesChart, movedChart, eventsChart]) {
-      draw(device);
+    for (const chart of device.charts) {
+      drawers[chart](device);
       ++drawn;
     }
   }

@@ -41,8 +41,9 @@ struct Sample {
   TierBytes bytes{};
 };
 
-// The series' points (Note [Downsampling keeps the peaks]): every sample when they fit, else the
-// largest value of each tier per bucket; then the state at the end, so the last step is drawn.
+// The series' points (Note [Downsampling keeps the peaks]): every sample when they fit, else
+// each bucket's instant of the largest total; then the state at the end, so the last step is
+// drawn.
 std::vector<BytesPoint> series_points(const std::vector<Sample>& samples, uint64_t end_ns,
                                       std::size_t max_points) {
   std::vector<BytesPoint> points;
@@ -51,18 +52,19 @@ std::vector<BytesPoint> series_points(const std::vector<Sample>& samples, uint64
   } else {
     const std::size_t buckets = std::max<std::size_t>(max_points - 1, 1);
     const double bucket_s = seconds(end_ns) / static_cast<double>(buckets);
+    const auto total = [](const TierBytes& bytes) {
+      return std::accumulate(bytes.begin(), bytes.end(), uint64_t{0});
+    };
     TierBytes carried{};
     std::size_t next = 0;
     for (std::size_t bucket = 0; bucket < buckets; ++bucket) {
-      TierBytes peak = carried;
+      TierBytes fullest = carried;
       for (; next < samples.size() && bucket_of(samples[next].time_ns, end_ns, buckets) == bucket;
            ++next) {
         carried = samples[next].bytes;
-        for (std::size_t tier = 0; tier < kTierCount; ++tier) {
-          peak[tier] = std::max(peak[tier], carried[tier]);
-        }
+        if (total(carried) > total(fullest)) fullest = carried;
       }
-      points.push_back({static_cast<double>(bucket) * bucket_s, peak});
+      points.push_back({static_cast<double>(bucket) * bucket_s, fullest});
     }
   }
   points.push_back({seconds(end_ns), samples.back().bytes});
@@ -104,8 +106,10 @@ class Builder {
     report_.complete = trace_.complete;
     for (auto& [device, state] : devices_) {
       state.report.bytes = series_points(state.samples, end_ns_, limits_.max_points);
+      state.report.samples = state.samples.size();
       report_.devices.push_back(std::move(state.report));
     }
+    report_.allocations = allocations_.size();
     report_.largest = largest();
     return std::move(report_);
   }

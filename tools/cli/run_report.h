@@ -16,11 +16,14 @@
 //
 // Note [Downsampling keeps the peaks]
 // A series has a point after each event that changes memory, which for a long job is millions.
-// Above max_points, the job's time is cut into max_points equal buckets and each tier's point
-// for a bucket is its largest value in it (the value carried in from before the bucket
-// included), so that no peak disappears from the chart; a stacked chart may then show a total a
-// little above the real one in a bucket where tiers peaked at different instants. The summary's
-// peaks come from every event, never from the buckets.
+// Above max_points, the job's time is cut into max_points equal buckets, and a bucket's point is
+// the instant in it (the state carried in from before the bucket included) when all tiers
+// together held the most: every tier's value from that one instant, so that the stacked chart's
+// total is a total the job really had, and no peak of the total disappears. (Taking each tier's
+// own largest value in the bucket kept every tier's peak, but stacked them into totals up to 9%
+// above any the job reached, on a real trace.) A tier's own peak inside a bucket may not show;
+// the summary's peaks come from every event, never from the buckets, and the page says when a
+// chart is downsampled.
 #pragma once
 
 #include <array>
@@ -71,6 +74,7 @@ struct DeviceReport {
   uint64_t total_bytes = 0;       // from the trace's device event; 0 when it has none
   uint64_t limit_bytes = 0;       // the budget; 0 when unknown
   std::vector<BytesPoint> bytes;  // in time order, ending at the job's end
+  uint64_t samples = 0;           // the points before downsampling (Note [Downsampling ...])
   std::vector<ActivityBucket> activity;
   double bucket_s = 0;  // each activity bucket's length
   TierBytes peak_bytes{};
@@ -102,6 +106,7 @@ struct JobReport {
   bool complete = false;                 // the trace has its '# end' line
   std::vector<DeviceReport> devices;     // by ordinal, those the trace names
   std::vector<LargeAllocation> largest;  // largest first
+  uint64_t allocations = 0;              // of which `largest` shows the first ReportLimits::largest
   uint64_t left_out_events = 0;  // frees, evicts, promotes and allocs that did not fit (Note)
   // The trace's launches event (tiered mode writes it at exit), if it has one.
   std::optional<telemetry::TraceEvent> launches;

@@ -9,6 +9,7 @@
 #include <mutex>
 #include <new>
 
+#include "hooks/ending_signals.h"
 #include "hooks/stats_publisher.h"
 #include "hooks/tiered_allocation.h"
 #include "telemetry/log.h"
@@ -37,24 +38,11 @@ void write_exit_summary() {
   // A forked child logs nothing at all: the parent's memory is not its to report, and a log
   // lock held by another parent thread at fork time would never be released in the child.
   if (the_state == nullptr || in_forked_child) return;
-  stop_stats_publisher(*the_state);
+  // The shim's threads stop first, so that what they still do (frees) is in the trace.
   the_state->host.stop_background_pinning();
   the_state->managed.stop_stream_ordered_frees();
   the_state->tiered_frees.stop();
-  if (the_state->config.spill.mode == SpillMode::kTiered) {  // launches are counted in it alone
-    const core::LaunchCounts launches = the_state->use.launch_counts();
-    the_state->trace.launches_counted(launches.launches, launches.unreadable);
-  }
-  the_state->trace.finish();
-  if (the_state->config.log.summary) {
-    logging::summary(the_state->ledger.summary_line());
-    if (const std::string tiered = tiered_summary(*the_state); !tiered.empty())
-      logging::summary(tiered);
-    if (const std::string rules = tiered_rules_summary(*the_state); !rules.empty())
-      logging::summary(rules);
-  }
-  logging::report_suppressed();
-  logging::flush();
+  write_last_words(*the_state);
 }
 
 // [trace] file: opened before any hook records an event, or not at all (Note [A trace never
@@ -87,6 +75,7 @@ void initialise() {
   pthread_atfork(nullptr, nullptr, enter_forked_child);
   std::atexit(write_exit_summary);
   start_stats_publisher(*the_state);
+  catch_ending_signals(*the_state);
   logging::debug("initialised (configuration: {})",
                  the_state->config.source_file.empty() ? "defaults and environment"
                                                        : the_state->config.source_file);
@@ -209,6 +198,25 @@ Entry::Entry() noexcept {
 
 Entry::~Entry() {
   if (outermost_) inside_shim = false;
+}
+
+void write_last_words(ShimState& shim) noexcept {
+  static constinit std::atomic<bool> written{false};
+  if (written.exchange(true)) return;
+  stop_stats_publisher(shim);
+  if (shim.config.spill.mode == SpillMode::kTiered) {  // launches are counted in it alone
+    const core::LaunchCounts launches = shim.use.launch_counts();
+    shim.trace.launches_counted(launches.launches, launches.unreadable);
+  }
+  shim.trace.finish();
+  if (shim.config.log.summary) {
+    logging::summary(shim.ledger.summary_line());
+    if (const std::string tiered = tiered_summary(shim); !tiered.empty()) logging::summary(tiered);
+    if (const std::string rules = tiered_rules_summary(shim); !rules.empty())
+      logging::summary(rules);
+  }
+  logging::report_suppressed();
+  logging::flush();
 }
 
 const std::string* configuration_error() noexcept {

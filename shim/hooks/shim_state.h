@@ -101,4 +101,9 @@ void refresh_host_limit(ShimState& shim) noexcept;
 // The configuration error that disabled the shim, or null. Initialises the shim if needed.
 const std::string* configuration_error() noexcept;
 
+// What the job leaves when it ends, once, at exit or at a signal that ends it (Note [A signal
+// that ends the job] in hooks/ending_signals.h), whichever comes first: the stats file removed,
+// the trace's launches and end, the exit summary.
+void write_last_words(ShimState& shim) noexcept;
+
 }  // namespace vramspill::hooks

@@ -1,0 +1,32 @@
+// SIGINT and SIGTERM that would end the job at once: the exit summary, the stats file and the
+// trace's end still happen (Note [A signal that ends the job]).
+//
+// Note [A signal that ends the job]
+// A process that SIGINT or SIGTERM ends by default runs no atexit handler: it left no exit
+// summary, its stats file stayed behind until the next `vramspill stat` removed it, and its trace
+// had no end. So when the shim starts, it takes each of the two whose disposition is still the
+// default, with a thread that waits for it:
+// - The handler only checks that this is the process the thread runs in (a forked child has no
+//   such thread) and that no signal is being handled already, then wakes the thread through an
+//   eventfd of the shim's own (Note [The shim's own descriptors]; checked by device and inode
+//   first, as a program may close or reuse it), all async-signal-safe, and returns: the program
+//   runs on for the moment the thread needs.
+// - The thread writes what exit would (write_last_words in hooks/shim_state.h: the stats file
+//   removed, the trace ended, the summary), puts the default disposition back and sends the
+//   signal again: the process ends by it, with the status it would have had.
+// - Anything else ends the process by the signal's default at once: a second signal while the
+//   thread works (a user pressing Ctrl-C twice), a forked child, an eventfd that is gone.
+// A disposition the program set before the shim started (Python's SIGINT handler, a signal it
+// ignores) is left alone: its handler decides what the signal does, and an exit it makes runs
+// atexit as usual. A handler the program sets later replaces the shim's, the same way.
+#pragma once
+
+#include "hooks/shim_state.h"
+
+namespace vramspill::hooks {
+
+// Once, at start-up: takes SIGINT and SIGTERM where their disposition is the default, if the
+// thread and the eventfd can be made; otherwise leaves everything as it was, and says so.
+void catch_ending_signals(ShimState& shim) noexcept;
+
+}  // namespace vramspill::hooks

@@ -1,0 +1,113 @@
+// A real job that SIGINT or SIGTERM ends (Note [A signal that ends the job] in
+// shim/hooks/ending_signals.h): stats_job_program under the shim on simcuda, run directly and
+// under `vramspill run`, must end by the signal as without the shim, having written its exit
+// summary, removed its stats file and ended its trace; a program with a handler of its own keeps
+// it.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "running_job.h"
+#include "subprocess.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using vramspill::testing::contains;
+using vramspill::testing::Environment;
+using vramspill::testing::has_figures;
+using vramspill::testing::Job;
+using vramspill::testing::job_environment;
+using vramspill::testing::RunResult;
+using vramspill::testing::StatsJobTest;
+using vramspill::testing::wait_for_entry;
+
+constexpr const char* kSummary = "[vramspill] info: device 0: peak 32.0 MiB of 32.0 MiB budget";
+
+class EndingSignalTest : public StatsJobTest {
+ protected:
+  // The job (three 16 MiB blocks over a 32 MiB budget: one spills), traced, once it has
+  // published its figures; `command` goes before the program (`vramspill run --`).
+  Job start(const std::vector<std::string>& command, bool own_handler = false) {
+    Environment environment = job_environment(runtime_.string());
+    environment["VRAMSPILL_TRACE_FILE"] = trace_path();
+    std::vector<std::string> argv = command;
+    argv.push_back(STATS_JOB_PROGRAM);
+    if (own_handler) argv.push_back("--handle-sigterm");
+    for (const char* size : {"16", "16", "16"}) argv.push_back(size);
+    return Job(argv, environment, error_file());
+  }
+  std::string trace_path() const { return (root_ / "job.trace").string(); }
+  std::string last_line_of_trace() const {
+    std::ifstream trace(trace_path());
+    std::string line;
+    std::string last;
+    while (std::getline(trace, line)) last = line;
+    return last;
+  }
+
+  // Ends the ready job with `signal`; how it ended.
+  RunResult end_with(Job& job, int signal) {
+    EXPECT_GT(job.pid(), 0);
+    EXPECT_TRUE(job.wait_ready());
+    stats_path_ = stats_file_of(job.pid());
+    EXPECT_TRUE(wait_for_entry(stats_path_, job, has_figures).has_value());
+    kill(job.pid(), signal);
+    // Standard input stays open until the job has ended: closing it would end the job's wait,
+    // and the job could exit by itself before the signal ends it.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (job.running() && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    return job.finish();
+  }
+
+  void expect_last_words(const RunResult& result) {
+    EXPECT_TRUE(contains(result.err, kSummary)) << result.describe();
+    EXPECT_FALSE(fs::exists(stats_path_)) << "the stats file outlived its job";
+    EXPECT_TRUE(last_line_of_trace().starts_with("# end ")) << last_line_of_trace();
+  }
+
+  std::string stats_path_;
+};
+
+TEST_F(EndingSignalTest, sigterm_ends_the_job_by_the_signal_after_its_last_words) {
+  Job job = start({});
+  const RunResult result = end_with(job, SIGTERM);
+  EXPECT_EQ(result.signal, SIGTERM) << result.describe();
+  expect_last_words(result);
+}
+
+TEST_F(EndingSignalTest, sigint_ends_the_job_by_the_signal_after_its_last_words) {
+  Job job = start({});
+  const RunResult result = end_with(job, SIGINT);
+  EXPECT_EQ(result.signal, SIGINT) << result.describe();
+  expect_last_words(result);
+}
+
+// `vramspill run` execs the command: the job is the process the signal reaches.
+TEST_F(EndingSignalTest, under_vramspill_run_sigterm_leaves_the_same_last_words) {
+  Job job = start({VRAMSPILL_CLI, "run", "--"});
+  const RunResult result = end_with(job, SIGTERM);
+  EXPECT_EQ(result.signal, SIGTERM) << result.describe();
+  expect_last_words(result);
+}
+
+// The program's own handler decides: here it ends the wait, and the program exits normally.
+TEST_F(EndingSignalTest, a_handler_of_the_programs_own_is_left_to_decide) {
+  Job job = start({}, /*own_handler=*/true);
+  ASSERT_GT(job.pid(), 0);
+  ASSERT_TRUE(job.wait_ready());
+  kill(job.pid(), SIGTERM);
+  EXPECT_TRUE(contains(job.wait_for_output("handled\n"), "handled\n"));
+  const RunResult result = job.finish();
+  EXPECT_TRUE(result.exited(0)) << result.describe();
+  EXPECT_TRUE(contains(result.err, kSummary)) << result.describe();
+}
+
+}  // namespace

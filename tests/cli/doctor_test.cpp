@@ -199,10 +199,10 @@ TEST(DoctorReport, json_lists_the_findings_and_whether_anything_blocks) {
             "  \"findings\": [\n"
             "    {\"check\": \"driver\", \"gpu\": null, \"verdict\": \"warn\", \"message\": "
             "\"not loaded (--driver none): the GPUs' features are not checked\", \"fix\": \"run "
-            "vramspill doctor without --driver none\"},\n"
+            "vramspill doctor without --driver none\", \"figures\": {}},\n"
             "    {\"check\": \"swappiness\", \"gpu\": null, \"verdict\": \"warn\", \"message\": "
             "\"cannot read /proc/sys/vm/swappiness\", \"fix\": \"check that /proc is mounted (and "
-            "readable) here\"}\n"
+            "readable) here\", \"figures\": {\"swappiness\": null, \"swap_bytes\": 0}}\n"
             "  ]\n"
             "}\n");
 
@@ -216,6 +216,14 @@ TEST(DoctorReport, json_lists_the_findings_and_whether_anything_blocks) {
       << blocked.out;
   EXPECT_TRUE(contains(blocked.out, "{\"check\": \"memlock\", \"gpu\": null, \"verdict\": \"ok\""))
       << blocked.out;
+  // The numbers each check read, as numbers; null where there is none (memlock: unlimited; no
+  // driver: no device memory).
+  for (const char* figures :
+       {"\"figures\": {\"mem_total_bytes\": 68719476736, \"device_memory_bytes\": null}}",
+        "\"figures\": {\"mem_available_bytes\": 51539607552}}",
+        "\"figures\": {\"memlock_bytes\": null}}", "\"figures\": {\"shm_bytes\": 8589934592}}",
+        "\"figures\": {\"numa_nodes\": 1}}"})
+    EXPECT_TRUE(contains(blocked.out, figures)) << figures << " not in\n" << blocked.out;
 }
 
 TEST(DoctorReport, quiet_prints_only_warnings_and_blocks) {

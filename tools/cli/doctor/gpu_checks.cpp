@@ -31,7 +31,8 @@ Finding driver_finding(const DriverProbe& driver) {
   char version[64];
   std::snprintf(version, sizeof version, "CUDA driver %d.%d (%d) from ", driver.version / 1000,
                 driver.version % 1000 / 10, driver.version);
-  return machine_finding("driver", Verdict::kOk, version + driver.library);
+  return with_figures(machine_finding("driver", Verdict::kOk, version + driver.library),
+                      {{"cuda_version", driver.version}});
 }
 
 Finding identity(const Gpu& gpu) {
@@ -39,7 +40,9 @@ Finding identity(const Gpu& gpu) {
   if (gpu.driver) message += ", " + format_bytes(gpu.driver->total_bytes);
   message += ", PCI " + gpu.pci_address;
   if (!gpu.driver) message += " (from sysfs)";
-  return gpu_finding("gpu", gpu.index, Verdict::kOk, message);
+  return with_figures(
+      gpu_finding("gpu", gpu.index, Verdict::kOk, message),
+      {{"memory_bytes", gpu.driver ? std::optional(gpu.driver->total_bytes) : std::nullopt}});
 }
 
 // The spill tiers (README.md, "Spilling"), VMM and pools.
@@ -113,37 +116,32 @@ std::string link_name(double speed_gts, int width) {
   return text;
 }
 
-void check_link(const Gpu& gpu, std::vector<Finding>& findings) {
+Finding check_link(const Gpu& gpu) {
   const std::string lspci = "lspci -vv -s " + gpu.pci_address;
   if (!gpu.pci) {
-    findings.push_back(gpu_finding("pcie", gpu.index, Verdict::kWarn,
-                                   "no NVIDIA device " + gpu.pci_address +
-                                       " in /sys/bus/pci/devices: PCIe link and NUMA "
-                                       "node unknown",
-                                   "check the GPU with " + lspci + " (a container may hide /sys)"));
-    return;
+    return gpu_finding("pcie", gpu.index, Verdict::kWarn,
+                       "no NVIDIA device " + gpu.pci_address +
+                           " in /sys/bus/pci/devices: PCIe link and NUMA node unknown",
+                       "check the GPU with " + lspci + " (a container may hide /sys)");
   }
   const PciLink& now = gpu.pci->current;
   const PciLink& max = gpu.pci->max;
   if (!now.speed_gts || !now.width || !max.speed_gts || !max.width) {
-    findings.push_back(gpu_finding("pcie", gpu.index, Verdict::kWarn,
-                                   "sysfs does not report the PCIe link",
-                                   "check it with " + lspci));
-    return;
+    return gpu_finding("pcie", gpu.index, Verdict::kWarn, "sysfs does not report the PCIe link",
+                       "check it with " + lspci);
   }
   const std::string capable = link_name(*max.speed_gts, *max.width);
   if (*now.width < *max.width) {
-    findings.push_back(gpu_finding("pcie", gpu.index, Verdict::kWarn,
-                                   "PCIe link " + link_name(*now.speed_gts, *now.width) + " of " +
-                                       capable + ": spills cross it at a fraction of its bandwidth",
-                                   "reseat the GPU or move it to a slot wired for x" +
-                                       std::to_string(*max.width) + " (LnkSta in " + lspci + ")"));
-    return;
+    return gpu_finding("pcie", gpu.index, Verdict::kWarn,
+                       "PCIe link " + link_name(*now.speed_gts, *now.width) + " of " + capable +
+                           ": spills cross it at a fraction of its bandwidth",
+                       "reseat the GPU or move it to a slot wired for x" +
+                           std::to_string(*max.width) + " (LnkSta in " + lspci + ")");
   }
   std::string message = "PCIe " + capable;
   if (*now.speed_gts < *max.speed_gts)
     message += " (" + link_name(*now.speed_gts, *now.width) + " now: an idle GPU slows its link)";
-  findings.push_back(gpu_finding("pcie", gpu.index, Verdict::kOk, message));
+  return gpu_finding("pcie", gpu.index, Verdict::kOk, message);
 }
 
 const NumaNode* find_node(const HostFacts& host, int id) {
@@ -154,10 +152,16 @@ const NumaNode* find_node(const HostFacts& host, int id) {
 
 void check_numa(const std::vector<Gpu>& gpus, const HostFacts& host,
                 std::vector<Finding>& findings) {
+  // No value when sysfs lists no node.
+  const std::vector<Figure> counted = {{"numa_nodes", host.numa_nodes.empty()
+                                                          ? std::nullopt
+                                                          : std::optional(host.numa_nodes.size())}};
   if (host.numa_nodes.size() < 2) {
-    findings.push_back(machine_finding(
-        "numa", Verdict::kOk,
-        gpus.empty() ? "one NUMA node" : "one NUMA node: every GPU is near all of host memory"));
+    findings.push_back(with_figures(
+        machine_finding(
+            "numa", Verdict::kOk,
+            gpus.empty() ? "one NUMA node" : "one NUMA node: every GPU is near all of host memory"),
+        counted));
     return;
   }
   std::string nodes = std::to_string(host.numa_nodes.size()) + " NUMA nodes:";
@@ -165,7 +169,7 @@ void check_numa(const std::vector<Gpu>& gpus, const HostFacts& host,
     nodes += " node " + std::to_string(node.id) + " " +
              (node.mem_total ? format_bytes(*node.mem_total) : std::string("?")) +
              (&node == &host.numa_nodes.back() ? "" : ",");
-  findings.push_back(machine_finding("numa", Verdict::kOk, nodes));
+  findings.push_back(with_figures(machine_finding("numa", Verdict::kOk, nodes), counted));
   for (const Gpu& gpu : gpus) {
     if (!gpu.pci) continue;  // the pcie finding says so
     if (!gpu.pci->numa_node) {
@@ -181,15 +185,17 @@ void check_numa(const std::vector<Gpu>& gpus, const HostFacts& host,
     const std::string name = "node " + std::to_string(id);
     if (node != nullptr && node->mem_total && gpu.driver &&
         *node->mem_total < gpu.driver->total_bytes) {
-      findings.push_back(
+      findings.push_back(with_figures(
           gpu_finding("numa", gpu.index, Verdict::kWarn,
                       "attached to " + name + ", which has " + format_bytes(*node->mem_total) +
                           ", less than its " + format_bytes(gpu.driver->total_bytes) +
                           ": spills beyond that are pinned on another node, across the socket link",
-                      "add memory to " + name + ", or run the job on a GPU of a node with more"));
+                      "add memory to " + name + ", or run the job on a GPU of a node with more"),
+          {{"numa_node", id}, {"numa_node_memory_bytes", node->mem_total}}));
       continue;
     }
-    findings.push_back(gpu_finding("numa", gpu.index, Verdict::kOk, "attached to " + name));
+    findings.push_back(with_figures(
+        gpu_finding("numa", gpu.index, Verdict::kOk, "attached to " + name), {{"numa_node", id}}));
   }
 }
 
@@ -208,7 +214,13 @@ void check_gpus(const DriverProbe& driver, const std::vector<Gpu>& gpus, const H
   for (const Gpu& gpu : gpus) {
     findings.push_back(identity(gpu));
     if (gpu.driver) check_features(gpu, *gpu.driver, findings);
-    check_link(gpu, findings);
+    const PciLink unknown;
+    const PciDevice* pci = gpu.pci ? &*gpu.pci : nullptr;
+    findings.push_back(
+        with_figures(check_link(gpu), {{"pcie_speed_gts", (pci ? pci->current : unknown).speed_gts},
+                                       {"pcie_width", (pci ? pci->current : unknown).width},
+                                       {"pcie_max_speed_gts", (pci ? pci->max : unknown).speed_gts},
+                                       {"pcie_max_width", (pci ? pci->max : unknown).width}}));
   }
   check_numa(gpus, host, findings);
 }

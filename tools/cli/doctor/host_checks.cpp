@@ -169,12 +169,18 @@ Finding check_huge_pages(const HostFacts& host) {
 void check_host(const HostFacts& host, const std::vector<Gpu>& gpus,
                 std::vector<Finding>& findings) {
   const std::optional<uint64_t> device_memory = total_device_memory(gpus);
-  findings.push_back(check_host_ram(host, device_memory));
-  findings.push_back(check_available(host, device_memory));
-  findings.push_back(check_cgroup(host, device_memory));
-  findings.push_back(check_memlock(host, gpus));
-  findings.push_back(check_shared_memory(host));
-  findings.push_back(check_swappiness(host));
+  findings.push_back(
+      with_figures(check_host_ram(host, device_memory),
+                   {{"mem_total_bytes", host.mem_total}, {"device_memory_bytes", device_memory}}));
+  findings.push_back(with_figures(check_available(host, device_memory),
+                                  {{"mem_available_bytes", host.mem_available}}));
+  findings.push_back(
+      with_figures(check_cgroup(host, device_memory), {{"cgroup_room_bytes", host.cgroup_room}}));
+  // No value: unlimited.
+  findings.push_back(with_figures(check_memlock(host, gpus), {{"memlock_bytes", host.memlock}}));
+  findings.push_back(with_figures(check_shared_memory(host), {{"shm_bytes", host.shm.bytes}}));
+  findings.push_back(with_figures(
+      check_swappiness(host), {{"swappiness", host.swappiness}, {"swap_bytes", host.swap_total}}));
   findings.push_back(check_huge_pages(host));
 }
 

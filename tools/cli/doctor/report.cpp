@@ -1,6 +1,7 @@
 #include "doctor/report.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 
 #include "report_json.h"  // script_json_string: JSON strings, safe in HTML too
@@ -10,6 +11,26 @@ namespace {
 
 constexpr int kVerdictWidth = 6;
 constexpr int kCheckWidth = 14;
+
+// A figure's value in JSON: a whole number without a fraction, null when unknown.
+std::string json_number(const std::optional<double>& value) {
+  if (!value) return "null";
+  char text[32];
+  if (*value == std::floor(*value) && std::fabs(*value) < 0x1p53)
+    std::snprintf(text, sizeof text, "%.0f", *value);
+  else
+    std::snprintf(text, sizeof text, "%.17g", *value);
+  return text;
+}
+
+std::string json_figures(const std::vector<Figure>& figures) {
+  std::string out = "{";
+  for (const Figure& figure : figures) {
+    if (&figure != &figures.front()) out += ", ";
+    out += script_json_string(figure.name) + ": " + json_number(figure.value);
+  }
+  return out + "}";
+}
 
 std::string render_json(const std::vector<const Finding*>& shown, bool blocked) {
   std::string out = "{\n  \"vramspill_doctor_version\": 1,\n  \"blocked\": ";
@@ -21,7 +42,8 @@ std::string render_json(const std::vector<const Finding*>& shown, bool blocked) 
            ", \"gpu\": " + (finding->gpu ? std::to_string(*finding->gpu) : std::string("null")) +
            ", \"verdict\": " + script_json_string(verdict_name(finding->verdict)) +
            ", \"message\": " + script_json_string(finding->message) +
-           ", \"fix\": " + script_json_string(finding->fix) + "}";
+           ", \"fix\": " + script_json_string(finding->fix) +
+           ", \"figures\": " + json_figures(finding->figures) + "}";
   }
   out += shown.empty() ? "]\n}\n" : "\n  ]\n}\n";
   return out;

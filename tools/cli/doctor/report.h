@@ -4,7 +4,9 @@
 //   {"vramspill_doctor_version": 1, "blocked": BOOL, "findings": [FINDING, ...]}
 // with each FINDING
 //   {"check": "memlock", "gpu": null or the GPU's index, "verdict": "ok" | "warn" | "block",
-//    "message": "...", "fix": "..." (empty when ok)}
+//    "message": "...", "fix": "..." (empty when ok),
+//    "figures": {"memlock_bytes": 65536, ...} (the numbers the check read, by name with their
+//    unit; null for one it could not read, or for no limit; {} when it read none)}
 // in the order of the text report; "blocked" is whether any finding blocks (the exit status 1).
 #pragma once
 

@@ -16,6 +16,8 @@ and some tensors live in host memory, 1 otherwise.
 import ctypes
 import sys
 
+from torch_on_gpu import torch_or_skip
+
 CU_POINTER_ATTRIBUTE_MEMORY_TYPE = 2
 CU_POINTER_ATTRIBUTE_IS_MANAGED = 8
 CU_MEMORYTYPE_HOST = 1
@@ -35,14 +37,7 @@ def lives_on_host(driver, address):
 
 
 def main() -> int:
-    try:
-        import torch
-    except ImportError:
-        print("torch is not installed: skipped")
-        return 77
-    if not torch.cuda.is_available():
-        print("no CUDA device visible to torch: skipped")
-        return 77
+    torch = torch_or_skip()
     free, total = torch.cuda.mem_get_info()
     chunk = 256 << 20
     count = max(4, (3 * total) // chunk)

@@ -24,6 +24,8 @@ import subprocess
 import sys
 import time
 
+from torch_on_gpu import torch_or_skip
+
 BUDGET = "2GiB"
 COLD_TENSORS = 8  # of 256 MiB: the whole budget
 WIDTH = 2048
@@ -156,14 +158,7 @@ def main():
     args = parser.parse_args()
     if args.child:
         return child(args.child)
-    try:
-        import torch
-    except ImportError:
-        print("torch is not installed: skipped")
-        return 77
-    if not torch.cuda.is_available():
-        print("no CUDA device visible to torch: skipped")
-        return 77
+    torch_or_skip()
     if not args.shim or not args.work:
         parser.error("--shim and --work are required")
     os.makedirs(args.work, exist_ok=True)

@@ -78,8 +78,8 @@ void report_time(const std::vector<double>& step_ms, bool simulated) {
   for (size_t step = first; step < step_ms.size(); ++step) sum += step_ms[step];
   const double mean = sum / static_cast<double>(step_ms.size() - first);
   char steps[64];
-  if (first == 0) {
-    std::snprintf(steps, sizeof steps, "step 1");
+  if (step_ms.size() <= 2) {
+    std::snprintf(steps, sizeof steps, "step %zu", step_ms.size());
   } else {
     std::snprintf(steps, sizeof steps, "mean of steps 2-%zu", step_ms.size());
   }

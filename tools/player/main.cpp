@@ -2,10 +2,12 @@
 // player"). The trace becomes a plan (play_plan.h), the plan's launches are cut into steps
 // (steps.h), and the device player makes every allocation, free and launch, times each step
 // and verifies every block (device_player.h).
+#include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
-#include <exception>
 #include <string>
+#include <vector>
 
 #include "device_player.h"
 #include "driver_calls.h"
@@ -87,6 +89,34 @@ void report_time(const std::vector<double>& step_ms, bool simulated) {
               simulated ? "modeled by simcuda, not measured" : "measured by CUDA events");
 }
 
+// Plays the first `played_steps` of `steps`, printing each; their times in milliseconds.
+std::vector<double> play_steps(DevicePlayer& device, const Plan& plan, const Steps& steps,
+                               size_t played_steps, bool quiet) {
+  const auto started = std::chrono::steady_clock::now();
+  std::vector<double> step_ms;
+  size_t action = 0;
+  size_t launches = 0;
+  for (size_t step = 0; step < played_steps; ++step) {
+    const size_t first_launch = launches;
+    // A step ends with its last launch: the allocations and frees after it open the next, but
+    // for the trace's last step, which has them all.
+    const bool last_of_trace = step + 1 == steps.ends.size();
+    while (action < plan.actions.size() && (launches < steps.ends[step] || last_of_trace)) {
+      launches += plan.actions[action].kind == PlannedAction::Kind::kLaunch;
+      device.play(plan.actions[action++]);
+    }
+    step_ms.push_back(device.end_step());
+    if (!quiet)
+      std::printf("step %zu/%zu: launches %zu-%zu, %.3f ms\n", step + 1, played_steps,
+                  first_launch + 1, launches, step_ms.back());
+  }
+  const double host_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  std::printf("played %zu launches as %llu kernels in %.1f s of host time\n", launches,
+              static_cast<unsigned long long>(device.kernel_launches()), host_seconds);
+  return step_ms;
+}
+
 int play(const PlayerOptions& options) {
   const auto trace = cli::read_trace_for(kProgram, options.trace, "playing");
   if (!trace) return kBadInput;
@@ -110,28 +140,7 @@ int play(const PlayerOptions& options) {
               device.device_name().c_str(), format_bytes(device.device_bytes()).c_str(),
               device.simulated() ? "modeled by simcuda, not measured" : "measured by CUDA events");
   std::fflush(stdout);
-  const auto started = std::chrono::steady_clock::now();
-  std::vector<double> step_ms;
-  size_t action = 0;
-  size_t launches = 0;
-  for (size_t step = 0; step < played_steps; ++step) {
-    const size_t first_launch = launches;
-    // A step ends with its last launch: the allocations and frees after it open the next, but
-    // for the trace's last step, which has them all.
-    const bool last_of_trace = step + 1 == steps.ends.size();
-    while (action < plan.actions.size() && (launches < steps.ends[step] || last_of_trace)) {
-      launches += plan.actions[action].kind == PlannedAction::Kind::kLaunch;
-      device.play(plan.actions[action++]);
-    }
-    step_ms.push_back(device.end_step());
-    if (!options.quiet)
-      std::printf("step %zu/%zu: launches %zu-%zu, %.3f ms\n", step + 1, played_steps,
-                  first_launch + 1, launches, step_ms.back());
-  }
-  const double host_seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  std::printf("played %zu launches as %llu kernels in %.1f s of host time\n", launches,
-              static_cast<unsigned long long>(device.kernel_launches()), host_seconds);
+  const std::vector<double> step_ms = play_steps(device, plan, steps, played_steps, options.quiet);
   std::printf("play_end_unix_ns %lld\n",
               static_cast<long long>(std::chrono::duration_cast<std::chrono::nanoseconds>(
                                          std::chrono::system_clock::now().time_since_epoch())

@@ -27,7 +27,7 @@ TEST_F(KernelTest, AnyImageLoadsAndFunctionsResolveByName) {
   EXPECT_EQ(owner, module_);
   unsigned int count = 0;
   ASSERT_CU(cuModuleGetFunctionCount(&count, module_));
-  EXPECT_EQ(count, 3u);
+  EXPECT_EQ(count, 4u);
 
   CUmodule other = nullptr;
   EXPECT_EQ(cuModuleLoad(&other, "/nonexistent/vs_kernels.fatbin"), CUDA_ERROR_FILE_NOT_FOUND);

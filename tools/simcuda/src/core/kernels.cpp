@@ -1,9 +1,12 @@
 #include "core/kernels.h"
 
+#include <algorithm>
 #include <array>
+#include <cstddef>
 #include <cstring>
 
 #include "core/device_memory.h"
+#include "vs_touch.h"
 
 // The host implementations below must stay in step with tools/simcuda/kernels/vs_kernels.cu:
 // same names, same parameters in the same order, same results bit for bit.
@@ -14,16 +17,19 @@ namespace {
 
 bool aligned(uint64_t address, uint64_t alignment) { return address % alignment == 0; }
 
-// Note [Kernel parameters]: each parameter at the next offset aligned to its size.
+// Note [Kernel parameters]: each parameter at the next offset aligned to its alignment.
 constexpr size_t abi_offset(std::span<const KernelParam> params, size_t index) {
   size_t offset = 0;
   for (size_t i = 0; i <= index; ++i) {
-    const size_t size = params[i].size;
-    offset = (offset + size - 1) / size * size;
-    if (i < index) offset += size;
+    const size_t alignment = params[i].alignment;
+    offset = (offset + alignment - 1) / alignment * alignment;
+    if (i < index) offset += params[i].size;
   }
   return offset;
 }
+
+// A scalar or a pointer: aligned to its size.
+constexpr KernelParam scalar(const char* name, uint32_t size) { return {name, size, size}; }
 
 // A count of `element` sized items as bytes, saturated: a garbage count must not wrap around
 // into a small range (the kernel would then fault where the GPU does, at the first bad page).
@@ -32,8 +38,7 @@ uint64_t span_bytes(uint64_t count, uint64_t element) {
 }
 
 // --- vs_fill_u32(uint32_t* dst, uint32_t value, uint64_t count) ----------------------------------
-constexpr std::array kFillParams{KernelParam{"dst", 8}, KernelParam{"value", 4},
-                                 KernelParam{"count", 8}};
+constexpr std::array kFillParams{scalar("dst", 8), scalar("value", 4), scalar("count", 8)};
 static_assert(abi_offset(kFillParams, 1) == 8 && abi_offset(kFillParams, 2) == 16);
 struct FillArgs {
   uint64_t dst;
@@ -59,8 +64,7 @@ std::vector<MemoryRange> touches_fill(const KernelArgs& args) {
 }
 
 // --- vs_copy(void* dst, const void* src, uint64_t bytes) -----------------------------------------
-constexpr std::array kCopyParams{KernelParam{"dst", 8}, KernelParam{"src", 8},
-                                 KernelParam{"bytes", 8}};
+constexpr std::array kCopyParams{scalar("dst", 8), scalar("src", 8), scalar("bytes", 8)};
 static_assert(abi_offset(kCopyParams, 1) == 8 && abi_offset(kCopyParams, 2) == 16);
 
 CUresult run_copy(const KernelArgs& args) {
@@ -80,8 +84,8 @@ std::vector<MemoryRange> touches_copy(const KernelArgs& args) {
 }
 
 // --- vs_axpy_f32(float* y, const float* x, float a, uint64_t n): y = a*x + y --------------------
-constexpr std::array kAxpyParams{KernelParam{"y", 8}, KernelParam{"x", 8}, KernelParam{"a", 4},
-                                 KernelParam{"n", 8}};
+constexpr std::array kAxpyParams{scalar("y", 8), scalar("x", 8), scalar("a", 4),
+                                 scalar("n", 8)};
 static_assert(abi_offset(kAxpyParams, 2) == 16 && abi_offset(kAxpyParams, 3) == 24);
 
 CUresult run_axpy(const KernelArgs& args) {
@@ -112,10 +116,67 @@ std::vector<MemoryRange> touches_axpy(const KernelArgs& args) {
           {y, bytes, Access::kWrite}};
 }
 
+// --- vs_touch(uint64_t* bare, uint64_t bare_words, VsTouchList list, uint64_t stamp) ----------
+// Every element of each block: x[i] = x[i] * kVsTouchMultiplier + stamp + i (vs_touch.h).
+constexpr std::array kTouchParams{
+    scalar("bare", 8), scalar("bare_words", 8),
+    KernelParam{"list", sizeof(VsTouchList), alignof(VsTouchList)}, scalar("stamp", 8)};
+static_assert(abi_offset(kTouchParams, 2) == 16 && abi_offset(kTouchParams, 3) == 3864);
+
+// The blocks one launch touches: the bare one first, then the list's entries.
+struct TouchTarget {
+  uint64_t address;
+  uint64_t words;
+};
+struct TouchArgs {
+  std::array<TouchTarget, kVsTouchListCapacity + 1> targets;
+  size_t count;  // targets used, with 0 words or not
+  uint64_t stamp;
+};
+TouchArgs touch_args(const KernelArgs& args) {
+  constexpr size_t list = abi_offset(kTouchParams, 2);
+  TouchArgs a{};
+  a.targets[0] = {args.at<uint64_t>(0), args.at<uint64_t>(8)};
+  // Read as the .cu kernel does: a count past the capacity means the whole list.
+  const auto count = std::min<uint64_t>(args.at<uint64_t>(list), kVsTouchListCapacity);
+  for (size_t entry = 0; entry < count; ++entry)
+    a.targets[entry + 1] = {args.at<uint64_t>(list + offsetof(VsTouchList, data) + entry * 8),
+                            args.at<uint64_t>(list + offsetof(VsTouchList, words) + entry * 8)};
+  a.count = count + 1;
+  a.stamp = args.at<uint64_t>(abi_offset(kTouchParams, 3));
+  return a;
+}
+
+CUresult run_touch(const KernelArgs& args) {
+  const TouchArgs a = touch_args(args);
+  for (size_t target = 0; target < a.count; ++target) {
+    const auto [address, words] = a.targets[target];
+    if (words == 0) continue;
+    if (!aligned(address, 8)) return CUDA_ERROR_MISALIGNED_ADDRESS;
+    auto* x = static_cast<uint64_t*>(device_view(address));
+    for (uint64_t i = 0; i < words; ++i) x[i] = vs_touch_element(x[i], a.stamp, i);
+  }
+  return CUDA_SUCCESS;
+}
+
+std::vector<MemoryRange> touches_touch(const KernelArgs& args) {
+  const TouchArgs a = touch_args(args);
+  std::vector<MemoryRange> ranges;
+  for (size_t target = 0; target < a.count; ++target) {
+    const auto [address, words] = a.targets[target];
+    if (words == 0) continue;
+    const uint64_t bytes = span_bytes(words, 8);
+    ranges.push_back({address, bytes, Access::kRead});
+    ranges.push_back({address, bytes, Access::kWrite});
+  }
+  return ranges;
+}
+
 constexpr std::array kTable{
     KernelDef{"vs_fill_u32", kFillParams, run_fill, touches_fill},
     KernelDef{"vs_copy", kCopyParams, run_copy, touches_copy},
     KernelDef{"vs_axpy_f32", kAxpyParams, run_axpy, touches_axpy},
+    KernelDef{"vs_touch", kTouchParams, run_touch, touches_touch},
 };
 
 }  // namespace

@@ -6,7 +6,10 @@
 // Note [Kernel parameters]
 // A launch passes parameters either as an array of pointers to each argument (kernelParams) or
 // as one packed buffer (extra: CU_LAUNCH_PARAM_BUFFER_POINTER). The packed layout is the CUDA
-// ABI's: each parameter at the next offset aligned to its size. simcuda copies the arguments into
+// ABI's: each parameter at the next offset aligned to its alignment, which for a scalar or a
+// pointer is its size and for a struct that of its most aligned member (vs_touch's 3 848-byte
+// list is aligned to 8). cuFuncGetParamInfo answers a parameter's offset and size, the struct's
+// whole size for a struct, as the driver does. simcuda copies the arguments into
 // that layout at launch time (a program may reuse its argument storage as soon as the launch
 // returns, as on a GPU), and both the host implementation and the cost model read them from it.
 #pragma once
@@ -26,7 +29,8 @@ namespace simcuda {
 
 struct KernelParam {
   const char* name;
-  uint32_t size;  // also its alignment (a power of two), per the ABI for scalars and pointers
+  uint32_t size;
+  uint32_t alignment;  // a power of two that divides the size (Note [Kernel parameters])
 };
 
 // The arguments of one launch, packed at the ABI offsets (Note [Kernel parameters]).
@@ -73,7 +77,7 @@ struct KernelDef {
 std::span<const KernelDef> kernel_table();
 const KernelDef* find_kernel(std::string_view name);  // nullptr when not in the table
 
-// Byte offset of parameter `index` of `kernel` (each aligned to its size).
+// Byte offset of parameter `index` of `kernel` (each aligned to its alignment).
 size_t param_offset(const KernelDef& kernel, size_t index);
 // Bytes of the packed parameter buffer: the end of the last parameter.
 size_t param_buffer_size(const KernelDef& kernel);

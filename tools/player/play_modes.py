@@ -1,0 +1,150 @@
+#!/usr/bin/env python3
+"""Plays a vramspill trace with the workload player under the shim on simcuda, once per
+placement mode and tiered policy, and prints one table: the modeled time per step and the bytes
+each run moved. Every figure comes from simcuda's cost model: modeled, never measured.
+
+    play_modes.py --player build/bin/workload_player --simcuda build/simcuda \\
+        --shim build/lib/libvramspill.so --budget 3GiB --vram 141GiB TRACE [-- PLAYER_OPTIONS]
+
+Runs: the player without the shim (every block on the device; needs --vram above the trace's
+blocks), then `host` and `managed` mode, then `tiered` mode with each policy (--runs picks
+some). Columns:
+  ms/step    the player's modeled_ms_per_step: the mean of the played steps after the first
+  evicted    bytes tiered mode moved to the host while the player played (from the shim's
+  promoted   [trace] file, up to the player's play_end_unix_ns: the final verification's moves
+             are left out); blank in the other modes, which move nothing
+  in place   bytes kernels and memsets read or wrote across the link (simcuda's
+             link_bytes_zero_copy: host-mode blocks, evicted granules reached in place)
+  migrated   managed pages moved either way (simcuda's link_bytes_migrations)
+  host s     the player's host time (simcuda runs kernels on the CPU: what a run costs here)
+Each run must verify every byte and see no remap violation; a run that does not is shown as
+FAILED, and the script exits 1 after the table.
+"""
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+POLICIES = ["lru", "lfu", "largest", "fifo", "learned"]
+RUNS = ["no-shim", "host", "managed"] + [f"tiered-{policy}" for policy in POLICIES]
+UNITS = ["B", "KiB", "MiB", "GiB", "TiB"]
+
+
+def human(count):
+    value, unit = float(count), 0
+    while value >= 1024 and unit < len(UNITS) - 1:
+        value, unit = value / 1024, unit + 1
+    return f"{int(value)} B" if unit == 0 else f"{value:.1f} {UNITS[unit]}"
+
+
+def environment(args, run, directory):
+    env = {key: value for key, value in os.environ.items()
+           if not key.startswith(("VRAMSPILL_", "SIMCUDA_"))}
+    env.update({"LD_LIBRARY_PATH": args.simcuda, "SIMCUDA_VRAM": args.vram,
+                "SIMCUDA_STATS": os.path.join(directory, "stats.json"),
+                "SIMCUDA_REMAP_VIOLATIONS": "report"})
+    if run == "no-shim":
+        return env
+    mode, _, policy = run.partition("-")
+    env.update({"LD_PRELOAD": args.shim, "VRAMSPILL_DEVICE_BUDGET": args.budget,
+                "VRAMSPILL_DEVICE_RESERVE": "0", "VRAMSPILL_SPILL_MODE": mode,
+                "VRAMSPILL_SPILL_HOST_LIMIT": args.host_limit, "VRAMSPILL_LOG_LEVEL": "warn",
+                "VRAMSPILL_LOG_STATS": "false",
+                "VRAMSPILL_TRACE_FILE": os.path.join(directory, "shim.trace")})
+    if policy:
+        env.update({"VRAMSPILL_TIERED_POLICY": policy, "VRAMSPILL_TIERED_WINDOW": args.window})
+    return env
+
+
+def moves_during_play(trace_path, play_end_unix_ns):
+    """Bytes evicted and promoted by the shim before the player's play ended."""
+    moved = {"evict": 0, "promote": 0}
+    if not os.path.exists(trace_path):
+        return None
+    start = 0
+    with open(trace_path) as trace:
+        for line in trace:
+            words = line.split()
+            if line.startswith("# start_unix_ns"):
+                start = int(words[2])
+            elif len(words) == 5 and words[1] in moved and start + int(words[0]) < play_end_unix_ns:
+                moved[words[1]] += int(words[4])
+    return moved
+
+
+def play(args, run):
+    with tempfile.TemporaryDirectory(prefix="play_modes.") as directory:
+        result = subprocess.run([args.player, args.trace, "--quiet", *args.player_options],
+                                env=environment(args, run, directory), capture_output=True,
+                                text=True, timeout=args.timeout)
+        output = result.stdout + result.stderr
+        step = re.search(r"^modeled_ms_per_step ([0-9.]+)", result.stdout, re.MULTILINE)
+        end = re.search(r"^play_end_unix_ns ([0-9]+)$", result.stdout, re.MULTILINE)
+        seconds = re.search(r"in ([0-9.]+) s of host time", result.stdout)
+        problem = None
+        if result.returncode != 0 or step is None or end is None:
+            problem = f"exit status {result.returncode}"
+        elif "remap violation" in result.stderr:
+            problem = "simcuda saw a remap violation"
+        if problem:
+            return {"problem": problem, "output": output}
+        with open(os.path.join(directory, "stats.json")) as stats_file:
+            device = json.load(stats_file)["devices"][0]
+        return {"ms": float(step.group(1)), "seconds": float(seconds.group(1)),
+                "moved": moves_during_play(os.path.join(directory, "shim.trace"),
+                                           int(end.group(1))),
+                "in_place": device["link_bytes_zero_copy"],
+                "migrated": device["link_bytes_migrations"]}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--player", required=True, help="build/bin/workload_player")
+    parser.add_argument("--simcuda", required=True, help="simcuda's directory (libcuda.so.1)")
+    parser.add_argument("--shim", required=True, help="libvramspill.so (or the LD_PRELOAD list)")
+    parser.add_argument("--budget", required=True, help="VRAMSPILL_DEVICE_BUDGET, e.g. 3GiB")
+    parser.add_argument("--vram", default="141GiB", help="SIMCUDA_VRAM (default 141GiB)")
+    parser.add_argument("--host-limit", default="16GiB",
+                        help="VRAMSPILL_SPILL_HOST_LIMIT (default 16GiB)")
+    parser.add_argument("--window", default="safe", choices=["safe", "tracked"],
+                        help="VRAMSPILL_TIERED_WINDOW (default safe)")
+    parser.add_argument("--runs", default=",".join(RUNS),
+                        help=f"which runs, comma-separated (default {','.join(RUNS)})")
+    parser.add_argument("--timeout", type=float, default=3600, help="seconds per run")
+    parser.add_argument("trace")
+    parser.add_argument("player_options", nargs="*",
+                        help="after --: options for the player, e.g. --play-steps 3")
+    args = parser.parse_args()
+    runs = args.runs.split(",")
+    unknown = [run for run in runs if run not in RUNS]
+    if unknown:
+        parser.error(f"unknown run {unknown[0]!r}: expected some of {', '.join(RUNS)}")
+
+    print(f"{args.trace}: budget {args.budget}, SIMCUDA_VRAM={args.vram}, "
+          f"{args.window} window, player options {args.player_options or 'none'}; "
+          "times and bytes modeled by simcuda, not measured")
+    print(f"  {'run':<16} {'ms/step':>10} {'evicted':>11} {'promoted':>11} {'in place':>11} "
+          f"{'migrated':>11} {'host s':>7}")
+    failed = False
+    for run in runs:
+        row = play(args, run)
+        if "problem" in row:
+            failed = True
+            print(f"  {run:<16} FAILED: {row['problem']}\n" +
+                  "\n".join("    " + line for line in row["output"].splitlines()[-15:]))
+            continue
+        moved = row["moved"]
+        evicted, promoted = ((human(moved["evict"]), human(moved["promote"]))
+                             if moved and run.startswith("tiered") else ("", ""))
+        print(f"  {run:<16} {row['ms']:10.3f} {evicted:>11} {promoted:>11} "
+              f"{human(row['in_place']):>11} {human(row['migrated']):>11} "
+              f"{row['seconds']:7.1f}", flush=True)
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -22,6 +22,8 @@ std::string_view kind_word(TraceEventKind kind) {
     case TraceEventKind::kEvict: return telemetry::kTraceEvict;
     case TraceEventKind::kPromote: return telemetry::kTracePromote;
     case TraceEventKind::kUse: return telemetry::kTraceUse;
+    case TraceEventKind::kLaunches:
+      return telemetry::kTraceLaunches;
   }
   return "?";
 }
@@ -44,7 +46,10 @@ class Planner {
       ++plan_.moves_ignored;
       return;
     }
-    if (event.kind == TraceEventKind::kDevice || event.kind == TraceEventKind::kRefuse) return;
+    // Nothing to play: a budget, a request over it, the launch counts.
+    if (event.kind == TraceEventKind::kDevice || event.kind == TraceEventKind::kRefuse ||
+        event.kind == TraceEventKind::kLaunches)
+      return;
     if (event.device != plan_.device) {
       ++plan_.other_device_events;
       return;

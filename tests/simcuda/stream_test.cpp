@@ -244,7 +244,7 @@ TEST_F(StreamTest, PerThreadExportsUseTheCallingThreadsStream) {
   ASSERT_CU(cuMemFree(buffer));
 }
 
-// Modeled times: bytes over the default bandwidths (HBM 4.8e12 B/s, link 5e10 B/s).
+// Modeled times: bytes over the default bandwidths (HBM 4.3e12 B/s, link 5.59e10 B/s).
 TEST_F(StreamTest, ElapsedTimeIsTheModeledCopyTime) {
   constexpr size_t kBytes = 100 * kMiB;
   CUstream stream = nullptr;
@@ -269,8 +269,8 @@ TEST_F(StreamTest, ElapsedTimeIsTheModeledCopyTime) {
   ASSERT_CU(cuEventElapsedTime(&upload_ms, start, middle));
   ASSERT_CU(cuEventElapsedTime(&device_ms, middle, end));
   const double bytes = static_cast<double>(kBytes);
-  const double expected_upload_ms = (bytes / 5e10 + bytes / 4.8e12) * 1e3;  // ~2.12 ms
-  const double expected_device_ms = 2 * bytes / 4.8e12 * 1e3;               // read + write
+  const double expected_upload_ms = (bytes / 5.59e10 + bytes / 4.3e12) * 1e3;  // ~1.90 ms
+  const double expected_device_ms = 2 * bytes / 4.3e12 * 1e3;                 // read + write
   EXPECT_NEAR(upload_ms, expected_upload_ms, expected_upload_ms * 1e-3);
   EXPECT_NEAR(device_ms, expected_device_ms, expected_device_ms * 1e-3);
 

@@ -295,7 +295,11 @@ static void probe_remaps(const Probe* probe, const Options* options) {
     const char* name;
     CUmemLocation location;
   } kinds[] = {{"device", device_location}, {"host", probe->host}};
-  printf("one 2 MiB granule, host time (median of %d rounds of 16)\n", options->repeats);
+  /* simcuda's calls take its own CPU time, which its cost model leaves out: it charges the
+   * H200's figures on its modeled host clock instead (tools/simcuda/README.md, "Cost model"). */
+  printf("one 2 MiB granule, host time (median of %d rounds of 16%s)\n", options->repeats,
+         probe->simulated ? "; measured here: simcuda's own CPU time, not what its model charges"
+                          : "");
   for (size_t k = 0; k < 2; ++k) {
     double us[3];
     remap_costs(probe, kinds[k].location, options->repeats, us);

@@ -11,7 +11,10 @@
  *              device- and host-located (what each granule of a move costs the remap window);
  *   reads      bytes a second a kernel (vs_axpy_f32, y on the device) reads x from device
  *              memory, from host-located VMM granules (an evicted block touched in place) and
- *              from pinned zero-copy memory (host mode's spill pool).
+ *              from pinned zero-copy memory (host mode's spill pool);
+ *   pools      how much a fresh stream-ordered pool reserves for a first request of 1 MiB and
+ *              of 40 MiB: the step by which a pool grows when a request does not fit, which the
+ *              shim learns only after the call (README.md, "Stream-ordered pools").
  * Host-located granules are HOST_NUMA on the GPU's NUMA node where the driver has it, else HOST,
  * as the shim chooses (shim/tiers/driver_host_vmm_tier.cpp).
  *
@@ -356,6 +359,35 @@ static void probe_reads(const Probe* probe, const Options* options, Range* host_
   MUST(cuModuleUnload(module));
 }
 
+/* What a fresh pool of the device reserves once it serves one request of `bytes`. */
+static size_t pool_reserve_after(const Probe* probe, size_t bytes) {
+  CUmemPoolProps props;
+  memset(&props, 0, sizeof props);
+  props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+  props.handleTypes = CU_MEM_HANDLE_TYPE_NONE;
+  props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  props.location.id = probe->device;
+  CUmemoryPool pool;
+  MUST(cuMemPoolCreate(&pool, &props));
+  CUdeviceptr block;
+  MUST(cuMemAllocFromPoolAsync(&block, bytes, pool, probe->stream));
+  cuuint64_t reserved = 0;
+  MUST(cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &reserved));
+  MUST(cuMemFreeAsync(block, probe->stream));
+  MUST(cuStreamSynchronize(probe->stream));
+  MUST(cuMemPoolDestroy(pool));
+  return (size_t)reserved;
+}
+
+static void probe_pool_growth(const Probe* probe) {
+  printf("a fresh stream-ordered pool's reserve after its first request\n");
+  const size_t sizes[] = {(size_t)1 << 20, (size_t)40 << 20};
+  for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; ++i) {
+    printf("  %4zu MiB request: %zu MiB reserved\n", sizes[i] >> 20,
+           pool_reserve_after(probe, sizes[i]) >> 20);
+  }
+}
+
 int main(int argc, char** argv) {
   Options options;
   const int parsed = parse(argc, argv, &options);
@@ -399,6 +431,7 @@ int main(int argc, char** argv) {
   probe_copies(&probe, &options, &device_range, &host_range);
   probe_remaps(&probe, &options);
   probe_reads(&probe, &options, &host_range);
+  probe_pool_growth(&probe);
   unmap_range(&host_range);
   unmap_range(&device_range);
   MUST(cuEventDestroy(probe.stop));

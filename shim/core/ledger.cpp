@@ -43,7 +43,7 @@ Admission Ledger::admit(int device, Route route, uint64_t bytes,
   uint64_t needed = bytes;
   if (is_pool_route(route)) {
     admission.pool_free_reserved = pool_free_reserved;
-    needed = bytes > pool_free_reserved ? bytes - pool_free_reserved : 0;
+    needed = bytes > pool_free_reserved ? pool_growth(bytes) : 0;
   }
   // Host memory (the host budget guards it), or a tiered block (its granules were taken).
   if (is_spill_route(route) || route == Route::kTiered) needed = 0;

@@ -32,12 +32,19 @@
 // kMemAllocFromPoolAsync are tracked per route but never added to the held bytes a second time.
 // What a request will cost cannot be known before the driver call: the pool may serve it from its
 // unused reserve, or grow by a chunk larger than the request because that reserve is fragmented
-// or was freed on another stream. So a stream-ordered allocation is one exchange, serialised per
-// pool by the hooks (hooks/pool_allocation.cpp) so that no other report of the same pool falls
-// between its steps:
+// or was freed on another stream. The pool grows inside the driver call, before the shim sees
+// it, so the growth must be reserved first, or the device holds more than the budget until the
+// shim gives it back, and other requests are admitted into room the growth already took (8
+// streams of pool traffic under a 256 MiB budget took 316 MiB on simcuda). A request the unused
+// reserve cannot hold is taken to grow the pool by a whole chunk, pool_growth(): 32 MiB, or the
+// request rounded up to 2 MiB when larger, as the driver's default pool does (a first request of
+// a few bytes reserves 32 MiB; tools/demo/tier_probe.c measures it on a GPU). So a stream-ordered
+// allocation is one exchange, serialised per pool by the hooks (hooks/pool_allocation.cpp) so
+// that no other report of the same pool falls between its steps:
 //   set_pool_reserved(pool, R0)        the pool's figure, read before the call (it may have given
 //                                      memory back at a synchronisation the shim did not see)
-//   admit(..., pool_free_reserved)     reserves what the request needs beyond the unused reserve
+//   admit(..., pool_free_reserved)     reserves the chunk the pool may grow by, when the request
+//                                      is larger than the unused reserve
 //   driver call
 //   settle_pool_growth(admission, pool, R1)
 //                                      the pool's growth R1 - R0 replaces the reservation in one
@@ -49,8 +56,8 @@
 //   on_allocated(admission, ...)       records the block (its bytes are in the pool's figure)
 // Other reports of a pool's figure (refresh after frees, before refusals, in cuMemGetInfo) replace
 // it as the driver says, without a limit check: they describe memory the pool already holds, and
-// it can only have shrunk since a settled allocation. Pools grow in chunks, so a peak may include
-// one chunk the request did not need.
+// it can only have shrunk since a settled allocation. A peak includes the chunk a request grew
+// the pool by, which the request may not need whole.
 #pragma once
 
 #include <array>

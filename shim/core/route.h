@@ -44,6 +44,17 @@ constexpr bool is_pool_route(Route route) {
   return route == Route::kMemAllocAsync || route == Route::kMemAllocFromPoolAsync;
 }
 
+// The chunk a pool grows by for a request of `bytes` its unused reserve cannot hold (Note
+// [Stream-ordered pools in the budget] in core/ledger.h): 32 MiB, or the request rounded up to
+// the 2 MiB mapping granularity when larger; saturates for a request too large for any device.
+constexpr uint64_t pool_growth(uint64_t bytes) {
+  constexpr uint64_t kGranularity = uint64_t{2} << 20;
+  constexpr uint64_t kChunk = uint64_t{32} << 20;
+  if (bytes > UINT64_MAX - (kGranularity - 1)) return UINT64_MAX;
+  const uint64_t rounded = (bytes + kGranularity - 1) / kGranularity * kGranularity;
+  return rounded > kChunk ? rounded : kChunk;
+}
+
 // Spilled allocations live in host memory: they are recorded (frees find their tier by the
 // route) but take no device budget.
 constexpr bool is_spill_route(Route route) {

@@ -195,7 +195,7 @@ TEST(LedgerConcurrency, ReservationsNeverExceedTheLimit) {
 
 TEST(LedgerPools, PoolsCountWhatTheyReserveNotWhatTheyHandOut) {
   Ledger ledger;
-  ledger.set_device(0, kGiB, 100 * kMiB);
+  ledger.set_device(0, kGiB, 120 * kMiB);
   ASSERT_TRUE(allocate(ledger, 0, Route::kMemAlloc, 0x1000, 50 * kMiB));
   ledger.set_pool_reserved(0, /*pool_key=*/0xb001, 32 * kMiB);
   EXPECT_EQ(ledger.snapshot(0).held_bytes, 82 * kMiB);
@@ -209,22 +209,25 @@ TEST(LedgerPools, PoolsCountWhatTheyReserveNotWhatTheyHandOut) {
   EXPECT_EQ(d.held_bytes, 82 * kMiB);
   EXPECT_EQ(d.routes[route_index(Route::kMemAllocAsync)].live_bytes, 24 * kMiB);
 
-  // Needs 40 MiB beyond the pool's 8 MiB unused; only 18 MiB are left under the limit.
-  const Admission beyond = ledger.admit(0, Route::kMemAllocFromPoolAsync, 48 * kMiB, 8 * kMiB);
+  // Larger than the pool's 8 MiB unused: the pool grows by a chunk of the request rounded up,
+  // 48 MiB, and only 38 MiB are left under the limit.
+  const Admission beyond = ledger.admit(0, Route::kMemAllocFromPoolAsync, 47 * kMiB, 8 * kMiB);
   EXPECT_FALSE(beyond.admitted);
-  EXPECT_NE(beyond.refusal.find("40.0 MiB more"), std::string::npos) << beyond.refusal;
+  EXPECT_NE(beyond.refusal.find("48.0 MiB more"), std::string::npos) << beyond.refusal;
 
-  // Needs 16 MiB beyond the unused 8 MiB: reserved, then the pool reports its growth first.
+  // 24 MiB, also larger than the unused 8 MiB: the pool will grow by a whole 32 MiB chunk, which
+  // is reserved before the driver call, and the growth the pool reports replaces it.
   const Admission grows = ledger.admit(0, Route::kMemAllocFromPoolAsync, 24 * kMiB, 8 * kMiB);
   ASSERT_TRUE(grows.admitted);
-  EXPECT_EQ(grows.reserved_bytes, 16 * kMiB);
-  EXPECT_EQ(ledger.snapshot(0).held_bytes, 98 * kMiB);
-  ledger.set_pool_reserved(0, 0xb001, 64 * kMiB);  // grew by a 32 MiB chunk
-  ledger.on_allocated(grows, 0x200000, 24 * kMiB);
+  EXPECT_EQ(grows.reserved_bytes, 32 * kMiB);
+  EXPECT_EQ(ledger.snapshot(0).held_bytes, 114 * kMiB);
+  Admission settled = grows;
+  ASSERT_TRUE(ledger.settle_pool_growth(settled, 0xb001, 64 * kMiB));  // grew by the chunk
+  ledger.on_allocated(settled, 0x200000, 24 * kMiB);
   d = ledger.snapshot(0);
-  EXPECT_EQ(d.held_bytes, 114 * kMiB);  // over the limit by the chunk rounding: the truth
+  EXPECT_EQ(d.held_bytes, 114 * kMiB);  // within the limit all along
   EXPECT_EQ(d.pool_reserved_bytes, 64 * kMiB);
-  EXPECT_EQ(d.peak_bytes, 130 * kMiB);  // growth and reservation overlapped (upper bound)
+  EXPECT_EQ(d.peak_bytes, 114 * kMiB);
 
   // Freeing a block leaves the pool's reserve in place; trimming and destroying release it.
   const std::optional<Allocation> freed = ledger.on_freed(0x100000);
@@ -241,6 +244,22 @@ TEST(LedgerPools, PoolsCountWhatTheyReserveNotWhatTheyHandOut) {
   EXPECT_EQ(d.routes[route_index(Route::kMemAllocAsync)].live_bytes, 0u);
   EXPECT_EQ(d.routes[route_index(Route::kMemAllocFromPoolAsync)].live_bytes, 0u);
   EXPECT_EQ(ledger.internal_errors(), 0u);
+}
+
+// The chunk reserved before the driver call is the whole chunk the pool takes: a request that
+// would fit under the budget but whose chunk would not is refused before the pool can grow past
+// it (Note [Stream-ordered pools in the budget]).
+TEST(LedgerPools, AChunkThatWouldNotFitIsRefusedBeforeThePoolGrows) {
+  Ledger ledger;
+  ledger.set_device(0, kGiB, 100 * kMiB);
+  ledger.set_pool_reserved(0, 0xb001, 80 * kMiB);
+  const Admission small = ledger.admit(0, Route::kMemAllocAsync, 4 * kMiB, 0);
+  EXPECT_FALSE(small.admitted);  // 4 MiB fit, the 32 MiB chunk does not
+  EXPECT_EQ(ledger.snapshot(0).held_bytes, 80 * kMiB);
+  EXPECT_EQ(pool_growth(1), 32 * kMiB);
+  EXPECT_EQ(pool_growth(32 * kMiB), 32 * kMiB);
+  EXPECT_EQ(pool_growth(33 * kMiB), 34 * kMiB);
+  EXPECT_EQ(pool_growth(UINT64_MAX), UINT64_MAX);
 }
 
 TEST(LedgerPools, EachPoolHasItsOwnFigure) {

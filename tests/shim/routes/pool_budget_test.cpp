@@ -1,8 +1,8 @@
 // Stream-ordered pools under the budget (Note [Stream-ordered pools in the budget] in
 // shim/core/ledger.h): the device never holds more than the limit through a pool, even when the
-// pool grows for a request its unused reserve was expected to serve; concurrent requests are not
-// refused below the limit; a pool's memory given back at a synchronisation is not held against
-// other routes.
+// pool grows for a request its unused reserve was expected to serve, or several pools grow at
+// once; concurrent requests are not refused below the limit; a pool's memory given back at a
+// synchronisation is not held against other routes.
 //
 // Runs under the shim only (256 MiB of simcuda's 1 GiB, spill off) with
 // VRAMSPILL_REPORT_MEMORY_INFO=physical, so that cuMemGetInfo shows what the device really holds.
@@ -170,6 +170,65 @@ TEST_F(PoolBudget, MemoryAPoolGaveBackIsFreeForOtherRoutes) {
     EXPECT_CU(cuMemFree(plain));
   }
   EXPECT_CU(cuStreamDestroy(stream));
+}
+
+// Eight pools, one a thread, each emptied after every 2 MiB request so that the next one grows
+// it by a 32 MiB chunk, beside 170 MiB held: two chunks fit in the 86 MiB left, and then 22 MiB
+// that a request fits but its chunk does not. Each growth happens inside the driver call, so the
+// chunk must be reserved before it: reserving the 2 MiB a request needs let pools grow past the
+// budget until the shim gave the growth back (266 MiB seen under 256).
+TEST_F(PoolBudget, PoolsGrowingAtOnceNeverTakeMoreThanTheLimit) {
+  constexpr int kThreads = 8;
+  constexpr int kRounds = 60;
+  CUdeviceptr held = 0;
+  ASSERT_CU(cuMemAlloc(&held, 170 * kMiB));
+  std::atomic<bool> running{true};
+  std::atomic<size_t> peak{device_used()};
+  std::thread watcher([&] {
+    ASSERT_CU(cuCtxSetCurrent(context()));
+    while (running.load()) {
+      size_t seen = peak.load();
+      const size_t now = device_used();
+      while (now > seen && !peak.compare_exchange_weak(seen, now)) {
+      }
+    }
+  });
+  std::atomic<int> served{0};
+  std::atomic<int> failed{0};
+  const auto run = [&] {
+    CUmemPoolProps props{};
+    props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+    props.location = {CU_MEM_LOCATION_TYPE_DEVICE, device()};
+    CUmemoryPool pool = nullptr;
+    CUstream stream = nullptr;
+    if (cuCtxSetCurrent(context()) != CUDA_SUCCESS ||
+        cuMemPoolCreate(&pool, &props) != CUDA_SUCCESS ||
+        cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS) {
+      ++failed;
+      return;
+    }
+    for (int round = 0; round < kRounds; ++round) {
+      CUdeviceptr block = 0;
+      const CUresult result = cuMemAllocFromPoolAsync(&block, 2 * kMiB, pool, stream);
+      if (result == CUDA_ERROR_OUT_OF_MEMORY) continue;  // no chunk's room left: refused
+      if (result != CUDA_SUCCESS || cuMemFreeAsync(block, stream) != CUDA_SUCCESS ||
+          cuStreamSynchronize(stream) != CUDA_SUCCESS || cuMemPoolTrimTo(pool, 0) != CUDA_SUCCESS) {
+        ++failed;
+        continue;
+      }
+      ++served;
+    }
+    if (cuStreamDestroy(stream) != CUDA_SUCCESS || cuMemPoolDestroy(pool) != CUDA_SUCCESS) ++failed;
+  };
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) threads.emplace_back(run);
+  for (std::thread& thread : threads) thread.join();
+  running.store(false);
+  watcher.join();
+  EXPECT_LE(peak.load(), kBudget);
+  EXPECT_GT(served.load(), 0);
+  EXPECT_EQ(failed.load(), 0);
+  EXPECT_CU(cuMemFree(held));
 }
 
 // Without spilling, a request whose pool cannot stay within the limit is refused, and what the

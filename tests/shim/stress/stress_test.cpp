@@ -18,6 +18,7 @@
 // device memory the program holds by the routes that count their own bytes never exceeds the
 // budget (pools count what they reserve, which the program does not see); at the end everything
 // is freed and, once the pools are trimmed, the whole budget is free again.
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cinttypes>
@@ -239,12 +240,33 @@ class Stress : public spill::SpillTest {
 
 TEST_F(Stress, EveryRouteFromManyThreads) {
   ASSERT_GT(iterations_, 0) << "STRESS_ITERATIONS must be a positive number";
+  // The device memory the driver itself has handed out, asked past the shim while the threads
+  // run: it must stay within the budget at every moment, pools' growth included (Note
+  // [Stream-ordered pools in the budget] in shim/core/ledger.h).
+  const auto driver_info = spill::behind_the_shim<decltype(&cuMemGetInfo_v2)>("cuMemGetInfo_v2");
+  ASSERT_NE(driver_info, nullptr);
+  size_t free_at_start = 0;
+  size_t total = 0;
+  ASSERT_CU(driver_info(&free_at_start, &total));
+  std::atomic<bool> running{true};
+  size_t most_used = 0;
+  std::thread watcher([&] {
+    while (running.load()) {
+      size_t free = 0;
+      if (driver_info(&free, &total) == CUDA_SUCCESS && free < free_at_start)
+        most_used = std::max(most_used, free_at_start - free);
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  });
   const auto start = std::chrono::steady_clock::now();
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) threads.emplace_back([this, t] { run_thread(t); });
   for (std::thread& thread : threads) thread.join();
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  running.store(false);
+  watcher.join();
+  EXPECT_LE(most_used, budget_) << "the driver handed out more device memory than the budget";
 
   EXPECT_FALSE(failed_);
   EXPECT_EQ(device_bytes_.load(), 0U);

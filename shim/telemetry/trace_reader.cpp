@@ -538,6 +538,13 @@ Trace parse_trace(std::istream& input, const std::string& name) {
   return Parser(input, name).parse();
 }
 
+std::string_view trace_kind_word(TraceEventKind kind) noexcept {
+  for (const KindFormat& known : kKinds) {
+    if (known.kind == kind) return known.word;
+  }
+  return "?";
+}
+
 Trace read_trace(const std::string& path) {
   // Note [Only regular files] in config/config.h: /dev/zero would be read without end, and a
   // directory reads as an empty trace.

@@ -8,6 +8,7 @@
 #include <istream>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/route.h"
@@ -63,6 +64,9 @@ class TraceError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
+
+// The word an event kind is written as in the text format ("alloc", "use", ...).
+std::string_view trace_kind_word(TraceEventKind kind) noexcept;
 
 // Reads the trace in `input`, of either format (told by its first line), naming it `name` in
 // errors. Throws TraceError.

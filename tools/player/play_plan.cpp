@@ -5,28 +5,12 @@
 #include <sstream>
 #include <unordered_map>
 
-#include "telemetry/trace_format.h"
 
 namespace vramspill::player {
 namespace {
 
 using telemetry::TraceEvent;
 using telemetry::TraceEventKind;
-
-std::string_view kind_word(TraceEventKind kind) {
-  switch (kind) {
-    case TraceEventKind::kDevice: return telemetry::kTraceDevice;
-    case TraceEventKind::kAlloc: return telemetry::kTraceAlloc;
-    case TraceEventKind::kFree: return telemetry::kTraceFree;
-    case TraceEventKind::kRefuse: return telemetry::kTraceRefuse;
-    case TraceEventKind::kEvict: return telemetry::kTraceEvict;
-    case TraceEventKind::kPromote: return telemetry::kTracePromote;
-    case TraceEventKind::kUse: return telemetry::kTraceUse;
-    case TraceEventKind::kLaunches:
-      return telemetry::kTraceLaunches;
-  }
-  return "?";
-}
 
 std::string hex(uint64_t value) {
   std::ostringstream out;
@@ -67,7 +51,7 @@ class Planner {
  private:
   [[noreturn]] void fail(const std::string& what) const {
     throw PlanError(name_ + ": event " + std::to_string(number_) + " (" +
-                    std::string(kind_word(event_->kind)) + " at " +
+                    std::string(telemetry::trace_kind_word(event_->kind)) + " at " +
                     std::to_string(event_->time_ns) + " ns): " + what);
   }
 

@@ -24,8 +24,8 @@ On a machine with an NVIDIA driver:
   3. the hook benchmark (build-gpu/tests/shim/bench/vramspill_hook_bench) on the real driver
   4. tier_probe (build-gpu/bin/tier_probe): what tiered mode's moves cost here, pinned copies
      against the mover's, one granule's map/set-access/unmap, a kernel reading device,
-     host-located VMM and pinned zero-copy memory, and the step by which a fresh stream-ordered
-     pool grows
+     host-located VMM and pinned zero-copy memory, what cuMemAlloc and cuMemFree cost as the
+     size grows, and the step by which a fresh stream-ordered pool grows
   5. tools/demo.sh --no-build against build-gpu/
 Each step's output is printed; the summary at the end says which failed. Exits 77 without a
 driver.

@@ -12,6 +12,8 @@
  *   reads      bytes a second a kernel (vs_axpy_f32, y on the device) reads x from device
  *              memory, from host-located VMM granules (an evicted block touched in place) and
  *              from pinned zero-copy memory (host mode's spill pool);
+ *   allocs     host time of a cuMemAlloc and of its cuMemFree at 4 KiB, 64 MiB and 512 MiB (how
+ *              their cost grows with the size: simcuda charges them per call, an assumption);
  *   pools      how much a fresh stream-ordered pool reserves for a first request of 1 MiB and
  *              of 40 MiB: the step by which a pool grows when a request does not fit, which the
  *              shim learns only after the call (README.md, "Stream-ordered pools").
@@ -79,7 +81,7 @@ static int usage(FILE* to, int status) {
           "  --kernels PATH  module with the vs_* kernels (build/simcuda/vs_kernels.fatbin);\n"
           "                  needed on a GPU for the reads (on simcuda any image loads)\n"
           "  --granules N    2 MiB granules per transfer (default 64: 128 MiB)\n"
-          "  --repeats N     transfers timed per figure, the median printed (default 5)\n"
+          "  --repeats N     timings per figure, the median printed (default 5)\n"
           "On simcuda the figures are its cost model's (modeled), not a measurement.\n");
   return status;
 }
@@ -359,6 +361,33 @@ static void probe_reads(const Probe* probe, const Options* options, Range* host_
   MUST(cuModuleUnload(module));
 }
 
+static void probe_allocations(const Probe* probe, const Options* options) {
+  printf("cuMemAlloc and cuMemFree, host time (median of %d%s)\n", options->repeats,
+         probe->simulated ? "; measured here: simcuda's own CPU time, not what its model charges"
+                          : "");
+  const size_t sizes[] = {(size_t)4 << 10, (size_t)64 << 20, (size_t)512 << 20};
+  for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; ++i) {
+    float allocate[1000], release[1000];
+    int rounds = 0;
+    for (; rounds < options->repeats; ++rounds) {
+      CUdeviceptr block = 0;
+      const double t0 = seconds_now();
+      if (cuMemAlloc(&block, sizes[i]) != CUDA_SUCCESS) break;  /* not this much room here */
+      const double t1 = seconds_now();
+      MUST(cuMemFree(block));
+      const double t2 = seconds_now();
+      allocate[rounds] = (float)((t1 - t0) * 1e6);
+      release[rounds] = (float)((t2 - t1) * 1e6);
+    }
+    if (rounds == 0) {
+      printf("  %9zu KiB: cannot be allocated here\n", sizes[i] >> 10);
+      continue;
+    }
+    printf("  %9zu KiB: cuMemAlloc %.1f us, cuMemFree %.1f us\n", sizes[i] >> 10,
+           median(allocate, rounds), median(release, rounds));
+  }
+}
+
 /* What a fresh pool of the device reserves once it serves one request of `bytes`. */
 static size_t pool_reserve_after(const Probe* probe, size_t bytes) {
   CUmemPoolProps props;
@@ -431,6 +460,7 @@ int main(int argc, char** argv) {
   probe_copies(&probe, &options, &device_range, &host_range);
   probe_remaps(&probe, &options);
   probe_reads(&probe, &options, &host_range);
+  probe_allocations(&probe, &options);
   probe_pool_growth(&probe);
   unmap_range(&host_range);
   unmap_range(&device_range);

@@ -7,8 +7,16 @@
  *   copies     bytes a second of a plain pinned cuMemcpy{HtoD,DtoH}Async against the mover's
  *              copy: cuMemcpyAsync between host-located VMM granules and device granules, each
  *              range mapped granule by granule as the arena maps them (timed with events);
+ *   both ways  a pinned host -> device and a device -> pinned host copy at once, on two
+ *              streams, against each alone: whether an eviction's copy must wait for a
+ *              promotion's (the link's two directions are separate engines on a GPU);
  *   remaps     host time of one cuMemMap, cuMemSetAccess and cuMemUnmap of a 2 MiB granule,
  *              device- and host-located (what each granule of a move costs the remap window);
+ *   runs       host time per granule of one cuMemSetAccess, and of one cuMemUnmap, over a run
+ *              of 1, 8 and 64 granules mapped one by one (whether the driver takes a range over
+ *              several mappings, and what a call per run instead of per granule saves);
+ *   chunks     host time per MiB to map, set access to and unmap one handle of 2, 32 and
+ *              64 MiB (what physical chunks larger than a granule would save);
  *   reads      bytes a second a kernel (vs_axpy_f32, y on the device) reads x from device
  *              memory, from host-located VMM granules (an evicted block touched in place) and
  *              from pinned zero-copy memory (host mode's spill pool);
@@ -18,7 +26,10 @@
  *              of 40 MiB: the step by which a pool grows when a request does not fit, which the
  *              shim learns only after the call (README.md, "Stream-ordered pools").
  * Host-located granules are HOST_NUMA on the GPU's NUMA node where the driver has it, else HOST,
- * as the shim chooses (shim/tiers/driver_host_vmm_tier.cpp).
+ * as the shim chooses (shim/tiers/driver_host_vmm_tier.cpp). Host times are the wall clock on a
+ * GPU; on simcuda they are its modeled host clock, read through events on an idle stream (work
+ * queued after a call starts no earlier than the call's modeled end), so they show what the
+ * model charges, not simcuda's own CPU time.
  *
  * Usage: tier_probe [--kernels PATH] [--granules N] [--repeats N]
  * Exit status: 0 (also when the device cannot map host-located VMM memory: tiered mode is not
@@ -43,6 +54,7 @@ typedef struct {
 typedef struct {
   CUdevice device;
   CUstream stream;
+  CUstream other_stream; /* the second direction of "both ways" */
   CUevent start, stop;
   CUmemLocation host; /* where host granules live */
   CUmemAccessDesc access;
@@ -76,8 +88,10 @@ static int usage(FILE* to, int status) {
   fprintf(to,
           "Usage: tier_probe [--kernels PATH] [--granules N] [--repeats N]\n"
           "Measures what tiered mode's moves cost here: pinned copies against the mover's\n"
-          "copies between VMM granules, one granule's map/set-access/unmap, and a kernel's\n"
-          "reads of device, host-located VMM and pinned zero-copy memory.\n"
+          "copies between VMM granules, copies both ways at once, one granule's\n"
+          "map/set-access/unmap, one call over runs of 1, 8 and 64 granules, handles of 2, 32\n"
+          "and 64 MiB, a kernel's reads of device, host-located VMM and pinned zero-copy\n"
+          "memory, cuMemAlloc/cuMemFree by size, and a fresh pool's growth.\n"
           "  --kernels PATH  module with the vs_* kernels (build/simcuda/vs_kernels.fatbin);\n"
           "                  needed on a GPU for the reads (on simcuda any image loads)\n"
           "  --granules N    2 MiB granules per transfer (default 64: 128 MiB)\n"
@@ -241,6 +255,28 @@ static double seconds_now(void) {
   return (double)now.tv_sec + (double)now.tv_nsec / 1e9;
 }
 
+/* The start of a span of host time (see the header: the wall clock, or simcuda's model). */
+static double host_mark(const Probe* probe) {
+  if (probe->simulated) MUST(cuEventRecord(probe->start, probe->stream));
+  return seconds_now();
+}
+
+/* Host seconds since `mark`, which was host_mark()'s answer; the next span starts here. */
+static double host_seconds_since(const Probe* probe, double* mark) {
+  double seconds = 0;
+  if (probe->simulated) {
+    float ms = 0;
+    MUST(cuEventRecord(probe->stop, probe->stream));
+    MUST(cuEventSynchronize(probe->stop));
+    MUST(cuEventElapsedTime(&ms, probe->start, probe->stop));
+    seconds = ms / 1e3;
+  } else {
+    seconds = seconds_now() - *mark;
+  }
+  *mark = host_mark(probe);
+  return seconds;
+}
+
 /* Host microseconds of one map, set-access and unmap of a granule at `location`, each the median
  * over `repeats` rounds of 16 granules. */
 static void remap_costs(const Probe* probe, CUmemLocation location, int repeats, double us[3]) {
@@ -251,17 +287,14 @@ static void remap_costs(const Probe* probe, CUmemLocation location, int repeats,
   MUST(cuMemAddressReserve(&base, kBatch * GRANULE, GRANULE, 0, 0));
   for (int i = 0; i < kBatch; ++i) handles[i] = create_granule(location);
   for (int round = 0; round < repeats; ++round) {
-    double t0 = seconds_now();
+    double mark = host_mark(probe);
     for (int i = 0; i < kBatch; ++i) MUST(cuMemMap(base + i * GRANULE, GRANULE, 0, handles[i], 0));
-    double t1 = seconds_now();
+    samples[0][round] = (float)(host_seconds_since(probe, &mark) * 1e6 / kBatch);
     for (int i = 0; i < kBatch; ++i)
       MUST(cuMemSetAccess(base + i * GRANULE, GRANULE, &probe->access, 1));
-    double t2 = seconds_now();
+    samples[1][round] = (float)(host_seconds_since(probe, &mark) * 1e6 / kBatch);
     for (int i = 0; i < kBatch; ++i) MUST(cuMemUnmap(base + i * GRANULE, GRANULE));
-    double t3 = seconds_now();
-    samples[0][round] = (float)((t1 - t0) * 1e6 / kBatch);
-    samples[1][round] = (float)((t2 - t1) * 1e6 / kBatch);
-    samples[2][round] = (float)((t3 - t2) * 1e6 / kBatch);
+    samples[2][round] = (float)(host_seconds_since(probe, &mark) * 1e6 / kBatch);
   }
   for (int i = 0; i < 3; ++i) us[i] = median(samples[i], repeats);
   for (int i = 0; i < kBatch; ++i) MUST(cuMemRelease(handles[i]));
@@ -300,16 +333,153 @@ static void probe_remaps(const Probe* probe, const Options* options) {
     const char* name;
     CUmemLocation location;
   } kinds[] = {{"device", device_location}, {"host", probe->host}};
-  /* simcuda's calls take its own CPU time, which its cost model leaves out: it charges the
-   * H200's figures on its modeled host clock instead (tools/simcuda/README.md, "Cost model"). */
   printf("one 2 MiB granule, host time (median of %d rounds of 16%s)\n", options->repeats,
-         probe->simulated ? "; measured here: simcuda's own CPU time, not what its model charges"
-                          : "");
+         probe->simulated ? "; modeled" : "");
   for (size_t k = 0; k < 2; ++k) {
     double us[3];
     remap_costs(probe, kinds[k].location, options->repeats, us);
     printf("  %-6s granule: cuMemMap %.1f us, cuMemSetAccess %.1f us, cuMemUnmap %.1f us\n",
            kinds[k].name, us[0], us[1], us[2]);
+  }
+}
+
+/* Bytes a second of a pinned host -> device copy on the probe's stream and a device -> pinned
+ * host copy on the other stream, started together: both directions' bytes over the time until
+ * the later ends (median of `repeats`). */
+static double both_directions(const Probe* probe, CUdeviceptr to, CUdeviceptr from, void* host_in,
+                              void* host_out, size_t bytes, int repeats) {
+  float times[1000];
+  CUevent other_stop;
+  MUST(cuEventCreate(&other_stop, CU_EVENT_DEFAULT));
+  for (int i = 0; i <= repeats; ++i) { /* the first run is untimed */
+    MUST(cuEventRecord(probe->start, probe->stream));
+    MUST(cuStreamWaitEvent(probe->other_stream, probe->start, 0));
+    MUST(cuMemcpyHtoDAsync(to, host_in, bytes, probe->stream));
+    MUST(cuMemcpyDtoHAsync(host_out, from, bytes, probe->other_stream));
+    MUST(cuEventRecord(other_stop, probe->other_stream));
+    MUST(cuStreamWaitEvent(probe->stream, other_stop, 0));
+    MUST(cuEventRecord(probe->stop, probe->stream));
+    MUST(cuEventSynchronize(probe->stop));
+    if (i > 0) MUST(cuEventElapsedTime(&times[i - 1], probe->start, probe->stop));
+  }
+  MUST(cuEventDestroy(other_stop));
+  const float ms = median(times, repeats);
+  return ms > 0 ? 2.0 * (double)bytes / (ms / 1e3) : 0;
+}
+
+static void probe_both_directions(const Probe* probe, const Options* options,
+                                  Range* device_range) {
+  const size_t bytes = options->granules * GRANULE / 2;
+  void* pinned = NULL;
+  MUST(cuMemHostAlloc(&pinned, 2 * bytes, 0));
+  memset(pinned, 1, 2 * bytes);
+  char* host_in = pinned;
+  char* host_out = host_in + bytes;
+  const CUdeviceptr to = device_range->base, from = device_range->base + bytes;
+  printf("copies in both directions at once, %zu MiB each way on two streams (median of %d)\n",
+         bytes >> 20, options->repeats);
+  Work work = {kHtoD, to, 0, host_in, NULL};
+  const double in = transfer(probe, &work, bytes, options->repeats);
+  work = (Work){kDtoH, 0, from, host_out, NULL};
+  const double out = transfer(probe, &work, bytes, options->repeats);
+  const double both =
+      both_directions(probe, to, from, host_in, host_out, bytes, options->repeats);
+  print_rate("host -> device alone", in);
+  print_rate("device -> host alone", out);
+  print_rate("both at once, the two directions' bytes together", both);
+  if (in > 0 && out > 0)
+    printf("  both at once: %.2fx the time of the two one after the other\n",
+           (2.0 * (double)bytes / both) / ((double)bytes / in + (double)bytes / out));
+  MUST(cuMemFreeHost(pinned));
+}
+
+/* Host microseconds per granule of one cuMemSetAccess and of one cuMemUnmap over a run of
+ * `run` granules, each mapped on its own (median of `repeats`); us[1] is negative when the
+ * driver refused to unmap several mappings in one call, and then each is unmapped alone. */
+static void run_costs(const Probe* probe, CUmemLocation location, size_t run, int repeats,
+                      double us[2]) {
+  CUmemGenericAllocationHandle* handles = calloc(run, sizeof *handles);
+  float samples[2][1000];
+  CUdeviceptr base = 0;
+  int refused = 0;
+  if (handles == NULL) {
+    fprintf(stderr, "tier_probe: out of memory\n");
+    exit(1);
+  }
+  MUST(cuMemAddressReserve(&base, run * GRANULE, GRANULE, 0, 0));
+  for (size_t i = 0; i < run; ++i) handles[i] = create_granule(location);
+  for (int round = 0; round < repeats; ++round) {
+    for (size_t i = 0; i < run; ++i) MUST(cuMemMap(base + i * GRANULE, GRANULE, 0, handles[i], 0));
+    double mark = host_mark(probe);
+    MUST(cuMemSetAccess(base, run * GRANULE, &probe->access, 1));
+    samples[0][round] = (float)(host_seconds_since(probe, &mark) * 1e6 / (double)run);
+    if (cuMemUnmap(base, run * GRANULE) != CUDA_SUCCESS) {
+      refused = 1;
+      for (size_t i = 0; i < run; ++i) MUST(cuMemUnmap(base + i * GRANULE, GRANULE));
+    }
+    samples[1][round] = (float)(host_seconds_since(probe, &mark) * 1e6 / (double)run);
+  }
+  us[0] = median(samples[0], repeats);
+  us[1] = refused ? -1.0 : median(samples[1], repeats);
+  for (size_t i = 0; i < run; ++i) MUST(cuMemRelease(handles[i]));
+  MUST(cuMemAddressFree(base, run * GRANULE));
+  free(handles);
+}
+
+/* Host microseconds per MiB to map, set access to and unmap one handle of `bytes`. */
+static double chunk_cost(const Probe* probe, CUmemLocation location, size_t bytes,
+                         int repeats) {
+  CUmemAllocationProp prop;
+  memset(&prop, 0, sizeof prop);
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location = location;
+  CUmemGenericAllocationHandle handle = 0;
+  CUdeviceptr base = 0;
+  float samples[1000];
+  MUST(cuMemCreate(&handle, bytes, &prop, 0));
+  MUST(cuMemAddressReserve(&base, bytes, GRANULE, 0, 0));
+  for (int round = 0; round < repeats; ++round) {
+    double mark = host_mark(probe);
+    MUST(cuMemMap(base, bytes, 0, handle, 0));
+    MUST(cuMemSetAccess(base, bytes, &probe->access, 1));
+    MUST(cuMemUnmap(base, bytes));
+    samples[round] = (float)(host_seconds_since(probe, &mark) * 1e6 / (double)(bytes >> 20));
+  }
+  MUST(cuMemAddressFree(base, bytes));
+  MUST(cuMemRelease(handle));
+  return median(samples, repeats);
+}
+
+static void probe_runs_and_chunks(const Probe* probe, const Options* options) {
+  CUmemLocation device_location = {CU_MEM_LOCATION_TYPE_DEVICE, probe->device};
+  const struct {
+    const char* name;
+    CUmemLocation location;
+  } kinds[] = {{"device", device_location}, {"host", probe->host}};
+  const char* modeled = probe->simulated ? "; modeled" : "";
+  printf("one call over a run of granules, host time per granule (median of %d%s)\n",
+         options->repeats, modeled);
+  const size_t runs[] = {1, 8, 64};
+  for (size_t k = 0; k < 2; ++k) {
+    for (size_t r = 0; r < sizeof runs / sizeof runs[0]; ++r) {
+      double us[2];
+      run_costs(probe, kinds[k].location, runs[r], options->repeats, us);
+      printf("  %-6s run of %2zu: cuMemSetAccess %.1f us, ", kinds[k].name, runs[r], us[0]);
+      if (us[1] < 0) {
+        printf("one cuMemUnmap over the run refused by the driver\n");
+      } else {
+        printf("cuMemUnmap %.1f us\n", us[1]);
+      }
+    }
+  }
+  printf("one handle mapped, given access and unmapped, host time per MiB (median of %d%s)\n",
+         options->repeats, modeled);
+  const size_t chunks[] = {(size_t)2 << 20, (size_t)32 << 20, (size_t)64 << 20};
+  for (size_t k = 0; k < 2; ++k) {
+    for (size_t c = 0; c < sizeof chunks / sizeof chunks[0]; ++c) {
+      printf("  %-6s chunk of %2zu MiB: %.2f us per MiB\n", kinds[k].name, chunks[c] >> 20,
+             chunk_cost(probe, kinds[k].location, chunks[c], options->repeats));
+    }
   }
 }
 
@@ -363,21 +533,18 @@ static void probe_reads(const Probe* probe, const Options* options, Range* host_
 
 static void probe_allocations(const Probe* probe, const Options* options) {
   printf("cuMemAlloc and cuMemFree, host time (median of %d%s)\n", options->repeats,
-         probe->simulated ? "; measured here: simcuda's own CPU time, not what its model charges"
-                          : "");
+         probe->simulated ? "; modeled" : "");
   const size_t sizes[] = {(size_t)4 << 10, (size_t)64 << 20, (size_t)512 << 20};
   for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; ++i) {
     float allocate[1000], release[1000];
     int rounds = 0;
     for (; rounds < options->repeats; ++rounds) {
       CUdeviceptr block = 0;
-      const double t0 = seconds_now();
+      double mark = host_mark(probe);
       if (cuMemAlloc(&block, sizes[i]) != CUDA_SUCCESS) break;  /* not this much room here */
-      const double t1 = seconds_now();
+      allocate[rounds] = (float)(host_seconds_since(probe, &mark) * 1e6);
       MUST(cuMemFree(block));
-      const double t2 = seconds_now();
-      allocate[rounds] = (float)((t1 - t0) * 1e6);
-      release[rounds] = (float)((t2 - t1) * 1e6);
+      release[rounds] = (float)(host_seconds_since(probe, &mark) * 1e6);
     }
     if (rounds == 0) {
       printf("  %9zu KiB: cannot be allocated here\n", sizes[i] >> 10);
@@ -439,6 +606,7 @@ int main(int argc, char** argv) {
   MUST(cuDevicePrimaryCtxRetain(&context, probe.device));
   MUST(cuCtxSetCurrent(context));
   MUST(cuStreamCreate(&probe.stream, CU_STREAM_NON_BLOCKING));
+  MUST(cuStreamCreate(&probe.other_stream, CU_STREAM_NON_BLOCKING));
   MUST(cuEventCreate(&probe.start, CU_EVENT_DEFAULT));
   MUST(cuEventCreate(&probe.stop, CU_EVENT_DEFAULT));
   probe.access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
@@ -458,7 +626,9 @@ int main(int argc, char** argv) {
   Range device_range = map_range(&probe, device_location, options.granules);
   Range host_range = map_range(&probe, probe.host, options.granules);
   probe_copies(&probe, &options, &device_range, &host_range);
+  probe_both_directions(&probe, &options, &device_range);
   probe_remaps(&probe, &options);
+  probe_runs_and_chunks(&probe, &options);
   probe_reads(&probe, &options, &host_range);
   probe_allocations(&probe, &options);
   probe_pool_growth(&probe);
@@ -466,6 +636,7 @@ int main(int argc, char** argv) {
   unmap_range(&device_range);
   MUST(cuEventDestroy(probe.stop));
   MUST(cuEventDestroy(probe.start));
+  MUST(cuStreamDestroy(probe.other_stream));
   MUST(cuStreamDestroy(probe.stream));
   MUST(cuDevicePrimaryCtxRelease(probe.device));
   printf("tier_probe: done\n");

@@ -18,9 +18,11 @@ On a machine with an NVIDIA driver:
   1. configures and builds build-gpu/ (Ninja, Release; no dependency installation)
   2. ctest -L gpu: the demo programs with nvcc-built kernels, train_demo under the shim with a
      256 MiB budget (spilling, and in tiered mode: conf/demo-tiered.toml, with the safe and the
-     tracked remap window), and PyTorch under the shim (skipped without torch): spilling, and in
+     tracked remap window), PyTorch under the shim (skipped without torch): spilling, and in
      tiered mode with every launch read and a late-arriving model ending on the device (its step
-     time printed against the same job without the shim)
+     time printed against the same job without the shim), and the frameworks' own memory
+     settings (PyTorch's expandable segments and cudaMallocAsync, JAX's allocators, CuPy's
+     pools; each skipped without its package) over the budget in each mode
   3. the hook benchmark (build-gpu/tests/shim/bench/vramspill_hook_bench) on the real driver
   4. tier_probe (build-gpu/bin/tier_probe): what tiered mode's moves cost here, pinned copies
      against the mover's, one granule's map/set-access/unmap, a kernel reading device,

@@ -9,8 +9,8 @@
 // access with cuMemSetAccess. Past the budget (the ledger refuses) or when the driver runs out of
 // device memory, such a cuMemCreate is made again with the same size, flags and properties but a
 // host location, and the program gets that handle: it maps it and sets access as it would have,
-// and its kernels reach the memory over the link. Nothing is evicted to make room: the new handle
-// is host memory for its whole life. Where it goes: CU_MEM_LOCATION_TYPE_HOST_NUMA on the GPU's
+// and its kernels reach the memory over the link. Nothing is evicted to make room (tiered mode
+// aside, below), and the new handle is host memory for its whole life. Where it goes: CU_MEM_LOCATION_TYPE_HOST_NUMA on the GPU's
 // own node (CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID) where the device supports host-NUMA VMM memory,
 // else CU_MEM_LOCATION_TYPE_HOST where it supports host VMM memory, else nowhere.
 // The driver tells the truth about the handle afterwards (cuMemGetAllocationPropertiesFromHandle
@@ -37,9 +37,9 @@
 // gpuDirectRDMACapable does spill: PyTorch's expandable segments set it on every handle where
 // the device has GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED (measured on an H200), whether or not
 // a network adapter will ever read them, and refusing it made the job fail with
-// OutOfMemoryError. cuda.h documents the flag as an allocation hint, for devices with that
-// attribute, that the memory "will be used for GPUDirect RDMA": a peer device reading device
-// memory through the GPU's BAR. Host memory needs no such path (an adapter registers host pages
+// OutOfMemoryError. The driver API reference (CUmemAllocationProp) documents the flag as an
+// allocation hint, for devices with that attribute, that the memory "will be used for GPUDirect
+// RDMA": a peer device reading device memory through the GPU's BAR. Host memory needs no such path (an adapter registers host pages
 // directly), and the driver documents no meaning for the flag on a host location, so the
 // host-located request is made without it rather than depend on an undocumented answer. The
 // handle then says the truth (cuMemGetAllocationPropertiesFromHandle: gpuDirectRDMACapable 0,

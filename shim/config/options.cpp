@@ -37,7 +37,9 @@ constexpr std::array<OptionSpec, 20> kOptions = {{
      "the allocation fails with `CUDA_ERROR_OUT_OF_MEMORY`, as without vramspill. `tiered`: "
      "linear allocations of at least `tiered.min_size` live on 2 MiB granules that move between "
      "the device and the host as the job runs, at the same address (README, \"Tiered mode\"); "
-     "on a device without host-located VMM memory, and for everything else, as `auto`.",
+     "on a device without host-located VMM memory, and for everything else, as `auto`. In every "
+     "mode but `off`, a VMM handle (`cuMemCreate`) that does not fit becomes host-located VMM "
+     "memory, the only place off the device a handle can be mapped (README, \"VMM handles\").",
      kSpillModeNames,
      [](Config& c, const OptionValue& v) {
        c.spill.mode = static_cast<SpillMode>(std::get<Choice>(v).index);

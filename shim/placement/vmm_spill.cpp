@@ -49,6 +49,7 @@ CUresult VmmSpill::spill(const VmmSpillRequest& request, const std::string& refu
     CUmemAllocationProp host_prop = *request.prop;
     host_prop.location = location;
     host_prop.allocFlags.compressionType = CU_MEM_ALLOCATION_COMP_NONE;
+    host_prop.allocFlags.gpuDirectRDMACapable = 0;  // a device-memory hint (the Note)
     if (const CUresult result = tier_.create(out, request.bytes, host_prop, request.flags);
         result != CUDA_SUCCESS) {
       host_budget_.release(request.bytes);
@@ -65,6 +66,7 @@ CUresult VmmSpill::spill(const VmmSpillRequest& request, const std::string& refu
     const std::string where = describe(location);
     log_spilled(core::Route::kMemCreate, request.bytes, request.device, where, !refusal.empty());
     nvtx::spilled(request.bytes, request.device, where);
+    say_once(request, where);
     return CUDA_SUCCESS;
   } catch (...) {  // a log line could not be built: the answer stands without it
   }
@@ -82,14 +84,31 @@ std::string VmmSpill::kept_on_device(const CUmemAllocationProp& prop) {
            std::to_string(handle_types) +
            ") other than POSIX file descriptors, whose importers expect device memory";
   }
-  if (prop.allocFlags.gpuDirectRDMACapable != 0)
-    return "the program asked for GPUDirect RDMA (gpuDirectRDMACapable), which is for device "
-           "memory";
   if (prop.allocFlags.usage != 0) {
     return "the program asked for a usage of device memory (allocFlags.usage " +
            std::to_string(prop.allocFlags.usage) + ")";
   }
   return {};
+}
+
+void VmmSpill::say_once(const VmmSpillRequest& request, const std::string& where) {
+  if ((config_.mode == SpillMode::kHost || config_.mode == SpillMode::kManaged) &&
+      !told_mode_.exchange(true, std::memory_order_relaxed)) {
+    logging::info(
+        "[spill] mode = \"{}\" spills pointers only; cuMemCreate handles that do not fit go to "
+        "{} instead, the only place off the device a handle can be mapped (said once)",
+        kSpillModeNames[static_cast<std::size_t>(config_.mode)], where);
+  }
+  if (request.prop->allocFlags.gpuDirectRDMACapable != 0 &&
+      !told_rdma_.exchange(true, std::memory_order_relaxed)) {
+    logging::warn(
+        "cuMemCreate handles that asked for GPUDirect RDMA (allocFlags.gpuDirectRDMACapable) may "
+        "live on the host when they do not fit on device {}: such a handle is {}, made without "
+        "the flag, and a network adapter that registers it through GPUDirect RDMA would find "
+        "host memory (said once; leave such handles room under [device] budget to keep them on "
+        "the device)",
+        request.device, where);
+  }
 }
 
 std::string VmmSpill::no_location(int device, const CUmemAllocationProp& prop,

@@ -9,26 +9,43 @@
 // access with cuMemSetAccess. Past the budget (the ledger refuses) or when the driver runs out of
 // device memory, such a cuMemCreate is made again with the same size, flags and properties but a
 // host location, and the program gets that handle: it maps it and sets access as it would have,
-// and its kernels reach the memory over the link. Nothing is evicted to make room: the new handle
-// is host memory for its whole life. Where it goes: CU_MEM_LOCATION_TYPE_HOST_NUMA on the GPU's
+// and its kernels reach the memory over the link. Nothing is evicted to make room (tiered mode
+// aside, below), and the new handle is host memory for its whole life. Where it goes: CU_MEM_LOCATION_TYPE_HOST_NUMA on the GPU's
 // own node (CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID) where the device supports host-NUMA VMM memory,
 // else CU_MEM_LOCATION_TYPE_HOST where it supports host VMM memory, else nowhere.
 // The driver tells the truth about the handle afterwards (cuMemGetAllocationPropertiesFromHandle
 // and pointer attributes say host): the shim does not hide the move.
 //
-// Only where the user let the shim choose ([spill] mode auto or tiered,
-// relocates_vmm_handles()): the `host` and `managed` modes name the pointer tier spills go to,
-// and a VMM handle becomes neither; `off` spills nothing. Not when the program asked for
-// something host memory would change in a way it would notice:
+// In every [spill] mode but `off` (relocates_vmm_handles()). A handle can only ever be mapped
+// as a handle: neither a block of the pinned host pool nor managed memory can be given to
+// cuMemMap, so host-located VMM memory is the only place off the device a handle can live, and
+// `host` and `managed` send handles there too (said once per job, since the mode names another
+// tier), as `auto` does. In `tiered` mode a handle is not an arena block: the program maps it
+// itself, at addresses the arena does not own, so the arena cannot move it. Before such a handle
+// spills, the arena of its device evicts blocks to make room for it under the budget
+// (TieredPlacement::make_device_room, in hooks/admission.h); only what eviction cannot free
+// makes it host-located. `off` spills nothing.
+//
+// Not when the program asked for something host memory would change in a way it would notice:
 //   - exportable handles other than POSIX file descriptors (FABRIC for NVLink peers and
 //     multicast objects, which bind device memory; Win32 handles): the importer expects device
 //     memory. POSIX file descriptors (what PyTorch asks for) stay where the handle can be
 //     HOST_NUMA, which cuda.h does not bar from IPC, so the program's
 //     cuMemExportToShareableHandle works as before; HOST memory is "not IPC capable" (cuMemCreate
 //     refuses the request), so without a NUMA node such a request does not spill;
-//   - gpuDirectRDMACapable: the program means to register the memory with a network adapter
-//     through GPUDirect RDMA, which is for device memory;
 //   - a usage (CU_MEM_CREATE_USAGE_TILE_POOL for sparse arrays, HW_DECOMPRESS): device roles.
+// gpuDirectRDMACapable does spill: PyTorch's expandable segments set it on every handle where
+// the device has GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED (measured on an H200), whether or not
+// a network adapter will ever read them, and refusing it made the job fail with
+// OutOfMemoryError. The driver API reference (CUmemAllocationProp) documents the flag as an
+// allocation hint, for devices with that attribute, that the memory "will be used for GPUDirect
+// RDMA": a peer device reading device memory through the GPU's BAR. Host memory needs no such path (an adapter registers host pages
+// directly), and the driver documents no meaning for the flag on a host location, so the
+// host-located request is made without it rather than depend on an undocumented answer. The
+// handle then says the truth (cuMemGetAllocationPropertiesFromHandle: gpuDirectRDMACapable 0,
+// a host location), and the first such spill logs once per job that handles asked for RDMA
+// may live on the host: a program that registers them with an adapter through nvidia-peermem
+// would find host memory.
 // compressionType is a hint the driver may decline (cuda.h tells programs to check the handle's
 // properties), and host memory is never compressed: it is cleared. win32HandleMetaData and the
 // reserved bytes pass as they are. Then, as for every spill (Note [What spills]): not on an
@@ -39,6 +56,7 @@
 
 #include <cuda.h>
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 
@@ -51,11 +69,9 @@
 
 namespace vramspill::placement {
 
-// Whether [spill] `mode` lets the shim give the program a host-located handle for a device one
-// (Note [Host-located VMM spills]).
-constexpr bool relocates_vmm_handles(SpillMode mode) {
-  return mode == SpillMode::kAuto || mode == SpillMode::kTiered;
-}
+// Whether [spill] `mode` lets the shim give the program a host-located handle for a device one:
+// every mode that spills, since no other tier can hold a handle (Note [Host-located VMM spills]).
+constexpr bool relocates_vmm_handles(SpillMode mode) { return mode != SpillMode::kOff; }
 
 struct VmmSpillRequest {
   int device = 0;  // prop->location.id
@@ -94,6 +110,9 @@ class VmmSpill {
   static std::string kept_on_device(const CUmemAllocationProp& prop);
   // Why `device` gives no host location for it, or empty (then `location` holds it).
   std::string no_location(int device, const CUmemAllocationProp& prop, CUmemLocation& location);
+  // After a spill of `request` to `where`: what is said once per job (Note [Host-located VMM
+  // spills]). May throw (building the lines).
+  void say_once(const VmmSpillRequest& request, const std::string& where);
 
   const SpillConfig& config_;
   core::Ledger& ledger_;
@@ -101,6 +120,8 @@ class VmmSpill {
   core::HostBudget& host_budget_;
   SpillFacts& facts_;
   tiers::HostVmmTier& tier_;
+  std::atomic<bool> told_mode_{false};  // `host` or `managed` sent a handle to host VMM memory
+  std::atomic<bool> told_rdma_{false};  // a handle that asked for GPUDirect RDMA spilled
 };
 
 }  // namespace vramspill::placement

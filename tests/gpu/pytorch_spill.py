@@ -8,7 +8,9 @@ It allocates float32 tensors worth three times what torch.cuda.mem_get_info() re
 them, and checks every value on the GPU against the closed form. Without the shim the same job
 would take three times the budget; with it, what does not fit is spilled to host memory, and the
 driver's own pointer attributes must say so for some of the tensors (managed or host memory): a
-run in which nothing spilled proves nothing.
+run in which nothing spilled proves nothing. Under PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
+the tensors live in VMM handles PyTorch maps itself, and a spilled one is a host-located handle:
+the driver's properties of the handles under a tensor say so.
 
 Exits 77 (ctest's "skipped") without torch or without a CUDA device, 0 when every value checks
 and some tensors live in host memory, 1 otherwise.
@@ -21,6 +23,41 @@ from torch_on_gpu import torch_or_skip
 CU_POINTER_ATTRIBUTE_MEMORY_TYPE = 2
 CU_POINTER_ATTRIBUTE_IS_MANAGED = 8
 CU_MEMORYTYPE_HOST = 1
+CU_MEM_LOCATION_TYPE_DEVICE = 1
+VMM_STEP = 2 << 20  # the smallest VMM granularity: every handle under a tensor starts at a step
+
+
+class MemLocation(ctypes.Structure):
+    _fields_ = [("type", ctypes.c_int), ("id", ctypes.c_int)]
+
+
+class AllocFlags(ctypes.Structure):
+    _fields_ = [("compressionType", ctypes.c_ubyte), ("gpuDirectRDMACapable", ctypes.c_ubyte),
+                ("usage", ctypes.c_ushort), ("reserved", ctypes.c_ubyte * 4)]
+
+
+class AllocationProp(ctypes.Structure):  # CUmemAllocationProp
+    _fields_ = [("type", ctypes.c_int), ("requestedHandleTypes", ctypes.c_int),
+                ("location", MemLocation), ("win32HandleMetaData", ctypes.c_void_p),
+                ("allocFlags", AllocFlags)]
+
+
+def in_host_located_handle(driver, address, size):
+    """Whether a VMM handle under [address, address + size) is host-located (a spilled handle of
+    PyTorch's expandable segments); False for memory that is not VMM memory."""
+    for offset in range(0, size, VMM_STEP):
+        handle = ctypes.c_uint64(0)
+        if driver.cuMemRetainAllocationHandle(ctypes.byref(handle),
+                                              ctypes.c_void_p(address + offset)) != 0:
+            return False
+        prop = AllocationProp()
+        result = driver.cuMemGetAllocationPropertiesFromHandle(ctypes.byref(prop), handle)
+        driver.cuMemRelease(handle)
+        if result != 0:
+            raise RuntimeError(f"cuMemGetAllocationPropertiesFromHandle returned {result}")
+        if prop.location.type != CU_MEM_LOCATION_TYPE_DEVICE:
+            return True
+    return False
 
 
 def lives_on_host(driver, address):
@@ -62,7 +99,9 @@ def main() -> int:
             print(f"pytorch_spill: tensor {i} differs from {expected}")
     print(f"pytorch_spill: {count - bad} of {count} tensors exact")
     driver = ctypes.CDLL("libcuda.so.1")
-    spilled = sum(1 for t in tensors if lives_on_host(driver, t.data_ptr()))
+    spilled = sum(1 for t in tensors
+                  if lives_on_host(driver, t.data_ptr())
+                  or in_host_located_handle(driver, t.data_ptr(), chunk))
     print(f"pytorch_spill: {spilled} of {count} tensors in managed or host memory")
     if spilled == 0:
         print("pytorch_spill: nothing was spilled: is the shim preloaded?")

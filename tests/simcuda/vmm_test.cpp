@@ -189,6 +189,23 @@ TEST_F(VmmTest, HandlesForGpuDirectRdmaAreCreatedAsPyTorchAsksForThem) {
   ASSERT_CU(cuMemRelease(handle));
 }
 
+// cuda.h documents gpuDirectRDMACapable as an allocation hint, for devices with
+// GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED, and no refusal of it for any location: a host-located
+// request that carries it is made like any other and reads back as asked (what a real driver
+// reads back there is unverified; the shim drops the hint on the host handles it makes).
+TEST_F(VmmTest, TheRdmaHintOnAHostLocatedRequestIsNoReasonToRefuseIt) {
+  CUmemAllocationProp prop = host_prop();
+  prop.allocFlags.gpuDirectRDMACapable = 1;
+  CUmemGenericAllocationHandle handle = 0;
+  ASSERT_CU(cuMemCreate(&handle, kGranule, &prop, 0));
+  EXPECT_EQ(used(), 0u) << "host memory takes no VRAM";
+  CUmemAllocationProp read_back{};
+  ASSERT_CU(cuMemGetAllocationPropertiesFromHandle(&read_back, handle));
+  EXPECT_EQ(read_back.location.type, CU_MEM_LOCATION_TYPE_HOST_NUMA);
+  EXPECT_EQ(read_back.allocFlags.gpuDirectRDMACapable, 1);
+  ASSERT_CU(cuMemRelease(handle));
+}
+
 TEST_F(VmmTest, HostLocatedMemoryTakesNoVramAndCanBeOpenedToTheHost) {
   CUdeviceptr reserved = 0;
   ASSERT_CU(cuMemAddressReserve(&reserved, kGranule, 0, 0, 0));

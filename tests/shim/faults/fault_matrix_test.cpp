@@ -104,7 +104,7 @@ std::vector<std::string> departures(const std::string& out) {
 }
 
 bool allowed_surface(const Cell& cell, std::string_view name, int result) {
-  // The routes that spill (cuMemCreate as a host-located handle, in auto mode).
+  // The routes that spill (cuMemCreate as a host-located handle, in every mode but off).
   static constexpr std::array<std::string_view, 8> kAllocations = {
       "cuMemAlloc_v2",         "cuMemAllocPitch_v2",      "cuMemAllocManaged",
       "cuMemAllocAsync",       "cuMemAllocAsync_ptsz",    "cuMemAllocFromPoolAsync",

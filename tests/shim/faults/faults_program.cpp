@@ -331,14 +331,14 @@ class Program {
       blocks_.push_back(from_pool_ptsz);
   }
 
-  // A device-located VMM handle. Past the budget, auto mode makes it host-located (Note
-  // [Host-located VMM spills] in shim/placement/vmm_spill.h); other modes refuse it.
+  // A device-located VMM handle. Past the budget, every mode but off makes it host-located (Note
+  // [Host-located VMM spills] in shim/placement/vmm_spill.h); off refuses it.
   void vmm_route(bool past) {
     CUmemAllocationProp prop{};
     prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
     prop.location = {CU_MEM_LOCATION_TYPE_DEVICE, device_};
     CUmemGenericAllocationHandle handle = 0;
-    const CUresult expected = past && spill_ != "auto" ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
+    const CUresult expected = past && spill_ == "off" ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
     if (calls.make("cuMemCreate", expected,
                    [&] { return cuMemCreate(&handle, kBlock, &prop, 0); }) == CUDA_SUCCESS)
       map_vmm(handle);

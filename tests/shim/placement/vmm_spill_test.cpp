@@ -125,12 +125,35 @@ TEST_F(VmmSpillTest, WithoutANumaNodeTheHandleIsPlainHostMemory) {
       << log_.text();
 }
 
-TEST_F(VmmSpillTest, OnlyAutoLetsTheShimMoveAHandle) {
-  for (const SpillMode mode : {SpillMode::kHost, SpillMode::kManaged, SpillMode::kOff}) {
+// No other tier can hold a handle, so `host` and `managed` send it where `auto` does, and say so
+// once; `off` refuses it as without the shim.
+TEST_F(VmmSpillTest, EveryModeButOffMakesTheHandleHostLocated) {
+  for (const SpillMode mode : {SpillMode::kAuto, SpillMode::kTiered, SpillMode::kHost,
+                               SpillMode::kManaged, SpillMode::kHost}) {
     config_.mode = mode;
-    EXPECT_EQ(spill(device_prop(), 4 * kMiB, "cuMemCreate of 4.0 MiB refused: over budget"),
-              CUDA_ERROR_OUT_OF_MEMORY);
+    handle_ = 0;
+    EXPECT_EQ(spill(device_prop()), CUDA_SUCCESS) << kSpillModeNames[static_cast<size_t>(mode)];
+    EXPECT_NE(handle_, 0u);
   }
+  ASSERT_EQ(tier_.created.size(), 5u);
+  for (const CUmemAllocationProp& made : tier_.created)
+    EXPECT_EQ(made.location.type, CU_MEM_LOCATION_TYPE_HOST_NUMA);
+  EXPECT_EQ(recorded().live_count, 5u);
+  const std::string text = log_.text();
+  const std::string told =
+      "[spill] mode = \"host\" spills pointers only; cuMemCreate handles that do not fit go to "
+      "host-located VMM memory on NUMA node 1 instead, the only place off the device a handle "
+      "can be mapped (said once)";
+  EXPECT_NE(text.find(told), std::string::npos) << text;
+  EXPECT_EQ(text.find(told, text.find(told) + 1), std::string::npos) << "said twice: " << text;
+  EXPECT_EQ(text.find("mode = \"managed\""), std::string::npos) << "said twice: " << text;
+  EXPECT_EQ(text.find("mode = \"auto\""), std::string::npos) << text;
+}
+
+TEST_F(VmmSpillTest, OffRefusesTheHandleAsWithoutTheShim) {
+  config_.mode = SpillMode::kOff;
+  EXPECT_EQ(spill(device_prop(), 4 * kMiB, "cuMemCreate of 4.0 MiB refused: over budget"),
+            CUDA_ERROR_OUT_OF_MEMORY);
   EXPECT_EQ(tier_.location_queries, 0);
   EXPECT_TRUE(tier_.created.empty());
   EXPECT_EQ(host_budget_.used(), 0u);
@@ -139,11 +162,39 @@ TEST_F(VmmSpillTest, OnlyAutoLetsTheShimMoveAHandle) {
   EXPECT_EQ(log_.text().find("spilled"), std::string::npos) << log_.text();
 }
 
+// PyTorch's expandable segments ask every handle for GPUDirect RDMA (Note [Host-located VMM
+// spills]): the handle spills, made without the flag, and the job is told once.
+TEST_F(VmmSpillTest, AHandleForGpuDirectRdmaSpillsWithoutTheFlagAndIsToldOnce) {
+  CUmemAllocationProp rdma = device_prop(CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+  rdma.allocFlags.gpuDirectRDMACapable = 1;
+  ASSERT_EQ(spill(rdma, 20 * kMiB), CUDA_SUCCESS);
+  ASSERT_EQ(spill(rdma, 20 * kMiB), CUDA_SUCCESS);
+  ASSERT_EQ(tier_.created.size(), 2u);
+  for (const CUmemAllocationProp& made : tier_.created) {
+    EXPECT_EQ(made.allocFlags.gpuDirectRDMACapable, 0);
+    EXPECT_EQ(made.location.type, CU_MEM_LOCATION_TYPE_HOST_NUMA);
+    EXPECT_EQ(made.requestedHandleTypes, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+  }
+  EXPECT_EQ(rdma.allocFlags.gpuDirectRDMACapable, 1) << "the program's request is its own";
+  EXPECT_EQ(host_budget_.used(), 40 * kMiB);
+  EXPECT_EQ(recorded().live_count, 2u);
+  const std::string text = log_.text();
+  const std::string told =
+      "warning: cuMemCreate handles that asked for GPUDirect RDMA "
+      "(allocFlags.gpuDirectRDMACapable) may live on the host when they do not fit on device 0: "
+      "such a handle is host-located VMM memory on NUMA node 1, made without the flag";
+  const size_t first = text.find(told);
+  EXPECT_NE(first, std::string::npos) << text;
+  EXPECT_EQ(text.find(told, first + 1), std::string::npos) << "said twice: " << text;
+}
+
+TEST_F(VmmSpillTest, AHandleWithoutRdmaSaysNothingOfIt) {
+  ASSERT_EQ(spill(device_prop()), CUDA_SUCCESS);
+  EXPECT_EQ(log_.text().find("GPUDirect RDMA"), std::string::npos) << log_.text();
+}
+
 TEST_F(VmmSpillTest, WhatTheProgramWouldNoticeStaysOnTheDevice) {
   EXPECT_EQ(spill(device_prop(CU_MEM_HANDLE_TYPE_FABRIC)), CUDA_ERROR_OUT_OF_MEMORY);
-  CUmemAllocationProp rdma = device_prop();
-  rdma.allocFlags.gpuDirectRDMACapable = 1;
-  EXPECT_EQ(spill(rdma), CUDA_ERROR_OUT_OF_MEMORY);
   CUmemAllocationProp tile_pool = device_prop();
   tile_pool.allocFlags.usage = CU_MEM_CREATE_USAGE_TILE_POOL;
   EXPECT_EQ(spill(tile_pool), CUDA_ERROR_OUT_OF_MEMORY);
@@ -156,8 +207,6 @@ TEST_F(VmmSpillTest, WhatTheProgramWouldNoticeStaysOnTheDevice) {
   EXPECT_NE(text.find("over budget cuMemCreate of 4.0 MiB on device 0 not spilled: the program "
                       "asked for exportable handles (requestedHandleTypes 8)"),
             std::string::npos)
-      << text;
-  EXPECT_NE(text.find("not spilled: the program asked for GPUDirect RDMA"), std::string::npos)
       << text;
   EXPECT_NE(text.find("not spilled: the program asked for a usage of device memory "
                       "(allocFlags.usage 1)"),

@@ -1,8 +1,8 @@
 // cuMemCreate past the budget (PyTorch's expandable segments; Note [Host-located VMM spills] in
-// shim/placement/vmm_spill.h): in `auto` mode the program gets a host-located handle, maps it,
-// grants its device access and uses it byte-exact from kernels, memsets and copies; the handle
-// holds host budget until its last release or unmap, and the device budget never. With
-// SPILL_EXPECT=off (another mode, or a device without host-located VMM memory) the same request
+// shim/placement/vmm_spill.h): in every mode but `off` the program gets a host-located handle,
+// maps it, grants its device access and uses it byte-exact from kernels, memsets and copies; the
+// handle holds host budget until its last release or unmap, and the device budget never. With
+// SPILL_EXPECT=off (mode `off`, or a device without host-located VMM memory) the same request
 // is CUDA_ERROR_OUT_OF_MEMORY. VMM_EXPECT_LOCATION says where the handle must be: host_numa (the
 // default) or host. CMakeLists.txt sets the environment and checks the log.
 #include "spill_support.h"

@@ -63,8 +63,7 @@ bool served_by_pool(CUdeviceptr buffer, CUmemoryPool pool) {
   unsigned int managed = 1;
   CUmemoryPool owner = nullptr;
   return cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, buffer) == CUDA_SUCCESS &&
-         cuPointerGetAttribute(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, buffer) ==
-             CUDA_SUCCESS &&
+         cuPointerGetAttribute(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, buffer) == CUDA_SUCCESS &&
          cuPointerGetAttribute(&owner, CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE, buffer) ==
              CUDA_SUCCESS &&
          type == CU_MEMORYTYPE_DEVICE && managed == 0 && owner == pool;
@@ -102,6 +101,7 @@ int main() {
   CHECK(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
 
   std::array<CUmemoryPool, 2> pools{};  // the buffers' pools: default, then created
+  const auto pool_of = [&](size_t buffer) { return pools[buffer < kBuffers / 2 ? 0 : 1]; };
   CHECK(cuDeviceGetDefaultMemPool(&pools[0], 0));
   CUmemPoolProps props{};
   props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
@@ -134,7 +134,7 @@ int main() {
     CHECK(cuEventRecord(start, stream));
     std::array<CUdeviceptr, kBuffers> buffers{};
     for (size_t i = 0; i < kBuffers; ++i) {
-      const CUmemoryPool pool = pools[i < kBuffers / 2 ? 0 : 1];
+      const CUmemoryPool pool = pool_of(i);
       if (!stream_ordered)
         CHECK(cuMemAlloc(&buffers[i], kBlock));
       else if (pool == pools[0])
@@ -159,8 +159,7 @@ int main() {
     int spilled = 0;
     for (size_t i = 0; i < kBuffers; ++i) {
       if (!holds(buffers[i], value(i % kHotBlocks), words, "buffer", i)) return 3;
-      if (stream_ordered && !served_by_pool(buffers[i], pools[i < kBuffers / 2 ? 0 : 1]))
-        ++spilled;
+      if (stream_ordered && !served_by_pool(buffers[i], pool_of(i))) ++spilled;
     }
     for (size_t i = 0; i < kHotBlocks; ++i)
       if (!holds(hot[i], value(i), words, "hot block", i)) return 3;

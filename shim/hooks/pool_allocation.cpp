@@ -34,6 +34,11 @@ bool give_back(CUmemoryPool pool, CUdeviceptr block, CUstream stream) {
 
 }  // namespace
 
+bool make_room_for_pool(ShimState& shim, int device, uint64_t bytes) {
+  if (shim.config.spill.mode != SpillMode::kTiered) return false;
+  return shim.tiered.make_device_room(device, core::pool_growth(bytes));
+}
+
 CUresult allocating_device(core::Route route, CUmemoryPool pool, CUstream stream, int& device) {
   if (route == core::Route::kMemAllocAsync) return stream_device(stream, device);
   if (const std::optional<int> pool_place = pool_device(pool)) {

@@ -1,6 +1,43 @@
 // Stream-ordered allocations (cuMemAllocAsync, cuMemAllocFromPoolAsync and their per-thread
 // forms) held to the device budget through their pool's reserve (Note [Stream-ordered pools in
 // the budget] in core/ledger.h).
+//
+// Note [Stream-ordered requests in tiered mode]
+// A request its pool cannot serve from its reserve needs the pool to grow, and in tiered mode the
+// arena's device granules hold every byte of the budget that nothing else took (Note [Tiered
+// budgets] in placement/tiered_placement.h). The request used to be refused by the ledger before
+// the driver's call and spilled; the program's cuMemFreeAsync freed the spill, and the next
+// step's request found the budget as full as before: the pool never grew, and every step spilled
+// its stream-ordered buffers again (PyTorch's cudaMallocAsync backend on an H200: 1 398 spills,
+// 830 ms a step against 6.7 ms with cuMemAlloc). So a request that does not fit asks the device's
+// arena for room first, as a cuMemAlloc that tiered mode does not take does
+// (TieredPlacement::make_device_room: the arena's pooled device granules back to the driver, then
+// evictions the policy chooses, inside the remap window and none while a capture is in progress),
+// for the whole chunk the pool grows by, and is admitted again; only if no room can be made does
+// it spill. A pool that grew past its reservation anyway (a fragmented reserve) is given back and
+// trimmed as before, and may get room the same way once.
+// Once grown, the pool's reserve counts against the budget whether or not it is handed out, so
+// the arena cannot take the room back, and a job that frees and allocates the same sizes every
+// step is served from the reserve and spills nothing after its first step. That holds while the
+// pool keeps its reserve: PyTorch raises RELEASE_THRESHOLD to its maximum; under the default of
+// 0 the driver gives wholly idle chunks back at synchronisations, and the room is the arena's
+// again until the pool next grows (moves again, but no spill). tests/shim/tiered/
+// stream_ordered_workload.cpp is such a job: its modeled steps take 0.07 of the same job's with
+// cuMemAlloc in tiered mode, which maps each block's granules at every allocation.
+// Only tiered blocks can be evicted, so this does nothing for a job whose memory is all
+// stream-ordered (PyTorch with backend:cudaMallocAsync alone): there the pool holds the budget
+// and requests past it still spill. That needs the other design: taking the requests into the
+// arena, each a tiered block usable once its stream reaches the allocation and freed once it
+// reaches the free. A block the arena owns is not the driver's pool memory, though: pointer
+// queries (CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE), pool attributes (USED_MEM_CURRENT), pools
+// exported to other processes and graph memory nodes would have to be imitated or left out, and
+// without reuse in stream order (a block freed on a stream serving that stream's next request at
+// once, as the pool does) a program that frees and allocates ahead of its stream, as PyTorch
+// does, would hold each block it freed until its stream got there, on top of the blocks it
+// allocated meanwhile. And a block the arena makes maps its granules (about 28 us of host time a
+// granule on the H200: Note [Host call costs] in tools/simcuda/src/core/host_call_cost.h), where
+// a pool hands out its reserve: with every tensor stream-ordered, the arena would need a reserve
+// of freed blocks of its own, a caching allocator inside the shim.
 #pragma once
 
 #include <cuda.h>
@@ -51,6 +88,11 @@ class PoolExchange {
 // kHostLocatedPool; or the error of the driver's query.
 CUresult allocating_device(core::Route route, CUmemoryPool pool, CUstream stream, int& device);
 
+// In tiered mode, asks `device`'s arena for room for the chunk a pool grows by to serve `bytes`
+// (Note [Stream-ordered requests in tiered mode]); whether the budget now has it. False in every
+// other mode.
+bool make_room_for_pool(ShimState& shim, int device, uint64_t bytes);
+
 // The shared flow of the stream-ordered allocation hooks: `call` is the driver's allocation into
 // `*dptr`; `pool` is null for cuMemAllocAsync (the device's current pool); `stream` is the
 // stream to free on and to check for capture (the per-thread stream already resolved).
@@ -72,13 +114,19 @@ CUresult pool_allocation(core::Route route, CUdeviceptr* dptr, size_t bytesize, 
   }
   const SpillTarget spill_target{
       .out = dptr, .bytes = bytesize, .stream = stream, .stream_ordered = true};
-  // A second attempt only after a first one that grew the pool past the budget and then trimmed
-  // it (PoolExchange::settle).
-  for (int attempt = 0;; ++attempt) {
+  // A second attempt after a first one that grew the pool past the budget and then trimmed it
+  // (PoolExchange::settle), and one after tiered mode made room; never more than one of each.
+  bool trimmed = false;
+  bool room_made = false;
+  for (;;) {
     PoolExchange exchange(*shim, device, pool, bytesize);
     core::Admission admission = exchange.admit(route);
     if (!admission.admitted) {
-      exchange.unlock();
+      exchange.unlock();  // making room takes the placement's lock and the remap window
+      if (!room_made && make_room_for_pool(*shim, device, bytesize)) {
+        room_made = true;
+        continue;
+      }
       return refuse_or_spill(*shim, admission, spill_target);
     }
     const CUresult result = call();
@@ -93,14 +141,24 @@ CUresult pool_allocation(core::Route route, CUdeviceptr* dptr, size_t bytesize, 
     bool retry = false;
     if (exchange.settle(admission, *dptr, stream, retry)) {
       shim->ledger.on_allocated(admission, *dptr, bytesize);
+      // Over the budget when first asked, served by the room tiered mode made.
+      if (room_made) shim->ledger.note_over_budget_served(device);
       return CUDA_SUCCESS;
     }
     exchange.unlock();
     *dptr = 0;
-    if (!retry || attempt > 0) {
-      admission.admitted = false;
-      return refuse_or_spill(*shim, admission, spill_target);
+    if (retry && !trimmed) {
+      trimmed = true;
+      continue;
     }
+    // The pool grew by more than the chunk reserved for it (its reserve was freed on another
+    // stream, or fragmented): room for the chunk may still be made.
+    if (!room_made && make_room_for_pool(*shim, device, bytesize)) {
+      room_made = true;
+      continue;
+    }
+    admission.admitted = false;
+    return refuse_or_spill(*shim, admission, spill_target);
   }
 }
 

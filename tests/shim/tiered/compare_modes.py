@@ -3,7 +3,9 @@
 of each (simcuda's cost model: modeled, not measured). Fails unless the workload verifies in both,
 simcuda saw no remap violation, and the candidate's modeled time is at most --max-ratio of the
 baseline's. By default the baseline is `host` mode and the candidate `tiered` mode; --baseline and
---candidate (VARIABLE=VALUE, repeatable) replace them.
+--candidate (VARIABLE=VALUE, repeatable) replace them. --expect REGEX (repeatable) must match what
+each run printed; --within-budget fails a run in which simcuda's device memory ever exceeded the
+device budget (its peak_device_bytes against VRAMSPILL_DEVICE_BUDGET, a size).
 
     compare_modes.py --simcuda DIR --shim LIB --max-ratio 0.25 -- WORKLOAD
     compare_modes.py --simcuda DIR --shim LIB --max-ratio 0.7 \\
@@ -12,10 +14,14 @@ baseline's. By default the baseline is `host` mode and the candidate `tiered` mo
         -- WORKLOAD
 """
 import argparse
+import json
 import os
 import re
 import subprocess
 import sys
+import tempfile
+
+UNITS = {"": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
 
 
 def run(settings, args):
@@ -28,15 +34,39 @@ def run(settings, args):
         "VRAMSPILL_SPILL_HOST_POOL_STEP": "256MiB", "VRAMSPILL_LOG_LEVEL": "warn"})
     environment.update(settings)
     label = " ".join(f"{key}={value}" for key, value in settings.items())
-    result = subprocess.run(args.workload, env=environment, capture_output=True, text=True,
-                            timeout=300)
-    found = re.search(r"^modeled_ms ([0-9.]+)$", result.stdout, re.MULTILINE)
-    if result.returncode != 0 or found is None:
-        sys.exit(f"{label}: exit status {result.returncode}\n{result.stdout}{result.stderr}")
+    with tempfile.TemporaryDirectory() as directory:
+        stats = os.path.join(directory, "simcuda.json")
+        environment["SIMCUDA_STATS"] = stats
+        result = subprocess.run(args.workload, env=environment, capture_output=True, text=True,
+                                timeout=300)
+        found = re.search(r"^modeled_ms ([0-9.]+)$", result.stdout, re.MULTILINE)
+        if result.returncode != 0 or found is None:
+            sys.exit(f"{label}: exit status {result.returncode}\n{result.stdout}{result.stderr}")
+        if args.within_budget:
+            check_budget(label, stats, environment["VRAMSPILL_DEVICE_BUDGET"])
     if "remap violation" in result.stderr:
         sys.exit(f"{label}: simcuda saw a remap violation\n{result.stderr}")
-    summary = [line for line in result.stderr.splitlines() if "tiered:" in line]
+    for pattern in args.expect or []:
+        if not re.search(pattern, result.stdout + result.stderr, re.MULTILINE):
+            sys.exit(f"{label}: nothing matched {pattern!r}\n{result.stdout}{result.stderr}")
+    # The shim's exit summary: what tiered mode moved, and each device's routes and spills.
+    summary = [line for line in result.stderr.splitlines()
+               if "tiered:" in line or " over the budget, " in line]
     return float(found.group(1)), summary
+
+
+def check_budget(label, stats, budget):
+    """Fails unless every device's peak, as simcuda charged it, stayed within `budget`."""
+    size = re.fullmatch(r"([0-9]+)(|KiB|MiB|GiB)", budget)
+    if size is None:
+        sys.exit(f"--within-budget needs a budget in bytes, KiB, MiB or GiB, not {budget!r}")
+    limit = int(size.group(1)) * UNITS[size.group(2)]
+    with open(stats, encoding="utf-8") as file:
+        devices = json.load(file)["devices"]
+    for device in devices:
+        if device["peak_device_bytes"] > limit:
+            sys.exit(f"{label}: device {device['ordinal']} held {device['peak_device_bytes']} "
+                     f"bytes at its peak, past the budget of {limit}")
 
 
 def settings(assignments, default):
@@ -57,6 +87,10 @@ def main():
                         help="the baseline's settings (default VRAMSPILL_SPILL_MODE=host)")
     parser.add_argument("--candidate", action="append", metavar="VARIABLE=VALUE",
                         help="the candidate's settings (default VRAMSPILL_SPILL_MODE=tiered)")
+    parser.add_argument("--expect", action="append", metavar="REGEX",
+                        help="a pattern each run's output must match (repeatable)")
+    parser.add_argument("--within-budget", action="store_true",
+                        help="fail a run whose device memory ever exceeded the device budget")
     parser.add_argument("workload", nargs="+")
     args = parser.parse_args()
     baseline = settings(args.baseline, ["VRAMSPILL_SPILL_MODE=host"])

@@ -471,4 +471,38 @@ TEST_F(TieredTest, AStreamOrderedFreeDoesNotWaitForItsStream) {
   EXPECT_EQ(free_now, free_at_start) << "the block's granules were not given back";
 }
 
+// Note [Stream-ordered requests in tiered mode] with Note [No moves during a capture]: a
+// stream-ordered request on a captured stream that finds the budget full of tiered blocks may get
+// room only from granules the arena holds idle, never from evictions, whose synchronisation would
+// invalidate the capture; the capture ends with a graph whatever the request got. Run with a
+// 48 MiB budget (the 32 MiB chunk a pool grows by must fit in it).
+TEST_F(TieredTest, AStreamOrderedRequestInACaptureMovesNothing) {
+  size_t room = 0;
+  size_t total = 0;
+  ASSERT_CU(cuMemGetInfo(&room, &total));
+  std::vector<CUdeviceptr> blocks(total / kBlock);  // the whole budget
+  for (CUdeviceptr& block : blocks) ASSERT_CU(cuMemAlloc(&block, kBlock));
+  ASSERT_CU(cuMemGetInfo(&room, &total));
+  ASSERT_EQ(room, 0u) << "the tiered blocks should hold the whole budget";
+  ASSERT_CU(cuStreamBeginCapture(streams_[0], CU_STREAM_CAPTURE_MODE_GLOBAL));
+  CUdeviceptr buffer = 0;
+  const CUresult allocated = cuMemAllocAsync(&buffer, kBlock, streams_[0]);
+  EXPECT_TRUE(allocated == CUDA_SUCCESS || allocated == CUDA_ERROR_OUT_OF_MEMORY) << allocated;
+  if (allocated == CUDA_SUCCESS) {
+    ASSERT_CU(fill(buffer, 0xACE, streams_[0]));
+    ASSERT_CU(copy(blocks.front(), buffer, streams_[0]));
+    ASSERT_CU(cuMemFreeAsync(buffer, streams_[0]));
+  }
+  CUgraph graph = nullptr;
+  ASSERT_CU(cuStreamEndCapture(streams_[0], &graph));  // fails if the shim synchronised
+  CUgraphExec exec = nullptr;
+  ASSERT_CU(cuGraphInstantiate(&exec, graph, 0));
+  ASSERT_CU(cuGraphLaunch(exec, streams_[0]));
+  ASSERT_CU(cuStreamSynchronize(streams_[0]));
+  if (allocated == CUDA_SUCCESS) expect_block(blocks.front(), 0xACE);
+  ASSERT_CU(cuGraphExecDestroy(exec));
+  ASSERT_CU(cuGraphDestroy(graph));
+  for (const CUdeviceptr block : blocks) ASSERT_CU(cuMemFree(block));
+}
+
 }  // namespace

@@ -42,6 +42,9 @@ class TouchKernelTest : public KernelFixture {
     std::memset(&block.initial, fill, sizeof block.initial);
     EXPECT_CU(cuMemAlloc(&block.address, (words + kSlackWords) * 8));
     EXPECT_CU(cuMemsetD8(block.address, fill, (words + kSlackWords) * 8));
+    // A memset of device memory may return before it is done, on the legacy stream, which a
+    // non-blocking stream's kernel does not wait for: the fill must be done before any launch.
+    EXPECT_CU(cuCtxSynchronize());
     return block;
   }
 

@@ -1,5 +1,5 @@
 // Where stats files live, and opening that directory safely. Shared by the writer in the shim
-// (telemetry/stats_file.h) and the reader in `vramspill stat` (telemetry/stats_reader.h), so both
+// (telemetry/stats_file.h) and the reader in `vramspill stat` (tools/cli/stats_reader.h), so both
 // agree on the place and on what counts as trustworthy.
 //
 // Note [Stats directory]

@@ -1,7 +1,7 @@
 // The stats segment: the layout of the small file a process under the shim publishes its figures
 // in, one file per process, `<pid>.stats` in the per-user stats directory
 // (telemetry/stats_directory.h). The shim writes it (telemetry/stats_file.h); `vramspill stat`
-// reads it and shows it (telemetry/stats_reader.h). This header is the one seam between the two
+// reads it and shows it (tools/cli/stats_reader.h). This header is the one seam between the two
 // (shim/README.md, "Layers"): plain data, no code, no dependencies beyond the standard library.
 //
 // Note [Stats segment consistency]

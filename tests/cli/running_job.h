@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "subprocess.h"
-#include "telemetry/stats_reader.h"
+#include "stats_reader.h"
 
 namespace vramspill::testing {
 

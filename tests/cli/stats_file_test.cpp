@@ -1,4 +1,4 @@
-// The stats segment's writer (telemetry/stats_file.h) and reader (telemetry/stats_reader.h),
+// The stats segment's writer (telemetry/stats_file.h) and reader (tools/cli/stats_reader.h),
 // driven directly: figures round-trip, permissions, the directory checks of Note [Stats
 // directory], files left by processes that are gone (Note [Stats liveness]), and files others
 // damaged (Note [Stats segment consistency]). stats_job_test.cpp runs real jobs under the shim.
@@ -21,7 +21,7 @@
 #include <type_traits>
 
 #include "telemetry/stats_directory.h"
-#include "telemetry/stats_reader.h"
+#include "stats_reader.h"
 
 namespace {
 

@@ -15,7 +15,7 @@
 
 #include "running_job.h"
 #include "subprocess.h"
-#include "telemetry/stats_reader.h"
+#include "stats_reader.h"
 
 namespace {
 

@@ -5,7 +5,7 @@
 #include <utility>
 #include <vector>
 
-#include "telemetry/trace_reader.h"
+#include "trace_reader.h"
 
 namespace vramspill::cli::testing {
 

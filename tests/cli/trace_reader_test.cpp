@@ -1,9 +1,9 @@
-// The [trace] file's reader (telemetry/trace_reader.h): every line trace_format.h describes,
+// The [trace] file's reader (tools/cli/trace_reader.h): every line trace_format.h describes,
 // traces cut short, and each kind of bad line named with its line number; and the binary
 // format's records (trace_binary_format.h), each kind of damage named with its byte.
 // (tests/shim/trace_file_test.cpp reads what the writer writes, in both formats, and binary
 // traces cut at every byte.)
-#include "telemetry/trace_reader.h"
+#include "trace_reader.h"
 
 #include <gtest/gtest.h>
 

@@ -23,7 +23,7 @@
 #include "lifecycle/scratch_directory.h"
 #include "telemetry/trace_binary_format.h"
 #include "telemetry/trace_format.h"
-#include "telemetry/trace_reader.h"
+#include "trace_reader.h"
 
 namespace vramspill::telemetry {
 namespace {

@@ -1,4 +1,4 @@
-// A [trace] file (telemetry/trace_reader.h) as a PyTorch memory snapshot: the dict
+// A [trace] file (tools/cli/trace_reader.h) as a PyTorch memory snapshot: the dict
 // torch.cuda.memory._snapshot() returns, which PyTorch's memory_viz
 // (https://pytorch.org/memory_viz) draws. For `vramspill export --format memory-viz`.
 //
@@ -34,7 +34,7 @@
 #include <vector>
 
 #include "core/route.h"
-#include "telemetry/trace_reader.h"
+#include "trace_reader.h"
 
 namespace vramspill::cli {
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "telemetry/stats_reader.h"
+#include "stats_reader.h"
 
 namespace vramspill::cli {
 

@@ -1,4 +1,4 @@
-// What `vramspill report` shows of a job's [trace] file (telemetry/trace_reader.h): per device,
+// What `vramspill report` shows of a job's [trace] file (tools/cli/trace_reader.h): per device,
 // the bytes in each tier over time, the bytes moved and the refusals and spills over time, and
 // the figures of the summary; for the job, the largest allocations. report_html.h draws it.
 //
@@ -34,7 +34,7 @@
 #include <vector>
 
 #include "core/route.h"
-#include "telemetry/trace_reader.h"
+#include "trace_reader.h"
 
 namespace vramspill::cli {
 

@@ -11,7 +11,7 @@
 
 #include "stat_view.h"
 #include "stats_scan.h"
-#include "telemetry/stats_reader.h"
+#include "stats_reader.h"
 
 namespace vramspill::cli {
 namespace {

@@ -6,7 +6,7 @@
 #include <string>
 #include <string_view>
 
-#include "telemetry/trace_reader.h"
+#include "trace_reader.h"
 
 namespace vramspill::cli {
 

@@ -35,7 +35,7 @@
 #include <string_view>
 #include <vector>
 
-#include "telemetry/trace_reader.h"
+#include "trace_reader.h"
 
 namespace vramspill::cli {
 

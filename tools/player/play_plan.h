@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "telemetry/trace_reader.h"
+#include "trace_reader.h"
 
 namespace vramspill::player {
 

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "job_safety_fixture.h"
-#include "telemetry/trace_reader.h"
+#include "trace_reader.h"
 
 namespace {
 

@@ -1,4 +1,4 @@
-#include "telemetry/trace_reader.h"
+#include "trace_reader.h"
 
 #include <fcntl.h>
 #include <unistd.h>

@@ -1,4 +1,4 @@
-#include "telemetry/stats_reader.h"
+#include "stats_reader.h"
 
 #include <dirent.h>
 #include <fcntl.h>

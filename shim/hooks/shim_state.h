@@ -25,7 +25,7 @@
 #include "core/use_tracker.h"
 #include "core/vmm_tracker.h"
 #include "core/remap_window.h"
-#include "hooks/spill_facts.h"
+#include "hooks/driver_spill_facts.h"
 #include "hooks/tiered_arenas.h"
 #include "placement/ledger_tiered_budgets.h"
 #include "placement/spill_placement.h"

@@ -1,7 +1,7 @@
 // What placement needs to know from outside itself, behind a seam: the driver's answers (is the
 // device integrated, is the stream being captured) and the host's (how much memory the job may
-// use). The shim answers through the real driver (hooks/spill_facts.h); unit tests answer with
-// fakes, so the whole decision flow runs without a driver.
+// use). The shim answers through the real driver (hooks/driver_spill_facts.h); unit tests answer
+// with fakes, so the whole decision flow runs without a driver.
 #pragma once
 
 #include <cuda.h>

@@ -1,4 +1,4 @@
-#include "hooks/spill_facts.h"
+#include "hooks/driver_spill_facts.h"
 
 #include "driver/real_driver.h"
 #include "hooks/devices.h"

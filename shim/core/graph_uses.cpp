@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
 #include "core/copy_ranges.h"
 
@@ -175,9 +176,14 @@ std::shared_ptr<const GraphUses> GraphExecUses::merge(const GraphReading& readin
     merged->words.insert(merged->words.end(), uses.words.begin(), uses.words.end());
     merged->ranges.insert(merged->ranges.end(), uses.ranges.begin(), uses.ranges.end());
   }
-  // A launch looks every word up: the same pointer passed to many kernels is looked up once.
+  // A launch looks every word up: the same pointer passed to many kernels is looked up once. The
+  // nodes come in no particular order (a hash map), so the result is sorted to be the same for
+  // the same graph.
   std::ranges::sort(merged->words);
   merged->words.erase(std::ranges::unique(merged->words).begin(), merged->words.end());
+  std::ranges::sort(merged->ranges, {}, [](const AddressRange& range) {
+    return std::pair{range.base, range.size};
+  });
   return merged;
 }
 

@@ -93,7 +93,7 @@ NodeUses read_child(CUgraph graph, const GraphQueries& queries, ParamLayoutCache
 struct GraphUses {
   GraphRead read = GraphRead::kRead;
   std::vector<uint64_t> words;  // sorted, distinct
-  std::vector<AddressRange> ranges;
+  std::vector<AddressRange> ranges;  // sorted by base
 };
 
 // The readings of the live executable graphs. A graph launch stands for many kernel launches and

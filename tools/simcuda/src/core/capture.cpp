@@ -152,6 +152,7 @@ CUresult capture_work(Stream& stream, const StreamWork& work, uint64_t* capture_
     if (work) {
       if (node == nullptr) node = std::make_shared<GraphNode>();  // a host node
       node->work = sequence->graph->nodes.size();
+      node->touches = footprint.ranges;
       sequence->graph->nodes.push_back(work);
       sequence->graph->inspectable.push_back(std::move(node));
     }
@@ -324,6 +325,9 @@ CUresult new_graph_exec(const Graph& graph, bool auto_free_on_launch,
     exec->nodes = std::make_shared<const std::vector<StreamWork>>(graph.nodes);
     exec->touches = graph.touches;
     exec->instantiated_from.assign(graph.inspectable.begin(), graph.inspectable.end());
+    exec->work_touches.resize(graph.nodes.size());
+    for (const std::shared_ptr<GraphNode>& node : graph.inspectable)
+      if (node->work < graph.nodes.size()) exec->work_touches[node->work] = node->touches;
     exec->auto_free_on_launch = auto_free_on_launch;
     for (const GraphMemoryNode& node : graph.memory) {
       allocations.push_back(node.allocation);
@@ -363,7 +367,14 @@ CUresult replace_exec_kernel(GraphExec& exec, const GraphNode* node, KernelWork 
   auto nodes = std::make_shared<std::vector<StreamWork>>(*exec.nodes);
   (*nodes)[node->work] = std::move(replacement.work);
   exec.nodes = std::move(nodes);
-  // The old ranges stay listed: a larger footprint only makes the remap check stricter.
+  // The node's old footprint goes: a remap of memory the exec no longer touches is no violation.
+  for (const AddressRange& old : exec.work_touches[node->work]) {
+    const auto found = std::ranges::find_if(exec.touches, [&](const AddressRange& range) {
+      return range.address == old.address && range.size == old.size;
+    });
+    if (found != exec.touches.end()) exec.touches.erase(found);
+  }
+  exec.work_touches[node->work] = replacement.footprint.ranges;
   exec.touches.insert(exec.touches.end(), replacement.footprint.ranges.begin(),
                       replacement.footprint.ranges.end());
   return CUDA_SUCCESS;

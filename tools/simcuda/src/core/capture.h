@@ -70,6 +70,9 @@ struct GraphExec {
   // The graph's nodes when it was instantiated: their handles name this exec's nodes in
   // cuGraphExecKernelNodeSetParams.
   std::vector<std::shared_ptr<const GraphNode>> instantiated_from;
+  // Each node's footprint as this exec runs it, by work index: what `touches` holds for it, taken
+  // out again when cuGraphExecKernelNodeSetParams replaces the node.
+  std::vector<std::vector<AddressRange>> work_touches;
   std::vector<std::shared_ptr<GraphAllocation>> left_allocated;  // by each launch
   bool auto_free_on_launch = false;
 };

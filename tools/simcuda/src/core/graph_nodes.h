@@ -47,6 +47,7 @@ struct GraphNode {
   CUDA_MEMSET_NODE_PARAMS fill{};  // CU_GRAPH_NODE_TYPE_MEMSET
   CUdeviceptr address = 0;       // CU_GRAPH_NODE_TYPE_MEM_ALLOC and _MEM_FREE
   size_t bytes = 0;              // CU_GRAPH_NODE_TYPE_MEM_ALLOC
+  std::vector<AddressRange> touches;  // its work's footprint when captured (Note [Remap protocol])
 };
 
 inline CUgraphNode to_handle(GraphNode* node) { return reinterpret_cast<CUgraphNode>(node); }

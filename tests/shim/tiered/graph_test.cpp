@@ -169,4 +169,54 @@ TEST_F(TieredGraphTest, AnUpdatedKernelNodeTouchesItsNewBlock) {
   EXPECT_CU(cuMemFree(second));
 }
 
+// Every instantiation ABI is read: the runtime reaches cuGraphInstantiateWithFlags and
+// cuGraphInstantiateWithParams(_ptsz), older programs the 5-argument cuGraphInstantiate(_v2),
+// all through cuGetProcAddress. Each exec is replayed while its block moves (an unread one would
+// count as unreadable in the exit summary, which tests/shim/tiered/CMakeLists.txt checks).
+TEST_F(TieredGraphTest, EveryInstantiationFormIsRead) {
+  using WithLog = CUresult (*)(CUgraphExec*, CUgraph, CUgraphNode*, char*, size_t);
+  using WithParams = CUresult (*)(CUgraphExec*, CUgraph, CUDA_GRAPH_INSTANTIATE_PARAMS*);
+  const auto lookup = [](const char* name, int version, cuuint64_t flags) {
+    void* function = nullptr;
+    CUdriverProcAddressQueryResult status{};
+    EXPECT_CU(cuGetProcAddress(name, &function, version, flags, &status));
+    EXPECT_NE(function, nullptr) << name << " at " << version;
+    return function;
+  };
+  CUdeviceptr block = 0;
+  ASSERT_CU(cuMemAlloc(&block, kBlock));
+  CUstream stream = streams_[0];
+  ASSERT_CU(cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  ASSERT_CU(fill(block, 0xF00D, stream));
+  CUgraph graph = nullptr;
+  ASSERT_CU(cuStreamEndCapture(stream, &graph));
+
+  std::vector<CUgraphExec> execs(5);
+  ASSERT_CU(cuGraphInstantiateWithFlags(&execs[0], graph, 0));
+  CUDA_GRAPH_INSTANTIATE_PARAMS params{};
+  ASSERT_CU(cuGraphInstantiateWithParams(&execs[1], graph, &params));
+  const auto per_thread = reinterpret_cast<WithParams>(lookup(
+      "cuGraphInstantiateWithParams", 12000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM));
+  ASSERT_NE(per_thread, nullptr);
+  ASSERT_CU(per_thread(&execs[2], graph, &params));
+  for (int version : {10000, 11000}) {
+    const auto with_log =
+        reinterpret_cast<WithLog>(lookup("cuGraphInstantiate", version, CU_GET_PROC_ADDRESS_DEFAULT));
+    ASSERT_NE(with_log, nullptr);
+    ASSERT_CU(with_log(&execs[version == 10000 ? 3 : 4], graph, nullptr, nullptr, 0));
+  }
+  for (uint32_t round = 0; round < 3; ++round) {
+    for (CUgraphExec exec : execs) {
+      ASSERT_CU(cuGraphLaunch(exec, stream));
+      churn(round);
+    }
+    ASSERT_CU(cuStreamSynchronize(stream));
+    expect_block(block, 0xF00D);
+    expect_others(round);
+  }
+  for (CUgraphExec exec : execs) EXPECT_CU(cuGraphExecDestroy(exec));
+  EXPECT_CU(cuGraphDestroy(graph));
+  EXPECT_CU(cuMemFree(block));
+}
+
 }  // namespace

@@ -41,10 +41,9 @@ GraphRead read_nodes(CUgraph graph, const GraphQueries& queries, ParamLayoutCach
 NodeUses read_child_at(CUgraph graph, const GraphQueries& queries, ParamLayoutCache& layouts,
                        int depth) {
   NodeUses merged;
-  const GraphRead read = read_nodes(graph, queries, layouts, depth,
-                                    [&](CUgraphNode, const NodeUses& uses) {
-                                      merge_into(merged, uses);
-                                    });
+  const GraphRead read =
+      read_nodes(graph, queries, layouts, depth,
+                 [&](CUgraphNode, const NodeUses& uses) { merge_into(merged, uses); });
   return read == GraphRead::kRead ? merged : unread_node(read);
 }
 
@@ -57,19 +56,22 @@ NodeUses read_node(CUgraphNode node, const GraphQueries& queries, ParamLayoutCac
     case CU_GRAPH_NODE_TYPE_KERNEL: {
       if (queries.kernel == nullptr) return unread_node(GraphRead::kNoQuery);
       CUDA_KERNEL_NODE_PARAMS_v2 params{};
-      if (queries.kernel(node, &params) != CUDA_SUCCESS) return unread_node(GraphRead::kQueryFailed);
+      if (queries.kernel(node, &params) != CUDA_SUCCESS)
+        return unread_node(GraphRead::kQueryFailed);
       return read_kernel(params, queries, layouts);
     }
     case CU_GRAPH_NODE_TYPE_MEMCPY: {
       if (queries.memcpy == nullptr) return unread_node(GraphRead::kNoQuery);
       CUDA_MEMCPY3D params{};
-      if (queries.memcpy(node, &params) != CUDA_SUCCESS) return unread_node(GraphRead::kQueryFailed);
+      if (queries.memcpy(node, &params) != CUDA_SUCCESS)
+        return unread_node(GraphRead::kQueryFailed);
       return read_memcpy(params);
     }
     case CU_GRAPH_NODE_TYPE_MEMSET: {
       if (queries.memset == nullptr) return unread_node(GraphRead::kNoQuery);
       CUDA_MEMSET_NODE_PARAMS params{};
-      if (queries.memset(node, &params) != CUDA_SUCCESS) return unread_node(GraphRead::kQueryFailed);
+      if (queries.memset(node, &params) != CUDA_SUCCESS)
+        return unread_node(GraphRead::kQueryFailed);
       return read_memset(params);
     }
     case CU_GRAPH_NODE_TYPE_GRAPH: {
@@ -101,24 +103,31 @@ NodeUses unread_node(GraphRead why) {
 
 const char* describe(GraphRead read) noexcept {
   switch (read) {
-    case GraphRead::kRead: return "read";
-    case GraphRead::kNoQuery: return "the driver lacks a graph node query";
-    case GraphRead::kQueryFailed: return "the driver refused a graph node query";
-    case GraphRead::kUnknownNodeType: return "a node type that may touch memory unseen";
-    case GraphRead::kKernelUnread: return "a kernel node whose arguments could not be read";
-    case GraphRead::kTooDeep: return "child graphs nested too deep";
-    case GraphRead::kNodeUnknown: return "an update named a node the instantiation did not read";
-    case GraphRead::kUpdateFailed: return "an update of the executable graph failed";
+    case GraphRead::kRead:
+      return "read";
+    case GraphRead::kNoQuery:
+      return "the driver lacks a graph node query";
+    case GraphRead::kQueryFailed:
+      return "the driver refused a graph node query";
+    case GraphRead::kUnknownNodeType:
+      return "a node type that may touch memory unseen";
+    case GraphRead::kKernelUnread:
+      return "a kernel node whose arguments could not be read";
+    case GraphRead::kTooDeep:
+      return "child graphs nested too deep";
+    case GraphRead::kNodeUnknown:
+      return "an update named a node the instantiation did not read";
+    case GraphRead::kUpdateFailed:
+      return "an update of the executable graph failed";
   }
   return "unknown";
 }
 
 GraphReading read_graph(CUgraph graph, const GraphQueries& queries, ParamLayoutCache& layouts) {
   GraphReading reading;
-  const GraphRead read = read_nodes(graph, queries, layouts, 0,
-                                    [&](CUgraphNode node, NodeUses uses) {
-                                      reading.insert_or_assign(node, std::move(uses));
-                                    });
+  const GraphRead read = read_nodes(
+      graph, queries, layouts, 0,
+      [&](CUgraphNode node, NodeUses uses) { reading.insert_or_assign(node, std::move(uses)); });
   // The graph's node list itself could not be had: one unnamed node stands for everything.
   if (read != GraphRead::kRead) reading.insert_or_assign(nullptr, unread_node(read));
   return reading;

@@ -92,7 +92,7 @@ NodeUses read_child(CUgraph graph, const GraphQueries& queries, ParamLayoutCache
 // What a launch of an exec records: every node's uses merged, or "everything" and why.
 struct GraphUses {
   GraphRead read = GraphRead::kRead;
-  std::vector<uint64_t> words;  // sorted, distinct
+  std::vector<uint64_t> words;       // sorted, distinct
   std::vector<AddressRange> ranges;  // sorted by base
 };
 

@@ -164,13 +164,13 @@ CUresult updated(CUresult result, CUgraphExec exec, CUgraph graph) noexcept {
 
 // --- Instantiation --------------------------------------------------------------------------
 
-#define VRAMSPILL_INSTANTIATE_WITH_LOG(name)                                                   \
-  VRAMSPILL_HOOK CUresult CUDAAPI name(CUgraphExec* phGraphExec, CUgraph hGraph,              \
-                                       CUgraphNode* phErrorNode, char* logBuffer,             \
-                                       size_t bufferSize) {                                   \
-    VRAMSPILL_REAL_OR_RETURN(real, name);                                                      \
-    return instantiated(real(phGraphExec, hGraph, phErrorNode, logBuffer, bufferSize),        \
-                        phGraphExec, hGraph);                                                  \
+#define VRAMSPILL_INSTANTIATE_WITH_LOG(name)                                           \
+  VRAMSPILL_HOOK CUresult CUDAAPI name(CUgraphExec* phGraphExec, CUgraph hGraph,       \
+                                       CUgraphNode* phErrorNode, char* logBuffer,      \
+                                       size_t bufferSize) {                            \
+    VRAMSPILL_REAL_OR_RETURN(real, name);                                              \
+    return instantiated(real(phGraphExec, hGraph, phErrorNode, logBuffer, bufferSize), \
+                        phGraphExec, hGraph);                                          \
   }
 VRAMSPILL_INSTANTIATE_WITH_LOG(cuGraphInstantiate)
 VRAMSPILL_INSTANTIATE_WITH_LOG(cuGraphInstantiate_v2)
@@ -182,11 +182,11 @@ VRAMSPILL_HOOK CUresult CUDAAPI cuGraphInstantiateWithFlags(CUgraphExec* phGraph
   return instantiated(real(phGraphExec, hGraph, flags), phGraphExec, hGraph);
 }
 
-#define VRAMSPILL_INSTANTIATE_WITH_PARAMS(name)                                        \
-  VRAMSPILL_HOOK CUresult CUDAAPI name(CUgraphExec* phGraphExec, CUgraph hGraph,      \
-                                       CUDA_GRAPH_INSTANTIATE_PARAMS* params) {       \
-    VRAMSPILL_REAL_OR_RETURN(real, name);                                              \
-    return instantiated(real(phGraphExec, hGraph, params), phGraphExec, hGraph);      \
+#define VRAMSPILL_INSTANTIATE_WITH_PARAMS(name)                                  \
+  VRAMSPILL_HOOK CUresult CUDAAPI name(CUgraphExec* phGraphExec, CUgraph hGraph, \
+                                       CUDA_GRAPH_INSTANTIATE_PARAMS* params) {  \
+    VRAMSPILL_REAL_OR_RETURN(real, name);                                        \
+    return instantiated(real(phGraphExec, hGraph, params), phGraphExec, hGraph); \
   }
 VRAMSPILL_INSTANTIATE_WITH_PARAMS(cuGraphInstantiateWithParams)
 VRAMSPILL_INSTANTIATE_WITH_PARAMS(cuGraphInstantiateWithParams_ptsz)
@@ -224,9 +224,9 @@ VRAMSPILL_HOOK CUresult CUDAAPI cuGraphExecMemcpyNodeSetParams(CUgraphExec hGrap
                   [&](ShimState&) { return vramspill::core::read_memcpy(*copyParams); });
 }
 
-VRAMSPILL_HOOK CUresult CUDAAPI cuGraphExecMemsetNodeSetParams(
-    CUgraphExec hGraphExec, CUgraphNode hNode, const CUDA_MEMSET_NODE_PARAMS* memsetParams,
-    CUcontext ctx) {
+VRAMSPILL_HOOK CUresult CUDAAPI
+cuGraphExecMemsetNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
+                               const CUDA_MEMSET_NODE_PARAMS* memsetParams, CUcontext ctx) {
   VRAMSPILL_REAL_OR_RETURN(real, cuGraphExecMemsetNodeSetParams);
   return node_set(real(hGraphExec, hNode, memsetParams, ctx), hGraphExec, hNode,
                   [&](ShimState&) { return vramspill::core::read_memset(*memsetParams); });
@@ -241,8 +241,7 @@ VRAMSPILL_HOOK CUresult CUDAAPI cuGraphExecChildGraphNodeSetParams(CUgraphExec h
   });
 }
 
-VRAMSPILL_HOOK CUresult CUDAAPI cuGraphExecNodeSetParams(CUgraphExec hGraphExec,
-                                                         CUgraphNode hNode,
+VRAMSPILL_HOOK CUresult CUDAAPI cuGraphExecNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
                                                          CUgraphNodeParams* nodeParams) {
   VRAMSPILL_REAL_OR_RETURN(real, cuGraphExecNodeSetParams);
   return node_set(real(hGraphExec, hNode, nodeParams), hGraphExec, hNode,

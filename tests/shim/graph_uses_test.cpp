@@ -110,8 +110,8 @@ FakeNode memcpy_node(uint64_t destination, uint64_t source, size_t bytes) {
 
 FakeNode memset_node(uint64_t destination, size_t elements) {
   FakeNode node{.type = CU_GRAPH_NODE_TYPE_MEMSET};
-  node.fill = {.dst = destination, .pitch = 0, .value = 0, .elementSize = 4, .width = elements,
-               .height = 1};
+  node.fill = {
+      .dst = destination, .pitch = 0, .value = 0, .elementSize = 4, .width = elements, .height = 1};
   return node;
 }
 
@@ -140,7 +140,7 @@ TEST_F(GraphUsesTest, KernelsCopiesAndMemsetsNameWhatTheyTouch) {
   ASSERT_EQ(uses.read, GraphRead::kRead);
   // The kernel's two pointers (the 4-byte value is no word of its own).
   EXPECT_EQ(uses.words, (std::vector<uint64_t>{0xA000, 0xB000}));
-  ASSERT_EQ(uses.ranges.size(), 3u);  // by base
+  ASSERT_EQ(uses.ranges.size(), 3u);        // by base
   EXPECT_EQ(uses.ranges[0].base, 0xC000u);  // the copy's destination
   EXPECT_EQ(uses.ranges[0].size, 256u);
   EXPECT_EQ(uses.ranges[1].base, 0xD000u);  // its source
@@ -150,9 +150,9 @@ TEST_F(GraphUsesTest, KernelsCopiesAndMemsetsNameWhatTheyTouch) {
 
 TEST_F(GraphUsesTest, NodesThatTouchNoBlockAddNothing) {
   const CUgraph graph = graph_handle(1);
-  for (CUgraphNodeType type : {CU_GRAPH_NODE_TYPE_EMPTY, CU_GRAPH_NODE_TYPE_HOST,
-                               CU_GRAPH_NODE_TYPE_EVENT_RECORD, CU_GRAPH_NODE_TYPE_WAIT_EVENT,
-                               CU_GRAPH_NODE_TYPE_MEM_ALLOC, CU_GRAPH_NODE_TYPE_MEM_FREE})
+  for (CUgraphNodeType type :
+       {CU_GRAPH_NODE_TYPE_EMPTY, CU_GRAPH_NODE_TYPE_HOST, CU_GRAPH_NODE_TYPE_EVENT_RECORD,
+        CU_GRAPH_NODE_TYPE_WAIT_EVENT, CU_GRAPH_NODE_TYPE_MEM_ALLOC, CU_GRAPH_NODE_TYPE_MEM_FREE})
     add_node(graph, {.type = type});
   const GraphUses uses = merged(graph, all_queries());
   EXPECT_EQ(uses.read, GraphRead::kRead);

@@ -60,8 +60,7 @@ class TieredGraphTest : public TieredTest {
   // to ask for moves meanwhile.
   static CUresult hold(CUstream stream) {
     return cuLaunchHostFunc(
-        stream, [](void*) { std::this_thread::sleep_for(std::chrono::milliseconds(20)); },
-        nullptr);
+        stream, [](void*) { std::this_thread::sleep_for(std::chrono::milliseconds(20)); }, nullptr);
   }
   // Fills the other blocks on another stream: the budget then holds none of the graph's.
   void churn(uint32_t value) {
@@ -195,13 +194,13 @@ TEST_F(TieredGraphTest, EveryInstantiationFormIsRead) {
   ASSERT_CU(cuGraphInstantiateWithFlags(&execs[0], graph, 0));
   CUDA_GRAPH_INSTANTIATE_PARAMS params{};
   ASSERT_CU(cuGraphInstantiateWithParams(&execs[1], graph, &params));
-  const auto per_thread = reinterpret_cast<WithParams>(lookup(
-      "cuGraphInstantiateWithParams", 12000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM));
+  const auto per_thread = reinterpret_cast<WithParams>(
+      lookup("cuGraphInstantiateWithParams", 12000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM));
   ASSERT_NE(per_thread, nullptr);
   ASSERT_CU(per_thread(&execs[2], graph, &params));
   for (int version : {10000, 11000}) {
-    const auto with_log =
-        reinterpret_cast<WithLog>(lookup("cuGraphInstantiate", version, CU_GET_PROC_ADDRESS_DEFAULT));
+    const auto with_log = reinterpret_cast<WithLog>(
+        lookup("cuGraphInstantiate", version, CU_GET_PROC_ADDRESS_DEFAULT));
     ASSERT_NE(with_log, nullptr);
     ASSERT_CU(with_log(&execs[version == 10000 ? 3 : 4], graph, nullptr, nullptr, 0));
   }

@@ -1,11 +1,12 @@
 // Inspecting a captured graph's nodes, and replacing a kernel node's parameters in an executable
 // graph (Note [Inspectable nodes] in core/graph_nodes.h).
+#include "core/graph_nodes.h"
+
 #include <algorithm>
 
 #include "core/api.h"
 #include "core/capture.h"
 #include "core/context.h"
-#include "core/graph_nodes.h"
 
 using simcuda::GraphNode;
 
@@ -30,8 +31,7 @@ void fill_kernel_params(const simcuda::KernelNode& kernel, Params* params) {
   params->blockDimZ = kernel.block[2];
   params->sharedMemBytes = kernel.shared_bytes;
   // The node's own copy, valid while the graph lives (const_cast: the driver's type is void**).
-  params->kernelParams =
-      kernel.params.empty() ? nullptr : const_cast<void**>(kernel.params.data());
+  params->kernelParams = kernel.params.empty() ? nullptr : const_cast<void**>(kernel.params.data());
   params->extra = nullptr;
 }
 

@@ -41,12 +41,12 @@ struct GraphNode {
   static constexpr size_t kNoWork = std::numeric_limits<size_t>::max();
 
   CUgraphNodeType type = CU_GRAPH_NODE_TYPE_HOST;
-  size_t work = kNoWork;  // its index in Graph::nodes and GraphExec::nodes, if it has work
-  KernelNode kernel;             // CU_GRAPH_NODE_TYPE_KERNEL
-  CUDA_MEMCPY3D copy{};          // CU_GRAPH_NODE_TYPE_MEMCPY
+  size_t work = kNoWork;           // its index in Graph::nodes and GraphExec::nodes, if it has work
+  KernelNode kernel;               // CU_GRAPH_NODE_TYPE_KERNEL
+  CUDA_MEMCPY3D copy{};            // CU_GRAPH_NODE_TYPE_MEMCPY
   CUDA_MEMSET_NODE_PARAMS fill{};  // CU_GRAPH_NODE_TYPE_MEMSET
-  CUdeviceptr address = 0;       // CU_GRAPH_NODE_TYPE_MEM_ALLOC and _MEM_FREE
-  size_t bytes = 0;              // CU_GRAPH_NODE_TYPE_MEM_ALLOC
+  CUdeviceptr address = 0;         // CU_GRAPH_NODE_TYPE_MEM_ALLOC and _MEM_FREE
+  size_t bytes = 0;                // CU_GRAPH_NODE_TYPE_MEM_ALLOC
   std::vector<AddressRange> touches;  // its work's footprint when captured (Note [Remap protocol])
 };
 

@@ -150,4 +150,35 @@ TEST_F(GraphNodesTest, AReplacedKernelNodeRunsItsNewParametersInThatExecAlone) {
   EXPECT_CU(cuGraphDestroy(graph));
 }
 
+// cuGraphExecUpdate: a graph with the same nodes gives the exec its work; one that differs is
+// refused with the reason and the exec is unchanged.
+TEST_F(GraphNodesTest, AnExecUpdatedFromAnotherGraphRunsThatGraphsWork) {
+  const auto capture_fill = [&](CUdeviceptr block, uint32_t value, int fills) {
+    EXPECT_CU(cuStreamBeginCapture(stream_, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    for (int i = 0; i < fills; ++i) EXPECT_CU(fill(block, value, kWords, stream_));
+    CUgraph graph = nullptr;
+    EXPECT_CU(cuStreamEndCapture(stream_, &graph));
+    return graph;
+  };
+  const CUgraph original = capture_fill(first_, 1, 1);
+  const CUgraph same_shape = capture_fill(second_, 2, 1);
+  const CUgraph longer = capture_fill(first_, 3, 2);
+  CUgraphExec exec = nullptr;
+  ASSERT_CU(cuGraphInstantiate(&exec, original, 0));
+  ASSERT_CU(fill(first_, 0, kWords, stream_));
+  ASSERT_CU(fill(second_, 0, kWords, stream_));
+
+  CUgraphExecUpdateResultInfo info{};
+  ASSERT_CU(cuGraphExecUpdate(exec, same_shape, &info));
+  EXPECT_EQ(info.result, CU_GRAPH_EXEC_UPDATE_SUCCESS);
+  EXPECT_EQ(cuGraphExecUpdate(exec, longer, &info), CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE);
+  EXPECT_EQ(info.result, CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED);
+  ASSERT_CU(cuGraphLaunch(exec, stream_));
+  ASSERT_CU(cuStreamSynchronize(stream_));
+  EXPECT_EQ(download<uint32_t>(first_, kWords), std::vector<uint32_t>(kWords, 0));
+  EXPECT_EQ(download<uint32_t>(second_, kWords), std::vector<uint32_t>(kWords, 2));
+  EXPECT_CU(cuGraphExecDestroy(exec));
+  for (CUgraph graph : {original, same_shape, longer}) EXPECT_CU(cuGraphDestroy(graph));
+}
+
 }  // namespace

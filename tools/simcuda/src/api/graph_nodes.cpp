@@ -1,5 +1,6 @@
-// Inspecting a captured graph's nodes, and replacing a kernel node's parameters in an executable
-// graph (Note [Inspectable nodes] in core/graph_nodes.h).
+// Inspecting a captured graph's nodes, and updating an executable graph: a kernel node's
+// parameters, or every node's from another graph (Note [Inspectable nodes] in
+// core/graph_nodes.h).
 #include "core/graph_nodes.h"
 
 #include <algorithm>
@@ -152,4 +153,28 @@ SIMCUDA_EXPORT CUresult CUDAAPI cuGraphExecKernelNodeSetParams_v2(
     CUgraphExec hGraphExec, CUgraphNode hNode, const CUDA_KERNEL_NODE_PARAMS_v2* nodeParams) {
   SIMCUDA_ENTER("cuGraphExecKernelNodeSetParams_v2");
   return set_exec_kernel_params(hGraphExec, hNode, nodeParams);
+}
+
+SIMCUDA_EXPORT CUresult CUDAAPI cuGraphExecUpdate_v2(CUgraphExec hGraphExec, CUgraph hGraph,
+                                                     CUgraphExecUpdateResultInfo* resultInfo) {
+  SIMCUDA_ENTER("cuGraphExecUpdate_v2");
+  if (resultInfo == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *resultInfo = {
+      .result = CU_GRAPH_EXEC_UPDATE_ERROR, .errorNode = nullptr, .errorFromNode = nullptr};
+  const std::shared_ptr<simcuda::GraphExec> exec = simcuda::graph_exec_from_handle(hGraphExec);
+  const std::shared_ptr<simcuda::Graph> graph = simcuda::graph_from_handle(hGraph);
+  if (exec == nullptr || graph == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return simcuda::update_exec(*exec, *graph, &resultInfo->result, &resultInfo->errorNode);
+}
+
+// The 11.x ABI: the same update, its result in two out-parameters.
+SIMCUDA_EXPORT CUresult CUDAAPI cuGraphExecUpdate(CUgraphExec hGraphExec, CUgraph hGraph,
+                                                  CUgraphNode* hErrorNode_out,
+                                                  CUgraphExecUpdateResult* updateResult_out) {
+  SIMCUDA_ENTER("cuGraphExecUpdate");
+  if (hErrorNode_out == nullptr || updateResult_out == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  const std::shared_ptr<simcuda::GraphExec> exec = simcuda::graph_exec_from_handle(hGraphExec);
+  const std::shared_ptr<simcuda::Graph> graph = simcuda::graph_from_handle(hGraph);
+  if (exec == nullptr || graph == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return simcuda::update_exec(*exec, *graph, updateResult_out, hErrorNode_out);
 }

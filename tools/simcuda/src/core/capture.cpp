@@ -380,6 +380,35 @@ CUresult replace_exec_kernel(GraphExec& exec, const GraphNode* node, KernelWork 
   return CUDA_SUCCESS;
 }
 
+CUresult update_exec(GraphExec& exec, const Graph& graph, CUgraphExecUpdateResult* result,
+                     CUgraphNode* error_node) {
+  std::lock_guard lock(capture_mutex);
+  *error_node = nullptr;
+  const auto fail = [&](CUgraphExecUpdateResult why, GraphNode* node) {
+    *result = why;
+    *error_node = to_handle(node);
+    return CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE;
+  };
+  if (graph.capturing || graph.context != exec.context)
+    return fail(CU_GRAPH_EXEC_UPDATE_ERROR, nullptr);
+  if (graph.inspectable.size() != exec.instantiated_from.size() ||
+      graph.nodes.size() != exec.nodes->size())
+    return fail(CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED, nullptr);
+  for (size_t i = 0; i < graph.inspectable.size(); ++i) {
+    GraphNode* node = graph.inspectable[i].get();
+    if (node->type != exec.instantiated_from[i]->type)
+      return fail(CU_GRAPH_EXEC_UPDATE_ERROR_NODE_TYPE_CHANGED, node);
+    if (node->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC || node->type == CU_GRAPH_NODE_TYPE_MEM_FREE)
+      return fail(CU_GRAPH_EXEC_UPDATE_ERROR_NOT_SUPPORTED, node);
+  }
+  exec.nodes = std::make_shared<const std::vector<StreamWork>>(graph.nodes);
+  exec.touches = graph.touches;
+  for (const std::shared_ptr<GraphNode>& node : graph.inspectable)
+    if (node->work < graph.nodes.size()) exec.work_touches[node->work] = node->touches;
+  *result = CU_GRAPH_EXEC_UPDATE_SUCCESS;
+  return CUDA_SUCCESS;
+}
+
 CUresult destroy_graph_exec(CUgraphExec handle) {
   std::lock_guard lock(capture_mutex);
   return graph_execs.erase(reinterpret_cast<GraphExec*>(handle)) == 1 ? CUDA_SUCCESS

@@ -137,6 +137,14 @@ std::shared_ptr<GraphNode> graph_node_from_handle(CUgraphNode handle);
 // on (launches already queued keep what they had). CUDA_ERROR_INVALID_VALUE when `node` is not a
 // kernel node `exec` was instantiated from.
 CUresult replace_exec_kernel(GraphExec& exec, const GraphNode* node, KernelWork replacement);
+// cuGraphExecUpdate: `exec` runs `graph`'s work from its next launch on, when the two have the same
+// nodes in the same order, by type (simcuda's graphs are chains, so that is their topology), and
+// neither holds memory nodes, whose memory an update cannot move (simcuda refuses those updates,
+// CU_GRAPH_EXEC_UPDATE_ERROR_NOT_SUPPORTED). Otherwise CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE, the
+// exec unchanged, with the reason in `*result` and the node of `graph` that caused it in
+// `*error_node` (null when none does).
+CUresult update_exec(GraphExec& exec, const Graph& graph, CUgraphExecUpdateResult* result,
+                     CUgraphNode* error_node);
 CUresult destroy_graph_exec(CUgraphExec handle);
 
 inline CUgraph to_handle(Graph* graph) { return reinterpret_cast<CUgraph>(graph); }

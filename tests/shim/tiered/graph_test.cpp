@@ -112,29 +112,79 @@ TEST_F(TieredGraphTest, ACapturedGraphKeepsEveryByteWhileItsBlocksMove) {
   for (CUdeviceptr block : {input, output, copied, filled}) EXPECT_CU(cuMemFree(block));
 }
 
-// cuGraphExecKernelNodeSetParams points the graph's kernel at another block: the replays touch
-// that block, and the shim must know it (with the old reading, the new block would move under
-// the queued replay in the tracked window).
-TEST_F(TieredGraphTest, AnUpdatedKernelNodeTouchesItsNewBlock) {
-  CUdeviceptr first = 0, second = 0;
-  ASSERT_CU(cuMemAlloc(&first, kBlock));
-  ASSERT_CU(cuMemAlloc(&second, kBlock));
-  CUstream stream = streams_[0];
-  ASSERT_CU(fill(first, 1, stream));
-  ASSERT_CU(fill(second, 2, stream));
+// An exec captured as filling `first_` with 0xAAAA and updated to fill `second_` with 0xBBBB:
+// the tests below update it two ways.
+class UpdatedGraphTest : public TieredGraphTest {
+ protected:
+  void SetUp() override {
+    TieredGraphTest::SetUp();
+    ASSERT_CU(cuMemAlloc(&first_, kBlock));
+    ASSERT_CU(cuMemAlloc(&second_, kBlock));
+    ASSERT_CU(fill(first_, 1, streams_[0]));
+    ASSERT_CU(fill(second_, 2, streams_[0]));
+    graph_ = capture_fill(first_, 0xAAAA);
+    ASSERT_CU(cuGraphInstantiate(&exec_, graph_, 0));
+  }
+  void TearDown() override {
+    if (exec_ != nullptr) {
+      EXPECT_CU(cuGraphExecDestroy(exec_));
+    }
+    for (CUgraph graph : {graph_, other_graph_}) {
+      if (graph != nullptr) {
+        EXPECT_CU(cuGraphDestroy(graph));
+      }
+    }
+    for (CUdeviceptr block : {first_, second_}) {
+      if (block != 0) {
+        EXPECT_CU(cuMemFree(block));
+      }
+    }
+    TieredGraphTest::TearDown();
+  }
 
-  ASSERT_CU(cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL));
-  ASSERT_CU(fill(first, 0xAAAA, stream));
-  CUgraph graph = nullptr;
-  ASSERT_CU(cuStreamEndCapture(stream, &graph));
-  CUgraphExec exec = nullptr;
-  ASSERT_CU(cuGraphInstantiate(&exec, graph, 0));
+  CUgraph capture_fill(CUdeviceptr block, uint32_t value) {
+    EXPECT_CU(cuStreamBeginCapture(streams_[0], CU_STREAM_CAPTURE_MODE_GLOBAL));
+    EXPECT_CU(fill(block, value, streams_[0]));
+    CUgraph graph = nullptr;
+    EXPECT_CU(cuStreamEndCapture(streams_[0], &graph));
+    return graph;
+  }
 
+  // Replays the updated exec, which touches `second_` alone, while the other blocks' churn moves
+  // it. Each round starts with `second_` read last, so that it is on the device (and the least
+  // recently used block but one) when the replay is queued, and the churn evicts it while the
+  // replay waits behind the hold: with the old reading, it would move under the replay in the
+  // tracked window.
+  void replay_while_second_moves() {
+    churn(100);
+    expect_others(100);
+    expect_block(first_, 1);
+    expect_block(second_, 2);
+    for (uint32_t round = 0; round < 6; ++round) {
+      ASSERT_CU(hold(streams_[0]));
+      ASSERT_CU(cuGraphLaunch(exec_, streams_[0]));
+      churn(round);
+      ASSERT_CU(cuStreamSynchronize(streams_[0]));
+      expect_others(round);
+      expect_block(first_, 1);
+      expect_block(second_, 0xBBBB);
+    }
+  }
+
+  CUdeviceptr first_ = 0;
+  CUdeviceptr second_ = 0;
+  CUgraph graph_ = nullptr;
+  CUgraph other_graph_ = nullptr;
+  CUgraphExec exec_ = nullptr;
+};
+
+// cuGraphExecKernelNodeSetParams points the graph's kernel at another block.
+TEST_F(UpdatedGraphTest, AnUpdatedKernelNodeTouchesItsNewBlock) {
   size_t count = 0;
-  ASSERT_CU(cuGraphGetNodes(graph, nullptr, &count));
+  ASSERT_CU(cuGraphGetNodes(graph_, nullptr, &count));
   ASSERT_EQ(count, 1u);
   CUgraphNode node = nullptr;
-  ASSERT_CU(cuGraphGetNodes(graph, &node, &count));
+  ASSERT_CU(cuGraphGetNodes(graph_, &node, &count));
   CUgraphNodeType type{};
   ASSERT_CU(cuGraphNodeGetType(node, &type));
   ASSERT_EQ(type, CU_GRAPH_NODE_TYPE_KERNEL);
@@ -142,30 +192,18 @@ TEST_F(TieredGraphTest, AnUpdatedKernelNodeTouchesItsNewBlock) {
   ASSERT_CU(cuGraphKernelNodeGetParams(node, &params));
   uint32_t value = 0xBBBB;
   uint64_t words = kWords;
-  void* arguments[] = {&second, &value, &words};
+  void* arguments[] = {&second_, &value, &words};
   params.kernelParams = arguments;
-  ASSERT_CU(cuGraphExecKernelNodeSetParams(exec, node, &params));
+  ASSERT_CU(cuGraphExecKernelNodeSetParams(exec_, node, &params));
+  replay_while_second_moves();
+}
 
-  // Each round starts with `second` read last, so that it is on the device (and the least
-  // recently used block but one) when the replay is queued, and the churn evicts it while the
-  // replay waits behind the hold.
-  churn(100);
-  expect_others(100);
-  expect_block(first, 1);
-  expect_block(second, 2);
-  for (uint32_t round = 0; round < 6; ++round) {
-    ASSERT_CU(hold(stream));
-    ASSERT_CU(cuGraphLaunch(exec, stream));
-    churn(round);
-    ASSERT_CU(cuStreamSynchronize(stream));
-    expect_others(round);
-    expect_block(first, 1);
-    expect_block(second, 0xBBBB);
-  }
-  EXPECT_CU(cuGraphExecDestroy(exec));
-  EXPECT_CU(cuGraphDestroy(graph));
-  EXPECT_CU(cuMemFree(first));
-  EXPECT_CU(cuMemFree(second));
+// cuGraphExecUpdate gives the exec the nodes of a graph that fills the other block.
+TEST_F(UpdatedGraphTest, AnExecUpdatedFromAnotherGraphTouchesItsBlocks) {
+  other_graph_ = capture_fill(second_, 0xBBBB);
+  CUgraphExecUpdateResultInfo info{};
+  ASSERT_CU(cuGraphExecUpdate(exec_, other_graph_, &info));
+  replay_while_second_moves();
 }
 
 // Every instantiation ABI is read: the runtime reaches cuGraphInstantiateWithFlags and

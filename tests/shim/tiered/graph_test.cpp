@@ -1,7 +1,9 @@
 // CUDA graphs in tiered mode (Note [Reading a graph] in shim/core/graph_uses.h): a graph captured
 // as PyTorch captures one (kernels with pointer arguments, a copy, a memset, and stream-ordered
 // scratch memory allocated and freed inside the capture) is instantiated and replayed while the
-// blocks it touches are evicted and promoted between replays, and every byte is checked.
+// blocks it touches are evicted and promoted between replays, and every byte is checked; so are
+// execs updated to touch another block (cuGraphExecKernelNodeSetParams, cuGraphExecUpdate) and
+// execs made by every instantiation ABI.
 // Before each replay the graph's stream sleeps in a host function, so that the replay is still
 // queued when another stream's work evicts the graph's blocks: a move that did not wait for it
 // remaps under queued work, which simcuda counts (run with SIMCUDA_REMAP_VIOLATIONS=abort). With

@@ -118,8 +118,8 @@ constexpr std::array<OptionSpec, 20> kOptions = {{
      "launches, copies and memsets used the moving blocks are waited for, and work queued on "
      "other streams keeps running. Unsafe if kernels reach a tiered block through a pointer "
      "kept in device memory (a table of pointers, a linked structure), which use tracking "
-     "cannot see; graph launches and kernels whose arguments cannot be read make the move wait "
-     "for their streams as well.",
+     "cannot see; graph launches whose nodes, and kernels whose arguments, cannot be read make "
+     "the move wait for their streams as well.",
      kWindowModeNames,
      [](Config& c, const OptionValue& v) {
        c.tiered.window = static_cast<WindowMode>(std::get<Choice>(v).index);

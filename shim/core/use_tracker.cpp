@@ -259,25 +259,44 @@ void reset(SubmissionUse& use, uint64_t stream) noexcept {
 
 }  // namespace
 
+void UseTracker::touch_words(const Snapshot& snapshot, std::span<const WordRun> runs,
+                             Stamp& stamp, SubmissionUse& use) noexcept {
+  for (const WordRun& run : runs) {
+    const auto* bytes = static_cast<const unsigned char*>(run.bytes);
+    for (size_t index = 0; index < run.words; ++index) {
+      uint64_t word;  // a load: the program's argument memory need not be aligned
+      std::memcpy(&word, bytes + index * sizeof word, sizeof word);
+      const size_t found = snapshot.find(word);
+      if (found == snapshot.ranges.size()) continue;
+      if (stamp.sequence == 0) stamp.sequence = use.sequence = next_sequence();
+      touch(*snapshot.records[found], stamp, use);
+    }
+  }
+}
+
+void UseTracker::touch_ranges(const Snapshot& snapshot, std::span<const AddressRange> ranges,
+                              Stamp& stamp, SubmissionUse& use) noexcept {
+  for (const AddressRange& range : ranges) {
+    if (range.size == 0) continue;
+    // A range past the end of the address space is cut there.
+    const uint64_t end = range.base + range.size < range.base ? UINT64_MAX : range.base + range.size;
+    for (size_t index = snapshot.first_ending_after(range.base);
+         index < snapshot.ranges.size() && snapshot.ranges[index].base < end; ++index) {
+      if (stamp.sequence == 0) stamp.sequence = use.sequence = next_sequence();
+      touch(*snapshot.records[index], stamp, use);
+    }
+  }
+}
+
 void UseTracker::record_words(uint64_t stream, std::span<const WordRun> runs,
                               SubmissionUse& use) noexcept {
   reset(use, stream);
   ReaderSlot& slot = this_threads_slot();
   slot.launches.fetch_add(1, std::memory_order_relaxed);  // Note [Counting launches]
   const ReadSection section(*this, slot);
-  const Snapshot* snapshot = section.snapshot();
-  if (snapshot == nullptr) return;
-  Stamp stamp{0, stream};
-  for (const WordRun& run : runs) {
-    const auto* bytes = static_cast<const unsigned char*>(run.bytes);
-    for (size_t index = 0; index < run.words; ++index) {
-      uint64_t word;  // a load: the program's argument memory need not be aligned
-      std::memcpy(&word, bytes + index * sizeof word, sizeof word);
-      const size_t found = snapshot->find(word);
-      if (found == snapshot->ranges.size()) continue;
-      if (stamp.sequence == 0) stamp.sequence = use.sequence = next_sequence();
-      touch(*snapshot->records[found], stamp, use);
-    }
+  if (const Snapshot* snapshot = section.snapshot(); snapshot != nullptr) {
+    Stamp stamp{0, stream};
+    touch_words(*snapshot, runs, stamp, use);
   }
 }
 
@@ -285,18 +304,23 @@ void UseTracker::record_ranges(uint64_t stream, std::span<const AddressRange> ra
                                SubmissionUse& use) noexcept {
   reset(use, stream);
   const ReadSection section(*this);
-  const Snapshot* snapshot = section.snapshot();
-  if (snapshot == nullptr) return;
-  Stamp stamp{0, stream};
-  for (const AddressRange& range : ranges) {
-    if (range.size == 0) continue;
-    // A range past the end of the address space is cut there.
-    const uint64_t end = range.base + range.size < range.base ? UINT64_MAX : range.base + range.size;
-    for (size_t index = snapshot->first_ending_after(range.base);
-         index < snapshot->ranges.size() && snapshot->ranges[index].base < end; ++index) {
-      if (stamp.sequence == 0) stamp.sequence = use.sequence = next_sequence();
-      touch(*snapshot->records[index], stamp, use);
-    }
+  if (const Snapshot* snapshot = section.snapshot(); snapshot != nullptr) {
+    Stamp stamp{0, stream};
+    touch_ranges(*snapshot, ranges, stamp, use);
+  }
+}
+
+void UseTracker::record_graph(uint64_t stream, std::span<const uint64_t> words,
+                              std::span<const AddressRange> ranges, SubmissionUse& use) noexcept {
+  reset(use, stream);
+  ReaderSlot& slot = this_threads_slot();
+  slot.launches.fetch_add(1, std::memory_order_relaxed);  // Note [Counting launches]
+  const ReadSection section(*this, slot);
+  if (const Snapshot* snapshot = section.snapshot(); snapshot != nullptr) {
+    Stamp stamp{0, stream};  // one sequence number for the whole graph
+    const WordRun run{words.data(), words.size()};
+    touch_words(*snapshot, {&run, 1}, stamp, use);
+    touch_ranges(*snapshot, ranges, stamp, use);
   }
 }
 

@@ -53,8 +53,8 @@
 // record keeps its last use, newest wins: stream, then sequence, each a relaxed or release store
 // on the record's own cache line (no shared counter per block). Two threads touching one block at
 // the same moment may leave one's stream with the other's sequence: both submissions touched the
-// block, so the stream named does hold work on it. A submission the tracker cannot see into (a
-// graph launch, a kernel whose parameters it cannot read) takes a sequence number and is stamped
+// block, so the stream named does hold work on it. A submission the tracker cannot see into (an
+// unread graph, a kernel whose parameters it cannot read) takes a sequence number and is stamped
 // once for the whole tracker ("everything"), not on every block; last_use() reports whichever of
 // a block's own stamp and that one is newer.
 //
@@ -117,7 +117,7 @@ struct SubmissionUse {
   static constexpr size_t kCapacity = 32;
   uint64_t sequence = 0;  // 0: it touched nothing tracked
   uint64_t stream = 0;    // the stream it was submitted to, as recorded
-  // It may touch tracked blocks not listed in `blocks`: a graph launch, unreadable parameters, or
+  // It may touch tracked blocks not listed in `blocks`: an unread graph, unreadable parameters, or
   // more blocks than kCapacity (all of which are recorded all the same). The tiered layer
   // synchronises before remapping anything under such a submission.
   bool everything = false;
@@ -170,6 +170,10 @@ class UseTracker {
   // A copy or memset: every range that meets one of `ranges` (empty ones name nothing).
   void record_ranges(uint64_t stream, std::span<const AddressRange> ranges,
                      SubmissionUse& use) noexcept;
+  // A graph launch whose nodes were read (core/graph_uses.h): its kernels' argument words and its
+  // copies' and memsets' ranges, as one submission. Counted in launch_counts() as one launch.
+  void record_graph(uint64_t stream, std::span<const uint64_t> words,
+                    std::span<const AddressRange> ranges, SubmissionUse& use) noexcept;
   // A submission the tracker cannot see into: it may touch every tracked block.
   void record_everything(uint64_t stream, SubmissionUse& use) noexcept;
 
@@ -224,6 +228,12 @@ class UseTracker {
     return sequence_.fetch_add(1, std::memory_order_relaxed) + 1;
   }
   void touch(Record& record, const Stamp& stamp, SubmissionUse& use) noexcept;
+  // Inside a read section: touches what the words or ranges name, taking the submission's
+  // sequence number on the first hit.
+  void touch_words(const Snapshot& snapshot, std::span<const WordRun> runs, Stamp& stamp,
+                   SubmissionUse& use) noexcept;
+  void touch_ranges(const Snapshot& snapshot, std::span<const AddressRange> ranges, Stamp& stamp,
+                    SubmissionUse& use) noexcept;
   void stamp_everything(const Stamp& stamp) noexcept;
 
   // A thread's slot (Note [Retiring a snapshot]), which also counts its launches (Note

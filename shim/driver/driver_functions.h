@@ -150,6 +150,27 @@
   X(cuStreamEndCapture)                       \
   X(cuStreamEndCapture_ptsz)
 
+// Executable graphs: what each one touches is read from its graph's nodes when it is instantiated,
+// re-read when it is updated and forgotten when it is destroyed, so that cuGraphLaunch names its
+// blocks (Note [Reading a graph] in core/graph_uses.h; hooks/graph_hooks.cpp). Every export of
+// instantiation and update: cudart 12+ resolves cuGraphInstantiateWithFlags and
+// cuGraphInstantiateWithParams, older programs the 5-argument ABIs.
+#define VRAMSPILL_HOOKED_GRAPH_FUNCTIONS(X) \
+  X(cuGraphInstantiate)                     \
+  X(cuGraphInstantiate_v2)                  \
+  X(cuGraphInstantiateWithFlags)            \
+  X(cuGraphInstantiateWithParams)           \
+  X(cuGraphInstantiateWithParams_ptsz)      \
+  X(cuGraphExecDestroy)                     \
+  X(cuGraphExecKernelNodeSetParams)         \
+  X(cuGraphExecKernelNodeSetParams_v2)      \
+  X(cuGraphExecMemcpyNodeSetParams)         \
+  X(cuGraphExecMemsetNodeSetParams)         \
+  X(cuGraphExecChildGraphNodeSetParams)     \
+  X(cuGraphExecNodeSetParams)               \
+  X(cuGraphExecUpdate)                      \
+  X(cuGraphExecUpdate_v2)
+
 // Streams and contexts the program destroys: the tracked window must no longer wait on their
 // streams (Note [Stream slots] in core/stream_slots.h; hooks/stream_end_hooks.cpp).
 #define VRAMSPILL_HOOKED_STREAM_END_FUNCTIONS(X) \
@@ -196,13 +217,20 @@
   Y(cuMemAddressFree)                 \
   Y(cuMemSetAccess)                   \
   Y(cuStreamCreate)                   \
-  Y(cuMemGetAllocationGranularity)
+  Y(cuMemGetAllocationGranularity)   \
+  Y(cuGraphGetNodes)                  \
+  Y(cuGraphNodeGetType)               \
+  Y(cuGraphKernelNodeGetParams_v2)    \
+  Y(cuGraphMemcpyNodeGetParams)       \
+  Y(cuGraphMemsetNodeGetParams)       \
+  Y(cuGraphChildGraphNodeGetGraph)
 
 #define VRAMSPILL_HOOKED_FUNCTIONS(X)       \
   VRAMSPILL_HOOKED_ALLOCATION_FUNCTIONS(X)  \
   VRAMSPILL_HOOKED_SUBMISSION_FUNCTIONS(X)  \
   VRAMSPILL_HOOKED_UNLOAD_FUNCTIONS(X)      \
   VRAMSPILL_HOOKED_CAPTURE_FUNCTIONS(X)     \
+  VRAMSPILL_HOOKED_GRAPH_FUNCTIONS(X)       \
   VRAMSPILL_HOOKED_STREAM_END_FUNCTIONS(X)
 
 #define VRAMSPILL_DRIVER_FUNCTIONS(X) \

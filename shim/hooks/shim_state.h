@@ -21,6 +21,7 @@
 #include "core/ledger.h"
 #include "core/host_allocations.h"
 #include "core/host_budget.h"
+#include "core/graph_uses.h"
 #include "core/launch_arguments.h"
 #include "core/use_tracker.h"
 #include "core/vmm_tracker.h"
@@ -62,6 +63,7 @@ struct ShimState {
   placement::VmmSpill vmm_spill;    // where a cuMemCreate that does not fit goes
   core::UseTracker use;  // which tracked blocks each submission touches (hooks/use_tracking.h)
   core::ParamLayoutCache launch_layouts;  // kernel parameter layouts, per CUfunction
+  core::GraphExecUses graph_uses;  // what each executable graph touches (hooks/graph_hooks.cpp)
   // Tiered mode (hooks/tiered_allocation.h).
   std::atomic<int> captures{0};  // stream captures in progress (hooks/capture_hooks.cpp)
   core::RemapWindow window;      // Note [Remap window]

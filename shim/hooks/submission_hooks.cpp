@@ -87,12 +87,13 @@ VRAMSPILL_LAUNCH_KERNEL_EX(cuLaunchKernelEx_ptsz)
 VRAMSPILL_LAUNCH_COOPERATIVE(cuLaunchCooperativeKernel)
 VRAMSPILL_LAUNCH_COOPERATIVE(cuLaunchCooperativeKernel_ptsz)
 
-// A graph's nodes cannot be seen from its launch: it may touch every block, and tiered mode
-// synchronises before remapping anything under it.
-#define VRAMSPILL_GRAPH_LAUNCH(name)                                            \
-  VRAMSPILL_SUBMISSION(name, (CUgraphExec hGraphExec, CUstream hStream),        \
-                       (hGraphExec, hStream),                                   \
-                       shim->use.record_everything(stream_of(hStream), use))
+// What the exec's nodes touch, read when it was instantiated (hooks/graph_hooks.cpp); an exec
+// that could not be read may touch every block, and tiered mode synchronises before remapping
+// anything under it.
+#define VRAMSPILL_GRAPH_LAUNCH(name)                                                   \
+  VRAMSPILL_SUBMISSION(name, (CUgraphExec hGraphExec, CUstream hStream),               \
+                       (hGraphExec, hStream),                                          \
+                       vramspill::hooks::record_graph(*shim, hGraphExec, stream_of(hStream), use))
 VRAMSPILL_GRAPH_LAUNCH(cuGraphLaunch)
 VRAMSPILL_GRAPH_LAUNCH(cuGraphLaunch_ptsz)
 

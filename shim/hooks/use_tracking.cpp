@@ -10,27 +10,12 @@
 namespace vramspill::hooks {
 namespace {
 
-// One side of a 2D/3D copy: the bytes it spans when it is linear memory (device or unified;
-// host memory and arrays are never tracked).
-core::AddressRange side(CUmemorytype type, CUdeviceptr device, size_t x, size_t y, size_t z,
-                        size_t pitch, size_t slice_rows, size_t width, size_t height,
-                        size_t depth) noexcept {
-  if (type != CU_MEMORYTYPE_DEVICE && type != CU_MEMORYTYPE_UNIFIED) return {};
-  if (depth == 0) return {};
-  return pitched(device + (z * slice_rows + y) * pitch + x, pitch, width,
-                 (depth - 1) * slice_rows + height);
-}
-
 // CUDA_MEMCPY3D and CUDA_MEMCPY3D_PEER name their two sides with the same fields.
 template <typename Copy3D>
 void record_3d_copy(ShimState& shim, uint64_t stream, const Copy3D& c,
                     core::SubmissionUse& use) noexcept {
-  record_ranges(shim, stream,
-                {side(c.srcMemoryType, c.srcDevice, c.srcXInBytes, c.srcY, c.srcZ, c.srcPitch,
-                      c.srcHeight, c.WidthInBytes, c.Height, c.Depth),
-                 side(c.dstMemoryType, c.dstDevice, c.dstXInBytes, c.dstY, c.dstZ, c.dstPitch,
-                      c.dstHeight, c.WidthInBytes, c.Height, c.Depth)},
-                use);
+  const std::array<core::AddressRange, 2> ranges = core::copy_3d_ranges(c);
+  shim.use.record_ranges(stream, ranges, use);
 }
 
 // Note [Counting launches] in core/use_tracker.h: once more than 1% of at least
@@ -69,6 +54,16 @@ void record_kernel(ShimState& shim, CUfunction function, uint64_t stream, void**
   shim.use.record_words(stream, words.view(), use);
 }
 
+void record_graph(ShimState& shim, CUgraphExec exec, uint64_t stream,
+                  core::SubmissionUse& use) noexcept {
+  const std::shared_ptr<const core::GraphUses> uses = shim.graph_uses.find(exec);
+  if (uses == nullptr || uses->read != core::GraphRead::kRead) [[unlikely]] {
+    shim.use.record_unreadable_launch(stream, use);
+    return;
+  }
+  shim.use.record_graph(stream, uses->words, uses->ranges, use);
+}
+
 void record_ranges(ShimState& shim, uint64_t stream,
                    std::initializer_list<core::AddressRange> ranges,
                    core::SubmissionUse& use) noexcept {
@@ -80,10 +75,10 @@ void record_copy(ShimState& shim, uint64_t stream, const CUDA_MEMCPY2D* copy,
   if (copy == nullptr) return;  // the driver's to refuse
   const CUDA_MEMCPY2D& c = *copy;
   record_ranges(shim, stream,
-                {side(c.srcMemoryType, c.srcDevice, c.srcXInBytes, c.srcY, 0, c.srcPitch, 0,
-                      c.WidthInBytes, c.Height, 1),
-                 side(c.dstMemoryType, c.dstDevice, c.dstXInBytes, c.dstY, 0, c.dstPitch, 0,
-                      c.WidthInBytes, c.Height, 1)},
+                {core::copy_side(c.srcMemoryType, c.srcDevice, c.srcXInBytes, c.srcY, 0,
+                                 c.srcPitch, 0, c.WidthInBytes, c.Height, 1),
+                 core::copy_side(c.dstMemoryType, c.dstDevice, c.dstXInBytes, c.dstY, 0,
+                                 c.dstPitch, 0, c.WidthInBytes, c.Height, 1)},
                 use);
 }
 

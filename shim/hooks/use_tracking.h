@@ -8,6 +8,7 @@
 
 #include <atomic>
 
+#include "core/copy_ranges.h"
 #include "core/use_tracker.h"
 #include "hooks/shim_state.h"
 
@@ -34,6 +35,10 @@ inline uint64_t stream_id(CUstream stream, bool per_thread) noexcept {
 // core/launch_arguments.h), or everything when they cannot be read.
 void record_kernel(ShimState& shim, CUfunction function, uint64_t stream,
                    void** kernel_params, void** extra, core::SubmissionUse& use) noexcept;
+// A graph launch: what its exec's nodes touch (Note [Reading a graph] in core/graph_uses.h), or
+// everything when they were not read, counted as an unreadable launch.
+void record_graph(ShimState& shim, CUgraphExec exec, uint64_t stream,
+                  core::SubmissionUse& use) noexcept;
 void record_ranges(ShimState& shim, uint64_t stream,
                    std::initializer_list<core::AddressRange> ranges,
                    core::SubmissionUse& use) noexcept;
@@ -49,11 +54,7 @@ void record_batch(ShimState& shim, uint64_t stream, const CUdeviceptr* destinati
                   const CUdeviceptr* sources, const size_t* sizes, size_t count,
                   core::SubmissionUse& use) noexcept;
 
-// The bytes a pitched (2D) region spans: `rows` rows of `width` bytes, `pitch` apart.
-inline core::AddressRange pitched(uint64_t base, size_t pitch, size_t width, size_t rows) noexcept {
-  if (width == 0 || rows == 0) return {};
-  return {base, (rows - 1) * pitch + width};
-}
+using core::pitched;  // the pitched memsets' ranges (core/copy_ranges.h)
 
 // A module or library is being unloaded: the layouts cached for its functions must go (Note [The
 // parameter layout cache] in core/launch_arguments.h).

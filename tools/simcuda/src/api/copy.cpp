@@ -51,6 +51,29 @@ CUresult check_side(Side side, uint64_t address, uint64_t pitch, const Copy2D& c
 
 bool empty(const Copy2D& copy) { return copy.width == 0 || copy.height == 0; }
 
+// The copy as its graph node reports it (Note [Inspectable nodes] in core/graph_nodes.h).
+std::shared_ptr<simcuda::GraphNode> copy_node(const CopyRequest& request) {
+  const auto memory_type = [](Side side) {
+    return side == Side::kDevice ? CU_MEMORYTYPE_DEVICE : CU_MEMORYTYPE_UNIFIED;
+  };
+  const Copy2D& copy = request.copy;
+  auto node = std::make_shared<simcuda::GraphNode>();
+  node->type = CU_GRAPH_NODE_TYPE_MEMCPY;
+  CUDA_MEMCPY3D& c = node->copy;
+  c.srcMemoryType = memory_type(request.src_side);
+  c.srcDevice = copy.src;
+  c.srcPitch = copy.src_pitch;
+  c.srcHeight = copy.height;
+  c.dstMemoryType = memory_type(request.dst_side);
+  c.dstDevice = copy.dst;
+  c.dstPitch = copy.dst_pitch;
+  c.dstHeight = copy.height;
+  c.WidthInBytes = copy.width;
+  c.Height = copy.height;
+  c.Depth = 1;
+  return node;
+}
+
 // Resolves the stream and checks both sides; `*places` gets {dst, src}. An empty copy has no
 // sides to check: its callers stop after this, with the stream's result.
 CUresult prepare(DefaultStream null_means, CUstream hStream, const CopyRequest& request,
@@ -91,7 +114,7 @@ CUresult copy_async(DefaultStream null_means, CUstream hStream, CopyRequest requ
   simcuda::Placement placement;
   const CUresult result = simcuda::submit_async(
       *stream, simcuda::copy_work(*stream->context(), request.copy, std::move(staging)), &placement,
-      std::move(footprint));
+      std::move(footprint), copy_node(request));
   if (result == CUDA_SUCCESS && placement.capture_id == 0 &&
       places[0] == MemoryPlace::kPageableHost)
     simcuda::host_wait({stream, placement.sequence});

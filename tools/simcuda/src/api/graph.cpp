@@ -52,7 +52,8 @@ CUresult info(DefaultStream null_means, CUstream hStream, CUstreamCaptureStatus*
   *status = capture.status;
   if (id != nullptr) *id = capture.id;
   if (graph != nullptr) *graph = simcuda::to_handle(capture.graph);
-  // simcuda's graphs keep no nodes a program could name.
+  // simcuda reports no edges (Note [Inspectable nodes] in core/graph_nodes.h): a capture's
+  // current dependencies are not named.
   if (dependencies != nullptr) *dependencies = nullptr;
   if (edge_data != nullptr) *edge_data = nullptr;
   if (dependency_count != nullptr) *dependency_count = 0;

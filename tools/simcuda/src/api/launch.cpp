@@ -17,6 +17,7 @@
 #include "core/api.h"
 #include "core/context.h"
 #include "core/device.h"
+#include "core/graph_nodes.h"
 #include "core/host_call_cost.h"
 #include "core/kernel_fault.h"
 #include "core/kernels.h"
@@ -162,11 +163,51 @@ CUresult check_cooperative(const simcuda::Device& device, uint64_t blocks,
                                                         : CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE;
 }
 
+}  // namespace
+
+CUresult simcuda::kernel_work(const void* function, const unsigned grid[3],
+                              const unsigned block[3], unsigned shared_bytes, void** params,
+                              void** extra, Context& context, KernelWork* out) {
+  const KernelDef* kernel = simcuda::launch_definition(function);
+  if (kernel == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  if (!valid_dimensions(grid[0], grid[1], grid[2], block[0], block[1], block[2]))
+    return CUDA_ERROR_INVALID_VALUE;
+  std::vector<std::byte> packed;
+  if (CUresult result = pack_arguments(*kernel, params, extra, packed); result != CUDA_SUCCESS)
+    return result;
+  // Installed here, on the program's thread, rather than lazily on a worker.
+  simcuda::install_fault_handler();
+  // The node keeps its own copy of the arguments for cuGraphKernelNodeGetParams (Note
+  // [Inspectable nodes] in core/graph_nodes.h).
+  auto node = std::make_shared<simcuda::GraphNode>();
+  node->type = CU_GRAPH_NODE_TYPE_KERNEL;
+  node->kernel.function = function;
+  std::copy_n(grid, 3, node->kernel.grid);
+  std::copy_n(block, 3, node->kernel.block);
+  node->kernel.shared_bytes = shared_bytes;
+  node->kernel.packed = packed;
+  for (size_t i = 0; i < kernel->params.size(); ++i)
+    node->kernel.params.push_back(node->kernel.packed.data() + simcuda::param_offset(*kernel, i));
+  // The work may be recorded by a stream capture and replayed later: it owns what it uses (the
+  // kernel table is static; contexts outlive their streams' work).
+  KernelArgs args(std::move(packed));
+  simcuda::Footprint footprint{kernel->name, {}};
+  for (const simcuda::MemoryRange& range : kernel->touches(args))
+    footprint.ranges.push_back({range.address, range.size});
+  Context* owner = &context;
+  out->work = [kernel, args = std::move(args), owner] { return execute(*kernel, args, *owner); };
+  out->footprint = std::move(footprint);
+  out->node = std::move(node);
+  return CUDA_SUCCESS;
+}
+
+namespace {
+
 enum class Cooperation { kNone, kCooperative };
 
 CUresult launch(simcuda::DefaultStream null_means, const void* function, unsigned int gx,
                 unsigned int gy, unsigned int gz, unsigned int bx, unsigned int by, unsigned int bz,
-                unsigned int /*shared_bytes*/, CUstream handle, void** params, void** extra,
+                unsigned int shared_bytes, CUstream handle, void** params, void** extra,
                 Cooperation cooperation = Cooperation::kNone) {
   simcuda::Stream* stream = nullptr;
   if (CUresult result = simcuda::resolve_stream(handle, null_means, &stream);
@@ -182,21 +223,16 @@ CUresult launch(simcuda::DefaultStream null_means, const void* function, unsigne
         result != CUDA_SUCCESS)
       return result;
   }
-  std::vector<std::byte> packed;
-  if (CUresult result = pack_arguments(*kernel, params, extra, packed); result != CUDA_SUCCESS)
+  const unsigned grid[3] = {gx, gy, gz};
+  const unsigned block[3] = {bx, by, bz};
+  simcuda::KernelWork launched;
+  if (CUresult result = simcuda::kernel_work(function, grid, block, shared_bytes, params, extra,
+                                             *context, &launched);
+      result != CUDA_SUCCESS)
     return result;
-  // Installed here, on the program's thread, rather than lazily on a worker.
-  simcuda::install_fault_handler();
-  // The work may be recorded by a stream capture and replayed later: it owns what it uses (the
-  // kernel table is static; contexts outlive their streams' work).
-  KernelArgs args(std::move(packed));
-  simcuda::Footprint footprint{kernel->name, {}};
-  for (const simcuda::MemoryRange& range : kernel->touches(args))
-    footprint.ranges.push_back({range.address, range.size});
-  const CUresult result = simcuda::submit_async(
-      *stream,
-      [kernel, args = std::move(args), context] { return execute(*kernel, args, *context); },
-      nullptr, std::move(footprint));
+  const CUresult result =
+      simcuda::submit_async(*stream, std::move(launched.work), nullptr,
+                            std::move(launched.footprint), std::move(launched.node));
   if (result == CUDA_SUCCESS) simcuda::charge_launch();  // Note [Host call costs]
   return result;
 }

@@ -42,8 +42,19 @@ CUresult fill_memory(DefaultStream null_means, CUstream hStream, bool async, con
   if (fill.width == 0 || fill.height == 0) return CUDA_SUCCESS;
   if (CUresult result = check_fill(fill); result != CUDA_SUCCESS) return result;
   simcuda::StreamWork work = simcuda::fill_work(*stream->context(), fill);
-  if (async)
-    return simcuda::submit_async(*stream, std::move(work), nullptr, simcuda::fill_footprint(fill));
+  if (async) {
+    // As its graph node reports it (Note [Inspectable nodes] in core/graph_nodes.h).
+    auto node = std::make_shared<simcuda::GraphNode>();
+    node->type = CU_GRAPH_NODE_TYPE_MEMSET;
+    node->fill = {.dst = fill.dst,
+                  .pitch = fill.pitch,
+                  .value = fill.value,
+                  .elementSize = fill.element_size,
+                  .width = fill.width,
+                  .height = fill.height};
+    return simcuda::submit_async(*stream, std::move(work), nullptr, simcuda::fill_footprint(fill),
+                                 std::move(node));
+  }
   return simcuda::submit_sync(*stream, std::move(work), /*wait=*/host_visible(fill.dst),
                               simcuda::fill_footprint(fill));
 }

@@ -143,13 +143,19 @@ CUresult exchange_thread_capture_mode(CUstreamCaptureMode* mode) {
 }
 
 CUresult capture_work(Stream& stream, const StreamWork& work, uint64_t* capture_id,
-                      const Footprint& footprint) {
+                      const Footprint& footprint, std::shared_ptr<GraphNode> node) {
   *capture_id = 0;
   if (sequence_count.load(std::memory_order_acquire) == 0) return CUDA_SUCCESS;
   std::lock_guard lock(capture_mutex);
   if (Sequence* sequence = sequence_of(stream)) {
     if (sequence->invalidated) return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
-    if (work) sequence->graph->nodes.push_back(work);
+    if (work) {
+      if (node == nullptr) node = std::make_shared<GraphNode>();  // a host node
+      node->work = sequence->graph->nodes.size();
+      node->touches = footprint.ranges;
+      sequence->graph->nodes.push_back(work);
+      sequence->graph->inspectable.push_back(std::move(node));
+    }
     std::vector<AddressRange>& touches = sequence->graph->touches;
     touches.insert(touches.end(), footprint.ranges.begin(), footprint.ranges.end());
     *capture_id = sequence->id;
@@ -224,6 +230,12 @@ CUresult capture_memory_alloc(Stream& stream, std::shared_ptr<GraphAllocation> a
   if (sequence == nullptr) return CUDA_ERROR_ILLEGAL_STATE;  // the capture ended meanwhile
   if (sequence->invalidated) return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
   // The node holds the memory too, so that it outlives every launch still queued.
+  auto node = std::make_shared<GraphNode>();
+  node->type = CU_GRAPH_NODE_TYPE_MEM_ALLOC;
+  node->work = sequence->graph->nodes.size();
+  node->address = allocation->memory.base;
+  node->bytes = allocation->memory.size;
+  sequence->graph->inspectable.push_back(std::move(node));
   sequence->graph->nodes.push_back([allocation] { return 0.0; });
   sequence->graph->memory.push_back({.allocation = std::move(allocation)});
   return CUDA_SUCCESS;
@@ -240,6 +252,11 @@ CUresult capture_memory_free(Stream& stream, uint64_t address) {
   if (node == memory.end()) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   if (node->freed_in_graph) return CUDA_ERROR_INVALID_VALUE;
   node->freed_in_graph = true;
+  auto free_node = std::make_shared<GraphNode>();
+  free_node->type = CU_GRAPH_NODE_TYPE_MEM_FREE;
+  free_node->work = sequence->graph->nodes.size();
+  free_node->address = address;
+  sequence->graph->inspectable.push_back(std::move(free_node));
   sequence->graph->nodes.push_back([] { return 0.0; });
   return CUDA_SUCCESS;
 }
@@ -307,6 +324,10 @@ CUresult new_graph_exec(const Graph& graph, bool auto_free_on_launch,
     exec->context = graph.context;
     exec->nodes = std::make_shared<const std::vector<StreamWork>>(graph.nodes);
     exec->touches = graph.touches;
+    exec->instantiated_from.assign(graph.inspectable.begin(), graph.inspectable.end());
+    exec->work_touches.resize(graph.nodes.size());
+    for (const std::shared_ptr<GraphNode>& node : graph.inspectable)
+      if (node->work < graph.nodes.size()) exec->work_touches[node->work] = node->touches;
     exec->auto_free_on_launch = auto_free_on_launch;
     for (const GraphMemoryNode& node : graph.memory) {
       allocations.push_back(node.allocation);
@@ -324,6 +345,68 @@ CUresult new_graph_exec(const Graph& graph, bool auto_free_on_launch,
 std::shared_ptr<GraphExec> graph_exec_from_handle(CUgraphExec handle) {
   std::lock_guard lock(capture_mutex);
   return find_handle(graph_execs, handle);
+}
+
+std::shared_ptr<GraphNode> graph_node_from_handle(CUgraphNode handle) {
+  std::lock_guard lock(capture_mutex);
+  // Graphs are few and inspected rarely: a scan keeps node handles free of a table of their own.
+  for (const auto& [key, graph] : graphs)
+    for (const std::shared_ptr<GraphNode>& node : graph->inspectable)
+      if (to_handle(node.get()) == handle) return node;
+  return nullptr;
+}
+
+CUresult replace_exec_kernel(GraphExec& exec, const GraphNode* node, KernelWork replacement) {
+  std::lock_guard lock(capture_mutex);
+  const bool known = std::ranges::any_of(exec.instantiated_from, [&](const auto& each) {
+    return each.get() == node;
+  });
+  if (!known || node->type != CU_GRAPH_NODE_TYPE_KERNEL || node->work >= exec.nodes->size())
+    return CUDA_ERROR_INVALID_VALUE;
+  // Copied, not changed in place: launches already queued share the old list.
+  auto nodes = std::make_shared<std::vector<StreamWork>>(*exec.nodes);
+  (*nodes)[node->work] = std::move(replacement.work);
+  exec.nodes = std::move(nodes);
+  // The node's old footprint goes: a remap of memory the exec no longer touches is no violation.
+  for (const AddressRange& old : exec.work_touches[node->work]) {
+    const auto found = std::ranges::find_if(exec.touches, [&](const AddressRange& range) {
+      return range.address == old.address && range.size == old.size;
+    });
+    if (found != exec.touches.end()) exec.touches.erase(found);
+  }
+  exec.work_touches[node->work] = replacement.footprint.ranges;
+  exec.touches.insert(exec.touches.end(), replacement.footprint.ranges.begin(),
+                      replacement.footprint.ranges.end());
+  return CUDA_SUCCESS;
+}
+
+CUresult update_exec(GraphExec& exec, const Graph& graph, CUgraphExecUpdateResult* result,
+                     CUgraphNode* error_node) {
+  std::lock_guard lock(capture_mutex);
+  *error_node = nullptr;
+  const auto fail = [&](CUgraphExecUpdateResult why, GraphNode* node) {
+    *result = why;
+    *error_node = to_handle(node);
+    return CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE;
+  };
+  if (graph.capturing || graph.context != exec.context)
+    return fail(CU_GRAPH_EXEC_UPDATE_ERROR, nullptr);
+  if (graph.inspectable.size() != exec.instantiated_from.size() ||
+      graph.nodes.size() != exec.nodes->size())
+    return fail(CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED, nullptr);
+  for (size_t i = 0; i < graph.inspectable.size(); ++i) {
+    GraphNode* node = graph.inspectable[i].get();
+    if (node->type != exec.instantiated_from[i]->type)
+      return fail(CU_GRAPH_EXEC_UPDATE_ERROR_NODE_TYPE_CHANGED, node);
+    if (node->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC || node->type == CU_GRAPH_NODE_TYPE_MEM_FREE)
+      return fail(CU_GRAPH_EXEC_UPDATE_ERROR_NOT_SUPPORTED, node);
+  }
+  exec.nodes = std::make_shared<const std::vector<StreamWork>>(graph.nodes);
+  exec.touches = graph.touches;
+  for (const std::shared_ptr<GraphNode>& node : graph.inspectable)
+    if (node->work < graph.nodes.size()) exec.work_touches[node->work] = node->touches;
+  *result = CU_GRAPH_EXEC_UPDATE_SUCCESS;
+  return CUDA_SUCCESS;
 }
 
 CUresult destroy_graph_exec(CUgraphExec handle) {

@@ -30,7 +30,8 @@
 // - cuMemAllocAsync and cuMemFreeAsync record memory nodes (Note [Graph memory] in
 //   graph_memory.h).
 // Simplifications: forked streams are not checked for being joined back before the capture ends
-// (the driver's CUDA_ERROR_STREAM_CAPTURE_UNJOINED), graphs have no inspectable nodes, and
+// (the driver's CUDA_ERROR_STREAM_CAPTURE_UNJOINED), nodes are inspectable only as far as Note
+// [Inspectable nodes] in graph_nodes.h says, and
 // external event nodes (CU_EVENT_RECORD_EXTERNAL, CU_EVENT_WAIT_EXTERNAL) are not supported.
 #pragma once
 
@@ -40,6 +41,7 @@
 #include <vector>
 
 #include "core/graph_memory.h"
+#include "core/graph_nodes.h"
 #include "core/stream.h"
 
 namespace simcuda {
@@ -57,6 +59,7 @@ struct Graph {
   std::vector<StreamWork> nodes;      // in replay order
   std::vector<AddressRange> touches;  // every node's footprint (Note [Remap protocol])
   std::vector<GraphMemoryNode> memory;
+  std::vector<std::shared_ptr<GraphNode>> inspectable;  // every node, in capture order
   bool capturing = false;  // still being filled by a capture
 };
 
@@ -64,6 +67,12 @@ struct GraphExec {
   Context* context = nullptr;
   std::shared_ptr<const std::vector<StreamWork>> nodes;  // shared with launches still queued
   std::vector<AddressRange> touches;                     // each launch's footprint
+  // The graph's nodes when it was instantiated: their handles name this exec's nodes in
+  // cuGraphExecKernelNodeSetParams.
+  std::vector<std::shared_ptr<const GraphNode>> instantiated_from;
+  // Each node's footprint as this exec runs it, by work index: what `touches` holds for it, taken
+  // out again when cuGraphExecKernelNodeSetParams replaces the node.
+  std::vector<std::vector<AddressRange>> work_touches;
   std::vector<std::shared_ptr<GraphAllocation>> left_allocated;  // by each launch
   bool auto_free_on_launch = false;
 };
@@ -91,8 +100,9 @@ CUresult exchange_thread_capture_mode(CUstreamCaptureMode* mode);
 // Records `work` and its footprint when `stream` captures (`*capture_id` is then the capture's
 // id, else 0). An empty `work` records no node: an event record only marks the event with the
 // capture.
+// `node` says what the work is (Note [Inspectable nodes] in graph_nodes.h); null: a host node.
 CUresult capture_work(Stream& stream, const StreamWork& work, uint64_t* capture_id,
-                      const Footprint& footprint = {});
+                      const Footprint& footprint = {}, std::shared_ptr<GraphNode> node = nullptr);
 // Before synchronising with, querying, or doing a synchronous operation on `stream`.
 CUresult check_sync(Stream& stream);
 // Before a potentially unsafe synchronous call, by the thread's capture mode.
@@ -121,6 +131,20 @@ CUresult destroy_graph(CUgraph handle);
 CUresult new_graph_exec(const Graph& graph, bool auto_free_on_launch,
                         std::shared_ptr<GraphExec>* out);
 std::shared_ptr<GraphExec> graph_exec_from_handle(CUgraphExec handle);
+// The node of a live graph that `handle` names, or nullptr.
+std::shared_ptr<GraphNode> graph_node_from_handle(CUgraphNode handle);
+// cuGraphExecKernelNodeSetParams: `exec`'s copy of `node` runs `replacement` from its next launch
+// on (launches already queued keep what they had). CUDA_ERROR_INVALID_VALUE when `node` is not a
+// kernel node `exec` was instantiated from.
+CUresult replace_exec_kernel(GraphExec& exec, const GraphNode* node, KernelWork replacement);
+// cuGraphExecUpdate: `exec` runs `graph`'s work from its next launch on, when the two have the same
+// nodes in the same order, by type (simcuda's graphs are chains, so that is their topology), and
+// neither holds memory nodes, whose memory an update cannot move (simcuda refuses those updates,
+// CU_GRAPH_EXEC_UPDATE_ERROR_NOT_SUPPORTED). Otherwise CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE, the
+// exec unchanged, with the reason in `*result` and the node of `graph` that caused it in
+// `*error_node` (null when none does).
+CUresult update_exec(GraphExec& exec, const Graph& graph, CUgraphExecUpdateResult* result,
+                     CUgraphNode* error_node);
 CUresult destroy_graph_exec(CUgraphExec handle);
 
 inline CUgraph to_handle(Graph* graph) { return reinterpret_cast<CUgraph>(graph); }

@@ -48,9 +48,10 @@ uint64_t submit(Stream& stream, StreamWork work, std::vector<StreamPoint> extra_
   return stream.enqueue(std::move(work), std::move(waits), std::move(footprint), host_clock());
 }
 
-CUresult submit_async(Stream& stream, StreamWork work, Placement* placement, Footprint footprint) {
+CUresult submit_async(Stream& stream, StreamWork work, Placement* placement, Footprint footprint,
+                      std::shared_ptr<GraphNode> node) {
   Placement placed;
-  if (CUresult result = capture_work(stream, work, &placed.capture_id, footprint);
+  if (CUresult result = capture_work(stream, work, &placed.capture_id, footprint, std::move(node));
       result != CUDA_SUCCESS)
     return result;
   if (placed.capture_id == 0)

@@ -11,7 +11,10 @@
 
 #include <cuda.h>
 
+#include <memory>
+
 #include "core/api.h"
+#include "core/graph_nodes.h"
 #include "core/stream.h"
 
 namespace simcuda {
@@ -50,8 +53,10 @@ struct Placement {
 // What every asynchronous entry point (a copy, a kernel launch, a host function) queues its work
 // with: recorded when the stream captures, refused as Note [Stream capture] in core/capture.h
 // says, otherwise submit().
+// `node` describes the work for a graph that records it (Note [Inspectable nodes] in
+// core/graph_nodes.h); without one it shows as a host node.
 CUresult submit_async(Stream& stream, StreamWork work, Placement* placement = nullptr,
-                      Footprint footprint = {});
+                      Footprint footprint = {}, std::shared_ptr<GraphNode> node = nullptr);
 
 // A synchronous call on `stream` (one of the default streams): refused while capture forbids it
 // (check_unsafe_call(), check_sync()), otherwise submitted and, when `wait`, waited for (which

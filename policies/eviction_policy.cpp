@@ -86,6 +86,7 @@ Victims EvictionPolicy::choose_victims(uint64_t granules_needed, std::span<const
     result.granules += books->device_granules;
   }
   stats_.victims_chosen += result.blocks.size();
+  result.partial_last = do_evicts_in_part();
   result.enough = result.granules >= granules_needed;
   if (!result.enough) {
     ++stats_.short_requests;

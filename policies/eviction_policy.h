@@ -17,7 +17,20 @@
 // books at one entry per allocation and let the mover remap each block in one batch. The books
 // still record a partial block (moved() reports what the mover achieved, which may fall short of
 // what was asked), and a block larger than the whole budget is never promoted: it is touched in
-// place.
+// place. One exception, Note [Evicting part of a block].
+//
+// Note [Evicting part of a block]
+// A policy that knows when each block is needed next (learned, locked) may say that its last
+// victim gives up only what the need leaves (Victims::partial_last), its last device granules, as
+// the arena evicts them: the farthest-needed granules go and no more, as in Belady's MIN, which
+// counts granules. Evicting all of a 256 MiB block for a 2 MiB need sends the rest to the host
+// only to fetch it again at the block's next use; the part left on the device is fetched with the
+// rest at that use, as a promotion brings in a block's host granules (on the H200 job, learned
+// fetched 1.17x MIN's bytes evicting whole blocks, 1.12x evicting the last in part;
+// policies/README.md). The block is still decided on whole: it is promoted or touched in place
+// with all of its host granules. A caller may ignore the flag and evict the whole victim: more
+// room than asked, never less (the shim's tiered placement does so for now; the replay honours
+// it, Note [The replay's model] in tools/cli/trace_replay.h).
 //
 // Note [Decisions are checked]
 // The public wrappers hold every decision to the contract: victims distinct, live, holding device
@@ -88,6 +101,9 @@ struct Victims {
   // needed: then `blocks` is what the policy would give up, and a caller that cannot use a
   // partial room (a promotion, a whole new block) should move none of them.
   bool enough = false;
+  // The last victim the need reaches may give up only the granules the need leaves, its last
+  // device granules (Note [Evicting part of a block]); false: every victim moves whole.
+  bool partial_last = false;
 };
 
 struct PolicyStats {
@@ -171,6 +187,9 @@ class EvictionPolicy {
   virtual std::vector<BlockId> do_choose_victims(uint64_t granules_needed,
                                                  std::span<const BlockId> keep) = 0;
   virtual bool do_should_promote(BlockId block) = 0;
+  // Whether the last victim may give up only part of its granules (Note [Evicting part of a
+  // block]); asked after each do_choose_victims.
+  virtual bool do_evicts_in_part() const noexcept { return false; }
   virtual std::vector<BlockId> do_promote_ahead(uint64_t /*room_taken*/,
                                                 std::span<const BlockId> /*keep*/) {
     return {};

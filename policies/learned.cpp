@@ -235,7 +235,6 @@ std::vector<BlockId> LearnedPolicy::do_choose_victims(uint64_t granules_needed,
     return fallback_.choose_victims(granules_needed, keep).blocks;
   }
   // Farthest next use first: never used, then the ring; the higher id first within a launch.
-  // The last gives up only what the need leaves (Note [Planning with the period]).
   std::vector<BlockId> victims;
   uint64_t freed = 0;
   const auto give_up = [&](BlockId block) {  // false once there is room enough
@@ -245,15 +244,29 @@ std::vector<BlockId> LearnedPolicy::do_choose_victims(uint64_t granules_needed,
     freed += device_granules(block);
     return true;
   };
-  if (!std::all_of(never_used_.rbegin(), never_used_.rend(), give_up)) return victims;
-  std::vector<BlockId> launch;
-  visit_ring(finder_.launches() - 1, [&](const std::vector<Block*>& bucket, uint64_t) {
-    launch.clear();
-    for (const Block* block : bucket) launch.push_back(block->id);
-    std::sort(launch.begin(), launch.end(), std::greater<>());
-    return std::all_of(launch.begin(), launch.end(), give_up);
-  });
-  return victims;
+  if (std::all_of(never_used_.rbegin(), never_used_.rend(), give_up)) {
+    std::vector<BlockId> launch;
+    visit_ring(finder_.launches() - 1, [&](const std::vector<Block*>& bucket, uint64_t) {
+      launch.clear();
+      for (const Block* block : bucket) launch.push_back(block->id);
+      std::sort(launch.begin(), launch.end(), std::greater<>());
+      return std::all_of(launch.begin(), launch.end(), give_up);
+    });
+  }
+  // The last gives up only what the need leaves; a caller that moves whole victims gets back
+  // those whose room the others cover, soonest needed first (Note [Planning with the period]).
+  if (may_evict_in_part()) return victims;
+  std::vector<BlockId> kept;  // in the order given, built backwards
+  for (std::size_t i = victims.size(); i-- > 0;) {
+    const uint64_t granules = device_granules(victims[i]);
+    if (freed - granules >= granules_needed) {
+      freed -= granules;
+    } else {
+      kept.push_back(victims[i]);
+    }
+  }
+  std::reverse(kept.begin(), kept.end());
+  return kept;
 }
 
 bool LearnedPolicy::do_should_promote(BlockId block) {

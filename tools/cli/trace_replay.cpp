@@ -112,7 +112,7 @@ class Simulation {
     policies::Victims victims;
     uint64_t evictable = 0;
     if (room() < needed) {
-      victims = policy_->choose_victims(needed - room(), keep);
+      victims = policy_->choose_victims(needed - room(), keep, /*in_part=*/true);
       for (const uint64_t id : victims.blocks) evictable += blocks_.at(id).on_device;
     }
     while (!promotions.empty() && room() + evictable < needed) {
@@ -142,7 +142,7 @@ class Simulation {
 
   // Whether anything was evicted.
   bool make_room(uint64_t granules, std::span<const uint64_t> keep) {
-    return evict(policy_->choose_victims(granules, keep), granules);
+    return evict(policy_->choose_victims(granules, keep, /*in_part=*/true), granules);
   }
 
   // Evicts `victims`, in order, until they have given up `granules`, the last only in part if

@@ -8,7 +8,7 @@
 // does, with the policy deciding:
 // - alloc: room is made for the whole block (victims give up all their device granules, the
 //   last only what the need leaves when the policy says so: Note [Evicting part of a block] in
-//   policies/eviction_policy.h, which the shim does not honour yet), then as much of it as fits
+//   policies/eviction_policy.h, which the shim does not offer yet), then as much of it as fits
 //   is placed on the device, the rest on the host;
 // - use (one launch and its blocks): the policy is told; each block with host granules is
 //   promoted if the policy agrees, else touched in place over the link; a launch that promotes

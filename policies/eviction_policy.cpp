@@ -52,7 +52,8 @@ void EvictionPolicy::moved(BlockId block, uint64_t device_granules) {
   do_moved(block, device_granules);
 }
 
-Victims EvictionPolicy::choose_victims(uint64_t granules_needed, std::span<const BlockId> keep) {
+Victims EvictionPolicy::choose_victims(uint64_t granules_needed, std::span<const BlockId> keep,
+                                       bool in_part) {
   ++stats_.victim_requests;
   Victims result;
   if (granules_needed == 0) {
@@ -63,7 +64,9 @@ Victims EvictionPolicy::choose_victims(uint64_t granules_needed, std::span<const
   std::ranges::sort(kept);
   kept.erase(std::unique(kept.begin(), kept.end()), kept.end());
 
+  may_evict_in_part_ = in_part;
   const std::vector<BlockId> proposed = do_choose_victims(granules_needed, keep);
+  may_evict_in_part_ = false;
   std::unordered_set<BlockId> taken;
   taken.reserve(proposed.size());
   for (const BlockId block : proposed) {
@@ -86,6 +89,7 @@ Victims EvictionPolicy::choose_victims(uint64_t granules_needed, std::span<const
     result.granules += books->device_granules;
   }
   stats_.victims_chosen += result.blocks.size();
+  result.partial_last = in_part && do_evicts_in_part();
   result.enough = result.granules >= granules_needed;
   if (!result.enough) {
     ++stats_.short_requests;

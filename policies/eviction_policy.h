@@ -17,7 +17,20 @@
 // books at one entry per allocation and let the mover remap each block in one batch. The books
 // still record a partial block (moved() reports what the mover achieved, which may fall short of
 // what was asked), and a block larger than the whole budget is never promoted: it is touched in
-// place.
+// place. One exception, Note [Evicting part of a block].
+//
+// Note [Evicting part of a block]
+// A caller that can evict part of a block (the arena evicts a block's last device granules
+// first) may say so to choose_victims(); a policy that knows when each block is needed next
+// (learned) then lets its last victim give up only what the need leaves (Victims::partial_last):
+// the farthest-needed granules go and no more, as in Belady's MIN, which counts granules.
+// Evicting all of a 256 MiB block for a 2 MiB need sends the rest to the host only to fetch it
+// again at the block's next use; the part left on the device comes in with the rest at that use,
+// as a promotion brings in all of a block's host granules (on the H200 job, learned fetched 1.17x
+// MIN's bytes evicting whole blocks, 1.11x evicting the last in part; policies/README.md). The
+// block is still decided on whole: promoted or touched in place with all its host granules. The
+// replay offers it (Note [The replay's model] in tools/cli/trace_replay.h); the shim's tiered
+// placement does not yet, and gets whole victims, chosen for whole moves.
 //
 // Note [Decisions are checked]
 // The public wrappers hold every decision to the contract: victims distinct, live, holding device
@@ -88,6 +101,10 @@ struct Victims {
   // needed: then `blocks` is what the policy would give up, and a caller that cannot use a
   // partial room (a promotion, a whole new block) should move none of them.
   bool enough = false;
+  // The last victim the need reaches gives up only the granules the need leaves, its last device
+  // granules (Note [Evicting part of a block]); false: every victim moves whole. Only when the
+  // caller said it may.
+  bool partial_last = false;
 };
 
 struct PolicyStats {
@@ -125,7 +142,9 @@ class EvictionPolicy {
   // Decisions.
   // Blocks to evict so that `granules_needed` device granules come free, none of them in `keep`
   // (the blocks the launch at hand needs). Asks nothing of the policy only for a need of zero.
-  Victims choose_victims(uint64_t granules_needed, std::span<const BlockId> keep);
+  // `in_part`: the caller can evict part of the last victim (Note [Evicting part of a block]).
+  Victims choose_victims(uint64_t granules_needed, std::span<const BlockId> keep,
+                         bool in_part = false);
   // `block` has host granules and a launch touches it: bring it in first (true), or let the
   // kernel reach it in place over the link (false)?
   bool should_promote(BlockId block);
@@ -155,6 +174,8 @@ class EvictionPolicy {
   uint64_t granules(BlockId block) const noexcept;
   uint64_t device_granules(BlockId block) const noexcept;
   uint64_t capacity_granules() const noexcept { return capacity_granules_; }
+  // During do_choose_victims: whether the caller can evict part of the last victim.
+  bool may_evict_in_part() const noexcept { return may_evict_in_part_; }
 
  private:
   struct Books {
@@ -171,6 +192,9 @@ class EvictionPolicy {
   virtual std::vector<BlockId> do_choose_victims(uint64_t granules_needed,
                                                  std::span<const BlockId> keep) = 0;
   virtual bool do_should_promote(BlockId block) = 0;
+  // Whether the last victim gives up only part of its granules when the caller may evict in part
+  // (Note [Evicting part of a block]); asked after each do_choose_victims.
+  virtual bool do_evicts_in_part() const noexcept { return false; }
   virtual std::vector<BlockId> do_promote_ahead(uint64_t /*room_taken*/,
                                                 std::span<const BlockId> /*keep*/) {
     return {};
@@ -186,6 +210,7 @@ class EvictionPolicy {
   std::unordered_map<BlockId, Books> books_;
   uint64_t device_granules_total_ = 0;
   uint64_t capacity_granules_ = 0;
+  bool may_evict_in_part_ = false;
   InvariantMode mode_;
   PolicyStats stats_;
   char last_problem_[128] = {};

@@ -244,9 +244,8 @@ std::vector<BlockId> LearnedPolicy::do_choose_victims(uint64_t granules_needed,
     freed += device_granules(block);
     return true;
   };
-  const bool more = std::all_of(never_used_.rbegin(), never_used_.rend(), give_up);
-  std::vector<BlockId> launch;
-  if (more) {
+  if (std::all_of(never_used_.rbegin(), never_used_.rend(), give_up)) {
+    std::vector<BlockId> launch;
     visit_ring(finder_.launches() - 1, [&](const std::vector<Block*>& bucket, uint64_t) {
       launch.clear();
       for (const Block* block : bucket) launch.push_back(block->id);
@@ -254,8 +253,9 @@ std::vector<BlockId> LearnedPolicy::do_choose_victims(uint64_t granules_needed,
       return std::all_of(launch.begin(), launch.end(), give_up);
     });
   }
-  // Victims whose room the others cover go back, soonest needed first (Note [Planning with
-  // the period]).
+  // The last gives up only what the need leaves; a caller that moves whole victims gets back
+  // those whose room the others cover, soonest needed first (Note [Planning with the period]).
+  if (may_evict_in_part()) return victims;
   std::vector<BlockId> kept;  // in the order given, built backwards
   for (std::size_t i = victims.size(); i-- > 0;) {
     const uint64_t granules = device_granules(victims[i]);

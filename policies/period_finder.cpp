@@ -36,13 +36,12 @@ PeriodFinder::Change PeriodFinder::drop(Candidate& candidate) {
 }
 
 bool PeriodFinder::lock_qualified() {
-  // A candidate that has judged a whole window and not been dropped has qualified; slots are
-  // shortest first.
-  const auto qualified =
-      std::find_if(candidates_.begin(), candidates_.end(),
-                   [](const Candidate& c) { return c.period != 0 && c.previous_granules != 0; });
-  if (qualified == candidates_.end()) return false;
-  locked_ = qualified->period;
+  // Slots are shortest first.
+  const auto found = std::find_if(candidates_.begin(), candidates_.end(), [](const Candidate& c) {
+    return c.period != 0 && qualified(c);
+  });
+  if (found == candidates_.end()) return false;
+  locked_ = found->period;
   ++locks_;
   return true;
 }

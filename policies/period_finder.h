@@ -14,15 +14,23 @@
 //   forgives what a real job does: a caching allocator that rotates a few small scratch blocks
 //   between steps (the PyTorch job recorded on an H200 repeats exactly only every three steps,
 //   211 launches each, yet all but 6 launches a step match the step before).
-// - A candidate is judged over windows of max(P, kMinWindow) launches. It qualifies when a
-//   whole window matched to within 1/kTolerance of its granules: a period has repeated with the
-//   same blocks. It is dropped as soon as its mismatched granules in the window pass
-//   1/kTolerance of the larger of the window's granules so far and the previous window's (in
-//   its first window, once kMinWindow launches are in): a burst of new launches ends it at once,
-//   a stray one does not. A launch at most 2 apart
-//   thus locks only after kMinWindow launches in a row match: a loop over the same blocks for a
-//   while (an inner loop of a step) is a period until it ends, where two matching launches used
-//   to be enough and the locks on 2-3 launches came and went all through the steps.
+// - A candidate is judged over windows of max(P, kMinWindow) launches. It qualifies once
+//   kMinWindow launches in a row have matched the launches a period before (to within
+//   1/kTolerance of their granules): the period has begun to repeat with the same blocks. It is
+//   then verified as it plays: it is dropped as soon as its mismatched granules in the window
+//   pass 1/kTolerance of the larger of the window's granules so far and the previous window's
+//   (in its first window, once kMinWindow launches are in): a burst of new launches ends it at
+//   once, a stray one does not. A launch at most 2 apart thus locks only after kMinWindow
+//   launches in a row match: a loop over the same blocks for a while (an inner loop of a step)
+//   is a period until it ends, where two matching launches used to be enough and the locks on
+//   2-3 launches came and went all through the steps.
+//   Why not wait for a whole period to have matched, as before: a long period then locks a step
+//   later than it could, and every launch before the lock is lru's. On the PyTorch job recorded
+//   on an H200 (Note [Learning the period] in learned.h) the first step differs from the second,
+//   so the step (211 launches) can only start to match in the third; waiting for all of it
+//   locked at launch 647, at the end of the third step, 16 matching launches lock at 440 or so,
+//   and that step is planned instead of lru's (1.15x MIN's bytes to 1.12x). A period of at most
+//   kMinWindow launches locks as late as before.
 // - The finder is locked on the first candidate that qualifies (the shortest, when several do at
 //   once), until that candidate is dropped; then at once on the shortest other that has
 //   qualified, if one has. A job with two micro-batches a step repeats its forward and backward
@@ -76,6 +84,7 @@ class PeriodFinder {
   struct Candidate {
     uint64_t period = 0;  // 0: the slot is free
     uint64_t seen = 0;    // launches of the current window compared
+    uint64_t matched = 0;  // launches in a row that matched, up to kMinWindow
     uint64_t granules = 0;
     uint64_t mismatched = 0;
     uint64_t previous_granules = 0;  // the last whole window's
@@ -85,6 +94,10 @@ class PeriodFinder {
   // or was dropped.
   template <typename Weight>
   Change follow(Candidate& candidate, uint64_t now, Weight weight);
+  // Whether `candidate` may be locked on: kMinWindow launches in a row have matched.
+  static bool qualified(const Candidate& candidate) noexcept {
+    return candidate.matched >= kMinWindow;
+  }
   // Frees the candidate's slot (observe() then closes the gap); kUnlocked if it was locked on.
   Change drop(Candidate& candidate);
   // Locks on the shortest candidate that has qualified already; whether there was one.
@@ -138,16 +151,20 @@ PeriodFinder::Change PeriodFinder::follow(Candidate& candidate, uint64_t now, We
   candidate.granules += all;
   candidate.mismatched += only_one;
   ++candidate.seen;
+  // A launch matches when the granules only one of the two touches are within the tolerance.
+  candidate.matched = only_one * kTolerance > all ? 0 : std::min(candidate.matched + 1, kMinWindow);
   const uint64_t window = std::max(candidate.period, kMinWindow);
   if ((candidate.previous_granules != 0 || candidate.seen >= kMinWindow) &&
       candidate.mismatched * kTolerance >
           std::max(candidate.granules, candidate.previous_granules)) {
     return drop(candidate);
   }
-  if (candidate.seen < window) return Change::kNone;
-  candidate.previous_granules = candidate.granules;
-  candidate.seen = candidate.granules = candidate.mismatched = 0;
-  if (locked_ != 0) return Change::kNone;  // of several that qualify at once, the shortest
+  if (candidate.seen >= window) {
+    candidate.previous_granules = candidate.granules;
+    candidate.seen = candidate.granules = candidate.mismatched = 0;
+  }
+  // Of several that qualify at once, the shortest.
+  if (locked_ != 0 || !qualified(candidate)) return Change::kNone;
   locked_ = candidate.period;
   ++locks_;
   return Change::kLocked;

@@ -107,6 +107,26 @@ TEST(TraceReplay, WhatDoesNotFitIsTouchedInPlace) {
   EXPECT_EQ(lru.in_place_granules, 1u);
 }
 
+// Note [Evicting part of a block] in policies/eviction_policy.h: learned's last victim gives up
+// only the granules the need leaves, and only those come back at its next use; lru's victims move
+// whole.
+TEST(TraceReplay, LearnedsLastVictimGivesUpOnlyWhatTheNeedLeaves) {
+  ReplayInput input;
+  input.budget_granules = 10;
+  input.steps = {alloc(0, 8), use({0}), alloc(1, 4), use({0})};
+  // Block 1 needs two granules of block 0's room; the launch after needs them back, from block 1.
+  const ReplayResult learned = replay(input, "learned");
+  EXPECT_EQ(learned.placed_granules, 12u);
+  EXPECT_EQ(learned.evicted_granules, 4u);
+  EXPECT_EQ(learned.promoted_granules, 2u);
+  EXPECT_EQ(learned.moves, 3u);
+  // lru sends all of block 0 to the host for block 1, then all of block 1 for block 0.
+  const ReplayResult lru = replay(input, "lru");
+  EXPECT_EQ(lru.placed_granules, 12u);
+  EXPECT_EQ(lru.evicted_granules, 12u);
+  EXPECT_EQ(lru.promoted_granules, 8u);
+}
+
 // Note [Promoting ahead] in policies/eviction_policy.h: locked on the loop, learned brings in
 // the next launches' blocks with a launch's own, into the room of a block the loop never uses.
 TEST(TraceReplay, PromotionsMadeAheadAreNotLate) {

@@ -1,7 +1,8 @@
 // The policies on generated training loops (training_loops.h), replayed at 1.25 to 3 times their
-// budget, 24 steps each: learned, which locks on the steps' period once one has repeated, fetches
-// at most 1.33x Belady's MIN on every one, and never more than lru, neither in bytes fetched nor
-// in bytes over the link (the replay's link_granules(): what it reads in place counts too).
+// budget, 24 steps each: learned, which locks on the steps' period once a window of it has
+// repeated and evicts the farthest-needed granules (the last victim in part), fetches at most 1.2x
+// Belady's MIN on every one, and never more than lru, neither in bytes fetched nor in bytes over
+// the link (the replay's link_granules(): what it reads in place counts too).
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -18,7 +19,7 @@ double ratio(uint64_t value, uint64_t optimum) {
   return static_cast<double>(value) / static_cast<double>(optimum);
 }
 
-TEST(TrainingLoops, LearnedFetchesAtMostAThirdMoreThanMinAndNeverMoreThanLru) {
+TEST(TrainingLoops, LearnedFetchesAtMostAFifthMoreThanMinAndNeverMoreThanLru) {
   for (const TrainingLoop& shape : testing::training_corpus()) {
     const ReplayInput input = testing::training_loop(shape);
     const uint64_t optimum = optimal_fetched_granules(input);
@@ -31,10 +32,10 @@ TEST(TrainingLoops, LearnedFetchesAtMostAThirdMoreThanMinAndNeverMoreThanLru) {
         shape.name().c_str(), static_cast<unsigned long long>(input.launches),
         ratio(learned.fetched_granules(), optimum), ratio(lru.fetched_granules(), optimum),
         ratio(learned.link_granules(), lru.link_granules()));
-    // The goal is 1.3x; one trace misses it, at 1.32x: two layers at 2x, where even
-    // learned's rules with the future known from the first launch fetch 1.25x MIN (whole blocks
-    // against MIN's granules), and the two steps before the period has repeated are lru's.
-    EXPECT_LE(ratio(learned.fetched_granules(), optimum), 1.33) << shape.name();
+    // The goal is 1.3x; the worst is 1.17x (2 layers at 1.5x, workspace, rotating), and
+    // 1.2x holds the margin, so that a regression shows. It was 1.32x (2 layers at 2x) when
+    // victims moved whole and a whole period had to repeat before the lock.
+    EXPECT_LE(ratio(learned.fetched_granules(), optimum), 1.2) << shape.name();
     EXPECT_LE(learned.fetched_granules(), lru.fetched_granules()) << shape.name();
     EXPECT_LE(learned.link_granules(), lru.link_granules()) << shape.name();
   }

@@ -1,8 +1,9 @@
 // learned (policies/learned.h): it locks on the period of a repeating loop (Note [Learning the
 // period]) and then misses close to Belady's MIN where lru misses every use; a stray launch does
 // not unlock it, a new loop does, and without a period it is lru; locked, it leaves on the host a
-// block whose bringing in would displace data needed sooner (Note [Planning with the period]), and
-// brings in ahead only into room nothing needed takes (Note [Learned promotes ahead]).
+// block whose bringing in would displace data needed sooner and evicts in MIN's order, the last
+// victim in part where the caller can (Note [Planning with the period]), and brings in ahead only
+// into room nothing needed takes (Note [Learned promotes ahead]).
 #include "policies/learned.h"
 
 #include <gtest/gtest.h>
@@ -126,6 +127,29 @@ TEST(LearnedTest, LeavesOnTheHostABlockThatWouldDisplaceDataNeededSooner) {
   // And a victim search gives up what is needed last: 1 (two launches away) before 0 (one).
   learned.moved(1, 1);
   EXPECT_EQ(learned.choose_victims(1, Blocks{2}).blocks, Blocks{1});
+}
+
+// Note [Evicting part of a block] and Note [Planning with the period]
+TEST(LearnedTest, ACallerThatEvictsInPartGetsMinsOrderAndOneThatMovesWholeBlocksTheLargeOneAlone) {
+  // A loop over block 0 (four granules) and 1, 2, 3 (one each), all on the device.
+  const Launches period = {{0}, {1}, {2}, {3}};
+  LearnedPolicy learned(options(7));
+  learned.allocated(0, 4, true);
+  for (BlockId block = 1; block <= 3; ++block) learned.allocated(block, 1, true);
+  follow(learned, period, 6);
+  ASSERT_EQ(learned.period(), 4u);
+  // Needed next: 0, 1, 2, then 3. Four granules: MIN gives up 3, 2, 1 and one granule of 0.
+  const Victims in_part = learned.choose_victims(4, Blocks{}, /*in_part=*/true);
+  EXPECT_EQ(in_part.blocks, (Blocks{3, 2, 1, 0}));
+  EXPECT_TRUE(in_part.partial_last);
+  // Moved whole, 0 covers the need alone, and the small ones would only come back.
+  const Victims whole = learned.choose_victims(4, Blocks{});
+  EXPECT_EQ(whole.blocks, Blocks{0});
+  EXPECT_FALSE(whole.partial_last);
+  // lru never asks to evict in part.
+  LruPolicy lru(options(7));
+  lru.allocated(0, 4, true);
+  EXPECT_FALSE(lru.choose_victims(1, Blocks{}, /*in_part=*/true).partial_last);
 }
 
 // Note [Learned promotes ahead]

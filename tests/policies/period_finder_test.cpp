@@ -1,6 +1,7 @@
 // Finding the period from the blocks the launches touch (policies/period_finder.h, Note [Finding
-// the period]): a repeat shorter than a window inside a step never locks, a whole step does once it
-// has repeated, and the whole step takes over from half a step that each optimizer phase breaks.
+// the period]): a repeat shorter than a window inside a step never locks, a whole step does once a
+// window of it has repeated, and the whole step takes over from half a step that each optimizer
+// phase breaks.
 #include "policies/period_finder.h"
 
 #include <gtest/gtest.h>
@@ -38,15 +39,21 @@ Launches step_with_an_inner_loop() {
   return step;
 }
 
-TEST(PeriodFinderTest, ARepeatShorterThanAWindowNeverLocksAndTheStepDoesOnceItRepeated) {
+TEST(PeriodFinderTest, ARepeatShorterThanAWindowNeverLocksAndTheStepDoesOnceAWindowOfItRepeated) {
   PeriodFinder finder;
   const Launches step = step_with_an_inner_loop();
   const std::vector<uint64_t> first = observe(finder, step);
   // Twelve launches at a period of 2, ten of them compared: fewer than a window (16), where two
   // matching launches used to lock.
   for (const uint64_t period : first) EXPECT_EQ(period, 0u);
-  observe(finder, step);
-  EXPECT_EQ(finder.period(), 0u) << "the step has repeated once, not yet over a window";
+  const std::vector<uint64_t> second = observe(finder, step);
+  // The step's period is proposed when its first launch of a block of its own comes back (the
+  // 13th; the inner loop's launches last came 22 launches before), and locked on once the 16
+  // launches after it have matched the step before: at the 29th, not at the end of the step.
+  const std::size_t proposed = 12;
+  const std::size_t locked = proposed + PeriodFinder::kMinWindow;
+  for (std::size_t i = 0; i < locked; ++i) EXPECT_EQ(second[i], 0u) << "launch " << i;
+  for (std::size_t i = locked; i < step.size(); ++i) EXPECT_EQ(second[i], 32u) << "launch " << i;
   observe(finder, step);
   EXPECT_EQ(finder.period(), 32u);
   EXPECT_EQ(finder.locks(), 1u);

@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "policies/belady.h"
+#include "policies/eviction_policy.h"
 #include "policies/registry.h"
 
 namespace vramspill::cli {
@@ -108,11 +109,11 @@ class Simulation {
     // The victims are chosen first, and what would not fit even with all of them gone stays
     // out (the blocks named ahead first, then the launch's own, touched in place), as in the
     // shim.
-    std::vector<uint64_t> victims;
+    policies::Victims victims;
     uint64_t evictable = 0;
     if (room() < needed) {
-      victims = policy_->choose_victims(needed - room(), keep).blocks;
-      for (const uint64_t id : victims) evictable += blocks_.at(id).on_device;
+      victims = policy_->choose_victims(needed - room(), keep, /*in_part=*/true);
+      for (const uint64_t id : victims.blocks) evictable += blocks_.at(id).on_device;
     }
     while (!promotions.empty() && room() + evictable < needed) {
       needed -= host_granules(promotions.back());
@@ -141,21 +142,25 @@ class Simulation {
 
   // Whether anything was evicted.
   bool make_room(uint64_t granules, std::span<const uint64_t> keep) {
-    return evict(policy_->choose_victims(granules, keep).blocks, granules);
+    return evict(policy_->choose_victims(granules, keep, /*in_part=*/true), granules);
   }
 
-  // Evicts `victims`, in order, until they have given up `granules`; whether any was.
-  bool evict(std::span<const uint64_t> victims, uint64_t granules) {
+  // Evicts `victims`, in order, until they have given up `granules`, the last only in part if
+  // the policy says so (Note [Evicting part of a block] in policies/eviction_policy.h); whether
+  // any was.
+  bool evict(const policies::Victims& victims, uint64_t granules) {
     uint64_t evicted = 0;
-    for (const uint64_t id : victims) {
+    for (const uint64_t id : victims.blocks) {
       if (evicted >= granules) break;
       Block& block = blocks_.at(id);
-      evicted += block.on_device;
-      result_.evicted_granules += block.on_device;
+      const uint64_t given =
+          victims.partial_last ? std::min(block.on_device, granules - evicted) : block.on_device;
+      evicted += given;
+      result_.evicted_granules += given;
       ++result_.moves;
-      on_device_ -= block.on_device;
-      block.on_device = 0;
-      policy_->moved(id, 0);
+      on_device_ -= given;
+      block.on_device -= given;
+      policy_->moved(id, block.on_device);
     }
     return evicted != 0;
   }

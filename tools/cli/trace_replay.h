@@ -6,15 +6,17 @@
 // The device is `budget` bytes of 2 MiB granules and nothing else; a block is the granules of one
 // tiered allocation. The model does what tiered placement (shim/placement/tiered_placement.cpp)
 // does, with the policy deciding:
-// - alloc: room is made for the whole block (victims give up all their device granules), then
-//   as much of it as fits is placed on the device, the rest on the host;
+// - alloc: room is made for the whole block (victims give up all their device granules, the
+//   last only what the need leaves when the policy says so: Note [Evicting part of a block] in
+//   policies/eviction_policy.h, which the shim does not offer yet), then as much of it as fits
+//   is placed on the device, the rest on the host;
 // - use (one launch and its blocks): the policy is told; each block with host granules is
 //   promoted if the policy agrees, else touched in place over the link; a launch that promotes
 //   also brings in the blocks the policy names ahead of their launches (Note [Promoting ahead] in
 //   policies/eviction_policy.h); the victims are chosen with the launch's own blocks and those
 //   kept, promotions that would not fit even with all of them gone (last first: those named
 //   ahead, then the launch's own, which are touched in place) stay on the host, and only as many
-//   victims are evicted as the rest need;
+//   victims are evicted as the rest need (the last in part, as at alloc);
 // - free: the block's granules are gone.
 // Not modelled: the host limit (the host takes every eviction), pooled granules, other
 // allocations' share of the budget, and launches whose blocks were not all listed (more than 32,

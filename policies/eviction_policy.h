@@ -29,8 +29,9 @@
 // as a promotion brings in all of a block's host granules (on the H200 job, learned fetched 1.17x
 // MIN's bytes evicting whole blocks, 1.11x evicting the last in part; policies/README.md). The
 // block is still decided on whole: promoted or touched in place with all its host granules. The
-// replay offers it (Note [The replay's model] in tools/cli/trace_replay.h); the shim's tiered
-// placement does not yet, and gets whole victims, chosen for whole moves.
+// replay offers it (Note [The replay's model] in tools/cli/trace_replay.h), and so does the
+// shim's tiered placement, whose arena moves any number of a block's granules (a staged block
+// moves whole: placement/tiered_placement.h).
 //
 // Note [Decisions are checked]
 // The public wrappers hold every decision to the contract: victims distinct, live, holding device

@@ -21,11 +21,10 @@
 //
 // Note [Planning with the period]
 // Locked, a victim search evicts the blocks on the device whose next use is farthest away,
-// never-used-again first (Belady's MIN). A caller that can evict in part (the replay) has the last
-// give up only as many granules as the need leaves (Note [Evicting part of a block] in
-// eviction_policy.h): MIN's order over granules. A caller that moves whole victims (the shim, for
-// now) gets back any victim, soonest needed first, whose room the others already cover: with
-// blocks of every size, the farthest-first walk often ends on a large block that covers the need
+// never-used-again first (Belady's MIN). A caller that can evict in part (the replay, the shim)
+// has the last give up only as many granules as the need leaves (Note [Evicting part of a block]
+// in eviction_policy.h): MIN's order over granules. A caller that moves whole victims gets back
+// any victim, soonest needed first, whose room the others already cover: with blocks of every size, the farthest-first walk often ends on a large block that covers the need
 // alone, and evicting the small ones taken before it as well only fetches them again (on the
 // H200 job replayed with its future known, 1.13x MIN's bytes without this, 1.11x with it; in
 // part, 1.17x to 1.11x with the launches learned as they come). Unlocked, lru's victims are

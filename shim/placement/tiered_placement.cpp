@@ -215,9 +215,9 @@ std::optional<RuleAction> TieredPlacement::rule_of(const Device& state, policies
 }
 
 // Note [Rules before the policy]
-std::vector<policies::BlockId> TieredPlacement::choose_victims(
-    Device& state, uint64_t granules, std::span<const policies::BlockId> keep) {
-  std::vector<policies::BlockId> victims;
+TieredPlacement::Victims TieredPlacement::choose_victims(Device& state, uint64_t granules,
+                                                         std::span<const policies::BlockId> keep) {
+  Victims victims;
   std::vector<policies::BlockId> keep_blocks(keep.begin(), keep.end());
   uint64_t covered = 0;
   for (const auto& [block, action] : state.ruled) {
@@ -230,13 +230,16 @@ std::vector<policies::BlockId> TieredPlacement::choose_victims(
       continue;
     const auto held = state.arena->block_containing(block);
     if (!held || held->device_granules == 0) continue;
-    victims.push_back(block);
+    victims.blocks.push_back(block);
     keep_blocks.push_back(block);  // chosen already: not the policy's to choose again
     covered += held->device_granules;
   }
   if (covered < granules) {
-    const policies::Victims chosen = state.policy->choose_victims(granules - covered, keep_blocks);
-    victims.insert(victims.end(), chosen.blocks.begin(), chosen.blocks.end());
+    // The arena moves any number of a block's granules (tiers::GranuleMove).
+    const policies::Victims chosen =
+        state.policy->choose_victims(granules - covered, keep_blocks, /*in_part=*/true);
+    victims.blocks.insert(victims.blocks.end(), chosen.blocks.begin(), chosen.blocks.end());
+    victims.in_part = chosen.partial_last;
   }
   return victims;
 }
@@ -247,29 +250,35 @@ void TieredPlacement::make_room(int device, Device& state, uint64_t granules,
   evict(device, state, choose_victims(state, granules, keep), granules, window);
 }
 
-void TieredPlacement::evict(int device, Device& state, std::span<const policies::BlockId> victims,
-                            uint64_t granules, MoveWindow& window) {
+void TieredPlacement::evict(int device, Device& state, const Victims& victims, uint64_t granules,
+                            MoveWindow& window) {
   if (!arenas_.may_synchronize()) return;  // Note [No moves during a capture]
   std::vector<GranuleMove> evictions;
+  std::vector<uint64_t> copies;  // each eviction's granules that need host granules to go to
   uint64_t evicted = 0;
-  uint64_t copied = 0;  // of those, the granules that need host granules to go to
-  // A staged block's staged granules go back without a copy (Note [Staged promotions]).
-  const auto to_copy = [&](CUdeviceptr base) {
-    const auto block = state.arena->block_containing(base);
-    return block->device_granules - block->staged_granules;
-  };
-  for (const policies::BlockId victim : victims) {
+  uint64_t copied = 0;
+  for (const policies::BlockId victim : victims.blocks) {
     if (evicted >= granules) break;
     const auto block = state.arena->block_containing(victim);
     if (!block || block->device_granules == 0) continue;
-    evictions.push_back({.base = victim, .to = GranuleKind::kHost, .granules = 0});
-    evicted += block->device_granules;
-    copied += block->device_granules - block->staged_granules;
+    const uint64_t left = granules - evicted;
+    if (victims.in_part && block->staged_granules == 0 && left < block->device_granules) {
+      evictions.push_back({.base = victim, .to = GranuleKind::kHost, .granules = left});
+      copies.push_back(left);
+      evicted += left;
+    } else {
+      // A staged block's staged granules go back without a copy (Note [Staged promotions]).
+      evictions.push_back({.base = victim, .to = GranuleKind::kHost, .granules = 0});
+      copies.push_back(block->device_granules - block->staged_granules);
+      evicted += block->device_granules;
+    }
+    copied += copies.back();
   }
   // The victims' granules need host granules: as many victims as the host limit can take.
   const uint64_t pooled_host = state.arena->stats().pooled_host_granules;
   while (!evictions.empty() && !charge(device, state, 0, more_than(copied, pooled_host))) {
-    copied -= to_copy(evictions.back().base);
+    copied -= copies.back();
+    copies.pop_back();
     evictions.pop_back();
   }
   if (evictions.empty()) return;
@@ -420,11 +429,11 @@ void TieredPlacement::before_launch(int device, uint64_t sequence, uint32_t stre
       // The victims are chosen before anything moves, so that none is evicted for promotions
       // that would not fit even with all of them gone.
       const uint64_t usable = usable_device_granules(device, *state);
-      std::vector<policies::BlockId> victims;
+      Victims victims;
       uint64_t evictable = 0;
       if (usable < needed) {
         victims = choose_victims(*state, needed - usable, keep);
-        for (const policies::BlockId victim : victims) {
+        for (const policies::BlockId victim : victims.blocks) {
           if (const auto held = state->arena->block_containing(victim))
             evictable += held->device_granules;
         }

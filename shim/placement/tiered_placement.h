@@ -260,13 +260,20 @@ class TieredPlacement {
   // evict_first blocks before the policy's choice, as far as the host limit allows.
   void make_room(int device, Device& state, uint64_t granules,
                  std::span<const policies::BlockId> keep, MoveWindow& window);
+  // Blocks to evict, in order; with `in_part`, the one the need ends in gives up only the
+  // granules the need leaves, its last device granules (Note [Evicting part of a block] in
+  // policies/eviction_policy.h), unless it is staged, which moves whole.
+  struct Victims {
+    std::vector<policies::BlockId> blocks;
+    bool in_part = false;
+  };
   // Evicts `victims`, in order, until they have given up `granules` device granules, as far as
   // the host limit allows.
-  void evict(int device, Device& state, std::span<const policies::BlockId> victims,
-             uint64_t granules, MoveWindow& window);
-  // The victims for `granules`: evict_first blocks, then the policy's choice for the rest.
-  std::vector<policies::BlockId> choose_victims(Device& state, uint64_t granules,
-                                                std::span<const policies::BlockId> keep);
+  void evict(int device, Device& state, const Victims& victims, uint64_t granules,
+             MoveWindow& window);
+  // The victims for `granules`: evict_first blocks, whole, then the policy's choice for the rest,
+  // in part where the policy says so.
+  Victims choose_victims(Device& state, uint64_t granules, std::span<const policies::BlockId> keep);
   // Adds to `promotions` (and to `keep`, so that room is not made from them) the blocks the
   // policy names ahead of their launches, past the launch's own promotions of `needed` granules
   // (Note [Promoting ahead]); the host granules they add.

@@ -89,10 +89,18 @@ class TieredPlacementTest : public ::testing::Test {
   }
 
   CUdeviceptr allocate(uint64_t granules, std::optional<RuleAction> rule = std::nullopt) {
+    return allocate_in(placement_, granules, rule);
+  }
+  // A block of `placement`, each granule written with what expect_bytes() reads back.
+  CUdeviceptr allocate_in(TieredPlacement& placement, uint64_t granules,
+                          std::optional<RuleAction> rule = std::nullopt) {
     CUdeviceptr base = 0;
-    EXPECT_EQ(placement_.allocate(0, granules * kGranuleBytes, &base, rule).result, CUDA_SUCCESS);
+    EXPECT_EQ(placement.allocate(0, granules * kGranuleBytes, &base, rule).result, CUDA_SUCCESS);
     for (uint64_t i = 0; i < granules; ++i) ops_.write(base + i * kGranuleBytes, base + i);
     return base;
+  }
+  static TieredOptions learned_options() {
+    return {.policy = "learned", .invariant_mode = policies::InvariantMode::kAbort};
   }
   void launch(std::vector<policies::BlockId> blocks) {
     placement_.before_launch(0, ++sequence_, 1, blocks);
@@ -401,25 +409,16 @@ TEST_F(TieredPlacementTest, TheLogSaysWhatTheLearnedPolicyLearned) {
 // launch that stops to bring its block in also brings in what the next launches need, into the
 // room a block the loop never uses held.
 TEST_F(TieredPlacementTest, LearnedBringsInAheadWhatTheNextLaunchesNeed) {
-  TieredPlacement learned{budgets_,
-                          arenas_,
-                          window_,
-                          {.policy = "learned", .invariant_mode = policies::InvariantMode::kAbort}};
-  const auto allocate_in = [&](uint64_t granules) {
-    CUdeviceptr base = 0;
-    EXPECT_EQ(learned.allocate(0, granules * kGranuleBytes, &base).result, CUDA_SUCCESS);
-    for (uint64_t i = 0; i < granules; ++i) ops_.write(base + i * kGranuleBytes, base + i);
-    return base;
-  };
+  TieredPlacement learned{budgets_, arenas_, window_, learned_options()};
   std::vector<CUdeviceptr> loop;
-  for (int i = 0; i < 5; ++i) loop.push_back(allocate_in(2));  // 10 granules on a budget of 8
+  for (int i = 0; i < 5; ++i) loop.push_back(allocate_in(learned, 2));  // 10 granules on 8
   const auto turn = [&] {
     for (const CUdeviceptr block : loop)
       learned.before_launch(0, ++sequence_, 1, std::vector<policies::BlockId>{block});
   };
   for (int round = 0; round < 5; ++round) turn();  // locked after a window of 16 launches
   ASSERT_EQ(learned.stats().promoted_ahead, 0u) << "no room nothing needed holds, yet";
-  const CUdeviceptr cold = allocate_in(4);  // never used: learned evicts two loop blocks for it
+  const CUdeviceptr cold = allocate_in(learned, 4);  // never used: two loop blocks go for it
   turn();
   EXPECT_GE(learned.stats().promoted_ahead, 1u);
   EXPECT_EQ(device_granules(cold), 0u) << "its room went to the loop";
@@ -427,6 +426,28 @@ TEST_F(TieredPlacementTest, LearnedBringsInAheadWhatTheNextLaunchesNeed) {
   expect_bytes(cold, 4);
   for (const CUdeviceptr block : loop) EXPECT_EQ(learned.free(0, block), CUDA_SUCCESS);
   EXPECT_EQ(learned.free(0, cold), CUDA_SUCCESS);
+}
+
+// Note [Evicting part of a block] in policies/eviction_policy.h: a block of one granule needs
+// one granule of room, and learned's victim gives up that one, not all it holds.
+TEST_F(TieredPlacementTest, LearnedsVictimGivesUpOnlyWhatTheNeedLeaves) {
+  TieredPlacement learned{budgets_, arenas_, window_, learned_options()};
+  const std::vector<CUdeviceptr> loop{allocate_in(learned, 4), allocate_in(learned, 2),
+                                      allocate_in(learned, 2)};  // the whole budget of 8
+  for (int round = 0; round < 8; ++round) {
+    for (const CUdeviceptr block : loop)
+      learned.before_launch(0, ++sequence_, 1, std::vector<policies::BlockId>{block});
+  }
+  const CUdeviceptr small = allocate_in(learned, 1);
+  EXPECT_EQ(device_granules(small), 1u);
+  uint64_t on_device = 0;
+  for (const CUdeviceptr block : loop) on_device += device_granules(block);
+  EXPECT_EQ(on_device, 7u) << "a whole block went to the host for a need of one granule";
+  EXPECT_EQ(budgets_.host(), kGranuleBytes);
+  for (const CUdeviceptr block : loop) expect_bytes(block, arena_.block_containing(block)->granules);
+  expect_bytes(small, 1);
+  for (const CUdeviceptr block : loop) EXPECT_EQ(learned.free(0, block), CUDA_SUCCESS);
+  EXPECT_EQ(learned.free(0, small), CUDA_SUCCESS);
 }
 
 // Note [The tracked window]: the same arena and budgets, the placement reading a use tracker

@@ -225,12 +225,59 @@ size_t UseTracker::tracked() const noexcept {
   return records_.size();
 }
 
+// Note [Listing many blocks]
+// A block a launch names twice is listed once, so each block touched must be looked for among
+// those listed. A search of the list is the fastest way for the few blocks most launches name,
+// but a multi-tensor kernel names hundreds, and searching for each would cost such a launch the
+// square of its blocks (7 us for 256). So past SubmissionUse::kSearched blocks the use keeps a
+// filter, one bit for each of 4 096 hashes of a block id, cleared and filled from the list when
+// the list first grows past kSearched: a block whose bit is clear was never listed, and only one
+// whose bit is set (listed, or a hash shared with one that is) is searched for. Launches of
+// kSearched blocks or fewer never touch the filter.
+namespace {
+
+constexpr uint64_t kListedBits = 64 * 64;
+
+uint64_t listed_bit(BlockId block) noexcept {
+  // The shim's blocks are bases of 2 MiB-aligned ranges, whose low 21 bits are all zero: those
+  // above are folded in before the multiplicative hash takes its top 12 bits.
+  return ((block ^ (block >> 21)) * 0x9E3779B97F4A7C15ULL) >> (64 - 12);
+}
+
+void mark_listed(SubmissionUse& use, BlockId block) noexcept {
+  const uint64_t bit = listed_bit(block);
+  use.listed_bits[bit / 64] |= uint64_t{1} << (bit % 64);
+}
+
+bool listed(const SubmissionUse& use, BlockId block) noexcept {
+  const auto end = use.blocks.begin() + use.count;
+  if (use.count > SubmissionUse::kSearched) {
+    const uint64_t bit = listed_bit(block);
+    if ((use.listed_bits[bit / 64] >> (bit % 64) & 1) == 0) return false;
+  }
+  return std::find(use.blocks.begin(), end, block) != end;
+}
+
+// Lists `block` at `base`, filling the filter once the list grows past kSearched.
+void list(SubmissionUse& use, BlockId block, uint64_t base) noexcept {
+  use.bases[use.count] = base;
+  use.blocks[use.count++] = block;
+  if (use.count == SubmissionUse::kSearched + 1) {
+    use.listed_bits.fill(0);
+    for (uint32_t i = 0; i < use.count; ++i) mark_listed(use, use.blocks[i]);
+  } else if (use.count > SubmissionUse::kSearched) {
+    mark_listed(use, block);
+  }
+}
+
+static_assert(kListedBits == sizeof(SubmissionUse::listed_bits) * 8);
+
+}  // namespace
+
 void UseTracker::touch(Record& record, const Stamp& stamp, SubmissionUse& use) noexcept {
-  const auto listed = use.blocks.begin() + use.count;
-  if (std::find(use.blocks.begin(), listed, record.block) != listed) return;
+  if (listed(use, record.block)) return;
   if (use.count < SubmissionUse::kCapacity) {
-    use.bases[use.count] = record.base;
-    use.blocks[use.count++] = record.block;
+    list(use, record.block, record.base);
   } else if (!use.everything) {
     use.everything = true;
     stamp_everything(stamp);

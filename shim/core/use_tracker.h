@@ -114,7 +114,14 @@ struct Stamp {
 // What one submission touched, for the hook to hand to the tiered layer before the call goes to
 // the driver. Fixed capacity: filled on the launch path without allocating.
 struct SubmissionUse {
-  static constexpr size_t kCapacity = 32;
+  // PyTorch's multi-tensor kernels (the optimizers' foreach and fused forms) pass up to a few
+  // hundred tensors to one launch, each a block of its own when large: with room for 32, such a
+  // launch named the first 32 to the policy and made the tracked window wait for its stream's
+  // whole queue. Not cleared per launch, so the room costs stack, not time.
+  static constexpr size_t kCapacity = 256;
+  // Up to this many blocks listed, a block is looked for in the list; past it, in `listed_bits`
+  // first (Note [Listing many blocks] in core/use_tracker.cpp).
+  static constexpr size_t kSearched = 32;
   uint64_t sequence = 0;  // 0: it touched nothing tracked
   uint64_t stream = 0;    // the stream it was submitted to, as recorded
   // It may touch tracked blocks not listed in `blocks`: an unread graph, unreadable parameters, or
@@ -124,6 +131,8 @@ struct SubmissionUse {
   uint32_t count = 0;  // blocks[0, count): distinct, in the order first touched
   std::array<BlockId, kCapacity> blocks;  // not cleared: count says what is set
   std::array<uint64_t, kCapacity> bases;  // blocks[i]'s range starts at bases[i]
+  // A bit for each hash of a listed block, set once count passes kSearched (cleared then).
+  std::array<uint64_t, 64> listed_bits;
 };
 
 enum class TrackResult : uint8_t {

@@ -503,7 +503,7 @@ bool TieredPlacement::any_device(Visit&& visit) {
 void TieredPlacement::before_submission(uint64_t sequence, uint32_t stream,
                                         std::span<const policies::BlockId> blocks) noexcept {
   any_device([&](int device, Device& state) {
-    std::array<policies::BlockId, core::SubmissionUse::kCapacity> mine{};
+    std::array<policies::BlockId, core::SubmissionUse::kCapacity> mine;  // count says what is set
     std::size_t count = 0;
     for (const policies::BlockId base : blocks) {
       if (count < mine.size() && state.arena->block_containing(base)) mine[count++] = base;

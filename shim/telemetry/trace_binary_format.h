@@ -90,9 +90,11 @@ inline constexpr std::array<std::string_view, 11> kTraceRouteOrder = {"cuMemAllo
                                                                       "tiered"};
 
 inline constexpr std::size_t kMaxVarintBytes = 10;
-// No record is longer: a use lists at most core::SubmissionUse::kCapacity (32) bases, under 400
-// bytes. A reader takes a longer length for damage, not for a record cut short.
-inline constexpr std::size_t kMaxTracePayloadBytes = 1024;
+// No record is longer: a use lists at most core::SubmissionUse::kCapacity (256) bases, under
+// 2 700 bytes (trace_file.cpp checks it). A reader takes a longer length for damage, not for a
+// record cut short. Files written when uses listed at most 32 bases (records under 1 KiB) read
+// the same.
+inline constexpr std::size_t kMaxTracePayloadBytes = 4096;
 
 // Writes `value` at `out`, which has room for kMaxVarintBytes; returns the end of what it wrote.
 inline char* put_varint(char* out, uint64_t value) noexcept {

@@ -97,10 +97,16 @@ class TraceFile::Record {
   bool binary_ = false;
   TraceTag kind_ = TraceTag::kEnd;
   std::size_t used_ = 0;
-  // The longest event is a use of SubmissionUse::kCapacity (32) blocks: under 640 bytes of text,
-  // under 400 in binary. Not cleared: bytes() returns only what was written, and clearing it
-  // took a good part of a binary event's time.
-  std::array<char, 768> bytes_;
+  // The longest event is a use of SubmissionUse::kCapacity blocks: a stamp, a device, a stream
+  // and a count, then " 0x" and 16 hex digits a base in text, or up to kMaxVarintBytes in binary.
+  // Not cleared: bytes() returns only what was written, and clearing it took a good part of a
+  // binary event's time.
+  static constexpr std::size_t kHeadBytes = 128;
+  static constexpr std::size_t kLongest = kHeadBytes + core::SubmissionUse::kCapacity * 19;
+  static_assert(kHeadBytes + core::SubmissionUse::kCapacity * kMaxVarintBytes <=
+                    kMaxTracePayloadBytes,
+                "a use of kCapacity bases fits a binary record a reader takes");
+  std::array<char, kLongest> bytes_;
   static_assert(sizeof(bytes_) - kBinaryPrefix < (1U << 14), "a binary length is 1 or 2 bytes");
 };
 

@@ -44,7 +44,7 @@
 //                                                 device; written once, when the process exits
 // A tiered block is on the device when allocated, but for what an evict right after its alloc
 // says was placed on the host. Uses are tracked in tiered mode only (shim/README.md, "Use
-// tracking"), and at most 32 blocks of a submission are listed.
+// tracking"), and at most 256 blocks of a submission are listed (core::SubmissionUse::kCapacity).
 // A key is what the free names (a device pointer, a VMM handle or a CUarray), in hexadecimal
 // with 0x; other numbers are decimal. Events are in the order the shim recorded them, which is
 // the order of their times within a thread; threads interleave, so a reader sorts by time if it

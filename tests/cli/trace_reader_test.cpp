@@ -358,7 +358,8 @@ TEST(TraceReader, RejectsANumberOfMoreThanTenBytes) {
                 ": bad record length: a number of more than 10 bytes or 64 bits");
   EXPECT_EQ(error_of(std::string(kBinaryHeader) + '\x05' + varint(5000)),
             "job.trace: byte " + std::to_string(kBinaryHeaderBytes + 1) +
-                ": a record of 5000 bytes: expected at most 1024");
+                ": a record of 5000 bytes: expected at most " +
+                std::to_string(kMaxTracePayloadBytes));
 }
 
 TEST(TraceReader, RejectsMissingAndExtraBinaryFields) {

@@ -163,6 +163,28 @@ TEST(UseTracker, MoreBlocksThanFitMeanEverything) {
   EXPECT_EQ(tracker.last_use(SubmissionUse::kCapacity)->sequence, use.sequence);
 }
 
+TEST(UseTracker, AsManyBlocksAsFitAreListedOnceEachHoweverOftenNamed) {
+  UseTracker tracker;
+  std::vector<uint64_t> words;
+  for (BlockId block = 0; block < SubmissionUse::kCapacity; ++block) {
+    ASSERT_EQ(tracker.track(kBase + block * kMiB, kMiB, block), TrackResult::kTracked);
+    words.push_back(kBase + block * kMiB);
+  }
+  // Each block named again further in, and once more out of order, as a launch's many tensor
+  // lists name the same blocks (multi-tensor kernels).
+  for (BlockId block = 0; block < SubmissionUse::kCapacity; ++block)
+    words.push_back(kBase + block * kMiB + 64);
+  words.push_back(kBase + 7 * kMiB);
+  SubmissionUse use;
+  tracker.record_words(0, words, use);
+  EXPECT_EQ(use.count, SubmissionUse::kCapacity);
+  EXPECT_FALSE(use.everything);
+  for (BlockId block = 0; block < SubmissionUse::kCapacity; ++block) {
+    EXPECT_EQ(use.blocks[block], block) << "listed in the order first touched";
+    EXPECT_EQ(use.bases[block], kBase + block * kMiB);
+  }
+}
+
 TEST(UseTracker, ManyChunksPerRange) {
   UseTracker tracker;
   ASSERT_EQ(tracker.track(kBase, 1000 * kMiB + 4096, 5), TrackResult::kTracked);

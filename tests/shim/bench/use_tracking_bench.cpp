@@ -10,7 +10,8 @@
 //   launches (Note [Kernels launched as functions]): its layout came from the kernel query, and
 //   is cached like a function's.
 // - TrackedLaunchStruct/ranges:N/hits:H: a launch as PyTorch's multi-tensor kernels make them:
-//   one 4 KiB struct of 256 pointers, H of them into tracked blocks, and two bare pointers.
+//   one 4 KiB struct of 256 pointers, H of them into tracked blocks, and two bare pointers. All
+//   256 fit a launch's list (SubmissionUse::kCapacity).
 // - TrackedLaunchThreads: the same from 2 threads on different blocks: the shared sequence
 //   counter and the reader slots under contention (Note [Sequence numbers and last uses]).
 // - MarkStreams/ranges:N/hits:H: what [tiered] window = "tracked" adds per launch: the stream
@@ -134,7 +135,9 @@ BENCHMARK(BM_TrackedLaunchStruct)
     ->ArgNames({"ranges", "hits"})
     ->Args({10000, 0})
     ->Args({10000, 8})
-    ->Args({10000, 32});
+    ->Args({10000, 32})
+    ->Args({10000, 128})
+    ->Args({10000, 256});
 
 // The two halves of TrackedLaunch: reading the words, and looking them up.
 void BM_ReadWords(benchmark::State& state) {

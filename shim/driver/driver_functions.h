@@ -182,6 +182,7 @@
   Y(cuStreamGetDevice)                \
   Y(cuStreamGetCtx)                   \
   Y(cuStreamSynchronize)              \
+  Y(cuStreamQuery)                    \
   Y(cuStreamWaitEvent)                \
   Y(cuEventCreate)                    \
   Y(cuEventRecord)                    \

@@ -14,7 +14,8 @@ namespace {
 // A pool's reserved bytes also shrink without a call the shim sees: the driver gives a pool's
 // idle memory back when the program synchronises (cuStreamSynchronize, cuEventSynchronize,
 // cuCtxSynchronize; above the release threshold, which is 0 unless the program raises it), and
-// cuMemPoolTrimTo and cuMemPoolDestroy are not hooked. The ledger's figure for a pool is the one
+// at cuMemPoolTrimTo (hooked only for tiered mode's kept blocks: hooks/stream_ordered_tiered.h).
+// The ledger's figure for a pool is the one
 // read at its last stream-ordered allocation or free, so it can be too high: memory the driver
 // has taken back would still count against the budget, and a later cuMemAlloc (of any route)
 // would be refused although the device has the room. So the shim remembers the pools it has

@@ -121,6 +121,13 @@ std::optional<CUresult> allocate_stream_ordered_tiered(ShimState& shim, int devi
   return made;
 }
 
+void pool_trimmed(ShimState& shim, CUmemoryPool pool) noexcept {
+  const std::optional<int> device = pool_device(pool);
+  if (!device || *device == kHostLocatedPool || !plain_pool(*device, pool)) return;
+  find_idle_streams(shim, *device);
+  free_given_up(shim, *device, shim.tiered_reuse.give_up(*device, UINT64_MAX));
+}
+
 bool keep_for_reuse(ShimState& shim, const core::Allocation& block, CUstream stream) noexcept {
   const uint64_t ticket = shim.tiered_reuse.keep(
       block.device, block.key, tiers::GranuleArena::granules_for(block.bytes),

@@ -36,8 +36,8 @@
 // requests below min_size, devices without an arena, and [tiered] stream_ordered = "pool".
 // What an arena block cannot imitate: it belongs to no pool, so CU_POINTER_ATTRIBUTE_MEMPOOL_
 // HANDLE gives none; the pool's attributes (USED_MEM_CURRENT, RESERVED_MEM_CURRENT) do not count
-// it; cuMemPoolTrimTo and the release threshold do not give kept blocks back (the arena does,
-// under pressure); cuMemPoolExportPointer cannot export it; a block freed on one stream serves
+// it; the release threshold does not give kept blocks back (the arena does, under pressure, and
+// cuMemPoolTrimTo of any plain pool of the device, whatever size it keeps); cuMemPoolExportPointer cannot export it; a block freed on one stream serves
 // another only once its stream reached the free, never by the event dependencies the driver may
 // follow (CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES). A kept block stays live for the
 // eviction policy: when room is needed, the policy may evict it (its contents copied for
@@ -64,6 +64,11 @@ std::optional<CUresult> allocate_stream_ordered_tiered(ShimState& shim, int devi
 // cuMemFreeAsync of the tiered block `block` on `stream` (not capturing): whether it is kept for
 // reuse (Note [Reuse in stream order]); false when the caller frees it as any tiered block.
 bool keep_for_reuse(ShimState& shim, const core::Allocation& block, CUstream stream) noexcept;
+
+// cuMemPoolTrimTo of `pool` succeeded: if it is a plain pool of a device (plain_pool()), that
+// device's kept blocks whose frees were reached go back to its arena, as a trim gives back a
+// pool's unused memory (the kept blocks stand for the memory of all its plain pools).
+void pool_trimmed(ShimState& shim, CUmemoryPool pool) noexcept;
 
 // The identity of `stream` for reuse in stream order: the legacy stream's handles as one, and the
 // per-thread default stream as the calling thread's own.

@@ -555,4 +555,23 @@ TEST_F(TieredTest, AFreedBlockServesItsOwnStreamAtOnce) {
   ASSERT_CU(cuMemFreeAsync(again, streams_[0]));
 }
 
+// cuMemPoolTrimTo of the default pool gives the kept blocks back to the arena, as it gives back
+// a pool's unused memory: the next request makes a new block.
+TEST_F(TieredTest, TrimmingThePoolGivesTheKeptBlocksBack) {
+  CUdeviceptr block = 0;
+  ASSERT_CU(cuMemAllocAsync(&block, kBlock, streams_[0]));
+  ASSERT_CU(fill(block, 1, streams_[0]));
+  ASSERT_CU(cuMemFreeAsync(block, streams_[0]));
+  ASSERT_CU(cuStreamSynchronize(streams_[0]));
+  CUmemoryPool pool = nullptr;
+  ASSERT_CU(cuDeviceGetDefaultMemPool(&pool, device_));
+  ASSERT_CU(cuMemPoolTrimTo(pool, 0));
+  CUdeviceptr again = 0;
+  ASSERT_CU(cuMemAllocAsync(&again, kBlock, streams_[0]));
+  ASSERT_CU(fill(again, 2, streams_[0]));
+  ASSERT_CU(cuStreamSynchronize(streams_[0]));
+  expect_block(again, 2);
+  ASSERT_CU(cuMemFreeAsync(again, streams_[0]));
+}
+
 }  // namespace

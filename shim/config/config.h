@@ -63,6 +63,12 @@ inline constexpr std::array<std::string_view, 5> kTieredPolicyNames = {"fifo", "
 enum class WindowMode : uint8_t { kSafe, kTracked };
 inline constexpr std::array<std::string_view, 2> kWindowModeNames = {"safe", "tracked"};
 
+// Where tiered mode serves stream-ordered requests (Note [Stream-ordered requests in the arena] in
+// hooks/stream_ordered_tiered.h): `arena` makes them tiered blocks, `pool` leaves them to the
+// driver's pools, which get room from the arena (Note [Stream-ordered requests in tiered mode]).
+enum class StreamOrderedMode : uint8_t { kArena, kPool };
+inline constexpr std::array<std::string_view, 2> kStreamOrderedModeNames = {"arena", "pool"};
+
 // The preferred location given to managed memory that holds a spilled allocation.
 enum class ManagedLocation : uint8_t { kHost, kDevice, kNone };
 inline constexpr std::array<std::string_view, 3> kManagedLocationNames = {"host", "device",
@@ -138,6 +144,7 @@ struct TieredConfig {
   uint64_t min_size{};  // smaller linear allocations are not tiered
   uint64_t keep{};      // idle granules of each kind the arena keeps for later blocks
   WindowMode window{};
+  StreamOrderedMode stream_ordered{};
   std::vector<TieredRule> rules;  // in the file's order
 };
 

@@ -18,7 +18,7 @@ namespace {
 // something a user could not have written (a test parses every one).
 // One row per option reads better than the one field per line clang-format would make of it.
 // clang-format off
-constexpr std::array<OptionSpec, 20> kOptions = {{
+constexpr std::array<OptionSpec, 21> kOptions = {{
     {"device", "budget", OptionType::kSizeOrPercent, "100%",
      "Device memory the job may use: a size, or a percent of the GPU's total memory.",
      {},
@@ -123,6 +123,19 @@ constexpr std::array<OptionSpec, 20> kOptions = {{
      kWindowModeNames,
      [](Config& c, const OptionValue& v) {
        c.tiered.window = static_cast<WindowMode>(std::get<Choice>(v).index);
+     }},
+    {"tiered", "stream_ordered", OptionType::kEnum, "arena",
+     "Where `tiered` mode serves stream-ordered requests (`cuMemAllocAsync`, and "
+     "`cuMemAllocFromPoolAsync` from pools on the device without exportable handles) of at "
+     "least `min_size`. `arena`: each is a tiered block, usable when its stream gets there, and "
+     "one freed with `cuMemFreeAsync` serves the next request of its size at once on its own "
+     "stream, and on others once its stream has reached the free; such blocks belong to no pool "
+     "(pointer queries give no pool, pool attributes and `cuMemPoolTrimTo` do not see them). "
+     "`pool`: the driver's pools serve them, and a request that finds the budget full gets room "
+     "from the arena; a job whose memory is all stream-ordered then spills past the budget.",
+     kStreamOrderedModeNames,
+     [](Config& c, const OptionValue& v) {
+       c.tiered.stream_ordered = static_cast<StreamOrderedMode>(std::get<Choice>(v).index);
      }},
     {"report", "memory_info", OptionType::kEnum, "budget",
      "What `cuMemGetInfo` reports. `budget`: total is the limit, free is the limit minus the "

@@ -27,6 +27,7 @@
   X(cuMemAllocFromPoolAsync_ptsz)                \
   X(cuMemPoolCreate)                             \
   X(cuMemPoolDestroy)                            \
+  X(cuMemPoolTrimTo)                             \
   X(cuMemFree_v2)                                \
   X(cuMemFreeAsync)                              \
   X(cuMemFreeAsync_ptsz)                         \
@@ -203,13 +204,13 @@
   Y(cuStreamGetDevice)                \
   Y(cuStreamGetCtx)                   \
   Y(cuStreamSynchronize)              \
+  Y(cuStreamQuery)                    \
   Y(cuStreamWaitEvent)                \
   Y(cuEventCreate)                    \
   Y(cuEventRecord)                    \
   Y(cuEventSynchronize)               \
   Y(cuEventQuery)                     \
   Y(cuEventDestroy_v2)                \
-  Y(cuMemPoolTrimTo)                  \
   Y(cuFuncGetParamInfo)               \
   Y(cuKernelGetParamInfo)             \
   Y(cuDeviceCanAccessPeer)            \

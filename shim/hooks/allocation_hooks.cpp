@@ -202,6 +202,17 @@ VRAMSPILL_HOOK CUresult CUDAAPI cuMemPoolDestroy(CUmemoryPool pool) {
   return result;
 }
 
+// Trimming a plain pool also gives the device's kept stream-ordered blocks back to the arena
+// (Note [Stream-ordered requests in the arena] in hooks/stream_ordered_tiered.h).
+VRAMSPILL_HOOK CUresult CUDAAPI cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep) {
+  VRAMSPILL_REAL_OR_RETURN(real, cuMemPoolTrimTo);
+  const CUresult result = real(pool, minBytesToKeep);
+  const Entry entry;
+  if (ShimState* shim = entry.state(); shim != nullptr && result == CUDA_SUCCESS)
+    vramspill::hooks::pool_trimmed(*shim, pool);
+  return result;
+}
+
 VRAMSPILL_HOOK CUresult CUDAAPI cuMemFree_v2(CUdeviceptr dptr) {
   VRAMSPILL_REAL_OR_RETURN(real, cuMemFree_v2);
   return forget_then_free(dptr, KeySpace::kPointer, [&] { return real(dptr); });

@@ -26,18 +26,12 @@
 // cuMemAlloc in tiered mode, which maps each block's granules at every allocation.
 // Only tiered blocks can be evicted, so this does nothing for a job whose memory is all
 // stream-ordered (PyTorch with backend:cudaMallocAsync alone): there the pool holds the budget
-// and requests past it still spill. That needs the other design: taking the requests into the
-// arena, each a tiered block usable once its stream reaches the allocation and freed once it
-// reaches the free. A block the arena owns is not the driver's pool memory, though: pointer
-// queries (CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE), pool attributes (USED_MEM_CURRENT), pools
-// exported to other processes and graph memory nodes would have to be imitated or left out, and
-// without reuse in stream order (a block freed on a stream serving that stream's next request at
-// once, as the pool does) a program that frees and allocates ahead of its stream, as PyTorch
-// does, would hold each block it freed until its stream got there, on top of the blocks it
-// allocated meanwhile. And a block the arena makes maps its granules (about 28 us of host time a
-// granule on the H200: Note [Host call costs] in tools/simcuda/src/core/host_call_cost.h), where
-// a pool hands out its reserve: with every tensor stream-ordered, the arena would need a reserve
-// of freed blocks of its own, a caching allocator inside the shim.
+// and requests past it still spill. Hence the other design, which serves most stream-ordered
+// requests before they reach this path: each a tiered block of the arena, kept at its
+// cuMemFreeAsync for the next request of its size (Note [Stream-ordered requests in the arena] in
+// hooks/stream_ordered_tiered.h). What stays here: requests from pools with exportable handles or
+// on the host, below [tiered] min_size, on a captured stream, and all of them with [tiered]
+// stream_ordered = "pool".
 #pragma once
 
 #include <cuda.h>
@@ -47,6 +41,7 @@
 
 #include "hooks/admission.h"
 #include "hooks/pool_tracking.h"
+#include "hooks/stream_ordered_tiered.h"
 
 namespace vramspill::hooks {
 
@@ -93,6 +88,15 @@ CUresult allocating_device(core::Route route, CUmemoryPool pool, CUstream stream
 // other mode.
 bool make_room_for_pool(ShimState& shim, int device, uint64_t bytes);
 
+// Note [A captured request is the graph's]
+// A stream-ordered request on a stream being captured makes an allocation node of the graph: the
+// driver reserves its memory for the graph when the graph is instantiated or first launched, from
+// the device's graph memory, not from the pool (README.md, "Stream-ordered pools": not counted
+// yet). So it goes to the driver as it is, neither charged nor refused: charging the chunk its
+// pool would grow by refused such requests once the budget was full, which failed captures
+// (PyTorch's CUDA graphs) for memory they do not take, and nothing may be spilled or moved
+// during a capture anyway.
+
 // The shared flow of the stream-ordered allocation hooks: `call` is the driver's allocation into
 // `*dptr`; `pool` is null for cuMemAllocAsync (the device's current pool); `stream` is the
 // stream to free on and to check for capture (the per-thread stream already resolved).
@@ -112,6 +116,13 @@ CUresult pool_allocation(core::Route route, CUdeviceptr* dptr, size_t bytesize, 
   if (route == core::Route::kMemAllocAsync) {
     if (const CUresult result = current_pool(device, pool); result != CUDA_SUCCESS) return result;
   }
+  // Note [Stream-ordered requests in the arena] in hooks/stream_ordered_tiered.h
+  if (const std::optional<CUresult> tiered =
+          allocate_stream_ordered_tiered(*shim, device, pool, bytesize, stream, dptr))
+    return *tiered;
+  // Note [A captured request is the graph's]
+  if (bool capturing = false; check_capture(stream, capturing) == CUDA_SUCCESS && capturing)
+    return call();
   const SpillTarget spill_target{
       .out = dptr, .bytes = bytesize, .stream = stream, .stream_ordered = true};
   // A second attempt after a first one that grew the pool past the budget and then trimmed it

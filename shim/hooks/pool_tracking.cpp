@@ -14,7 +14,8 @@ namespace {
 // A pool's reserved bytes also shrink without a call the shim sees: the driver gives a pool's
 // idle memory back when the program synchronises (cuStreamSynchronize, cuEventSynchronize,
 // cuCtxSynchronize; above the release threshold, which is 0 unless the program raises it), and
-// cuMemPoolTrimTo and cuMemPoolDestroy are not hooked. The ledger's figure for a pool is the one
+// at cuMemPoolTrimTo (hooked only for tiered mode's kept blocks: hooks/stream_ordered_tiered.h).
+// The ledger's figure for a pool is the one
 // read at its last stream-ordered allocation or free, so it can be too high: memory the driver
 // has taken back would still count against the budget, and a later cuMemAlloc (of any route)
 // would be refused although the device has the room. So the shim remembers the pools it has
@@ -29,6 +30,8 @@ constexpr std::size_t kTrackedPoolCount = 64;
 struct TrackedPool {
   std::atomic<CUmemoryPool> pool{nullptr};  // published last, with release
   std::atomic<int> device{0};
+  // Made by cuMemPoolCreate on the device with no exportable handle and no cap (plain_pool()).
+  std::atomic<bool> plain{false};
 };
 
 // Slots fill in order and are never emptied: readers stop at the first empty one.
@@ -97,9 +100,32 @@ std::optional<int> pool_device(CUmemoryPool pool) {
 }
 
 void pool_created(CUmemoryPool pool, const CUmemPoolProps& props) {
-  track_pool(props.location.type == CU_MEM_LOCATION_TYPE_DEVICE ? props.location.id
-                                                                : kHostLocatedPool,
-             pool);
+  const bool on_device = props.location.type == CU_MEM_LOCATION_TYPE_DEVICE;
+  track_pool(on_device ? props.location.id : kHostLocatedPool, pool);
+  const bool plain = on_device && props.handleTypes == CU_MEM_HANDLE_TYPE_NONE &&
+                     props.maxSize == 0 && props.usage == 0;
+  for (TrackedPool& slot : tracked_pools) {
+    const CUmemoryPool seen = slot.pool.load(std::memory_order_acquire);
+    if (seen == nullptr) return;  // past the pools tracked: not known to be plain
+    if (seen == pool) {
+      slot.plain.store(plain, std::memory_order_relaxed);
+      return;
+    }
+  }
+}
+
+bool plain_pool(int device, CUmemoryPool pool) {
+  const auto default_pool = VRAMSPILL_REAL(cuDeviceGetDefaultMemPool);
+  CUmemoryPool device_default = nullptr;
+  if (default_pool != nullptr && default_pool(&device_default, device) == CUDA_SUCCESS &&
+      device_default == pool)
+    return true;
+  for (const TrackedPool& slot : tracked_pools) {
+    const CUmemoryPool seen = slot.pool.load(std::memory_order_acquire);
+    if (seen == nullptr) return false;
+    if (seen == pool) return slot.plain.load(std::memory_order_relaxed);
+  }
+  return false;
 }
 
 void pool_destroyed(ShimState& shim, CUmemoryPool pool) {

@@ -48,6 +48,12 @@ std::optional<int> pool_device(CUmemoryPool pool);
 // cuMemPoolCreate succeeded with `props`: remembers where the pool's memory is.
 void pool_created(CUmemoryPool pool, const CUmemPoolProps& props);
 
+// Whether `pool` is `device`'s default pool or one the program created there with plain
+// properties (no exportable handle type, no size cap, no special usage): what tiered mode may
+// serve from its arena (Note [Stream-ordered requests in the arena] in
+// hooks/stream_ordered_tiered.h).
+bool plain_pool(int device, CUmemoryPool pool);
+
 // cuMemPoolDestroy succeeded: the pool's memory no longer counts.
 void pool_destroyed(ShimState& shim, CUmemoryPool pool);
 

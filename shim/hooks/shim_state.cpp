@@ -175,7 +175,8 @@ ShimState::ShimState(const Config& loaded) noexcept
       spill(config.spill, ledger, host_budget, spill_facts, managed, host),
       vmm_spill(config.spill, ledger, vmm, host_budget, spill_facts, host_vmm),
       tiered_budgets(ledger, host_budget),
-      arenas(config.tiered, host_vmm, captures),
+      // tiered_reuse is made later, and asked only once blocks move.
+      arenas(config.tiered, host_vmm, captures, tiered_reuse),
       tiered(tiered_budgets, arenas, window,
              {.policy = config.tiered.policy, .window = config.tiered.window}, &use),
       tiered_rules(config.tiered.rules) {}

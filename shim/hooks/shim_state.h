@@ -38,6 +38,7 @@
 #include "tiers/host_tier.h"
 #include "tiers/managed_tier.h"
 #include "tiers/stream_ordered_frees.h"
+#include "tiers/stream_ordered_reuse.h"
 
 namespace vramspill::hooks {
 
@@ -73,6 +74,9 @@ struct ShimState {
   placement::TieredRules tiered_rules;  // [[tiered.rule]], over config.tiered.rules
   // cuMemFreeAsync of a tiered block (Note [Stream-ordered frees on the shim's thread]).
   tiers::StreamOrderedFrees tiered_frees{this, &free_tiered_block_now};
+  // Stream-ordered requests' tiered blocks, and those freed for reuse (Note [Reuse in stream
+  // order] in tiers/stream_ordered_reuse.h).
+  tiers::StreamOrderedReuse tiered_reuse;
   telemetry::TraceFile trace;  // [trace] file, told of events once open (start_trace())
 };
 

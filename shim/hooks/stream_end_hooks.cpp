@@ -1,9 +1,11 @@
 // Streams and contexts the program destroys or releases: their slots in the use tracker retire
 // before the driver lets the handles go, so that the tracked window never waits on a stream that is
-// gone (Note [Stream slots] in core/stream_slots.h). A context takes all its streams with it; which
+// gone (Note [Stream slots] in core/stream_slots.h), and blocks freed on them for reuse wait for
+// their frees to be reached (Note [Reuse in stream order] in tiers/stream_ordered_reuse.h). A context takes all its streams with it; which
 // ones is not known here, so every slot retires.
 #include "hooks/hook.h"
 #include "hooks/shim_state.h"
+#include "hooks/stream_ordered_tiered.h"
 
 using vramspill::hooks::Entry;
 using vramspill::hooks::ShimState;
@@ -17,13 +19,18 @@ void destroy_event(uint64_t event) {
 
 void retire(CUstream stream) noexcept {
   const Entry entry;
-  if (ShimState* shim = entry.state())
+  if (ShimState* shim = entry.state()) {
     shim->use.stream_slots().retire(reinterpret_cast<uintptr_t>(stream), &destroy_event);
+    shim->tiered_reuse.stream_ended(vramspill::hooks::reuse_stream_key(stream));
+  }
 }
 
 void retire_all() noexcept {
   const Entry entry;
-  if (ShimState* shim = entry.state()) shim->use.stream_slots().retire_all();
+  if (ShimState* shim = entry.state()) {
+    shim->use.stream_slots().retire_all();
+    shim->tiered_reuse.all_streams_ended();
+  }
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include "driver/device_work.h"
 #include "driver/real_driver.h"
 #include "hooks/devices.h"
+#include "hooks/stream_ordered_tiered.h"
 #include "telemetry/log.h"
 #include "tiers/granule_arena.h"
 #include "util/call_stack.h"
@@ -36,6 +37,16 @@ std::optional<RuleAction> rule_for_block(ShimState& shim, uint64_t bytes) noexce
                  format_bytes(bytes), rule->place,
                  kRuleActionNames[static_cast<std::size_t>(rule->action)]);
   return rule->action;
+}
+
+// What stream-ordered requests got (Note [Stream-ordered requests in the arena]), or nothing
+// when none was a tiered block.
+std::string reuse_summary(const tiers::StreamOrderedReuseStats& reuse) {
+  if (reuse.made == 0) return {};
+  return fmt::format(
+      "; stream-ordered: {} new blocks, {} freed blocks reused on their stream and {} on another, "
+      "{} given back, {} granules kept",
+      reuse.made, reuse.same_stream, reuse.other_stream, reuse.given_up, reuse.kept_granules);
 }
 
 }  // namespace
@@ -92,7 +103,11 @@ CUresult free_tiered(ShimState& shim, const core::Allocation& block,
       return checked;
     if (capturing) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   }
-  if (stream) return shim.tiered_frees.free_in_stream_order(block.key, block.bytes, *stream);
+  if (stream) {
+    if (keep_for_reuse(shim, block, *stream)) return CUDA_SUCCESS;
+    return shim.tiered_frees.free_in_stream_order(block.key, block.bytes, *stream);
+  }
+  shim.tiered_reuse.forgotten(block.key);
   if (const CUresult waited = driver::synchronize_device(block.device); waited != CUDA_SUCCESS)
     return waited;
   return free_tiered_block_now(&shim, block.key, block.bytes);
@@ -104,6 +119,10 @@ CUresult free_tiered_block_now(void* shim_state, CUdeviceptr base, uint64_t /*by
   CUdevice device = 0;
   if (current_device == nullptr || current_device(&device) != CUDA_SUCCESS)
     return CUDA_ERROR_INVALID_CONTEXT;
+  return free_tiered_block(shim, device, base);
+}
+
+CUresult free_tiered_block(ShimState& shim, int device, CUdeviceptr base) noexcept {
   // Untracked first: no submission may promote a block while its granules go back.
   shim.use.untrack(base);
   return shim.tiered.free(device, base);
@@ -197,7 +216,8 @@ std::string tiered_summary(ShimState& shim) noexcept {
         format_bytes(moved.promoted_granules * tiers::kGranuleBytes), moved.promoted_granules,
         moved.promoted_ahead, staged, moved.windows,
         static_cast<double>(moved.window_nanoseconds) / 1e6, narrow, moved.promotions_refused,
-        moved.failed_moves, launches.launches, launches.unreadable, held);
+        moved.failed_moves, launches.launches, launches.unreadable, held) +
+           reuse_summary(shim.tiered_reuse.stats());
   } catch (...) {  // no line rather than no exit
     return {};
   }

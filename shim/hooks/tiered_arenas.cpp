@@ -83,7 +83,7 @@ tiers::GranuleArena* DriverArenaSource::arena(int device) noexcept {
   state.ops.reset(new (std::nothrow) tiers::DriverGranuleOps(device, host_numa_node));
   if (state.ops == nullptr) return nullptr;
   state.arena.reset(new (std::nothrow) tiers::GranuleArena(
-      *state.ops, {.keep_device_granules = keep, .keep_host_granules = keep}));
+      *state.ops, {.keep_device_granules = keep, .keep_host_granules = keep, .dead = &dead_}));
   if (state.arena == nullptr) return nullptr;
   state.verdict = Verdict::kArena;
   logging::info("device {}: tiered mode, {} policy, host granules on {}", device, config_.policy,

@@ -28,10 +28,11 @@ namespace vramspill::hooks {
 
 class DriverArenaSource final : public placement::ArenaSource {
  public:
-  // `captures`: the stream captures in progress (hooks/capture_hooks.cpp).
+  // `captures`: the stream captures in progress (hooks/capture_hooks.cpp). `dead`: the blocks
+  // whose moves need no copy (Note [Moves of dead contents] in tiers/granule_arena.h).
   DriverArenaSource(const TieredConfig& config, tiers::HostVmmTier& host_vmm,
-                    const std::atomic<int>& captures) noexcept
-      : config_(config), host_vmm_(host_vmm), captures_(captures) {}
+                    const std::atomic<int>& captures, const tiers::DeadContents& dead) noexcept
+      : config_(config), host_vmm_(host_vmm), captures_(captures), dead_(dead) {}
   DriverArenaSource(const DriverArenaSource&) = delete;
   DriverArenaSource& operator=(const DriverArenaSource&) = delete;
 
@@ -56,6 +57,7 @@ class DriverArenaSource final : public placement::ArenaSource {
   const TieredConfig& config_;
   tiers::HostVmmTier& host_vmm_;
   const std::atomic<int>& captures_;
+  const tiers::DeadContents& dead_;
   std::mutex mutex_;
   std::array<Device, kDevices> devices_{};
 };

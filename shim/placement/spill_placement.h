@@ -13,7 +13,9 @@
 // on the host:
 //   - allocations smaller than [spill] min_size (small buffers tend to be hot);
 //   - stream-ordered allocations made while their stream is being captured: a graph would bake
-//     in the spilled address, and the graph's own free would never reach the spill tier;
+//     in the spilled address, and the graph's own free would never reach the spill tier (the
+//     hooks send them to the driver before the budget is asked: Note [A captured request is the
+//     graph's] in hooks/pool_allocation.h; this refusal stands for a caller that does not);
 //   - anything once the host limit is reached: OUT_OF_MEMORY, not the kernel's OOM killer.
 // Later, cuIpcGetMemHandle of a spilled pointer is refused (hooks/ipc_hooks.cpp).
 //

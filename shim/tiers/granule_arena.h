@@ -107,6 +107,16 @@
 // Unsafe as the tracked window is: a kernel that reaches such a block through a pointer kept in
 // device memory may run before the copy and read what its new granules held before. So are the
 // stream memory operations (cuStreamWriteValue and the like), which the shim does not hook.
+//
+// Note [Moves of dead contents]
+// A block the program freed with cuMemFreeAsync may be kept for its next request (Note [Reuse in
+// stream order] in tiers/stream_ordered_reuse.h); once its stream has reached the free, nothing
+// will read what it holds, yet as a live block it is the coldest victim there is, and copying its
+// bytes to the host and back is what the cuMemFree it stands in for would never cost. So a move
+// of a block the options' DeadContents names dead (asked when the move is planned, in the closed
+// window: no submission can touch the block until the window opens, and a request that takes the
+// block meanwhile gets contents that are undefined anyway) only remaps: its slots get new
+// granules, after step 1's wait, with no staging range and no copy.
 #pragma once
 
 #include <cuda.h>
@@ -122,6 +132,7 @@
 #include <vector>
 
 #include "core/remap_window.h"
+#include "tiers/dead_contents.h"
 #include "tiers/granule_ops.h"
 
 namespace vramspill::tiers {
@@ -130,6 +141,7 @@ struct ArenaOptions {
   // Idle physical granules trim() keeps, per kind: the next blocks then need no cuMemCreate.
   uint64_t keep_device_granules = 0;
   uint64_t keep_host_granules = 0;
+  const DeadContents* dead = nullptr;  // none: every block's contents are copied when it moves
 };
 
 // One live block, as the arena sees it.
@@ -278,6 +290,7 @@ class GranuleArena {
     std::size_t index = 0;
     Granule from;
     Granule to;
+    bool dead = false;  // remapped without a copy (Note [Moves of dead contents])
   };
   struct Block {
     uint64_t bytes = 0;
@@ -327,6 +340,10 @@ class GranuleArena {
   // granules first, as take_granules() leaves them); the slots that get none are dropped, and
   // `fresh` keeps what was not handed out.
   static void hand_out(std::vector<Slot>& slots, std::vector<Granule>& fresh);
+  // Remaps the dead slots of `slots` with no staging and no copy,
+  // books them in `outcome` and their old (or, where the remap failed, new) granules in `fresh`,
+  // and takes them out of `slots` (Note [Moves of dead contents]).
+  CUresult remap_dead(std::vector<Slot>& slots, std::vector<Granule>& fresh, MoveOutcome& outcome);
   // Steps 3 and 4 of Note [Moving a granule] for `slots`, staged at `staging`: the slots before
   // the returned count moved, the rest did not. `staging_clean` goes false when a staging
   // mapping could not be undone.

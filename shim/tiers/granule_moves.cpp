@@ -16,12 +16,18 @@ std::vector<GranuleArena::Slot> GranuleArena::plan_locked(
     if (found == blocks_.end() || !found->second.staged.empty()) continue;
     const std::vector<Granule>& granules = found->second.granules;
     const std::size_t count = granules.size();
+    // Note [Moves of dead contents]
+    const bool dead = options_.dead != nullptr && options_.dead->dead(move.base);
     uint64_t left = move.granules == 0 ? count : move.granules;
     // Evictions take the block's last device granules, promotions its first host ones.
     for (std::size_t step = 0; step < count && left > 0; ++step) {
       const std::size_t index = move.to == GranuleKind::kHost ? count - 1 - step : step;
       if (granules[index].kind == move.to) continue;
-      slots.push_back({.block = move.base, .index = index, .from = granules[index], .to = {}});
+      slots.push_back({.block = move.base,
+                       .index = index,
+                       .from = granules[index],
+                       .to = {},
+                       .dead = dead});
       --left;
     }
   }
@@ -113,6 +119,9 @@ MoveOutcome GranuleArena::carry_out(std::span<const GranuleMove> moves, QueuedWo
       }));
   CUresult result = take_granules(slots.size(), to_device, fresh);
   hand_out(slots, fresh);  // what `fresh` keeps goes back to the pools
+  if (const CUresult remapped = remap_dead(slots, fresh, outcome);
+      result == CUDA_SUCCESS && remapped != CUDA_SUCCESS)
+    result = remapped;
   CUdeviceptr staging = 0;
   std::size_t moved = 0;
   std::optional<StreamCopy> streamed;  // Note [Moves copied on the stream]
@@ -161,6 +170,39 @@ MoveOutcome GranuleArena::carry_out(std::span<const GranuleMove> moves, QueuedWo
   }
   pool(fresh);
   return outcome;
+}
+
+CUresult GranuleArena::remap_dead(std::vector<Slot>& slots, std::vector<Granule>& fresh,
+                                  MoveOutcome& outcome) {
+  // In order within each part: the rest stay sorted by block (Note [Moves copied on the stream]).
+  const auto dead_end =
+      std::stable_partition(slots.begin(), slots.end(), [](const Slot& slot) { return slot.dead; });
+  const auto dead = static_cast<std::size_t>(dead_end - slots.begin());
+  if (dead == 0) return CUDA_SUCCESS;
+  // Note [Moves copied on the stream]: the new granules may be ones a copy in flight still uses,
+  // and with no copy of their own on the arena's stream, nothing orders the program's next
+  // writes after it: the copies are waited for first (move_mutex_ is held, the window closed).
+  if (!copies_in_flight_.empty()) {
+    if (const CUresult waited = ops_.wait_for_copies(); waited != CUDA_SUCCESS) {
+      for (std::size_t i = 0; i < dead; ++i) fresh.push_back(slots[i].to);
+      slots.erase(slots.begin(), dead_end);
+      return waited;
+    }
+    retire_copies(true, true);
+  }
+  CUresult result = CUDA_SUCCESS;
+  const std::size_t moved = remap(std::span(slots.data(), dead), result);
+  // `fresh` has room for every slot's two granules (plan()): nothing here allocates.
+  for (std::size_t i = 0; i < dead; ++i) fresh.push_back(i < moved ? slots[i].from : slots[i].to);
+  {
+    const std::lock_guard lock(mutex_);
+    for (std::size_t i = 0; i < moved; ++i) {
+      blocks_.at(slots[i].block).granules[slots[i].index] = slots[i].to;
+      (slots[i].to.kind == GranuleKind::kDevice ? outcome.to_device : outcome.to_host) += 1;
+    }
+  }
+  slots.erase(slots.begin(), dead_end);
+  return result;
 }
 
 std::size_t GranuleArena::map_staging(CUdeviceptr staging, std::span<const Slot> slots,

@@ -292,6 +292,24 @@ TEST(LoadConfig, TraceFormatDefaultsToTextAndReadsBinary) {
   EXPECT_EQ(from_environment.config().trace.format, TraceFormat::kText);
 }
 
+// [tiered] stream_ordered: the arena unless told, from the file or the environment, which wins.
+TEST(LoadConfig, StreamOrderedRequestsGoToTheArenaUnlessToldOtherwise) {
+  const ConfigResult defaults = load({});
+  ASSERT_TRUE(defaults.ok()) << defaults.error().message;
+  EXPECT_EQ(defaults.config().tiered.stream_ordered, StreamOrderedMode::kArena);
+  std::string path;
+  const ConfigResult from_file = load_toml("[tiered]\nstream_ordered = \"pool\"\n", path);
+  ASSERT_TRUE(from_file.ok()) << from_file.error().message;
+  EXPECT_EQ(from_file.config().tiered.stream_ordered, StreamOrderedMode::kPool);
+  const ConfigResult from_environment = load_toml("[tiered]\nstream_ordered = \"pool\"\n", path,
+                                                  {"VRAMSPILL_TIERED_STREAM_ORDERED=arena"});
+  ASSERT_TRUE(from_environment.ok()) << from_environment.error().message;
+  EXPECT_EQ(from_environment.config().tiered.stream_ordered, StreamOrderedMode::kArena);
+  const ConfigResult unknown = load({"VRAMSPILL_TIERED_STREAM_ORDERED=cache"});
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.error().message.find("arena"), std::string::npos) << unknown.error().message;
+}
+
 // The config layer cannot reach the policy registry: its list of names is held to it here.
 TEST(LoadConfig, TieredPolicyNamesAreTheRegistrys) {
   const auto registered = policies::policy_names();

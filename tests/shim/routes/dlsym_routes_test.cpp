@@ -105,7 +105,7 @@ TEST_F(DlsymRoutes, OtherExportsStayTheDrivers) {
   for (const char* name :
        {"cuDeviceGetCount", "cuDeviceGet", "cuCtxGetDevice", "cuMemHostGetFlags",
         "cuMemGetAddressRange", "cuMemHostGetDevicePointer_v2", "cuStreamSynchronize",
-        "cuMemPoolTrimTo", "cuMemSetAccess",
+        "cuMemPoolGetAttribute", "cuMemSetAccess",
         "cuMemGetInfo", "cuArrayCreate", "cuArray3DCreate", "cuMemcpyHtoD", "cuGetExportTable"}) {
     SCOPED_TRACE(name);
     void* found = dlsym(driver_, name);

@@ -440,4 +440,73 @@ TEST_F(TieredTest, AStreamOrderedRequestInACaptureMovesNothing) {
   for (const CUdeviceptr block : blocks) ASSERT_CU(cuMemFree(block));
 }
 
+// Note [Reuse in stream order]: a block freed with cuMemFreeAsync on one stream is not handed to
+// a request on another until the first stream has reached the free. Stream 0 is held at a gate
+// with a fill of the block queued behind it, then frees it; stream 1's request meanwhile must get
+// other memory, or the fill would overwrite what stream 1 writes. Once stream 0 is past the free,
+// stream 1's next request of the size gets the block.
+TEST_F(TieredTest, AFreedBlockWaitsForItsStreamBeforeAnotherStreamHasIt) {
+  CUdeviceptr first = 0;
+  ASSERT_CU(cuMemAllocAsync(&first, kBlock, streams_[0]));
+  Gate gate;
+  ASSERT_CU(cuLaunchHostFunc(streams_[0], &Gate::wait, &gate));
+  ASSERT_CU(fill(first, 1, streams_[0]));
+  ASSERT_CU(cuMemFreeAsync(first, streams_[0]));
+  CUdeviceptr second = 0;
+  ASSERT_CU(cuMemAllocAsync(&second, kBlock, streams_[1]));
+  EXPECT_NE(second, first) << "handed to stream 1 before stream 0 reached the free";
+  ASSERT_CU(fill(second, 2, streams_[1]));
+  ASSERT_CU(cuStreamSynchronize(streams_[1]));
+  gate.open();
+  ASSERT_CU(cuStreamSynchronize(streams_[0]));
+  expect_block(second, 2);
+  CUdeviceptr third = 0;
+  ASSERT_CU(cuMemAllocAsync(&third, kBlock, streams_[1]));
+  EXPECT_EQ(third, first) << "stream 0 is past the free: its block serves stream 1";
+  ASSERT_CU(fill(third, 3, streams_[1]));
+  ASSERT_CU(cuStreamSynchronize(streams_[1]));
+  expect_block(third, 3);
+  expect_block(second, 2);
+  ASSERT_CU(cuMemFreeAsync(second, streams_[1]));
+  ASSERT_CU(cuMemFreeAsync(third, streams_[1]));
+}
+
+// The same request on the same stream has the block at once, before the stream gets to the free:
+// stream order puts its work after the work that used the block.
+TEST_F(TieredTest, AFreedBlockServesItsOwnStreamAtOnce) {
+  CUdeviceptr first = 0;
+  ASSERT_CU(cuMemAllocAsync(&first, kBlock, streams_[0]));
+  Gate gate;
+  ASSERT_CU(cuLaunchHostFunc(streams_[0], &Gate::wait, &gate));
+  ASSERT_CU(fill(first, 1, streams_[0]));
+  ASSERT_CU(cuMemFreeAsync(first, streams_[0]));
+  CUdeviceptr again = 0;
+  ASSERT_CU(cuMemAllocAsync(&again, kBlock, streams_[0]));
+  EXPECT_EQ(again, first);
+  ASSERT_CU(fill(again, 2, streams_[0]));
+  gate.open();
+  ASSERT_CU(cuStreamSynchronize(streams_[0]));
+  expect_block(again, 2);
+  ASSERT_CU(cuMemFreeAsync(again, streams_[0]));
+}
+
+// cuMemPoolTrimTo of the default pool gives the kept blocks back to the arena, as it gives back
+// a pool's unused memory: the next request makes a new block.
+TEST_F(TieredTest, TrimmingThePoolGivesTheKeptBlocksBack) {
+  CUdeviceptr block = 0;
+  ASSERT_CU(cuMemAllocAsync(&block, kBlock, streams_[0]));
+  ASSERT_CU(fill(block, 1, streams_[0]));
+  ASSERT_CU(cuMemFreeAsync(block, streams_[0]));
+  ASSERT_CU(cuStreamSynchronize(streams_[0]));
+  CUmemoryPool pool = nullptr;
+  ASSERT_CU(cuDeviceGetDefaultMemPool(&pool, device_));
+  ASSERT_CU(cuMemPoolTrimTo(pool, 0));
+  CUdeviceptr again = 0;
+  ASSERT_CU(cuMemAllocAsync(&again, kBlock, streams_[0]));
+  ASSERT_CU(fill(again, 2, streams_[0]));
+  ASSERT_CU(cuStreamSynchronize(streams_[0]));
+  expect_block(again, 2);
+  ASSERT_CU(cuMemFreeAsync(again, streams_[0]));
+}
+
 }  // namespace

@@ -38,23 +38,6 @@ constexpr const char* kProgram = "all_stream_ordered_workload";
 
 #define CHECK(call) WORKLOAD_CHECK(call, 1)
 
-struct Kernels {
-  CUfunction fill = nullptr;
-  CUfunction copy = nullptr;
-
-  CUresult fill_block(CUdeviceptr block, size_t bytes, uint32_t value, CUstream stream) const {
-    uint64_t count = bytes / sizeof(uint32_t);
-    void* params[] = {&block, &value, &count};
-    return cuLaunchKernel(fill, 64, 1, 1, 256, 1, 1, 0, stream, params, nullptr);
-  }
-  CUresult copy_block(CUdeviceptr destination, CUdeviceptr source, size_t bytes,
-                      CUstream stream) const {
-    uint64_t count = bytes;
-    void* params[] = {&destination, &source, &count};
-    return cuLaunchKernel(copy, 64, 1, 1, 256, 1, 1, 0, stream, params, nullptr);
-  }
-};
-
 // Whether `buffer` is device memory, as the shim's tiered blocks and the driver's pools are; a
 // spilled one is managed or host memory.
 bool on_device(CUdeviceptr buffer) {
@@ -65,24 +48,6 @@ bool on_device(CUdeviceptr buffer) {
          type == CU_MEMORYTYPE_DEVICE && managed == 0;
 }
 
-// Whether every word of `block` (`bytes`) is `expected`; says which is not.
-bool holds(CUdeviceptr block, size_t bytes, uint32_t expected, std::vector<uint32_t>& words,
-           size_t index) {
-  const size_t count = bytes / sizeof(uint32_t);
-  if (cuMemcpyDtoH(words.data(), block, bytes) != CUDA_SUCCESS) {
-    std::fprintf(stderr, "%s: reading destination %zu failed\n", kProgram, index);
-    return false;
-  }
-  for (size_t i = 0; i < count; ++i) {
-    if (words[i] != expected) {
-      std::fprintf(stderr, "%s: destination %zu holds %u at word %zu, expected %u\n", kProgram,
-                   index, words[i], i, expected);
-      return false;
-    }
-  }
-  return true;
-}
-
 }  // namespace
 
 int main() {
@@ -90,11 +55,10 @@ int main() {
   const bool stream_ordered = allocation == nullptr || std::strcmp(allocation, "cuMemAlloc") != 0;
   CUcontext context = nullptr;
   CUmodule module = nullptr;
-  Kernels kernels;
+  workload_support::BlockKernels kernels;
   CUstream stream = nullptr;
   CHECK(workload_support::open_device(&context, &module));
-  CHECK(cuModuleGetFunction(&kernels.fill, module, "vs_fill_u32"));
-  CHECK(cuModuleGetFunction(&kernels.copy, module, "vs_copy"));
+  CHECK(kernels.load(module));
   CHECK(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
   CUmemoryPool pool = nullptr;
   CHECK(cuDeviceGetDefaultMemPool(&pool, 0));
@@ -137,7 +101,9 @@ int main() {
     (step == 0 ? first_step_ms : later_steps_ms) += milliseconds;
 
     for (size_t i = 0; i < kPairs; ++i)
-      if (!holds(destinations[i], kSizes[i], value(i), words, i)) return 3;
+      if (!workload_support::block_holds(kProgram, destinations[i], kSizes[i], value(i), words,
+                                         "destination", i))
+        return 3;
     std::printf("step %d: %d of %zu buffers spilled\n", step + 1, spilled, 2 * kPairs);
     if (step > 0) spilled_after_first += spilled;
     for (size_t i = 0; i < kPairs; ++i) {

@@ -29,32 +29,15 @@ constexpr const char* kProgram = "hot_set_workload";
 
 #define CHECK(call) WORKLOAD_CHECK(call, 1)
 
-struct Kernels {
-  CUfunction fill = nullptr;
-  CUfunction copy = nullptr;
-
-  CUresult fill_block(CUdeviceptr block, uint32_t value, CUstream stream) const {
-    uint64_t count = kWords;
-    void* params[] = {&block, &value, &count};
-    return cuLaunchKernel(fill, 64, 1, 1, 256, 1, 1, 0, stream, params, nullptr);
-  }
-  CUresult copy_block(CUdeviceptr destination, CUdeviceptr source, CUstream stream) const {
-    uint64_t bytes = kBlock;
-    void* params[] = {&destination, &source, &bytes};
-    return cuLaunchKernel(copy, 64, 1, 1, 256, 1, 1, 0, stream, params, nullptr);
-  }
-};
-
 }  // namespace
 
 int main() {
   CUcontext context = nullptr;
   CUmodule module = nullptr;
-  Kernels kernels;
+  workload_support::BlockKernels kernels;
   CUstream stream = nullptr;
   CHECK(workload_support::open_device(&context, &module));
-  CHECK(cuModuleGetFunction(&kernels.fill, module, "vs_fill_u32"));
-  CHECK(cuModuleGetFunction(&kernels.copy, module, "vs_copy"));
+  CHECK(kernels.load(module));
   CHECK(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
 
   std::vector<CUdeviceptr> blocks(kBlocks);
@@ -62,7 +45,7 @@ int main() {
   for (size_t i = 0; i < kBlocks; ++i) {
     CHECK(cuMemAlloc(&blocks[i], kBlock));
     expected[i] = static_cast<uint32_t>(i);
-    CHECK(kernels.fill_block(blocks[i], expected[i], stream));
+    CHECK(kernels.fill_block(blocks[i], kBlock, expected[i], stream));
   }
 
   CUevent start = nullptr;
@@ -76,10 +59,10 @@ int main() {
     for (int step = 0; step < kSteps; ++step) {
       for (size_t i = 0; i < kHot; ++i) {
         expected[first + i] = static_cast<uint32_t>((phase + 1) * 1000000 + step * 100 + i);
-        CHECK(kernels.fill_block(blocks[first + i], expected[first + i], stream));
+        CHECK(kernels.fill_block(blocks[first + i], kBlock, expected[first + i], stream));
       }
       for (size_t i = 0; i + 1 < kHot; ++i) {  // each takes its right neighbour's value
-        CHECK(kernels.copy_block(blocks[first + i], blocks[first + i + 1], stream));
+        CHECK(kernels.copy_block(blocks[first + i], blocks[first + i + 1], kBlock, stream));
         expected[first + i] = expected[first + i + 1];
       }
     }

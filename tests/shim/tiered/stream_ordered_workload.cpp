@@ -40,22 +40,6 @@ constexpr const char* kProgram = "stream_ordered_workload";
 
 #define CHECK(call) WORKLOAD_CHECK(call, 1)
 
-struct Kernels {
-  CUfunction fill = nullptr;
-  CUfunction copy = nullptr;
-
-  CUresult fill_block(CUdeviceptr block, uint32_t value, CUstream stream) const {
-    uint64_t count = kWords;
-    void* params[] = {&block, &value, &count};
-    return cuLaunchKernel(fill, 64, 1, 1, 256, 1, 1, 0, stream, params, nullptr);
-  }
-  CUresult copy_block(CUdeviceptr destination, CUdeviceptr source, CUstream stream) const {
-    uint64_t bytes = kBlock;
-    void* params[] = {&destination, &source, &bytes};
-    return cuLaunchKernel(copy, 64, 1, 1, 256, 1, 1, 0, stream, params, nullptr);
-  }
-};
-
 // Whether `buffer` is memory of `pool` on the device, as a stream-ordered allocation the driver
 // served is; a spilled one is managed or host memory, or belongs to no pool.
 bool served_by_pool(CUdeviceptr buffer, CUmemoryPool pool) {
@@ -69,23 +53,6 @@ bool served_by_pool(CUdeviceptr buffer, CUmemoryPool pool) {
          type == CU_MEMORYTYPE_DEVICE && managed == 0 && owner == pool;
 }
 
-// Whether every word of `block` is `expected`; says which is not.
-bool holds(CUdeviceptr block, uint32_t expected, std::vector<uint32_t>& words, const char* what,
-           size_t index) {
-  if (cuMemcpyDtoH(words.data(), block, kBlock) != CUDA_SUCCESS) {
-    std::fprintf(stderr, "%s: reading %s %zu failed\n", kProgram, what, index);
-    return false;
-  }
-  for (size_t i = 0; i < kWords; ++i) {
-    if (words[i] != expected) {
-      std::fprintf(stderr, "%s: %s %zu holds %u at word %zu, expected %u\n", kProgram, what, index,
-                   words[i], i, expected);
-      return false;
-    }
-  }
-  return true;
-}
-
 }  // namespace
 
 int main() {
@@ -93,11 +60,10 @@ int main() {
   const bool stream_ordered = allocation == nullptr || std::strcmp(allocation, "cuMemAlloc") != 0;
   CUcontext context = nullptr;
   CUmodule module = nullptr;
-  Kernels kernels;
+  workload_support::BlockKernels kernels;
   CUstream stream = nullptr;
   CHECK(workload_support::open_device(&context, &module));
-  CHECK(cuModuleGetFunction(&kernels.fill, module, "vs_fill_u32"));
-  CHECK(cuModuleGetFunction(&kernels.copy, module, "vs_copy"));
+  CHECK(kernels.load(module));
   CHECK(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
 
   std::array<CUmemoryPool, 2> pools{};  // the buffers' pools: default, then created
@@ -117,7 +83,7 @@ int main() {
   std::vector<CUdeviceptr> cold(kColdBlocks);
   for (size_t i = 0; i < kColdBlocks; ++i) {
     CHECK(cuMemAlloc(&cold[i], kBlock));
-    CHECK(kernels.fill_block(cold[i], static_cast<uint32_t>(100 + i), stream));
+    CHECK(kernels.fill_block(cold[i], kBlock, static_cast<uint32_t>(100 + i), stream));
   }
   std::array<CUdeviceptr, kHotBlocks> hot{};
   for (CUdeviceptr& block : hot) CHECK(cuMemAlloc(&block, kBlock));
@@ -145,10 +111,11 @@ int main() {
     // Each buffer is filled, the hot blocks take two of them, and the others take the hot
     // blocks: every buffer and hot block is read and written on the device.
     const auto value = [&](size_t i) { return static_cast<uint32_t>(step * 1000 + i); };
-    for (size_t i = 0; i < kBuffers; ++i) CHECK(kernels.fill_block(buffers[i], value(i), stream));
+    for (size_t i = 0; i < kBuffers; ++i)
+      CHECK(kernels.fill_block(buffers[i], kBlock, value(i), stream));
     for (size_t i = 0; i < kHotBlocks; ++i) {
-      CHECK(kernels.copy_block(hot[i], buffers[i], stream));
-      CHECK(kernels.copy_block(buffers[kHotBlocks + i], hot[i], stream));
+      CHECK(kernels.copy_block(hot[i], buffers[i], kBlock, stream));
+      CHECK(kernels.copy_block(buffers[kHotBlocks + i], hot[i], kBlock, stream));
     }
     CHECK(cuEventRecord(end, stream));
     CHECK(cuEventSynchronize(end));
@@ -158,11 +125,14 @@ int main() {
 
     int spilled = 0;
     for (size_t i = 0; i < kBuffers; ++i) {
-      if (!holds(buffers[i], value(i % kHotBlocks), words, "buffer", i)) return 3;
+      if (!workload_support::block_holds(kProgram, buffers[i], kBlock, value(i % kHotBlocks), words,
+                                         "buffer", i))
+        return 3;
       if (stream_ordered && !served_by_pool(buffers[i], pool_of(i))) ++spilled;
     }
     for (size_t i = 0; i < kHotBlocks; ++i)
-      if (!holds(hot[i], value(i), words, "hot block", i)) return 3;
+      if (!workload_support::block_holds(kProgram, hot[i], kBlock, value(i), words, "hot block", i))
+        return 3;
     std::printf("step %d: %d of %zu stream-ordered buffers spilled\n", step + 1, spilled,
                 stream_ordered ? kBuffers : size_t{0});
     if (step > 0) spilled_after_first += spilled;
@@ -171,7 +141,9 @@ int main() {
   }
   CHECK(cuStreamSynchronize(stream));
   for (size_t i = 0; i < kColdBlocks; ++i)
-    if (!holds(cold[i], static_cast<uint32_t>(100 + i), words, "cold block", i)) return 3;
+    if (!workload_support::block_holds(kProgram, cold[i], kBlock, static_cast<uint32_t>(100 + i),
+                                       words, "cold block", i))
+      return 3;
   for (const CUdeviceptr block : cold) CHECK(cuMemFree(block));
   for (const CUdeviceptr block : hot) CHECK(cuMemFree(block));
   CHECK(cuMemPoolDestroy(pools[1]));

@@ -21,7 +21,10 @@
  *              memory, from host-located VMM granules (an evicted block touched in place) and
  *              from pinned zero-copy memory (host mode's spill pool);
  *   allocs     host time of a cuMemAlloc and of its cuMemFree at 4 KiB, 64 MiB and 512 MiB (how
- *              their cost grows with the size: simcuda charges them per call, an assumption);
+ *              their cost grows with the size: simcuda charges them per call, an assumption),
+ *              and of a managed spill as the shim makes one (cuMemAllocManaged and its advice)
+ *              and frees it, at 16 and 64 MiB (simcuda charges nothing for them, an assumption
+ *              that makes a job re-spilling every step look cheap);
  *   pools      how much a fresh stream-ordered pool reserves for a first request of 1 MiB and
  *              of 40 MiB: the step by which a pool grows when a request does not fit, which the
  *              shim learns only after the call (README.md, "Stream-ordered pools").
@@ -91,7 +94,8 @@ static int usage(FILE* to, int status) {
           "copies between VMM granules, copies both ways at once, one granule's\n"
           "map/set-access/unmap, one call over runs of 1, 8 and 64 granules, handles of 2, 32\n"
           "and 64 MiB, a kernel's reads of device, host-located VMM and pinned zero-copy\n"
-          "memory, cuMemAlloc/cuMemFree by size, and a fresh pool's growth.\n"
+          "memory, cuMemAlloc/cuMemFree by size, a managed spill made and freed, and a\n"
+          "fresh pool's growth.\n"
           "  --kernels PATH  module with the vs_* kernels (build/simcuda/vs_kernels.fatbin);\n"
           "                  needed on a GPU for the reads (on simcuda any image loads)\n"
           "  --granules N    2 MiB granules per transfer (default 64: 128 MiB)\n"
@@ -531,27 +535,53 @@ static void probe_reads(const Probe* probe, const Options* options, Range* host_
   MUST(cuModuleUnload(module));
 }
 
-static void probe_allocations(const Probe* probe, const Options* options) {
-  printf("cuMemAlloc and cuMemFree, host time (median of %d%s)\n", options->repeats,
-         probe->simulated ? "; modeled" : "");
-  const size_t sizes[] = {(size_t)4 << 10, (size_t)64 << 20, (size_t)512 << 20};
-  for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; ++i) {
-    float allocate[1000], release[1000];
+/* Allocations whose host time probe_allocations() measures. */
+typedef enum {
+  kLinear,      /* cuMemAlloc, cuMemFree */
+  kManagedSpill /* as the shim spills: cuMemAllocManaged, advised to stay on the host and to be
+                 * mapped for the device, then cuMemFree */
+} Allocation;
+
+/* Makes `*block` of `bytes` as `kind` says; CUDA_ERROR_OUT_OF_MEMORY where there is no room. */
+static CUresult allocate(const Probe* probe, Allocation kind, size_t bytes, CUdeviceptr* block) {
+  if (kind == kLinear) return cuMemAlloc(block, bytes);
+  CUresult result = cuMemAllocManaged(block, bytes, CU_MEM_ATTACH_GLOBAL);
+  if (result != CUDA_SUCCESS) return result;
+  const CUmemLocation host = {CU_MEM_LOCATION_TYPE_HOST, 0};
+  const CUmemLocation device = {CU_MEM_LOCATION_TYPE_DEVICE, probe->device};
+  MUST(cuMemAdvise(*block, bytes, CU_MEM_ADVISE_SET_PREFERRED_LOCATION, host));
+  MUST(cuMemAdvise(*block, bytes, CU_MEM_ADVISE_SET_ACCESSED_BY, device));
+  return CUDA_SUCCESS;
+}
+
+static void probe_allocations(const Probe* probe, const Options* options, Allocation kind) {
+  printf("%s, host time (median of %d%s)\n",
+         kind == kLinear ? "cuMemAlloc and cuMemFree"
+                         : "a managed spill: cuMemAllocManaged with its two cuMemAdvise, cuMemFree",
+         options->repeats, probe->simulated ? "; modeled" : "");
+  const size_t linear[] = {(size_t)4 << 10, (size_t)64 << 20, (size_t)512 << 20};
+  const size_t managed[] = {(size_t)16 << 20, (size_t)64 << 20};
+  const size_t* sizes = kind == kLinear ? linear : managed;
+  const size_t count = kind == kLinear ? sizeof linear / sizeof linear[0]
+                                       : sizeof managed / sizeof managed[0];
+  for (size_t i = 0; i < count; ++i) {
+    float made[1000], freed[1000];
     int rounds = 0;
     for (; rounds < options->repeats; ++rounds) {
       CUdeviceptr block = 0;
       double mark = host_mark(probe);
-      if (cuMemAlloc(&block, sizes[i]) != CUDA_SUCCESS) break;  /* not this much room here */
-      allocate[rounds] = (float)(host_seconds_since(probe, &mark) * 1e6);
+      if (allocate(probe, kind, sizes[i], &block) != CUDA_SUCCESS) break; /* no room here */
+      made[rounds] = (float)(host_seconds_since(probe, &mark) * 1e6);
       MUST(cuMemFree(block));
-      release[rounds] = (float)(host_seconds_since(probe, &mark) * 1e6);
+      freed[rounds] = (float)(host_seconds_since(probe, &mark) * 1e6);
     }
     if (rounds == 0) {
       printf("  %9zu KiB: cannot be allocated here\n", sizes[i] >> 10);
       continue;
     }
-    printf("  %9zu KiB: cuMemAlloc %.1f us, cuMemFree %.1f us\n", sizes[i] >> 10,
-           median(allocate, rounds), median(release, rounds));
+    printf("  %9zu KiB: %s %.1f us, cuMemFree %.1f us\n", sizes[i] >> 10,
+           kind == kLinear ? "cuMemAlloc" : "allocated and advised", median(made, rounds),
+           median(freed, rounds));
   }
 }
 
@@ -630,7 +660,8 @@ int main(int argc, char** argv) {
   probe_remaps(&probe, &options);
   probe_runs_and_chunks(&probe, &options);
   probe_reads(&probe, &options, &host_range);
-  probe_allocations(&probe, &options);
+  probe_allocations(&probe, &options, kLinear);
+  probe_allocations(&probe, &options, kManagedSpill);
   probe_pool_growth(&probe);
   unmap_range(&host_range);
   unmap_range(&device_range);

@@ -18,7 +18,13 @@ namespace {
 
 volatile sig_atomic_t terminated = 0;
 
-void on_sigterm(int) { terminated = 1; }
+// Also closes standard input (close() may be called from a handler): a signal that lands after
+// the wait's check of `terminated` but before its read() blocks would otherwise leave the read
+// waiting for input that never comes; on the closed descriptor it fails at once.
+void on_sigterm(int) {
+  terminated = 1;
+  close(STDIN_FILENO);
+}
 
 }  // namespace
 

@@ -117,12 +117,16 @@ CUresult pool_allocation(core::Route route, CUdeviceptr* dptr, size_t bytesize, 
     if (const CUresult result = current_pool(device, pool); result != CUDA_SUCCESS) return result;
   }
   // Note [Stream-ordered requests in the arena] in hooks/stream_ordered_tiered.h
-  if (const std::optional<CUresult> tiered =
-          allocate_stream_ordered_tiered(*shim, device, pool, bytesize, stream, dptr))
-    return *tiered;
-  // Note [A captured request is the graph's]
-  if (bool capturing = false; check_capture(stream, capturing) == CUDA_SUCCESS && capturing)
-    return call();
+  // Note [A captured request is the graph's]; a stream the driver cannot answer for goes on as
+  // one not captured, and the spill chain gives the driver's error (placement/spill_placement.h).
+  bool capturing = false;
+  const CUresult captured = check_capture(stream, capturing);
+  if (captured == CUDA_SUCCESS && capturing) return call();
+  if (captured == CUDA_SUCCESS) {
+    if (const std::optional<CUresult> tiered =
+            allocate_stream_ordered_tiered(*shim, device, pool, bytesize, stream, dptr))
+      return *tiered;
+  }
   const SpillTarget spill_target{
       .out = dptr, .bytes = bytesize, .stream = stream, .stream_ordered = true};
   // A second attempt after a first one that grew the pool past the budget and then trimmed it

@@ -4,9 +4,7 @@
 #include <vector>
 
 #include "driver/real_driver.h"
-#include "hooks/devices.h"
 #include "hooks/pool_tracking.h"
-#include "hooks/driver_spill_facts.h"
 #include "hooks/tiered_allocation.h"
 #include "tiers/granule_arena.h"
 
@@ -86,9 +84,6 @@ std::optional<CUresult> allocate_stream_ordered_tiered(ShimState& shim, int devi
       shim.config.tiered.stream_ordered != StreamOrderedMode::kArena ||
       bytes < shim.config.tiered.min_size || !plain_pool(device, pool))
     return std::nullopt;
-  bool capturing = false;
-  if (check_capture(stream, capturing) != CUDA_SUCCESS || capturing) return std::nullopt;
-  if (know_device(shim, device) != CUDA_SUCCESS) return std::nullopt;
   const uint64_t granules = tiers::GranuleArena::granules_for(bytes);
   find_idle_streams(shim, device);
   if (const std::optional<tiers::StreamOrderedReuse::Taken> kept =

@@ -56,7 +56,8 @@ namespace vramspill::hooks {
 
 // The request for `bytes` on `stream` from `pool` (the device's current pool for cuMemAllocAsync)
 // as a tiered block (Note [Stream-ordered requests in the arena]): the result with *out set, or
-// nullopt when it goes to its pool as before.
+// nullopt when it goes to its pool as before. The caller has made the device known and found the
+// stream not being captured (hooks/pool_allocation.h).
 std::optional<CUresult> allocate_stream_ordered_tiered(ShimState& shim, int device,
                                                        CUmemoryPool pool, uint64_t bytes,
                                                        CUstream stream, CUdeviceptr* out) noexcept;

@@ -80,7 +80,21 @@ NodeUses read_node(CUgraphNode node, const GraphQueries& queries, ParamLayoutCac
       if (queries.child(node, &child) != CUDA_SUCCESS) return unread_node(GraphRead::kQueryFailed);
       return read_child_at(child, queries, layouts, depth + 1);
     }
-    // Note [Reading a graph]: these touch no tracked block.
+    default:
+      return uses_of_type(type);
+  }
+}
+
+}  // namespace
+
+NodeUses unread_node(GraphRead why) {
+  NodeUses uses;
+  uses.read = why;
+  return uses;
+}
+
+NodeUses uses_of_type(CUgraphNodeType type) {
+  switch (type) {
     case CU_GRAPH_NODE_TYPE_EMPTY:
     case CU_GRAPH_NODE_TYPE_HOST:
     case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
@@ -91,14 +105,6 @@ NodeUses read_node(CUgraphNode node, const GraphQueries& queries, ParamLayoutCac
     default:
       return unread_node(GraphRead::kUnknownNodeType);
   }
-}
-
-}  // namespace
-
-NodeUses unread_node(GraphRead why) {
-  NodeUses uses;
-  uses.read = why;
-  return uses;
 }
 
 const char* describe(GraphRead read) noexcept {

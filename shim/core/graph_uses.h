@@ -71,6 +71,10 @@ struct NodeUses {
 
 // A node that may touch everything, and why.
 NodeUses unread_node(GraphRead why);
+// What a node of a type with no parameters to read touches: nothing for empty, host, event and
+// graph memory allocation and free nodes (Note [Reading a graph]); everything for a type not
+// known, which may touch memory unseen.
+NodeUses uses_of_type(CUgraphNodeType type);
 
 // Every node of a graph, by handle: what an exec instantiated from it touches.
 using GraphReading = std::unordered_map<CUgraphNode, NodeUses>;

@@ -131,13 +131,8 @@ NodeUses read_node_params(ShimState& shim, const CUgraphNodeParams& p) {
                                            .height = p.memset.height});
     case CU_GRAPH_NODE_TYPE_GRAPH:
       return vramspill::core::read_child(p.graph.graph, graph_queries(), shim.launch_layouts);
-    case CU_GRAPH_NODE_TYPE_EMPTY:
-    case CU_GRAPH_NODE_TYPE_HOST:
-    case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
-    case CU_GRAPH_NODE_TYPE_WAIT_EVENT:
-      return {};
     default:
-      return vramspill::core::unread_node(GraphRead::kUnknownNodeType);
+      return vramspill::core::uses_of_type(p.type);
   }
 }
 

@@ -344,6 +344,11 @@ class GranuleArena {
   // books them in `outcome` and their old (or, where the remap failed, new) granules in `fresh`,
   // and takes them out of `slots` (Note [Moves of dead contents]).
   CUresult remap_dead(std::vector<Slot>& slots, std::vector<Granule>& fresh, MoveOutcome& outcome);
+  // Step 5 of Note [Moving a granule]: the first `moved` of `slots` take their new granules in
+  // the books and in `outcome`, and `fresh` takes their old granules and the others' unused new
+  // ones. `fresh` has room for them (plan()): nothing here allocates.
+  void book_moves(std::span<const Slot> slots, std::size_t moved, std::vector<Granule>& fresh,
+                  MoveOutcome& outcome);
   // Steps 3 and 4 of Note [Moving a granule] for `slots`, staged at `staging`: the slots before
   // the returned count moved, the rest did not. `staging_clean` goes false when a staging
   // mapping could not be undone.

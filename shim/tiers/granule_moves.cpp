@@ -158,18 +158,21 @@ MoveOutcome GranuleArena::carry_out(std::span<const GranuleMove> moves, QueuedWo
 
   // Step 5: the books, and the pools take the old granules and the unused new ones (a copy in
   // flight may still use them: Note [Moves copied on the stream]).
-  for (std::size_t i = 0; i < slots.size(); ++i)
-    fresh.push_back(i < moved ? slots[i].from : slots[i].to);
-  {
-    const std::lock_guard lock(mutex_);
-    for (std::size_t i = 0; i < moved; ++i) {
-      blocks_.at(slots[i].block).granules[slots[i].index] = slots[i].to;
-      (slots[i].to.kind == GranuleKind::kDevice ? outcome.to_device : outcome.to_host) += 1;
-    }
-    if (streamed && streamed->in_flight) outcome.on_stream = streamed->moved;
-  }
+  book_moves(slots, moved, fresh, outcome);
+  if (streamed && streamed->in_flight) outcome.on_stream = streamed->moved;
   pool(fresh);
   return outcome;
+}
+
+void GranuleArena::book_moves(std::span<const Slot> slots, std::size_t moved,
+                              std::vector<Granule>& fresh, MoveOutcome& outcome) {
+  for (std::size_t i = 0; i < slots.size(); ++i)
+    fresh.push_back(i < moved ? slots[i].from : slots[i].to);
+  const std::lock_guard lock(mutex_);
+  for (std::size_t i = 0; i < moved; ++i) {
+    blocks_.at(slots[i].block).granules[slots[i].index] = slots[i].to;
+    (slots[i].to.kind == GranuleKind::kDevice ? outcome.to_device : outcome.to_host) += 1;
+  }
 }
 
 CUresult GranuleArena::remap_dead(std::vector<Slot>& slots, std::vector<Granule>& fresh,
@@ -191,16 +194,8 @@ CUresult GranuleArena::remap_dead(std::vector<Slot>& slots, std::vector<Granule>
     retire_copies(true, true);
   }
   CUresult result = CUDA_SUCCESS;
-  const std::size_t moved = remap(std::span(slots.data(), dead), result);
-  // `fresh` has room for every slot's two granules (plan()): nothing here allocates.
-  for (std::size_t i = 0; i < dead; ++i) fresh.push_back(i < moved ? slots[i].from : slots[i].to);
-  {
-    const std::lock_guard lock(mutex_);
-    for (std::size_t i = 0; i < moved; ++i) {
-      blocks_.at(slots[i].block).granules[slots[i].index] = slots[i].to;
-      (slots[i].to.kind == GranuleKind::kDevice ? outcome.to_device : outcome.to_host) += 1;
-    }
-  }
+  const std::span<const Slot> dead_slots(slots.data(), dead);
+  book_moves(dead_slots, remap(dead_slots, result), fresh, outcome);
   slots.erase(slots.begin(), dead_end);
   return result;
 }

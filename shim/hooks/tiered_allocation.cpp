@@ -184,16 +184,35 @@ std::string tiered_summary(ShimState& shim) noexcept {
     const placement::TieredStats moved = shim.tiered.stats();
     const core::LaunchCounts launches = shim.use.launch_counts();
     std::string held;
+    uint64_t move_calls = 0;
     for (int device : shim.ledger.devices()) {
       const tiers::GranuleArena* arena = shim.tiered.arena_of(device);
       if (arena == nullptr) continue;
       const tiers::ArenaStats now = arena->stats();
+      move_calls += now.move_vmm_calls;
       held += fmt::format(
           "; device {}: {} blocks on {} device and {} host granules ({} and {} "
-          "pooled)",
+          "pooled, {} with homes), {} VMM calls",
           device, now.blocks, now.device_granules, now.host_granules, now.pooled_device_granules,
-          now.pooled_host_granules);
+          now.pooled_host_granules, now.homes, now.vmm_calls);
     }
+    // What a move costs the host is mostly its VMM calls (Note [Granule homes] in
+    // tiers/granule_homes.h); the rate is over the windows' wall-clock time, which on simcuda is
+    // its own CPU's and not modeled.
+    const uint64_t moved_bytes =
+        (moved.evicted_granules + moved.promoted_granules) * tiers::kGranuleBytes;
+    const std::string cost =
+        moved_bytes == 0
+            ? std::string()
+            : fmt::format(", moves made {} VMM calls ({:.0f} per GiB moved) and ran at {:.2f} GB/s "
+                          "over the windows' wall-clock time",
+                          move_calls,
+                          static_cast<double>(move_calls) * double(1 << 30) /
+                              static_cast<double>(moved_bytes),
+                          moved.window_nanoseconds == 0
+                              ? 0.0
+                              : static_cast<double>(moved_bytes) /
+                                    static_cast<double>(moved.window_nanoseconds));
     // Note [The tracked window]: how many windows it kept narrow, and how many granules it
     // copied while the job ran (Notes [Staged promotions] and [Moves copied on the stream] in
     // tiers/granule_arena.h).
@@ -209,13 +228,13 @@ std::string tiered_summary(ShimState& shim) noexcept {
                 : std::string();
     return fmt::format(
         "tiered: {} evicted to the host in {} granules, {} promoted to the device "
-        "in {} granules ({} blocks ahead of their launches{}), {} remap windows ({:.1f} ms{}), "
+        "in {} granules ({} blocks ahead of their launches{}), {} remap windows ({:.1f} ms{}){}, "
         "{} promotions refused, {} moves stopped by the driver, {} kernel launches ({} "
         "unreadable, taken as touching every block){}",
         format_bytes(moved.evicted_granules * tiers::kGranuleBytes), moved.evicted_granules,
         format_bytes(moved.promoted_granules * tiers::kGranuleBytes), moved.promoted_granules,
         moved.promoted_ahead, staged, moved.windows,
-        static_cast<double>(moved.window_nanoseconds) / 1e6, narrow, moved.promotions_refused,
+        static_cast<double>(moved.window_nanoseconds) / 1e6, narrow, cost, moved.promotions_refused,
         moved.failed_moves, launches.launches, launches.unreadable, held) +
            reuse_summary(shim.tiered_reuse.stats());
   } catch (...) {  // no line rather than no exit

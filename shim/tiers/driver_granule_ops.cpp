@@ -42,12 +42,14 @@ DriverGranuleOps::DriverGranuleOps(int device, int host_numa_node) noexcept
 CUresult DriverGranuleOps::reserve(uint64_t bytes, CUdeviceptr* base) noexcept {
   const auto reserve_range = VRAMSPILL_REAL(cuMemAddressReserve);
   if (reserve_range == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
+  count_call();
   return reserve_range(base, bytes, kGranuleBytes, 0, 0);
 }
 
 CUresult DriverGranuleOps::unreserve(CUdeviceptr base, uint64_t bytes) noexcept {
   const auto free_range = VRAMSPILL_REAL(cuMemAddressFree);
   if (free_range == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
+  count_call();
   return free_range(base, bytes);
 }
 
@@ -64,6 +66,7 @@ CUresult DriverGranuleOps::create(GranuleKind kind, GranuleHandle* handle) noexc
     prop.location = {CU_MEM_LOCATION_TYPE_HOST, 0};
   }
   CUmemGenericAllocationHandle created = 0;
+  count_call();
   const CUresult result = create_memory(&created, kGranuleBytes, &prop, 0);
   if (result == CUDA_SUCCESS) *handle = created;
   return result;
@@ -72,29 +75,41 @@ CUresult DriverGranuleOps::create(GranuleKind kind, GranuleHandle* handle) noexc
 CUresult DriverGranuleOps::release(GranuleHandle handle) noexcept {
   const auto release_memory = VRAMSPILL_REAL(cuMemRelease);
   if (release_memory == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
+  count_call();
   return release_memory(handle);
 }
 
-CUresult DriverGranuleOps::map(CUdeviceptr address, GranuleHandle handle) noexcept {
+CUresult DriverGranuleOps::map(CUdeviceptr address,
+                               std::span<const GranuleHandle> handles) noexcept {
   const auto map_memory = VRAMSPILL_REAL(cuMemMap);
   const auto set_access = VRAMSPILL_REAL(cuMemSetAccess);
-  const auto unmap_memory = VRAMSPILL_REAL(cuMemUnmap);
-  if (map_memory == nullptr || set_access == nullptr || unmap_memory == nullptr)
+  if (map_memory == nullptr || set_access == nullptr || VRAMSPILL_REAL(cuMemUnmap) == nullptr)
     return CUDA_ERROR_NOT_SUPPORTED;
   if (access_.empty()) return CUDA_ERROR_OUT_OF_MEMORY;
-  if (const CUresult result = map_memory(address, kGranuleBytes, 0, handle, 0);
-      result != CUDA_SUCCESS)
-    return result;
-  const CUresult result = set_access(address, kGranuleBytes, access_.data(), access_.size());
+  std::size_t mapped = 0;
+  CUresult result = CUDA_SUCCESS;
+  for (; mapped < handles.size(); ++mapped) {
+    count_call();
+    result = map_memory(address + mapped * kGranuleBytes, kGranuleBytes, 0, handles[mapped], 0);
+    if (result != CUDA_SUCCESS) break;
+  }
+  if (result == CUDA_SUCCESS) {
+    // One call for the run: the driver takes a range over several mappings.
+    count_call();
+    result = set_access(address, handles.size() * kGranuleBytes, access_.data(), access_.size());
+  }
   // A mapping nothing may reach is of no use, and the arena's books say it is not there.
-  if (result != CUDA_SUCCESS) unmap_memory(address, kGranuleBytes);
+  if (result != CUDA_SUCCESS && mapped > 0 && unmap(address, mapped) != CUDA_SUCCESS) {
+    for (std::size_t i = 0; i < mapped; ++i) unmap(address + i * kGranuleBytes, 1);
+  }
   return result;
 }
 
-CUresult DriverGranuleOps::unmap(CUdeviceptr address) noexcept {
+CUresult DriverGranuleOps::unmap(CUdeviceptr address, uint64_t granules) noexcept {
   const auto unmap_memory = VRAMSPILL_REAL(cuMemUnmap);
   if (unmap_memory == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
-  return unmap_memory(address, kGranuleBytes);
+  count_call();
+  return unmap_memory(address, granules * kGranuleBytes);
 }
 
 DriverGranuleOps::~DriverGranuleOps() {

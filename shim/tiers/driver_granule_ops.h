@@ -11,6 +11,7 @@
 
 #include <cuda.h>
 
+#include <atomic>
 #include <vector>
 
 #include "tiers/granule_ops.h"
@@ -32,8 +33,11 @@ class DriverGranuleOps final : public GranuleOps {
   CUresult unreserve(CUdeviceptr base, uint64_t bytes) noexcept override;
   CUresult create(GranuleKind kind, GranuleHandle* handle) noexcept override;
   CUresult release(GranuleHandle handle) noexcept override;
-  CUresult map(CUdeviceptr address, GranuleHandle handle) noexcept override;
-  CUresult unmap(CUdeviceptr address) noexcept override;
+  CUresult map(CUdeviceptr address, std::span<const GranuleHandle> handles) noexcept override;
+  CUresult unmap(CUdeviceptr address, uint64_t granules) noexcept override;
+  uint64_t vmm_calls() const noexcept override {
+    return vmm_calls_.load(std::memory_order_relaxed);
+  }
   CUresult synchronize_device() noexcept override;
   CUresult wait_for_stream_ends(
       std::span<const StreamEnd> ends) noexcept override;
@@ -50,6 +54,7 @@ class DriverGranuleOps final : public GranuleOps {
 
  private:
   CUresult make_copy_stream() noexcept;
+  void count_call() noexcept { vmm_calls_.fetch_add(1, std::memory_order_relaxed); }
 
   int device_;
   int host_numa_node_;
@@ -59,6 +64,7 @@ class DriverGranuleOps final : public GranuleOps {
   // arena calls with its move lock held.
   CUcontext primary_ = nullptr;
   CUstream copy_stream_ = nullptr;
+  std::atomic<uint64_t> vmm_calls_{0};
 };
 
 }  // namespace vramspill::tiers

@@ -22,10 +22,10 @@ GranuleArena::~GranuleArena() {
   for (auto& [base, block] : blocks_) {
     if (unmap_first(base, block.granules, block.granules.size()))
       unreserve(base, granules_for(block.bytes));
-    for (const Granule& granule : block.granules) release(granule.handle);
+    for (const Granule& granule : block.granules) release(granule);
   }
-  for (const GranuleHandle handle : pooled_device_) release(handle);
-  for (const GranuleHandle handle : pooled_host_) release(handle);
+  for (const Granule& granule : pooled_device_) release(granule);
+  for (const Granule& granule : pooled_host_) release(granule);
 }
 
 CUresult GranuleArena::allocate(uint64_t bytes, uint64_t device_granules,
@@ -49,18 +49,21 @@ CUresult GranuleArena::allocate(uint64_t bytes, uint64_t device_granules,
     pool(granules);
     return result;
   }
-  std::size_t mapped = 0;
-  for (; mapped < count; ++mapped) {
-    result = ops_.map(range + mapped * kGranuleBytes, granules[mapped].handle);
-    if (result != CUDA_SUCCESS) break;
+  std::vector<GranuleHandle> handles;
+  try {
+    handles.reserve(count);
+    for (const Granule& granule : granules) handles.push_back(granule.handle);
+  } catch (const std::bad_alloc&) {
+    result = CUDA_ERROR_OUT_OF_MEMORY;
   }
+  // All or nothing: a failed map leaves nothing mapped.
+  if (result == CUDA_SUCCESS) result = ops_.map(range, handles);
+  const std::size_t mapped = result == CUDA_SUCCESS ? count : 0;
   if (result == CUDA_SUCCESS) {
     try {
       const std::lock_guard lock(mutex_);
-      blocks_.emplace(
-          range,
-          Block{
-              .bytes = bytes, .granules = granules, .staging = 0, .staged = {}, .staged_since = 0});
+      blocks_.emplace(range,
+                      Block{.bytes = bytes, .granules = granules, .staged = {}, .staged_since = 0});
       *base = range;
       return CUDA_SUCCESS;
     } catch (const std::bad_alloc&) {  // the books cannot hold it: undone like a failed map
@@ -83,10 +86,10 @@ CUresult GranuleArena::take_granules(uint64_t count, uint64_t device_count,
   {
     const std::lock_guard lock(mutex_);
     for (const GranuleKind kind : {GranuleKind::kDevice, GranuleKind::kHost}) {
-      std::vector<GranuleHandle>& pooled = pool_of(kind);
+      std::vector<Granule>& pooled = pool_of(kind);
       uint64_t& still_wanted = wanted[static_cast<int>(kind)];
       for (; still_wanted > 0 && !pooled.empty(); --still_wanted) {
-        taken.push_back({.handle = pooled.back(), .kind = kind});
+        taken.push_back(pooled.back());
         pooled.pop_back();
       }
       uint64_t& unsettled = unsettled_[static_cast<int>(kind)];
@@ -103,19 +106,25 @@ CUresult GranuleArena::take_granules(uint64_t count, uint64_t device_count,
       ++created_;
     }
   }
-  // Device granules first: the block's first `device_count` granules are on the device.
-  std::stable_partition(taken.begin(), taken.end(), [](const Granule& granule) {
-    return granule.kind == GranuleKind::kDevice;
+  // Device granules first: the block's first `device_count` granules are on the device. Within
+  // a kind, by home, those without one last: a move copies once into homes that follow each
+  // other (Note [Granule homes]).
+  std::ranges::sort(taken, [](const Granule& a, const Granule& b) {
+    const auto order = [](const Granule& granule) {
+      return std::pair(granule.kind != GranuleKind::kDevice, granule.home - 1);  // 0 wraps last
+    };
+    return order(a) < order(b);
   });
   return CUDA_SUCCESS;
 }
 
 bool GranuleArena::unmap_first(CUdeviceptr base, std::vector<Granule>& granules,
                                std::size_t count) {
+  if (count == 0 || ops_.unmap(base, count) == CUDA_SUCCESS) return true;
   std::vector<bool> kept(count, false);
   bool all_unmapped = true;
   for (std::size_t i = 0; i < count; ++i) {
-    kept[i] = ops_.unmap(base + i * kGranuleBytes) != CUDA_SUCCESS;
+    kept[i] = ops_.unmap(base + i * kGranuleBytes, 1) != CUDA_SUCCESS;
     all_unmapped = all_unmapped && !kept[i];
   }
   if (all_unmapped) return true;
@@ -145,17 +154,19 @@ void GranuleArena::pool(const std::vector<Granule>& granules) noexcept {
 void GranuleArena::pool_one(const Granule& granule) noexcept {
   try {
     const std::lock_guard lock(mutex_);
-    pool_of(granule.kind).push_back(granule.handle);
+    pool_of(granule.kind).push_back(granule);
     // Note [Moves copied on the stream]: a copy in flight may still use it, as far as is known.
     if (!copies_in_flight_.empty()) ++unsettled_[static_cast<int>(granule.kind)];
     return;
   } catch (const std::bad_alloc&) {  // the pool cannot grow: the driver has it back instead
   }
-  release(granule.handle);
+  release(granule);
 }
 
-void GranuleArena::release(GranuleHandle handle) noexcept {
-  const bool released = ops_.release(handle) == CUDA_SUCCESS;
+void GranuleArena::release(const Granule& granule) noexcept {
+  // A granule still mapped at its home would outlive its release: it stays the driver's.
+  const bool released = (granule.home == 0 || homes_.vacate(granule.home)) &&
+                        ops_.release(granule.handle) == CUDA_SUCCESS;
   const std::lock_guard lock(mutex_);
   (released ? released_ : leaked_granules_) += 1;
 }
@@ -233,11 +244,11 @@ void GranuleArena::trim_to(uint64_t keep_device, uint64_t keep_host, bool settle
     }
     if (short_of_settled && settle_copies() != CUDA_SUCCESS) return;
   }
-  std::vector<GranuleHandle> surplus;
+  std::vector<Granule> surplus;
   {
     const std::lock_guard lock(mutex_);
     for (const GranuleKind kind : {GranuleKind::kDevice, GranuleKind::kHost}) {
-      std::vector<GranuleHandle>& pooled = pool_of(kind);
+      std::vector<Granule>& pooled = pool_of(kind);
       const uint64_t keep = kind == GranuleKind::kDevice ? keep_device : keep_host;
       // The settled granules are the first ones: a copy in flight may use the last unsettled_.
       const uint64_t settled = pooled.size() - unsettled_[static_cast<int>(kind)];
@@ -252,7 +263,7 @@ void GranuleArena::trim_to(uint64_t keep_device, uint64_t keep_host, bool settle
       pooled.erase(first, past);
     }
   }
-  for (const GranuleHandle handle : surplus) release(handle);
+  for (const Granule& granule : surplus) release(granule);
 }
 
 ArenaBlock GranuleArena::view(CUdeviceptr base, const Block& block) {
@@ -270,11 +281,14 @@ ArenaStats GranuleArena::stats() const noexcept {
   ArenaStats stats{.blocks = blocks_.size(),
                    .pooled_device_granules = pooled_device_.size(),
                    .pooled_host_granules = pooled_host_.size(),
+                   .homes = homes_.settled(),
                    .created_granules = created_,
                    .released_granules = released_,
                    .leaked_granules = leaked_granules_,
                    .leaked_ranges = leaked_ranges_,
-                   .unbacked_granules = unbacked_granules_};
+                   .unbacked_granules = unbacked_granules_,
+                   .move_vmm_calls = move_vmm_calls_.load(std::memory_order_relaxed),
+                   .vmm_calls = ops_.vmm_calls()};
   for (const auto& [base, block] : blocks_) {
     const ArenaBlock counted = view(base, block);
     stats.device_granules += counted.device_granules;
@@ -313,8 +327,10 @@ bool GranuleArena::check_invariants(std::string* problem) const {
     }
   }
   for (const auto* pooled : {&pooled_device_, &pooled_host_}) {
-    for (const GranuleHandle handle : *pooled) {
-      if (!seen.insert(handle).second) return fail("a pooled granule is also in use");
+    for (const Granule& granule : *pooled) {
+      if (!seen.insert(granule.handle).second) return fail("a pooled granule is also in use");
+      if (granule.kind != (pooled == &pooled_device_ ? GranuleKind::kDevice : GranuleKind::kHost))
+        return fail("a granule is pooled with the other kind");
       ++held;
     }
   }

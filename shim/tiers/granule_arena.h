@@ -34,22 +34,25 @@
 //   1. wait for the device's work: nothing queued before the window may run after a remap
 //      (or, given a QueuedWork, for the work it says may touch the moving blocks);
 //   2. take a physical granule of the new kind for each granule to move (pool, then driver; if
-//      the driver runs out, the batch shrinks to what it has: moving less is never wrong);
-//   3. map the new granules side by side in a staging range, copy each run of consecutive
-//      granules of a block into it with one copy, and wait for the copies;
-//   4. for each granule, unmap the old backing at the block's address and map the new one
-//      there (a physical granule may be mapped at two addresses, so the staging mapping can
-//      stay until the end); should the new mapping fail, the old one is mapped back;
-//   5. unmap the staging range, pool the old granules, and count.
+//      the driver runs out, the batch shrinks to what it has: moving less is never wrong), with
+//      its home (Note [Granule homes] in tiers/granule_homes.h; one the driver refuses drops
+//      the slot too);
+//   3. copy each granule from the block's address into the new granule's home (one copy for a
+//      run whose homes follow each other too), and wait for the copies;
+//   4. for each run of consecutive granules of a block, unmap the old backing at the block's
+//      address with one call, map the new granules there and give them access with one more;
+//      should the new mapping fail, the old one is mapped back (and should the run's unmap
+//      fail, the run is remapped granule by granule);
+//   5. pool the old granules, with their homes, and count.
 // A free() of a block waits for a move in progress (they share move_mutex_): a block is never
 // freed under the mover.
 //
 // Note [Staged promotions]
 // A promotion made ahead of the launch that needs it (Note [Promoting ahead] in
 // policies/eviction_policy.h) need not stop anything for its copy when the QueuedWork can order
-// copies on the device (the tracked window's). stage() takes the device granules, maps them in a
-// staging range of the block's own, queues the copy into it on the arena's stream behind the
-// work that may touch the block (QueuedWork::order_after: a cuStreamWaitEvent where the use
+// copies on the device (the tracked window's). stage() takes the device granules, with their
+// homes, queues the copy into the homes on the arena's stream behind the work that may touch
+// the block (QueuedWork::order_after: a cuStreamWaitEvent where the use
 // tracker has an event, a host wait where it has none), and returns without waiting: the copy
 // runs while the job's kernels do. The books put the granules on the device at once (the budgets
 // and the policy count them there); the block's address keeps mapping the old host granules, so
@@ -63,8 +66,8 @@
 //   from the use tracker's marks, which only rise, not from the stream bits: a move of another
 //   block takes the bits of a graph launch, which says nothing of whether the graph ran after
 //   this block's copy (QueuedWork::queued_since);
-// - an eviction unstages it: it waits for the copies, unmaps the staging range and gives the new
-//   granules back to the pool; the old ones never left the block's address, so nothing is copied.
+// - an eviction unstages it: it waits for the copies and gives the new granules back to the
+//   pool; the old ones never left the block's address, so nothing is copied.
 // free() unstages before it unmaps. A stage takes the moving blocks' stream bits, and the "every
 // block" ones, off the use tracker's books while its copy only waits for them on the device; no
 // later move misses that work, because every remap waits for the arena's stream first (step 3),
@@ -76,10 +79,10 @@
 // With a QueuedWork that can order copies on the device (the tracked window's), a move need not
 // keep every thread's submissions waiting while its bytes are copied. move_on_stream() waits for
 // the work that may touch the moving blocks (step 1 of Note [Moving a granule]: the remap needs
-// that), maps each moving granule's old and new backing side by side in two halves of one range,
-// queues one copy from the first half into the second on the arena's stream, remaps the blocks'
-// addresses to the new granules at once, records an event after the copy and returns; a failed
-// copy remaps nothing (QueuedWork::names_every_use() must hold for every block: a block the use
+// that), queues the copies from each moving granule's home to its new granule's home on the
+// arena's stream (both have homes: Note [Granule homes] in tiers/granule_homes.h), remaps the
+// blocks' addresses to the new granules at once, records an event after the copies and returns;
+// a failed copy remaps nothing (QueuedWork::names_every_use() must hold for every block: a block the use
 // tracker does not know moves in the window). From then on every submission that may touch one
 // of those blocks, and
 // every one that cannot say what it touches, makes its stream wait for the event before its
@@ -87,8 +90,8 @@
 // the first), so the kernel finds the bytes there; while a capture is in progress a wait would
 // be captured into the graph, and the host waits instead. The window is closed only for the
 // mappings, not for the copy.
-// The old granules go to the pools at once, though the copy may still read them through the
-// range (and a remap that failed leaves new ones there that the copy may still write): whatever
+// The old granules go to the pools at once, though the copy may still read them at their homes
+// (and a remap that failed leaves new ones that the copy may still write): whatever
 // takes them next on the arena's stream (a move, a stage) copies into them after the copy in
 // flight, in stream order, so a promotion can reuse at once the device granules an eviction just
 // gave up. What takes pooled granules off the stream must not take those: allocate(), whose block
@@ -96,7 +99,7 @@
 // only granules pooled before the copies in flight began (cuMemRelease must not free memory a
 // copy uses: each pool's last unsettled_ granules stay), and give_back_device_granules() waits
 // for the copies when it needs more than those.
-// The range and the event are kept until the event has passed: the next move, stage or
+// The event is kept until it has passed: the next move, stage or
 // move_on_stream retires what has (each in a closed window, so no submission is about to wait for
 // an event it destroys); at most kMaxCopiesInFlight are in flight, beyond which a batch is copied
 // in the window. Freeing a block a copy writes, and settle_copies(), wait for the arena's copies
@@ -116,7 +119,7 @@
 // of a block the options' DeadContents names dead (asked when the move is planned, in the closed
 // window: no submission can touch the block until the window opens, and a request that takes the
 // block meanwhile gets contents that are undefined anyway) only remaps: its slots get new
-// granules, after step 1's wait, with no staging range and no copy.
+// granules, after step 1's wait, with no home and no copy.
 #pragma once
 
 #include <cuda.h>
@@ -133,6 +136,7 @@
 
 #include "core/remap_window.h"
 #include "tiers/dead_contents.h"
+#include "tiers/granule_homes.h"
 #include "tiers/granule_ops.h"
 
 namespace vramspill::tiers {
@@ -165,6 +169,7 @@ struct ArenaStats {
   uint64_t staged_host_granules = 0;
   uint64_t pooled_device_granules = 0;  // idle, kept for the next block
   uint64_t pooled_host_granules = 0;
+  uint64_t homes = 0;  // granules mapped at their homes (Note [Granule homes])
   uint64_t created_granules = 0;   // cuMemCreate calls that succeeded
   uint64_t released_granules = 0;  // cuMemRelease calls that succeeded
   // What the driver would not take back (Note [An arena allocation is all or nothing]).
@@ -172,6 +177,10 @@ struct ArenaStats {
   uint64_t leaked_ranges = 0;
   // Granules left with no backing: a move could neither map the new one nor the old one back.
   uint64_t unbacked_granules = 0;
+  // VMM calls the moves made (homes, remaps, and the granules they created and released), and
+  // all the arena's, allocations and frees included.
+  uint64_t move_vmm_calls = 0;
+  uint64_t vmm_calls = 0;
 };
 
 // One block's part of a move: up to `granules` of its granules not of kind `to` become `to`
@@ -220,7 +229,7 @@ class QueuedWork {
 class GranuleArena {
  public:
   GranuleArena(GranuleOps& ops, const ArenaOptions& options) noexcept
-      : ops_(ops), options_(options) {}
+      : ops_(ops), options_(options), homes_(ops) {}
   GranuleArena(const GranuleArena&) = delete;
   GranuleArena& operator=(const GranuleArena&) = delete;
   // Every granule, live or pooled, goes back to the driver.
@@ -283,6 +292,7 @@ class GranuleArena {
   struct Granule {
     GranuleHandle handle = 0;
     GranuleKind kind = GranuleKind::kDevice;
+    CUdeviceptr home = 0;  // none yet (Note [Granule homes])
   };
   // A granule of a live block that a move changes.
   struct Slot {
@@ -291,13 +301,13 @@ class GranuleArena {
     Granule from;
     Granule to;
     bool dead = false;  // remapped without a copy (Note [Moves of dead contents])
+    CUdeviceptr address() const { return block + index * kGranuleBytes; }
   };
   struct Block {
     uint64_t bytes = 0;
     std::vector<Granule> granules;  // granule i backs base + i * kGranuleBytes
-    // Note [Staged promotions]: staged[i].to (granules[staged[i].index] in the books) is mapped
-    // at staging + i granules, and staged[i].from still at the block's address.
-    CUdeviceptr staging = 0;
+    // Note [Staged promotions]: staged[i].to (granules[staged[i].index] in the books) holds the
+    // copy at its home, and staged[i].from is still mapped at the block's address.
     std::vector<Slot> staged;
     uint64_t staged_since = 0;  // QueuedWork::order_after()'s, for queued_since()
   };
@@ -308,16 +318,18 @@ class GranuleArena {
   // ones only, or, with `settle`, after waiting for the copies in flight where it must (Note
   // [Moves copied on the stream]).
   void trim_to(uint64_t keep_device, uint64_t keep_host, bool settle) noexcept;
-  // Unmaps granules [0, count) of the range at `base`; those the driver refuses are leaked and
-  // taken out of `granules`. Returns whether the range is now empty of mappings.
+  // Unmaps granules [0, count) of the range at `base` (one call, or granule by granule where the
+  // driver refuses the run); those the driver keeps are leaked and taken out of `granules`.
+  // Returns whether the range is now empty of mappings.
   bool unmap_first(CUdeviceptr base, std::vector<Granule>& granules, std::size_t count);
   // Gives the range back; one the driver keeps is leaked.
   void unreserve(CUdeviceptr base, uint64_t granules);
-  // Puts granules mapped nowhere into the pools (or, if a pool cannot grow, back to the driver).
+  // Puts granules no block maps into the pools (or, if a pool cannot grow, back to the driver).
   void pool(const std::vector<Granule>& granules) noexcept;
   void pool_one(const Granule& granule) noexcept;
-  void release(GranuleHandle handle) noexcept;
-  std::vector<GranuleHandle>& pool_of(GranuleKind kind) {
+  // Vacates the granule's home and gives it back to the driver.
+  void release(const Granule& granule) noexcept;
+  std::vector<Granule>& pool_of(GranuleKind kind) {
     return kind == GranuleKind::kDevice ? pooled_device_ : pooled_host_;
   }
   static ArenaBlock view(CUdeviceptr base, const Block& block);
@@ -340,6 +352,10 @@ class GranuleArena {
   // granules first, as take_granules() leaves them); the slots that get none are dropped, and
   // `fresh` keeps what was not handed out.
   static void hand_out(std::vector<Slot>& slots, std::vector<Granule>& fresh);
+  // Gives the granules `which` names in `slots` the homes they lack (Note [Granule homes]): the
+  // slots whose granule gets none are dropped, their new granules going to `fresh`. The books
+  // learn the homes of the granules blocks hold. The first driver error, if any.
+  CUresult give_homes(std::vector<Slot>& slots, Granule Slot::*which, std::vector<Granule>& fresh);
   // Remaps the dead slots of `slots` with no staging and no copy,
   // books them in `outcome` and their old (or, where the remap failed, new) granules in `fresh`,
   // and takes them out of `slots` (Note [Moves of dead contents]).
@@ -349,22 +365,24 @@ class GranuleArena {
   // ones. `fresh` has room for them (plan()): nothing here allocates.
   void book_moves(std::span<const Slot> slots, std::size_t moved, std::vector<Granule>& fresh,
                   MoveOutcome& outcome);
-  // Steps 3 and 4 of Note [Moving a granule] for `slots`, staged at `staging`: the slots before
-  // the returned count moved, the rest did not. `staging_clean` goes false when a staging
-  // mapping could not be undone.
-  std::size_t copy_and_remap(CUdeviceptr staging, std::vector<Slot>& slots, CUresult& result,
-                             bool& staging_clean);
-  CUresult copy_runs(CUdeviceptr staging, std::span<const Slot> slots);
-  // Maps each slot's new granule at staging + its index among `slots`; how many it mapped.
-  std::size_t map_staging(CUdeviceptr staging, std::span<const Slot> slots, CUresult& result,
-                          Granule Slot::*which = &Slot::to);
-  // Step 4 for `slots`: how many were remapped; a failure stops there.
+  // Steps 3 and 4 of Note [Moving a granule] for `slots`: the slots before the returned count
+  // moved, the rest did not. `copies_over` goes false when the copies could not be waited for
+  // (the new granules of the slots that did not move may still be written then).
+  std::size_t copy_and_remap(std::span<const Slot> slots, CUresult& result, bool& copies_over);
+  // Queues the copies of `slots` into their new granules' homes, from the block's address (the
+  // old granules still mapped there) or, with `from_homes`, from the old granules' homes: one
+  // copy per run over which both sides follow each other.
+  CUresult copy_into_homes(std::span<const Slot> slots, bool from_homes);
+  // Step 4 for `slots`: how many were remapped; a failure stops there. A run takes at most
+  // kRunGranules granules (128 MiB), so that its handles fit on the stack.
+  static constexpr std::size_t kRunGranules = 64;
   std::size_t remap(std::span<const Slot> slots, CUresult& result);
-  // Unmaps the first `count` staging mappings and gives the range of `granules` back; false
-  // (the range and what stays mapped in it leaked) when the driver keeps a mapping.
-  bool release_staging(CUdeviceptr staging, std::size_t count, uint64_t granules);
-  // release_staging() once the copies are over; false, the range leaked, when they may not be.
-  bool drop_staging(CUdeviceptr staging, std::size_t mapped, uint64_t granules);
+  // Step 4 for one run of consecutive granules of a block, granule by granule: the driver
+  // refused the run's unmap. How many were remapped.
+  std::size_t remap_one_by_one(std::span<const Slot> run, CUresult& result);
+  // Waits for the copies before the new granules of `slots` go back to the pools; false, and the
+  // granules leaked, when they may still be written.
+  bool copies_over_for(std::span<const Slot> slots);
   // Stages one block's `slots` (Note [Staged promotions]) after the work before `since`; false
   // when it could not.
   bool stage_block(std::span<const Slot> slots, uint64_t since, CUresult& result);
@@ -372,23 +390,35 @@ class GranuleArena {
   void settle_staged(std::span<const GranuleMove> moves, QueuedWork* queued, MoveOutcome& outcome);
   // Finishes the staged blocks at `bases`: remapped where it can be, unstaged where not.
   void finish(std::span<const uint64_t> bases, QueuedWork* queued, MoveOutcome& outcome);
-  // Gives up the staging of the block at `base` (the copies waited for already): its granules
-  // go back to where the block's address maps them. How many granules went back to the host.
+  // Gives up the staging of the block at `base`: its granules go back to where the block's
+  // address maps them. How many granules went back to the host.
   uint64_t unstage(CUdeviceptr base);
 
-  // Note [Moves copied on the stream]. One batch's copy in flight: `range` maps the slots' old
-  // granules in its first half and their new ones in its second.
+  // Adds the VMM calls made while it lives to `total` (ArenaStats::move_vmm_calls). A trim()
+  // on another thread meanwhile counts too: the figure errs high, never low.
+  class CallCounter {
+   public:
+    CallCounter(const GranuleOps& ops, std::atomic<uint64_t>& total) noexcept
+        : ops_(ops), total_(total), before_(ops.vmm_calls()) {}
+    ~CallCounter() { total_.fetch_add(ops_.vmm_calls() - before_, std::memory_order_relaxed); }
+    CallCounter(const CallCounter&) = delete;
+    CallCounter& operator=(const CallCounter&) = delete;
+
+   private:
+    const GranuleOps& ops_;
+    std::atomic<uint64_t>& total_;
+    uint64_t before_;
+  };
+
+  // Note [Moves copied on the stream]. One batch's copies in flight.
   struct CopyInFlight {
     uint64_t event = 0;
-    CUdeviceptr range = 0;
-    std::size_t slots = 0;
-    std::vector<uint64_t> bases;  // of the blocks whose addresses map what the copy writes
+    std::vector<uint64_t> bases;  // of the blocks whose addresses map what the copies write
   };
   static constexpr std::size_t kMaxCopiesInFlight = 8;
   struct StreamCopy {
     std::size_t moved = 0;   // slots remapped
     bool in_flight = false;  // whether submissions are to wait for the copy (not if the host did)
-    bool range_kept = false;  // the driver kept the range, and the slots' new granules mapped in it
   };
   // Carries out `slots` on the stream; nullopt when nothing was done and the copies are to be
   // made in the window.
@@ -398,8 +428,6 @@ class GranuleArena {
   // about to wait for one); otherwise they are kept in spent_events_ for the next retirement.
   // With move_mutex_ held.
   void retire_copies(bool all_done, bool window_closed);
-  // Unmaps and gives back a retired copy's range.
-  void retire(const CopyInFlight& copy);
   // Waits for the copies in flight and retires them, before pooled granules leave the arena's
   // stream (Note [Moves copied on the stream]); the wait's error when it fails.
   CUresult settle_copies();
@@ -420,8 +448,10 @@ class GranuleArena {
   // Of each pool (by GranuleKind), how many of the last granules a copy in flight may still use;
   // 0 once none is in flight.
   std::array<uint64_t, 2> unsettled_{};
-  std::vector<GranuleHandle> pooled_device_;
-  std::vector<GranuleHandle> pooled_host_;
+  std::vector<Granule> pooled_device_;
+  std::vector<Granule> pooled_host_;
+  GranuleHomes homes_;
+  std::atomic<uint64_t> move_vmm_calls_{0};  // added to with move_mutex_ held
   uint64_t created_ = 0;
   uint64_t released_ = 0;
   uint64_t leaked_granules_ = 0;

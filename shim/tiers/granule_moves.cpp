@@ -1,6 +1,6 @@
 // GranuleArena::move (Note [Moving a granule] in tiers/granule_arena.h).
 #include <algorithm>
-#include <iterator>
+#include <array>
 #include <new>
 #include <optional>
 
@@ -59,23 +59,25 @@ GranuleArena::Plan GranuleArena::plan(std::span<const GranuleMove> moves,
 }
 
 void GranuleArena::hand_out(std::vector<Slot>& slots, std::vector<Granule>& fresh) {
-  // take_granules() put the device granules first: hand them out from both ends.
+  // take_granules() sorted them, device granules first and each kind by home: handed out in
+  // that order, the homes of a run follow each other where they can.
+  const auto first_host = std::ranges::find_if(
+      fresh, [](const Granule& granule) { return granule.kind == GranuleKind::kHost; });
   auto next_device = fresh.begin();
-  auto past_host = fresh.end();
+  auto next_host = first_host;
   std::erase_if(slots, [&](Slot& slot) {
     if (slot.from.kind == GranuleKind::kHost) {
-      if (next_device == past_host || next_device->kind != GranuleKind::kDevice) return true;
+      if (next_device == first_host) return true;
       slot.to = *next_device++;
     } else {
-      if (past_host == next_device || std::prev(past_host)->kind != GranuleKind::kHost) return true;
-      slot.to = *--past_host;
+      if (next_host == fresh.end()) return true;
+      slot.to = *next_host++;
     }
     return false;
   });
-  // What is left between the two ends was not handed out.
-  const auto handed_device = next_device - fresh.begin();
-  fresh.erase(past_host, fresh.end());
-  fresh.erase(fresh.begin(), fresh.begin() + handed_device);
+  // What is left of each kind was not handed out.
+  fresh.erase(first_host, next_host);
+  fresh.erase(fresh.begin(), next_device);
 }
 
 MoveOutcome GranuleArena::move(std::span<const GranuleMove> moves,
@@ -88,6 +90,7 @@ MoveOutcome GranuleArena::carry_out(std::span<const GranuleMove> moves, QueuedWo
                                     bool on_stream) {
   MoveOutcome outcome;
   const std::lock_guard move_lock(move_mutex_);
+  const CallCounter counted(ops_, move_vmm_calls_);
   retire_copies(false, true);
   Plan planned;
   try {
@@ -122,36 +125,31 @@ MoveOutcome GranuleArena::carry_out(std::span<const GranuleMove> moves, QueuedWo
   if (const CUresult remapped = remap_dead(slots, fresh, outcome);
       result == CUDA_SUCCESS && remapped != CUDA_SUCCESS)
     result = remapped;
-  CUdeviceptr staging = 0;
+  if (const CUresult homed = give_homes(slots, &Slot::to, fresh);
+      result == CUDA_SUCCESS && homed != CUDA_SUCCESS)
+    result = homed;
   std::size_t moved = 0;
   std::optional<StreamCopy> streamed;  // Note [Moves copied on the stream]
   if (!slots.empty() && on_stream && copies_pending_.load() < kMaxCopiesInFlight &&
       queued->names_every_use(moving)) {
+    // The copies read the old granules at their homes: the addresses change under them.
+    const CUresult homed = give_homes(slots, &Slot::from, fresh);
     CUresult failure = CUDA_SUCCESS;
-    streamed = copy_on_stream(slots, failure);
-    if (result == CUDA_SUCCESS) result = failure;
+    if (!slots.empty()) streamed = copy_on_stream(slots, failure);
+    if (result == CUDA_SUCCESS) result = homed != CUDA_SUCCESS ? homed : failure;
     if (streamed) moved = streamed->moved;
-    if (streamed && streamed->range_kept) slots.clear();  // leaked with the range
   }
   if (!slots.empty() && !streamed) {
-    const CUresult reserved = ops_.reserve(slots.size() * kGranuleBytes, &staging);
-    if (reserved == CUDA_SUCCESS) {
-      CUresult failure = CUDA_SUCCESS;
-      bool staging_clean = true;
-      moved = copy_and_remap(staging, slots, failure, staging_clean);
-      if (result == CUDA_SUCCESS) result = failure;
-      if (staging_clean) {
-        unreserve(staging, slots.size());
-      } else {
-        // A staging mapping stays: the range keeps it, and the new granules of the slots that
-        // did not move may still be mapped there, so none of them is reused.
-        const std::lock_guard lock(mutex_);
-        ++leaked_ranges_;
-        leaked_granules_ += slots.size() - moved;
-        slots.resize(moved);
-      }
-    } else if (result == CUDA_SUCCESS) {
-      result = reserved;
+    CUresult failure = CUDA_SUCCESS;
+    bool copies_over = true;
+    moved = copy_and_remap(slots, failure, copies_over);
+    if (result == CUDA_SUCCESS) result = failure;
+    if (!copies_over) {
+      // A copy may still write the new granules: they are lost rather than handed to another
+      // block under it.
+      const std::lock_guard lock(mutex_);
+      leaked_granules_ += slots.size() - moved;
+      slots.resize(moved);
     }
   }
   if (outcome.result == CUDA_SUCCESS) outcome.result = result;
@@ -200,69 +198,114 @@ CUresult GranuleArena::remap_dead(std::vector<Slot>& slots, std::vector<Granule>
   return result;
 }
 
-std::size_t GranuleArena::map_staging(CUdeviceptr staging, std::span<const Slot> slots,
-                                      CUresult& result, Granule Slot::*which) {
-  std::size_t staged = 0;
-  for (; staged < slots.size(); ++staged) {
-    result = ops_.map(staging + staged * kGranuleBytes, (slots[staged].*which).handle);
-    if (result != CUDA_SUCCESS) break;
-  }
-  return staged;
-}
-
-std::size_t GranuleArena::remap(std::span<const Slot> slots, CUresult& result) {
-  std::size_t moved = 0;
-  // Granule by granule: a failure stops the batch with everything before it moved.
-  for (; moved < slots.size(); ++moved) {
-    const Slot& slot = slots[moved];
-    const CUdeviceptr address = slot.block + slot.index * kGranuleBytes;
-    if (result = ops_.unmap(address); result != CUDA_SUCCESS) break;
-    if (result = ops_.map(address, slot.to.handle); result == CUDA_SUCCESS) continue;
-    if (ops_.map(address, slot.from.handle) != CUDA_SUCCESS) {
-      const std::lock_guard lock(mutex_);
-      ++unbacked_granules_;  // neither backing maps again: a hole the block keeps
+CUresult GranuleArena::give_homes(std::vector<Slot>& slots, Granule Slot::*which,
+                                  std::vector<Granule>& fresh) {
+  CUresult first_error = CUDA_SUCCESS;
+  std::erase_if(slots, [&](Slot& slot) {
+    Granule& granule = slot.*which;
+    if (granule.home != 0) return false;
+    const CUresult result = homes_.settle(granule.handle, &granule.home);
+    if (result == CUDA_SUCCESS) {
+      if (which == &Slot::from) {  // a block holds it: its books keep the home
+        const std::lock_guard lock(mutex_);
+        blocks_.at(slot.block).granules[slot.index].home = granule.home;
+      }
+      return false;
     }
-    break;
-  }
-  return moved;
+    if (first_error == CUDA_SUCCESS) first_error = result;
+    fresh.push_back(slot.to);  // within plan()'s room: each slot gives back one granule at most
+    return true;
+  });
+  return first_error;
 }
 
-std::size_t GranuleArena::copy_and_remap(CUdeviceptr staging, std::vector<Slot>& slots,
-                                         CUresult& result, bool& staging_clean) {
-  const std::size_t staged = map_staging(staging, slots, result);
-  std::size_t moved = 0;
-  if (staged == slots.size()) {
-    result = copy_runs(staging, slots);
-    // Waited for even when a copy failed: the ones queued before it may still be running.
-    const CUresult waited = ops_.wait_for_copies();
-    if (waited != CUDA_SUCCESS) {
-      // Copies may still run into the staging range: it stays mapped, and its granules are
-      // lost with it rather than handed to another block under a running copy.
-      if (result == CUDA_SUCCESS) result = waited;
-      staging_clean = false;
-      return 0;
-    }
-    if (result == CUDA_SUCCESS) moved = remap(slots, result);
+std::size_t GranuleArena::copy_and_remap(std::span<const Slot> slots, CUresult& result,
+                                         bool& copies_over) {
+  result = copy_into_homes(slots, false);
+  // Waited for even when a copy failed: the ones queued before it may still be running.
+  if (const CUresult waited = ops_.wait_for_copies(); waited != CUDA_SUCCESS) {
+    if (result == CUDA_SUCCESS) result = waited;
+    copies_over = false;
+    return 0;
   }
-  for (std::size_t i = 0; i < staged; ++i)
-    staging_clean = ops_.unmap(staging + i * kGranuleBytes) == CUDA_SUCCESS && staging_clean;
-  return moved;
+  return result == CUDA_SUCCESS ? remap(slots, result) : 0;
 }
 
-CUresult GranuleArena::copy_runs(CUdeviceptr staging, std::span<const Slot> slots) {
+CUresult GranuleArena::copy_into_homes(std::span<const Slot> slots, bool from_homes) {
+  const auto source = [&](const Slot& slot) { return from_homes ? slot.from.home : slot.address(); };
+  // A run stays inside one reservation on each side: one block's range, one range of homes.
+  const auto source_follows = [&](const Slot& slot, const Slot& previous) {
+    return from_homes ? homes_.follows(slot.from.home, previous.from.home)
+                      : slot.block == previous.block && slot.index == previous.index + 1;
+  };
   std::size_t run_start = 0;
   for (std::size_t i = 1; i <= slots.size(); ++i) {
-    const bool run_goes_on = i < slots.size() && slots[i].block == slots[i - 1].block &&
-                             slots[i].index == slots[i - 1].index + 1;
+    const bool run_goes_on = i < slots.size() && source_follows(slots[i], slots[i - 1]) &&
+                             homes_.follows(slots[i].to.home, slots[i - 1].to.home);
     if (run_goes_on) continue;
     const Slot& first = slots[run_start];
     const CUresult result =
-        ops_.copy(staging + run_start * kGranuleBytes, first.block + first.index * kGranuleBytes,
-                  (i - run_start) * kGranuleBytes);
+        ops_.copy(first.to.home, source(first), (i - run_start) * kGranuleBytes);
     if (result != CUDA_SUCCESS) return result;
     run_start = i;
   }
   return CUDA_SUCCESS;
+}
+
+std::size_t GranuleArena::remap(std::span<const Slot> slots, CUresult& result) {
+  std::size_t moved = 0;
+  // Run by run, each at most kRunGranules: a failure stops the batch with everything before it
+  // moved.
+  while (moved < slots.size()) {
+    std::size_t end = moved + 1;
+    while (end < slots.size() && end - moved < kRunGranules &&
+           slots[end].block == slots[moved].block &&
+           slots[end].index == slots[end - 1].index + 1)
+      ++end;
+    const std::span<const Slot> run = slots.subspan(moved, end - moved);
+    const CUdeviceptr address = run.front().address();
+    if (ops_.unmap(address, run.size()) != CUDA_SUCCESS) {
+      const std::size_t remapped = remap_one_by_one(run, result);
+      moved += remapped;
+      if (remapped < run.size()) return moved;
+      continue;
+    }
+    std::array<GranuleHandle, kRunGranules> to{};
+    std::array<GranuleHandle, kRunGranules> from{};
+    for (std::size_t i = 0; i < run.size(); ++i) {
+      to.at(i) = run[i].to.handle;
+      from.at(i) = run[i].from.handle;
+    }
+    if (result = ops_.map(address, std::span(to.data(), run.size())); result == CUDA_SUCCESS) {
+      moved = end;
+      continue;
+    }
+    // Nothing of the run is mapped (map() is all or nothing): the old granules go back.
+    if (ops_.map(address, std::span(from.data(), run.size())) != CUDA_SUCCESS) {
+      for (std::size_t i = 0; i < run.size(); ++i) {
+        if (ops_.map(run[i].address(), std::span(&from.at(i), 1)) == CUDA_SUCCESS) continue;
+        const std::lock_guard lock(mutex_);
+        ++unbacked_granules_;  // neither backing maps again: a hole the block keeps
+      }
+    }
+    return moved;
+  }
+  return moved;
+}
+
+std::size_t GranuleArena::remap_one_by_one(std::span<const Slot> run, CUresult& result) {
+  for (std::size_t i = 0; i < run.size(); ++i) {
+    const Slot& slot = run[i];
+    if (result = ops_.unmap(slot.address(), 1); result != CUDA_SUCCESS) return i;
+    if (result = ops_.map(slot.address(), std::span(&slot.to.handle, 1)); result == CUDA_SUCCESS)
+      continue;
+    if (ops_.map(slot.address(), std::span(&slot.from.handle, 1)) != CUDA_SUCCESS) {
+      const std::lock_guard lock(mutex_);
+      ++unbacked_granules_;
+    }
+    return i;
+  }
+  return run.size();
 }
 
 }  // namespace vramspill::tiers

@@ -34,12 +34,18 @@ class GranuleOps {
   virtual CUresult create(GranuleKind kind, GranuleHandle* handle) noexcept = 0;
   // cuMemRelease of a granule that is mapped nowhere.
   virtual CUresult release(GranuleHandle handle) noexcept = 0;
-  // cuMemMap of `handle` at `address` (granule-aligned, inside a reservation), then
-  // cuMemSetAccess giving the device read and write: a mapped granule is always reachable, from
-  // kernels as from copies. On failure nothing stays mapped.
-  virtual CUresult map(CUdeviceptr address, GranuleHandle handle) noexcept = 0;
-  // cuMemUnmap of the granule at `address`. The caller has made sure no work can touch it.
-  virtual CUresult unmap(CUdeviceptr address) noexcept = 0;
+  // cuMemMap of handles[i] at address + i granules (granule-aligned, inside one reservation,
+  // nothing mapped there yet), then one cuMemSetAccess over the whole run giving the device read
+  // and write: a mapped granule is always reachable, from kernels as from copies. All or
+  // nothing: on failure nothing of the run stays mapped.
+  virtual CUresult map(CUdeviceptr address, std::span<const GranuleHandle> handles) noexcept = 0;
+  // One cuMemUnmap of the `granules` granules from `address`, each a whole mapping (the driver
+  // takes a range over several). The caller has made sure no work can touch them.
+  virtual CUresult unmap(CUdeviceptr address, uint64_t granules) noexcept = 0;
+  // The VMM calls made so far (cuMemAddressReserve, cuMemAddressFree, cuMemCreate, cuMemRelease,
+  // cuMemMap, cuMemSetAccess, cuMemUnmap), failed ones too: what a move costs the host is
+  // mostly these (Note [Granule homes] in tiers/granule_homes.h).
+  virtual uint64_t vmm_calls() const noexcept = 0;
 
   // Waits for all the work queued on the device (cuCtxSynchronize): nothing queued before a
   // remap may run after it.

@@ -2,7 +2,6 @@
 #include <algorithm>
 #include <iterator>
 #include <new>
-#include <utility>
 
 #include "tiers/granule_arena.h"
 
@@ -13,6 +12,7 @@ MoveOutcome GranuleArena::stage(std::span<const GranuleMove> moves,
                                 QueuedWork& queued) noexcept {
   MoveOutcome outcome;
   const std::lock_guard move_lock(move_mutex_);
+  const CallCounter counted(ops_, move_vmm_calls_);
   retire_copies(false, true);  // Note [Moves copied on the stream]
   Plan planned;
   try {
@@ -33,7 +33,10 @@ MoveOutcome GranuleArena::stage(std::span<const GranuleMove> moves,
     return outcome;
   outcome.result = take_granules(slots.size(), slots.size(), fresh);
   hand_out(slots, fresh);
-  pool(fresh);  // what the driver gave beyond the slots' needs (nothing, unless it failed)
+  if (const CUresult homed = give_homes(slots, &Slot::to, fresh);
+      outcome.result == CUDA_SUCCESS)
+    outcome.result = homed;
+  pool(fresh);  // what the slots did not take (nothing, unless the driver failed)
   for (auto first = slots.begin(); first != slots.end();) {
     const auto past = std::find_if(first, slots.end(),
                                    [&](const Slot& slot) { return slot.block != first->block; });
@@ -49,52 +52,30 @@ MoveOutcome GranuleArena::stage(std::span<const GranuleMove> moves,
 }
 
 bool GranuleArena::stage_block(std::span<const Slot> slots, uint64_t since, CUresult& result) {
-  CUdeviceptr staging = 0;
-  if (result = ops_.reserve(slots.size() * kGranuleBytes, &staging); result == CUDA_SUCCESS) {
-    const std::size_t mapped = map_staging(staging, slots, result);
-    if (mapped == slots.size()) result = copy_runs(staging, slots);
-    if (result == CUDA_SUCCESS) {
-      try {
-        const std::lock_guard lock(mutex_);
-        Block& block = blocks_.at(slots.front().block);
-        block.staged.assign(slots.begin(), slots.end());
-        block.staging = staging;
-        block.staged_since = since;
-        for (const Slot& slot : slots) block.granules[slot.index] = slot.to;
-        return true;
-      } catch (const std::bad_alloc&) {
-        result = CUDA_ERROR_OUT_OF_MEMORY;
-      }
-    }
-    // Undone: a copy queued into the range may still run.
-    if (!drop_staging(staging, mapped, slots.size())) {
+  if (result = copy_into_homes(slots, false); result == CUDA_SUCCESS) {
+    try {
       const std::lock_guard lock(mutex_);
-      leaked_granules_ += slots.size();
-      return false;
+      Block& block = blocks_.at(slots.front().block);
+      block.staged.assign(slots.begin(), slots.end());
+      block.staged_since = since;
+      for (const Slot& slot : slots) block.granules[slot.index] = slot.to;
+      return true;
+    } catch (const std::bad_alloc&) {
+      result = CUDA_ERROR_OUT_OF_MEMORY;
     }
   }
-  for (const Slot& slot : slots) pool_one(slot.to);
-  return false;
-}
-
-bool GranuleArena::drop_staging(CUdeviceptr staging, std::size_t mapped, uint64_t granules) {
-  if (ops_.wait_for_copies() == CUDA_SUCCESS) return release_staging(staging, mapped, granules);
-  const std::lock_guard lock(mutex_);
-  ++leaked_ranges_;
-  return false;
-}
-
-bool GranuleArena::release_staging(CUdeviceptr staging, std::size_t count, uint64_t granules) {
-  bool clean = true;
-  for (std::size_t i = 0; i < count; ++i)
-    clean = ops_.unmap(staging + i * kGranuleBytes) == CUDA_SUCCESS && clean;
-  if (clean) {
-    unreserve(staging, granules);
-  } else {
-    const std::lock_guard lock(mutex_);
-    ++leaked_ranges_;
+  // Undone: a copy queued into the homes may still run.
+  if (copies_over_for(slots)) {
+    for (const Slot& slot : slots) pool_one(slot.to);
   }
-  return clean;
+  return false;
+}
+
+bool GranuleArena::copies_over_for(std::span<const Slot> slots) {
+  if (ops_.wait_for_copies() == CUDA_SUCCESS) return true;
+  const std::lock_guard lock(mutex_);
+  leaked_granules_ += slots.size();
+  return false;
 }
 
 void GranuleArena::settle_staged(std::span<const GranuleMove> moves, QueuedWork* queued,
@@ -119,14 +100,12 @@ void GranuleArena::settle_staged(std::span<const GranuleMove> moves, QueuedWork*
 void GranuleArena::finish(std::span<const uint64_t> bases, QueuedWork* queued,
                           MoveOutcome& outcome) {
   std::vector<std::vector<Slot>> staged;
-  std::vector<CUdeviceptr> stagings;
   std::vector<uint64_t> since;
   {
     const std::lock_guard lock(mutex_);
     for (const uint64_t base : bases) {
       const Block& block = blocks_.at(base);
       staged.push_back(block.staged);
-      stagings.push_back(block.staging);
       since.push_back(block.staged_since);
     }
   }
@@ -135,7 +114,7 @@ void GranuleArena::finish(std::span<const uint64_t> bases, QueuedWork* queued,
   // (without a QueuedWork to say, the copy is made again).
   for (std::size_t i = 0; result == CUDA_SUCCESS && i < staged.size(); ++i) {
     if (queued == nullptr || queued->queued_since(bases[i], since[i]))
-      result = copy_runs(stagings[i], staged[i]);
+      result = copy_into_homes(staged[i], false);
   }
   if (const CUresult waited = ops_.wait_for_copies(); result == CUDA_SUCCESS) result = waited;
   if (result != CUDA_SUCCESS) {
@@ -147,27 +126,17 @@ void GranuleArena::finish(std::span<const uint64_t> bases, QueuedWork* queued,
   for (std::size_t i = 0; i < staged.size(); ++i) {
     const std::vector<Slot>& slots = staged[i];
     const std::size_t moved = remap(slots, result);
-    const bool clean = release_staging(stagings[i], slots.size(), slots.size());
     {
       const std::lock_guard lock(mutex_);
       Block& block = blocks_.at(bases[i]);
       block.staged.clear();
-      block.staging = 0;
-      // The slots that did not move keep their old granules; their new ones may still be mapped
-      // in a staging range the driver kept, and are lost with it then.
+      // The slots that did not move keep their old granules.
       for (std::size_t j = moved; j < slots.size(); ++j) {
         block.granules[slots[j].index] = slots[j].from;
         ++outcome.to_host;
-        if (!clean) ++leaked_granules_;
       }
     }
-    for (std::size_t j = 0; j < slots.size(); ++j) {
-      if (j < moved) {
-        pool_one(slots[j].from);
-      } else if (clean) {
-        pool_one(slots[j].to);
-      }
-    }
+    for (std::size_t j = 0; j < slots.size(); ++j) pool_one(j < moved ? slots[j].from : slots[j].to);
     if (result != CUDA_SUCCESS && outcome.result == CUDA_SUCCESS) outcome.result = result;
     result = CUDA_SUCCESS;
   }
@@ -175,19 +144,15 @@ void GranuleArena::finish(std::span<const uint64_t> bases, QueuedWork* queued,
 
 uint64_t GranuleArena::unstage(CUdeviceptr base) {
   std::vector<Slot> slots;
-  CUdeviceptr staging = 0;
   {
     const std::lock_guard lock(mutex_);
     Block& block = blocks_.at(base);
     slots.swap(block.staged);
-    staging = std::exchange(block.staging, 0);
     for (const Slot& slot : slots) block.granules[slot.index] = slot.from;
   }
-  if (drop_staging(staging, slots.size(), slots.size())) {
+  // The staged copy may still write the new granules.
+  if (copies_over_for(slots)) {
     for (const Slot& slot : slots) pool_one(slot.to);
-  } else {
-    const std::lock_guard lock(mutex_);
-    leaked_granules_ += slots.size();
   }
   return slots.size();
 }

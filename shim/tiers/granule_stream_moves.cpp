@@ -23,7 +23,7 @@ std::optional<GranuleArena::StreamCopy> GranuleArena::copy_on_stream(std::span<c
     if (ops_.wait_for_copies() != CUDA_SUCCESS) return std::nullopt;
     stage_waits_queued_ = false;
   }
-  CopyInFlight copy{.event = 0, .range = 0, .slots = slots.size(), .bases = {}};
+  CopyInFlight copy{.event = 0, .bases = {}};
   try {
     for (const Slot& slot : slots) {  // sorted by block
       if (copy.bases.empty() || copy.bases.back() != slot.block) copy.bases.push_back(slot.block);
@@ -31,45 +31,25 @@ std::optional<GranuleArena::StreamCopy> GranuleArena::copy_on_stream(std::span<c
   } catch (const std::bad_alloc&) {
     return std::nullopt;
   }
-  const uint64_t granules = 2 * slots.size();
-  if (ops_.reserve(granules * kGranuleBytes, &copy.range) != CUDA_SUCCESS) return std::nullopt;
-  const CUdeviceptr source = copy.range;
-  const CUdeviceptr destination = copy.range + slots.size() * kGranuleBytes;
-  CUresult failure = CUDA_SUCCESS;
-  std::size_t mapped = map_staging(source, slots, failure, &Slot::from);
-  if (mapped == slots.size()) mapped += map_staging(destination, slots, failure);
-  if (mapped == granules) failure = ops_.copy(destination, source, slots.size() * kGranuleBytes);
-  if (mapped < granules || failure != CUDA_SUCCESS) {
-    // Nothing was queued: the window's copy does it all.
-    if (!release_staging(copy.range, mapped, granules)) {
-      const std::lock_guard lock(mutex_);
-      leaked_granules_ += slots.size();  // the new ones, still mapped in the kept range
-      result = failure;
-      return StreamCopy{.moved = 0, .in_flight = false, .range_kept = true};
-    }
-    return std::nullopt;
-  }
-  // The addresses may map the new granules at once: the copy writes them through the range.
+  // Home to home (Note [Granule homes]): what the copies read stays mapped while the addresses
+  // change. When one fails, the window's copies do it all again, after these on the same stream.
+  if (copy_into_homes(slots, true) != CUDA_SUCCESS) return std::nullopt;
+  // The addresses may map the new granules at once: the copies write them at their homes.
   const std::size_t moved = remap(slots, result);
   // What submissions wait for: the blocks with a remapped granule (the slots are sorted).
   std::erase_if(copy.bases,
                 [&](uint64_t base) { return moved == 0 || base > slots[moved - 1].block; });
   if (ops_.record_copies(&copy.event) != CUDA_SUCCESS) {
-    // No event to order submissions after: the host waits for the copy here.
-    if (const CUresult waited = ops_.wait_for_copies(); waited != CUDA_SUCCESS) {
-      // The copy may never run (the context is lost): its range is left to the driver.
-      const std::lock_guard lock(mutex_);
-      ++leaked_ranges_;
-      if (result == CUDA_SUCCESS) result = waited;
-      return StreamCopy{.moved = moved, .in_flight = false, .range_kept = false};
-    }
-    retire(copy);
-    return StreamCopy{.moved = moved, .in_flight = false, .range_kept = false};
+    // No event to order submissions after: the host waits for the copies here.
+    if (const CUresult waited = ops_.wait_for_copies();
+        waited != CUDA_SUCCESS && result == CUDA_SUCCESS)
+      result = waited;
+    return StreamCopy{.moved = moved, .in_flight = false};
   }
   const std::lock_guard lock(mutex_);
   copies_in_flight_.push_back(std::move(copy));  // within the capacity carry_out() reserved
   copies_pending_.store(copies_in_flight_.size(), std::memory_order_release);
-  return StreamCopy{.moved = moved, .in_flight = true, .range_kept = false};
+  return StreamCopy{.moved = moved, .in_flight = true};
 }
 
 void GranuleArena::retire_copies(bool all_done, bool window_closed) {
@@ -107,15 +87,9 @@ void GranuleArena::retire_copies(bool all_done, bool window_closed) {
     } else {
       spent_events_.push_back(retiring.at(i).event);  // within the capacity carry_out() reserved
     }
-    retire(retiring.at(i));
   }
   const std::lock_guard lock(mutex_);
-  if (copies_in_flight_.empty()) unsettled_ = {};  // and no range maps a pooled granule
-}
-
-void GranuleArena::retire(const CopyInFlight& copy) {
-  // Its granules went to the pools at the move; a range the driver keeps is counted leaked.
-  release_staging(copy.range, 2 * copy.slots, 2 * copy.slots);
+  if (copies_in_flight_.empty()) unsettled_ = {};
 }
 
 CUresult GranuleArena::settle_copies() {

@@ -88,7 +88,6 @@ BENCHMARK(BM_LaunchTouchingResidentBlocks)->ArgName("blocks")->Arg(100)->Arg(100
 void BM_SubmissionBesideCopies(benchmark::State& state) {
   const auto copies = static_cast<std::size_t>(state.range(0));
   vramspill::tiers::FakeGranuleOps ops;
-  ops.allow_double_mapping();
   vramspill::tiers::GranuleArena arena(ops, {});
   vramspill::core::RemapWindow window;
   std::vector<uint64_t> blocks(copies + 2);

@@ -74,7 +74,6 @@ class OneArena final : public ArenaSource {
 
 class TieredPlacementTest : public ::testing::Test {
  protected:
-  void SetUp() override { ops_.allow_double_mapping(); }
   void TearDown() override {
     EXPECT_TRUE(ops_.misuse().empty()) << ops_.misuse().front();
     std::string problem;

@@ -41,7 +41,6 @@ class GranuleArenaTest : public ::testing::Test {
 // tags are where they were after the move, whatever moved.
 class GranuleMoveTest : public GranuleArenaTest {
  protected:
-  void SetUp() override { ops_.allow_double_mapping(); }
 
   CUdeviceptr tagged_block(uint64_t granules, uint64_t device_granules) {
     const CUdeviceptr base = allocate(granules * kGranuleBytes, device_granules);

@@ -18,7 +18,6 @@ class DeadSet final : public DeadContents {
 
 class DeadMoveTest : public ::testing::Test {
  protected:
-  void SetUp() override { ops_.allow_double_mapping(); }
   void TearDown() override {
     std::string problem;
     EXPECT_TRUE(arena_.check_invariants(&problem)) << problem;

@@ -1,6 +1,8 @@
 // A stand-in for the driver's VMM calls that keeps the driver's rules: mappings only inside a
 // reservation, at granule-aligned addresses not already mapped; no release of a mapped granule,
-// no cuMemAddressFree of a range with mappings. A broken rule is recorded in misuse() (tests
+// no cuMemAddressFree of a range with mappings, no unmap of a range with a hole in it. And one
+// of the arena's: a granule is mapped at two addresses at most, its home and one block's (Note
+// [Granule homes] in tiers/granule_homes.h). A broken rule is recorded in misuse() (tests
 // expect none), and any call can be made to fail on demand. Thread-safe: one lock per call.
 #pragma once
 
@@ -37,9 +39,14 @@ class FakeGranuleOps final : public GranuleOps {
     kCallCount
   };
 
-  // Fails the `nth` (1-based) next call of `call` with `error`; 0 clears it.
+  // Fails the `nth` (1-based) next call of `call` with `error`, besides those already to fail;
+  // 0 clears them all.
   void fail(Call call, int nth, CUresult error = CUDA_ERROR_OUT_OF_MEMORY) {
-    fail_at_[call] = nth == 0 ? 0 : calls_[call] + nth;
+    if (nth == 0) {
+      fail_at_[call].clear();
+    } else {
+      fail_at_[call].insert(calls_[call] + nth);
+    }
     error_[call] = error;
   }
   // Fails every call of `call` from the next one on.
@@ -49,7 +56,7 @@ class FakeGranuleOps final : public GranuleOps {
   }
   void heal() {
     for (int call = 0; call < kCallCount; ++call) {
-      fail_at_[call] = 0;
+      fail_at_[call].clear();
       always_[call] = false;
     }
   }
@@ -84,8 +91,6 @@ class FakeGranuleOps final : public GranuleOps {
     bool on_host = false;
   };
   const std::vector<StreamOrder>& stream_orders() const { return stream_orders_; }
-  // Moves map a granule at its block and in the staging range at once, as the driver allows.
-  void allow_double_mapping() { allow_double_mapping_ = true; }
   const std::vector<std::string>& misuse() const { return misuse_; }
   std::size_t live_handles() const { return handles_.size(); }
   std::size_t live_handles(GranuleKind kind) const {
@@ -96,9 +101,8 @@ class FakeGranuleOps final : public GranuleOps {
   std::size_t mappings() const { return mapped_.size(); }
   // How many addresses `handle` is mapped at.
   std::size_t mappings_of(GranuleHandle handle) const {
-    std::size_t count = 0;
-    for (const auto& [address, mapped] : mapped_) count += mapped == handle ? 1 : 0;
-    return count;
+    const std::lock_guard lock(mutex_);
+    return mappings_of_locked(handle);
   }
   std::size_t reservations() const { return reservations_.size(); }
   // The kind of memory mapped at `address` (granule-aligned), if any.
@@ -110,6 +114,7 @@ class FakeGranuleOps final : public GranuleOps {
 
   CUresult reserve(uint64_t bytes, CUdeviceptr* base) noexcept override {
     const std::lock_guard lock(mutex_);
+    ++vmm_calls_;
     if (CUresult failure = injected(kReserve); failure != CUDA_SUCCESS) return failure;
     if (bytes == 0 || bytes % kGranuleBytes != 0) misuse_.push_back("reserve of a partial granule");
     *base = next_address_;
@@ -119,6 +124,7 @@ class FakeGranuleOps final : public GranuleOps {
   }
   CUresult unreserve(CUdeviceptr base, uint64_t bytes) noexcept override {
     const std::lock_guard lock(mutex_);
+    ++vmm_calls_;
     if (CUresult failure = injected(kUnreserve); failure != CUDA_SUCCESS) return failure;
     const auto found = reservations_.find(base);
     if (found == reservations_.end() || found->second != bytes) {
@@ -135,6 +141,7 @@ class FakeGranuleOps final : public GranuleOps {
   }
   CUresult create(GranuleKind kind, GranuleHandle* handle) noexcept override {
     const std::lock_guard lock(mutex_);
+    ++vmm_calls_;
     if (CUresult failure = injected(kCreate); failure != CUDA_SUCCESS) return failure;
     *handle = next_handle_++;
     handles_[*handle] = kind;
@@ -142,6 +149,7 @@ class FakeGranuleOps final : public GranuleOps {
   }
   CUresult release(GranuleHandle handle) noexcept override {
     const std::lock_guard lock(mutex_);
+    ++vmm_calls_;
     if (CUresult failure = injected(kRelease); failure != CUDA_SUCCESS) return failure;
     if (handles_.erase(handle) == 0) {
       misuse_.push_back("release of an unknown handle");
@@ -152,30 +160,44 @@ class FakeGranuleOps final : public GranuleOps {
     }
     return CUDA_SUCCESS;
   }
-  CUresult map(CUdeviceptr address, GranuleHandle handle) noexcept override {
+  // A run of handles: one call (one injected failure), counted as its cuMemMap calls and one
+  // cuMemSetAccess.
+  CUresult map(CUdeviceptr address, std::span<const GranuleHandle> handles) noexcept override {
     const std::lock_guard lock(mutex_);
+    vmm_calls_ += handles.size() + 1;
     if (CUresult failure = injected(kMap); failure != CUDA_SUCCESS) return failure;
-    if (!handles_.contains(handle)) misuse_.push_back("map of an unknown handle");
-    if (address % kGranuleBytes != 0) misuse_.push_back("map at an unaligned address");
-    if (!inside_a_reservation(address)) misuse_.push_back("map outside every reservation");
-    if (!mapped_.emplace(address, handle).second) misuse_.push_back("map over a mapping");
-    for (const auto& [other, mapped] : mapped_) {
-      if (mapped == handle && other != address && !allow_double_mapping_)
-        misuse_.push_back("a granule mapped twice");
+    if (handles.empty()) misuse_.push_back("map of no granule");
+    for (std::size_t i = 0; i < handles.size(); ++i) {
+      const CUdeviceptr at = address + i * kGranuleBytes;
+      const GranuleHandle handle = handles[i];
+      if (!handles_.contains(handle)) misuse_.push_back("map of an unknown handle");
+      if (at % kGranuleBytes != 0) misuse_.push_back("map at an unaligned address");
+      if (!inside_a_reservation(at)) misuse_.push_back("map outside every reservation");
+      if (!mapped_.emplace(at, handle).second) misuse_.push_back("map over a mapping");
+      if (mappings_of_locked(handle) > 2) misuse_.push_back("a granule mapped at three places");
     }
     return CUDA_SUCCESS;
   }
-  CUresult unmap(CUdeviceptr address) noexcept override {
+  CUresult unmap(CUdeviceptr address, uint64_t granules) noexcept override {
     const std::lock_guard lock(mutex_);
+    ++vmm_calls_;
     if (CUresult failure = injected(kUnmap); failure != CUDA_SUCCESS) return failure;
+    for (uint64_t i = 0; i < granules; ++i) {
+      if (!mapped_.contains(address + i * kGranuleBytes)) {
+        misuse_.push_back("unmap of nothing");
+        return CUDA_ERROR_INVALID_VALUE;  // and nothing of the range is unmapped
+      }
+    }
     for (const auto& [from, bytes] : copies_in_flight_) {
-      if (address - from < bytes) misuse_.push_back("unmap under a copy in flight");
+      if (address < from + bytes && from < address + granules * kGranuleBytes)
+        misuse_.push_back("unmap under a copy in flight");
     }
-    if (mapped_.erase(address) == 0) {
-      misuse_.push_back("unmap of nothing");
-      return CUDA_ERROR_INVALID_VALUE;
-    }
+    for (uint64_t i = 0; i < granules; ++i) mapped_.erase(address + i * kGranuleBytes);
     return CUDA_SUCCESS;
+  }
+  uint64_t vmm_calls() const noexcept override {
+    const std::lock_guard lock(mutex_);
+    return vmm_calls_;
   }
   CUresult synchronize_device() noexcept override {
     const std::lock_guard lock(mutex_);
@@ -254,8 +276,13 @@ class FakeGranuleOps final : public GranuleOps {
  private:
   CUresult injected(Call call) {
     ++calls_[call];
-    if (always_[call] || calls_[call] == fail_at_[call]) return error_[call];
+    if (always_[call] || fail_at_[call].contains(calls_[call])) return error_[call];
     return CUDA_SUCCESS;
+  }
+  std::size_t mappings_of_locked(GranuleHandle handle) const {
+    std::size_t count = 0;
+    for (const auto& [address, mapped] : mapped_) count += mapped == handle ? 1 : 0;
+    return count;
   }
   bool inside_a_reservation(CUdeviceptr address) const {
     auto after = reservations_.upper_bound(address);
@@ -265,7 +292,7 @@ class FakeGranuleOps final : public GranuleOps {
   }
 
   int calls_[kCallCount] = {};
-  int fail_at_[kCallCount] = {};
+  std::set<int> fail_at_[kCallCount];
   bool always_[kCallCount] = {};
   CUresult error_[kCallCount] = {};
   CUdeviceptr next_address_ = 0x7f0000000000;
@@ -277,7 +304,6 @@ class FakeGranuleOps final : public GranuleOps {
   // The source and destination ranges of the copies not yet waited for: unmapping inside one
   // is what a GPU would fault on or copy wrong bytes from.
   std::vector<std::pair<CUdeviceptr, uint64_t>> copies_in_flight_;
-  bool allow_double_mapping_ = false;
   std::vector<std::string> misuse_;
   std::vector<StreamEnd> ends_waited_for_;
   std::vector<uint64_t> events_queued_after_;
@@ -285,7 +311,8 @@ class FakeGranuleOps final : public GranuleOps {
   uint64_t passed_events_ = 0;  // events up to this one have passed
   std::set<uint64_t> live_events_;
   std::vector<StreamOrder> stream_orders_;
-  std::mutex mutex_;
+  uint64_t vmm_calls_ = 0;
+  mutable std::mutex mutex_;
 };
 
 }  // namespace vramspill::tiers

@@ -79,7 +79,7 @@ TEST_F(GranuleArenaTest, AFailedCreateLeavesNothingBehind) {
 }
 
 TEST_F(GranuleArenaTest, AFailedMapLeavesNothingBehind) {
-  ops_.fail(Call::kMap, 3, CUDA_ERROR_INVALID_VALUE);
+  ops_.fail(Call::kMap, 1, CUDA_ERROR_INVALID_VALUE);  // the block's run, all or nothing
   CUdeviceptr base = 0;
   EXPECT_EQ(arena_.allocate(4 * kGranuleBytes, 2, &base), CUDA_ERROR_INVALID_VALUE);
   EXPECT_EQ(ops_.mappings(), 0u);
@@ -98,7 +98,9 @@ TEST_F(GranuleArenaTest, AFailedReserveLeavesNothingBehind) {
 
 TEST_F(GranuleArenaTest, GranulesTheDriverWillNotUnmapAreLeakedNeverReused) {
   const CUdeviceptr base = allocate(3 * kGranuleBytes, 3);
-  ops_.fail(Call::kUnmap, 2, CUDA_ERROR_UNKNOWN);
+  // The block's one unmap fails, and so does the second of the three granule by granule.
+  ops_.fail(Call::kUnmap, 1, CUDA_ERROR_UNKNOWN);
+  ops_.fail(Call::kUnmap, 3, CUDA_ERROR_UNKNOWN);
   ASSERT_TRUE(arena_.free(base));
   const ArenaStats stats = arena_.stats();
   EXPECT_EQ(stats.leaked_granules, 1u);
@@ -115,6 +117,16 @@ TEST_F(GranuleArenaTest, FindsTheBlockOfAnyAddressInItsRange) {
   EXPECT_FALSE(arena_.block_containing(base - 1));
   EXPECT_FALSE(arena_.free(base + kGranuleBytes)) << "only a block's start frees it";
   EXPECT_TRUE(arena_.block_containing(base));
+}
+
+TEST_F(GranuleArenaTest, ABlockIsMappedAndUnmappedRunByRun) {
+  const CUdeviceptr base = allocate(4 * kGranuleBytes, 2);
+  EXPECT_EQ(ops_.calls(Call::kMap), 1);
+  EXPECT_EQ(arena_.stats().vmm_calls, 4u + 1 + 4 + 1)
+      << "a reserve, four creates, four maps and one access for the run";
+  ASSERT_TRUE(arena_.free(base));
+  EXPECT_EQ(ops_.calls(Call::kUnmap), 1);
+  EXPECT_EQ(arena_.stats().homes, 0u) << "a granule that never moved has no home";
 }
 
 TEST_F(GranuleArenaTest, RefusesWhatIsNotABlock) {
@@ -134,9 +146,9 @@ TEST_F(GranuleMoveTest, AnEvictionMovesTheLastDeviceGranulesAndKeepsTheBytes) {
   EXPECT_EQ(kinds(base, 4), (std::vector{kDevice, kDevice, kHost, kHost}));
   expect_tags(base, 4);
   EXPECT_EQ(ops_.calls(Call::kSynchronize), 1) << "the device's work is waited for first";
-  EXPECT_EQ(ops_.calls(Call::kCopy), 1) << "one copy per run of consecutive granules";
-  EXPECT_EQ(ops_.reservations(), 1u) << "the staging range is given back";
-  EXPECT_EQ(ops_.mappings(), 4u);
+  EXPECT_EQ(ops_.calls(Call::kCopy), 1) << "one copy per run of consecutive granules and homes";
+  EXPECT_EQ(ops_.reservations(), 2u) << "the block's range and one of homes, no staging range";
+  EXPECT_EQ(ops_.mappings(), 6u) << "the block's four granules and the new ones' homes";
   const ArenaStats stats = arena_.stats();
   EXPECT_EQ(stats.device_granules, 2u);
   EXPECT_EQ(stats.host_granules, 2u);
@@ -172,20 +184,50 @@ TEST_F(GranuleMoveTest, AFailedCopyMovesNothing) {
   EXPECT_EQ(outcome.to_host, 0u);
   EXPECT_EQ(kinds(base, 3), (std::vector{kDevice, kDevice, kDevice}));
   expect_tags(base, 3);
-  EXPECT_EQ(ops_.reservations(), 1u);
-  EXPECT_EQ(arena_.stats().pooled_host_granules, 3u);
+  EXPECT_EQ(ops_.reservations(), 2u) << "the block's and the homes'";
+  EXPECT_EQ(arena_.stats().pooled_host_granules, 3u) << "with their homes, for the next move";
 }
 
-TEST_F(GranuleMoveTest, AFailedRemapStopsTheBatchWithTheGranuleAsItWas) {
-  const CUdeviceptr base = tagged_block(3, 0);
-  // Three staging maps, then the remap of granule 0 succeeds and that of granule 1 fails.
-  ops_.fail(Call::kMap, 5, CUDA_ERROR_UNKNOWN);
-  const MoveOutcome outcome = move({{.base = base, .to = kDevice, .granules = 0}});
+TEST_F(GranuleMoveTest, AFailedRemapStopsTheBatchWithTheRunAsItWas) {
+  const CUdeviceptr a = tagged_block(2, 0);
+  const CUdeviceptr b = tagged_block(3, 0);
+  // Five homes, then a's run remaps and b's fails.
+  ops_.fail(Call::kMap, 7, CUDA_ERROR_UNKNOWN);
+  const MoveOutcome outcome =
+      move({{.base = a, .to = kDevice, .granules = 0}, {.base = b, .to = kDevice, .granules = 0}});
   EXPECT_EQ(outcome.result, CUDA_ERROR_UNKNOWN);
-  EXPECT_EQ(outcome.to_device, 1u);
-  EXPECT_EQ(kinds(base, 3), (std::vector{kDevice, kHost, kHost}));
-  expect_tags(base, 3);
+  EXPECT_EQ(outcome.to_device, 2u);
+  EXPECT_EQ(kinds(a, 2), (std::vector{kDevice, kDevice}));
+  EXPECT_EQ(kinds(b, 3), (std::vector{kHost, kHost, kHost}));
+  expect_tags(a, 2);
+  expect_tags(b, 3);
   EXPECT_EQ(arena_.stats().unbacked_granules, 0u);
+}
+
+TEST_F(GranuleMoveTest, ARunTheDriverWillNotUnmapWholeIsRemappedGranuleByGranule) {
+  const CUdeviceptr base = tagged_block(3, 0);
+  ops_.fail(Call::kUnmap, 1, CUDA_ERROR_INVALID_VALUE);
+  const MoveOutcome outcome = move({{.base = base, .to = kDevice, .granules = 0}});
+  EXPECT_EQ(outcome.result, CUDA_SUCCESS);
+  EXPECT_EQ(outcome.to_device, 3u);
+  EXPECT_EQ(kinds(base, 3), (std::vector{kDevice, kDevice, kDevice}));
+  expect_tags(base, 3);
+  EXPECT_EQ(ops_.calls(Call::kUnmap), 4) << "the run's, then one a granule";
+}
+
+TEST_F(GranuleMoveTest, AMoveCostsThreeVmmCallsAGranuleAndTwoOfThemARun) {
+  const CUdeviceptr base = tagged_block(8, 8);
+  // The first moves give the granules homes; then the same physical granules go back and forth.
+  move({{.base = base, .to = kHost, .granules = 0}});
+  move({{.base = base, .to = kDevice, .granules = 0}});
+  const uint64_t before = arena_.stats().move_vmm_calls;
+  const MoveOutcome outcome = move({{.base = base, .to = kHost, .granules = 0}});
+  EXPECT_EQ(outcome.to_host, 8u);
+  EXPECT_EQ(arena_.stats().move_vmm_calls - before, 1u + 8 + 1)
+      << "one unmap, a map a granule and one access, for the run of eight";
+  EXPECT_EQ(arena_.stats().homes, 16u) << "each physical granule keeps its home";
+  EXPECT_EQ(ops_.calls(Call::kReserve), 2) << "the block's range and one range of homes";
+  expect_tags(base, 8);
 }
 
 TEST_F(GranuleMoveTest, WhatTheDriverCannotGiveShrinksTheBatch) {
@@ -249,7 +291,7 @@ TEST_F(GranuleStageTest, AStageCopiesWithoutWaitingAndTheFinishRemaps) {
   EXPECT_EQ(kinds(base, 3), (std::vector{kDevice, kDevice, kDevice}));
   expect_tags(base, 3);
   EXPECT_EQ(arena_.block_containing(base)->staged_granules, 0u);
-  EXPECT_EQ(ops_.reservations(), 1u) << "the staging range is given back";
+  EXPECT_EQ(ops_.reservations(), 2u) << "the block's range and the homes', no staging range";
   EXPECT_EQ(arena_.stats().pooled_host_granules, 3u);
 }
 
@@ -274,15 +316,15 @@ TEST_F(GranuleStageTest, EvictingAStagedBlockCopiesNothing) {
   expect_tags(base, 2);
   EXPECT_EQ(arena_.block_containing(base)->device_granules, 0u);
   EXPECT_EQ(arena_.stats().pooled_device_granules, 2u);
-  EXPECT_EQ(ops_.reservations(), 1u);
+  EXPECT_EQ(ops_.reservations(), 2u);
 }
 
 TEST_F(GranuleStageTest, FreeingAStagedBlockGivesEverythingBack) {
   const CUdeviceptr base = tagged_block(2, 0);
   stage(base);
   ASSERT_TRUE(arena_.free(base));
-  EXPECT_EQ(ops_.mappings(), 0u);
-  EXPECT_EQ(ops_.reservations(), 0u);
+  EXPECT_EQ(ops_.mappings(), 2u) << "the staged granules' homes, pooled with them";
+  EXPECT_EQ(ops_.reservations(), 1u) << "the homes'";
   const ArenaStats stats = arena_.stats();
   EXPECT_EQ(stats.pooled_device_granules, 2u);
   EXPECT_EQ(stats.pooled_host_granules, 2u);
@@ -307,7 +349,7 @@ TEST_F(GranuleStageTest, AFailedStagingCopyLeavesTheBlockAsItWas) {
   EXPECT_EQ(staged.to_device, 0u);
   EXPECT_EQ(arena_.block_containing(base)->device_granules, 0u);
   EXPECT_EQ(arena_.stats().pooled_device_granules, 2u);
-  EXPECT_EQ(ops_.reservations(), 1u);
+  EXPECT_EQ(ops_.reservations(), 2u);
   expect_tags(base, 2);
 }
 
@@ -326,7 +368,6 @@ TEST_F(GranuleStageTest, AFinishThatCannotWaitForTheCopyGivesTheStageUp) {
 
 TEST(GranuleArenaLifetime, GivesEverythingBackWhenDestroyed) {
   FakeGranuleOps ops;
-  ops.allow_double_mapping();
   {
     GranuleArena arena{ops, ArenaOptions{.keep_device_granules = 8, .keep_host_granules = 8}};
     CUdeviceptr a = 0;
@@ -399,7 +440,6 @@ TEST(GranuleArenaRandom, BooksAddUpUnderRandomFailures) {
 // books add up after each batch.
 TEST(GranuleArenaRandom, MovesKeepEveryByteUnderRandomFailures) {
   FakeGranuleOps ops;
-  ops.allow_double_mapping();
   GranuleArena arena{ops, ArenaOptions{.keep_device_granules = 4, .keep_host_granules = 4}};
   core::RemapWindow window;
   FakeQueuedWork queued;

@@ -55,7 +55,8 @@ TEST_F(GranuleStreamMoveTest, APromotionIsRemappedAtOnceAndItsCopyLeftRunning) {
   const ArenaStats stats = arena_.stats();
   EXPECT_EQ(stats.device_granules, 3u);
   EXPECT_EQ(stats.pooled_host_granules, 3u) << "pooled at once, for the stream's next copies";
-  EXPECT_EQ(ops_.reservations(), 2u) << "the block's range and the copy's";
+  EXPECT_EQ(ops_.reservations(), 2u) << "the block's range and the homes' (Note [Granule homes])";
+  EXPECT_EQ(ops_.mappings(), 3u + 6) << "the block's and, at their homes, the old and new granules";
   EXPECT_EQ(ops_.live_events(), 1u);
 }
 
@@ -98,13 +99,10 @@ TEST_F(GranuleStreamMoveTest, WhatIsCopiedRetiresInTheNextWindowAndNotBefore) {
   move_on_stream({base});
   retire();
   EXPECT_EQ(ops_.live_events(), 1u) << "the copy is not done: nothing is retired";
-  EXPECT_EQ(ops_.reservations(), 2u);
   ops_.finish_copies();
   EXPECT_EQ(waits_of({base}).size(), 1u) << "until then, submissions still wait (for nothing)";
   retire();
   EXPECT_EQ(ops_.live_events(), 0u);
-  EXPECT_EQ(ops_.reservations(), 1u);
-  EXPECT_EQ(ops_.mappings(), 2u) << "the block's own mappings only";
   EXPECT_EQ(waits_of({base}), std::vector<uint64_t>{});
   expect_tags(base, 2);
 }
@@ -127,7 +125,9 @@ TEST_F(GranuleStreamMoveTest, GivingDeviceGranulesBackWaitsForTheCopies) {
   arena_.give_back_device_granules(2);  // memory another allocation needs now
   EXPECT_EQ(ops_.calls(Call::kWait), 1);
   EXPECT_EQ(arena_.stats().pooled_device_granules, 0u);
-  EXPECT_EQ(ops_.reservations(), 1u) << "the copy is retired";
+  EXPECT_EQ(ops_.copies_in_flight(), 0u);
+  EXPECT_EQ(ops_.mappings(), 2u + 2) << "the block's and its granules' homes; the released "
+                                        "granules' homes went with them";
 }
 
 TEST_F(GranuleStreamMoveTest, ANewBlockWaitsForTheCopiesBeforeTakingPooledGranules) {
@@ -155,8 +155,8 @@ TEST_F(GranuleStreamMoveTest, FreeingABlockACopyWritesWaitsForTheCopy) {
   move_on_stream({base});
   ASSERT_TRUE(arena_.free(base));
   EXPECT_EQ(ops_.calls(Call::kWait), 1);
-  EXPECT_EQ(ops_.mappings(), 0u) << "the copy's range is retired with it";
-  EXPECT_EQ(ops_.reservations(), 0u);
+  EXPECT_EQ(ops_.mappings(), 4u) << "only the homes of the pooled granules, old and new";
+  EXPECT_EQ(ops_.reservations(), 1u) << "the homes'";
   EXPECT_EQ(ops_.live_events(), 1u) << "the event goes only in a closed window";
   EXPECT_EQ(waits_of({base}), std::vector<uint64_t>{});
   retire();
@@ -172,7 +172,6 @@ TEST_F(GranuleStreamMoveTest, ACopyThatCannotBeQueuedIsMadeInTheWindow) {
   EXPECT_EQ(outcome.on_stream, 0u);
   EXPECT_EQ(ops_.calls(Call::kWait), 1);
   EXPECT_EQ(ops_.live_events(), 0u);
-  EXPECT_EQ(ops_.reservations(), 1u);
   expect_tags(base, 2);
 }
 
@@ -183,7 +182,7 @@ TEST_F(GranuleStreamMoveTest, WithoutAnEventTheHostWaitsForTheCopy) {
   EXPECT_EQ(outcome.to_device, 2u);
   EXPECT_EQ(outcome.on_stream, 0u) << "nothing for submissions to wait for";
   EXPECT_EQ(ops_.calls(Call::kWait), 1);
-  EXPECT_EQ(ops_.reservations(), 1u) << "retired at once";
+  EXPECT_EQ(ops_.live_events(), 0u) << "none was made";
   EXPECT_EQ(waits_of({base}), std::vector<uint64_t>{});
   expect_tags(base, 2);
 }
@@ -191,9 +190,9 @@ TEST_F(GranuleStreamMoveTest, WithoutAnEventTheHostWaitsForTheCopy) {
 TEST_F(GranuleStreamMoveTest, ARemapThatFailsLeavesTheRestOfTheBatchWhereItWas) {
   const CUdeviceptr first = tagged_block(2, 0);
   const CUdeviceptr second = tagged_block(2, 0);
-  // Four maps of old granules, four of new ones, two remaps of the first block; the remap of the
-  // second block's first granule fails.
-  ops_.fail(Call::kMap, 11, CUDA_ERROR_UNKNOWN);
+  // The homes of the four new granules and of the four old ones, the first block's run; the
+  // second block's run fails.
+  ops_.fail(Call::kMap, 10, CUDA_ERROR_UNKNOWN);
   const MoveOutcome outcome = move_on_stream({first, second});
   EXPECT_EQ(outcome.result, CUDA_ERROR_UNKNOWN);
   EXPECT_EQ(outcome.to_device, 2u);
@@ -223,17 +222,16 @@ TEST_F(GranuleStreamMoveTest, BeyondTheCopiesInFlightTheCopyIsMadeInTheWindow) {
   for (const CUdeviceptr base : bases) expect_tags(base, 1);
 }
 
-TEST_F(GranuleStreamMoveTest, ACopyThatCannotBeQueuedWithARangeTheDriverKeepsLeaksOnce) {
+TEST_F(GranuleStreamMoveTest, CopiesThatCannotBeWaitedForLeaveTheirNewGranulesToTheDriver) {
   const CUdeviceptr base = tagged_block(2, 0);
-  ops_.fail(Call::kCopy, 1, CUDA_ERROR_LAUNCH_FAILED);
-  ops_.fail(Call::kUnmap, 1, CUDA_ERROR_UNKNOWN);
+  ops_.fail(Call::kCopy, 1, CUDA_ERROR_LAUNCH_FAILED);  // on the stream: the window copies then
+  ops_.fail(Call::kWait, 1, CUDA_ERROR_LAUNCH_FAILED);
   const MoveOutcome outcome = move_on_stream({base});
   EXPECT_EQ(outcome.result, CUDA_ERROR_LAUNCH_FAILED);
   EXPECT_EQ(outcome.to_device, 0u);
   const ArenaStats stats = arena_.stats();
-  EXPECT_EQ(stats.leaked_granules, 2u) << "the new granules, mapped in the kept range";
+  EXPECT_EQ(stats.leaked_granules, 2u) << "the new granules, which a copy may still write";
   EXPECT_EQ(stats.pooled_device_granules, 0u) << "and not handed out again";
-  EXPECT_EQ(stats.leaked_ranges, 1u);
   expect_tags(base, 2);
 }
 

@@ -372,8 +372,11 @@ class CountingGranuleOps final : public GranuleOps {
     --live_granules_;
     return CUDA_SUCCESS;
   }
-  CUresult map(CUdeviceptr, GranuleHandle) noexcept override { return CUDA_SUCCESS; }
-  CUresult unmap(CUdeviceptr) noexcept override { return CUDA_SUCCESS; }
+  CUresult map(CUdeviceptr, std::span<const GranuleHandle>) noexcept override {
+    return CUDA_SUCCESS;
+  }
+  CUresult unmap(CUdeviceptr, uint64_t) noexcept override { return CUDA_SUCCESS; }
+  uint64_t vmm_calls() const noexcept override { return 0; }
   CUresult synchronize_device() noexcept override { return CUDA_SUCCESS; }
   CUresult wait_for_stream_ends(
       std::span<const vramspill::StreamEnd>) noexcept override {

@@ -81,10 +81,14 @@ CUresult GranuleArena::allocate(uint64_t bytes, uint64_t device_granules,
 }
 
 CUresult GranuleArena::take_granules(uint64_t count, uint64_t device_count,
-                                     std::vector<Granule>& taken) {
+                                     std::vector<Granule>& taken, bool moving) {
   uint64_t wanted[2] = {device_count, count - device_count};
   {
     const std::lock_guard lock(mutex_);
+    if (moving) {  // Note [What the pools keep]
+      taken_since_trim_[0] += wanted[0];
+      taken_since_trim_[1] += wanted[1];
+    }
     for (const GranuleKind kind : {GranuleKind::kDevice, GranuleKind::kHost}) {
       std::vector<Granule>& pooled = pool_of(kind);
       uint64_t& still_wanted = wanted[static_cast<int>(kind)];
@@ -192,6 +196,12 @@ std::optional<ArenaBlock> GranuleArena::free(CUdeviceptr base) noexcept {
     const auto found = blocks_.find(base);
     block = std::move(found->second);
     blocks_.erase(found);
+    // Note [What the pools keep]: the moves to come have this block's granules less to move.
+    for (std::size_t kind = 0; kind < demand_.size(); ++kind) {
+      const uint64_t freed = block.granules.size();
+      demand_[kind] -= std::min(demand_[kind], freed);
+      taken_since_trim_[kind] -= std::min(taken_since_trim_[kind], freed);
+    }
   }
   const ArenaBlock freed = view(base, block);
   if (!copy_over) {  // mapped under a copy that may never end: left to the driver
@@ -220,7 +230,16 @@ std::optional<ArenaBlock> GranuleArena::block_containing(CUdeviceptr address) co
 }
 
 void GranuleArena::trim() noexcept {
-  trim_to(options_.keep_device_granules, options_.keep_host_granules, false);
+  std::array<uint64_t, 2> keep{options_.keep_device_granules, options_.keep_host_granules};
+  {
+    const std::lock_guard lock(mutex_);
+    for (std::size_t kind = 0; kind < keep.size(); ++kind) {  // Note [What the pools keep]
+      demand_[kind] = std::max(taken_since_trim_[kind], demand_[kind] - (demand_[kind] + 7) / 8);
+      taken_since_trim_[kind] = 0;
+      keep[kind] = std::max(keep[kind], demand_[kind]);
+    }
+  }
+  trim_to(keep[0], keep[1], false);
 }
 
 void GranuleArena::give_back_device_granules(uint64_t granules) noexcept {
@@ -305,6 +324,10 @@ bool GranuleArena::check_invariants(std::string* problem) const {
   };
   const std::lock_guard lock(mutex_);
   std::set<GranuleHandle> seen;
+  std::set<CUdeviceptr> homes;
+  const auto home_taken = [&](const Granule& granule) {
+    return granule.home != 0 && !homes.insert(granule.home).second;
+  };
   uint64_t held = 0;
   CUdeviceptr previous_end = 0;
   for (const auto& [base, block] : blocks_) {
@@ -316,6 +339,7 @@ bool GranuleArena::check_invariants(std::string* problem) const {
     previous_end = base + block.granules.size() * kGranuleBytes;
     for (const Granule& granule : block.granules) {
       if (!seen.insert(granule.handle).second) return fail("a granule backs two places");
+      if (home_taken(granule)) return fail("two granules share a home");
       ++held;
     }
     for (const Slot& slot : block.staged) {
@@ -323,12 +347,14 @@ bool GranuleArena::check_invariants(std::string* problem) const {
         return fail("a staged granule is not in its block's books");
       if (!seen.insert(slot.from.handle).second)
         return fail("a staged block's old granule is reused");
+      if (home_taken(slot.from)) return fail("two granules share a home");
       ++held;
     }
   }
   for (const auto* pooled : {&pooled_device_, &pooled_host_}) {
     for (const Granule& granule : *pooled) {
       if (!seen.insert(granule.handle).second) return fail("a pooled granule is also in use");
+      if (home_taken(granule)) return fail("two granules share a home");
       if (granule.kind != (pooled == &pooled_device_ ? GranuleKind::kDevice : GranuleKind::kHost))
         return fail("a granule is pooled with the other kind");
       ++held;

@@ -12,13 +12,30 @@
 //   pointer the shim cannot see (inside a struct in device memory, inside a graph) is slow,
 //   never wrong.
 // - Physical granules a freed block gave back wait in a pool per kind and back the next block
-//   without a driver call; trim() gives the pooled ones beyond the keep sizes back to the driver.
+//   without a driver call; trim() gives the pooled ones beyond what is kept back to the driver
+//   (Note [What the pools keep]).
 // - What a block costs is counted in whole granules (device granules against the device
 //   budget, host granules against the host limit): the rounding is the arena's, and it is paid
 //   honestly. Deciding how many granules of a block go on the device is the caller's (placement
 //   holds the budgets); the arena only carries it out.
 // - Only the books take the arena's lock; driver calls run outside it (a cuMemMap can take tens
 //   of microseconds), on granules and ranges no other thread can reach yet, or any more.
+//
+// Note [What the pools keep]
+// trim() keeps, of each kind, the larger of the keep size (ArenaOptions) and the recent demand:
+// the most granules of that kind moves took between two trims, decaying by an eighth at each
+// trim where they took less. Allocations do not count, and a freed block takes its granules off
+// the demand (the moves to come have that much less to move): a job that frees its blocks gets
+// its budget back at once, as with cuMemFree. A job that moves its working set through a small
+// budget takes back, step after step, the granules the last window gave up: the host granules
+// its promotions freed are what its next evictions need. Trimmed to the keep size after each
+// launch, those granules would go back to the driver and be made again at once, paying
+// cuMemRelease, cuMemCreate and, for a granule that had moved, its home's unmap, map and access
+// (Note [Granule homes] in tiers/granule_homes.h): on the H200 trace with a 3 GiB budget that
+// churn cost as much as the homes saved. What is kept counts against the budgets as before
+// (pooled granules are charged), and usable_device_granules() counts pooled device granules as
+// room, so keeping them refuses nothing; give_back_device_granules() still gives back what
+// another allocation needs.
 //
 // Note [An arena allocation is all or nothing]
 // allocate() either returns a block whose every granule is mapped, or leaves nothing behind: on
@@ -276,7 +293,7 @@ class GranuleArena {
   CUresult order_after_copies(uint64_t stream, std::span<const uint64_t> bases, bool everything,
                               bool on_host) noexcept;
 
-  // Gives pooled granules beyond the keep sizes back to the driver.
+  // Gives pooled granules beyond what is kept back to the driver (Note [What the pools keep]).
   void trim() noexcept;
   // Gives up to `granules` pooled device granules back to the driver, below the keep size too
   // (memory another allocation of the device needs).
@@ -312,8 +329,10 @@ class GranuleArena {
     uint64_t staged_since = 0;  // QueuedWork::order_after()'s, for queued_since()
   };
 
-  // Physical granules for a new block: from the pools first, then from the driver.
-  CUresult take_granules(uint64_t count, uint64_t device_count, std::vector<Granule>& taken);
+  // Physical granules for a new block or, `moving`, for a move: from the pools first, then from
+  // the driver.
+  CUresult take_granules(uint64_t count, uint64_t device_count, std::vector<Granule>& taken,
+                         bool moving = false);
   // Gives pooled granules beyond `keep_device` and `keep_host` back to the driver: the settled
   // ones only, or, with `settle`, after waiting for the copies in flight where it must (Note
   // [Moves copied on the stream]).
@@ -448,6 +467,10 @@ class GranuleArena {
   // Of each pool (by GranuleKind), how many of the last granules a copy in flight may still use;
   // 0 once none is in flight.
   std::array<uint64_t, 2> unsettled_{};
+  // Note [What the pools keep], by GranuleKind: granules taken since the last trim, and the
+  // decaying demand.
+  std::array<uint64_t, 2> taken_since_trim_{};
+  std::array<uint64_t, 2> demand_{};
   std::vector<Granule> pooled_device_;
   std::vector<Granule> pooled_host_;
   GranuleHomes homes_;

@@ -120,7 +120,7 @@ MoveOutcome GranuleArena::carry_out(std::span<const GranuleMove> moves, QueuedWo
       static_cast<uint64_t>(std::count_if(slots.begin(), slots.end(), [](const Slot& slot) {
         return slot.from.kind == GranuleKind::kHost;
       }));
-  CUresult result = take_granules(slots.size(), to_device, fresh);
+  CUresult result = take_granules(slots.size(), to_device, fresh, true);
   hand_out(slots, fresh);  // what `fresh` keeps goes back to the pools
   if (const CUresult remapped = remap_dead(slots, fresh, outcome);
       result == CUDA_SUCCESS && remapped != CUDA_SUCCESS)

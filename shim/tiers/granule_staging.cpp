@@ -31,7 +31,7 @@ MoveOutcome GranuleArena::stage(std::span<const GranuleMove> moves,
   stage_waits_queued_ = true;
   if (outcome.result = queued.order_after(moving, ops_, since); outcome.result != CUDA_SUCCESS)
     return outcome;
-  outcome.result = take_granules(slots.size(), slots.size(), fresh);
+  outcome.result = take_granules(slots.size(), slots.size(), fresh, true);
   hand_out(slots, fresh);
   if (const CUresult homed = give_homes(slots, &Slot::to, fresh);
       outcome.result == CUDA_SUCCESS)

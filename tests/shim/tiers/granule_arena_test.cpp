@@ -230,6 +230,20 @@ TEST_F(GranuleMoveTest, AMoveCostsThreeVmmCallsAGranuleAndTwoOfThemARun) {
   expect_tags(base, 8);
 }
 
+TEST_F(GranuleMoveTest, TrimKeepsWhatMovesJustTookThenOnlyTheKeepSizes) {
+  const CUdeviceptr base = tagged_block(8, 8);
+  move({{.base = base, .to = kHost, .granules = 0}});
+  move({{.base = base, .to = kDevice, .granules = 0}});
+  arena_.trim();
+  EXPECT_EQ(arena_.stats().pooled_host_granules, 8u) << "the next eviction takes them again";
+  const int created = ops_.calls(Call::kCreate);
+  move({{.base = base, .to = kHost, .granules = 0}});
+  EXPECT_EQ(ops_.calls(Call::kCreate), created) << "no granule made again, no home either";
+  expect_tags(base, 8);
+  for (int i = 0; i < 16; ++i) arena_.trim();
+  EXPECT_EQ(arena_.stats().pooled_device_granules, 2u) << "the keep size, once moves stop";
+}
+
 TEST_F(GranuleMoveTest, WhatTheDriverCannotGiveShrinksTheBatch) {
   const CUdeviceptr base = tagged_block(4, 0);
   ops_.fail(Call::kCreate, 3);  // two device granules, then out of memory

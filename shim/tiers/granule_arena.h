@@ -54,12 +54,16 @@
 //      the driver runs out, the batch shrinks to what it has: moving less is never wrong), with
 //      its home (Note [Granule homes] in tiers/granule_homes.h; one the driver refuses drops
 //      the slot too);
-//   3. copy each granule from the block's address into the new granule's home (one copy for a
-//      run whose homes follow each other too), and wait for the copies;
-//   4. for each run of consecutive granules of a block, unmap the old backing at the block's
-//      address with one call, map the new granules there and give them access with one more;
-//      should the new mapping fail, the old one is mapped back (and should the run's unmap
-//      fail, the run is remapped granule by granule);
+//   3. copy each granule from the old granule's home into the new granule's home (one copy for
+//      a run over which both sides' homes follow each other), giving the old granules homes too
+//      where they have none; a copy that cannot be queued stops the batch before anything is
+//      remapped;
+//   4. while the copies run (they touch no block's address), for each run of consecutive
+//      granules of a block, unmap the old backing at the block's address with one call, map the
+//      new granules there and give them access with one more; should the new mapping fail, the
+//      old one is mapped back (and should the run's unmap fail, the run is remapped granule by
+//      granule); then wait for the copies: the window's time is the longer of the copies and
+//      the VMM calls, not their sum;
 //   5. pool the old granules, with their homes, and count.
 // A free() of a block waits for a move in progress (they share move_mutex_): a block is never
 // freed under the mover.
@@ -94,19 +98,15 @@
 //
 // Note [Moves copied on the stream]
 // With a QueuedWork that can order copies on the device (the tracked window's), a move need not
-// keep every thread's submissions waiting while its bytes are copied. move_on_stream() waits for
-// the work that may touch the moving blocks (step 1 of Note [Moving a granule]: the remap needs
-// that), queues the copies from each moving granule's home to its new granule's home on the
-// arena's stream (both have homes: Note [Granule homes] in tiers/granule_homes.h), remaps the
-// blocks' addresses to the new granules at once, records an event after the copies and returns;
-// a failed copy remaps nothing (QueuedWork::names_every_use() must hold for every block: a block the use
-// tracker does not know moves in the window). From then on every submission that may touch one
-// of those blocks, and
-// every one that cannot say what it touches, makes its stream wait for the event before its
-// driver call (order_after_copies(), inside the window: the launch that asked for a promotion is
-// the first), so the kernel finds the bytes there; while a capture is in progress a wait would
-// be captured into the graph, and the host waits instead. The window is closed only for the
-// mappings, not for the copy.
+// keep every thread's submissions waiting while its bytes are copied. move_on_stream() makes
+// steps 1 to 4 of Note [Moving a granule] and, instead of waiting for the copies, records an
+// event after them and returns (QueuedWork::names_every_use() must hold for every block: a block
+// the use tracker does not know moves in the window). From then on every submission that may
+// touch one of those blocks, and every one that cannot say what it touches, makes its stream wait
+// for the event before its driver call (order_after_copies(), inside the window: the launch that
+// asked for a promotion is the first), so the kernel finds the bytes there; while a capture is in
+// progress a wait would be captured into the graph, and the host waits instead. The window is
+// closed only for the mappings, not for the copy.
 // The old granules go to the pools at once, though the copy may still read them at their homes
 // (and a remap that failed leaves new ones that the copy may still write): whatever
 // takes them next on the arena's stream (a move, a stage) copies into them after the copy in
@@ -118,8 +118,8 @@
 // for the copies when it needs more than those.
 // The event is kept until it has passed: the next move, stage or
 // move_on_stream retires what has (each in a closed window, so no submission is about to wait for
-// an event it destroys); at most kMaxCopiesInFlight are in flight, beyond which a batch is copied
-// in the window. Freeing a block a copy writes, and settle_copies(), wait for the arena's copies
+// an event it destroys); at most kMaxCopiesInFlight are in flight, beyond which the host waits
+// for a batch's copies in the window. Freeing a block a copy writes, and settle_copies(), wait for the arena's copies
 // and retire them all, keeping their events for the next retirement in a closed window.
 // A stage took stream bits that only the arena's stream waits for (Note [Staged promotions]): a
 // move on the stream remaps without waiting for that stream, so after a stage the first one waits
@@ -384,10 +384,15 @@ class GranuleArena {
   // ones. `fresh` has room for them (plan()): nothing here allocates.
   void book_moves(std::span<const Slot> slots, std::size_t moved, std::vector<Granule>& fresh,
                   MoveOutcome& outcome);
-  // Steps 3 and 4 of Note [Moving a granule] for `slots`: the slots before the returned count
-  // moved, the rest did not. `copies_over` goes false when the copies could not be waited for
-  // (the new granules of the slots that did not move may still be written then).
-  std::size_t copy_and_remap(std::span<const Slot> slots, CUresult& result, bool& copies_over);
+  // Steps 3 and 4 of Note [Moving a granule] for `slots`, whose granules all have homes; with
+  // `keep_running`, the copies are left running as Note [Moves copied on the stream] says, where
+  // an event can be recorded after them.
+  struct Copied {
+    std::size_t moved = 0;     // the slots before it were remapped, the rest not
+    bool in_flight = false;    // whether submissions are to wait for the copies
+    bool copies_over = true;   // false: the copies could not be waited for
+  };
+  Copied copy_and_remap(std::span<const Slot> slots, bool keep_running, CUresult& result);
   // Queues the copies of `slots` into their new granules' homes, from the block's address (the
   // old granules still mapped there) or, with `from_homes`, from the old granules' homes: one
   // copy per run over which both sides follow each other.
@@ -435,13 +440,6 @@ class GranuleArena {
     std::vector<uint64_t> bases;  // of the blocks whose addresses map what the copies write
   };
   static constexpr std::size_t kMaxCopiesInFlight = 8;
-  struct StreamCopy {
-    std::size_t moved = 0;   // slots remapped
-    bool in_flight = false;  // whether submissions are to wait for the copy (not if the host did)
-  };
-  // Carries out `slots` on the stream; nullopt when nothing was done and the copies are to be
-  // made in the window.
-  std::optional<StreamCopy> copy_on_stream(std::span<const Slot> slots, CUresult& result);
   // Retires the copies in flight that are done (all of them when `all_done`: the caller waited
   // for the copies). Their events are destroyed only when `window_closed` (no submission can be
   // about to wait for one); otherwise they are kept in spent_events_ for the next retirement.

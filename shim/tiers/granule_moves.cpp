@@ -2,7 +2,7 @@
 #include <algorithm>
 #include <array>
 #include <new>
-#include <optional>
+#include <utility>
 
 #include "tiers/granule_arena.h"
 
@@ -125,39 +125,33 @@ MoveOutcome GranuleArena::carry_out(std::span<const GranuleMove> moves, QueuedWo
   if (const CUresult remapped = remap_dead(slots, fresh, outcome);
       result == CUDA_SUCCESS && remapped != CUDA_SUCCESS)
     result = remapped;
-  if (const CUresult homed = give_homes(slots, &Slot::to, fresh);
-      result == CUDA_SUCCESS && homed != CUDA_SUCCESS)
-    result = homed;
-  std::size_t moved = 0;
-  std::optional<StreamCopy> streamed;  // Note [Moves copied on the stream]
-  if (!slots.empty() && on_stream && copies_pending_.load() < kMaxCopiesInFlight &&
-      queued->names_every_use(moving)) {
-    // The copies read the old granules at their homes: the addresses change under them.
-    const CUresult homed = give_homes(slots, &Slot::from, fresh);
-    CUresult failure = CUDA_SUCCESS;
-    if (!slots.empty()) streamed = copy_on_stream(slots, failure);
-    if (result == CUDA_SUCCESS) result = homed != CUDA_SUCCESS ? homed : failure;
-    if (streamed) moved = streamed->moved;
+  // Both granules of a slot need homes: the copies go home to home (Note [Granule homes]).
+  for (Granule Slot::*which : {&Slot::to, &Slot::from}) {
+    if (const CUresult homed = give_homes(slots, which, fresh);
+        result == CUDA_SUCCESS && homed != CUDA_SUCCESS)
+      result = homed;
   }
-  if (!slots.empty() && !streamed) {
+  Copied copied;
+  if (!slots.empty()) {
+    const bool keep_running = on_stream && copies_pending_.load() < kMaxCopiesInFlight &&
+                              queued->names_every_use(moving);
     CUresult failure = CUDA_SUCCESS;
-    bool copies_over = true;
-    moved = copy_and_remap(slots, failure, copies_over);
+    copied = copy_and_remap(slots, keep_running, failure);
     if (result == CUDA_SUCCESS) result = failure;
-    if (!copies_over) {
-      // A copy may still write the new granules: they are lost rather than handed to another
-      // block under it.
-      const std::lock_guard lock(mutex_);
-      leaked_granules_ += slots.size() - moved;
-      slots.resize(moved);
-    }
   }
   if (outcome.result == CUDA_SUCCESS) outcome.result = result;
 
   // Step 5: the books, and the pools take the old granules and the unused new ones (a copy in
   // flight may still use them: Note [Moves copied on the stream]).
-  book_moves(slots, moved, fresh, outcome);
-  if (streamed && streamed->in_flight) outcome.on_stream = streamed->moved;
+  book_moves(slots, copied.moved, fresh, outcome);
+  if (!copied.copies_over) {
+    // A copy may still read or write them (the context is likely lost): they are the driver's
+    // rather than handed to another block under it.
+    const std::lock_guard lock(mutex_);
+    leaked_granules_ += slots.size();
+    fresh.resize(fresh.size() - slots.size());
+  }
+  if (copied.in_flight) outcome.on_stream = copied.moved;
   pool(fresh);
   return outcome;
 }
@@ -219,16 +213,42 @@ CUresult GranuleArena::give_homes(std::vector<Slot>& slots, Granule Slot::*which
   return first_error;
 }
 
-std::size_t GranuleArena::copy_and_remap(std::span<const Slot> slots, CUresult& result,
-                                         bool& copies_over) {
-  result = copy_into_homes(slots, false);
-  // Waited for even when a copy failed: the ones queued before it may still be running.
-  if (const CUresult waited = ops_.wait_for_copies(); waited != CUDA_SUCCESS) {
-    if (result == CUDA_SUCCESS) result = waited;
-    copies_over = false;
-    return 0;
+GranuleArena::Copied GranuleArena::copy_and_remap(std::span<const Slot> slots, bool keep_running,
+                                                  CUresult& result) {
+  // Note [Moves copied on the stream]: the work a stage took the bits of is over once the arena's
+  // stream is.
+  if (keep_running && stage_waits_queued_) {
+    keep_running = ops_.wait_for_copies() == CUDA_SUCCESS;
+    stage_waits_queued_ = !keep_running;
   }
-  return result == CUDA_SUCCESS ? remap(slots, result) : 0;
+  CopyInFlight copy{.event = 0, .bases = {}};
+  try {
+    for (const Slot& slot : slots) {  // sorted by block
+      if (copy.bases.empty() || copy.bases.back() != slot.block) copy.bases.push_back(slot.block);
+    }
+  } catch (const std::bad_alloc&) {
+    keep_running = false;
+  }
+  if (const CUresult queued = copy_into_homes(slots, true); queued != CUDA_SUCCESS) {
+    // Nothing is remapped; the copies queued before the failure may still write new granules.
+    result = queued;
+    return {.moved = 0, .in_flight = false, .copies_over = ops_.wait_for_copies() == CUDA_SUCCESS};
+  }
+  // Home to home: the addresses may map the new granules at once, while the copies run.
+  const std::size_t moved = remap(slots, result);
+  if (keep_running && ops_.record_copies(&copy.event) == CUDA_SUCCESS) {
+    // What submissions wait for: the blocks with a remapped granule (the slots are sorted).
+    std::erase_if(copy.bases,
+                  [&](uint64_t base) { return moved == 0 || base > slots[moved - 1].block; });
+    const std::lock_guard lock(mutex_);
+    copies_in_flight_.push_back(std::move(copy));  // within the capacity carry_out() reserved
+    copies_pending_.store(copies_in_flight_.size(), std::memory_order_release);
+    return {.moved = moved, .in_flight = true, .copies_over = true};
+  }
+  // In the window (or with no event to order submissions after): the host waits.
+  const CUresult waited = ops_.wait_for_copies();
+  if (waited != CUDA_SUCCESS && result == CUDA_SUCCESS) result = waited;
+  return {.moved = moved, .in_flight = false, .copies_over = waited == CUDA_SUCCESS};
 }
 
 CUresult GranuleArena::copy_into_homes(std::span<const Slot> slots, bool from_homes) {

@@ -15,43 +15,6 @@ MoveOutcome GranuleArena::move_on_stream(std::span<const GranuleMove> moves,
   return carry_out(moves, &queued, true);
 }
 
-std::optional<GranuleArena::StreamCopy> GranuleArena::copy_on_stream(std::span<const Slot> slots,
-                                                                     CUresult& result) {
-  // Note [Moves copied on the stream]: the work a stage took the bits of is over once the arena's
-  // stream is; the window's copy waits for it anyway.
-  if (stage_waits_queued_) {
-    if (ops_.wait_for_copies() != CUDA_SUCCESS) return std::nullopt;
-    stage_waits_queued_ = false;
-  }
-  CopyInFlight copy{.event = 0, .bases = {}};
-  try {
-    for (const Slot& slot : slots) {  // sorted by block
-      if (copy.bases.empty() || copy.bases.back() != slot.block) copy.bases.push_back(slot.block);
-    }
-  } catch (const std::bad_alloc&) {
-    return std::nullopt;
-  }
-  // Home to home (Note [Granule homes]): what the copies read stays mapped while the addresses
-  // change. When one fails, the window's copies do it all again, after these on the same stream.
-  if (copy_into_homes(slots, true) != CUDA_SUCCESS) return std::nullopt;
-  // The addresses may map the new granules at once: the copies write them at their homes.
-  const std::size_t moved = remap(slots, result);
-  // What submissions wait for: the blocks with a remapped granule (the slots are sorted).
-  std::erase_if(copy.bases,
-                [&](uint64_t base) { return moved == 0 || base > slots[moved - 1].block; });
-  if (ops_.record_copies(&copy.event) != CUDA_SUCCESS) {
-    // No event to order submissions after: the host waits for the copies here.
-    if (const CUresult waited = ops_.wait_for_copies();
-        waited != CUDA_SUCCESS && result == CUDA_SUCCESS)
-      result = waited;
-    return StreamCopy{.moved = moved, .in_flight = false};
-  }
-  const std::lock_guard lock(mutex_);
-  copies_in_flight_.push_back(std::move(copy));  // within the capacity carry_out() reserved
-  copies_pending_.store(copies_in_flight_.size(), std::memory_order_release);
-  return StreamCopy{.moved = moved, .in_flight = true};
-}
-
 void GranuleArena::retire_copies(bool all_done, bool window_closed) {
   if (window_closed) {
     for (const uint64_t event : spent_events_) ops_.drop_event(event);

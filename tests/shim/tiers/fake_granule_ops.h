@@ -92,6 +92,8 @@ class FakeGranuleOps final : public GranuleOps {
   };
   const std::vector<StreamOrder>& stream_orders() const { return stream_orders_; }
   const std::vector<std::string>& misuse() const { return misuse_; }
+  // Unmaps made while copies (of other ranges) were in flight.
+  int unmaps_beside_copies() const { return unmaps_beside_copies_; }
   std::size_t live_handles() const { return handles_.size(); }
   std::size_t live_handles(GranuleKind kind) const {
     std::size_t count = 0;
@@ -192,6 +194,7 @@ class FakeGranuleOps final : public GranuleOps {
       if (address < from + bytes && from < address + granules * kGranuleBytes)
         misuse_.push_back("unmap under a copy in flight");
     }
+    if (!copies_in_flight_.empty()) ++unmaps_beside_copies_;
     for (uint64_t i = 0; i < granules; ++i) mapped_.erase(address + i * kGranuleBytes);
     return CUDA_SUCCESS;
   }
@@ -312,6 +315,7 @@ class FakeGranuleOps final : public GranuleOps {
   std::set<uint64_t> live_events_;
   std::vector<StreamOrder> stream_orders_;
   uint64_t vmm_calls_ = 0;
+  int unmaps_beside_copies_ = 0;
   mutable std::mutex mutex_;
 };
 

@@ -148,11 +148,21 @@ TEST_F(GranuleMoveTest, AnEvictionMovesTheLastDeviceGranulesAndKeepsTheBytes) {
   EXPECT_EQ(ops_.calls(Call::kSynchronize), 1) << "the device's work is waited for first";
   EXPECT_EQ(ops_.calls(Call::kCopy), 1) << "one copy per run of consecutive granules and homes";
   EXPECT_EQ(ops_.reservations(), 2u) << "the block's range and one of homes, no staging range";
-  EXPECT_EQ(ops_.mappings(), 6u) << "the block's four granules and the new ones' homes";
+  EXPECT_EQ(ops_.mappings(), 8u)
+      << "the block's four granules and, at their homes, the two old and the two new ones";
   const ArenaStats stats = arena_.stats();
   EXPECT_EQ(stats.device_granules, 2u);
   EXPECT_EQ(stats.host_granules, 2u);
   EXPECT_EQ(stats.pooled_device_granules, 2u) << "the old backing waits for the next block";
+}
+
+TEST_F(GranuleMoveTest, TheWindowRemapsWhileItsCopiesRun) {
+  const CUdeviceptr base = tagged_block(4, 0);
+  EXPECT_EQ(move({{.base = base, .to = kDevice, .granules = 0}}).to_device, 4u);
+  EXPECT_EQ(ops_.unmaps_beside_copies(), 1) << "the block's run, unmapped under no copy";
+  EXPECT_EQ(ops_.calls(Call::kWait), 1) << "then the copies are waited for, once";
+  EXPECT_EQ(ops_.copies_in_flight(), 0u);
+  expect_tags(base, 4);
 }
 
 TEST_F(GranuleMoveTest, APromotionBringsTheHostGranulesInFirstToLast) {
@@ -165,13 +175,14 @@ TEST_F(GranuleMoveTest, APromotionBringsTheHostGranulesInFirstToLast) {
   expect_tags(base, 5);
 }
 
-TEST_F(GranuleMoveTest, EachBlockIsItsOwnRun) {
+TEST_F(GranuleMoveTest, EachBlockIsItsOwnRemapRunAndHomesThatFollowEachOtherOneCopy) {
   const CUdeviceptr a = tagged_block(2, 0);
   const CUdeviceptr b = tagged_block(3, 0);
   const MoveOutcome outcome =
       move({{.base = b, .to = kDevice, .granules = 0}, {.base = a, .to = kDevice, .granules = 0}});
   EXPECT_EQ(outcome.to_device, 5u);
-  EXPECT_EQ(ops_.calls(Call::kCopy), 2);
+  EXPECT_EQ(ops_.calls(Call::kUnmap), 2);
+  EXPECT_EQ(ops_.calls(Call::kCopy), 1) << "the homes were made in one go, in order";
   expect_tags(a, 2);
   expect_tags(b, 3);
 }
@@ -191,8 +202,8 @@ TEST_F(GranuleMoveTest, AFailedCopyMovesNothing) {
 TEST_F(GranuleMoveTest, AFailedRemapStopsTheBatchWithTheRunAsItWas) {
   const CUdeviceptr a = tagged_block(2, 0);
   const CUdeviceptr b = tagged_block(3, 0);
-  // Five homes, then a's run remaps and b's fails.
-  ops_.fail(Call::kMap, 7, CUDA_ERROR_UNKNOWN);
+  // Ten homes (the new granules' and the old ones'), then a's run remaps and b's fails.
+  ops_.fail(Call::kMap, 12, CUDA_ERROR_UNKNOWN);
   const MoveOutcome outcome =
       move({{.base = a, .to = kDevice, .granules = 0}, {.base = b, .to = kDevice, .granules = 0}});
   EXPECT_EQ(outcome.result, CUDA_ERROR_UNKNOWN);

@@ -165,15 +165,17 @@ TEST_F(GranuleStreamMoveTest, FreeingABlockACopyWritesWaitsForTheCopy) {
   EXPECT_EQ(ops_.live_events(), 0u);
 }
 
-TEST_F(GranuleStreamMoveTest, ACopyThatCannotBeQueuedIsMadeInTheWindow) {
+TEST_F(GranuleStreamMoveTest, ACopyThatCannotBeQueuedMovesNothing) {
   const CUdeviceptr base = tagged_block(2, 0);
   ops_.fail(Call::kCopy, 1, CUDA_ERROR_LAUNCH_FAILED);
   const MoveOutcome outcome = move_on_stream({base});
-  EXPECT_EQ(outcome.result, CUDA_SUCCESS);
-  EXPECT_EQ(outcome.to_device, 2u);
+  EXPECT_EQ(outcome.result, CUDA_ERROR_LAUNCH_FAILED);
+  EXPECT_EQ(outcome.to_device, 0u);
   EXPECT_EQ(outcome.on_stream, 0u);
-  EXPECT_EQ(ops_.calls(Call::kWait), 1);
+  EXPECT_EQ(ops_.calls(Call::kWait), 1) << "for what was queued before the failure";
   EXPECT_EQ(ops_.live_events(), 0u);
+  EXPECT_EQ(kinds(base, 2), (std::vector{kHost, kHost}));
+  EXPECT_EQ(arena_.stats().pooled_device_granules, 2u);
   expect_tags(base, 2);
 }
 
@@ -226,7 +228,7 @@ TEST_F(GranuleStreamMoveTest, BeyondTheCopiesInFlightTheCopyIsMadeInTheWindow) {
 
 TEST_F(GranuleStreamMoveTest, CopiesThatCannotBeWaitedForLeaveTheirNewGranulesToTheDriver) {
   const CUdeviceptr base = tagged_block(2, 0);
-  ops_.fail(Call::kCopy, 1, CUDA_ERROR_LAUNCH_FAILED);  // on the stream: the window copies then
+  ops_.fail(Call::kCopy, 1, CUDA_ERROR_LAUNCH_FAILED);
   ops_.fail(Call::kWait, 1, CUDA_ERROR_LAUNCH_FAILED);
   const MoveOutcome outcome = move_on_stream({base});
   EXPECT_EQ(outcome.result, CUDA_ERROR_LAUNCH_FAILED);

@@ -3,7 +3,7 @@
 # device machine runs exactly this): build, the gpu-labelled tests (the demo programs on the GPU,
 # the train demo spilling and tiered under the shim, PyTorch under the shim when torch is
 # installed), the hook benchmark against the real driver, what tiered mode's moves cost
-# (tier_probe), and the demo. Run with --help for
+# (tier_probe), the rate of tiered mode's own mover (mover_probe), and the demo. Run with --help for
 # details.
 set -uo pipefail
 # shellcheck source=tools/common.sh
@@ -28,7 +28,9 @@ On a machine with an NVIDIA driver:
      against the mover's, one granule's map/set-access/unmap, a kernel reading device,
      host-located VMM and pinned zero-copy memory, what cuMemAlloc and cuMemFree cost as the
      size grows, and the step by which a fresh stream-ordered pool grows
-  5. tools/demo.sh --no-build against build-gpu/
+  5. mover_probe (build-gpu/bin/mover_probe): the rate tiered mode's own mover reaches, 1 GiB
+     each way in one remap window, and its VMM calls per GiB moved
+  6. tools/demo.sh --no-build against build-gpu/
 Each step's output is printed; the summary at the end says which failed. Exits 77 without a
 driver.
 EOF
@@ -67,6 +69,7 @@ run_step "hook benchmark" env VRAMSPILL_LOG_LEVEL=warn HOOK_BENCH_DRIVER=system 
   "$build_dir/tests/shim/bench/vramspill_hook_bench" --benchmark_repetitions=3 \
   --benchmark_report_aggregates_only=true --benchmark_min_time=0.3
 run_step "tier probe" "$build_dir/bin/tier_probe" --kernels "$build_dir/simcuda/vs_kernels.fatbin"
+run_step "mover probe" "$build_dir/bin/mover_probe"
 run_step "demo" env BUILD_DIR="$build_dir" "$VRAMSPILL_ROOT/tools/demo.sh" --no-build
 
 step "Summary"

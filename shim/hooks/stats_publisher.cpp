@@ -58,6 +58,11 @@ void publish(ShimState& shim) noexcept {
   }
   const placement::TieredStats moved = shim.tiered.stats();
   const core::LaunchCounts launches = shim.use.launch_counts();
+  uint64_t move_vmm_calls = 0;
+  for (int device : shim.ledger.devices()) {
+    if (const tiers::GranuleArena* arena = shim.tiered.arena_of(device))
+      move_vmm_calls += arena->stats().move_vmm_calls;
+  }
   stats_file.publish(telemetry::ProcessFigures{
       .host_pool_pinned_bytes = shim.host.stats().pinned_bytes,
       .host_spilled_bytes = spilled,
@@ -67,7 +72,8 @@ void publish(ShimState& shim) noexcept {
                  .windows = moved.windows,
                  .window_ns = moved.window_nanoseconds,
                  .launches = launches.launches,
-                 .unreadable_launches = launches.unreadable},
+                 .unreadable_launches = launches.unreadable,
+                 .move_vmm_calls = move_vmm_calls},
       .devices = std::span<const telemetry::DeviceFigures>(devices.data(), count)});
 }
 

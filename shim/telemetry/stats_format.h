@@ -46,7 +46,7 @@ namespace vramspill::telemetry {
 
 // "VRAMSPIL" read as a little-endian integer.
 inline constexpr uint64_t kStatsMagic = 0x4c495053'4d415256ULL;
-inline constexpr uint64_t kStatsVersion = 4;
+inline constexpr uint64_t kStatsVersion = 5;
 
 // Device ordinals 0 .. kStatsMaxDevices-1 have a slot; figures of higher ordinals are not
 // published (the exit summary in the log still has them).
@@ -78,6 +78,9 @@ struct StatsTiered {
   uint64_t window_ns;       // time from asking for each window to opening it again
   uint64_t launches;        // kernel launches while tiered blocks were tracked
   uint64_t unreadable_launches;  // of those, launches whose arguments could not be read
+  // VMM calls the moves made (tiers/granule_arena.h's ArenaStats::move_vmm_calls): what a move
+  // costs the host is mostly these (Note [Granule homes] in tiers/granule_homes.h).
+  uint64_t move_vmm_calls;
 };
 
 struct StatsSegment {

@@ -378,14 +378,15 @@ TEST_F(CliStatTest, stat_shows_tiered_moves_and_where_the_granules_are) {
                              .windows = 120,
                              .window_ns = 2'500'000'000,
                              .launches = 5000,
-                             .unreadable_launches = 40},
+                             .unreadable_launches = 40,
+                             .move_vmm_calls = 32768},
                   .devices = devices});
   const RunResult result = vramspill({"stat", "--once", "--directory", directory()});
   ASSERT_TRUE(result.exited(0)) << result.describe();
   EXPECT_TRUE(contains(result.out,
                        "  tiered: 40.0 GiB evicted, 24.0 GiB promoted, 120 remap "
-                       "windows (2500.0 ms), 5000 kernel launches (40 "
-                       "unreadable)\n"))
+                       "windows (2500.0 ms, 512 VMM calls per GiB moved, 27.49 GB/s over the "
+                       "windows), 5000 kernel launches (40 unreadable)\n"))
       << result.out;
   EXPECT_TRUE(contains(result.out, ", 0 B spilled, 30.0 GiB in tiered blocks, limit "))
       << result.out;

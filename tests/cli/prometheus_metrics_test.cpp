@@ -54,7 +54,8 @@ StatsEntry live_job(uint64_t pid, const std::string& command) {
                            .windows = 7,
                            .window_ns = 1'500'000'000,
                            .launches = 900,
-                           .unreadable_launches = 12};
+                           .unreadable_launches = 12,
+                           .move_vmm_calls = 4321};
   DeviceFigures device;
   device.device = 0;
   device.total_bytes = 64 * kMiB;
@@ -150,6 +151,7 @@ TEST(PrometheusMetricsTest, a_live_job_has_all_its_figures) {
            "vramspill_tiered_promoted_bytes_total{" + job + "} 33554432",
            "vramspill_remap_windows_total{" + job + "} 7",
            "vramspill_remap_window_seconds_total{" + job + "} 1.5",
+           "vramspill_tiered_move_vmm_calls_total{" + job + "} 4321",
            "vramspill_tiered_launches_total{" + job + "} 900",
            "vramspill_tiered_unreadable_launches_total{" + job + "} 12",
            "vramspill_device_memory_bytes{" + device1 + "} 67108864",

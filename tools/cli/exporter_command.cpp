@@ -191,7 +191,7 @@ void add_exporter_options(CLI::App& app, ExporterOptions& options) {
       "vramspill_host_spilled_bytes, vramspill_host_tiered_bytes, vramspill_host_limit_bytes, "
       "vramspill_tiered_evicted_bytes_total, vramspill_tiered_promoted_bytes_total, "
       "vramspill_remap_windows_total, vramspill_remap_window_seconds_total, "
-      "vramspill_tiered_launches_total, vramspill_tiered_unreadable_launches_total; per device "
+      "vramspill_tiered_move_vmm_calls_total, vramspill_tiered_launches_total, vramspill_tiered_unreadable_launches_total; per device "
       "(and label "
       "device) "
       "vramspill_device_memory_bytes, vramspill_device_limit_bytes, vramspill_device_held_bytes, "

@@ -68,6 +68,10 @@ constexpr Row<StatsSnapshot> kJobRows[] = {
      "Time from asking for each remap window to opening the device to the job again.",
      [](const StatsSnapshot& job) { return job.tiered.window_ns; }, "",
      Unit::kNanosecondsAsSeconds},
+    {"vramspill_tiered_move_vmm_calls_total", Type::kCounter,
+     "VMM calls tiered mode's moves made (map, set-access, unmap, and the granules they made "
+     "and released).",
+     [](const StatsSnapshot& job) { return job.tiered.move_vmm_calls; }},
     {"vramspill_tiered_launches_total", Type::kCounter,
      "Kernel launches while tiered blocks were tracked.",
      [](const StatsSnapshot& job) { return job.tiered.launches; }},

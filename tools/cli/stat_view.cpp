@@ -43,9 +43,18 @@ std::string tiered_lines(const telemetry::StatsSnapshot& process) {
   if (text.empty() && moved.windows == 0 && moved.launches == 0) return text;
   char windows[64];
   std::snprintf(windows, sizeof windows, "%.1f ms", static_cast<double>(moved.window_ns) / 1e6);
+  // What the moves cost: their VMM calls per GiB moved, and the bytes over the windows' time.
+  const uint64_t moved_bytes = moved.evicted_bytes + moved.promoted_bytes;
+  char cost[128] = "";
+  if (moved_bytes != 0 && moved.window_ns != 0) {
+    std::snprintf(cost, sizeof cost, ", %.0f VMM calls per GiB moved, %.2f GB/s over the windows",
+                  static_cast<double>(moved.move_vmm_calls) * double(uint64_t{1} << 30) /
+                      static_cast<double>(moved_bytes),
+                  static_cast<double>(moved_bytes) / static_cast<double>(moved.window_ns));
+  }
   return "  tiered: " + format_bytes(moved.evicted_bytes) + " evicted, " +
          format_bytes(moved.promoted_bytes) + " promoted, " + std::to_string(moved.windows) +
-         " remap windows (" + windows + "), " + std::to_string(moved.launches) +
+         " remap windows (" + windows + cost + "), " + std::to_string(moved.launches) +
          " kernel launches (" + std::to_string(moved.unreadable_launches) + " unreadable)\n" + text;
 }
 

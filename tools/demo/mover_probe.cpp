@@ -56,6 +56,8 @@ void usage(std::FILE* out) {
                "  --mib N        MiB moved each way (default 1024)\n"
                "  --block-mib M  MiB per block, a multiple of 2 (default 64)\n"
                "  --rounds R     measured rounds (default 3)\n"
+               "It needs about 2N MiB of device memory: the promotions take their granules\n"
+               "before the evictions give theirs back.\n"
                "On simcuda the times are its cost model's (modeled), not a measurement.\n");
 }
 

@@ -1,5 +1,5 @@
 // GranuleArena moves of blocks whose contents are dead (Note [Moves of dead contents] in
-// tiers/granule_arena.h): remapped with no staging range and no copy, beside live blocks whose
+// tiers/granule_arena.h): remapped with no home and no copy, beside live blocks whose
 // bytes still move with them.
 #include <gtest/gtest.h>
 
@@ -61,14 +61,15 @@ TEST_F(DeadMoveTest, ADeadBlockMovesWithoutACopyBesideALiveOneThatKeepsItsBytes)
     EXPECT_EQ(ops_.read(live + i * kGranuleBytes), live + i) << "the live block's bytes moved";
   }
   EXPECT_EQ(ops_.calls(Call::kCopy), 1) << "one copy: the live block's run";
-  EXPECT_EQ(ops_.calls(Call::kReserve) - reserved_before, 1) << "one staging range, the live's";
+  EXPECT_EQ(ops_.calls(Call::kReserve) - reserved_before, 1) << "one range of homes, the live's";
+  EXPECT_EQ(arena_.stats().homes, 4u) << "the live block's old and new granules only";
   EXPECT_EQ(ops_.calls(Call::kSynchronize), 1) << "the device's work is waited for first";
   const ArenaStats stats = arena_.stats();
   EXPECT_EQ(stats.host_granules, 4u);
   EXPECT_EQ(stats.device_granules, 0u);
 }
 
-TEST_F(DeadMoveTest, ADeadBlockAloneNeedsNoStagingRange) {
+TEST_F(DeadMoveTest, ADeadBlockAloneNeedsNoHomes) {
   const CUdeviceptr dead = tagged_block(3, 0);
   dead_.bases.insert(dead);
   const int reserved_before = ops_.calls(Call::kReserve);
@@ -79,6 +80,7 @@ TEST_F(DeadMoveTest, ADeadBlockAloneNeedsNoStagingRange) {
   EXPECT_EQ(ops_.calls(Call::kCopy), 0);
   EXPECT_EQ(ops_.calls(Call::kReserve), reserved_before);
   const ArenaStats stats = arena_.stats();
+  EXPECT_EQ(stats.homes, 0u);
   EXPECT_EQ(stats.device_granules, 3u);
   EXPECT_EQ(stats.host_granules, 0u);
 }

@@ -400,7 +400,7 @@ TEST(GranuleArenaLifetime, GivesEverythingBackWhenDestroyed) {
     ASSERT_EQ(arena.allocate(5 * kMiB, 1, &a), CUDA_SUCCESS);
     ASSERT_EQ(arena.allocate(9 * kMiB, 5, &b), CUDA_SUCCESS);
     arena.free(a);
-    CUdeviceptr staged = 0;  // Note [Staged promotions]: its staging range goes too
+    CUdeviceptr staged = 0;  // Note [Staged promotions]: its new granules and their homes go too
     ASSERT_EQ(arena.allocate(4 * kMiB, 0, &staged), CUDA_SUCCESS);
     core::RemapWindow window;
     FakeQueuedWork queued;

@@ -11,7 +11,7 @@ namespace vramspill::tiers {
 
 GranuleArena::~GranuleArena() {
   // Note [Moves copied on the stream]: nothing a copy still reads or writes is given back.
-  if (copies_in_flight_.empty() || ops_.wait_for_copies() == CUDA_SUCCESS) {
+  if (mover_.copies_pending() == 0 || ops_.wait_for_copies() == CUDA_SUCCESS) {
     retire_copies(true, true);
   } else {
     return;  // the driver keeps everything
@@ -160,7 +160,7 @@ void GranuleArena::pool_one(const Granule& granule) noexcept {
     const std::lock_guard lock(mutex_);
     pool_of(granule.kind).push_back(granule);
     // Note [Moves copied on the stream]: a copy in flight may still use it, as far as is known.
-    if (!copies_in_flight_.empty()) ++unsettled_[static_cast<int>(granule.kind)];
+    if (mover_.copies_pending() != 0) ++unsettled_[static_cast<int>(granule.kind)];
     return;
   } catch (const std::bad_alloc&) {  // the pool cannot grow: the driver has it back instead
   }
@@ -169,8 +169,7 @@ void GranuleArena::pool_one(const Granule& granule) noexcept {
 
 void GranuleArena::release(const Granule& granule) noexcept {
   // A granule still mapped at its home would outlive its release: it stays the driver's.
-  const bool released = (granule.home == 0 || homes_.vacate(granule.home)) &&
-                        ops_.release(granule.handle) == CUDA_SUCCESS;
+  const bool released = mover_.vacate(granule) && ops_.release(granule.handle) == CUDA_SUCCESS;
   const std::lock_guard lock(mutex_);
   (released ? released_ : leaked_granules_) += 1;
 }
@@ -179,14 +178,13 @@ std::optional<ArenaBlock> GranuleArena::free(CUdeviceptr base) noexcept {
   const std::lock_guard move_lock(move_mutex_);  // Note [Moving a granule]
   Block block;
   bool staged = false;
-  bool copied_into = false;
   {
     const std::lock_guard lock(mutex_);
     const auto found = blocks_.find(base);
     if (found == blocks_.end()) return std::nullopt;
     staged = !found->second.staged.empty();
-    copied_into = copying_into(base);
   }
+  const bool copied_into = mover_.copying_into(base);
   if (staged) unstage(base);  // Note [Staged promotions]
   // Note [Moves copied on the stream]: a copy may still write the block's granules.
   const bool copy_over = !copied_into || ops_.wait_for_copies() == CUDA_SUCCESS;
@@ -300,13 +298,13 @@ ArenaStats GranuleArena::stats() const noexcept {
   ArenaStats stats{.blocks = blocks_.size(),
                    .pooled_device_granules = pooled_device_.size(),
                    .pooled_host_granules = pooled_host_.size(),
-                   .homes = homes_.settled(),
+                   .homes = mover_.homes(),
                    .created_granules = created_,
                    .released_granules = released_,
                    .leaked_granules = leaked_granules_,
                    .leaked_ranges = leaked_ranges_,
-                   .unbacked_granules = unbacked_granules_,
-                   .move_vmm_calls = move_vmm_calls_.load(std::memory_order_relaxed),
+                   .unbacked_granules = mover_.unbacked_granules(),
+                   .move_vmm_calls = mover_.move_vmm_calls(),
                    .vmm_calls = ops_.vmm_calls()};
   for (const auto& [base, block] : blocks_) {
     const ArenaBlock counted = view(base, block);

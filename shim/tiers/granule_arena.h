@@ -116,14 +116,16 @@
 // only granules pooled before the copies in flight began (cuMemRelease must not free memory a
 // copy uses: each pool's last unsettled_ granules stay), and give_back_device_granules() waits
 // for the copies when it needs more than those.
-// The event is kept until it has passed: the next move, stage or
-// move_on_stream retires what has (each in a closed window, so no submission is about to wait for
-// an event it destroys); at most kMaxCopiesInFlight are in flight, beyond which the host waits
-// for a batch's copies in the window. Freeing a block a copy writes, and settle_copies(), wait for the arena's copies
-// and retire them all, keeping their events for the next retirement in a closed window.
+// The event is kept until it has passed: the next move, stage or move_on_stream retires what has
+// (each in a closed window, so no submission is about to wait for an event it destroys); at most
+// GranuleMover::kMaxCopiesInFlight batches are in flight, beyond which the host waits for a
+// batch's copies in the window. Freeing a block a copy writes, and settle_copies(), wait for the
+// arena's copies and retire them all, keeping their events for the next retirement in a closed
+// window. The mover (tiers/granule_mover.h) keeps the copies in flight; the arena's books keep
+// which pooled granules they may still use.
 // A stage took stream bits that only the arena's stream waits for (Note [Staged promotions]): a
 // move on the stream remaps without waiting for that stream, so after a stage the first one waits
-// for it on the host (stage_waits_queued_).
+// for it on the host (GranuleMover::stage_took_queued_work()).
 // Unsafe as the tracked window is: a kernel that reaches such a block through a pointer kept in
 // device memory may run before the copy and read what its new granules held before. So are the
 // stream memory operations (cuStreamWriteValue and the like), which the shim does not hook.
@@ -153,8 +155,9 @@
 
 #include "core/remap_window.h"
 #include "tiers/dead_contents.h"
-#include "tiers/granule_homes.h"
+#include "tiers/granule_mover.h"
 #include "tiers/granule_ops.h"
+#include "tiers/move_plan.h"
 
 namespace vramspill::tiers {
 
@@ -246,7 +249,7 @@ class QueuedWork {
 class GranuleArena {
  public:
   GranuleArena(GranuleOps& ops, const ArenaOptions& options) noexcept
-      : ops_(ops), options_(options), homes_(ops) {}
+      : ops_(ops), options_(options), mover_(ops) {}
   GranuleArena(const GranuleArena&) = delete;
   GranuleArena& operator=(const GranuleArena&) = delete;
   // Every granule, live or pooled, goes back to the driver.
@@ -306,20 +309,6 @@ class GranuleArena {
   bool check_invariants(std::string* problem = nullptr) const;
 
  private:
-  struct Granule {
-    GranuleHandle handle = 0;
-    GranuleKind kind = GranuleKind::kDevice;
-    CUdeviceptr home = 0;  // none yet (Note [Granule homes])
-  };
-  // A granule of a live block that a move changes.
-  struct Slot {
-    CUdeviceptr block = 0;
-    std::size_t index = 0;
-    Granule from;
-    Granule to;
-    bool dead = false;  // remapped without a copy (Note [Moves of dead contents])
-    CUdeviceptr address() const { return block + index * kGranuleBytes; }
-  };
   struct Block {
     uint64_t bytes = 0;
     std::vector<Granule> granules;  // granule i backs base + i * kGranuleBytes
@@ -353,57 +342,25 @@ class GranuleArena {
   }
   static ArenaBlock view(CUdeviceptr base, const Block& block);
 
-  // What a batch moves: its slots, sorted by block; room for the granules it takes; the bases of
-  // the blocks it names, each once.
-  struct Plan {
-    std::vector<Slot> slots;
-    std::vector<Granule> fresh;
-    std::vector<uint64_t> moving;
-  };
-  // The plan of `moves`, with room in `fresh` for `fresh_per_slot` granules a slot. Staged blocks
-  // are left out: a move settles them first, and none is staged twice. Throws std::bad_alloc.
-  Plan plan(std::span<const GranuleMove> moves, std::size_t fresh_per_slot) const;
+  // The plan of `moves` (Note [A move plan] in tiers/move_plan.h), with room in `fresh` for
+  // `fresh_per_slot` granules a slot. Staged blocks are left out: a move settles them first, and
+  // none is staged twice. Throws std::bad_alloc.
+  MovePlan plan(std::span<const GranuleMove> moves, std::size_t fresh_per_slot) const;
   std::vector<Slot> plan_locked(std::span<const GranuleMove> moves) const;
   // move() and move_on_stream(): `on_stream` copies as Note [Moves copied on the stream] says
-  // while fewer than kMaxCopiesInFlight are in flight.
+  // while the mover has room for more copies in flight.
   MoveOutcome carry_out(std::span<const GranuleMove> moves, QueuedWork* queued, bool on_stream);
-  // Step 2 of Note [Moving a granule]: a destination for each of `slots` from `fresh` (device
-  // granules first, as take_granules() leaves them); the slots that get none are dropped, and
-  // `fresh` keeps what was not handed out.
-  static void hand_out(std::vector<Slot>& slots, std::vector<Granule>& fresh);
-  // Gives the granules `which` names in `slots` the homes they lack (Note [Granule homes]): the
-  // slots whose granule gets none are dropped, their new granules going to `fresh`. The books
-  // learn the homes of the granules blocks hold. The first driver error, if any.
-  CUresult give_homes(std::vector<Slot>& slots, Granule Slot::*which, std::vector<Granule>& fresh);
-  // Remaps the dead slots of `slots` with no staging and no copy,
-  // books them in `outcome` and their old (or, where the remap failed, new) granules in `fresh`,
-  // and takes them out of `slots` (Note [Moves of dead contents]).
-  CUresult remap_dead(std::vector<Slot>& slots, std::vector<Granule>& fresh, MoveOutcome& outcome);
+  // The books learn the homes the mover gave the granules `slots` move from.
+  void learn_homes(std::span<const Slot> slots);
+  // Remaps the dead slots of `plan` with no home and no copy, books them in `outcome` and their
+  // old (or, where the remap failed, new) granules in its `fresh`, and takes them out of its
+  // slots (Note [Moves of dead contents]).
+  CUresult remap_dead(MovePlan& plan, MoveOutcome& outcome);
   // Step 5 of Note [Moving a granule]: the first `moved` of `slots` take their new granules in
   // the books and in `outcome`, and `fresh` takes their old granules and the others' unused new
   // ones. `fresh` has room for them (plan()): nothing here allocates.
   void book_moves(std::span<const Slot> slots, std::size_t moved, std::vector<Granule>& fresh,
                   MoveOutcome& outcome);
-  // Steps 3 and 4 of Note [Moving a granule] for `slots`, whose granules all have homes; with
-  // `keep_running`, the copies are left running as Note [Moves copied on the stream] says, where
-  // an event can be recorded after them.
-  struct Copied {
-    std::size_t moved = 0;     // the slots before it were remapped, the rest not
-    bool in_flight = false;    // whether submissions are to wait for the copies
-    bool copies_over = true;   // false: the copies could not be waited for
-  };
-  Copied copy_and_remap(std::span<const Slot> slots, bool keep_running, CUresult& result);
-  // Queues the copies of `slots` into their new granules' homes, from the block's address (the
-  // old granules still mapped there) or, with `from_homes`, from the old granules' homes: one
-  // copy per run over which both sides follow each other.
-  CUresult copy_into_homes(std::span<const Slot> slots, bool from_homes);
-  // Step 4 for `slots`: how many were remapped; a failure stops there. A run takes at most
-  // kRunGranules granules (128 MiB), so that its handles fit on the stack.
-  static constexpr std::size_t kRunGranules = 64;
-  std::size_t remap(std::span<const Slot> slots, CUresult& result);
-  // Step 4 for one run of consecutive granules of a block, granule by granule: the driver
-  // refused the run's unmap. How many were remapped.
-  std::size_t remap_one_by_one(std::span<const Slot> run, CUresult& result);
   // Waits for the copies before the new granules of `slots` go back to the pools; false, and the
   // granules leaked, when they may still be written.
   bool copies_over_for(std::span<const Slot> slots);
@@ -417,51 +374,21 @@ class GranuleArena {
   // Gives up the staging of the block at `base`: its granules go back to where the block's
   // address maps them. How many granules went back to the host.
   uint64_t unstage(CUdeviceptr base);
-
-  // Adds the VMM calls made while it lives to `total` (ArenaStats::move_vmm_calls). A trim()
-  // on another thread meanwhile counts too: the figure errs high, never low.
-  class CallCounter {
-   public:
-    CallCounter(const GranuleOps& ops, std::atomic<uint64_t>& total) noexcept
-        : ops_(ops), total_(total), before_(ops.vmm_calls()) {}
-    ~CallCounter() { total_.fetch_add(ops_.vmm_calls() - before_, std::memory_order_relaxed); }
-    CallCounter(const CallCounter&) = delete;
-    CallCounter& operator=(const CallCounter&) = delete;
-
-   private:
-    const GranuleOps& ops_;
-    std::atomic<uint64_t>& total_;
-    uint64_t before_;
-  };
-
-  // Note [Moves copied on the stream]. One batch's copies in flight.
-  struct CopyInFlight {
-    uint64_t event = 0;
-    std::vector<uint64_t> bases;  // of the blocks whose addresses map what the copies write
-  };
-  static constexpr std::size_t kMaxCopiesInFlight = 8;
-  // Retires the copies in flight that are done (all of them when `all_done`: the caller waited
-  // for the copies). Their events are destroyed only when `window_closed` (no submission can be
-  // about to wait for one); otherwise they are kept in spent_events_ for the next retirement.
-  // With move_mutex_ held.
+  // The mover's retire_copies(), with move_mutex_ held.
   void retire_copies(bool all_done, bool window_closed);
+  // Once no copy is in flight, no pooled granule is unsettled.
+  void forget_unsettled();
   // Waits for the copies in flight and retires them, before pooled granules leave the arena's
   // stream (Note [Moves copied on the stream]); the wait's error when it fails.
   CUresult settle_copies();
-  bool copying_into(CUdeviceptr base) const;  // under mutex_
 
   GranuleOps& ops_;
   const ArenaOptions options_;
+  GranuleMover mover_;
   // Held by the moves, free() and settle_copies(): no block is freed under the mover.
   std::mutex move_mutex_;
   mutable std::mutex mutex_;  // the books below
   std::map<CUdeviceptr, Block> blocks_;
-  std::vector<CopyInFlight> copies_in_flight_;  // changed only with move_mutex_ held
-  std::atomic<std::size_t> copies_pending_{0};    // copies_in_flight_.size(), read without a lock
-  std::vector<uint64_t> spent_events_;  // of copies retired outside a closed window
-  // A stage ordered its copies after work whose stream bits it took: until the arena's stream
-  // is waited for, a move on the stream must wait for it before it remaps. With move_mutex_.
-  bool stage_waits_queued_ = false;
   // Of each pool (by GranuleKind), how many of the last granules a copy in flight may still use;
   // 0 once none is in flight.
   std::array<uint64_t, 2> unsettled_{};
@@ -471,13 +398,10 @@ class GranuleArena {
   std::array<uint64_t, 2> demand_{};
   std::vector<Granule> pooled_device_;
   std::vector<Granule> pooled_host_;
-  GranuleHomes homes_;
-  std::atomic<uint64_t> move_vmm_calls_{0};  // added to with move_mutex_ held
   uint64_t created_ = 0;
   uint64_t released_ = 0;
   uint64_t leaked_granules_ = 0;
   uint64_t leaked_ranges_ = 0;
-  uint64_t unbacked_granules_ = 0;
 };
 
 }  // namespace vramspill::tiers

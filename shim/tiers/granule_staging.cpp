@@ -12,9 +12,9 @@ MoveOutcome GranuleArena::stage(std::span<const GranuleMove> moves,
                                 QueuedWork& queued) noexcept {
   MoveOutcome outcome;
   const std::lock_guard move_lock(move_mutex_);
-  const CallCounter counted(ops_, move_vmm_calls_);
+  const GranuleMover::CallCounter counted(mover_);
   retire_copies(false, true);  // Note [Moves copied on the stream]
-  Plan planned;
+  MovePlan planned;
   try {
     std::vector<GranuleMove> promotions;
     std::ranges::copy_if(moves, std::back_inserter(promotions),
@@ -28,12 +28,12 @@ MoveOutcome GranuleArena::stage(std::span<const GranuleMove> moves,
   if (slots.empty()) return outcome;
   uint64_t since = 0;
   // Note [Moves copied on the stream]: whatever it took, only the arena's stream waits for.
-  stage_waits_queued_ = true;
+  mover_.stage_took_queued_work();
   if (outcome.result = queued.order_after(moving, ops_, since); outcome.result != CUDA_SUCCESS)
     return outcome;
   outcome.result = take_granules(slots.size(), slots.size(), fresh, true);
-  hand_out(slots, fresh);
-  if (const CUresult homed = give_homes(slots, &Slot::to, fresh);
+  planned.hand_out();
+  if (const CUresult homed = mover_.give_homes(slots, &Slot::to, fresh);
       outcome.result == CUDA_SUCCESS)
     outcome.result = homed;
   pool(fresh);  // what the slots did not take (nothing, unless the driver failed)
@@ -52,7 +52,7 @@ MoveOutcome GranuleArena::stage(std::span<const GranuleMove> moves,
 }
 
 bool GranuleArena::stage_block(std::span<const Slot> slots, uint64_t since, CUresult& result) {
-  if (result = copy_into_homes(slots, false); result == CUDA_SUCCESS) {
+  if (result = mover_.copy_into_homes(slots, false); result == CUDA_SUCCESS) {
     try {
       const std::lock_guard lock(mutex_);
       Block& block = blocks_.at(slots.front().block);
@@ -114,7 +114,7 @@ void GranuleArena::finish(std::span<const uint64_t> bases, QueuedWork* queued,
   // (without a QueuedWork to say, the copy is made again).
   for (std::size_t i = 0; result == CUDA_SUCCESS && i < staged.size(); ++i) {
     if (queued == nullptr || queued->queued_since(bases[i], since[i]))
-      result = copy_into_homes(staged[i], false);
+      result = mover_.copy_into_homes(staged[i], false);
   }
   if (const CUresult waited = ops_.wait_for_copies(); result == CUDA_SUCCESS) result = waited;
   if (result != CUDA_SUCCESS) {
@@ -125,7 +125,7 @@ void GranuleArena::finish(std::span<const uint64_t> bases, QueuedWork* queued,
   }
   for (std::size_t i = 0; i < staged.size(); ++i) {
     const std::vector<Slot>& slots = staged[i];
-    const std::size_t moved = remap(slots, result);
+    const std::size_t moved = mover_.remap(slots, result);
     {
       const std::lock_guard lock(mutex_);
       Block& block = blocks_.at(bases[i]);

@@ -1,0 +1,223 @@
+#include "tiers/granule_mover.h"
+
+#include <algorithm>
+#include <array>
+#include <new>
+#include <utility>
+
+namespace vramspill::tiers {
+
+CUresult GranuleMover::give_homes(std::vector<Slot>& slots, Granule Slot::*which,
+                                  std::vector<Granule>& fresh) {
+  CUresult first_error = CUDA_SUCCESS;
+  std::erase_if(slots, [&](Slot& slot) {
+    Granule& granule = slot.*which;
+    if (granule.home != 0) return false;
+    const CUresult result = homes_.settle(granule.handle, &granule.home);
+    if (result == CUDA_SUCCESS) return false;
+    if (first_error == CUDA_SUCCESS) first_error = result;
+    fresh.push_back(slot.to);  // within the plan's room: each slot gives back one granule at most
+    return true;
+  });
+  return first_error;
+}
+
+bool GranuleMover::vacate(const Granule& granule) noexcept {
+  return granule.home == 0 || homes_.vacate(granule.home);
+}
+
+void GranuleMover::reserve_for_copies() {
+  const std::lock_guard lock(mutex_);
+  copies_in_flight_.reserve(kMaxCopiesInFlight);
+  spent_events_.reserve(kMaxCopiesInFlight);
+}
+
+CUresult GranuleMover::settle_copies() {
+  if (copies_pending() == 0) return CUDA_SUCCESS;
+  const CUresult waited = ops_.wait_for_copies();
+  if (waited == CUDA_SUCCESS) retire_copies(true, false);
+  return waited;
+}
+
+GranuleMover::Copied GranuleMover::copy_and_remap(std::span<const Slot> slots, bool keep_running,
+                                                  CUresult& result) {
+  // Note [Moves copied on the stream]: the work a stage took the bits of is over once the arena's
+  // stream is.
+  if (keep_running && stage_waits_queued_) {
+    keep_running = ops_.wait_for_copies() == CUDA_SUCCESS;
+    stage_waits_queued_ = !keep_running;
+  }
+  CopyInFlight copy{.event = 0, .bases = {}};
+  try {
+    for (const Slot& slot : slots) {  // sorted by block
+      if (copy.bases.empty() || copy.bases.back() != slot.block) copy.bases.push_back(slot.block);
+    }
+  } catch (const std::bad_alloc&) {
+    keep_running = false;
+  }
+  if (const CUresult queued = copy_into_homes(slots, true); queued != CUDA_SUCCESS) {
+    // Nothing is remapped; the copies queued before the failure may still write new granules.
+    result = queued;
+    return {.moved = 0, .in_flight = false, .copies_over = ops_.wait_for_copies() == CUDA_SUCCESS};
+  }
+  // Home to home: the addresses may map the new granules at once, while the copies run.
+  const std::size_t moved = remap(slots, result);
+  if (keep_running && ops_.record_copies(&copy.event) == CUDA_SUCCESS) {
+    // What submissions wait for: the blocks with a remapped granule (the slots are sorted).
+    std::erase_if(copy.bases,
+                  [&](uint64_t base) { return moved == 0 || base > slots[moved - 1].block; });
+    const std::lock_guard lock(mutex_);
+    copies_in_flight_.push_back(std::move(copy));  // within reserve_for_copies()'s room
+    copies_pending_.store(copies_in_flight_.size(), std::memory_order_release);
+    return {.moved = moved, .in_flight = true, .copies_over = true};
+  }
+  // In the window (or with no event to order submissions after): the host waits.
+  const CUresult waited = ops_.wait_for_copies();
+  if (waited != CUDA_SUCCESS && result == CUDA_SUCCESS) result = waited;
+  return {.moved = moved, .in_flight = false, .copies_over = waited == CUDA_SUCCESS};
+}
+
+CUresult GranuleMover::copy_into_homes(std::span<const Slot> slots, bool from_homes) {
+  const auto source = [&](const Slot& slot) { return from_homes ? slot.from.home : slot.address(); };
+  // A run stays inside one reservation on each side: one block's range, one range of homes.
+  const auto source_follows = [&](const Slot& slot, const Slot& previous) {
+    return from_homes ? homes_.follows(slot.from.home, previous.from.home)
+                      : slot.block == previous.block && slot.index == previous.index + 1;
+  };
+  std::size_t run_start = 0;
+  for (std::size_t i = 1; i <= slots.size(); ++i) {
+    const bool run_goes_on = i < slots.size() && source_follows(slots[i], slots[i - 1]) &&
+                             homes_.follows(slots[i].to.home, slots[i - 1].to.home);
+    if (run_goes_on) continue;
+    const Slot& first = slots[run_start];
+    const CUresult result =
+        ops_.copy(first.to.home, source(first), (i - run_start) * kGranuleBytes);
+    if (result != CUDA_SUCCESS) return result;
+    run_start = i;
+  }
+  return CUDA_SUCCESS;
+}
+
+std::size_t GranuleMover::remap(std::span<const Slot> slots, CUresult& result) {
+  std::size_t moved = 0;
+  // Run by run, each at most kRunGranules: a failure stops the batch with everything before it
+  // moved.
+  while (moved < slots.size()) {
+    std::size_t end = moved + 1;
+    while (end < slots.size() && end - moved < kRunGranules &&
+           slots[end].block == slots[moved].block &&
+           slots[end].index == slots[end - 1].index + 1)
+      ++end;
+    const std::span<const Slot> run = slots.subspan(moved, end - moved);
+    const CUdeviceptr address = run.front().address();
+    if (ops_.unmap(address, run.size()) != CUDA_SUCCESS) {
+      const std::size_t remapped = remap_one_by_one(run, result);
+      moved += remapped;
+      if (remapped < run.size()) return moved;
+      continue;
+    }
+    std::array<GranuleHandle, kRunGranules> to{};
+    std::array<GranuleHandle, kRunGranules> from{};
+    for (std::size_t i = 0; i < run.size(); ++i) {
+      to.at(i) = run[i].to.handle;
+      from.at(i) = run[i].from.handle;
+    }
+    if (result = ops_.map(address, std::span(to.data(), run.size())); result == CUDA_SUCCESS) {
+      moved = end;
+      continue;
+    }
+    // Nothing of the run is mapped (map() is all or nothing): the old granules go back.
+    if (ops_.map(address, std::span(from.data(), run.size())) != CUDA_SUCCESS) {
+      for (std::size_t i = 0; i < run.size(); ++i) {
+        if (ops_.map(run[i].address(), std::span(&from.at(i), 1)) == CUDA_SUCCESS) continue;
+        unbacked_granules_.fetch_add(1, std::memory_order_relaxed);  // a hole the block keeps
+      }
+    }
+    return moved;
+  }
+  return moved;
+}
+
+std::size_t GranuleMover::remap_one_by_one(std::span<const Slot> run, CUresult& result) {
+  for (std::size_t i = 0; i < run.size(); ++i) {
+    const Slot& slot = run[i];
+    if (result = ops_.unmap(slot.address(), 1); result != CUDA_SUCCESS) return i;
+    if (result = ops_.map(slot.address(), std::span(&slot.to.handle, 1)); result == CUDA_SUCCESS)
+      continue;
+    if (ops_.map(slot.address(), std::span(&slot.from.handle, 1)) != CUDA_SUCCESS)
+      unbacked_granules_.fetch_add(1, std::memory_order_relaxed);
+    return i;
+  }
+  return run.size();
+}
+
+void GranuleMover::retire_copies(bool all_done, bool window_closed) {
+  if (window_closed) {
+    for (const uint64_t event : spent_events_) ops_.drop_event(event);
+    spent_events_.clear();
+  }
+  // Only the arena's move lock holder changes copies_in_flight_: it reads without the lock.
+  std::array<bool, kMaxCopiesInFlight> done{};
+  bool any_done = false;
+  for (std::size_t i = 0; i < copies_in_flight_.size(); ++i) {
+    done.at(i) = all_done || ops_.copies_done(copies_in_flight_[i].event);
+    any_done = any_done || done.at(i);
+  }
+  if (!any_done) return;
+  std::array<CopyInFlight, kMaxCopiesInFlight> retiring;
+  std::size_t count = 0;
+  {
+    const std::lock_guard lock(mutex_);
+    std::size_t kept = 0;
+    for (std::size_t i = 0; i < copies_in_flight_.size(); ++i) {
+      if (done.at(i)) {
+        retiring.at(count++) = std::move(copies_in_flight_[i]);
+      } else {
+        if (kept != i) copies_in_flight_[kept] = std::move(copies_in_flight_[i]);
+        ++kept;
+      }
+    }
+    copies_in_flight_.resize(kept);
+    copies_pending_.store(kept, std::memory_order_release);
+  }
+  for (std::size_t i = 0; i < count; ++i) {
+    if (window_closed) {
+      ops_.drop_event(retiring.at(i).event);
+    } else {
+      spent_events_.push_back(retiring.at(i).event);  // within reserve_for_copies()'s room
+    }
+  }
+}
+
+bool GranuleMover::copying_into(CUdeviceptr base) const {
+  const std::lock_guard lock(mutex_);
+  return std::ranges::any_of(copies_in_flight_, [&](const CopyInFlight& copy) {
+    return std::ranges::binary_search(copy.bases, base);
+  });
+}
+
+CUresult GranuleMover::order_after_copies(uint64_t stream, std::span<const uint64_t> bases,
+                                          bool everything, bool on_host) noexcept {
+  if (copies_pending_.load(std::memory_order_acquire) == 0) return CUDA_SUCCESS;
+  std::array<uint64_t, kMaxCopiesInFlight> events{};
+  std::size_t count = 0;
+  {
+    const std::lock_guard lock(mutex_);
+    for (const CopyInFlight& copy : copies_in_flight_) {
+      const bool touched = everything || std::ranges::any_of(bases, [&](uint64_t base) {
+                             return std::ranges::binary_search(copy.bases, base);
+                           });
+      if (touched && count < events.size()) events[count++] = copy.event;
+    }
+  }
+  // The window is held: no copy retires in a closed window, and no event is destroyed, before
+  // the waits.
+  CUresult result = CUDA_SUCCESS;
+  for (std::size_t i = 0; i < count; ++i) {
+    const CUresult waited = ops_.order_stream_after(stream, events[i], on_host);
+    if (result == CUDA_SUCCESS) result = waited;
+  }
+  return result;
+}
+
+}  // namespace vramspill::tiers

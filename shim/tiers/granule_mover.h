@@ -1,0 +1,139 @@
+// The granule arena's mover: it carries out the moves the arena plans (Note [Moving a granule]
+// and Note [Moves copied on the stream] in tiers/granule_arena.h), and holds what the moving
+// needs and the books do not: the granules' homes (Note [Granule homes] in
+// tiers/granule_homes.h), the copies between them, the remaps of the blocks' addresses run by
+// run, and the copies left in flight on the arena's stream. The arena (tiers/granule_arena.h)
+// keeps the books: blocks, pools, allocate, free, trim, the plans (tiers/move_plan.h) and what
+// moved.
+//
+// The arena calls it with its move lock held, except order_after_copies(), copies_pending(),
+// copying_into() and the counters, which any thread may call.
+#pragma once
+
+#include <cuda.h>
+
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <span>
+#include <vector>
+
+#include "tiers/granule_homes.h"
+#include "tiers/granule_ops.h"
+#include "tiers/move_plan.h"
+
+namespace vramspill::tiers {
+
+class GranuleMover {
+ public:
+  explicit GranuleMover(GranuleOps& ops) noexcept : ops_(ops), homes_(ops) {}
+  GranuleMover(const GranuleMover&) = delete;
+  GranuleMover& operator=(const GranuleMover&) = delete;
+
+  // Gives the granules `which` names in `slots` the homes they lack (Note [Granule homes]): the
+  // slots whose granule gets none are dropped, their new granules going to `fresh`. The first
+  // driver error, if any.
+  CUresult give_homes(std::vector<Slot>& slots, Granule Slot::*which, std::vector<Granule>& fresh);
+  // Unmaps the granule's home, if it has one, before it goes back to the driver; false when the
+  // driver keeps the mapping.
+  bool vacate(const Granule& granule) noexcept;
+
+  // Steps 3 and 4 of Note [Moving a granule] for `slots`, whose granules all have homes; with
+  // `keep_running`, the copies are left running as Note [Moves copied on the stream] says, where
+  // an event can be recorded after them.
+  struct Copied {
+    std::size_t moved = 0;    // the slots before it were remapped, the rest not
+    bool in_flight = false;   // whether submissions are to wait for the copies
+    bool copies_over = true;  // false: the copies could not be waited for
+  };
+  Copied copy_and_remap(std::span<const Slot> slots, bool keep_running, CUresult& result);
+  // Queues the copies of `slots` into their new granules' homes, from the block's address (the
+  // old granules still mapped there) or, with `from_homes`, from the old granules' homes: one
+  // copy per run over which both sides follow each other.
+  CUresult copy_into_homes(std::span<const Slot> slots, bool from_homes);
+  // Step 4 for `slots`: how many were remapped; a failure stops there. A run takes at most
+  // kRunGranules granules (128 MiB), so that its handles fit on the stack.
+  static constexpr std::size_t kRunGranules = 64;
+  std::size_t remap(std::span<const Slot> slots, CUresult& result);
+
+  // Note [Moves copied on the stream]: at most kMaxCopiesInFlight batches' copies are in
+  // flight, beyond which the host waits for a batch's copies in the window.
+  static constexpr std::size_t kMaxCopiesInFlight = 8;
+  bool room_for_copies() const noexcept { return copies_pending() < kMaxCopiesInFlight; }
+  // Makes room for kMaxCopiesInFlight records, so that copy_and_remap() allocates none. Throws
+  // std::bad_alloc.
+  void reserve_for_copies();
+  std::size_t copies_pending() const noexcept {
+    return copies_pending_.load(std::memory_order_acquire);
+  }
+  // Retires the copies in flight that are done (all of them when `all_done`: the caller waited
+  // for the copies). Their events are destroyed only when `window_closed` (no submission can be
+  // about to wait for one); otherwise they are kept for the next retirement.
+  void retire_copies(bool all_done, bool window_closed);
+  // Waits for the copies in flight and retires them (the window may be open); the wait's error
+  // when it fails.
+  CUresult settle_copies();
+  // Whether a copy in flight writes what the block at `base` maps.
+  bool copying_into(CUdeviceptr base) const;
+  // Makes the work a submission queues next on `stream` wait for the copies in flight into the
+  // blocks at `bases` (into any block when `everything`), on the host when `on_host`. Called
+  // inside the window, before the driver call.
+  CUresult order_after_copies(uint64_t stream, std::span<const uint64_t> bases, bool everything,
+                              bool on_host) noexcept;
+  // A stage ordered its copies after work whose stream bits it took (Note [Staged promotions]):
+  // until the arena's stream is waited for, copies left running must wait for it before they
+  // remap.
+  void stage_took_queued_work() noexcept { stage_waits_queued_ = true; }
+
+  // Adds the VMM calls made while it lives to the moves' count. A trim() on another thread
+  // meanwhile counts too: the figure errs high, never low.
+  class CallCounter {
+   public:
+    explicit CallCounter(GranuleMover& mover) noexcept
+        : mover_(mover), before_(mover.ops_.vmm_calls()) {}
+    ~CallCounter() {
+      mover_.move_vmm_calls_.fetch_add(mover_.ops_.vmm_calls() - before_,
+                                       std::memory_order_relaxed);
+    }
+    CallCounter(const CallCounter&) = delete;
+    CallCounter& operator=(const CallCounter&) = delete;
+
+   private:
+    GranuleMover& mover_;
+    uint64_t before_;
+  };
+
+  uint64_t homes() const noexcept { return homes_.settled(); }
+  uint64_t move_vmm_calls() const noexcept {
+    return move_vmm_calls_.load(std::memory_order_relaxed);
+  }
+  // Granules left with no backing: a remap could neither map the new one nor the old one back.
+  uint64_t unbacked_granules() const noexcept {
+    return unbacked_granules_.load(std::memory_order_relaxed);
+  }
+
+ private:
+  // One batch's copies in flight.
+  struct CopyInFlight {
+    uint64_t event = 0;
+    std::vector<uint64_t> bases;  // of the blocks whose addresses map what the copies write
+  };
+
+  // Step 4 for one run of consecutive granules of a block, granule by granule: the driver
+  // refused the run's unmap. How many were remapped.
+  std::size_t remap_one_by_one(std::span<const Slot> run, CUresult& result);
+
+  GranuleOps& ops_;
+  GranuleHomes homes_;
+  mutable std::mutex mutex_;  // copies_in_flight_, which submissions read
+  std::vector<CopyInFlight> copies_in_flight_;  // changed only by the arena's move lock holder
+  std::atomic<std::size_t> copies_pending_{0};  // copies_in_flight_.size(), read without a lock
+  std::vector<uint64_t> spent_events_;  // of copies retired outside a closed window
+  bool stage_waits_queued_ = false;
+  std::atomic<uint64_t> move_vmm_calls_{0};
+  std::atomic<uint64_t> unbacked_granules_{0};
+};
+
+}  // namespace vramspill::tiers

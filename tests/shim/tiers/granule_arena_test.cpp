@@ -523,6 +523,64 @@ TEST(GranuleArenaRandom, MovesKeepEveryByteUnderRandomFailures) {
   EXPECT_GT(moved, 100u);
 }
 
+// Submissions on other threads read the mover's copies in flight (order_after_copies(), inside
+// the window) while the moving thread adds and retires them (Note [Moves copied on the stream]):
+// every byte survives, the books add up, and ThreadSanitizer sees the mover's lock hold.
+TEST(GranuleArenaThreads, SubmissionsWaitForCopiesWhileBlocksMoveOnTheStream) {
+  FakeGranuleOps ops;
+  GranuleArena arena{ops, ArenaOptions{.keep_device_granules = 4, .keep_host_granules = 4}};
+  core::RemapWindow window;
+  FakeQueuedWork queued;  // the moving thread's alone
+  std::vector<CUdeviceptr> blocks(8);
+  for (CUdeviceptr& base : blocks) {
+    ASSERT_EQ(arena.allocate(2 * kGranuleBytes, 1, &base), CUDA_SUCCESS);
+    for (uint64_t g = 0; g < 2; ++g) ops.write(base + g * kGranuleBytes, base + g);
+  }
+  std::vector<std::thread> submitters;
+  for (uint32_t t = 0; t < 3; ++t) {
+    submitters.emplace_back([&, t] {
+      std::mt19937 random(t);
+      for (int i = 0; i < 2000; ++i) {
+        const uint64_t base = blocks[random() % blocks.size()];
+        const core::RemapWindow::Submission entered = window.enter();
+        EXPECT_EQ(arena.order_after_copies(0x100 + t, std::span(&base, 1), random() % 4 == 0,
+                                           false),
+                  CUDA_SUCCESS);
+      }
+    });
+  }
+  std::mt19937 random(99);
+  uint64_t streamed = 0;
+  for (int round = 0; round < 300; ++round) {
+    const GranuleMove move{.base = blocks[random() % blocks.size()],
+                           .to = random() % 2 == 0 ? GranuleKind::kDevice : GranuleKind::kHost,
+                           .granules = 0};
+    {
+      const core::RemapWindow::Exclusive closed = window.close();
+      const MoveOutcome outcome = arena.move_on_stream(std::span(&move, 1), closed, queued);
+      EXPECT_EQ(outcome.result, CUDA_SUCCESS);
+      streamed += outcome.on_stream;
+    }
+    if (round % 7 == 0) ops.finish_copies();
+    if (round % 11 == 0) arena.trim();
+  }
+  for (std::thread& thread : submitters) thread.join();
+  ops.finish_copies();
+  {
+    const core::RemapWindow::Exclusive closed = window.close();
+    arena.move({}, closed);  // retires what is done
+  }
+  for (const CUdeviceptr base : blocks) {
+    for (uint64_t g = 0; g < 2; ++g) EXPECT_EQ(ops.read(base + g * kGranuleBytes), base + g);
+  }
+  std::string problem;
+  EXPECT_TRUE(arena.check_invariants(&problem)) << problem;
+  EXPECT_TRUE(ops.misuse().empty()) << ops.misuse().front();
+  EXPECT_EQ(ops.live_events(), 0u);
+  EXPECT_GT(streamed, 100u) << "granules copied while submissions went on";
+  EXPECT_GT(ops.stream_orders().size(), 0u) << "submissions that waited for a copy";
+}
+
 TEST(GranuleArenaThreads, ManyThreadsAllocateAndFreeAtOnce) {
   FakeGranuleOps ops;
   GranuleArena arena{ops, ArenaOptions{.keep_device_granules = 16, .keep_host_granules = 16}};

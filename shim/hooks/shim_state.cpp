@@ -179,7 +179,8 @@ ShimState::ShimState(const Config& loaded) noexcept
       arenas(config.tiered, host_vmm, captures, tiered_reuse),
       tiered(tiered_budgets, arenas, window,
              {.policy = config.tiered.policy, .window = config.tiered.window}, &use),
-      tiered_rules(config.tiered.rules) {}
+      tiered_rules(config.tiered.rules),
+      submissions(tiered, window, use, captures, config.tiered, submission_events) {}
 
 Entry::Entry() noexcept {
   if (inside_shim) return;

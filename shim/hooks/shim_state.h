@@ -27,6 +27,7 @@
 #include "core/vmm_tracker.h"
 #include "core/remap_window.h"
 #include "hooks/driver_spill_facts.h"
+#include "hooks/submission_events.h"
 #include "hooks/tiered_arenas.h"
 #include "placement/ledger_tiered_budgets.h"
 #include "placement/spill_placement.h"
@@ -72,6 +73,10 @@ struct ShimState {
   DriverArenaSource arenas;
   placement::TieredPlacement tiered;
   placement::TieredRules tiered_rules;  // [[tiered.rule]], over config.tiered.rules
+  DriverSubmissionEvents submission_events;
+  // Every submission's way to the driver in tiered mode (Note [One way through for a
+  // submission] in placement/submission_order.h).
+  placement::SubmissionOrder submissions;
   // cuMemFreeAsync of a tiered block (Note [Stream-ordered frees on the shim's thread]).
   tiers::StreamOrderedFrees tiered_frees{this, &free_tiered_block_now};
   // Stream-ordered requests' tiered blocks, and those freed for reuse (Note [Reuse in stream

@@ -29,7 +29,8 @@ using vramspill::hooks::tracking_state;
 // `record` runs only when something is tracked (tiered mode holds blocks), with `shim`, `use` and
 // `stream_of(s)` (the tracker's id for stream s) in scope. It stamps the blocks the submission
 // touches and lists them in `use`; tiered mode makes them resident as its policy decides, and
-// the call reaches the driver inside the remap window (hooks/tiered_allocation.h).
+// the call reaches the driver inside the remap window (Note [One way through for a submission]
+// in placement/submission_order.h).
 #define VRAMSPILL_SUBMISSION(name, parameters, arguments, record)                            \
   VRAMSPILL_HOOK CUresult CUDAAPI name parameters {                                          \
     VRAMSPILL_REAL_OR_RETURN(real, name);                                                    \
@@ -39,9 +40,9 @@ using vramspill::hooks::tracking_state;
       };                                                                                     \
       SubmissionUse use;                                                                     \
       record;                                                                                \
-      const auto submission = vramspill::hooks::enter_submission(*shim, use);                \
+      auto passage = shim->submissions.submit(use);                                          \
       const CUresult result = real arguments;                                                \
-      vramspill::hooks::end_submission(*shim, submission);                                   \
+      passage.done();                                                                        \
       return result;                                                                         \
     }                                                                                        \
     return real arguments;                                                                   \

@@ -128,56 +128,6 @@ CUresult free_tiered_block(ShimState& shim, int device, CUdeviceptr base) noexce
   return shim.tiered.free(device, base);
 }
 
-EnteredSubmission enter_submission(ShimState& shim, const core::SubmissionUse& use) noexcept {
-  if (use.count != 0) {
-    // The policy's stream id: the CUstream's value folded to 32 bits (ids only tell streams
-    // apart; a collision merely merges two streams' recency).
-    const auto stream_id = static_cast<uint32_t>(use.stream ^ (use.stream >> 32));
-    shim.tiered.before_submission(use.sequence, stream_id, std::span(use.blocks.data(), use.count));
-  }
-  EnteredSubmission entered{.window = shim.window.enter(), .mark = {}, .stream = use.stream};
-  // Note [The tracked window]: inside the window, so that no move can miss this work.
-  if (shim.config.tiered.window == WindowMode::kTracked) {
-    entered.mark = shim.use.mark_streams(use);
-    // Note [Moves copied on the stream] (tiers/granule_arena.h); a wait on a capturing stream
-    // would be captured into its graph: the host waits then.
-    if (use.count != 0 || use.everything)
-      shim.tiered.order_after_copies(use, shim.captures.load(std::memory_order_acquire) != 0);
-  }
-  return entered;
-}
-
-void end_submission(ShimState& shim, const EnteredSubmission& entered) noexcept {
-  core::StreamSlots& slots = shim.use.stream_slots();
-  const std::optional<core::StreamSlots::Recording> due = slots.end_call(entered.mark);
-  if (!due) return;
-  const auto create = VRAMSPILL_REAL(cuEventCreate);
-  const auto record = VRAMSPILL_REAL(cuEventRecord);
-  const auto destroy = VRAMSPILL_REAL(cuEventDestroy_v2);
-  const auto current_context = VRAMSPILL_REAL(cuCtxGetCurrent);
-  CUcontext context = nullptr;
-  // During a capture an event recorded on the stream would be captured into the graph, and one
-  // on the legacy stream would invalidate a global-mode capture elsewhere: none is recorded.
-  if (shim.captures.load(std::memory_order_acquire) != 0 || current_context == nullptr ||
-      current_context(&context) != CUDA_SUCCESS) {
-    slots.recorded(*due, 0, 0);
-    return;
-  }
-  auto event = reinterpret_cast<CUevent>(due->event);
-  if (event == nullptr && create != nullptr &&
-      create(&event, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS)
-    event = nullptr;
-  // A stream of another context than the event's refuses it: the entry is dropped.
-  const auto stream = reinterpret_cast<CUstream>(entered.stream);
-  if (event != nullptr && (record == nullptr || record(event, stream) != CUDA_SUCCESS)) {
-    if (destroy != nullptr) destroy(event);
-    event = nullptr;
-  }
-  const bool kept =
-      slots.recorded(*due, reinterpret_cast<uint64_t>(event), reinterpret_cast<uint64_t>(context));
-  if (!kept && event != nullptr && destroy != nullptr) destroy(event);
-}
-
 std::string tiered_summary(ShimState& shim) noexcept {
   if (shim.config.spill.mode != SpillMode::kTiered) return {};
   try {

@@ -18,8 +18,6 @@
 #include <string>
 
 #include "core/ledger.h"
-#include "core/remap_window.h"
-#include "core/use_tracker.h"
 #include "hooks/shim_state.h"
 
 namespace vramspill::hooks {
@@ -43,22 +41,6 @@ CUresult free_tiered(ShimState& shim, const core::Allocation& block,
 // Gives the block at `base` back to `device`'s arena at once: the caller knows that no work
 // touches it any more (cuMemFree after its wait, or a kept block whose free was reached).
 CUresult free_tiered_block(ShimState& shim, int device, CUdeviceptr base) noexcept;
-
-// A submission inside the remap window, for its driver call: its place in the window, and in
-// tracked mode its mark on its stream (Note [Last uses by event] in core/stream_slots.h).
-struct EnteredSubmission {
-  core::RemapWindow::Submission window;
-  core::StreamSlots::Mark mark;
-  uint64_t stream = 0;
-};
-
-// Makes the blocks a submission touches resident as the policy decides (before the window is
-// entered: Note [Remap window]), then enters the window for the driver call.
-[[nodiscard]] EnteredSubmission enter_submission(ShimState& shim,
-                                                 const core::SubmissionUse& use) noexcept;
-// After the driver call, before leaving the window: in tracked mode, records an event on the
-// submission's stream when one is due (Note [Last uses by event]).
-void end_submission(ShimState& shim, const EnteredSubmission& entered) noexcept;
 
 // Tiered mode's figures for the exit summary: "tiered: ...", or empty in another mode.
 std::string tiered_summary(ShimState& shim) noexcept;

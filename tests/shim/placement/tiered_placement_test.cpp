@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/use_tracker.h"
+#include "placement/submission_order.h"
 #include "../tiers/fake_granule_ops.h"
 
 namespace vramspill::placement {
@@ -759,4 +760,105 @@ TEST_F(TrackedWindowTest, AMoveOnTheStreamAfterAStageWaitsForTheGraphTheStageToo
   arena_.trim();  // the arena alone ran here: the budgets were never charged
 }
 
+namespace {
+
+// Note [One way through for a submission]: what a submission hook does around its driver call,
+// through SubmissionOrder, with the driver's events faked.
+class FakeSubmissionEvents final : public SubmissionEvents {
+ public:
+  uint64_t current_context() noexcept override { return context; }
+  uint64_t create() noexcept override {
+    ++created;
+    return next_event++;
+  }
+  bool record(uint64_t event, uint64_t stream) noexcept override {
+    if (refuse) return false;
+    records.emplace_back(event, stream);
+    return true;
+  }
+  void destroy(uint64_t event) noexcept override { destroyed.push_back(event); }
+
+  uint64_t context = 0xc0;  // 0: the thread has none
+  bool refuse = false;      // every record refused, as a stream of another context's would be
+  uint64_t next_event = 0xe1;
+  int created = 0;
+  std::vector<std::pair<uint64_t, uint64_t>> records;  // event, stream
+  std::vector<uint64_t> destroyed;
+};
+
+class SubmissionOrderTest : public TrackedWindowTest {
+ protected:
+  SubmissionOrderTest() { config_.window = WindowMode::kTracked; }
+
+  // A kernel on `stream` whose one argument points into `block`, through the order.
+  void submit_on(uint64_t stream, CUdeviceptr block) {
+    core::SubmissionUse use;
+    const uint64_t words[] = {block + 64};
+    uses_.record_words(stream, words, use);
+    auto passage = order_.submit(use);
+    passage.done();
+  }
+
+  FakeSubmissionEvents events_;
+  std::atomic<int> captures_{0};
+  TieredConfig config_;
+  SubmissionOrder order_{tracked_, window_, uses_, captures_, config_, events_};
+};
+
+TEST_F(SubmissionOrderTest, ASubmissionBringsItsBlockInBeforeItsCall) {
+  const CUdeviceptr other = allocate_tracked(2);
+  const CUdeviceptr held = allocate_tracked(8);  // the whole budget: `other` went to the host
+  ASSERT_EQ(device_granules(other), 0u);
+  submit_on(kStreamA, other);
+  EXPECT_EQ(device_granules(other), 2u);
+  expect_bytes(other, 2);
+  expect_bytes(held, 8);
+  free_all({held, other});
+}
+
+TEST_F(SubmissionOrderTest, EveryFewSubmissionsOfAStreamRecordAnEventOnIt) {
+  const CUdeviceptr block = allocate_tracked(1);
+  for (uint64_t i = 0; i < 2 * core::StreamSlots::kRecordEvery; ++i) submit_on(kStreamA, block);
+  ASSERT_EQ(events_.records.size(), 2u);
+  EXPECT_EQ(events_.records[0].second, kStreamA);
+  EXPECT_EQ(events_.records[1].second, kStreamA);
+  EXPECT_EQ(events_.created, 2) << "each entry of the stream's ring made once";
+  EXPECT_TRUE(events_.destroyed.empty());
+  free_all({block});
+}
+
+TEST_F(SubmissionOrderTest, DuringACaptureNoEventIsRecorded) {
+  const CUdeviceptr block = allocate_tracked(1);
+  captures_ = 1;
+  for (uint64_t i = 0; i < 2 * core::StreamSlots::kRecordEvery; ++i) submit_on(kStreamA, block);
+  EXPECT_EQ(events_.created, 0);
+  EXPECT_TRUE(events_.records.empty());
+  captures_ = 0;
+  free_all({block});
+}
+
+TEST_F(SubmissionOrderTest, AnEventTheStreamRefusesIsDestroyedAndNoneIsMadeWithoutAContext) {
+  const CUdeviceptr block = allocate_tracked(1);
+  events_.refuse = true;
+  for (uint64_t i = 0; i < core::StreamSlots::kRecordEvery; ++i) submit_on(kStreamA, block);
+  EXPECT_EQ(events_.created, 1);
+  EXPECT_EQ(events_.destroyed, std::vector<uint64_t>{0xe1});
+  events_.refuse = false;
+  events_.context = 0;
+  for (uint64_t i = 0; i < core::StreamSlots::kRecordEvery; ++i) submit_on(kStreamA, block);
+  EXPECT_EQ(events_.created, 1) << "no context, no event";
+  EXPECT_TRUE(events_.records.empty());
+  free_all({block});
+}
+
+TEST_F(SubmissionOrderTest, TheSafeWindowMarksNoStreamAndRecordsNothing) {
+  const CUdeviceptr block = allocate_tracked(1);
+  config_.window = WindowMode::kSafe;
+  for (uint64_t i = 0; i < 2 * core::StreamSlots::kRecordEvery; ++i) submit_on(kStreamA, block);
+  EXPECT_EQ(events_.created, 0);
+  EXPECT_EQ(uses_.stream_slots().last_mark(), 0u);
+  free_all({block});
+}
+
+}  // namespace
 }  // namespace vramspill::placement

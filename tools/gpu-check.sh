@@ -27,7 +27,9 @@ On a machine with an NVIDIA driver:
   4. tier_probe (build-gpu/bin/tier_probe): what tiered mode's moves cost here, pinned copies
      against the mover's, one granule's map/set-access/unmap, a kernel reading device,
      host-located VMM and pinned zero-copy memory, what cuMemAlloc and cuMemFree cost as the
-     size grows, and the step by which a fresh stream-ordered pool grows
+     size grows, what a managed spill costs, prefetches of managed memory each way and both
+     ways at once, a prefetch call's host time and a migration on fault, and the step by which a
+     fresh stream-ordered pool grows
   5. mover_probe (build-gpu/bin/mover_probe): the rate tiered mode's own mover reaches, 1 GiB
      each way in one remap window, and its VMM calls per GiB moved
   6. tools/demo.sh --no-build against build-gpu/

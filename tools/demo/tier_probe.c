@@ -25,6 +25,11 @@
  *              and of a managed spill as the shim makes one (cuMemAllocManaged and its advice)
  *              and frees it, at 16 and 64 MiB (simcuda charges nothing for them, an assumption
  *              that makes a job re-spilling every step look cheap);
+ *   prefetch   what a mover over managed memory would pay: bytes a second of cuMemPrefetchAsync
+ *              of a managed range to the device and back at 2, 32 and 256 MiB, both directions
+ *              at once on two streams, the host time of one call, and a device memset of a
+ *              range that lives on the host (migrated on fault), per MiB (simcuda: prefetches at
+ *              the link's rate, calls free, 20 us a faulted page: assumptions);
  *   pools      how much a fresh stream-ordered pool reserves for a first request of 1 MiB and
  *              of 40 MiB: the step by which a pool grows when a request does not fit, which the
  *              shim learns only after the call (README.md, "Stream-ordered pools").
@@ -585,6 +590,105 @@ static void probe_allocations(const Probe* probe, const Options* options, Alloca
   }
 }
 
+/* A managed range of `bytes` whose pages are on the device (written there once). */
+static CUdeviceptr managed_on_device(const Probe* probe, size_t bytes) {
+  CUdeviceptr range = 0;
+  MUST(cuMemAllocManaged(&range, bytes, CU_MEM_ATTACH_GLOBAL));
+  MUST(cuMemsetD8Async(range, 1, bytes, probe->stream));
+  const CUmemLocation device = {CU_MEM_LOCATION_TYPE_DEVICE, probe->device};
+  MUST(cuMemPrefetchAsync(range, bytes, device, 0, probe->stream));
+  MUST(cuStreamSynchronize(probe->stream));
+  return range;
+}
+
+/* Milliseconds between the probe's start and stop events, once stop has passed. */
+static float elapsed_ms(const Probe* probe) {
+  float ms = 0;
+  MUST(cuEventSynchronize(probe->stop));
+  MUST(cuEventElapsedTime(&ms, probe->start, probe->stop));
+  return ms;
+}
+
+/* Bytes a second of a prefetch of `range` to the host and back to the device, each the median of
+ * `repeats`: rates[0] to the device, rates[1] to the host. */
+static void prefetch_rates(const Probe* probe, CUdeviceptr range, size_t bytes, int repeats,
+                           double rates[2]) {
+  const CUmemLocation to[2] = {{CU_MEM_LOCATION_TYPE_DEVICE, probe->device},
+                               {CU_MEM_LOCATION_TYPE_HOST, 0}};
+  float times[2][1000];
+  for (int round = 0; round < repeats; ++round) {
+    for (int way = 1; way >= 0; --way) { /* out first: the range starts on the device */
+      MUST(cuEventRecord(probe->start, probe->stream));
+      MUST(cuMemPrefetchAsync(range, bytes, to[way], 0, probe->stream));
+      MUST(cuEventRecord(probe->stop, probe->stream));
+      times[way][round] = elapsed_ms(probe);
+    }
+  }
+  for (int way = 0; way < 2; ++way) {
+    const float ms = median(times[way], repeats);
+    rates[way] = ms > 0 ? (double)bytes / (ms / 1e3) : 0;
+  }
+}
+
+static void probe_prefetch(const Probe* probe, const Options* options) {
+  printf("prefetches of managed memory, as a mover over managed memory would move a block "
+         "(median of %d%s)\n", options->repeats, probe->simulated ? "; modeled" : "");
+  const size_t sizes[] = {(size_t)2 << 20, (size_t)32 << 20, (size_t)256 << 20};
+  for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; ++i) {
+    const CUdeviceptr range = managed_on_device(probe, sizes[i]);
+    double rates[2];
+    prefetch_rates(probe, range, sizes[i], options->repeats, rates);
+    printf("  %3zu MiB: to the device %.1f GB/s, to the host %.1f GB/s\n", sizes[i] >> 20,
+           rates[0] / 1e9, rates[1] / 1e9);
+    MUST(cuMemFree(range));
+  }
+  /* Both directions at once: one range goes out on the other stream while another comes in. */
+  const size_t bytes = (size_t)32 << 20;
+  const CUmemLocation device = {CU_MEM_LOCATION_TYPE_DEVICE, probe->device};
+  const CUmemLocation host = {CU_MEM_LOCATION_TYPE_HOST, 0};
+  const CUdeviceptr out = managed_on_device(probe, bytes);
+  const CUdeviceptr in = managed_on_device(probe, bytes);
+  float times[1000];
+  CUevent other_stop;
+  MUST(cuEventCreate(&other_stop, CU_EVENT_DEFAULT));
+  for (int round = 0; round < options->repeats; ++round) {
+    MUST(cuMemPrefetchAsync(in, bytes, host, 0, probe->stream));
+    MUST(cuMemPrefetchAsync(out, bytes, device, 0, probe->stream));
+    MUST(cuEventRecord(probe->start, probe->stream));
+    MUST(cuStreamWaitEvent(probe->other_stream, probe->start, 0));
+    MUST(cuMemPrefetchAsync(in, bytes, device, 0, probe->stream));
+    MUST(cuMemPrefetchAsync(out, bytes, host, 0, probe->other_stream));
+    MUST(cuEventRecord(other_stop, probe->other_stream));
+    MUST(cuStreamWaitEvent(probe->stream, other_stop, 0));
+    MUST(cuEventRecord(probe->stop, probe->stream));
+    times[round] = elapsed_ms(probe);
+  }
+  const float both_ms = median(times, options->repeats);
+  printf("  both at once, 32 MiB each way on two streams, the two directions' bytes together: "
+         "%.1f GB/s\n", both_ms > 0 ? 2.0 * (double)bytes / (both_ms / 1e3) / 1e9 : 0.0);
+  MUST(cuEventDestroy(other_stop));
+  /* The host time of one call, and a device memset of the range while it lives on the host. */
+  float call_us[1000], fault_us[1000];
+  for (int round = 0; round < options->repeats; ++round) {
+    MUST(cuMemPrefetchAsync(in, bytes, host, 0, probe->stream));
+    MUST(cuMemPrefetchAsync(out, bytes, host, 0, probe->stream));
+    MUST(cuStreamSynchronize(probe->stream));
+    double mark = host_mark(probe);
+    MUST(cuMemPrefetchAsync(out, bytes, device, 0, probe->other_stream));
+    call_us[round] = (float)(host_seconds_since(probe, &mark) * 1e6);
+    MUST(cuStreamSynchronize(probe->other_stream));
+    MUST(cuEventRecord(probe->start, probe->stream));
+    MUST(cuMemsetD8Async(in, 2, bytes, probe->stream));
+    MUST(cuEventRecord(probe->stop, probe->stream));
+    fault_us[round] = elapsed_ms(probe) * 1e3f / (float)(bytes >> 20);
+  }
+  printf("  host time of one cuMemPrefetchAsync call: %.1f us\n", median(call_us, options->repeats));
+  printf("  a device memset of 32 MiB that lives on the host (migrated on fault): %.1f us per "
+         "MiB\n", median(fault_us, options->repeats));
+  MUST(cuMemFree(in));
+  MUST(cuMemFree(out));
+}
+
 /* What a fresh pool of the device reserves once it serves one request of `bytes`. */
 static size_t pool_reserve_after(const Probe* probe, size_t bytes) {
   CUmemPoolProps props;
@@ -662,6 +766,7 @@ int main(int argc, char** argv) {
   probe_reads(&probe, &options, &host_range);
   probe_allocations(&probe, &options, kLinear);
   probe_allocations(&probe, &options, kManagedSpill);
+  probe_prefetch(&probe, &options);
   probe_pool_growth(&probe);
   unmap_range(&host_range);
   unmap_range(&device_range);

@@ -4,6 +4,7 @@
 // record stores its stream's modeled clock when it runs.
 #include <functional>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -106,6 +107,29 @@ TEST_F(HostClockTest, WithoutAWaitWorkOnAFreshStreamDoesNotWait) {
   ASSERT_CU(cuStreamSynchronize(stream));
   EXPECT_GT(milliseconds(start_, end_), 0.0f);
   EXPECT_EQ(milliseconds(start_, later_), 0.0f);
+  ASSERT_CU(cuStreamDestroy(stream));
+}
+
+// A GPU answers a query at once: work simcuda has done but that still runs in modeled time is
+// not ready to a thread that queries it once, and that query costs nothing; a thread that polls
+// it (queries it again with no other call between) has waited for it.
+TEST_F(HostClockTest, AQueryDoesNotWaitButPollingDoes) {
+  CUstream stream = queue_work();
+  std::thread other([&] {  // simcuda's execution reaches the end; this thread's clock stays put
+    ASSERT_CU(cuCtxSetCurrent(context_));
+    ASSERT_CU(cuStreamSynchronize(stream));
+  });
+  other.join();
+  EXPECT_EQ(cuStreamQuery(stream), CUDA_ERROR_NOT_READY) << "the work runs on in modeled time";
+  EXPECT_EQ(cuEventQuery(end_), CUDA_ERROR_NOT_READY);
+  record_later_on_a_fresh_stream();
+  EXPECT_EQ(milliseconds(start_, later_), 0.0f) << "the queries cost nothing";
+  EXPECT_EQ(cuEventQuery(end_), CUDA_ERROR_NOT_READY);
+  EXPECT_EQ(cuStreamQuery(stream), CUDA_ERROR_NOT_READY);
+  EXPECT_EQ(cuEventQuery(end_), CUDA_SUCCESS) << "queried again in the same run: polled";
+  record_later_on_a_fresh_stream();
+  EXPECT_FLOAT_EQ(milliseconds(start_, later_), milliseconds(start_, end_));
+  EXPECT_EQ(cuStreamQuery(stream), CUDA_SUCCESS) << "ended by the thread's clock";
   ASSERT_CU(cuStreamDestroy(stream));
 }
 

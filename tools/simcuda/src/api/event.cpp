@@ -74,8 +74,10 @@ CUresult query(CUevent hEvent) {
   if (CUresult result = completed_record(hEvent, &record); result != CUDA_SUCCESS) return result;
   if (!record) return CUDA_SUCCESS;
   if (!reached(*record)) return CUDA_ERROR_NOT_READY;
-  // Seeing the work done is as good as having waited for it (Note [Host clock]).
-  simcuda::host_clock_observe(record->modeled_time->load());
+  // As a GPU answers at the thread's clock (Note [Host clock]).
+  const uint64_t work = reinterpret_cast<uintptr_t>(hEvent) * 31 + record->point.sequence;
+  if (!simcuda::host_clock_query_sees(work, record->modeled_time->load()))
+    return CUDA_ERROR_NOT_READY;
   return CUDA_SUCCESS;
 }
 

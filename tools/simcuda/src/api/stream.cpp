@@ -89,11 +89,15 @@ CUresult query(DefaultStream null_means, CUstream hStream) {
   if (CUresult result = resolve_for_sync(null_means, hStream, &stream); result != CUDA_SUCCESS)
     return result;
   const std::vector<simcuda::StreamPoint> points = sync_points(*stream);
-  for (const simcuda::StreamPoint& point : points)
+  double end = 0;
+  uint64_t work = reinterpret_cast<uintptr_t>(stream);
+  for (const simcuda::StreamPoint& point : points) {
     if (!point.stream->reached(point.sequence)) return CUDA_ERROR_NOT_READY;
-  // Seeing the work done is as good as having waited for it (Note [Host clock]).
-  for (const simcuda::StreamPoint& point : points)
-    simcuda::host_clock_observe(point.stream->modeled_end(point.sequence));
+    end = std::max(end, point.stream->modeled_end(point.sequence));
+    work = work * 31 + point.sequence;
+  }
+  // As a GPU answers at the thread's clock (Note [Host clock]).
+  if (!simcuda::host_clock_query_sees(work, end)) return CUDA_ERROR_NOT_READY;
   return stream->context()->sticky_error.load();
 }
 

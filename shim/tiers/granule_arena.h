@@ -124,8 +124,9 @@
 // window. The mover (tiers/granule_mover.h) keeps the copies in flight; the arena's books keep
 // which pooled granules they may still use.
 // A stage took stream bits that only the arena's stream waits for (Note [Staged promotions]): a
-// move on the stream remaps without waiting for that stream, so after a stage the first one waits
-// for it on the host (GranuleMover::stage_took_queued_work()).
+// move remaps without waiting for that stream (on the stream, and in the window too, where it
+// remaps while its own copies run), so after a stage the first move waits for it on the host
+// before it remaps (GranuleMover::stage_took_queued_work()).
 // Unsafe as the tracked window is: a kernel that reaches such a block through a pointer kept in
 // device memory may run before the copy and read what its new granules held before. So are the
 // stream memory operations (cuStreamWriteValue and the like), which the shim does not hook.

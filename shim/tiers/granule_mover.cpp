@@ -42,10 +42,13 @@ CUresult GranuleMover::settle_copies() {
 GranuleMover::Copied GranuleMover::copy_and_remap(std::span<const Slot> slots, bool keep_running,
                                                   CUresult& result) {
   // Note [Moves copied on the stream]: the work a stage took the bits of is over once the arena's
-  // stream is.
-  if (keep_running && stage_waits_queued_) {
-    keep_running = ops_.wait_for_copies() == CUDA_SUCCESS;
-    stage_waits_queued_ = !keep_running;
+  // stream is, and the remap below must follow it, in the window as on the stream.
+  if (stage_waits_queued_) {
+    if (const CUresult waited = ops_.wait_for_copies(); waited != CUDA_SUCCESS) {
+      result = waited;
+      return {.moved = 0, .in_flight = false, .copies_over = false};
+    }
+    stage_waits_queued_ = false;
   }
   CopyInFlight copy{.event = 0, .bases = {}};
   try {

@@ -83,8 +83,7 @@ class GranuleMover {
   CUresult order_after_copies(uint64_t stream, std::span<const uint64_t> bases, bool everything,
                               bool on_host) noexcept;
   // A stage ordered its copies after work whose stream bits it took (Note [Staged promotions]):
-  // until the arena's stream is waited for, copies left running must wait for it before they
-  // remap.
+  // until the arena's stream is waited for, a move must wait for it before it remaps.
   void stage_took_queued_work() noexcept { stage_waits_queued_ = true; }
 
   // Adds the VMM calls made while it lives to the moves' count. A trim() on another thread

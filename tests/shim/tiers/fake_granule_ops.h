@@ -62,6 +62,8 @@ class FakeGranuleOps final : public GranuleOps {
   }
 
   int calls(Call call) const { return calls_[call]; }
+  // Every call so far, in order.
+  const std::vector<Call>& sequence() const { return sequence_; }
   // The streams the last wait_for_stream_ends() named, and their events (0: the whole stream).
   std::vector<uint64_t> streams_waited_for() const {
     std::vector<uint64_t> streams;
@@ -279,6 +281,7 @@ class FakeGranuleOps final : public GranuleOps {
  private:
   CUresult injected(Call call) {
     ++calls_[call];
+    sequence_.push_back(call);
     if (always_[call] || fail_at_[call].contains(calls_[call])) return error_[call];
     return CUDA_SUCCESS;
   }
@@ -295,6 +298,7 @@ class FakeGranuleOps final : public GranuleOps {
   }
 
   int calls_[kCallCount] = {};
+  std::vector<Call> sequence_;
   std::set<int> fail_at_[kCallCount];
   bool always_[kCallCount] = {};
   CUresult error_[kCallCount] = {};

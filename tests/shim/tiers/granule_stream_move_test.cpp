@@ -4,6 +4,7 @@
 // retired only once the copy is done.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <vector>
 
@@ -264,6 +265,33 @@ TEST_F(GranuleStreamMoveTest, AfterAStageTheNextMoveOnTheStreamWaitsForTheArenas
   EXPECT_EQ(ops_.calls(Call::kWait), 1);
   move_on_stream({another});
   EXPECT_EQ(ops_.calls(Call::kWait), 1) << "once is enough, until the next stage";
+}
+
+// The same holds for a move in the window: it remaps while its own copies run, but not before
+// the arena's stream is past the work the stage took.
+TEST_F(GranuleStreamMoveTest, AfterAStageAMoveInTheWindowWaitsForTheArenasStreamBeforeItRemaps) {
+  const CUdeviceptr ahead = tagged_block(1, 0);
+  const CUdeviceptr needed = tagged_block(1, 0);
+  {
+    const core::RemapWindow::Exclusive exclusive = window_.close();
+    const GranuleMove stage{.base = ahead, .to = kDevice, .granules = 0};
+    ASSERT_EQ(arena_.stage(std::span(&stage, 1), exclusive, queued_).to_device, 1u);
+  }
+  const std::size_t before = ops_.sequence().size();
+  {
+    const core::RemapWindow::Exclusive exclusive = window_.close();
+    const GranuleMove promotion{.base = needed, .to = kDevice, .granules = 0};
+    ASSERT_EQ(arena_.move(std::span(&promotion, 1), exclusive, &queued_).to_device, 1u);
+  }
+  const std::vector<Call>& calls = ops_.sequence();
+  const auto first_unmap = std::find(calls.begin() + static_cast<std::ptrdiff_t>(before),
+                                     calls.end(), Call::kUnmap);
+  ASSERT_NE(first_unmap, calls.end());
+  EXPECT_NE(std::find(calls.begin() + static_cast<std::ptrdiff_t>(before), first_unmap,
+                      Call::kWait),
+            first_unmap)
+      << "the arena's stream is waited for before the remap";
+  expect_tags(needed, 1);
 }
 
 TEST_F(GranuleStreamMoveTest, DuringACaptureTheHostWaits) {

@@ -1,5 +1,6 @@
 #include "hooks/stream_ordered_tiered.h"
 
+#include <new>
 #include <vector>
 
 #include "driver/real_driver.h"
@@ -10,14 +11,25 @@
 namespace vramspill::hooks {
 namespace {
 
+// What the host function queued at a kept block's free hands back (Note [Reuse in stream order]).
+struct FreeReached {
+  tiers::StreamOrderedReuse* reuse;
+  uint64_t ticket;
+
+  static void CUDA_CB run(void* self) noexcept {
+    // On the driver's callback thread: no CUDA calls, only the books.
+    auto* reached = static_cast<FreeReached*>(self);
+    reached->reuse->reached(reached->ticket);
+    delete reached;
+  }
+};
+
 // Gives `blocks` of `device`, kept blocks whose frees were reached and are kept no longer, back
-// to the arena, with their events; whether there were any.
+// to the arena; whether there were any.
 bool free_given_up(ShimState& shim, int device,
                    const std::vector<tiers::StreamOrderedReuse::Block>& blocks) {
-  for (const tiers::StreamOrderedReuse::Block& block : blocks) {
-    shim.submission_events.destroy(block.event);
+  for (const tiers::StreamOrderedReuse::Block& block : blocks)
     (void)free_tiered_block(shim, device, block.base);
-  }
   return !blocks.empty();
 }
 
@@ -36,17 +48,19 @@ bool on_host(ShimState& shim, int device, uint64_t base) {
   return block && block->host_granules() != 0;
 }
 
-// Marks reached the frees of `device`'s kept blocks whose events have passed (cuEventQuery), the
-// oldest first (a query each: a GPU answers at once). An event the driver no longer knows (its context was destroyed, which waits for
-// the context's work first) stands for work that is over.
-void find_reached_frees(ShimState& shim, int device) {
-  constexpr std::size_t kMostQueries = 8;  // per request that reaches here
-  const auto query = VRAMSPILL_REAL(cuEventQuery);
+// Marks the frees reached on the streams of `device`'s kept blocks that have run all their work
+// (cuStreamQuery), so that what the shim decides does not hang on when the driver's thread ran
+// the host functions. A per-thread default stream is asked only by its own thread.
+void find_idle_streams(ShimState& shim, int device) {
+  constexpr std::size_t kMostStreams = 8;  // a query each, per request that reaches here
+  const auto query = VRAMSPILL_REAL(cuStreamQuery);
   if (query == nullptr) return;
-  for (const tiers::StreamOrderedReuse::Unreached& kept :
-       shim.tiered_reuse.unreached(device, kMostQueries)) {
-    if (query(reinterpret_cast<CUevent>(kept.event)) != CUDA_ERROR_NOT_READY)
-      shim.tiered_reuse.reached(kept.ticket);
+  const uint64_t own_default = reuse_stream_key(CU_STREAM_PER_THREAD);
+  for (const uint64_t stream : shim.tiered_reuse.unreached_streams(device, kMostStreams)) {
+    if ((stream & 1) != 0 && stream != own_default) continue;
+    const CUstream handle =
+        stream == own_default ? CU_STREAM_PER_THREAD : reinterpret_cast<CUstream>(stream);
+    if (query(handle) == CUDA_SUCCESS) shim.tiered_reuse.stream_idle(stream);
   }
 }
 
@@ -71,10 +85,9 @@ std::optional<CUresult> allocate_stream_ordered_tiered(ShimState& shim, int devi
       bytes < shim.config.tiered.min_size || !plain_pool(device, pool))
     return std::nullopt;
   const uint64_t granules = tiers::GranuleArena::granules_for(bytes);
-  find_reached_frees(shim, device);
+  find_idle_streams(shim, device);
   if (const std::optional<tiers::StreamOrderedReuse::Taken> kept =
           shim.tiered_reuse.take(device, granules, reuse_stream_key(stream))) {
-    shim.submission_events.destroy(kept->event);
     if (kept->reached && on_host(shim, device, kept->base)) {
       // Its first launch would promote it, copying bytes nothing will read: a new block is made
       // on the device instead, where evicting kept blocks copies nothing (Note [Moves of dead
@@ -106,24 +119,24 @@ std::optional<CUresult> allocate_stream_ordered_tiered(ShimState& shim, int devi
 void pool_trimmed(ShimState& shim, CUmemoryPool pool) noexcept {
   const std::optional<int> device = pool_device(pool);
   if (!device || *device == kHostLocatedPool || !plain_pool(*device, pool)) return;
-  find_reached_frees(shim, *device);
+  find_idle_streams(shim, *device);
   free_given_up(shim, *device, shim.tiered_reuse.give_up(*device, UINT64_MAX));
 }
 
 bool keep_for_reuse(ShimState& shim, const core::Allocation& block, CUstream stream) noexcept {
-  // Note [Reuse in stream order]: an event right after the free says when the stream gets there.
-  // Without one the block is freed as any tiered block.
-  const uint64_t event = shim.submission_events.create();
-  if (event == 0) return false;
-  if (!shim.submission_events.record(event, reinterpret_cast<uint64_t>(stream))) {
-    shim.submission_events.destroy(event);
-    return false;
-  }
   const uint64_t ticket = shim.tiered_reuse.keep(
       block.device, block.key, tiers::GranuleArena::granules_for(block.bytes),
-      reuse_stream_key(stream), event, kept_limit(shim, block.device));
-  if (ticket == 0) shim.submission_events.destroy(event);
-  return ticket != 0;
+      reuse_stream_key(stream), kept_limit(shim, block.device));
+  if (ticket == 0) return false;
+  const auto launch_host_func = VRAMSPILL_REAL(cuLaunchHostFunc);
+  auto* reached = new (std::nothrow) FreeReached{&shim.tiered_reuse, ticket};
+  if (reached != nullptr && launch_host_func != nullptr &&
+      launch_host_func(stream, &FreeReached::run, reached) == CUDA_SUCCESS)
+    return true;
+  delete reached;
+  // Its stream could not say when it gets there: freed as any tiered block, unless a request on
+  // the same stream has already had it.
+  return !shim.tiered_reuse.withdraw(ticket).has_value();
 }
 
 }  // namespace vramspill::hooks

@@ -22,7 +22,7 @@ void StreamOrderedReuse::forgotten(uint64_t base) noexcept {
 }
 
 uint64_t StreamOrderedReuse::keep(int device, uint64_t base, uint64_t granules, uint64_t stream,
-                                  uint64_t event, uint64_t limit) noexcept {
+                                  uint64_t limit) noexcept {
   const std::lock_guard lock(mutex_);
   const auto live = live_.find(base);
   if (live == live_.end()) return 0;
@@ -32,8 +32,7 @@ uint64_t StreamOrderedReuse::keep(int device, uint64_t base, uint64_t granules, 
       live_.erase(live);
       return 0;
     }
-    kept_[Size{device, granules}].emplace(ticket,
-                                          Kept{.base = base, .stream = stream, .event = event});
+    kept_[Size{device, granules}].emplace(ticket, Kept{.base = base, .stream = stream});
     size_of_.emplace(ticket, Size{device, granules});
   } catch (const std::bad_alloc&) {
     if (const auto bucket = kept_.find(Size{device, granules}); bucket != kept_.end())
@@ -51,7 +50,7 @@ uint64_t StreamOrderedReuse::keep(int device, uint64_t base, uint64_t granules, 
 void StreamOrderedReuse::reached(uint64_t ticket) noexcept {
   const std::lock_guard lock(mutex_);
   const auto size = size_of_.find(ticket);
-  if (size == size_of_.end()) return;  // taken or given up meanwhile
+  if (size == size_of_.end()) return;  // taken, given up or withdrawn meanwhile
   const auto bucket = kept_.find(size->second);
   const auto kept = bucket->second.find(ticket);
   if (kept != bucket->second.end()) reached_locked(kept->second);
@@ -66,24 +65,43 @@ void StreamOrderedReuse::reached_locked(Kept& kept) {
   }
 }
 
-std::vector<StreamOrderedReuse::Unreached> StreamOrderedReuse::unreached(
-    int device, std::size_t most) const noexcept {
-  std::vector<Unreached> found;
+std::vector<uint64_t> StreamOrderedReuse::unreached_streams(int device,
+                                                            std::size_t most) const noexcept {
+  std::vector<uint64_t> streams;
   const std::lock_guard lock(mutex_);
   try {
     for (const auto& [size, bucket] : kept_) {
       if (size.first != device) continue;
       for (const auto& [ticket, kept] : bucket) {
-        if (!kept.reached && kept.event != 0) found.push_back({.ticket = ticket, .event = kept.event});
+        if (kept.reached || kept.stream == kNoStream ||
+            std::find(streams.begin(), streams.end(), kept.stream) != streams.end())
+          continue;
+        if (streams.size() == most) return streams;
+        streams.push_back(kept.stream);
       }
     }
   } catch (const std::bad_alloc&) {
-    // Those found so far.
+    // The streams found so far.
   }
-  // Tickets grow: the oldest frees first, which their streams reach first.
-  std::ranges::sort(found, {}, &Unreached::ticket);
-  if (found.size() > most) found.resize(most);
-  return found;
+  return streams;
+}
+
+void StreamOrderedReuse::stream_idle(uint64_t stream) noexcept {
+  const std::lock_guard lock(mutex_);
+  for (auto& [size, bucket] : kept_)
+    for (auto& [ticket, kept] : bucket)
+      if (kept.stream == stream && !kept.reached) reached_locked(kept);
+}
+
+std::optional<StreamOrderedReuse::Block> StreamOrderedReuse::withdraw(uint64_t ticket) noexcept {
+  const std::lock_guard lock(mutex_);
+  const auto size = size_of_.find(ticket);
+  if (size == size_of_.end()) return std::nullopt;
+  const auto bucket = kept_.find(size->second);
+  const auto kept = bucket->second.find(ticket);
+  const Block block{.base = kept->second.base, .granules = bucket->first.second};
+  erase_locked(bucket, kept);
+  return block;
 }
 
 std::optional<StreamOrderedReuse::Taken> StreamOrderedReuse::take(int device, uint64_t granules,
@@ -103,8 +121,7 @@ std::optional<StreamOrderedReuse::Taken> StreamOrderedReuse::take(int device, ui
   if (chosen == bucket->second.end()) return std::nullopt;
   const Taken taken{.base = chosen->second.base,
                     .reached = chosen->second.reached,
-                    .same_stream = chosen->second.stream == stream,
-                    .event = chosen->second.event};
+                    .same_stream = chosen->second.stream == stream};
   const uint64_t base = taken.base;
   try {
     live_.insert(base);
@@ -145,9 +162,7 @@ std::vector<StreamOrderedReuse::Block> StreamOrderedReuse::give_up(int device,
     }
     if (oldest_bucket == kept_.end()) break;
     try {
-      blocks.push_back(Block{.base = oldest->second.base,
-                             .granules = oldest_bucket->first.second,
-                             .event = oldest->second.event});
+      blocks.push_back(Block{.base = oldest->second.base, .granules = oldest_bucket->first.second});
     } catch (const std::bad_alloc&) {
       break;
     }

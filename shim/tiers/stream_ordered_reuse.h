@@ -1,18 +1,15 @@
 // The tiered blocks that stream-ordered requests made (cuMemAllocAsync, cuMemAllocFromPoolAsync in
 // tiered mode: Note [Stream-ordered requests in the arena] in hooks/stream_ordered_tiered.h), and
 // those the program freed with cuMemFreeAsync, kept for its next requests as a driver's pool keeps
-// its freed memory. Driver-free: blocks, devices, streams and events are plain numbers, and the
-// hooks do the driver's part (the event recorded at a free and the queries that say a stream has
-// reached it, the arena's frees).
+// its freed memory. Driver-free: blocks, devices and streams are plain numbers, and the hooks do
+// the driver's part (the host function that says a stream has reached a free, the arena's frees).
 //
 // Note [Reuse in stream order]
 // A block freed on stream S may still be in use by the work queued on S before the free; work
 // queued on S after it runs later, so S's next request of the same size may have the block at
 // once (what the driver's pools do, and what makes a job that frees and allocates the same sizes
 // every step map nothing after its first step). Another stream's request may have it only once S
-// has reached the free: reached(), once a query of the event recorded on S at the free finds it
-// passed (a host function queued at the free would say so by itself, but on a GPU the work
-// queued after it on S would wait for the driver's callback thread at every free). Same size
+// has reached the free (reached(), from a host function queued on S at the free). Same size
 // means the same number of granules: the block's range is whole granules, so nothing changes but
 // the size the ledger records. Among the fitting blocks the oldest is taken, so that a job that
 // frees and allocates in the same order gets the same blocks back, whose granules the policy has
@@ -52,7 +49,6 @@ class StreamOrderedReuse final : public DeadContents {
   struct Block {
     uint64_t base = 0;
     uint64_t granules = 0;
-    uint64_t event = 0;  // keep()'s, for the caller to destroy
   };
 
   StreamOrderedReuse() = default;
@@ -66,17 +62,19 @@ class StreamOrderedReuse final : public DeadContents {
   // The live block at `base` was freed some other way (cuMemFree): it is no longer one of these.
   void forgotten(uint64_t base) noexcept;
 
-  // cuMemFreeAsync of `base` on `stream`, with `event` recorded on `stream` right after it: the
-  // block is kept, and the ticket returned for reached(); 0 when `base` is not a live block of
-  // these, or `device` would keep more than `limit` granules (the caller frees it as any tiered
-  // block, and destroys the event). The event goes back to the caller with the block (take(),
-  // give_up()).
-  uint64_t keep(int device, uint64_t base, uint64_t granules, uint64_t stream, uint64_t event,
+  // cuMemFreeAsync of `base` on `stream`: the block is kept, and the ticket returned for
+  // reached(); 0 when `base` is not a live block of these, or `device` would keep more than
+  // `limit` granules (the caller frees it as any tiered block).
+  uint64_t keep(int device, uint64_t base, uint64_t granules, uint64_t stream,
                 uint64_t limit) noexcept;
 
   // `stream` has run past the free that kept `ticket`'s block: any stream may have it now. A
   // block taken meanwhile is not affected.
   void reached(uint64_t ticket) noexcept;
+
+  // Undoes keep() (the host function could not be queued): the block, if still kept, which the
+  // caller frees in stream order.
+  std::optional<Block> withdraw(uint64_t ticket) noexcept;
 
   // A kept block of `granules` on `device` for a request on `stream` (Note [Reuse in stream
   // order]), live again; nullopt when none may serve it. `reached`: its stream had reached its
@@ -85,7 +83,6 @@ class StreamOrderedReuse final : public DeadContents {
     uint64_t base = 0;
     bool reached = false;
     bool same_stream = false;  // freed on the request's stream
-    uint64_t event = 0;        // keep()'s, for the caller to destroy
   };
   std::optional<Taken> take(int device, uint64_t granules, uint64_t stream) noexcept;
 
@@ -97,13 +94,11 @@ class StreamOrderedReuse final : public DeadContents {
   // hold `granules` or none is left: no longer kept, for the caller to free in the arena.
   std::vector<Block> give_up(int device, uint64_t granules) noexcept;
 
-  // The kept blocks of `device` with an event whose frees are not known to be reached, at most
-  // `most`, oldest first: each's ticket and event, for the caller to query.
-  struct Unreached {
-    uint64_t ticket = 0;
-    uint64_t event = 0;
-  };
-  std::vector<Unreached> unreached(int device, std::size_t most) const noexcept;
+  // The streams of `device`'s kept blocks whose frees are not known to be reached, at most
+  // `most` (each once).
+  std::vector<uint64_t> unreached_streams(int device, std::size_t most) const noexcept;
+  // Everything queued on `stream` so far has run: its kept blocks' frees are reached.
+  void stream_idle(uint64_t stream) noexcept;
 
   // The program is destroying `stream` (or, all_streams_ended(), a context): blocks freed on it
   // wait for reached() whatever stream asks.
@@ -123,7 +118,6 @@ class StreamOrderedReuse final : public DeadContents {
   struct Kept {
     uint64_t base = 0;
     uint64_t stream = 0;
-    uint64_t event = 0;
     bool reached = false;
   };
   using Size = std::pair<int, uint64_t>;  // device, granules

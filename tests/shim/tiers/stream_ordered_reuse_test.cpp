@@ -14,7 +14,7 @@ constexpr uint64_t kNoLimit = 1000;
 TEST(StreamOrderedReuse, AFreedBlockServesItsOwnStreamAtOnce) {
   StreamOrderedReuse reuse;
   ASSERT_TRUE(reuse.made(0x1000));
-  ASSERT_NE(reuse.keep(0, 0x1000, 4, kStreamA, 0, kNoLimit), 0u);
+  ASSERT_NE(reuse.keep(0, 0x1000, 4, kStreamA, kNoLimit), 0u);
   EXPECT_EQ(reuse.take(0, 4, kStreamA).value().base, 0x1000u);
   EXPECT_EQ(reuse.take(0, 4, kStreamA), std::nullopt) << "taken once";
   EXPECT_EQ(reuse.stats().same_stream, 1u);
@@ -24,7 +24,7 @@ TEST(StreamOrderedReuse, AFreedBlockServesItsOwnStreamAtOnce) {
 TEST(StreamOrderedReuse, AnotherStreamWaitsUntilTheFreeIsReached) {
   StreamOrderedReuse reuse;
   ASSERT_TRUE(reuse.made(0x1000));
-  const uint64_t ticket = reuse.keep(0, 0x1000, 4, kStreamA, 0, kNoLimit);
+  const uint64_t ticket = reuse.keep(0, 0x1000, 4, kStreamA, kNoLimit);
   ASSERT_NE(ticket, 0u);
   EXPECT_EQ(reuse.take(0, 4, kStreamB), std::nullopt);
   reuse.reached(ticket);
@@ -41,7 +41,7 @@ TEST(StreamOrderedReuse, AKeptBlockIsDeadOnceItsFreeIsReachedUntilTaken) {
   StreamOrderedReuse reuse;
   ASSERT_TRUE(reuse.made(0x1000));
   EXPECT_FALSE(reuse.dead(0x1000)) << "live";
-  const uint64_t ticket = reuse.keep(0, 0x1000, 4, kStreamA, 0, kNoLimit);
+  const uint64_t ticket = reuse.keep(0, 0x1000, 4, kStreamA, kNoLimit);
   EXPECT_FALSE(reuse.dead(0x1000)) << "work before the free may still use it";
   reuse.reached(ticket);
   EXPECT_TRUE(reuse.dead(0x1000));
@@ -52,7 +52,7 @@ TEST(StreamOrderedReuse, AKeptBlockIsDeadOnceItsFreeIsReachedUntilTaken) {
 TEST(StreamOrderedReuse, ABlockTakenBeforeItsFreeIsReachedSaysSo) {
   StreamOrderedReuse reuse;
   ASSERT_TRUE(reuse.made(0x1000));
-  ASSERT_NE(reuse.keep(0, 0x1000, 4, kStreamA, 0, kNoLimit), 0u);
+  ASSERT_NE(reuse.keep(0, 0x1000, 4, kStreamA, kNoLimit), 0u);
   const std::optional<StreamOrderedReuse::Taken> taken = reuse.take(0, 4, kStreamA);
   ASSERT_TRUE(taken.has_value());
   EXPECT_FALSE(taken->reached);
@@ -60,13 +60,13 @@ TEST(StreamOrderedReuse, ABlockTakenBeforeItsFreeIsReachedSaysSo) {
   reuse.give_up_taken(*taken);
   EXPECT_EQ(reuse.stats().given_up, 1u);
   EXPECT_EQ(reuse.stats().same_stream, 0u) << "given up, not served";
-  EXPECT_EQ(reuse.keep(0, 0x1000, 4, kStreamA, 0, kNoLimit), 0u) << "no longer one of these";
+  EXPECT_EQ(reuse.keep(0, 0x1000, 4, kStreamA, kNoLimit), 0u) << "no longer one of these";
 }
 
 TEST(StreamOrderedReuse, OnlyTheSameDeviceAndGranuleCountFit) {
   StreamOrderedReuse reuse;
   ASSERT_TRUE(reuse.made(0x1000));
-  ASSERT_NE(reuse.keep(0, 0x1000, 4, kStreamA, 0, kNoLimit), 0u);
+  ASSERT_NE(reuse.keep(0, 0x1000, 4, kStreamA, kNoLimit), 0u);
   EXPECT_EQ(reuse.take(0, 3, kStreamA), std::nullopt);
   EXPECT_EQ(reuse.take(0, 5, kStreamA), std::nullopt);
   EXPECT_EQ(reuse.take(1, 4, kStreamA), std::nullopt);
@@ -77,7 +77,7 @@ TEST(StreamOrderedReuse, TheOldestFittingBlockComesBackFirst) {
   StreamOrderedReuse reuse;
   for (const uint64_t base : {0x1000u, 0x2000u, 0x3000u}) {
     ASSERT_TRUE(reuse.made(base));
-    ASSERT_NE(reuse.keep(0, base, 2, kStreamA, 0, kNoLimit), 0u);
+    ASSERT_NE(reuse.keep(0, base, 2, kStreamA, kNoLimit), 0u);
   }
   EXPECT_EQ(reuse.take(0, 2, kStreamA).value().base, 0x1000u);
   EXPECT_EQ(reuse.take(0, 2, kStreamA).value().base, 0x2000u);
@@ -86,15 +86,15 @@ TEST(StreamOrderedReuse, TheOldestFittingBlockComesBackFirst) {
 
 TEST(StreamOrderedReuse, OnlyBlocksARequestMadeAreKept) {
   StreamOrderedReuse reuse;
-  EXPECT_EQ(reuse.keep(0, 0x1000, 4, kStreamA, 0, kNoLimit), 0u) << "never made";
+  EXPECT_EQ(reuse.keep(0, 0x1000, 4, kStreamA, kNoLimit), 0u) << "never made";
   ASSERT_TRUE(reuse.made(0x2000));
   reuse.forgotten(0x2000);  // freed with cuMemFree
-  EXPECT_EQ(reuse.keep(0, 0x2000, 4, kStreamA, 0, kNoLimit), 0u);
+  EXPECT_EQ(reuse.keep(0, 0x2000, 4, kStreamA, kNoLimit), 0u);
   // A block taken back is live again and may be kept again.
   ASSERT_TRUE(reuse.made(0x3000));
-  ASSERT_NE(reuse.keep(0, 0x3000, 4, kStreamA, 0, kNoLimit), 0u);
+  ASSERT_NE(reuse.keep(0, 0x3000, 4, kStreamA, kNoLimit), 0u);
   ASSERT_EQ(reuse.take(0, 4, kStreamA).value().base, 0x3000u);
-  EXPECT_NE(reuse.keep(0, 0x3000, 4, kStreamA, 0, kNoLimit), 0u);
+  EXPECT_NE(reuse.keep(0, 0x3000, 4, kStreamA, kNoLimit), 0u);
 }
 
 TEST(StreamOrderedReuse, ADeviceKeepsNoMoreThanItsLimit) {
@@ -102,10 +102,10 @@ TEST(StreamOrderedReuse, ADeviceKeepsNoMoreThanItsLimit) {
   ASSERT_TRUE(reuse.made(0x1000));
   ASSERT_TRUE(reuse.made(0x2000));
   ASSERT_TRUE(reuse.made(0x3000));
-  ASSERT_NE(reuse.keep(0, 0x1000, 6, kStreamA, 0, 10), 0u);
-  EXPECT_EQ(reuse.keep(0, 0x2000, 6, kStreamA, 0, 10), 0u) << "12 granules past a limit of 10";
-  EXPECT_NE(reuse.keep(1, 0x3000, 6, kStreamA, 0, 10), 0u) << "another device's own limit";
-  EXPECT_EQ(reuse.keep(0, 0x2000, 4, kStreamA, 0, 10), 0u) << "refused once: no longer live";
+  ASSERT_NE(reuse.keep(0, 0x1000, 6, kStreamA, 10), 0u);
+  EXPECT_EQ(reuse.keep(0, 0x2000, 6, kStreamA, 10), 0u) << "12 granules past a limit of 10";
+  EXPECT_NE(reuse.keep(1, 0x3000, 6, kStreamA, 10), 0u) << "another device's own limit";
+  EXPECT_EQ(reuse.keep(0, 0x2000, 4, kStreamA, 10), 0u) << "refused once: no longer live";
   EXPECT_EQ(reuse.stats().kept_granules, 12u);
 }
 
@@ -116,7 +116,7 @@ TEST(StreamOrderedReuse, GivingUpTakesReachedBlocksOldestFirstAcrossSizes) {
   for (int i = 0; i < 4; ++i) {
     const uint64_t base = 0x1000u * static_cast<uint64_t>(i + 1);
     ASSERT_TRUE(reuse.made(base));
-    tickets[i] = reuse.keep(0, base, granules[i], kStreamA, 0, kNoLimit);
+    tickets[i] = reuse.keep(0, base, granules[i], kStreamA, kNoLimit);
     ASSERT_NE(tickets[i], 0u);
   }
   reuse.reached(tickets[1]);
@@ -136,44 +136,45 @@ TEST(StreamOrderedReuse, GivingUpTakesReachedBlocksOldestFirstAcrossSizes) {
   EXPECT_EQ(reuse.take(0, 2, kStreamA).value().base, 0x1000u);
 }
 
-// The frees to ask about are those with an event and not known to be reached, oldest first;
-// one found reached serves other streams and is dead, and each block's event comes back with it.
-TEST(StreamOrderedReuse, UnreachedFreesAreAskedAboutOldestFirstAndGiveTheirEventsBack) {
+// A stream found idle has run past every free on it: its blocks serve other streams and are dead.
+TEST(StreamOrderedReuse, AnIdleStreamHasReachedItsFrees) {
   StreamOrderedReuse reuse;
-  for (const uint64_t base : {0x1000u, 0x2000u, 0x3000u}) {
+  for (const uint64_t base : {0x1000u, 0x2000u}) {
     ASSERT_TRUE(reuse.made(base));
-    ASSERT_NE(reuse.keep(0, base, 4, base == 0x1000u ? kStreamA : kStreamB, base + 0xe, kNoLimit),
-              0u);
+    ASSERT_NE(reuse.keep(0, base, 4, base == 0x1000u ? kStreamA : kStreamB, kNoLimit), 0u);
   }
-  const std::vector<StreamOrderedReuse::Unreached> asked = reuse.unreached(0, 8);
-  ASSERT_EQ(asked.size(), 3u);
-  EXPECT_EQ(asked[0].event, 0x100eu);
-  EXPECT_EQ(asked[2].event, 0x300eu);
-  EXPECT_EQ(reuse.unreached(0, 2).size(), 2u);
-  EXPECT_TRUE(reuse.unreached(1, 8).empty());
-  reuse.reached(asked[0].ticket);
+  EXPECT_EQ(reuse.unreached_streams(0, 8), (std::vector<uint64_t>{kStreamA, kStreamB}));
+  EXPECT_EQ(reuse.unreached_streams(0, 1).size(), 1u);
+  EXPECT_TRUE(reuse.unreached_streams(1, 8).empty());
+  reuse.stream_idle(kStreamA);
   EXPECT_TRUE(reuse.dead(0x1000));
   EXPECT_FALSE(reuse.dead(0x2000));
-  EXPECT_EQ(reuse.unreached(0, 8).size(), 2u);
-  const std::optional<StreamOrderedReuse::Taken> taken = reuse.take(0, 4, 0xC0);
-  ASSERT_TRUE(taken.has_value());
-  EXPECT_EQ(taken->base, 0x1000u);
-  EXPECT_EQ(taken->event, 0x100eu);
-  reuse.reached(asked[1].ticket);
-  const std::vector<StreamOrderedReuse::Block> given = reuse.give_up(0, UINT64_MAX);
-  ASSERT_EQ(given.size(), 1u);
-  EXPECT_EQ(given[0].event, 0x200eu);
+  EXPECT_EQ(reuse.unreached_streams(0, 8), (std::vector<uint64_t>{kStreamB}));
+  EXPECT_EQ(reuse.take(0, 4, 0xC0).value().base, 0x1000u);
 }
 
 TEST(StreamOrderedReuse, AnEndedStreamsBlocksWaitForTheirFrees) {
   StreamOrderedReuse reuse;
   ASSERT_TRUE(reuse.made(0x1000));
-  const uint64_t ticket = reuse.keep(0, 0x1000, 4, kStreamA, 0, kNoLimit);
+  const uint64_t ticket = reuse.keep(0, 0x1000, 4, kStreamA, kNoLimit);
   reuse.stream_ended(kStreamA);
   // A new stream may get the ended one's handle: it is not the same stream.
   EXPECT_EQ(reuse.take(0, 4, kStreamA), std::nullopt);
   reuse.reached(ticket);
   EXPECT_EQ(reuse.take(0, 4, kStreamA).value().base, 0x1000u);
+}
+
+TEST(StreamOrderedReuse, AWithdrawnBlockIsNoLongerKept) {
+  StreamOrderedReuse reuse;
+  ASSERT_TRUE(reuse.made(0x1000));
+  const uint64_t ticket = reuse.keep(0, 0x1000, 4, kStreamA, kNoLimit);
+  const std::optional<StreamOrderedReuse::Block> withdrawn = reuse.withdraw(ticket);
+  ASSERT_TRUE(withdrawn.has_value());
+  EXPECT_EQ(withdrawn->base, 0x1000u);
+  EXPECT_EQ(reuse.withdraw(ticket), std::nullopt);
+  reuse.reached(ticket);  // the host function that was never queued: harmless
+  EXPECT_EQ(reuse.take(0, 4, kStreamA), std::nullopt);
+  EXPECT_EQ(reuse.stats().kept_granules, 0u);
 }
 
 }  // namespace

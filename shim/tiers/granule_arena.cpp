@@ -100,26 +100,28 @@ CUresult GranuleArena::take_granules(uint64_t count, uint64_t device_count,
       unsettled = std::min<uint64_t>(unsettled, pooled.size());
     }
   }
+  CUresult result = CUDA_SUCCESS;
   for (const GranuleKind kind : {GranuleKind::kDevice, GranuleKind::kHost}) {
-    for (uint64_t& still_wanted = wanted[static_cast<int>(kind)]; still_wanted > 0;
-         --still_wanted) {
+    for (uint64_t& still_wanted = wanted[static_cast<int>(kind)];
+         still_wanted > 0 && result == CUDA_SUCCESS; --still_wanted) {
       GranuleHandle handle = 0;
-      if (const CUresult result = ops_.create(kind, &handle); result != CUDA_SUCCESS) return result;
+      if (result = ops_.create(kind, &handle); result != CUDA_SUCCESS) break;
       taken.push_back({.handle = handle, .kind = kind});
       const std::lock_guard lock(mutex_);
       ++created_;
     }
   }
-  // Device granules first: the block's first `device_count` granules are on the device. Within
-  // a kind, by home, those without one last: a move copies once into homes that follow each
-  // other (Note [Granule homes]).
+  // Device granules first, also when the driver gave less than asked: the block's first
+  // `device_count` granules are on the device, and a move hands device granules out from the
+  // front. Within a kind, by home, those without one last: a move copies once into homes that
+  // follow each other (Note [Granule homes]).
   std::ranges::sort(taken, [](const Granule& a, const Granule& b) {
     const auto order = [](const Granule& granule) {
       return std::pair(granule.kind != GranuleKind::kDevice, granule.home - 1);  // 0 wraps last
     };
     return order(a) < order(b);
   });
-  return CUDA_SUCCESS;
+  return result;
 }
 
 bool GranuleArena::unmap_first(CUdeviceptr base, std::vector<Granule>& granules,

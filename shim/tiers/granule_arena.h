@@ -91,8 +91,9 @@
 //   pool; the old ones never left the block's address, so nothing is copied.
 // free() unstages before it unmaps. A stage takes the moving blocks' stream bits, and the "every
 // block" ones, off the use tracker's books while its copy only waits for them on the device; no
-// later move misses that work, because every remap waits for the arena's stream first (step 3),
-// and the stream's copies follow the work the stage took.
+// later move misses that work, because the first move after a stage waits for the arena's stream
+// before it remaps (GranuleMover::stage_took_queued_work()), and the stream's copies follow the
+// work the stage took.
 // Unsafe as the tracked window is: a kernel that reaches a staged block through a pointer kept in
 // device memory writes its host granules unseen, and the remap then loses what it wrote.
 //

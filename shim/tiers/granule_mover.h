@@ -7,7 +7,7 @@
 // moved.
 //
 // The arena calls it with its move lock held, except order_after_copies(), copies_pending(),
-// copying_into() and the counters, which any thread may call.
+// copying_into(), vacate() (a trim) and the counters, which any thread may call.
 #pragma once
 
 #include <cuda.h>

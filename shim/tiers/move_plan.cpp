@@ -12,23 +12,27 @@ uint64_t MovePlan::to_device() const {
 }
 
 void MovePlan::hand_out() {
-  const auto first_host = std::ranges::find_if(
-      fresh, [](const Granule& granule) { return granule.kind == GranuleKind::kHost; });
-  auto next_device = fresh.begin();
-  auto next_host = first_host;
+  const auto first_host = static_cast<std::size_t>(
+      std::ranges::find_if(fresh,
+                           [](const Granule& granule) { return granule.kind == GranuleKind::kHost; }) -
+      fresh.begin());
+  std::size_t next_device = 0;
+  std::size_t next_host = first_host;
   std::erase_if(slots, [&](Slot& slot) {
     if (slot.from.kind == GranuleKind::kHost) {
       if (next_device == first_host) return true;
-      slot.to = *next_device++;
+      slot.to = fresh[next_device++];
     } else {
-      if (next_host == fresh.end()) return true;
-      slot.to = *next_host++;
+      if (next_host == fresh.size()) return true;
+      slot.to = fresh[next_host++];
     }
     return false;
   });
-  // What is left of each kind was not handed out.
-  fresh.erase(first_host, next_host);
-  fresh.erase(fresh.begin(), next_device);
+  // What is left of each kind was not handed out: the later range first, so that the earlier
+  // one's positions still hold.
+  const auto at = [&](std::size_t index) { return fresh.begin() + static_cast<std::ptrdiff_t>(index); };
+  fresh.erase(at(first_host), at(next_host));
+  fresh.erase(at(0), at(next_device));
 }
 
 std::string MovePlan::describe() const {

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <random>
@@ -255,6 +256,22 @@ TEST_F(GranuleMoveTest, TrimKeepsWhatMovesJustTookThenOnlyTheKeepSizes) {
   expect_tags(base, 8);
   for (int i = 0; i < 16; ++i) arena_.trim();
   EXPECT_EQ(arena_.stats().pooled_device_granules, 2u) << "the keep size, once moves stop";
+}
+
+TEST_F(GranuleMoveTest, AMixedBatchTheDriverShortensGivesEachSlotItsOwnKind) {
+  const CUdeviceptr out = tagged_block(2, 2);
+  const CUdeviceptr in = tagged_block(2, 0);
+  ASSERT_TRUE(arena_.free(tagged_block(1, 0)));  // one host granule in the pool
+  ops_.fail(Call::kCreate, 2);  // one device granule, then out of memory
+  const MoveOutcome outcome = move(
+      {{.base = out, .to = kHost, .granules = 0}, {.base = in, .to = kDevice, .granules = 0}});
+  EXPECT_EQ(outcome.result, CUDA_ERROR_OUT_OF_MEMORY);
+  EXPECT_EQ(outcome.to_device, 1u);
+  EXPECT_EQ(outcome.to_host, 1u) << "the pooled host granule; never the new device one";
+  EXPECT_EQ(std::ranges::count(kinds(out, 2), kHost), 1) << "the one granule evicted";
+  EXPECT_EQ(kinds(in, 2), (std::vector{kDevice, kHost}));
+  expect_tags(out, 2);
+  expect_tags(in, 2);
 }
 
 TEST_F(GranuleMoveTest, WhatTheDriverCannotGiveShrinksTheBatch) {

@@ -6,7 +6,6 @@
 
 #include "core/api.h"
 #include "core/context.h"
-#include "core/host_clock.h"
 #include "core/stats.h"
 
 namespace simcuda {
@@ -85,7 +84,6 @@ CUresult Driver::injected_fault(const char* export_name) {
 }
 
 CUresult enter_api(const char* export_name) noexcept {
-  host_clock_note_call();  // Note [Host clock]: a run of queries is one with no other call
   Driver* driver = Driver::instance();
   if (driver == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
   if (!driver->config().faults.empty()) {

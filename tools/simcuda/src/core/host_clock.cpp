@@ -10,11 +10,10 @@ namespace {
 thread_local double thread_clock = 0.0;
 std::atomic<double> latest_clock{0.0};
 
-// The thread's driver calls, and the run of queries it is in: the works queried since the last
-// call that was not a query (the count of calls when the last query came).
-thread_local uint64_t calls = 0;
-thread_local uint64_t last_query_call = 0;
-thread_local std::array<uint64_t, 16> queried{};
+// The works the thread queried while its clock stood at queried_at (Note [Host clock]): a query
+// of one of them again, with the clock unmoved, is polling.
+thread_local double queried_at = -1.0;
+thread_local std::array<uint64_t, 64> queried{};
 thread_local std::size_t queried_count = 0;
 
 }  // namespace
@@ -32,20 +31,19 @@ void host_clock_observe(double seconds) {
 
 void host_clock_advance(double seconds) { host_clock_observe(thread_clock + seconds); }
 
-void host_clock_note_call() noexcept { ++calls; }
-
 bool host_clock_query_sees(uint64_t work, double modeled_end) noexcept {
-  // The query's own call is the one just counted: the run goes on when the last call before it
-  // was a query too.
-  if (last_query_call + 1 != calls) queried_count = 0;
-  last_query_call = calls;
   if (modeled_end <= thread_clock) return true;
-  for (std::size_t i = 0; i < queried_count; ++i) {
-    if (queried[i] != work) continue;
-    host_clock_observe(modeled_end);  // polled until done: waited for
+  if (queried_at != thread_clock) {  // time passed: what was queried before is stale
+    queried_at = thread_clock;
+    queried_count = 0;
+  }
+  bool polled = queried_count == queried.size();  // a program asking that much is polling
+  for (std::size_t i = 0; i < queried_count && !polled; ++i) polled = queried[i] == work;
+  if (polled) {
+    host_clock_observe(modeled_end);  // asked again with no time passed: waited for
     return true;
   }
-  if (queried_count < queried.size()) queried[queried_count++] = work;
+  queried[queried_count++] = work;
   return false;
 }
 

@@ -11,9 +11,10 @@
 //   execution runs ahead of the model, so work it has done may still be running in modeled
 //   time: then the query answers CUDA_ERROR_NOT_READY and costs nothing, as a GPU's query does
 //   not wait. But a program that polls until the work is done has waited for it as surely as
-//   one that synchronised: a query of work already queried in the same run of queries (no other
-//   driver call of the thread between them) moves the clock to the work's modeled end and
-//   answers CUDA_SUCCESS. Work that ended by the thread's clock is done at once.
+//   one that synchronised: a query of work the thread already queried while its clock has not
+//   moved since (whatever calls that cost no modeled time came between: a polling loop) moves
+//   the clock to the work's modeled end and answers CUDA_SUCCESS. Work that ended by the
+//   thread's clock is done at once.
 // - A driver call also costs host time of its own: its thread's clock advances by the call's
 //   measured cost as it returns (Note [Host call costs] in core/host_call_cost.h: VMM map,
 //   set-access and unmap, launches, cuMemAlloc and cuMemFree).
@@ -37,8 +38,6 @@ namespace simcuda {
 double host_clock();
 // The calling thread observed work that ends at modeled time `seconds` (a wait or a query).
 void host_clock_observe(double seconds);
-// Every driver call of the calling thread passes here (enter_api): what tells a run of queries.
-void host_clock_note_call() noexcept;
 // A query of `work` (an id of what is queried: a stream's tail, an event's record) that
 // simcuda's execution has done, ending at modeled time `modeled_end`: whether it answers done
 // (Note [Host clock]).

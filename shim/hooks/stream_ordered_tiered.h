@@ -26,10 +26,11 @@
 // go back and are made again, as cuMemFree and cuMemAlloc would, and the arena evicts kept blocks
 // without copying them (Note [Moves of dead contents] in tiers/granule_arena.h). Modeled on
 // simcuda (tests/shim/tiered/all_stream_ordered_workload.cpp, nothing but cuMemAllocAsync): within
-// the budget 0.04x the step time of the same job with cuMemAlloc, at 1.5x the budget 1.23x in the
-// safe window and 1.24x in the tracked one; before, every request past the budget spilled to
-// managed memory every step. What is given back depends on which frees are reached, so a job
-// that never waits for its streams sees these figures vary from run to run.
+// the budget 0.02x the step time of the same job with cuMemAlloc, frees included, and at 1.5x
+// the budget 0.84x in both windows (kept blocks leave the device without a copy); before, every
+// request past the budget spilled to managed memory every step. What is given back depends on
+// which frees are reached, so a job that never waits for its streams sees these figures vary
+// from run to run.
 // Left to the pools as before: pools with an exportable handle type, a size cap or a special
 // usage (another process or the hardware would need the pool's memory), host-located pools,
 // requests while the stream is being captured (the graph would need a graph memory node),

@@ -166,6 +166,13 @@ void GranuleArena::pool_one(const Granule& granule) noexcept {
     return;
   } catch (const std::bad_alloc&) {  // the pool cannot grow: the driver has it back instead
   }
+  // Not under a copy in flight that may still use it (Note [Moves copied on the stream]): the
+  // copies are waited for first, and should that fail it stays the driver's, unused.
+  if (mover_.copies_pending() != 0 && ops_.wait_for_copies() != CUDA_SUCCESS) {
+    const std::lock_guard lock(mutex_);
+    ++leaked_granules_;
+    return;
+  }
   release(granule);
 }
 
@@ -364,6 +371,12 @@ bool GranuleArena::check_invariants(std::string* problem) const {
     return fail("created granules (" + std::to_string(created_) +
                 ") are not released + leaked + held (" + std::to_string(released_) + " + " +
                 std::to_string(leaked_granules_) + " + " + std::to_string(held) + ")");
+  // A leaked granule may keep its home mapped (the driver refused to vacate it): only then may
+  // the mover map more homes than the books know.
+  const uint64_t mapped_homes = mover_.homes();
+  if (homes.size() > mapped_homes || (leaked_granules_ == 0 && homes.size() != mapped_homes))
+    return fail("the books know " + std::to_string(homes.size()) + " homes, the mover maps " +
+                std::to_string(mapped_homes));
   return true;
 }
 

@@ -41,14 +41,9 @@ CUresult GranuleMover::settle_copies() {
 
 GranuleMover::Copied GranuleMover::copy_and_remap(std::span<const Slot> slots, bool keep_running,
                                                   CUresult& result) {
-  // Note [Moves copied on the stream]: the work a stage took the bits of is over once the arena's
-  // stream is, and the remap below must follow it, in the window as on the stream.
-  if (stage_waits_queued_) {
-    if (const CUresult waited = ops_.wait_for_copies(); waited != CUDA_SUCCESS) {
-      result = waited;
-      return {.moved = 0, .in_flight = false, .copies_over = false};
-    }
-    stage_waits_queued_ = false;
+  if (const CUresult followed = follow_staged_work(); followed != CUDA_SUCCESS) {
+    result = followed;
+    return {.moved = 0, .in_flight = false, .copies_over = false};
   }
   CopyInFlight copy{.event = 0, .bases = {}};
   try {
@@ -78,6 +73,13 @@ GranuleMover::Copied GranuleMover::copy_and_remap(std::span<const Slot> slots, b
   const CUresult waited = ops_.wait_for_copies();
   if (waited != CUDA_SUCCESS && result == CUDA_SUCCESS) result = waited;
   return {.moved = moved, .in_flight = false, .copies_over = waited == CUDA_SUCCESS};
+}
+
+CUresult GranuleMover::follow_staged_work() {
+  if (!stage_waits_queued_) return CUDA_SUCCESS;
+  const CUresult waited = ops_.wait_for_copies();
+  if (waited == CUDA_SUCCESS) stage_waits_queued_ = false;
+  return waited;
 }
 
 CUresult GranuleMover::copy_into_homes(std::span<const Slot> slots, bool from_homes) {

@@ -85,6 +85,9 @@ class GranuleMover {
   // A stage ordered its copies after work whose stream bits it took (Note [Staged promotions]):
   // until the arena's stream is waited for, a move must wait for it before it remaps.
   void stage_took_queued_work() noexcept { stage_waits_queued_ = true; }
+  // Waits for the arena's stream if a stage took work it alone waits for, before a remap: the
+  // work is over once the stream is (Note [Moves copied on the stream]); the wait's error.
+  CUresult follow_staged_work();
 
   // Adds the VMM calls made while it lives to the moves' count. A trim() on another thread
   // meanwhile counts too: the figure errs high, never low.

@@ -159,14 +159,19 @@ CUresult GranuleArena::remap_dead(MovePlan& plan, MoveOutcome& outcome) {
   // Note [Moves copied on the stream]: the new granules may be ones a copy in flight still uses,
   // and with no copy of their own on the arena's stream, nothing orders the program's next
   // writes after it: the copies are waited for first (move_mutex_ is held, the window closed).
+  // A remap with no copy must also follow the work a stage took off the use tracker's books.
+  const auto give_up = [&](CUresult waited) {
+    for (std::size_t i = 0; i < dead; ++i) fresh.push_back(slots[i].to);
+    slots.erase(slots.begin(), dead_end);
+    return waited;
+  };
   if (mover_.copies_pending() != 0) {
-    if (const CUresult waited = ops_.wait_for_copies(); waited != CUDA_SUCCESS) {
-      for (std::size_t i = 0; i < dead; ++i) fresh.push_back(slots[i].to);
-      slots.erase(slots.begin(), dead_end);
-      return waited;
-    }
+    if (const CUresult waited = ops_.wait_for_copies(); waited != CUDA_SUCCESS)
+      return give_up(waited);
     retire_copies(true, true);
   }
+  if (const CUresult followed = mover_.follow_staged_work(); followed != CUDA_SUCCESS)
+    return give_up(followed);
   CUresult result = CUDA_SUCCESS;
   const std::span<const Slot> dead_slots(slots.data(), dead);
   book_moves(dead_slots, mover_.remap(dead_slots, result), fresh, outcome);

@@ -3,6 +3,7 @@
 // bytes still move with them.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <set>
 
 #include "arena_test_fixtures.h"
@@ -44,6 +45,7 @@ class DeadMoveTest : public ::testing::Test {
                                          .keep_host_granules = 1,
                                          .dead = &dead_}};
   core::RemapWindow window_;
+  FakeQueuedWork queued_;
 };
 
 TEST_F(DeadMoveTest, ADeadBlockMovesWithoutACopyBesideALiveOneThatKeepsItsBytes) {
@@ -83,6 +85,33 @@ TEST_F(DeadMoveTest, ADeadBlockAloneNeedsNoHomes) {
   EXPECT_EQ(stats.homes, 0u);
   EXPECT_EQ(stats.device_granules, 3u);
   EXPECT_EQ(stats.host_granules, 0u);
+}
+
+// Note [Staged promotions]: a stage takes the stream bits of the work before its copy off the
+// use tracker's books, so only the arena's stream still waits for that work. A dead block's remap
+// has no copy of its own on that stream, and must wait for it before unmapping, as a live move does.
+TEST_F(DeadMoveTest, AfterAStageADeadBlocksRemapWaitsForTheArenasStreamFirst) {
+  const CUdeviceptr ahead = tagged_block(1, 0);
+  const CUdeviceptr dead = tagged_block(1, 0);
+  dead_.bases.insert(dead);
+  {
+    const core::RemapWindow::Exclusive exclusive = window_.close();
+    const GranuleMove stage{.base = ahead, .to = GranuleKind::kDevice, .granules = 0};
+    ASSERT_EQ(arena_.stage(std::span(&stage, 1), exclusive, queued_).to_device, 1u);
+  }
+  const std::size_t before = ops_.sequence().size();
+  {
+    const core::RemapWindow::Exclusive exclusive = window_.close();
+    const GranuleMove promotion{.base = dead, .to = GranuleKind::kDevice, .granules = 0};
+    ASSERT_EQ(arena_.move(std::span(&promotion, 1), exclusive, &queued_).to_device, 1u);
+  }
+  const std::vector<Call>& calls = ops_.sequence();
+  const auto from = calls.begin() + static_cast<std::ptrdiff_t>(before);
+  const auto first_unmap = std::find(from, calls.end(), Call::kUnmap);
+  ASSERT_NE(first_unmap, calls.end());
+  EXPECT_NE(std::find(from, first_unmap, Call::kWait), first_unmap)
+      << "the arena's stream is waited for before the remap";
+  EXPECT_EQ(ops_.calls(Call::kCopy), 1) << "the stage's copy alone";
 }
 
 }  // namespace

@@ -30,6 +30,10 @@
  *              at once on two streams, the host time of one call, and a device memset of a
  *              range that lives on the host (migrated on fault), per MiB (simcuda: prefetches at
  *              the link's rate, calls free, 20 us a faulted page: assumptions);
+ *   host fns   what one cuLaunchHostFunc costs the work queued behind it on its stream: small
+ *              memsets with an empty host function after each, against the same memsets alone
+ *              (tiered mode queues one at each cuMemFreeAsync of a block it keeps; simcuda charges
+ *              nothing for them, an assumption);
  *   pools      how much a fresh stream-ordered pool reserves for a first request of 1 MiB and
  *              of 40 MiB: the step by which a pool grows when a request does not fit, which the
  *              shim learns only after the call (README.md, "Stream-ordered pools").
@@ -689,6 +693,39 @@ static void probe_prefetch(const Probe* probe, const Options* options) {
   MUST(cuMemFree(out));
 }
 
+static void CUDA_CB do_nothing(void* data) { (void)data; }
+
+/* Milliseconds a stream takes for `count` small memsets, each followed by an empty host function
+ * when `with_host_functions`. */
+static float memsets_ms(const Probe* probe, CUdeviceptr target, int count,
+                        int with_host_functions) {
+  MUST(cuEventRecord(probe->start, probe->stream));
+  for (int i = 0; i < count; ++i) {
+    MUST(cuMemsetD8Async(target, (unsigned char)i, 4096, probe->stream));
+    if (with_host_functions) MUST(cuLaunchHostFunc(probe->stream, do_nothing, NULL));
+  }
+  MUST(cuEventRecord(probe->stop, probe->stream));
+  return elapsed_ms(probe);
+}
+
+static void probe_host_functions(const Probe* probe, const Options* options) {
+  enum { kCount = 100 };
+  printf("host functions on a stream, as tiered mode queues one at each cuMemFreeAsync it keeps "
+         "(median of %d%s)\n", options->repeats, probe->simulated ? "; modeled" : "");
+  CUdeviceptr target = 0;
+  MUST(cuMemAlloc(&target, 4096));
+  float alone[1000], with[1000];
+  for (int round = 0; round < options->repeats; ++round) {
+    alone[round] = memsets_ms(probe, target, kCount, 0);
+    with[round] = memsets_ms(probe, target, kCount, 1);
+  }
+  const float extra_ms = median(with, options->repeats) - median(alone, options->repeats);
+  printf("  %d memsets of 4 KiB: %.1f us alone, %.1f us with a host function after each: "
+         "%.1f us a host function\n", kCount, median(alone, options->repeats) * 1e3f,
+         median(with, options->repeats) * 1e3f, extra_ms * 1e3f / kCount);
+  MUST(cuMemFree(target));
+}
+
 /* What a fresh pool of the device reserves once it serves one request of `bytes`. */
 static size_t pool_reserve_after(const Probe* probe, size_t bytes) {
   CUmemPoolProps props;
@@ -767,6 +804,7 @@ int main(int argc, char** argv) {
   probe_allocations(&probe, &options, kLinear);
   probe_allocations(&probe, &options, kManagedSpill);
   probe_prefetch(&probe, &options);
+  probe_host_functions(&probe, &options);
   probe_pool_growth(&probe);
   unmap_range(&host_range);
   unmap_range(&device_range);

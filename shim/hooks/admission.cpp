@@ -43,7 +43,7 @@ void settle_free(ShimState& shim, const core::Allocation& forgotten, CUresult re
   shim.ledger.release_forgotten(forgotten);
   // The block's pool is not recorded (it may be an explicit one, not the device's current
   // pool): read every pool's figure again (Note [Refreshing pool figures]).
-  if (core::is_pool_route(forgotten.route)) refresh_pools(shim);
+  if (core::is_pool_route(forgotten.route)) pool_books().refresh(shim.ledger);
 }
 
 }  // namespace vramspill::hooks

@@ -69,7 +69,7 @@ CUresult admit_and_allocate(ShimState& shim, int device, core::Route route, uint
   // the room is not taken by memory the pools have already given back.
   constexpr uint64_t kUnknown = std::numeric_limits<uint64_t>::max();
   if (bytes > shim.ledger.budget_view(device, kUnknown, kUnknown).free_bytes)
-    refresh_pools(shim);
+    pool_books().refresh(shim.ledger);
   core::Admission admission = shim.ledger.admit(device, route, bytes, pool_free_reserved);
   // Room tiered mode's arena holds is room for this request too (Note [Tiered budgets]).
   if (!admission.admitted && shim.config.spill.mode == SpillMode::kTiered &&

@@ -46,7 +46,7 @@
 namespace vramspill::hooks {
 
 // One request against one pool, from reading the pool's figure to settling its growth, with the
-// pool's lock held throughout (lock_pool()).
+// pool's lock held throughout (PoolBooks::lock()).
 class PoolExchange {
  public:
   // Refreshes the pools' figures first if a request of `bytes` may not fit, then locks `pool`.
@@ -67,7 +67,7 @@ class PoolExchange {
 
  private:
   // The pool's reserve now, or if the driver does not say, the ledger's figure plus `assumed`
-  // (Note [A pool figure the driver does not give] in hooks/pool_tracking.h).
+  // (Note [A pool figure the driver does not give] in placement/pool_books.h).
   uint64_t reserved_now(uint64_t assumed_growth) const;
 
   ShimState& shim_;

@@ -82,7 +82,7 @@ std::optional<CUresult> allocate_stream_ordered_tiered(ShimState& shim, int devi
                                                        CUstream stream, CUdeviceptr* out) noexcept {
   if (shim.config.spill.mode != SpillMode::kTiered ||
       shim.config.tiered.stream_ordered != StreamOrderedMode::kArena ||
-      bytes < shim.config.tiered.min_size || !plain_pool(device, pool))
+      bytes < shim.config.tiered.min_size || !pool_books().plain(device, pool))
     return std::nullopt;
   const uint64_t granules = tiers::GranuleArena::granules_for(bytes);
   find_idle_streams(shim, device);
@@ -117,8 +117,8 @@ std::optional<CUresult> allocate_stream_ordered_tiered(ShimState& shim, int devi
 }
 
 void pool_trimmed(ShimState& shim, CUmemoryPool pool) noexcept {
-  const std::optional<int> device = pool_device(pool);
-  if (!device || *device == kHostLocatedPool || !plain_pool(*device, pool)) return;
+  const std::optional<int> device = pool_books().device_of(pool);
+  if (!device || *device == kHostLocatedPool || !pool_books().plain(*device, pool)) return;
   find_idle_streams(shim, *device);
   free_given_up(shim, *device, shim.tiered_reuse.give_up(*device, UINT64_MAX));
 }

@@ -17,6 +17,7 @@
 #include "hooks/hook.h"
 #include "hooks/pool_allocation.h"
 #include "hooks/unspilled_allocation.h"
+#include "telemetry/log.h"
 
 using vramspill::core::KeySpace;
 using vramspill::core::Route;

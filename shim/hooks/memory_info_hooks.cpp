@@ -12,6 +12,7 @@
 
 #include "hooks/admission.h"
 #include "hooks/hook.h"
+#include "hooks/pool_tracking.h"
 
 using vramspill::MemoryInfo;
 using vramspill::hooks::Entry;

@@ -142,7 +142,7 @@ CUresult pool_allocation(core::Route route, CUdeviceptr* dptr, size_t bytesize, 
         room_made = true;
         continue;
       }
-      return refuse_or_spill(*shim, admission, spill_target);
+      return shim->admission.refuse_or_spill(admission, spill_target);
     }
     const CUresult result = call();
     if (result != CUDA_SUCCESS) {
@@ -150,7 +150,8 @@ CUresult pool_allocation(core::Route route, CUdeviceptr* dptr, size_t bytesize, 
       exchange.unlock();
       // Another process took the memory: under the budget, the request spills all the same.
       if (result == CUDA_ERROR_OUT_OF_MEMORY)
-        return refuse_or_spill(*shim, driver_refusal(device, route, bytesize), spill_target);
+        return shim->admission.refuse_or_spill(driver_refusal(device, route, bytesize),
+                                               spill_target);
       return result;
     }
     bool retry = false;
@@ -173,7 +174,7 @@ CUresult pool_allocation(core::Route route, CUdeviceptr* dptr, size_t bytesize, 
       continue;
     }
     admission.admitted = false;
-    return refuse_or_spill(*shim, admission, spill_target);
+    return shim->admission.refuse_or_spill(admission, spill_target);
   }
 }
 

@@ -27,8 +27,11 @@
 #include "core/vmm_tracker.h"
 #include "core/remap_window.h"
 #include "hooks/driver_spill_facts.h"
+#include "hooks/driver_tiered_seam.h"
+#include "hooks/pool_tracking.h"
 #include "hooks/submission_events.h"
 #include "hooks/tiered_arenas.h"
+#include "placement/admission_flow.h"
 #include "placement/ledger_tiered_budgets.h"
 #include "placement/spill_placement.h"
 #include "placement/tiered_placement.h"
@@ -73,6 +76,10 @@ struct ShimState {
   DriverArenaSource arenas;
   placement::TieredPlacement tiered;
   placement::TieredRules tiered_rules;  // [[tiered.rule]], over config.tiered.rules
+  DriverTieredSeam tiered_seam{*this};
+  // Every allocation and free once its hook has entered (hooks/admission.h).
+  placement::AdmissionFlow admission{config.spill, ledger, pool_books(), spill, vmm_spill,
+                                     tiered_seam};
   DriverSubmissionEvents submission_events;
   // Every submission's way to the driver in tiered mode (Note [One way through for a
   // submission] in placement/submission_order.h).

@@ -6,6 +6,7 @@
 #include "driver/device_work.h"
 #include "driver/real_driver.h"
 #include "hooks/devices.h"
+#include "hooks/driver_tiered_seam.h"
 #include "hooks/stream_ordered_tiered.h"
 #include "telemetry/log.h"
 #include "tiers/granule_arena.h"
@@ -92,25 +93,29 @@ std::optional<CUresult> allocate_tiered(ShimState& shim, int device, uint64_t by
   return CUDA_SUCCESS;
 }
 
-CUresult free_tiered(ShimState& shim, const core::Allocation& block,
-                     std::optional<CUstream> stream) noexcept {
+bool DriverTieredSeam::make_device_room(int device, uint64_t bytes) noexcept {
+  return shim_.tiered.make_device_room(device, bytes);
+}
+
+CUresult DriverTieredSeam::free_block(const core::Allocation& block,
+                                      std::optional<CUstream> stream) noexcept {
   // A stream-ordered free into a graph would have to free when the graph runs: refused, as for
   // spilled blocks (Note [What spills] in placement/spill_placement.h); the block stays live.
   if (stream) {
     bool capturing = false;
-    if (const CUresult checked = shim.spill_facts.capturing(*stream, capturing);
+    if (const CUresult checked = shim_.spill_facts.capturing(*stream, capturing);
         checked != CUDA_SUCCESS)
       return checked;
     if (capturing) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   }
   if (stream) {
-    if (keep_for_reuse(shim, block, *stream)) return CUDA_SUCCESS;
-    return shim.tiered_frees.free_in_stream_order(block.key, block.bytes, *stream);
+    if (keep_for_reuse(shim_, block, *stream)) return CUDA_SUCCESS;
+    return shim_.tiered_frees.free_in_stream_order(block.key, block.bytes, *stream);
   }
-  shim.tiered_reuse.forgotten(block.key);
+  shim_.tiered_reuse.forgotten(block.key);
   if (const CUresult waited = driver::synchronize_device(block.device); waited != CUDA_SUCCESS)
     return waited;
-  return free_tiered_block_now(&shim, block.key, block.bytes);
+  return free_tiered_block_now(&shim_, block.key, block.bytes);
 }
 
 CUresult free_tiered_block_now(void* shim_state, CUdeviceptr base, uint64_t /*bytes*/) {

@@ -30,14 +30,6 @@ namespace vramspill::hooks {
 std::optional<CUresult> allocate_tiered(ShimState& shim, int device, uint64_t bytes,
                                         CUdeviceptr* out) noexcept;
 
-// Frees a tiered block the ledger has forgotten: once the device's work is done (cuMemFree), or
-// once `stream`'s is, without waiting for it (cuMemFreeAsync: Note [Stream-ordered frees on the
-// shim's thread] in tiers/stream_ordered_frees.h). A stream-ordered request's block freed with
-// cuMemFreeAsync is kept for reuse instead (Note [Reuse in stream order] in
-// tiers/stream_ordered_reuse.h).
-CUresult free_tiered(ShimState& shim, const core::Allocation& block,
-                     std::optional<CUstream> stream) noexcept;
-
 // Gives the block at `base` back to `device`'s arena at once: the caller knows that no work
 // touches it any more (cuMemFree after its wait, or a kept block whose free was reached).
 CUresult free_tiered_block(ShimState& shim, int device, CUdeviceptr base) noexcept;

@@ -66,8 +66,8 @@ TEST_F(PoolBooksTest, ARefreshGivesTheLedgerEachDevicePoolsFigure) {
   books_.track(0, fake_pool(1));
   books_.track(1, fake_pool(2));
   books_.track(kHostLocatedPool, fake_pool(3));
-  queries_.reserved_bytes = {{fake_pool(1), 32 * kMiB}, {fake_pool(2), 64 * kMiB},
-                             {fake_pool(3), 128 * kMiB}};
+  queries_.reserved_bytes = {
+      {fake_pool(1), 32 * kMiB}, {fake_pool(2), 64 * kMiB}, {fake_pool(3), 128 * kMiB}};
   books_.refresh(ledger_);
   EXPECT_EQ(pool_bytes(0), 32 * kMiB);
   EXPECT_EQ(pool_bytes(1), 64 * kMiB);

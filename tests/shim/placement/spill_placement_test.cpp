@@ -21,44 +21,6 @@ using tiers::SpillRefusal;
 
 constexpr uint64_t kMiB = uint64_t{1} << 20;
 
-// A tier that answers what the test sets and records what it was asked.
-class FakeTier final : public tiers::SpillTier {
- public:
-  FakeTier(const char* name, Route route, CUdeviceptr first_pointer)
-      : SpillTier(name, route), next_pointer_(first_pointer) {}
-
-  std::optional<bool> support = true;
-  SpillOutcome answer{};  // what allocate() returns; on success a fresh pointer is handed out
-  int support_queries = 0;
-  std::vector<SpillAllocation> allocations;
-  std::vector<CUdeviceptr> frees;
-  std::vector<CUdeviceptr> stream_ordered_frees;
-
- private:
-  std::optional<bool> do_query_support(int) noexcept override {
-    ++support_queries;
-    return support;
-  }
-  SpillOutcome do_allocate(const SpillAllocation& request, CUdeviceptr* out) noexcept override {
-    allocations.push_back(request);
-    if (answer.result == CUDA_SUCCESS) {
-      *out = next_pointer_;
-      next_pointer_ += request.bytes;
-    }
-    return answer;
-  }
-  CUresult do_free(CUdeviceptr pointer, uint64_t, int) noexcept override {
-    frees.push_back(pointer);
-    return CUDA_SUCCESS;
-  }
-  CUresult do_free_in_stream_order(CUdeviceptr pointer, uint64_t, CUstream) noexcept override {
-    stream_ordered_frees.push_back(pointer);
-    return CUDA_SUCCESS;
-  }
-
-  CUdeviceptr next_pointer_;
-};
-
 class SpillPlacementTest : public ::testing::Test {
  protected:
   void SetUp() override {

@@ -12,7 +12,6 @@
 #include "core/ledger.h"
 #include "hooks/devices.h"
 #include "hooks/shim_state.h"
-#include "hooks/tiered_allocation.h"
 #include "placement/admission_flow.h"
 
 namespace vramspill::hooks {
@@ -39,7 +38,7 @@ CUresult enter_and_allocate(core::Route route, uint64_t bytes, const SpillTarget
   if (const CUresult result = know_device(*shim, device); result != CUDA_SUCCESS) return result;
   if (spill_target.may_tier) {
     if (const std::optional<CUresult> tiered =
-            allocate_tiered(*shim, device, spill_target.bytes, spill_target.out)) {
+            shim->tiered_blocks.allocate(device, spill_target.bytes, spill_target.out)) {
       if (*tiered == CUDA_SUCCESS && spill_target.pitch_out != nullptr)
         *spill_target.pitch_out = spill_target.pitch;
       return *tiered;

@@ -34,6 +34,7 @@
 #include "placement/admission_flow.h"
 #include "placement/ledger_tiered_budgets.h"
 #include "placement/spill_placement.h"
+#include "placement/tiered_blocks.h"
 #include "placement/tiered_placement.h"
 #include "placement/tiered_rules.h"
 #include "placement/vmm_spill.h"
@@ -76,6 +77,10 @@ struct ShimState {
   DriverArenaSource arenas;
   placement::TieredPlacement tiered;
   placement::TieredRules tiered_rules;  // [[tiered.rule]], over config.tiered.rules
+  placement::NativeCallSites call_sites;  // the stacks tiered_rules match
+  // Tiered blocks and their books (Note [A tiered block in the books]).
+  placement::TieredBlocks tiered_blocks{config,        ledger, use,       host_budget,
+                                        tiered,        tiered_rules,      call_sites};
   DriverTieredSeam tiered_seam{*this};
   // Every allocation and free once its hook has entered (hooks/admission.h).
   placement::AdmissionFlow admission{config.spill, ledger, pool_books(), spill, vmm_spill,

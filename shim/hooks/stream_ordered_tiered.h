@@ -7,7 +7,7 @@
 // managed memory every step (Note [Stream-ordered requests in tiered mode] in
 // hooks/pool_allocation.h). So in tiered mode a request of at least [tiered] min_size from the
 // device's default pool, or from a plain pool of the program's on the device (PoolBooks), is
-// a tiered block of the device's arena instead (allocate_tiered()): it can be evicted and
+// a tiered block of the device's arena instead (TieredBlocks): it can be evicted and
 // promoted like any other, and the budget counts its granules. A new block's granules are mapped
 // at once, so it is usable before its stream gets to the request, which is all stream order
 // asks. cuMemFreeAsync keeps the block for reuse in stream order (Note [Reuse in stream order])

@@ -42,7 +42,7 @@ struct SpillTarget {
   // instead (Note [Host-located VMM spills] in placement/vmm_spill.h).
   const VmmSpillRequest* vmm = nullptr;
   CUmemGenericAllocationHandle* handle_out = nullptr;
-  // Linear allocations tiered mode may take instead (hooks/tiered_allocation.h), at `bytes`
+  // Linear allocations tiered mode may take instead (placement/tiered_blocks.h), at `bytes`
   // into `out` (and `pitch` into `pitch_out`).
   bool may_tier = false;
 

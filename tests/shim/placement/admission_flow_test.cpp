@@ -81,10 +81,6 @@ class AdmissionFlowTest : public ::testing::Test {
     });
   }
 
-  core::RouteSnapshot recorded(Route route) const {
-    return ledger_.snapshot(0).routes[core::route_index(route)];
-  }
-
   LogCapture log_;
   SpillConfig config_;
   core::Ledger ledger_;
@@ -109,7 +105,7 @@ TEST_F(AdmissionFlowTest, ARequestThatFitsIsTheDriversAndRecorded) {
   ASSERT_EQ(allocate(16 * kMiB), CUDA_SUCCESS);
   EXPECT_EQ(driver_calls_, 1);
   EXPECT_EQ(pointer_, kDriverPointer);
-  EXPECT_EQ(recorded(Route::kMemAlloc).live_bytes, 16 * kMiB);
+  EXPECT_EQ(recorded(ledger_, Route::kMemAlloc).live_bytes, 16 * kMiB);
   EXPECT_EQ(ledger_.snapshot(0).held_bytes, 16 * kMiB);
   EXPECT_TRUE(managed_.allocations.empty());
 }
@@ -118,8 +114,8 @@ TEST_F(AdmissionFlowTest, ARequestOverTheBudgetSpillsWithoutTheDriver) {
   ASSERT_EQ(allocate(96 * kMiB), CUDA_SUCCESS);
   EXPECT_EQ(driver_calls_, 0);
   EXPECT_EQ(pointer_, 0x100000000u);
-  EXPECT_EQ(recorded(Route::kSpillManaged).live_bytes, 96 * kMiB);
-  EXPECT_EQ(recorded(Route::kMemAlloc).live_bytes, 0u);
+  EXPECT_EQ(recorded(ledger_, Route::kSpillManaged).live_bytes, 96 * kMiB);
+  EXPECT_EQ(recorded(ledger_, Route::kMemAlloc).live_bytes, 0u);
   EXPECT_EQ(ledger_.snapshot(0).over_budget, 1u);
   EXPECT_EQ(ledger_.snapshot(0).refused(), 0u) << "served by the spill";
 }
@@ -149,8 +145,8 @@ TEST_F(AdmissionFlowTest, TheDriversOwnRefusalSpillsAndCancelsTheReservation) {
   ASSERT_EQ(allocate(16 * kMiB, CUDA_ERROR_OUT_OF_MEMORY), CUDA_SUCCESS);
   EXPECT_EQ(driver_calls_, 1);
   EXPECT_EQ(pointer_, 0x100000000u);
-  EXPECT_EQ(recorded(Route::kSpillManaged).live_bytes, 16 * kMiB);
-  EXPECT_EQ(recorded(Route::kMemAlloc).live_bytes, 0u);
+  EXPECT_EQ(recorded(ledger_, Route::kSpillManaged).live_bytes, 16 * kMiB);
+  EXPECT_EQ(recorded(ledger_, Route::kMemAlloc).live_bytes, 0u);
 }
 
 TEST_F(AdmissionFlowTest, ADriverErrorOtherThanOutOfMemoryIsTheProgramsAndSpillsNothing) {
@@ -165,7 +161,7 @@ TEST_F(AdmissionFlowTest, TieredModeAdmitsWithTheRoomItsArenaMakes) {
   ASSERT_EQ(allocate(16 * kMiB), CUDA_SUCCESS);
   EXPECT_EQ(tiered_.room_requests, 1);
   EXPECT_EQ(driver_calls_, 1);
-  EXPECT_EQ(recorded(Route::kMemAlloc).live_bytes, 16 * kMiB);
+  EXPECT_EQ(recorded(ledger_, Route::kMemAlloc).live_bytes, 16 * kMiB);
   EXPECT_EQ(ledger_.snapshot(0).over_budget_served, 1u);
 }
 
@@ -204,7 +200,7 @@ TEST_F(AdmissionFlowTest, AFreeGoesBackWhereTheAllocationCameFrom) {
 TEST_F(AdmissionFlowTest, AFreeTheDriverRefusesLeavesTheAllocationLive) {
   ASSERT_EQ(allocate(16 * kMiB), CUDA_SUCCESS);
   EXPECT_EQ(free(kDriverPointer, CUDA_ERROR_INVALID_VALUE), CUDA_ERROR_INVALID_VALUE);
-  EXPECT_EQ(recorded(Route::kMemAlloc).live_bytes, 16 * kMiB);
+  EXPECT_EQ(recorded(ledger_, Route::kMemAlloc).live_bytes, 16 * kMiB);
   EXPECT_TRUE(ledger_.find(kDriverPointer).has_value());
 }
 
@@ -234,7 +230,7 @@ TEST_F(AdmissionFlowTest, ACuMemCreateThatDoesNotFitIsMadeHostLocated) {
   ASSERT_EQ(result, CUDA_SUCCESS);
   EXPECT_EQ(driver_calls_, 0);
   EXPECT_EQ(handle, 0x5000u);
-  EXPECT_EQ(recorded(Route::kSpillVmmHost).live_bytes, 96 * kMiB);
+  EXPECT_EQ(recorded(ledger_, Route::kSpillVmmHost).live_bytes, 96 * kMiB);
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
-// What the placement tests share: fake tiers, fake driver facts, and the shim's log captured per
-// test.
+// What the placement tests share: fake tiers, fake driver facts, what the ledger recorded, and
+// the shim's log captured per test.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "core/ledger.h"
 #include "placement/spill_facts.h"
 #include "telemetry/log.h"
 #include "telemetry/rate_limit.h"
@@ -101,6 +102,11 @@ class FakeFacts final : public SpillFacts {
   }
   void refresh_host_limit() noexcept override { ++host_limit_refreshes; }
 };
+
+// What `ledger` records of `route` on device 0.
+inline core::RouteSnapshot recorded(const core::Ledger& ledger, core::Route route) {
+  return ledger.snapshot(0).routes[core::route_index(route)];
+}
 
 // Sends the shim's log (info and up) to a file of the running test's own, with every rate limit
 // reset so that the test sees each line it causes.

@@ -85,10 +85,6 @@ class TieredBlocksTest : public ::testing::Test {
   uint64_t host_granules(CUdeviceptr base) {
     return arena_.block_containing(base)->host_granules();
   }
-  core::RouteSnapshot recorded(Route route) const {
-    return ledger_.snapshot(0).routes[core::route_index(route)];
-  }
-
   LogCapture log_;
   Config config_;
   core::Ledger ledger_;
@@ -140,7 +136,7 @@ TEST_F(TieredBlocksTest, OnlyTieredModeTakesBlocksOfAtLeastItsMinimumSize) {
   EXPECT_EQ(tiered.allocate(1, kGranuleBytes, &base_), std::nullopt) << "no arena on device 1";
   config_.spill.mode = SpillMode::kAuto;
   EXPECT_EQ(allocate(tiered, kGranuleBytes), std::nullopt);
-  EXPECT_EQ(recorded(Route::kTiered).live_count, 0u);
+  EXPECT_EQ(recorded(ledger_, Route::kTiered).live_count, 0u);
   EXPECT_EQ(use_.tracked(), 0u);
 }
 
@@ -152,7 +148,7 @@ TEST_F(TieredBlocksTest, ABlockNoBudgetHoldsGoesBackToTheCallerWithOneLine) {
   const std::size_t first = log.find("fit neither the device budget nor the host limit");
   ASSERT_NE(first, std::string::npos) << log;
   EXPECT_EQ(log.find("fit neither", first + 1), std::string::npos) << "said once";
-  EXPECT_EQ(recorded(Route::kTiered).live_count, 0u);
+  EXPECT_EQ(recorded(ledger_, Route::kTiered).live_count, 0u);
 }
 
 TEST_F(TieredBlocksTest, ARuleBySizeDecidesWithoutAStack) {

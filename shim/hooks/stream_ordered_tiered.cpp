@@ -95,9 +95,7 @@ std::optional<CUresult> allocate_stream_ordered_tiered(ShimState& shim, int devi
       shim.tiered_reuse.give_up_taken(*kept);
       (void)shim.tiered_blocks.free(device, kept->base);
     } else {
-      // Note [A tiered block in the books] in placement/tiered_blocks.h: still tracked and in the arena since it was kept.
-      shim.ledger.on_allocated(shim.ledger.admit(device, core::Route::kTiered, bytes), kept->base,
-                               bytes);
+      shim.tiered_blocks.reused(device, kept->base, bytes);
       *out = kept->base;
       return CUDA_SUCCESS;
     }

@@ -33,6 +33,11 @@ std::optional<CUresult> TieredBlocks::allocate(int device, uint64_t bytes,
   return CUDA_SUCCESS;
 }
 
+void TieredBlocks::reused(int device, CUdeviceptr base, uint64_t bytes) noexcept {
+  // Note [A tiered block in the books]: still tracked and in the arena since it was kept.
+  ledger_.on_allocated(ledger_.admit(device, core::Route::kTiered, bytes), base, bytes);
+}
+
 CUresult TieredBlocks::free(int device, CUdeviceptr base) noexcept {
   // Untracked first: no submission may promote a block while its granules go back.
   use_.untrack(base);

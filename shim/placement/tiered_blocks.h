@@ -73,6 +73,10 @@ class TieredBlocks {
   // caller goes on as in auto mode.
   std::optional<CUresult> allocate(int device, uint64_t bytes, CUdeviceptr* out) noexcept;
 
+  // A block kept for reuse at its cuMemFreeAsync (Note [Reuse in stream order] in
+  // tiers/stream_ordered_reuse.h) is the program's again, as a block of `bytes`.
+  void reused(int device, CUdeviceptr base, uint64_t bytes) noexcept;
+
   // Gives the block at `base` back to `device`'s arena at once: the caller knows that no work
   // touches it any more (cuMemFree after its wait, or a kept block whose free was reached).
   CUresult free(int device, CUdeviceptr base) noexcept;

@@ -130,6 +130,18 @@ TEST_F(TieredBlocksTest, AFreedBlockLeavesTheTrackerAndTheArena) {
   EXPECT_EQ(tiered.free(0, base_), CUDA_ERROR_INVALID_VALUE) << "freed once";
 }
 
+TEST_F(TieredBlocksTest, AReusedBlockIsRecordedAgainAndStaysTracked) {
+  TieredBlocks& tiered = blocks();
+  ASSERT_EQ(allocate(tiered, 2 * kGranuleBytes), CUDA_SUCCESS);
+  ASSERT_TRUE(ledger_.on_freed(base_).has_value());  // kept for reuse: still in the arena
+  tiered.reused(0, base_, 2 * kGranuleBytes);
+  const std::optional<core::Allocation> again = ledger_.find(base_);
+  ASSERT_TRUE(again.has_value());
+  EXPECT_EQ(again->route, Route::kTiered);
+  EXPECT_EQ(use_.tracked(), 1u);
+  EXPECT_EQ(recorded(ledger_, Route::kTiered).allocations, 2u);
+}
+
 TEST_F(TieredBlocksTest, OnlyTieredModeTakesBlocksOfAtLeastItsMinimumSize) {
   TieredBlocks& tiered = blocks();
   EXPECT_EQ(allocate(tiered, kGranuleBytes / 2), std::nullopt);

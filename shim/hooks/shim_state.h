@@ -70,7 +70,7 @@ struct ShimState {
   core::UseTracker use;  // which tracked blocks each submission touches (hooks/use_tracking.h)
   core::ParamLayoutCache launch_layouts;  // kernel parameter layouts, per CUfunction
   core::GraphExecUses graph_uses;  // what each executable graph touches (hooks/graph_hooks.cpp)
-  // Tiered mode (hooks/tiered_allocation.h).
+  // Tiered mode (placement/tiered_blocks.h, hooks/tiered_allocation.h).
   std::atomic<int> captures{0};  // stream captures in progress (hooks/capture_hooks.cpp)
   core::RemapWindow window;      // Note [Remap window]
   placement::LedgerTieredBudgets tiered_budgets;
@@ -79,8 +79,7 @@ struct ShimState {
   placement::TieredRules tiered_rules;  // [[tiered.rule]], over config.tiered.rules
   placement::NativeCallSites call_sites;  // the stacks tiered_rules match
   // Tiered blocks and their books (Note [A tiered block in the books]).
-  placement::TieredBlocks tiered_blocks{config,        ledger, use,       host_budget,
-                                        tiered,        tiered_rules,      call_sites};
+  placement::TieredBlocks tiered_blocks;
   DriverTieredSeam tiered_seam{*this};
   // Every allocation and free once its hook has entered (hooks/admission.h).
   placement::AdmissionFlow admission{config.spill, ledger, pool_books(), spill, vmm_spill,

@@ -17,6 +17,7 @@
 #include "hooks/hook.h"
 #include "hooks/pool_allocation.h"
 #include "hooks/unspilled_allocation.h"
+#include "telemetry/log.h"
 
 using vramspill::core::KeySpace;
 using vramspill::core::Route;
@@ -184,12 +185,12 @@ VRAMSPILL_HOOK CUresult CUDAAPI cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, 
 }
 
 // Not allocations: the shim records where a pool's memory is, and forgets a destroyed pool's
-// figure (hooks/pool_tracking.h).
+// figure (placement/pool_books.h).
 VRAMSPILL_HOOK CUresult CUDAAPI cuMemPoolCreate(CUmemoryPool* pool,
                                                 const CUmemPoolProps* poolProps) {
   VRAMSPILL_REAL_OR_RETURN(real, cuMemPoolCreate);
   const CUresult result = real(pool, poolProps);
-  if (result == CUDA_SUCCESS) vramspill::hooks::pool_created(*pool, *poolProps);
+  if (result == CUDA_SUCCESS) vramspill::hooks::pool_books().created(*pool, *poolProps);
   return result;
 }
 
@@ -198,7 +199,7 @@ VRAMSPILL_HOOK CUresult CUDAAPI cuMemPoolDestroy(CUmemoryPool pool) {
   const CUresult result = real(pool);
   const Entry entry;
   if (ShimState* shim = entry.state(); shim != nullptr && result == CUDA_SUCCESS)
-    vramspill::hooks::pool_destroyed(*shim, pool);
+    vramspill::hooks::pool_books().destroyed(shim->ledger, pool);
   return result;
 }
 

@@ -8,7 +8,7 @@
 // devices, cudart after cudaSetDevice), and charging device 0 would fill the wrong budget and let
 // device 1 past its own. So stream-ordered routes ask the driver for the stream's device
 // (cuStreamGetDevice; drivers before 12.8 lack it, and then the stream's context is made current
-// for one cuCtxGetDevice) and look the pool's device up (hooks/pool_tracking.h).
+// for one cuCtxGetDevice) and look the pool's device up (placement/pool_books.h).
 #pragma once
 
 #include <cuda.h>

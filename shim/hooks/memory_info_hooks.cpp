@@ -12,6 +12,7 @@
 
 #include "hooks/admission.h"
 #include "hooks/hook.h"
+#include "hooks/pool_tracking.h"
 
 using vramspill::MemoryInfo;
 using vramspill::hooks::Entry;
@@ -32,7 +33,8 @@ VRAMSPILL_HOOK CUresult CUDAAPI cuMemGetInfo_v2(size_t* free, size_t* total) {
   if (const CUresult failed = vramspill::hooks::know_device(*shim, device);
       failed != CUDA_SUCCESS)
     return failed;
-  vramspill::hooks::refresh_pools(*shim);  // Note [Refreshing pool figures]
+  // Note [Refreshing pool figures] in placement/pool_books.cpp
+  vramspill::hooks::pool_books().refresh(shim->ledger);
   const vramspill::core::MemInfo view = shim->ledger.budget_view(device, *free, *total);
   *free = view.free_bytes;
   *total = view.total_bytes;

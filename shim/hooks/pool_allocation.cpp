@@ -41,7 +41,7 @@ bool make_room_for_pool(ShimState& shim, int device, uint64_t bytes) {
 
 CUresult allocating_device(core::Route route, CUmemoryPool pool, CUstream stream, int& device) {
   if (route == core::Route::kMemAllocAsync) return stream_device(stream, device);
-  if (const std::optional<int> pool_place = pool_device(pool)) {
+  if (const std::optional<int> pool_place = pool_books().device_of(pool)) {
     device = *pool_place;
     return CUDA_SUCCESS;
   }
@@ -50,17 +50,17 @@ CUresult allocating_device(core::Route route, CUmemoryPool pool, CUstream stream
 
 PoolExchange::PoolExchange(ShimState& shim, int device, CUmemoryPool pool, uint64_t bytes)
     : shim_(shim), device_(device), pool_(pool), bytes_(bytes) {
-  // Note [Refreshing pool figures]; before this pool's lock, which refresh_pools() would try.
+  // Note [Refreshing pool figures]; before this pool's lock, which refresh() would try.
   constexpr uint64_t kUnknown = std::numeric_limits<uint64_t>::max();
   if (bytes_ > shim_.ledger.budget_view(device_, kUnknown, kUnknown).free_bytes)
-    refresh_pools(shim_);
-  lock_ = lock_pool(pool_);
-  track_pool(device_, pool_);
+    pool_books().refresh(shim_.ledger);
+  lock_ = pool_books().lock(pool_);
+  pool_books().track(device_, pool_);
 }
 
 core::Admission PoolExchange::admit(core::Route route) {
   const std::optional<PoolUsage> usage = pool_usage(pool_);
-  if (!usage) {  // Note [A pool figure the driver does not give] in hooks/pool_tracking.h
+  if (!usage) {  // Note [A pool figure the driver does not give] in placement/pool_books.h
     reserved_at_admission_ = shim_.ledger.pool_figure(pool_key(pool_));
     return shim_.ledger.admit(device_, route, bytes_);
   }

@@ -46,7 +46,7 @@
 namespace vramspill::hooks {
 
 // One request against one pool, from reading the pool's figure to settling its growth, with the
-// pool's lock held throughout (lock_pool()).
+// pool's lock held throughout (PoolBooks::lock()).
 class PoolExchange {
  public:
   // Refreshes the pools' figures first if a request of `bytes` may not fit, then locks `pool`.
@@ -67,7 +67,7 @@ class PoolExchange {
 
  private:
   // The pool's reserve now, or if the driver does not say, the ledger's figure plus `assumed`
-  // (Note [A pool figure the driver does not give] in hooks/pool_tracking.h).
+  // (Note [A pool figure the driver does not give] in placement/pool_books.h).
   uint64_t reserved_now(uint64_t assumed_growth) const;
 
   ShimState& shim_;
@@ -142,7 +142,7 @@ CUresult pool_allocation(core::Route route, CUdeviceptr* dptr, size_t bytesize, 
         room_made = true;
         continue;
       }
-      return refuse_or_spill(*shim, admission, spill_target);
+      return shim->admission.refuse_or_spill(admission, spill_target);
     }
     const CUresult result = call();
     if (result != CUDA_SUCCESS) {
@@ -150,7 +150,8 @@ CUresult pool_allocation(core::Route route, CUdeviceptr* dptr, size_t bytesize, 
       exchange.unlock();
       // Another process took the memory: under the budget, the request spills all the same.
       if (result == CUDA_ERROR_OUT_OF_MEMORY)
-        return refuse_or_spill(*shim, driver_refusal(device, route, bytesize), spill_target);
+        return shim->admission.refuse_or_spill(driver_refusal(device, route, bytesize),
+                                               spill_target);
       return result;
     }
     bool retry = false;
@@ -173,7 +174,7 @@ CUresult pool_allocation(core::Route route, CUdeviceptr* dptr, size_t bytesize, 
       continue;
     }
     admission.admitted = false;
-    return refuse_or_spill(*shim, admission, spill_target);
+    return shim->admission.refuse_or_spill(admission, spill_target);
   }
 }
 

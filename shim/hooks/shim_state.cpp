@@ -180,6 +180,7 @@ ShimState::ShimState(const Config& loaded) noexcept
       tiered(tiered_budgets, arenas, window,
              {.policy = config.tiered.policy, .window = config.tiered.window}, &use),
       tiered_rules(config.tiered.rules),
+      tiered_blocks(config, ledger, use, host_budget, tiered, tiered_rules, call_sites),
       submissions(tiered, window, use, captures, config.tiered, submission_events) {}
 
 Entry::Entry() noexcept {

@@ -27,10 +27,14 @@
 #include "core/vmm_tracker.h"
 #include "core/remap_window.h"
 #include "hooks/driver_spill_facts.h"
+#include "hooks/driver_tiered_seam.h"
+#include "hooks/pool_tracking.h"
 #include "hooks/submission_events.h"
 #include "hooks/tiered_arenas.h"
+#include "placement/admission_flow.h"
 #include "placement/ledger_tiered_budgets.h"
 #include "placement/spill_placement.h"
+#include "placement/tiered_blocks.h"
 #include "placement/tiered_placement.h"
 #include "placement/tiered_rules.h"
 #include "placement/vmm_spill.h"
@@ -66,13 +70,20 @@ struct ShimState {
   core::UseTracker use;  // which tracked blocks each submission touches (hooks/use_tracking.h)
   core::ParamLayoutCache launch_layouts;  // kernel parameter layouts, per CUfunction
   core::GraphExecUses graph_uses;  // what each executable graph touches (hooks/graph_hooks.cpp)
-  // Tiered mode (hooks/tiered_allocation.h).
+  // Tiered mode (placement/tiered_blocks.h, hooks/tiered_allocation.h).
   std::atomic<int> captures{0};  // stream captures in progress (hooks/capture_hooks.cpp)
   core::RemapWindow window;      // Note [Remap window]
   placement::LedgerTieredBudgets tiered_budgets;
   DriverArenaSource arenas;
   placement::TieredPlacement tiered;
   placement::TieredRules tiered_rules;  // [[tiered.rule]], over config.tiered.rules
+  placement::NativeCallSites call_sites;  // the stacks tiered_rules match
+  // Tiered blocks and their books (Note [A tiered block in the books]).
+  placement::TieredBlocks tiered_blocks;
+  DriverTieredSeam tiered_seam{*this};
+  // Every allocation and free once its hook has entered (hooks/admission.h).
+  placement::AdmissionFlow admission{config.spill, ledger, pool_books(), spill, vmm_spill,
+                                     tiered_seam};
   DriverSubmissionEvents submission_events;
   // Every submission's way to the driver in tiered mode (Note [One way through for a
   // submission] in placement/submission_order.h).

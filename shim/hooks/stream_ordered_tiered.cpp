@@ -29,7 +29,7 @@ struct FreeReached {
 bool free_given_up(ShimState& shim, int device,
                    const std::vector<tiers::StreamOrderedReuse::Block>& blocks) {
   for (const tiers::StreamOrderedReuse::Block& block : blocks)
-    (void)free_tiered_block(shim, device, block.base);
+    (void)shim.tiered_blocks.free(device, block.base);
   return !blocks.empty();
 }
 
@@ -82,7 +82,7 @@ std::optional<CUresult> allocate_stream_ordered_tiered(ShimState& shim, int devi
                                                        CUstream stream, CUdeviceptr* out) noexcept {
   if (shim.config.spill.mode != SpillMode::kTiered ||
       shim.config.tiered.stream_ordered != StreamOrderedMode::kArena ||
-      bytes < shim.config.tiered.min_size || !plain_pool(device, pool))
+      bytes < shim.config.tiered.min_size || !pool_books().plain(device, pool))
     return std::nullopt;
   const uint64_t granules = tiers::GranuleArena::granules_for(bytes);
   find_idle_streams(shim, device);
@@ -93,11 +93,9 @@ std::optional<CUresult> allocate_stream_ordered_tiered(ShimState& shim, int devi
       // on the device instead, where evicting kept blocks copies nothing (Note [Moves of dead
       // contents] in tiers/granule_arena.h).
       shim.tiered_reuse.give_up_taken(*kept);
-      (void)free_tiered_block(shim, device, kept->base);
+      (void)shim.tiered_blocks.free(device, kept->base);
     } else {
-      // Note [A tiered block in the books]: still tracked and in the arena since it was kept.
-      shim.ledger.on_allocated(shim.ledger.admit(device, core::Route::kTiered, bytes), kept->base,
-                               bytes);
+      shim.tiered_blocks.reused(device, kept->base, bytes);
       *out = kept->base;
       return CUDA_SUCCESS;
     }
@@ -108,17 +106,17 @@ std::optional<CUresult> allocate_stream_ordered_tiered(ShimState& shim, int devi
   const uint64_t room = shim.tiered_budgets.device_room(device) / tiers::kGranuleBytes;
   if (room < granules)
     free_given_up(shim, device, shim.tiered_reuse.give_up(device, granules - room));
-  std::optional<CUresult> made = allocate_tiered(shim, device, bytes, out);
+  std::optional<CUresult> made = shim.tiered_blocks.allocate(device, bytes, out);
   if (!made && free_given_up(shim, device, shim.tiered_reuse.give_up(device, UINT64_MAX)))
-    made = allocate_tiered(shim, device, bytes, out);
+    made = shim.tiered_blocks.allocate(device, bytes, out);
   // Not remembered (out of memory): it works, but its cuMemFreeAsync frees it.
   if (made && *made == CUDA_SUCCESS) (void)shim.tiered_reuse.made(*out);
   return made;
 }
 
 void pool_trimmed(ShimState& shim, CUmemoryPool pool) noexcept {
-  const std::optional<int> device = pool_device(pool);
-  if (!device || *device == kHostLocatedPool || !plain_pool(*device, pool)) return;
+  const std::optional<int> device = pool_books().device_of(pool);
+  if (!device || *device == kHostLocatedPool || !pool_books().plain(*device, pool)) return;
   find_idle_streams(shim, *device);
   free_given_up(shim, *device, shim.tiered_reuse.give_up(*device, UINT64_MAX));
 }

@@ -6,8 +6,8 @@
 // the whole budget and tiered mode has nothing to evict: requests past the budget spilled to
 // managed memory every step (Note [Stream-ordered requests in tiered mode] in
 // hooks/pool_allocation.h). So in tiered mode a request of at least [tiered] min_size from the
-// device's default pool, or from a plain pool of the program's on the device (plain_pool()), is
-// a tiered block of the device's arena instead (allocate_tiered()): it can be evicted and
+// device's default pool, or from a plain pool of the program's on the device (PoolBooks), is
+// a tiered block of the device's arena instead (TieredBlocks): it can be evicted and
 // promoted like any other, and the budget counts its granules. A new block's granules are mapped
 // at once, so it is usable before its stream gets to the request, which is all stream order
 // asks. cuMemFreeAsync keeps the block for reuse in stream order (Note [Reuse in stream order])
@@ -67,7 +67,7 @@ std::optional<CUresult> allocate_stream_ordered_tiered(ShimState& shim, int devi
 // reuse (Note [Reuse in stream order]); false when the caller frees it as any tiered block.
 bool keep_for_reuse(ShimState& shim, const core::Allocation& block, CUstream stream) noexcept;
 
-// cuMemPoolTrimTo of `pool` succeeded: if it is a plain pool of a device (plain_pool()), that
+// cuMemPoolTrimTo of `pool` succeeded: if it is a plain pool of a device (PoolBooks::plain()), that
 // device's kept blocks whose frees were reached go back to its arena, as a trim gives back a
 // pool's unused memory (the kept blocks stand for the memory of all its plain pools).
 void pool_trimmed(ShimState& shim, CUmemoryPool pool) noexcept;

@@ -1,43 +1,15 @@
 #include "hooks/tiered_allocation.h"
 
-#include <atomic>
-#include <span>
-
 #include "driver/device_work.h"
 #include "driver/real_driver.h"
-#include "hooks/devices.h"
+#include "hooks/driver_tiered_seam.h"
 #include "hooks/stream_ordered_tiered.h"
 #include "telemetry/log.h"
 #include "tiers/granule_arena.h"
-#include "util/call_stack.h"
 #include "util/bytes.h"
 
 namespace vramspill::hooks {
 namespace {
-
-// The action of the [[tiered.rule]] a new block of `bytes` falls under (placement/
-// tiered_rules.h), from the stack that allocated it when a rule names a library or a symbol.
-std::optional<RuleAction> rule_for_block(ShimState& shim, uint64_t bytes) noexcept {
-  CallStack stack;
-  if (shim.tiered_rules.need_call_sites()) {
-    std::string_view why;
-    // The shim's own frames are left out: the address below is in the shim.
-    if (!capture_call_stack(reinterpret_cast<const void*>(&rule_for_block), stack, why)) {
-      static constinit std::atomic<bool> said{false};
-      if (!said.exchange(true))
-        logging::warn(
-            "[[tiered.rule]] entries with a library or symbol pattern cannot match: no call "
-            "stack ({}); rules by size alone still apply",
-            why);
-    }
-  }
-  const TieredRule* rule = shim.tiered_rules.match(bytes, stack.view());
-  if (rule == nullptr) return std::nullopt;
-  logging::debug("tiered block of {} falls under the [[tiered.rule]] at {}: {}",
-                 format_bytes(bytes), rule->place,
-                 kRuleActionNames[static_cast<std::size_t>(rule->action)]);
-  return rule->action;
-}
 
 // What stream-ordered requests got (Note [Stream-ordered requests in the arena]), or nothing
 // when none was a tiered block.
@@ -51,66 +23,29 @@ std::string reuse_summary(const tiers::StreamOrderedReuseStats& reuse) {
 
 }  // namespace
 
-std::optional<CUresult> allocate_tiered(ShimState& shim, int device, uint64_t bytes,
-                                        CUdeviceptr* out) noexcept {
-  if (shim.config.spill.mode != SpillMode::kTiered || bytes < shim.config.tiered.min_size)
-    return std::nullopt;
-  if (const CUresult known = know_device(shim, device); known != CUDA_SUCCESS) return known;
-  CUdeviceptr base = 0;
-  const std::optional<RuleAction> rule =
-      shim.tiered_rules.empty() ? std::nullopt : rule_for_block(shim, bytes);
-  const placement::TieredPlacement::Allocated allocated =
-      shim.tiered.allocate(device, bytes, &base, rule);
-  if (allocated.result == CUDA_ERROR_NOT_SUPPORTED) return std::nullopt;
-  if (allocated.result != CUDA_SUCCESS) {
-    // Placed as auto mode would place it (the spill chain of the caller), with a line the first
-    // time each kind of failure happens: what failed, and what the shim did instead.
-    static constinit std::atomic<bool> said_budgets{false};
-    static constinit std::atomic<bool> said_driver{false};
-    if (allocated.over_budgets && !said_budgets.exchange(true)) {
-      logging::warn(
-          "tiered allocation of {} on device {}: its granules fit neither the device budget nor "
-          "the host limit ({} of {} left); placed as in auto mode instead (said once)",
-          format_bytes(bytes), device, format_bytes(shim.host_budget.available()),
-          format_bytes(shim.host_budget.limit()));
-    } else if (!allocated.over_budgets && !said_driver.exchange(true)) {
-      logging::warn(
-          "tiered allocation of {} on device {}: the driver refused its granules (CUresult {}); "
-          "placed as in auto mode instead (said once)",
-          format_bytes(bytes), device, static_cast<int>(allocated.result));
-    }
-    return std::nullopt;
-  }
-  // Note [A tiered block in the books]
-  shim.ledger.on_allocated(shim.ledger.admit(device, core::Route::kTiered, bytes), base, bytes);
-  const uint64_t range = tiers::GranuleArena::granules_for(bytes) * tiers::kGranuleBytes;
-  if (const core::TrackResult tracked = shim.use.track(base, range, base);
-      tracked != core::TrackResult::kTracked)
-    logging::debug("tiered block at {:#x} is not tracked ({}): launches reach it where it is", base,
-                   static_cast<int>(tracked));
-  *out = base;
-  return CUDA_SUCCESS;
+bool DriverTieredSeam::make_device_room(int device, uint64_t bytes) noexcept {
+  return shim_.tiered.make_device_room(device, bytes);
 }
 
-CUresult free_tiered(ShimState& shim, const core::Allocation& block,
-                     std::optional<CUstream> stream) noexcept {
+CUresult DriverTieredSeam::free_block(const core::Allocation& block,
+                                      std::optional<CUstream> stream) noexcept {
   // A stream-ordered free into a graph would have to free when the graph runs: refused, as for
   // spilled blocks (Note [What spills] in placement/spill_placement.h); the block stays live.
   if (stream) {
     bool capturing = false;
-    if (const CUresult checked = shim.spill_facts.capturing(*stream, capturing);
+    if (const CUresult checked = shim_.spill_facts.capturing(*stream, capturing);
         checked != CUDA_SUCCESS)
       return checked;
     if (capturing) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   }
   if (stream) {
-    if (keep_for_reuse(shim, block, *stream)) return CUDA_SUCCESS;
-    return shim.tiered_frees.free_in_stream_order(block.key, block.bytes, *stream);
+    if (keep_for_reuse(shim_, block, *stream)) return CUDA_SUCCESS;
+    return shim_.tiered_frees.free_in_stream_order(block.key, block.bytes, *stream);
   }
-  shim.tiered_reuse.forgotten(block.key);
+  shim_.tiered_reuse.forgotten(block.key);
   if (const CUresult waited = driver::synchronize_device(block.device); waited != CUDA_SUCCESS)
     return waited;
-  return free_tiered_block_now(&shim, block.key, block.bytes);
+  return free_tiered_block_now(&shim_, block.key, block.bytes);
 }
 
 CUresult free_tiered_block_now(void* shim_state, CUdeviceptr base, uint64_t /*bytes*/) {
@@ -119,13 +54,7 @@ CUresult free_tiered_block_now(void* shim_state, CUdeviceptr base, uint64_t /*by
   CUdevice device = 0;
   if (current_device == nullptr || current_device(&device) != CUDA_SUCCESS)
     return CUDA_ERROR_INVALID_CONTEXT;
-  return free_tiered_block(shim, device, base);
-}
-
-CUresult free_tiered_block(ShimState& shim, int device, CUdeviceptr base) noexcept {
-  // Untracked first: no submission may promote a block while its granules go back.
-  shim.use.untrack(base);
-  return shim.tiered.free(device, base);
+  return shim.tiered_blocks.free(device, base);
 }
 
 std::string tiered_summary(ShimState& shim) noexcept {

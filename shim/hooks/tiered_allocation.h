@@ -1,46 +1,15 @@
-// Tiered mode in the hooks ([spill] mode = "tiered"; shim/README.md, "Tiered mode"): which
-// allocations the granule arena takes and how they are recorded, freed and made resident before
-// a submission reaches the driver. The decisions are tiered placement's
-// (placement/tiered_placement.h); this is where the hooks hand them over.
-//
-// Note [A tiered block in the books]
-// A tiered allocation is one block of the arena of its device. The ledger records it as
-// Route::kTiered under its pointer, so frees, pointer queries and IPC find it like any other
-// allocation, while the device budget counts the arena's granules instead of its bytes (Note
-// [Tiered budgets]). The use tracker tracks its whole range of granules under its base, the id
-// the policy and the arena know it by.
+// Tiered mode in the hooks ([spill] mode = "tiered"; shim/README.md, "Tiered mode"): what the
+// driver does for a tiered block the program frees (DriverTieredSeam in hooks/driver_tiered_seam.h,
+// free_tiered_block_now() in hooks/shim_state.h), and tiered mode's lines of the exit summary.
+// Which allocations tiered mode takes and how they are recorded is placement/tiered_blocks.h;
+// where their granules live, placement/tiered_placement.h.
 #pragma once
 
-#include <cuda.h>
-
-#include <cstdint>
-#include <optional>
 #include <string>
 
-#include "core/ledger.h"
 #include "hooks/shim_state.h"
 
 namespace vramspill::hooks {
-
-// A linear allocation of `bytes` on `device` (cuMemAlloc, or cuMemAllocPitch with its pitch
-// applied), if tiered mode takes it: the result, with *out set on success. nullopt when tiered
-// mode does not take it (another mode, smaller than [tiered] min_size, a device without an arena:
-// Note [Where tiered mode runs] in hooks/tiered_arenas.h) or could not (the budgets or the driver
-// refused it, which is logged once for each); the caller goes on as in auto mode.
-std::optional<CUresult> allocate_tiered(ShimState& shim, int device, uint64_t bytes,
-                                        CUdeviceptr* out) noexcept;
-
-// Frees a tiered block the ledger has forgotten: once the device's work is done (cuMemFree), or
-// once `stream`'s is, without waiting for it (cuMemFreeAsync: Note [Stream-ordered frees on the
-// shim's thread] in tiers/stream_ordered_frees.h). A stream-ordered request's block freed with
-// cuMemFreeAsync is kept for reuse instead (Note [Reuse in stream order] in
-// tiers/stream_ordered_reuse.h).
-CUresult free_tiered(ShimState& shim, const core::Allocation& block,
-                     std::optional<CUstream> stream) noexcept;
-
-// Gives the block at `base` back to `device`'s arena at once: the caller knows that no work
-// touches it any more (cuMemFree after its wait, or a kept block whose free was reached).
-CUresult free_tiered_block(ShimState& shim, int device, CUdeviceptr base) noexcept;
 
 // Tiered mode's figures for the exit summary: "tiered: ...", or empty in another mode.
 std::string tiered_summary(ShimState& shim) noexcept;

@@ -24,7 +24,7 @@ namespace {
 // After the driver's answer to the call that frees a handle's memory (Note [VMM memory lives until
 // its last mapping goes]): a host-located spill gives its host budget back too.
 void settle_vmm_free(ShimState& shim, const Allocation& forgotten, CUresult result) {
-  vramspill::hooks::settle_free(shim, forgotten, result);
+  shim.admission.settle_free(forgotten, result);
   if (result == CUDA_SUCCESS && forgotten.route == Route::kSpillVmmHost)
     shim.vmm_spill.freed(forgotten);
 }
@@ -43,9 +43,12 @@ VRAMSPILL_HOOK CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle* handle
     return create();
   const vramspill::placement::VmmSpillRequest spill{
       .device = prop->location.id, .bytes = size, .prop = prop, .flags = flags};
-  return vramspill::hooks::admit_and_allocate(
-      *shim, prop->location.id, Route::kMemCreate, size, 0,
-      vramspill::hooks::SpillTarget{.vmm = &spill, .handle_out = handle},
+  if (const CUresult result = vramspill::hooks::know_device(*shim, prop->location.id);
+      result != CUDA_SUCCESS)
+    return result;
+  return shim->admission.admit_and_allocate(
+      prop->location.id, Route::kMemCreate, size, 0,
+      vramspill::placement::SpillTarget{.vmm = &spill, .handle_out = handle},
       [&](Allocated& allocated) {
         const CUresult result = create();
         if (result == CUDA_SUCCESS) allocated.key = *handle;

@@ -21,44 +21,6 @@ using tiers::SpillRefusal;
 
 constexpr uint64_t kMiB = uint64_t{1} << 20;
 
-// A tier that answers what the test sets and records what it was asked.
-class FakeTier final : public tiers::SpillTier {
- public:
-  FakeTier(const char* name, Route route, CUdeviceptr first_pointer)
-      : SpillTier(name, route), next_pointer_(first_pointer) {}
-
-  std::optional<bool> support = true;
-  SpillOutcome answer{};  // what allocate() returns; on success a fresh pointer is handed out
-  int support_queries = 0;
-  std::vector<SpillAllocation> allocations;
-  std::vector<CUdeviceptr> frees;
-  std::vector<CUdeviceptr> stream_ordered_frees;
-
- private:
-  std::optional<bool> do_query_support(int) noexcept override {
-    ++support_queries;
-    return support;
-  }
-  SpillOutcome do_allocate(const SpillAllocation& request, CUdeviceptr* out) noexcept override {
-    allocations.push_back(request);
-    if (answer.result == CUDA_SUCCESS) {
-      *out = next_pointer_;
-      next_pointer_ += request.bytes;
-    }
-    return answer;
-  }
-  CUresult do_free(CUdeviceptr pointer, uint64_t, int) noexcept override {
-    frees.push_back(pointer);
-    return CUDA_SUCCESS;
-  }
-  CUresult do_free_in_stream_order(CUdeviceptr pointer, uint64_t, CUstream) noexcept override {
-    stream_ordered_frees.push_back(pointer);
-    return CUDA_SUCCESS;
-  }
-
-  CUdeviceptr next_pointer_;
-};
-
 class SpillPlacementTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -80,10 +42,6 @@ class SpillPlacementTest : public ::testing::Test {
     return placement_.spill(request, refusal, &pointer_);
   }
 
-  core::RouteSnapshot recorded(Route route) const {
-    return ledger_.snapshot(0).routes[core::route_index(route)];
-  }
-
   LogCapture log_;
   SpillConfig config_;
   core::Ledger ledger_;
@@ -101,7 +59,7 @@ TEST_F(SpillPlacementTest, AutoPrefersManagedMemoryAndRecordsTheSpill) {
   ASSERT_EQ(managed_.allocations.size(), 1u);
   EXPECT_EQ(managed_.allocations[0].bytes, 8 * kMiB);
   EXPECT_TRUE(host_.allocations.empty());
-  EXPECT_EQ(recorded(Route::kSpillManaged).live_bytes, 8 * kMiB);
+  EXPECT_EQ(recorded(ledger_, Route::kSpillManaged).live_bytes, 8 * kMiB);
   EXPECT_EQ(ledger_.snapshot(0).over_budget_served, 1u);
   EXPECT_EQ(ledger_.find(pointer_)->route, Route::kSpillManaged);
   EXPECT_EQ(facts_.host_limit_refreshes, 1);
@@ -115,8 +73,8 @@ TEST_F(SpillPlacementTest, AutoFallsBackToTheHostPoolWhenManagedMemoryRefuses) {
   managed_.answer = {.result = CUDA_ERROR_OUT_OF_MEMORY, .refusal = SpillRefusal::kDriver};
   ASSERT_EQ(spill(Route::kMemAlloc, 8 * kMiB, ""), CUDA_SUCCESS);
   EXPECT_EQ(pointer_, 0x200000000u);
-  EXPECT_EQ(recorded(Route::kSpillHost).live_bytes, 8 * kMiB);
-  EXPECT_EQ(recorded(Route::kSpillManaged).live_bytes, 0u);
+  EXPECT_EQ(recorded(ledger_, Route::kSpillHost).live_bytes, 8 * kMiB);
+  EXPECT_EQ(recorded(ledger_, Route::kSpillManaged).live_bytes, 0u);
   // The driver ran out, not the budget: not a refusal of the ledger's.
   EXPECT_EQ(ledger_.snapshot(0).over_budget_served, 0u);
   EXPECT_NE(log().find("spilled to the pinned host pool (the driver is out of device memory)"),
@@ -209,7 +167,8 @@ TEST_F(SpillPlacementTest, TheLogSaysWhichLimitStoppedEachTier) {
   // A tier that fails without a reason is blamed on the driver, with its error.
   EXPECT_NE(text.find("the pinned host pool: the driver refused (error 999)"), std::string::npos)
       << text;
-  EXPECT_EQ(recorded(Route::kSpillManaged).allocations + recorded(Route::kSpillHost).allocations,
+  EXPECT_EQ(recorded(ledger_, Route::kSpillManaged).allocations +
+                recorded(ledger_, Route::kSpillHost).allocations,
             0u);
 }
 

@@ -16,25 +16,15 @@
 #include "core/ledger.h"
 #include "core/remap_window.h"
 #include "fake_granule_ops.h"
+#include "one_arena.h"
 #include "placement/ledger_tiered_budgets.h"
 #include "placement/tiered_placement.h"
 
 namespace {
 
+using vramspill::placement::OneArena;
 using vramspill::placement::TieredPlacement;
 using vramspill::tiers::kGranuleBytes;
-
-class OneArena final : public vramspill::placement::ArenaSource {
- public:
-  explicit OneArena(vramspill::tiers::GranuleArena& arena) : arena_(arena) {}
-  vramspill::tiers::GranuleArena* arena(int device) noexcept override {
-    return device == 0 ? &arena_ : nullptr;
-  }
-  bool may_synchronize() noexcept override { return true; }
-
- private:
-  vramspill::tiers::GranuleArena& arena_;
-};
 
 // The tracked window's answers for blocks nothing else uses: no wait is needed.
 class NoQueuedWork final : public vramspill::tiers::QueuedWork {

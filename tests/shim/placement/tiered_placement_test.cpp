@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/use_tracker.h"
+#include "one_arena.h"
 #include "placement/submission_order.h"
 #include "../tiers/fake_granule_ops.h"
 
@@ -58,19 +59,6 @@ class FakeBudgets final : public TieredBudgets {
   uint64_t host_limit_;
   uint64_t device_ = 0;
   uint64_t host_ = 0;
-};
-
-class OneArena final : public ArenaSource {
- public:
-  explicit OneArena(tiers::GranuleArena& arena) : arena_(arena) {}
-  tiers::GranuleArena* arena(int device) noexcept override {
-    return device == 0 ? &arena_ : nullptr;
-  }
-  bool may_synchronize() noexcept override { return synchronize; }
-  bool synchronize = true;
-
- private:
-  tiers::GranuleArena& arena_;
 };
 
 class TieredPlacementTest : public ::testing::Test {

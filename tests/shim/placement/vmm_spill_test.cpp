@@ -22,31 +22,6 @@ using Kind = HostVmmLocation::Kind;
 
 constexpr uint64_t kMiB = uint64_t{1} << 20;
 
-// A tier that answers what the test sets and records what it was asked.
-class FakeHostVmmTier final : public tiers::HostVmmTier {
- public:
-  std::optional<HostVmmLocation> answer = HostVmmLocation{.kind = Kind::kHostNuma, .numa_node = 1};
-  CUresult create_result = CUDA_SUCCESS;
-  int location_queries = 0;
-  std::vector<CUmemAllocationProp> created;
-  std::vector<unsigned long long> created_flags;
-
- private:
-  std::optional<HostVmmLocation> do_query_location(int) noexcept override {
-    ++location_queries;
-    return answer;
-  }
-  CUresult do_create(CUmemGenericAllocationHandle* out, uint64_t, const CUmemAllocationProp& prop,
-                     unsigned long long flags) noexcept override {
-    created.push_back(prop);
-    created_flags.push_back(flags);
-    if (create_result == CUDA_SUCCESS) *out = next_handle_++;
-    return create_result;
-  }
-
-  CUmemGenericAllocationHandle next_handle_ = 0x5000;
-};
-
 CUmemAllocationProp device_prop(CUmemAllocationHandleType handle_types = CU_MEM_HANDLE_TYPE_NONE) {
   CUmemAllocationProp prop{};
   prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;

@@ -1,0 +1,118 @@
+#include "placement/pool_books.h"
+
+namespace vramspill::placement {
+namespace {
+
+uint64_t pool_key(CUmemoryPool pool) { return reinterpret_cast<uint64_t>(pool); }
+
+}  // namespace
+
+// Note [Refreshing pool figures]
+// A pool's reserved bytes also shrink without a call the shim sees: the driver gives a pool's
+// idle memory back when the program synchronises (cuStreamSynchronize, cuEventSynchronize,
+// cuCtxSynchronize; above the release threshold, which is 0 unless the program raises it), and
+// at cuMemPoolTrimTo (hooked only for tiered mode's kept blocks: hooks/stream_ordered_tiered.h).
+// The ledger's figure for a pool is the one
+// read at its last stream-ordered allocation or free, so it can be too high: memory the driver
+// has taken back would still count against the budget, and a later cuMemAlloc (of any route)
+// would be refused although the device has the room. So the shim remembers the pools it has
+// reported (a few per process; kTrackedPoolCount at most, later ones are only refreshed by their
+// own calls) and reads their figures again where a stale one would show: before refusing a
+// request for want of room, in cuMemGetInfo, and when a stream-ordered block is freed (its pool
+// is not recorded with the block). A destroyed pool is forgotten at cuMemPoolDestroy. The
+// same slots say which device each pool's memory is on (device_of()): pools the program creates
+// are recorded at cuMemPoolCreate, the devices' default pools when first seen.
+
+std::optional<int> PoolBooks::device_of(CUmemoryPool pool) noexcept {
+  if (pool == nullptr) return std::nullopt;
+  for (const TrackedPool& slot : tracked_) {
+    const CUmemoryPool seen = slot.pool.load(std::memory_order_acquire);
+    if (seen == nullptr) break;
+    if (seen == pool) return slot.device.load(std::memory_order_relaxed);
+  }
+  const int count = queries_.device_count();
+  for (int device = 0; device < count; ++device) {
+    if (queries_.default_pool(device) == pool) {
+      track(device, pool);
+      return device;
+    }
+  }
+  return std::nullopt;
+}
+
+void PoolBooks::created(CUmemoryPool pool, const CUmemPoolProps& props) noexcept {
+  const bool on_device = props.location.type == CU_MEM_LOCATION_TYPE_DEVICE;
+  track(on_device ? props.location.id : kHostLocatedPool, pool);
+  const bool plain = on_device && props.handleTypes == CU_MEM_HANDLE_TYPE_NONE &&
+                     props.maxSize == 0 && props.usage == 0;
+  for (TrackedPool& slot : tracked_) {
+    const CUmemoryPool seen = slot.pool.load(std::memory_order_acquire);
+    if (seen == nullptr) return;  // past the pools tracked: not known to be plain
+    if (seen == pool) {
+      slot.plain.store(plain, std::memory_order_relaxed);
+      return;
+    }
+  }
+}
+
+bool PoolBooks::plain(int device, CUmemoryPool pool) noexcept {
+  const CUmemoryPool device_default = queries_.default_pool(device);
+  if (device_default != nullptr && device_default == pool) return true;
+  for (const TrackedPool& slot : tracked_) {
+    const CUmemoryPool seen = slot.pool.load(std::memory_order_acquire);
+    if (seen == nullptr) return false;
+    if (seen == pool) return slot.plain.load(std::memory_order_relaxed);
+  }
+  return false;
+}
+
+void PoolBooks::destroyed(core::Ledger& ledger, CUmemoryPool pool) noexcept {
+  const std::optional<int> device = device_of(pool);
+  if (!device || *device == kHostLocatedPool) return;
+  const std::lock_guard held(mutex_of(pool));
+  ledger.set_pool_reserved(*device, pool_key(pool), 0);
+}
+
+void PoolBooks::track(int device, CUmemoryPool pool) noexcept {
+  if (pool == nullptr) return;
+  for (TrackedPool& slot : tracked_) {
+    const CUmemoryPool seen = slot.pool.load(std::memory_order_acquire);
+    if (seen == nullptr) break;
+    if (seen == pool) {
+      slot.device.store(device, std::memory_order_relaxed);  // a reused handle may move
+      return;
+    }
+  }
+  const std::lock_guard guard(inserting_);
+  for (TrackedPool& slot : tracked_) {
+    const CUmemoryPool seen = slot.pool.load(std::memory_order_relaxed);
+    if (seen == pool) return;
+    if (seen == nullptr) {
+      slot.device.store(device, std::memory_order_relaxed);
+      slot.pool.store(pool, std::memory_order_release);
+      return;
+    }
+  }
+}
+
+// Note [Refreshing pool figures]. A pool in the middle of an allocation is skipped: its figure is
+// settled by that allocation, and a report in between would count its growth twice.
+void PoolBooks::refresh(core::Ledger& ledger) noexcept {
+  for (TrackedPool& slot : tracked_) {
+    const CUmemoryPool pool = slot.pool.load(std::memory_order_acquire);
+    if (pool == nullptr) return;
+    const int device = slot.device.load(std::memory_order_relaxed);
+    if (device == kHostLocatedPool) continue;
+    const std::unique_lock held(mutex_of(pool), std::try_to_lock);
+    if (!held.owns_lock()) continue;
+    if (const std::optional<uint64_t> reserved = queries_.reserved(pool))
+      ledger.set_pool_reserved(device, pool_key(pool), *reserved);
+  }
+}
+
+std::mutex& PoolBooks::mutex_of(CUmemoryPool pool) noexcept {
+  const auto bits = reinterpret_cast<std::uintptr_t>(pool);
+  return locks_[(bits >> 4 ^ bits >> 12) % kPoolLockCount];
+}
+
+}  // namespace vramspill::placement

@@ -1,0 +1,90 @@
+#include "placement/tiered_blocks.h"
+
+#include "telemetry/log.h"
+#include "tiers/granule_arena.h"
+#include "util/bytes.h"
+
+namespace vramspill::placement {
+namespace {
+
+// Its address is in the shim's code, whose frames a captured stack leaves out.
+void in_the_shim() noexcept {}
+
+}  // namespace
+
+bool NativeCallSites::capture(CallStack& stack, std::string_view& why) noexcept {
+  return capture_call_stack(reinterpret_cast<const void*>(&in_the_shim), stack, why);
+}
+
+std::optional<CUresult> TieredBlocks::allocate(int device, uint64_t bytes,
+                                               CUdeviceptr* out) noexcept {
+  if (config_.spill.mode != SpillMode::kTiered || bytes < config_.tiered.min_size)
+    return std::nullopt;
+  CUdeviceptr base = 0;
+  const std::optional<RuleAction> rule = rules_.empty() ? std::nullopt : rule_for(bytes);
+  const TieredPlacement::Allocated allocated = placement_.allocate(device, bytes, &base, rule);
+  if (allocated.result == CUDA_ERROR_NOT_SUPPORTED) return std::nullopt;
+  if (allocated.result != CUDA_SUCCESS) {
+    explain(allocated, device, bytes);
+    return std::nullopt;  // placed as auto mode would place it, by the caller's spill chain
+  }
+  record(device, base, bytes);
+  *out = base;
+  return CUDA_SUCCESS;
+}
+
+void TieredBlocks::reused(int device, CUdeviceptr base, uint64_t bytes) noexcept {
+  // Note [A tiered block in the books]: still tracked and in the arena since it was kept.
+  ledger_.on_allocated(ledger_.admit(device, core::Route::kTiered, bytes), base, bytes);
+}
+
+CUresult TieredBlocks::free(int device, CUdeviceptr base) noexcept {
+  // Untracked first: no submission may promote a block while its granules go back.
+  use_.untrack(base);
+  return placement_.free(device, base);
+}
+
+std::optional<RuleAction> TieredBlocks::rule_for(uint64_t bytes) noexcept {
+  CallStack stack;
+  if (rules_.need_call_sites()) {
+    std::string_view why;
+    if (!call_sites_.capture(stack, why) && !said_no_stack_.exchange(true))
+      logging::warn(
+          "[[tiered.rule]] entries with a library or symbol pattern cannot match: no call "
+          "stack ({}); rules by size alone still apply",
+          why);
+  }
+  const TieredRule* rule = rules_.match(bytes, stack.view());
+  if (rule == nullptr) return std::nullopt;
+  logging::debug("tiered block of {} falls under the [[tiered.rule]] at {}: {}",
+                 format_bytes(bytes), rule->place,
+                 kRuleActionNames[static_cast<std::size_t>(rule->action)]);
+  return rule->action;
+}
+
+void TieredBlocks::explain(const TieredPlacement::Allocated& refused, int device,
+                           uint64_t bytes) noexcept {
+  if (refused.over_budgets && !said_over_budgets_.exchange(true)) {
+    logging::warn(
+        "tiered allocation of {} on device {}: its granules fit neither the device budget nor "
+        "the host limit ({} of {} left); placed as in auto mode instead (said once)",
+        format_bytes(bytes), device, format_bytes(host_budget_.available()),
+        format_bytes(host_budget_.limit()));
+  } else if (!refused.over_budgets && !said_driver_refused_.exchange(true)) {
+    logging::warn(
+        "tiered allocation of {} on device {}: the driver refused its granules (CUresult {}); "
+        "placed as in auto mode instead (said once)",
+        format_bytes(bytes), device, static_cast<int>(refused.result));
+  }
+}
+
+void TieredBlocks::record(int device, CUdeviceptr base, uint64_t bytes) noexcept {
+  ledger_.on_allocated(ledger_.admit(device, core::Route::kTiered, bytes), base, bytes);
+  const uint64_t range = tiers::GranuleArena::granules_for(bytes) * tiers::kGranuleBytes;
+  if (const core::TrackResult tracked = use_.track(base, range, base);
+      tracked != core::TrackResult::kTracked)
+    logging::debug("tiered block at {:#x} is not tracked ({}): launches reach it where it is", base,
+                   static_cast<int>(tracked));
+}
+
+}  // namespace vramspill::placement

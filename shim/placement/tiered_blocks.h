@@ -1,0 +1,105 @@
+// Which linear allocations tiered mode takes ([spill] mode = "tiered"; shim/README.md, "Tiered
+// mode"), the [[tiered.rule]] each one falls under (placement/tiered_rules.h), and how a tiered
+// block is written in the books. Where its granules go is tiered placement's
+// (placement/tiered_placement.h); the stack a rule matches comes through CallSites, so unit tests
+// give it with a fake (tests/shim/placement/tiered_blocks_test.cpp).
+//
+// Note [A tiered block in the books]
+// A tiered allocation is one block of the arena of its device. The ledger records it as
+// Route::kTiered under its pointer, so frees, pointer queries and IPC find it like any other
+// allocation, while the device budget counts the arena's granules instead of its bytes (Note
+// [Tiered budgets]). The use tracker tracks its whole range of granules under its base, the id
+// the policy and the arena know it by.
+#pragma once
+
+#include <cuda.h>
+
+#include <atomic>
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+#include "config/config.h"
+#include "core/host_budget.h"
+#include "core/ledger.h"
+#include "core/use_tracker.h"
+#include "placement/tiered_placement.h"
+#include "placement/tiered_rules.h"
+#include "util/call_stack.h"
+
+namespace vramspill::placement {
+
+// The stack that allocated the block being placed, for rules that name a library or a symbol.
+class CallSites {
+ public:
+  // Fills `stack` with the allocating program's frames; false, with `why`, when there is none.
+  virtual bool capture(CallStack& stack, std::string_view& why) noexcept = 0;
+
+ protected:
+  CallSites() = default;
+  ~CallSites() = default;
+  CallSites(const CallSites&) = default;
+  CallSites& operator=(const CallSites&) = default;
+};
+
+// The native stack (Note [Call sites through libunwind] in util/call_stack.h), without the
+// shim's own frames.
+class NativeCallSites final : public CallSites {
+ public:
+  bool capture(CallStack& stack, std::string_view& why) noexcept override;
+};
+
+class TieredBlocks {
+ public:
+  // Each reference must outlive this (all are the shim state's).
+  TieredBlocks(const Config& config, core::Ledger& ledger, core::UseTracker& use,
+               const core::HostBudget& host_budget, TieredPlacement& placement, TieredRules& rules,
+               CallSites& call_sites) noexcept
+      : config_(config),
+        ledger_(ledger),
+        use_(use),
+        host_budget_(host_budget),
+        placement_(placement),
+        rules_(rules),
+        call_sites_(call_sites) {}
+  TieredBlocks(const TieredBlocks&) = delete;
+  TieredBlocks& operator=(const TieredBlocks&) = delete;
+
+  // A linear allocation of `bytes` on `device`, a device the ledger knows (cuMemAlloc, or
+  // cuMemAllocPitch with its pitch applied), if tiered mode takes it: the result, with *out set
+  // on success. nullopt when tiered mode does not take it (another mode, smaller than [tiered]
+  // min_size, a device without an arena: Note [Where tiered mode runs] in hooks/tiered_arenas.h)
+  // or could not (the budgets or the driver refused it, which is logged once for each); the
+  // caller goes on as in auto mode.
+  std::optional<CUresult> allocate(int device, uint64_t bytes, CUdeviceptr* out) noexcept;
+
+  // A block kept for reuse at its cuMemFreeAsync (Note [Reuse in stream order] in
+  // tiers/stream_ordered_reuse.h) is the program's again, as a block of `bytes`.
+  void reused(int device, CUdeviceptr base, uint64_t bytes) noexcept;
+
+  // Gives the block at `base` back to `device`'s arena at once: the caller knows that no work
+  // touches it any more (cuMemFree after its wait, or a kept block whose free was reached).
+  CUresult free(int device, CUdeviceptr base) noexcept;
+
+ private:
+  // The action of the rule a new block of `bytes` falls under, from the stack that allocated it
+  // when a rule names a library or a symbol.
+  std::optional<RuleAction> rule_for(uint64_t bytes) noexcept;
+  // Says, the first time each kind of failure happens, what failed and what the shim did instead.
+  void explain(const TieredPlacement::Allocated& refused, int device, uint64_t bytes) noexcept;
+  // Note [A tiered block in the books]
+  void record(int device, CUdeviceptr base, uint64_t bytes) noexcept;
+
+  const Config& config_;
+  core::Ledger& ledger_;
+  core::UseTracker& use_;
+  const core::HostBudget& host_budget_;
+  TieredPlacement& placement_;
+  TieredRules& rules_;
+  CallSites& call_sites_;
+  std::atomic<bool> said_no_stack_{false};
+  std::atomic<bool> said_over_budgets_{false};
+  std::atomic<bool> said_driver_refused_{false};
+};
+
+}  // namespace vramspill::placement

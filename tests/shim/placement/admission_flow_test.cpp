@@ -1,0 +1,237 @@
+// placement/admission_flow: the flow every allocation and free shares, over the real ledger and
+// spill placement with fake tiers, fake pool queries and a fake tiered mode: a request that fits
+// is the driver's, one over the budget spills (or, in off mode, is refused), the driver's own
+// refusal spills too, tiered mode's room and refreshed pool figures admit what they can, and a
+// free goes back where the allocation came from.
+#include "placement/admission_flow.h"
+
+#include <gtest/gtest.h>
+
+#include <optional>
+#include <vector>
+
+#include "placement_fakes.h"
+#include "pool_fakes.h"
+
+namespace vramspill::placement {
+namespace {
+
+using core::KeySpace;
+using core::Route;
+
+constexpr uint64_t kMiB = uint64_t{1} << 20;
+constexpr CUdeviceptr kDriverPointer = 0x7000000;
+
+// Tiered mode as a test sets it: the room its arena holds (taken from the ledger, as the arena
+// takes it), given back when asked for, and the blocks it was asked to free.
+class FakeTieredSeam final : public TieredSeam {
+ public:
+  explicit FakeTieredSeam(core::Ledger& ledger) : ledger_(ledger) {}
+
+  void hold(uint64_t bytes) {
+    ASSERT_TRUE(ledger_.take(0, bytes));
+    held_ += bytes;
+  }
+
+  int room_requests = 0;
+  std::vector<CUdeviceptr> freed;
+
+  bool make_device_room(int device, uint64_t bytes) noexcept override {
+    ++room_requests;
+    if (held_ < bytes) return false;
+    ledger_.give(device, held_);
+    held_ = 0;
+    return true;
+  }
+  CUresult free_block(const core::Allocation& block, std::optional<CUstream>) noexcept override {
+    freed.push_back(block.key);
+    return CUDA_SUCCESS;
+  }
+
+ private:
+  core::Ledger& ledger_;
+  uint64_t held_ = 0;
+};
+
+class AdmissionFlowTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    config_.mode = SpillMode::kAuto;
+    config_.min_size = kMiB;
+    ledger_.set_device(0, 1024 * kMiB, 64 * kMiB);
+  }
+
+  // cuMemAlloc of `bytes`, the driver answering `driver_result` with kDriverPointer.
+  CUresult allocate(uint64_t bytes, CUresult driver_result = CUDA_SUCCESS) {
+    const SpillTarget target{.out = &pointer_, .bytes = bytes};
+    return flow_.admit_and_allocate(0, Route::kMemAlloc, bytes, target, [&](Allocated& made) {
+      ++driver_calls_;
+      if (driver_result == CUDA_SUCCESS) {
+        pointer_ = kDriverPointer;
+        made.key = kDriverPointer;
+      }
+      return driver_result;
+    });
+  }
+
+  CUresult free(CUdeviceptr pointer, CUresult driver_result = CUDA_SUCCESS) {
+    return flow_.forget_then_free(pointer, KeySpace::kPointer, [&] {
+      driver_frees_.push_back(pointer);
+      return driver_result;
+    });
+  }
+
+  LogCapture log_;
+  SpillConfig config_;
+  core::Ledger ledger_;
+  core::HostBudget host_budget_{256 * kMiB};
+  core::VmmTracker vmm_;
+  FakeFacts facts_;
+  FakeTier managed_{"managed memory", Route::kSpillManaged, 0x100000000};
+  FakeTier host_{"the pinned host pool", Route::kSpillHost, 0x200000000};
+  FakeHostVmmTier host_vmm_;
+  SpillPlacement spill_{config_, ledger_, host_budget_, facts_, managed_, host_};
+  VmmSpill vmm_spill_{config_, ledger_, vmm_, host_budget_, facts_, host_vmm_};
+  FakePoolQueries pool_queries_;
+  PoolBooks pools_{pool_queries_};
+  FakeTieredSeam tiered_{ledger_};
+  AdmissionFlow flow_{config_, ledger_, pools_, spill_, vmm_spill_, tiered_};
+  CUdeviceptr pointer_ = 0;
+  int driver_calls_ = 0;
+  std::vector<CUdeviceptr> driver_frees_;
+};
+
+TEST_F(AdmissionFlowTest, ARequestThatFitsIsTheDriversAndRecorded) {
+  ASSERT_EQ(allocate(16 * kMiB), CUDA_SUCCESS);
+  EXPECT_EQ(driver_calls_, 1);
+  EXPECT_EQ(pointer_, kDriverPointer);
+  EXPECT_EQ(recorded(ledger_, Route::kMemAlloc).live_bytes, 16 * kMiB);
+  EXPECT_EQ(ledger_.snapshot(0).held_bytes, 16 * kMiB);
+  EXPECT_TRUE(managed_.allocations.empty());
+}
+
+TEST_F(AdmissionFlowTest, ARequestOverTheBudgetSpillsWithoutTheDriver) {
+  ASSERT_EQ(allocate(96 * kMiB), CUDA_SUCCESS);
+  EXPECT_EQ(driver_calls_, 0);
+  EXPECT_EQ(pointer_, 0x100000000u);
+  EXPECT_EQ(recorded(ledger_, Route::kSpillManaged).live_bytes, 96 * kMiB);
+  EXPECT_EQ(recorded(ledger_, Route::kMemAlloc).live_bytes, 0u);
+  EXPECT_EQ(ledger_.snapshot(0).over_budget, 1u);
+  EXPECT_EQ(ledger_.snapshot(0).refused(), 0u) << "served by the spill";
+}
+
+TEST_F(AdmissionFlowTest, OffModeRefusesWhatDoesNotFit) {
+  config_.mode = SpillMode::kOff;
+  EXPECT_EQ(allocate(96 * kMiB), CUDA_ERROR_OUT_OF_MEMORY);
+  EXPECT_EQ(driver_calls_, 0);
+  EXPECT_TRUE(managed_.allocations.empty());
+  EXPECT_TRUE(host_.allocations.empty());
+  EXPECT_EQ(ledger_.snapshot(0).held_bytes, 0u);
+  EXPECT_EQ(ledger_.snapshot(0).refused(), 1u);
+}
+
+TEST_F(AdmissionFlowTest, ARouteThatNeverSpillsIsRefusedWithALogLine) {
+  const CUresult result =
+      flow_.admit_and_allocate(0, Route::kArray, 96 * kMiB, SpillTarget{}, [&](Allocated&) {
+        ++driver_calls_;
+        return CUDA_SUCCESS;
+      });
+  EXPECT_EQ(result, CUDA_ERROR_OUT_OF_MEMORY);
+  EXPECT_EQ(driver_calls_, 0);
+  EXPECT_NE(log_.text().find("refused"), std::string::npos) << log_.text();
+}
+
+TEST_F(AdmissionFlowTest, TheDriversOwnRefusalSpillsAndCancelsTheReservation) {
+  ASSERT_EQ(allocate(16 * kMiB, CUDA_ERROR_OUT_OF_MEMORY), CUDA_SUCCESS);
+  EXPECT_EQ(driver_calls_, 1);
+  EXPECT_EQ(pointer_, 0x100000000u);
+  EXPECT_EQ(recorded(ledger_, Route::kSpillManaged).live_bytes, 16 * kMiB);
+  EXPECT_EQ(recorded(ledger_, Route::kMemAlloc).live_bytes, 0u);
+}
+
+TEST_F(AdmissionFlowTest, ADriverErrorOtherThanOutOfMemoryIsTheProgramsAndSpillsNothing) {
+  EXPECT_EQ(allocate(16 * kMiB, CUDA_ERROR_INVALID_VALUE), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_TRUE(managed_.allocations.empty());
+  EXPECT_EQ(ledger_.snapshot(0).held_bytes, 0u) << "the reservation was given back";
+}
+
+TEST_F(AdmissionFlowTest, TieredModeAdmitsWithTheRoomItsArenaMakes) {
+  config_.mode = SpillMode::kTiered;
+  tiered_.hold(64 * kMiB);
+  ASSERT_EQ(allocate(16 * kMiB), CUDA_SUCCESS);
+  EXPECT_EQ(tiered_.room_requests, 1);
+  EXPECT_EQ(driver_calls_, 1);
+  EXPECT_EQ(recorded(ledger_, Route::kMemAlloc).live_bytes, 16 * kMiB);
+  EXPECT_EQ(ledger_.snapshot(0).over_budget_served, 1u);
+}
+
+TEST_F(AdmissionFlowTest, OnlyTieredModeAsksItsArenaForRoom) {
+  tiered_.hold(64 * kMiB);
+  ASSERT_EQ(allocate(16 * kMiB), CUDA_SUCCESS);
+  EXPECT_EQ(tiered_.room_requests, 0);
+  EXPECT_EQ(driver_calls_, 0) << "spilled";
+}
+
+TEST_F(AdmissionFlowTest, PoolFiguresAreReadAgainBeforeARefusal) {
+  const CUmemoryPool pool = fake_pool(1);
+  pools_.track(0, pool);
+  ledger_.set_pool_reserved(0, reinterpret_cast<uint64_t>(pool), 64 * kMiB);
+  pool_queries_.reserved_bytes[pool] = 0;  // given back at a synchronisation the shim missed
+  ASSERT_EQ(allocate(16 * kMiB), CUDA_SUCCESS);
+  EXPECT_EQ(driver_calls_, 1) << "the stale figure would have spilled it";
+}
+
+TEST_F(AdmissionFlowTest, AFreeGoesBackWhereTheAllocationCameFrom) {
+  ASSERT_EQ(allocate(16 * kMiB), CUDA_SUCCESS);
+  ASSERT_EQ(allocate(96 * kMiB), CUDA_SUCCESS);  // spilled
+  const CUdeviceptr spilled = pointer_;
+  ledger_.on_allocated(ledger_.admit(0, Route::kTiered, 8 * kMiB), 0x9000000, 8 * kMiB);
+
+  ASSERT_EQ(free(kDriverPointer), CUDA_SUCCESS);
+  ASSERT_EQ(free(spilled), CUDA_SUCCESS);
+  ASSERT_EQ(free(0x9000000), CUDA_SUCCESS);
+  ASSERT_EQ(free(0x1234000), CUDA_SUCCESS);  // never recorded: the driver's
+  EXPECT_EQ(driver_frees_, (std::vector<CUdeviceptr>{kDriverPointer, 0x1234000}));
+  EXPECT_EQ(managed_.frees, std::vector<CUdeviceptr>{spilled});
+  EXPECT_EQ(tiered_.freed, std::vector<CUdeviceptr>{0x9000000});
+  EXPECT_EQ(ledger_.snapshot(0).held_bytes, 0u);
+}
+
+TEST_F(AdmissionFlowTest, AFreeTheDriverRefusesLeavesTheAllocationLive) {
+  ASSERT_EQ(allocate(16 * kMiB), CUDA_SUCCESS);
+  EXPECT_EQ(free(kDriverPointer, CUDA_ERROR_INVALID_VALUE), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(recorded(ledger_, Route::kMemAlloc).live_bytes, 16 * kMiB);
+  EXPECT_TRUE(ledger_.find(kDriverPointer).has_value());
+}
+
+TEST_F(AdmissionFlowTest, AFreedStreamOrderedBlockRefreshesThePoolFigures) {
+  const CUmemoryPool pool = fake_pool(1);
+  pools_.track(0, pool);
+  pool_queries_.reserved_bytes[pool] = 32 * kMiB;
+  ledger_.set_pool_reserved(0, reinterpret_cast<uint64_t>(pool), 32 * kMiB);
+  ledger_.on_allocated(ledger_.admit(0, Route::kMemAllocAsync, 4 * kMiB), 0x8000000, 4 * kMiB);
+  pool_queries_.reserved_bytes[pool] = 0;
+  ASSERT_EQ(free(0x8000000), CUDA_SUCCESS);
+  EXPECT_EQ(ledger_.snapshot(0).pool_reserved_bytes, 0u);
+}
+
+TEST_F(AdmissionFlowTest, ACuMemCreateThatDoesNotFitIsMadeHostLocated) {
+  CUmemAllocationProp prop{};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location = {CU_MEM_LOCATION_TYPE_DEVICE, 0};
+  const VmmSpillRequest request{.device = 0, .bytes = 96 * kMiB, .prop = &prop, .flags = 0};
+  CUmemGenericAllocationHandle handle = 0;
+  const CUresult result = flow_.admit_and_allocate(
+      0, Route::kMemCreate, 96 * kMiB, SpillTarget{.vmm = &request, .handle_out = &handle},
+      [&](Allocated&) {
+        ++driver_calls_;
+        return CUDA_SUCCESS;
+      });
+  ASSERT_EQ(result, CUDA_SUCCESS);
+  EXPECT_EQ(driver_calls_, 0);
+  EXPECT_EQ(handle, 0x5000u);
+  EXPECT_EQ(recorded(ledger_, Route::kSpillVmmHost).live_bytes, 96 * kMiB);
+}
+
+}  // namespace
+}  // namespace vramspill::placement

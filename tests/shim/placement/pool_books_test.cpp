@@ -1,0 +1,117 @@
+// placement/pool_books over fake pool queries: where each pool's memory is, which pools tiered
+// mode may serve, and the figures the ledger is given for them (Note [Refreshing pool figures],
+// Note [A pool figure the driver does not give]).
+#include "placement/pool_books.h"
+
+#include <gtest/gtest.h>
+
+#include "pool_fakes.h"
+
+namespace vramspill::placement {
+namespace {
+
+constexpr uint64_t kMiB = uint64_t{1} << 20;
+
+class PoolBooksTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ledger_.set_device(0, 1024 * kMiB, 512 * kMiB);
+    ledger_.set_device(1, 1024 * kMiB, 512 * kMiB);
+  }
+
+  uint64_t pool_bytes(int device) const { return ledger_.snapshot(device).pool_reserved_bytes; }
+
+  FakePoolQueries queries_;
+  PoolBooks books_{queries_};
+  core::Ledger ledger_;
+};
+
+TEST_F(PoolBooksTest, ACreatedPoolIsPlacedWhereItsPropertiesSay) {
+  books_.created(fake_pool(1), pool_props(CU_MEM_LOCATION_TYPE_DEVICE, 1));
+  books_.created(fake_pool(2), pool_props(CU_MEM_LOCATION_TYPE_HOST, 0));
+  EXPECT_EQ(books_.device_of(fake_pool(1)), 1);
+  EXPECT_EQ(books_.device_of(fake_pool(2)), kHostLocatedPool);
+  EXPECT_EQ(books_.device_of(fake_pool(3)), std::nullopt) << "neither created nor a default pool";
+}
+
+TEST_F(PoolBooksTest, ADefaultPoolIsFoundThroughTheDriverAndRemembered) {
+  queries_.devices = 2;
+  queries_.default_pools = {{0, fake_pool(10)}, {1, fake_pool(11)}};
+  EXPECT_EQ(books_.device_of(fake_pool(11)), 1);
+  queries_.default_pools.clear();  // remembered: the driver is not asked again
+  EXPECT_EQ(books_.device_of(fake_pool(11)), 1);
+  EXPECT_EQ(books_.device_of(nullptr), std::nullopt);
+}
+
+TEST_F(PoolBooksTest, OnlyDefaultPoolsAndPlainCreatedOnesArePlain) {
+  queries_.default_pools = {{0, fake_pool(10)}};
+  CUmemPoolProps exported = pool_props(CU_MEM_LOCATION_TYPE_DEVICE, 0);
+  exported.handleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+  CUmemPoolProps capped = pool_props(CU_MEM_LOCATION_TYPE_DEVICE, 0);
+  capped.maxSize = 64 * kMiB;
+  books_.created(fake_pool(1), pool_props(CU_MEM_LOCATION_TYPE_DEVICE, 0));
+  books_.created(fake_pool(2), exported);
+  books_.created(fake_pool(3), capped);
+  books_.created(fake_pool(4), pool_props(CU_MEM_LOCATION_TYPE_HOST, 0));
+  EXPECT_TRUE(books_.plain(0, fake_pool(10)));
+  EXPECT_TRUE(books_.plain(0, fake_pool(1)));
+  EXPECT_FALSE(books_.plain(0, fake_pool(2)));
+  EXPECT_FALSE(books_.plain(0, fake_pool(3)));
+  EXPECT_FALSE(books_.plain(0, fake_pool(4)));
+  EXPECT_FALSE(books_.plain(0, fake_pool(5))) << "unknown";
+  EXPECT_FALSE(books_.plain(1, nullptr)) << "a device whose default pool the driver does not give";
+}
+
+TEST_F(PoolBooksTest, ARefreshGivesTheLedgerEachDevicePoolsFigure) {
+  books_.track(0, fake_pool(1));
+  books_.track(1, fake_pool(2));
+  books_.track(kHostLocatedPool, fake_pool(3));
+  queries_.reserved_bytes = {
+      {fake_pool(1), 32 * kMiB}, {fake_pool(2), 64 * kMiB}, {fake_pool(3), 128 * kMiB}};
+  books_.refresh(ledger_);
+  EXPECT_EQ(pool_bytes(0), 32 * kMiB);
+  EXPECT_EQ(pool_bytes(1), 64 * kMiB);
+  EXPECT_EQ(queries_.reserved_queries, 2) << "a host-located pool takes no device memory";
+
+  queries_.reserved_bytes[fake_pool(1)] = 0;  // given back at a synchronisation
+  books_.refresh(ledger_);
+  EXPECT_EQ(pool_bytes(0), 0u);
+}
+
+TEST_F(PoolBooksTest, ARefreshKeepsAFigureTheDriverDoesNotGive) {
+  books_.track(0, fake_pool(1));
+  ledger_.set_pool_reserved(0, reinterpret_cast<uint64_t>(fake_pool(1)), 32 * kMiB);
+  books_.refresh(ledger_);  // the query fails
+  EXPECT_EQ(pool_bytes(0), 32 * kMiB);
+}
+
+TEST_F(PoolBooksTest, ARefreshSkipsAPoolInTheMiddleOfAnExchange) {
+  books_.track(0, fake_pool(1));
+  queries_.reserved_bytes = {{fake_pool(1), 32 * kMiB}};
+  {
+    const auto held = books_.lock(fake_pool(1));
+    books_.refresh(ledger_);
+    EXPECT_EQ(pool_bytes(0), 0u) << "the exchange settles this pool's figure itself";
+  }
+  books_.refresh(ledger_);
+  EXPECT_EQ(pool_bytes(0), 32 * kMiB);
+}
+
+TEST_F(PoolBooksTest, ADestroyedPoolLeavesTheBudget) {
+  books_.created(fake_pool(1), pool_props(CU_MEM_LOCATION_TYPE_DEVICE, 0));
+  ledger_.set_pool_reserved(0, reinterpret_cast<uint64_t>(fake_pool(1)), 32 * kMiB);
+  books_.destroyed(ledger_, fake_pool(1));
+  EXPECT_EQ(pool_bytes(0), 0u);
+}
+
+TEST_F(PoolBooksTest, PoolsPastTheTrackedOnesAreNotPlaced) {
+  for (std::uintptr_t id = 1; id <= PoolBooks::kTrackedPoolCount; ++id)
+    books_.track(0, fake_pool(id));
+  books_.created(fake_pool(1000), pool_props(CU_MEM_LOCATION_TYPE_DEVICE, 0));
+  EXPECT_EQ(books_.device_of(fake_pool(1000)), std::nullopt);
+  EXPECT_FALSE(books_.plain(0, fake_pool(1000)));
+  EXPECT_EQ(books_.device_of(fake_pool(PoolBooks::kTrackedPoolCount)), 0);
+}
+
+}  // namespace
+}  // namespace vramspill::placement

@@ -30,7 +30,7 @@ void Ledger::set_device(int device, uint64_t total_bytes, uint64_t limit_bytes) 
 }
 
 Admission Ledger::admit(int device, Route route, uint64_t bytes,
-                        uint64_t pool_free_reserved) noexcept {
+                        uint64_t pool_free_reserved, uint64_t pool_room_under_cap) noexcept {
   Admission admission;
   admission.device = device;
   admission.route = route;
@@ -43,7 +43,7 @@ Admission Ledger::admit(int device, Route route, uint64_t bytes,
   uint64_t needed = bytes;
   if (is_pool_route(route)) {
     admission.pool_free_reserved = pool_free_reserved;
-    needed = bytes > pool_free_reserved ? pool_growth(bytes) : 0;
+    needed = bytes > pool_free_reserved ? pool_growth(bytes, pool_room_under_cap) : 0;
   }
   // Host memory (the host budget guards it), or a tiered block (its granules were taken).
   if (is_spill_route(route) || route == Route::kTiered) needed = 0;

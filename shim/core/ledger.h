@@ -149,10 +149,12 @@ class Ledger {
   void set_device(int device, uint64_t total_bytes, uint64_t limit_bytes) noexcept;
 
   // Reserves room for `bytes` on `device`, or explains why not (Note [Reservation protocol]).
-  // For pool routes, `pool_free_reserved` is what the pool has reserved but not handed out;
-  // other routes ignore it (Note [Stream-ordered pools in the budget]).
+  // For pool routes, `pool_free_reserved` is what the pool has reserved but not handed out, and
+  // `pool_room_under_cap` what its size cap lets it grow by (pool_growth()); other routes ignore
+  // them (Note [Stream-ordered pools in the budget]).
   [[nodiscard]] Admission admit(int device, Route route, uint64_t bytes,
-                                uint64_t pool_free_reserved = 0) noexcept;
+                                uint64_t pool_free_reserved = 0,
+                                uint64_t pool_room_under_cap = kUncappedPool) noexcept;
 
   // The driver allocated `bytes` under `admission`'s reservation; `key` names the allocation in
   // the route's key space (key_space()). A key that is already live replaces the old entry (its

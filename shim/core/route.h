@@ -44,15 +44,23 @@ constexpr bool is_pool_route(Route route) {
   return route == Route::kMemAllocAsync || route == Route::kMemAllocFromPoolAsync;
 }
 
+// What a pool without a size cap may still grow by.
+inline constexpr uint64_t kUncappedPool = UINT64_MAX;
+
 // The chunk a pool grows by for a request of `bytes` its unused reserve cannot hold (Note
 // [Stream-ordered pools in the budget] in core/ledger.h): 32 MiB, or the request rounded up to
 // the 2 MiB mapping granularity when larger; saturates for a request too large for any device.
-constexpr uint64_t pool_growth(uint64_t bytes) {
+// A pool created with a size cap (CUmemPoolProps::maxSize) that leaves less than the chunk,
+// `room_under_cap`, grows by the rounded request alone, as the driver's does (a request the cap
+// cannot hold at all is the driver's to refuse): reserving the whole chunk for it would refuse
+// what the device has room for.
+constexpr uint64_t pool_growth(uint64_t bytes, uint64_t room_under_cap = kUncappedPool) {
   constexpr uint64_t kGranularity = uint64_t{2} << 20;
   constexpr uint64_t kChunk = uint64_t{32} << 20;
   if (bytes > UINT64_MAX - (kGranularity - 1)) return UINT64_MAX;
   const uint64_t rounded = (bytes + kGranularity - 1) / kGranularity * kGranularity;
-  return rounded > kChunk ? rounded : kChunk;
+  const uint64_t chunk = rounded > kChunk ? rounded : kChunk;
+  return chunk > room_under_cap ? rounded : chunk;
 }
 
 // Spilled allocations live in host memory: they are recorded (frees find their tier by the

@@ -34,9 +34,9 @@ bool give_back(CUmemoryPool pool, CUdeviceptr block, CUstream stream) {
 
 }  // namespace
 
-bool make_room_for_pool(ShimState& shim, int device, uint64_t bytes) {
+bool make_room_for_pool(ShimState& shim, int device, uint64_t growth) {
   if (shim.config.spill.mode != SpillMode::kTiered) return false;
-  return shim.tiered.make_device_room(device, core::pool_growth(bytes));
+  return shim.tiered.make_device_room(device, growth);
 }
 
 CUresult allocating_device(core::Route route, CUmemoryPool pool, CUstream stream, int& device) {
@@ -60,16 +60,20 @@ PoolExchange::PoolExchange(ShimState& shim, int device, CUmemoryPool pool, uint6
 
 core::Admission PoolExchange::admit(core::Route route) {
   const std::optional<PoolUsage> usage = pool_usage(pool_);
-  if (!usage) {  // Note [A pool figure the driver does not give] in placement/pool_books.h
-    reserved_at_admission_ = shim_.ledger.pool_figure(pool_key(pool_));
-    return shim_.ledger.admit(device_, route, bytes_);
-  }
-  reserved_at_admission_ = usage->reserved;
+  // Note [A pool figure the driver does not give] in placement/pool_books.h: the ledger's figure,
+  // and no unused reserve counted on.
+  reserved_at_admission_ = usage ? usage->reserved : shim_.ledger.pool_figure(pool_key(pool_));
+  const uint64_t free_reserved = usage && usage->reserved > usage->used
+                                     ? usage->reserved - usage->used : 0;
+  const uint64_t cap = pool_books().size_cap(pool_);
+  const uint64_t room_under_cap =
+      cap == 0 ? core::kUncappedPool
+               : (cap > reserved_at_admission_ ? cap - reserved_at_admission_ : 0);
+  growth_ = bytes_ > free_reserved ? core::pool_growth(bytes_, room_under_cap) : 0;
   // The figure as the driver has it now: the pool may have given memory back at a
   // synchronisation the shim did not see, and no one else reports it while the lock is held.
-  shim_.ledger.set_pool_reserved(device_, pool_key(pool_), usage->reserved);
-  return shim_.ledger.admit(device_, route, bytes_,
-                            usage->reserved > usage->used ? usage->reserved - usage->used : 0);
+  if (usage) shim_.ledger.set_pool_reserved(device_, pool_key(pool_), usage->reserved);
+  return shim_.ledger.admit(device_, route, bytes_, free_reserved, room_under_cap);
 }
 
 bool PoolExchange::settle(core::Admission& admission, CUdeviceptr block, CUstream stream,

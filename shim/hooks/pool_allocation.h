@@ -53,8 +53,12 @@ class PoolExchange {
   PoolExchange(ShimState& shim, int device, CUmemoryPool pool, uint64_t bytes);
 
   // Records the pool's reserve as the driver reports it now, and returns the ledger's admission
-  // for the request, counting the pool's unused reserve.
+  // for the request, counting the pool's unused reserve and its size cap.
   core::Admission admit(core::Route route);
+
+  // What the pool grows by should the request not fit its unused reserve (core::pool_growth()),
+  // as admit() last reckoned it.
+  uint64_t growth() const { return growth_; }
 
   // After a successful driver call under `admission`: true once the pool's growth is in the
   // budget. False when it does not fit: the block has been given back (freed on `stream`, which
@@ -76,6 +80,7 @@ class PoolExchange {
   uint64_t bytes_;
   std::unique_lock<std::mutex> lock_;
   uint64_t reserved_at_admission_ = 0;
+  uint64_t growth_ = 0;
 };
 
 // The device a stream-ordered request takes memory of (Note [The device a request charges] in
@@ -83,10 +88,10 @@ class PoolExchange {
 // kHostLocatedPool; or the error of the driver's query.
 CUresult allocating_device(core::Route route, CUmemoryPool pool, CUstream stream, int& device);
 
-// In tiered mode, asks `device`'s arena for room for the chunk a pool grows by to serve `bytes`
-// (Note [Stream-ordered requests in tiered mode]); whether the budget now has it. False in every
-// other mode.
-bool make_room_for_pool(ShimState& shim, int device, uint64_t bytes);
+// In tiered mode, asks `device`'s arena for room for `growth`, the chunk a pool grows by to serve
+// a request (PoolExchange::growth(); Note [Stream-ordered requests in tiered mode]); whether the
+// budget now has it. False in every other mode.
+bool make_room_for_pool(ShimState& shim, int device, uint64_t growth);
 
 // Note [A captured request is the graph's]
 // A stream-ordered request on a stream being captured makes an allocation node of the graph: the
@@ -138,7 +143,7 @@ CUresult pool_allocation(core::Route route, CUdeviceptr* dptr, size_t bytesize, 
     core::Admission admission = exchange.admit(route);
     if (!admission.admitted) {
       exchange.unlock();  // making room takes the placement's lock and the remap window
-      if (!room_made && make_room_for_pool(*shim, device, bytesize)) {
+      if (!room_made && make_room_for_pool(*shim, device, exchange.growth())) {
         room_made = true;
         continue;
       }
@@ -169,7 +174,7 @@ CUresult pool_allocation(core::Route route, CUdeviceptr* dptr, size_t bytesize, 
     }
     // The pool grew by more than the chunk reserved for it (its reserve was freed on another
     // stream, or fragmented): room for the chunk may still be made.
-    if (!room_made && make_room_for_pool(*shim, device, bytesize)) {
+    if (!room_made && make_room_for_pool(*shim, device, exchange.growth())) {
       room_made = true;
       continue;
     }

@@ -50,9 +50,19 @@ void PoolBooks::created(CUmemoryPool pool, const CUmemPoolProps& props) noexcept
     if (seen == nullptr) return;  // past the pools tracked: not known to be plain
     if (seen == pool) {
       slot.plain.store(plain, std::memory_order_relaxed);
+      slot.size_cap.store(props.maxSize, std::memory_order_relaxed);
       return;
     }
   }
+}
+
+uint64_t PoolBooks::size_cap(CUmemoryPool pool) const noexcept {
+  for (const TrackedPool& slot : tracked_) {
+    const CUmemoryPool seen = slot.pool.load(std::memory_order_acquire);
+    if (seen == nullptr) return 0;
+    if (seen == pool) return slot.size_cap.load(std::memory_order_relaxed);
+  }
+  return 0;
 }
 
 bool PoolBooks::plain(int device, CUmemoryPool pool) noexcept {

@@ -69,6 +69,10 @@ class PoolBooks {
   // hooks/stream_ordered_tiered.h).
   bool plain(int device, CUmemoryPool pool) noexcept;
 
+  // The size cap cuMemPoolCreate gave `pool` (CUmemPoolProps::maxSize); 0 for none, and for a
+  // pool the books do not know.
+  uint64_t size_cap(CUmemoryPool pool) const noexcept;
+
   // cuMemPoolDestroy succeeded: the pool's memory no longer counts.
   void destroyed(core::Ledger& ledger, CUmemoryPool pool) noexcept;
 
@@ -94,6 +98,7 @@ class PoolBooks {
     std::atomic<int> device{0};
     // Made by cuMemPoolCreate on the device with no exportable handle and no cap (plain()).
     std::atomic<bool> plain{false};
+    std::atomic<uint64_t> size_cap{0};  // maxSize, 0 for none
   };
 
   std::mutex& mutex_of(CUmemoryPool pool) noexcept;

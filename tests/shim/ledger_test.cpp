@@ -262,6 +262,21 @@ TEST(LedgerPools, AChunkThatWouldNotFitIsRefusedBeforeThePoolGrows) {
   EXPECT_EQ(pool_growth(UINT64_MAX), UINT64_MAX);
 }
 
+// A pool whose size cap (maxSize) leaves less than a chunk grows by the rounded request alone, as
+// the driver's does: reserving the chunk would refuse what the budget has room for.
+TEST(LedgerPools, ACappedPoolIsChargedTheGrowthItsCapAllows) {
+  EXPECT_EQ(pool_growth(1, 24 * kMiB), 2 * kMiB);
+  EXPECT_EQ(pool_growth(3 * kMiB, 40 * kMiB), 32 * kMiB) << "the cap leaves room for the chunk";
+  EXPECT_EQ(pool_growth(33 * kMiB, 30 * kMiB), 34 * kMiB) << "the driver's to refuse";
+  Ledger ledger;
+  ledger.set_device(0, kGiB, 100 * kMiB);
+  ledger.set_pool_reserved(0, 0xb001, 80 * kMiB);
+  const Admission small = ledger.admit(0, Route::kMemAllocFromPoolAsync, 1 * kMiB, 0, 8 * kMiB);
+  ASSERT_TRUE(small.admitted);
+  EXPECT_EQ(small.reserved_bytes, 2 * kMiB);
+  ledger.cancel(small);
+}
+
 TEST(LedgerPools, EachPoolHasItsOwnFigure) {
   Ledger ledger;
   ledger.set_device(0, kGiB, kGiB);

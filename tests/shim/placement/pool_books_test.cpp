@@ -62,6 +62,18 @@ TEST_F(PoolBooksTest, OnlyDefaultPoolsAndPlainCreatedOnesArePlain) {
   EXPECT_FALSE(books_.plain(1, nullptr)) << "a device whose default pool the driver does not give";
 }
 
+TEST_F(PoolBooksTest, ACreatedPoolsSizeCapIsRemembered) {
+  queries_.default_pools = {{0, fake_pool(10)}};
+  CUmemPoolProps capped = pool_props(CU_MEM_LOCATION_TYPE_DEVICE, 0);
+  capped.maxSize = 24 * kMiB;
+  books_.created(fake_pool(1), capped);
+  books_.created(fake_pool(2), pool_props(CU_MEM_LOCATION_TYPE_DEVICE, 0));
+  EXPECT_EQ(books_.size_cap(fake_pool(1)), 24 * kMiB);
+  EXPECT_EQ(books_.size_cap(fake_pool(2)), 0u);
+  EXPECT_EQ(books_.size_cap(fake_pool(10)), 0u) << "a default pool has none";
+  EXPECT_EQ(books_.size_cap(fake_pool(3)), 0u) << "unknown";
+}
+
 TEST_F(PoolBooksTest, ARefreshGivesTheLedgerEachDevicePoolsFigure) {
   books_.track(0, fake_pool(1));
   books_.track(1, fake_pool(2));

@@ -65,6 +65,33 @@ class StreamGate {
   bool open_ = false;
 };
 
+// A created pool capped at 24 MiB grows by what a request needs, not by the 32 MiB chunk its cap
+// cannot hold (simcuda, as the driver): with 16 MiB of the budget left, a 1 MiB request from it
+// is admitted, where charging the chunk refused it (and, with eight threads contending for the
+// budget, refused every request of such a pool in the stress test).
+TEST_F(PoolBudget, ACappedPoolIsChargedOnlyWhatItsCapLetsItGrow) {
+  CUmemPoolProps props{};
+  props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+  props.location = {CU_MEM_LOCATION_TYPE_DEVICE, device()};
+  props.maxSize = 24 * kMiB;
+  CUmemoryPool capped = nullptr;
+  ASSERT_CU(cuMemPoolCreate(&capped, &props));
+  CUstream stream = nullptr;
+  ASSERT_CU(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+  CUdeviceptr held = 0;
+  ASSERT_CU(cuMemAlloc(&held, kBudget - 16 * kMiB));
+  CUdeviceptr block = 0;
+  EXPECT_CU(cuMemAllocFromPoolAsync(&block, 1 * kMiB, capped, stream));
+  EXPECT_LE(device_used(), kBudget);
+  if (block != 0) {
+    EXPECT_CU(cuMemFreeAsync(block, stream));
+  }
+  ASSERT_CU(cuStreamSynchronize(stream));
+  EXPECT_CU(cuMemFree(held));
+  EXPECT_CU(cuStreamDestroy(stream));
+  EXPECT_CU(cuMemPoolDestroy(capped));
+}
+
 // A 192 MiB block freed on a stream that has not reached the free yet, then 4 MiB requests on
 // another stream: the pool's unused reserve (192 MiB) admits each request "for free", but the pool
 // cannot hand out memory whose free is still pending (and may not wait for it here), so it grows

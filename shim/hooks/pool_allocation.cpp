@@ -1,43 +1,6 @@
 #include "hooks/pool_allocation.h"
 
-#include <limits>
-
-#include "driver/real_driver.h"
-#include "hooks/pool_tracking.h"
-#include "telemetry/log.h"
-#include "util/bytes.h"
-
 namespace vramspill::hooks {
-namespace {
-
-uint64_t pool_key(CUmemoryPool pool) { return reinterpret_cast<uint64_t>(pool); }
-
-// Frees `block` on `stream` and waits for the stream, so that the free has happened and the pool
-// can give the memory back; then trims the pool's unused reserve. A request that made the pool
-// grow past the budget leaves nothing behind but the wait. False when the block could not be
-// freed: it is still the program's. A step that fails is made once more: the block and the stream
-// were good a moment ago, and a pool left grown past the budget is what this exists to prevent.
-bool give_back(CUmemoryPool pool, CUdeviceptr block, CUstream stream) {
-  const auto free_async = VRAMSPILL_REAL(cuMemFreeAsync);
-  const auto synchronize = VRAMSPILL_REAL(cuStreamSynchronize);
-  const auto trim = VRAMSPILL_REAL(cuMemPoolTrimTo);
-  if (free_async == nullptr || synchronize == nullptr || trim == nullptr) return false;
-  const auto twice = [](const auto& step) {
-    return step() == CUDA_SUCCESS || step() == CUDA_SUCCESS;
-  };
-  if (!twice([&] { return free_async(block, stream); })) return false;
-  // Trimming before the free has run would release nothing. An error that persists (a fault in
-  // earlier work) is the program's to find at its next call.
-  if (twice([&] { return synchronize(stream); })) trim(pool, 0);
-  return true;
-}
-
-}  // namespace
-
-bool make_room_for_pool(ShimState& shim, int device, uint64_t growth) {
-  if (shim.config.spill.mode != SpillMode::kTiered) return false;
-  return shim.tiered.make_device_room(device, growth);
-}
 
 CUresult allocating_device(core::Route route, CUmemoryPool pool, CUstream stream, int& device) {
   if (route == core::Route::kMemAllocAsync) return stream_device(stream, device);
@@ -46,68 +9,6 @@ CUresult allocating_device(core::Route route, CUmemoryPool pool, CUstream stream
     return CUDA_SUCCESS;
   }
   return current_device(device);
-}
-
-PoolExchange::PoolExchange(ShimState& shim, int device, CUmemoryPool pool, uint64_t bytes)
-    : shim_(shim), device_(device), pool_(pool), bytes_(bytes) {
-  // Note [Refreshing pool figures]; before this pool's lock, which refresh() would try.
-  constexpr uint64_t kUnknown = std::numeric_limits<uint64_t>::max();
-  if (bytes_ > shim_.ledger.budget_view(device_, kUnknown, kUnknown).free_bytes)
-    pool_books().refresh(shim_.ledger);
-  lock_ = pool_books().lock(pool_);
-  pool_books().track(device_, pool_);
-}
-
-core::Admission PoolExchange::admit(core::Route route) {
-  const std::optional<PoolUsage> usage = pool_usage(pool_);
-  // Note [A pool figure the driver does not give] in placement/pool_books.h: the ledger's figure,
-  // and no unused reserve counted on.
-  reserved_at_admission_ = usage ? usage->reserved : shim_.ledger.pool_figure(pool_key(pool_));
-  const uint64_t free_reserved = usage && usage->reserved > usage->used
-                                     ? usage->reserved - usage->used : 0;
-  const uint64_t cap = pool_books().size_cap(pool_);
-  const uint64_t room_under_cap =
-      cap == 0 ? core::kUncappedPool
-               : (cap > reserved_at_admission_ ? cap - reserved_at_admission_ : 0);
-  growth_ = bytes_ > free_reserved ? core::pool_growth(bytes_, room_under_cap) : 0;
-  // The figure as the driver has it now: the pool may have given memory back at a
-  // synchronisation the shim did not see, and no one else reports it while the lock is held.
-  if (usage) shim_.ledger.set_pool_reserved(device_, pool_key(pool_), usage->reserved);
-  return shim_.ledger.admit(device_, route, bytes_, free_reserved, room_under_cap);
-}
-
-bool PoolExchange::settle(core::Admission& admission, CUdeviceptr block, CUstream stream,
-                          bool& retry) {
-  retry = false;
-  const uint64_t grown = reserved_now(admission.reserved_bytes);
-  if (shim_.ledger.settle_pool_growth(admission, pool_key(pool_), grown)) return true;
-  bool capturing = false;
-  // Waiting for a capturing stream would invalidate the program's graph (graph allocations do
-  // not normally grow the pool at all); a block that cannot be freed stays the program's. Either
-  // way the growth is taken as it is.
-  if ((check_capture(stream, capturing) == CUDA_SUCCESS && capturing) ||
-      !give_back(pool_, block, stream)) {
-    shim_.ledger.cancel(admission);
-    admission.reserved_bytes = 0;
-    shim_.ledger.set_pool_reserved(device_, pool_key(pool_), grown);
-    return true;
-  }
-  const uint64_t trimmed = reserved_now(0);
-  shim_.ledger.set_pool_reserved(device_, pool_key(pool_), trimmed);
-  shim_.ledger.cancel(admission);
-  // Trimming gave back more than this request's growth: unused reserve that could not serve the
-  // request was what filled the budget, and a second attempt may fit.
-  retry = trimmed < reserved_at_admission_;
-  logging::debug("{} of {}: its pool grew from {} to {}, past the device budget; the block was "
-                 "given back and the pool trimmed to {}",
-                 core::route_name(admission.route), format_bytes(admission.requested_bytes),
-                 format_bytes(reserved_at_admission_), format_bytes(grown), format_bytes(trimmed));
-  return false;
-}
-
-uint64_t PoolExchange::reserved_now(uint64_t assumed_growth) const {
-  if (const std::optional<PoolUsage> usage = pool_usage(pool_)) return usage->reserved;
-  return shim_.ledger.pool_figure(pool_key(pool_)) + assumed_growth;
 }
 
 }  // namespace vramspill::hooks

@@ -1,6 +1,7 @@
 #include "hooks/pool_tracking.h"
 
 #include "driver/real_driver.h"
+#include "hooks/driver_spill_facts.h"
 
 namespace vramspill::hooks {
 namespace {
@@ -39,19 +40,44 @@ class DriverPoolQueries final : public placement::PoolQueries {
   }
 };
 
+class DriverPoolDriver final : public placement::PoolDriver {
+ public:
+  constexpr DriverPoolDriver() = default;
+
+  std::optional<placement::PoolUsage> usage(CUmemoryPool pool) noexcept override {
+    const auto get_attribute = VRAMSPILL_REAL(cuMemPoolGetAttribute);
+    const std::optional<uint64_t> reserved = pool_reserved(pool);
+    cuuint64_t used = 0;
+    if (!reserved || get_attribute(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &used) != CUDA_SUCCESS)
+      return std::nullopt;
+    return placement::PoolUsage{.reserved = *reserved, .used = used};
+  }
+
+  // A step that fails is made once more: the block and the stream were good a moment ago, and a
+  // pool left grown past the budget is what this exists to prevent.
+  bool give_back(CUmemoryPool pool, CUdeviceptr block, CUstream stream) noexcept override {
+    const auto free_async = VRAMSPILL_REAL(cuMemFreeAsync);
+    const auto synchronize = VRAMSPILL_REAL(cuStreamSynchronize);
+    const auto trim = VRAMSPILL_REAL(cuMemPoolTrimTo);
+    if (free_async == nullptr || synchronize == nullptr || trim == nullptr) return false;
+    bool capturing = false;
+    if (check_capture(stream, capturing) == CUDA_SUCCESS && capturing) return false;
+    const auto twice = [](const auto& step) {
+      return step() == CUDA_SUCCESS || step() == CUDA_SUCCESS;
+    };
+    if (!twice([&] { return free_async(block, stream); })) return false;
+    // Trimming before the free has run would release nothing. An error that persists (a fault in
+    // earlier work) is the program's to find at its next call.
+    if (twice([&] { return synchronize(stream); })) trim(pool, 0);
+    return true;
+  }
+};
+
 constinit DriverPoolQueries driver_pool_queries;
 constinit placement::PoolBooks books{driver_pool_queries};
+constinit DriverPoolDriver driver_pool_driver;
 
 }  // namespace
-
-std::optional<PoolUsage> pool_usage(CUmemoryPool pool) {
-  const auto get_attribute = VRAMSPILL_REAL(cuMemPoolGetAttribute);
-  const std::optional<uint64_t> reserved = pool_reserved(pool);
-  cuuint64_t used = 0;
-  if (!reserved || get_attribute(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &used) != CUDA_SUCCESS)
-    return std::nullopt;
-  return PoolUsage{.reserved = *reserved, .used = used};
-}
 
 CUresult current_pool(int device, CUmemoryPool& pool) {
   const auto get_pool = VRAMSPILL_REAL(cuDeviceGetMemPool);
@@ -63,5 +89,7 @@ CUresult current_pool(int device, CUmemoryPool& pool) {
 }
 
 placement::PoolBooks& pool_books() noexcept { return books; }
+
+placement::PoolDriver& pool_driver() noexcept { return driver_pool_driver; }
 
 }  // namespace vramspill::hooks

@@ -9,20 +9,11 @@
 #include <optional>
 
 #include "placement/pool_books.h"
+#include "placement/pool_exchange.h"
 
 namespace vramspill::hooks {
 
 using placement::kHostLocatedPool;
-
-// A stream-ordered pool's reserved and handed-out bytes.
-struct PoolUsage {
-  uint64_t reserved = 0;
-  uint64_t used = 0;
-};
-
-// The pool's figures, or nullopt when the driver does not say (Note [A pool figure the driver
-// does not give] in placement/pool_books.h).
-std::optional<PoolUsage> pool_usage(CUmemoryPool pool);
 
 // The device's current pool (what cuMemAllocAsync draws on), or the driver's error. A failed
 // query is asked again as the default pool, which is the current one unless the program set
@@ -32,5 +23,8 @@ CUresult current_pool(int device, CUmemoryPool& pool);
 
 // The pools the process has shown the shim, whose figures are read from the real driver.
 placement::PoolBooks& pool_books() noexcept;
+
+// What a stream-ordered exchange asks of the real driver (placement/pool_exchange.h).
+placement::PoolDriver& pool_driver() noexcept;
 
 }  // namespace vramspill::hooks

@@ -82,8 +82,8 @@ struct ShimState {
   placement::TieredBlocks tiered_blocks;
   DriverTieredSeam tiered_seam{*this};
   // Every allocation and free once its hook has entered (hooks/admission.h).
-  placement::AdmissionFlow admission{config.spill, ledger, pool_books(), spill, vmm_spill,
-                                     tiered_seam};
+  placement::AdmissionFlow admission{
+      config.spill, ledger, pool_books(), pool_driver(), spill, vmm_spill, tiered_seam};
   DriverSubmissionEvents submission_events;
   // Every submission's way to the driver in tiered mode (Note [One way through for a
   // submission] in placement/submission_order.h).

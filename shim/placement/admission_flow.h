@@ -4,6 +4,38 @@
 // placement/spill_placement.h). The driver's calls are the hooks' function objects; tiered mode
 // is reached through TieredSeam (hooks/tiered_allocation.h in the shim), so unit tests drive the
 // whole flow with fakes (tests/shim/placement/admission_flow_test.cpp).
+//
+// Note [Stream-ordered requests in tiered mode]
+// A request its pool cannot serve from its reserve needs the pool to grow, and in tiered mode the
+// arena's device granules hold every byte of the budget that nothing else took (Note [Tiered
+// budgets] in placement/tiered_placement.h). The request used to be refused by the ledger before
+// the driver's call and spilled; the program's cuMemFreeAsync freed the spill, and the next
+// step's request found the budget as full as before: the pool never grew, and every step spilled
+// its stream-ordered buffers again (PyTorch's cudaMallocAsync backend on an H200: 1 398 spills,
+// 830 ms a step against 6.7 ms with cuMemAlloc). So a request that does not fit asks the device's
+// arena for room first, as a cuMemAlloc that tiered mode does not take does (TieredSeam::
+// make_device_room, which is TieredPlacement::make_device_room: the arena's pooled device
+// granules back to the driver, then evictions the policy chooses, inside the remap window and
+// none while a capture is in progress), for the whole chunk the pool grows by, and is admitted
+// again; only if no room can be made does
+// it spill. A pool that grew past its reservation anyway (a fragmented reserve) is given back and
+// trimmed as before, and may get room the same way once.
+// Once grown, the pool's reserve counts against the budget whether or not it is handed out, so
+// the arena cannot take the room back, and a job that frees and allocates the same sizes every
+// step is served from the reserve and spills nothing after its first step. That holds while the
+// pool keeps its reserve: PyTorch raises RELEASE_THRESHOLD to its maximum; under the default of
+// 0 the driver gives wholly idle chunks back at synchronisations, and the room is the arena's
+// again until the pool next grows (moves again, but no spill). tests/shim/tiered/
+// stream_ordered_workload.cpp is such a job: its modeled steps take 0.07 of the same job's with
+// cuMemAlloc in tiered mode, which maps each block's granules at every allocation.
+// Only tiered blocks can be evicted, so this does nothing for a job whose memory is all
+// stream-ordered (PyTorch with backend:cudaMallocAsync alone): there the pool holds the budget
+// and requests past it still spill. Hence the other design, which serves most stream-ordered
+// requests before they reach this path: each a tiered block of the arena, kept at its
+// cuMemFreeAsync for the next request of its size (Note [Stream-ordered requests in the arena] in
+// hooks/stream_ordered_tiered.h). What stays here: requests from pools with exportable handles or
+// on the host, below [tiered] min_size, on a captured stream, and all of them with [tiered]
+// stream_ordered = "pool" (AdmissionFlow::allocate_from_pool()).
 #pragma once
 
 #include <cuda.h>
@@ -15,6 +47,7 @@
 #include "config/config.h"
 #include "core/ledger.h"
 #include "placement/pool_books.h"
+#include "placement/pool_exchange.h"
 #include "placement/spill_placement.h"
 #include "placement/vmm_spill.h"
 
@@ -73,10 +106,12 @@ class AdmissionFlow {
  public:
   // Each reference must outlive the flow (all are the shim state's).
   AdmissionFlow(const SpillConfig& config, core::Ledger& ledger, PoolBooks& pools,
-                SpillPlacement& spill, VmmSpill& vmm_spill, TieredSeam& tiered) noexcept
+                PoolDriver& pool_driver, SpillPlacement& spill, VmmSpill& vmm_spill,
+                TieredSeam& tiered) noexcept
       : config_(config),
         ledger_(ledger),
         pools_(pools),
+        pool_driver_(pool_driver),
         spill_(spill),
         vmm_spill_(vmm_spill),
         tiered_(tiered) {}
@@ -100,6 +135,16 @@ class AdmissionFlow {
                               [](const Allocated&) {});
   }
 
+  // A stream-ordered request of `bytes` from `pool` on `device` (Note [Stream-ordered pools in
+  // the budget] in core/ledger.h): one PoolExchange, and, where it does not fit, a second one
+  // after a pool that grew past the budget was trimmed, and one after tiered mode made room
+  // (Note [Stream-ordered requests in tiered mode]), never more than
+  // one of each; then it spills to `spill_target` or is refused. `allocate()` is the driver's
+  // call, into *spill_target.out.
+  template <typename Allocate>
+  CUresult allocate_from_pool(core::Route route, int device, CUmemoryPool pool, uint64_t bytes,
+                              const SpillTarget& spill_target, Allocate allocate);
+
   // A request the device has no room for: spills it to `spill_target` if allowed, otherwise
   // returns CUDA_ERROR_OUT_OF_MEMORY. `admission` is the ledger's refusal, or, admitted, stands
   // for a request the driver itself refused (driver_refusal()).
@@ -122,6 +167,7 @@ class AdmissionFlow {
   const SpillConfig& config_;
   core::Ledger& ledger_;
   PoolBooks& pools_;
+  PoolDriver& pool_driver_;
   SpillPlacement& spill_;
   VmmSpill& vmm_spill_;
   TieredSeam& tiered_;
@@ -156,6 +202,56 @@ CUresult AdmissionFlow::admit_and_allocate(int device, core::Route route, uint64
   after_success(allocated);
   ledger_.on_allocated(admission, allocated.key, allocated.bytes);
   return result;
+}
+
+template <typename Allocate>
+CUresult AdmissionFlow::allocate_from_pool(core::Route route, int device, CUmemoryPool pool,
+                                           uint64_t bytes, const SpillTarget& spill_target,
+                                           Allocate allocate) {
+  bool trimmed = false;
+  bool room_made = false;
+  // Tiered mode's arena holds the budget nothing else took (Note [Tiered budgets]).
+  const auto make_room = [&](uint64_t growth) {
+    if (room_made || config_.mode != SpillMode::kTiered) return false;
+    room_made = tiered_.make_device_room(device, growth);
+    return room_made;
+  };
+  for (;;) {
+    PoolExchange exchange(ledger_, pools_, pool_driver_, device, pool, bytes);
+    core::Admission admission = exchange.admit(route);
+    if (!admission.admitted) {
+      exchange.unlock();  // making room takes the placement's lock and the remap window
+      if (make_room(exchange.growth())) continue;
+      return refuse_or_spill(admission, spill_target);
+    }
+    const CUresult result = allocate();
+    if (result != CUDA_SUCCESS) {
+      ledger_.cancel(admission);
+      exchange.unlock();
+      // Another process took the memory: under the budget, the request spills all the same.
+      if (result == CUDA_ERROR_OUT_OF_MEMORY)
+        return refuse_or_spill(driver_refusal(device, route, bytes), spill_target);
+      return result;
+    }
+    bool retry = false;
+    if (exchange.settle(admission, *spill_target.out, spill_target.stream, retry)) {
+      ledger_.on_allocated(admission, *spill_target.out, bytes);
+      // Over the budget when first asked, served by the room tiered mode made.
+      if (room_made) ledger_.note_over_budget_served(device);
+      return CUDA_SUCCESS;
+    }
+    exchange.unlock();
+    *spill_target.out = 0;
+    if (retry && !trimmed) {
+      trimmed = true;
+      continue;
+    }
+    // The pool grew by more than the chunk reserved for it (its reserve was freed on another
+    // stream, or fragmented): room for the chunk may still be made.
+    if (make_room(exchange.growth())) continue;
+    admission.admitted = false;
+    return refuse_or_spill(admission, spill_target);
+  }
 }
 
 template <typename Free>

@@ -1,11 +1,6 @@
 #include "placement/pool_books.h"
 
 namespace vramspill::placement {
-namespace {
-
-uint64_t pool_key(CUmemoryPool pool) { return reinterpret_cast<uint64_t>(pool); }
-
-}  // namespace
 
 // Note [Refreshing pool figures]
 // A pool's reserved bytes also shrink without a call the shim sees: the driver gives a pool's

@@ -42,6 +42,9 @@ class PoolQueries {
   PoolQueries& operator=(const PoolQueries&) = default;
 };
 
+// How the ledger names a pool's figure.
+inline uint64_t pool_key(CUmemoryPool pool) { return reinterpret_cast<uint64_t>(pool); }
+
 // What PoolBooks::device_of() says of a pool whose memory is on the host (CU_MEM_LOCATION_TYPE_HOST
 // or HOST_NUMA): its allocations take no device memory.
 inline constexpr int kHostLocatedPool = -1;

@@ -74,6 +74,34 @@ class AdmissionFlowTest : public ::testing::Test {
     });
   }
 
+  // cuMemAllocFromPoolAsync of `bytes` from `pool`: each driver call grows the pool by the next of
+  // `growths` (0 once they run out) and hands out the request, or answers `driver_result`.
+  CUresult allocate_from(CUmemoryPool pool, uint64_t bytes, std::vector<uint64_t> growths,
+                         CUresult driver_result = CUDA_SUCCESS) {
+    const SpillTarget target{.out = &pointer_, .bytes = bytes, .stream_ordered = true};
+    std::size_t call = 0;
+    return flow_.allocate_from_pool(Route::kMemAllocFromPoolAsync, 0, pool, bytes, target, [&] {
+      ++driver_calls_;
+      if (driver_result != CUDA_SUCCESS) return driver_result;
+      PoolUsage& usage = pool_driver_.pools[pool];
+      usage.reserved += call < growths.size() ? growths[call] : 0;
+      usage.used += bytes;
+      ++call;
+      pointer_ = kDriverPointer;
+      return CUDA_SUCCESS;
+    });
+  }
+  // A pool of the device with `reserved` bytes, `used` of them handed out, as the ledger and the
+  // driver both have it.
+  CUmemoryPool pool_with(uint64_t reserved, uint64_t used) {
+    const CUmemoryPool pool = fake_pool(1);
+    pools_.track(0, pool);
+    pool_queries_.reserved_bytes[pool] = reserved;
+    pool_driver_.pools[pool] = PoolUsage{.reserved = reserved, .used = used};
+    ledger_.set_pool_reserved(0, pool_key(pool), reserved);
+    return pool;
+  }
+
   CUresult free(CUdeviceptr pointer, CUresult driver_result = CUDA_SUCCESS) {
     return flow_.forget_then_free(pointer, KeySpace::kPointer, [&] {
       driver_frees_.push_back(pointer);
@@ -95,7 +123,8 @@ class AdmissionFlowTest : public ::testing::Test {
   FakePoolQueries pool_queries_;
   PoolBooks pools_{pool_queries_};
   FakeTieredSeam tiered_{ledger_};
-  AdmissionFlow flow_{config_, ledger_, pools_, spill_, vmm_spill_, tiered_};
+  FakePoolDriver pool_driver_;
+  AdmissionFlow flow_{config_, ledger_, pools_, pool_driver_, spill_, vmm_spill_, tiered_};
   CUdeviceptr pointer_ = 0;
   int driver_calls_ = 0;
   std::vector<CUdeviceptr> driver_frees_;
@@ -231,6 +260,95 @@ TEST_F(AdmissionFlowTest, ACuMemCreateThatDoesNotFitIsMadeHostLocated) {
   EXPECT_EQ(driver_calls_, 0);
   EXPECT_EQ(handle, 0x5000u);
   EXPECT_EQ(recorded(ledger_, Route::kSpillVmmHost).live_bytes, 96 * kMiB);
+}
+
+// Stream-ordered requests (AdmissionFlow::allocate_from_pool, Note [Stream-ordered pools in the
+// budget] in core/ledger.h). The budget is 64 MiB.
+
+TEST_F(AdmissionFlowTest, ARequestThePoolsUnusedReserveHoldsCostsTheBudgetNothing) {
+  ledger_.on_allocated(ledger_.admit(0, Route::kMemAlloc, 40 * kMiB), 0x9000000, 40 * kMiB);
+  const CUmemoryPool pool = pool_with(24 * kMiB, 8 * kMiB);
+  ASSERT_EQ(allocate_from(pool, 16 * kMiB, {}), CUDA_SUCCESS);
+  EXPECT_EQ(driver_calls_, 1);
+  EXPECT_EQ(recorded(ledger_, Route::kMemAllocFromPoolAsync).live_bytes, 16 * kMiB);
+  EXPECT_EQ(ledger_.snapshot(0).held_bytes, 64 * kMiB);
+}
+
+TEST_F(AdmissionFlowTest, AGrowthTheBudgetHoldsReplacesTheReservedChunk) {
+  const CUmemoryPool pool = pool_with(0, 0);
+  ASSERT_EQ(allocate_from(pool, 4 * kMiB, {32 * kMiB}), CUDA_SUCCESS);
+  EXPECT_EQ(ledger_.snapshot(0).held_bytes, 32 * kMiB) << "the growth, not growth + chunk";
+  EXPECT_EQ(ledger_.snapshot(0).pool_reserved_bytes, 32 * kMiB);
+  EXPECT_TRUE(pool_driver_.given_back.empty());
+}
+
+TEST_F(AdmissionFlowTest, AChunkTheBudgetCannotHoldSpillsBeforeTheDriverIsAsked) {
+  ledger_.on_allocated(ledger_.admit(0, Route::kMemAlloc, 40 * kMiB), 0x9000000, 40 * kMiB);
+  const CUmemoryPool pool = pool_with(0, 0);
+  ASSERT_EQ(allocate_from(pool, 4 * kMiB, {}), CUDA_SUCCESS);
+  EXPECT_EQ(driver_calls_, 0) << "4 MiB fit, the 32 MiB chunk does not";
+  ASSERT_EQ(managed_.allocations.size(), 1u);
+  EXPECT_EQ(pointer_, 0x100000000u);
+}
+
+TEST_F(AdmissionFlowTest, ACappedPoolIsChargedTheGrowthItsCapAllows) {
+  ledger_.on_allocated(ledger_.admit(0, Route::kMemAlloc, 40 * kMiB), 0x9000000, 40 * kMiB);
+  const CUmemoryPool pool = pool_with(0, 0);
+  CUmemPoolProps capped = pool_props(CU_MEM_LOCATION_TYPE_DEVICE, 0);
+  capped.maxSize = 16 * kMiB;
+  pools_.created(pool, capped);
+  ASSERT_EQ(allocate_from(pool, 4 * kMiB, {4 * kMiB}), CUDA_SUCCESS);
+  EXPECT_EQ(driver_calls_, 1) << "charged 4 MiB, not the chunk the cap cannot hold";
+  EXPECT_TRUE(managed_.allocations.empty());
+}
+
+TEST_F(AdmissionFlowTest, AGrowthPastTheBudgetIsGivenBackAndTheRequestSpills) {
+  ledger_.on_allocated(ledger_.admit(0, Route::kMemAlloc, 20 * kMiB), 0x9000000, 20 * kMiB);
+  const CUmemoryPool pool = pool_with(0, 0);
+  ASSERT_EQ(allocate_from(pool, 8 * kMiB, {48 * kMiB}), CUDA_SUCCESS);  // a fragmented reserve
+  EXPECT_EQ(pool_driver_.given_back, std::vector<CUdeviceptr>{kDriverPointer});
+  EXPECT_EQ(driver_calls_, 1) << "trimming freed nothing the pool had before: no second try";
+  ASSERT_EQ(managed_.allocations.size(), 1u);
+  EXPECT_EQ(ledger_.snapshot(0).held_bytes, 20 * kMiB);
+  EXPECT_EQ(ledger_.snapshot(0).pool_reserved_bytes, 0u);
+}
+
+TEST_F(AdmissionFlowTest, ATrimThatFreedTheReserveIsTriedOnceMore) {
+  const CUmemoryPool pool = pool_with(30 * kMiB, 10 * kMiB);
+  pool_driver_.used_after_give_back[pool] = 10 * kMiB;
+  ASSERT_EQ(allocate_from(pool, 24 * kMiB, {40 * kMiB, 32 * kMiB}), CUDA_SUCCESS);
+  EXPECT_EQ(pool_driver_.given_back.size(), 1u);
+  EXPECT_EQ(driver_calls_, 2);
+  EXPECT_TRUE(managed_.allocations.empty());
+  EXPECT_EQ(ledger_.snapshot(0).pool_reserved_bytes, 42 * kMiB);
+}
+
+TEST_F(AdmissionFlowTest, AGrowthThatCannotBeGivenBackIsKept) {
+  const CUmemoryPool pool = pool_with(0, 0);
+  ledger_.on_allocated(ledger_.admit(0, Route::kMemAlloc, 20 * kMiB), 0x9000000, 20 * kMiB);
+  pool_driver_.give_back_result = false;  // a capturing stream, say
+  ASSERT_EQ(allocate_from(pool, 8 * kMiB, {48 * kMiB}), CUDA_SUCCESS);
+  EXPECT_EQ(pointer_, kDriverPointer) << "the block stays the program's";
+  EXPECT_EQ(ledger_.snapshot(0).pool_reserved_bytes, 48 * kMiB);
+}
+
+TEST_F(AdmissionFlowTest, TieredModeMakesRoomOnceForThePoolsGrowth) {
+  config_.mode = SpillMode::kTiered;
+  tiered_.hold(48 * kMiB);
+  const CUmemoryPool pool = pool_with(0, 0);
+  ASSERT_EQ(allocate_from(pool, 4 * kMiB, {32 * kMiB}), CUDA_SUCCESS);
+  EXPECT_EQ(tiered_.room_requests, 1);
+  EXPECT_EQ(driver_calls_, 1);
+  EXPECT_EQ(ledger_.snapshot(0).over_budget_served, 1u);
+  EXPECT_TRUE(managed_.allocations.empty());
+}
+
+TEST_F(AdmissionFlowTest, APoolRequestTheDriverRefusesForWantOfMemorySpills) {
+  const CUmemoryPool pool = pool_with(0, 0);
+  ASSERT_EQ(allocate_from(pool, 4 * kMiB, {}, CUDA_ERROR_OUT_OF_MEMORY), CUDA_SUCCESS);
+  ASSERT_EQ(managed_.allocations.size(), 1u);
+  EXPECT_EQ(ledger_.snapshot(0).held_bytes, 0u) << "the reserved chunk was given back";
+  EXPECT_EQ(allocate_from(pool, 4 * kMiB, {}, CUDA_ERROR_INVALID_VALUE), CUDA_ERROR_INVALID_VALUE);
 }
 
 }  // namespace

@@ -4,8 +4,10 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <vector>
 
 #include "placement/pool_books.h"
+#include "placement/pool_exchange.h"
 
 namespace vramspill::placement {
 
@@ -29,6 +31,29 @@ class FakePoolQueries final : public PoolQueries {
     return found == default_pools.end() ? nullptr : found->second;
   }
   int device_count() noexcept override { return devices; }
+};
+
+// The driver's side of stream-ordered exchanges: each pool's figures, and what stays handed out
+// of a pool once a block is given back and the pool trimmed.
+class FakePoolDriver final : public PoolDriver {
+ public:
+  std::map<CUmemoryPool, PoolUsage> pools;  // a pool missing here fails the query
+  bool give_back_result = true;             // false: the block stays the program's
+  std::map<CUmemoryPool, uint64_t> used_after_give_back;
+  std::vector<CUdeviceptr> given_back;
+
+  std::optional<PoolUsage> usage(CUmemoryPool pool) noexcept override {
+    const auto found = pools.find(pool);
+    if (found == pools.end()) return std::nullopt;
+    return found->second;
+  }
+  bool give_back(CUmemoryPool pool, CUdeviceptr block, CUstream) noexcept override {
+    given_back.push_back(block);
+    if (!give_back_result) return false;
+    const uint64_t used = used_after_give_back[pool];
+    pools[pool] = PoolUsage{.reserved = used, .used = used};  // trimmed to what is handed out
+    return true;
+  }
 };
 
 inline CUmemPoolProps pool_props(CUmemLocationType type, int id) {

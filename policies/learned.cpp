@@ -39,7 +39,7 @@ void LearnedPolicy::do_allocated(BlockId block, uint64_t granules, bool on_devic
   Block& allocated = entry(block);
   allocated.device_granules = granules;
   device_granules_ += granules;
-  if (period() != 0) order(allocated);
+  if (plan_ != 0) order(allocated);
 }
 
 void LearnedPolicy::do_freed(BlockId block) {
@@ -62,7 +62,7 @@ void LearnedPolicy::do_moved(BlockId block, uint64_t device_granules) {
   if (device_granules == 0) {
     unorder(moved);
     if (holds_nothing(moved)) blocks_.erase(block);
-  } else if (period() != 0) {
+  } else if (plan_ != 0) {
     order(moved);
   }
 }
@@ -77,24 +77,24 @@ void LearnedPolicy::do_used(uint64_t sequence, uint32_t stream, std::span<const 
   const PeriodFinder::Change change =
       finder_.observe(sorted_, [&](BlockId block) { return granules(block); });
   if (change == PeriodFinder::Change::kNone) {
-    if (was_locked) slide(finder_.launches() - 1, sequence);
+    if (plan_ != 0) slide(finder_.launches() - 1, sequence);
     return;
   }
   if (was_locked) {  // off the period it was locked on
     unlock();
     fallback_.used(sequence, stream, blocks);  // the launch that broke the lock
   }
-  if (change == PeriodFinder::Change::kLocked) lock();  // the plan includes this launch
+  if (change == PeriodFinder::Change::kLocked) plan(period());  // including this launch
 }
 
 void LearnedPolicy::slide(uint64_t now, uint64_t sequence) {
   for (const BlockId id : finder_.launch(now)) {
     Block& used = entry(id);
-    used.lru_sequence = std::max(used.lru_sequence, sequence);
+    if (period() != 0) used.lru_sequence = std::max(used.lru_sequence, sequence);
     used.uses.push_back(now);
     if (used.place != Block::Place::kNone) order(used);
   }
-  const uint64_t period = finder_.period();
+  const uint64_t period = plan_;
   if (now < period) return;
   for (const BlockId id : finder_.launch(now - period)) {
     const auto found = blocks_.find(id);
@@ -111,13 +111,10 @@ void LearnedPolicy::slide(uint64_t now, uint64_t sequence) {
   }
 }
 
-void LearnedPolicy::lock() {
-  const uint64_t period = finder_.period();
+void LearnedPolicy::plan(uint64_t period) {
+  unplan();
+  plan_ = period;
   const uint64_t now = finder_.launches() - 1;
-  for (auto& [id, block] : blocks_) {
-    block.uses.clear();
-    block.first_use = 0;
-  }
   for (uint64_t launch = now + 1 - period; launch <= now; ++launch) {
     for (const BlockId id : finder_.launch(launch)) entry(id).uses.push_back(launch);
   }
@@ -128,23 +125,29 @@ void LearnedPolicy::lock() {
   }
 }
 
-void LearnedPolicy::unlock() {
-  // Nothing is ordered any more, and lru hears the blocks of the launches since the lock, each
-  // block's last (Note [Keeping lru warm]).
+void LearnedPolicy::unplan() {
   for (auto it = blocks_.begin(); it != blocks_.end();) {
     Block& block = it->second;
     block.place = Block::Place::kNone;
     block.uses.clear();
     block.first_use = 0;
-    if (block.lru_sequence != 0) {
-      fallback_.used(block.lru_sequence, 0, std::span<const BlockId>(&block.id, 1));
-      block.lru_sequence = 0;
-    }
     it = holds_nothing(block) ? blocks_.erase(it) : std::next(it);
   }
   for (std::vector<Block*>& bucket : ring_) bucket.clear();
   std::fill(full_.begin(), full_.end(), 0);
   never_used_.clear();
+  plan_ = 0;
+}
+
+void LearnedPolicy::unlock() {
+  // lru hears the blocks of the launches since the lock, each block's last (Note [Keeping lru
+  // warm]).
+  for (auto& [id, block] : blocks_) {
+    if (block.lru_sequence == 0) continue;
+    fallback_.used(block.lru_sequence, 0, std::span<const BlockId>(&block.id, 1));
+    block.lru_sequence = 0;
+  }
+  unplan();
 }
 
 std::string LearnedPolicy::do_learned_state() const {
@@ -152,15 +155,16 @@ std::string LearnedPolicy::do_learned_state() const {
     return "locked on a period of " + std::to_string(period()) +
            " launches: evicting what is needed again furthest ahead";
   }
-  if (finder_.locks() == 0) return "no period found yet: evicting as lru";
+  constexpr std::string_view kUnlocked =
+      "evicting by a guess at the step where there is one, else as lru";
+  if (finder_.locks() == 0) return "no period found yet: " + std::string(kUnlocked);
   return "the launches stopped repeating the period (" + std::to_string(finder_.unlocks()) +
-         " times so far): evicting as lru until a period repeats again";
+         " times so far): " + std::string(kUnlocked) + ", until a period repeats again";
 }
 
 uint64_t LearnedPolicy::next_use(const Block& block) const {
   // A period after its first use in the last period (Note [Learning the period]).
-  return block.first_use == block.uses.size() ? kNever
-                                              : block.uses[block.first_use] + finder_.period();
+  return block.first_use == block.uses.size() ? kNever : block.uses[block.first_use] + plan_;
 }
 
 void LearnedPolicy::order(Block& block) {
@@ -168,18 +172,22 @@ void LearnedPolicy::order(Block& block) {
   if (block.place != Block::Place::kNone && block.next_use == next) return;
   // Used once a period, a block stays in its bucket, which now stands for its next use.
   if (block.place == Block::Place::kRing && next != kNever &&
-      next % period() == block.next_use % period()) {
+      next % plan_ == block.next_use % plan_) {
     block.next_use = next;
     return;
   }
   unorder(block);
   block.next_use = next;
   if (next == kNever) {
+    // In lru's order, the launches lru has not been told of yet included (Note [Keeping lru
+    // warm]).
     block.place = Block::Place::kNeverUsed;
-    never_used_.insert(block.id);
+    block.recency = fallback_.recency(block.id);
+    block.recency.last_use = std::max(block.recency.last_use, block.lru_sequence);
+    never_used_.emplace(block.recency, block.id);
     return;
   }
-  const uint64_t index = next % period();
+  const uint64_t index = next % plan_;
   std::vector<Block*>& into = ring_[index];
   full_[index / 64] |= uint64_t{1} << (index % 64);
   block.place = Block::Place::kRing;
@@ -192,7 +200,7 @@ void LearnedPolicy::unorder(Block& block) {
     case Block::Place::kNone:
       return;
     case Block::Place::kRing: {
-      const uint64_t index = block.next_use % period();
+      const uint64_t index = block.next_use % plan_;
       std::vector<Block*>& from = ring_[index];
       from[block.slot] = from.back();
       from[block.slot]->slot = block.slot;
@@ -201,7 +209,7 @@ void LearnedPolicy::unorder(Block& block) {
       break;
     }
     case Block::Place::kNeverUsed:
-      never_used_.erase(block.id);
+      never_used_.erase(block.recency);
       break;
   }
   block.place = Block::Place::kNone;
@@ -211,7 +219,7 @@ template <typename Visit>
 bool LearnedPolicy::visit_ring(uint64_t after, Visit visit) const {
   // The launches ahead, now + period down to now + 1, are the buckets now % period down to 0,
   // then period - 1 down to now % period + 1.
-  const uint64_t period = finder_.period();
+  const uint64_t period = plan_;
   const uint64_t now = finder_.launches() - 1;
   const uint64_t top = now % period;
   const std::array<std::pair<uint64_t, uint64_t>, 2> ranges = {{{0, top}, {top + 1, period - 1}}};
@@ -230,11 +238,21 @@ bool LearnedPolicy::visit_ring(uint64_t after, Visit visit) const {
 
 std::vector<BlockId> LearnedPolicy::do_choose_victims(uint64_t granules_needed,
                                                       std::span<const BlockId> keep) {
-  if (period() == 0) {
-    fallback_.set_capacity(capacity_granules());
-    return fallback_.choose_victims(granules_needed, keep).blocks;
+  if (period() == 0) {  // Note [Guessing the step]
+    const uint64_t guess = finder_.guess();
+    if (guess == 0) {
+      fallback_.set_capacity(capacity_granules());
+      return fallback_.choose_victims(granules_needed, keep).blocks;
+    }
+    if (guess != plan_) plan(guess);
   }
-  // Farthest next use first: never used, then the ring; the higher id first within a launch.
+  return planned_victims(granules_needed, keep);
+}
+
+std::vector<BlockId> LearnedPolicy::planned_victims(uint64_t granules_needed,
+                                                    std::span<const BlockId> keep) {
+  // Farthest next use first: never used (in lru's order), then the ring; the higher id first
+  // within a launch.
   std::vector<BlockId> victims;
   uint64_t freed = 0;
   const auto give_up = [&](BlockId block) {  // false once there is room enough
@@ -244,7 +262,8 @@ std::vector<BlockId> LearnedPolicy::do_choose_victims(uint64_t granules_needed,
     freed += device_granules(block);
     return true;
   };
-  if (std::all_of(never_used_.rbegin(), never_used_.rend(), give_up)) {
+  if (std::all_of(never_used_.begin(), never_used_.end(),
+                  [&](const auto& never) { return give_up(never.second); })) {
     std::vector<BlockId> launch;
     visit_ring(finder_.launches() - 1, [&](const std::vector<Block*>& bucket, uint64_t) {
       launch.clear();
@@ -300,8 +319,8 @@ std::vector<BlockId> LearnedPolicy::do_promote_ahead(uint64_t room_taken,
   auto never_used = never_used_.begin();
   const auto room_for = [&](uint64_t wanted) {
     for (; room < wanted && never_used != never_used_.end(); ++never_used) {
-      if (!std::binary_search(kept.begin(), kept.end(), *never_used))
-        room += device_granules(*never_used);
+      if (!std::binary_search(kept.begin(), kept.end(), never_used->second))
+        room += device_granules(never_used->second);
     }
     return room >= wanted;
   };
@@ -332,7 +351,9 @@ uint64_t LearnedPolicy::displaceable_after(uint64_t launch, uint64_t enough,
     return displaceable >= enough;
   };
   // Only the sum counts, so within a launch any order will do.
-  if (std::any_of(never_used_.begin(), never_used_.end(), counts)) return displaceable;
+  if (std::any_of(never_used_.begin(), never_used_.end(),
+                  [&](const auto& never) { return counts(never.second); }))
+    return displaceable;
   visit_ring(launch, [&](const std::vector<Block*>& bucket, uint64_t) {
     return std::none_of(bucket.begin(), bucket.end(),
                         [&](const Block* other) { return counts(other->id); });

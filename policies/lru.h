@@ -33,7 +33,7 @@ class LruPolicy final : public EvictionPolicy {
 
   explicit LruPolicy(const PolicyOptions& options) noexcept : EvictionPolicy(options) {}
 
- private:
+  // A block's place in the order (Note [LRU recency]): the lower, the sooner evicted.
   struct Recency {
     uint64_t last_use = 0;
     uint64_t allocation = 0;  // allocation order, unique: breaks ties
@@ -42,6 +42,10 @@ class LruPolicy final : public EvictionPolicy {
     }
   };
 
+  // A live block's place in the order.
+  const Recency& recency(BlockId block) const { return index_.rank(block); }
+
+ private:
   std::string_view do_name() const noexcept override { return kName; }
   void do_allocated(BlockId block, uint64_t granules, bool on_device) override;
   void do_freed(BlockId block) override;

@@ -35,6 +35,13 @@ PeriodFinder::Change PeriodFinder::drop(Candidate& candidate) {
   return Change::kUnlocked;
 }
 
+uint64_t PeriodFinder::guess() const noexcept {
+  // Slots are shortest first, free ones last.
+  const auto longest = std::find_if(candidates_.rbegin(), candidates_.rend(),
+                                    [](const Candidate& slot) { return slot.period != 0; });
+  return longest == candidates_.rend() ? 0 : longest->period;
+}
+
 bool PeriodFinder::lock_qualified() {
   // Slots are shortest first.
   const auto found = std::find_if(candidates_.begin(), candidates_.end(), [](const Candidate& c) {

@@ -31,6 +31,10 @@
 //   locked at launch 647, at the end of the third step, 16 matching launches lock at 440 or so,
 //   and that step is planned instead of lru's (1.15x MIN's bytes to 1.12x). A period of at most
 //   kMinWindow launches locks as late as before.
+// - Until one qualifies, the longest candidate followed is the finder's guess at the period
+//   (guess()): a step is the longest thing a job repeats, and each candidate is a distance at
+//   which a launch's blocks came back. learned evicts by it before it can lock (Note [Guessing
+//   the step] in learned.h).
 // - The finder is locked on the first candidate that qualifies (the shortest, when several do at
 //   once), until that candidate is dropped; then at once on the shortest other that has
 //   qualified, if one has. A job with two micro-batches a step repeats its forward and backward
@@ -75,6 +79,9 @@ class PeriodFinder {
   uint64_t launches() const noexcept { return launches_; }
   // The blocks of launch `index`, one of the last 2 * kMaxPeriod, distinct and sorted.
   std::span<const BlockId> launch(uint64_t index) const { return ring_[index % kRing]; }
+  // The longest candidate period followed, qualified or not; 0 when none is (Note [Finding the
+  // period]).
+  uint64_t guess() const noexcept;
   uint64_t locks() const noexcept { return locks_; }
   uint64_t unlocks() const noexcept { return unlocks_; }
 

@@ -93,8 +93,9 @@ constexpr std::array<OptionSpec, 21> kOptions = {{
      "device, whatever their use (close to what CUDA unified memory does; for comparison). "
      "`learned`: finds the period of the job's launches (a training step) and, once the launches "
      "follow it, evicts what is needed again furthest ahead and reaches in place what "
-     "would displace data needed sooner; `lru` until then and whenever the launches stop "
-     "repeating.",
+     "would displace data needed sooner; until then and whenever the launches stop repeating, "
+     "evicts as it would with a guess at the step (the longest distance at which launches came "
+     "back), or as `lru` without one.",
      kTieredPolicyNames,
      [](Config& c, const OptionValue& v) {
        c.tiered.policy = std::string(kTieredPolicyNames[std::get<Choice>(v).index]);

@@ -21,7 +21,9 @@
 // step, so that the launches repeat exactly only every three steps while all but two a step
 // match the step before (as in a PyTorch job recorded on an H200: 6 launches of 211 a step,
 // three blocks of 16 MiB); `micro_batches` forward and backward passes before each optimizer
-// step.
+// step; `zeroed`, a launch of its own that zeroes each moment where the first step allocates it
+// (PyTorch's Adam creates its state with zeros_like), so that the first step is longer than the
+// others and the second repeats it at no one distance (as in the H200 job).
 #pragma once
 
 #include <algorithm>
@@ -45,14 +47,15 @@ struct TrainingLoop {
   bool workspace = false;
   bool rotating = false;
   uint32_t micro_batches = 1;
+  bool zeroed = false;
   uint64_t seed = 1;
 
   std::string name() const {
     char text[96];
-    std::snprintf(text, sizeof text, "%u layers at %.2fx%s%s%s%s, seed %llu", layers, factor,
+    std::snprintf(text, sizeof text, "%u layers at %.2fx%s%s%s%s%s, seed %llu", layers, factor,
                   foreach ? ", foreach" : "", workspace ? ", workspace" : "",
                   rotating ? ", rotating" : "", micro_batches > 1 ? ", 2 micro-batches" : "",
-                  static_cast<unsigned long long>(seed));
+                  zeroed ? ", zeroed" : "", static_cast<unsigned long long>(seed));
     return text;
   }
 };
@@ -135,6 +138,13 @@ inline ReplayInput training_loop(const TrainingLoop& shape) {
     if (shape.workspace) blocks.push_back(workspace);
     return blocks;
   };
+  // A moment, zeroed by a launch of its own when it is allocated if `zeroed`.
+  const auto moment = [&](Lazy& state) {
+    const bool allocated = state.id == UINT64_MAX;
+    const uint64_t id = state.get(builder);
+    if (allocated && shape.zeroed) builder.launch({id});
+    return id;
+  };
   const auto input_of = [&](uint32_t layer) {
     return layer == 0 ? batch : layers[layer - 1].activation.get(builder);
   };
@@ -165,8 +175,8 @@ inline ReplayInput training_loop(const TrainingLoop& shape) {
     }
     if (!shape.foreach) {
       for (Layer& layer : layers) {
-        builder.launch({layer.weight, layer.gradient.get(builder), layer.first_moment.get(builder),
-                        layer.second_moment.get(builder)});
+        builder.launch({layer.weight, layer.gradient.get(builder), moment(layer.first_moment),
+                        moment(layer.second_moment)});
       }
       continue;
     }
@@ -174,10 +184,10 @@ inline ReplayInput training_loop(const TrainingLoop& shape) {
       std::vector<uint64_t> moments, weights;
       for (uint32_t l = first; l < std::min(first + 4, shape.layers); ++l) {
         Layer& layer = layers[l];
-        moments.insert(moments.end(), {layer.gradient.get(builder), layer.first_moment.get(builder),
-                                       layer.second_moment.get(builder)});
-        weights.insert(weights.end(), {layer.weight, layer.first_moment.get(builder),
-                                       layer.second_moment.get(builder)});
+        moments.insert(moments.end(), {layer.gradient.get(builder), moment(layer.first_moment),
+                                       moment(layer.second_moment)});
+        weights.insert(weights.end(),
+                       {layer.weight, moment(layer.first_moment), moment(layer.second_moment)});
       }
       builder.launch(moments);
       builder.launch(weights);
@@ -201,6 +211,7 @@ inline std::vector<TrainingLoop> training_corpus() {
                       .workspace = i % 3 == 1,
                       .rotating = i % 4 >= 2,
                       .micro_batches = i % 5 == 4 ? 2u : 1u,
+                      .zeroed = i % 3 == 2,
                       .seed = seed});
   }
   return corpus;

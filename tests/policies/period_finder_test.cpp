@@ -1,7 +1,7 @@
 // Finding the period from the blocks the launches touch (policies/period_finder.h, Note [Finding
 // the period]): a repeat shorter than a window inside a step never locks, a whole step does once a
-// window of it has repeated, and the whole step takes over from half a step that each optimizer
-// phase breaks.
+// window of it has repeated, and is the guess as soon as it comes back, and the whole step takes
+// over from half a step that each optimizer phase breaks.
 #include "policies/period_finder.h"
 
 #include <gtest/gtest.h>
@@ -57,6 +57,19 @@ TEST(PeriodFinderTest, ARepeatShorterThanAWindowNeverLocksAndTheStepDoesOnceAWin
   observe(finder, step);
   EXPECT_EQ(finder.period(), 32u);
   EXPECT_EQ(finder.locks(), 1u);
+}
+
+TEST(PeriodFinderTest, TheGuessIsTheLongestCandidateBeforeAnyQualifies) {
+  PeriodFinder finder;
+  EXPECT_EQ(finder.guess(), 0u);
+  const Launches step = step_with_an_inner_loop();
+  observe(finder, Launches(step.begin(), step.begin() + 4));
+  EXPECT_EQ(finder.guess(), 2u);  // the inner loop's
+  observe(finder, Launches(step.begin() + 4, step.end()));
+  // The step comes back at the second's 13th launch (as above), 16 launches before its lock.
+  observe(finder, Launches(step.begin(), step.begin() + 13));
+  EXPECT_EQ(finder.period(), 0u);
+  EXPECT_EQ(finder.guess(), 32u);
 }
 
 TEST(PeriodFinderTest, TheWholeStepTakesOverFromHalfAStep) {

@@ -107,7 +107,7 @@ int main() {
     std::printf("step %d: %d of %zu buffers spilled\n", step + 1, spilled, 2 * kPairs);
     if (step > 0) spilled_after_first += spilled;
     // The frees are part of the step (the byte checks above are not): cuMemFree gives blocks back
-    // as it is called, while freed stream-ordered blocks are given back or reused at later requests.
+    // as it is called, freed stream-ordered blocks are given back or reused at later requests.
     CHECK(cuEventRecord(start, stream));
     for (size_t i = 0; i < kPairs; ++i) {
       if (!stream_ordered) CHECK(release(sources[i]));

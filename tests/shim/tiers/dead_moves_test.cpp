@@ -89,7 +89,8 @@ TEST_F(DeadMoveTest, ADeadBlockAloneNeedsNoHomes) {
 
 // Note [Staged promotions]: a stage takes the stream bits of the work before its copy off the
 // use tracker's books, so only the arena's stream still waits for that work. A dead block's remap
-// has no copy of its own on that stream, and must wait for it before unmapping, as a live move does.
+// has no copy of its own on that stream, and must wait for it before unmapping, as a live move
+// does.
 TEST_F(DeadMoveTest, AfterAStageADeadBlocksRemapWaitsForTheArenasStreamFirst) {
   const CUdeviceptr ahead = tagged_block(1, 0);
   const CUdeviceptr dead = tagged_block(1, 0);

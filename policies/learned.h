@@ -26,13 +26,13 @@
 // caller that can evict in part (the replay, the shim) has the last give up only as many granules
 // as the need leaves (Note [Evicting part of a block] in eviction_policy.h): MIN's order over
 // granules. A caller that moves whole victims gets back any victim, soonest needed first, whose
-// room the others already cover: with blocks of every size, the farthest-first walk often ends on
-// a large block that covers the need alone, and evicting the small ones taken before it as well
-// only fetches them again (on the H200 job replayed with its future known, 1.13x MIN's bytes
-// without this, 1.11x with it; in part, 1.17x to 1.11x with the launches learned as they
-// come). Unlocked, lru's victims are evicted in part too where the caller can, for the same
-// reason: granules no need asked for stay until one does (on the generated loops, at most 1.17x MIN against 1.31x when only a locked
-// search did).
+// room the others already cover: with blocks of every size, the farthest-first walk often ends on a
+// large block that covers the need alone, and evicting the small ones taken before it as well only
+// fetches them again (on the H200 job replayed with its future known, 1.13x MIN's bytes without
+// this, 1.11x with it; in part, 1.17x to 1.11x with the launches learned as they come). Unlocked,
+// lru's victims are evicted in part too where the caller can, for the same reason: granules no need
+// asked for stay until one does (on the generated loops, at most 1.17x MIN against 1.31x when only
+// a locked search did).
 // A block on the host that a launch touches is brought in
 // when it fits in the room left, or when its next use comes sooner than that of some block on
 // the device that could make room for it; otherwise it is touched in place over the link, as

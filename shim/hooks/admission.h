@@ -73,7 +73,8 @@ CUresult admit_and_allocate(ShimState& shim, int device, core::Route route, uint
   core::Admission admission = shim.ledger.admit(device, route, bytes, pool_free_reserved);
   // Room tiered mode's arena holds is room for this request too (Note [Tiered budgets]).
   if (!admission.admitted && shim.config.spill.mode == SpillMode::kTiered &&
-      shim.tiered.make_device_room(device, bytes)) {
+      (shim.prefetch.make_device_room(device, bytes) ||
+       shim.tiered.make_device_room(device, bytes))) {
     admission = shim.ledger.admit(device, route, bytes, pool_free_reserved);
     if (admission.admitted) shim.ledger.note_over_budget_served(device);
   }

@@ -36,7 +36,9 @@ bool give_back(CUmemoryPool pool, CUdeviceptr block, CUstream stream) {
 
 bool make_room_for_pool(ShimState& shim, int device, uint64_t bytes) {
   if (shim.config.spill.mode != SpillMode::kTiered) return false;
-  return shim.tiered.make_device_room(device, core::pool_growth(bytes));
+  const uint64_t growth = core::pool_growth(bytes);
+  return shim.prefetch.make_device_room(device, growth) ||
+         shim.tiered.make_device_room(device, growth);
 }
 
 CUresult allocating_device(core::Route route, CUmemoryPool pool, CUstream stream, int& device) {

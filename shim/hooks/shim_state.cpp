@@ -179,8 +179,11 @@ ShimState::ShimState(const Config& loaded) noexcept
       arenas(config.tiered, host_vmm, captures, tiered_reuse),
       tiered(tiered_budgets, arenas, window,
              {.policy = config.tiered.policy, .window = config.tiered.window}, &use),
+      prefetch_devices(captures),
+      prefetch(tiered_budgets, prefetch_devices, {.policy = config.tiered.policy}),
       tiered_rules(config.tiered.rules),
-      submissions(tiered, window, use, captures, config.tiered, submission_events) {}
+      submissions(tiered, window, use, captures, config.tiered, submission_events,
+                  config.tiered.mover == TieredMover::kPrefetch ? &prefetch : nullptr) {}
 
 Entry::Entry() noexcept {
   if (inside_shim) return;

@@ -27,9 +27,11 @@
 #include "core/vmm_tracker.h"
 #include "core/remap_window.h"
 #include "hooks/driver_spill_facts.h"
+#include "hooks/prefetch_devices.h"
 #include "hooks/submission_events.h"
 #include "hooks/tiered_arenas.h"
 #include "placement/ledger_tiered_budgets.h"
+#include "placement/prefetch_placement.h"
 #include "placement/spill_placement.h"
 #include "placement/tiered_placement.h"
 #include "placement/tiered_rules.h"
@@ -72,6 +74,10 @@ struct ShimState {
   placement::LedgerTieredBudgets tiered_budgets;
   DriverArenaSource arenas;
   placement::TieredPlacement tiered;
+  // With [tiered] mover = "prefetch", the blocks that are managed memory (Note [The prefetch
+  // mover] in placement/prefetch_placement.h); a device it cannot serve uses `tiered`.
+  DriverPrefetchDevices prefetch_devices;
+  placement::PrefetchPlacement prefetch;
   placement::TieredRules tiered_rules;  // [[tiered.rule]], over config.tiered.rules
   DriverSubmissionEvents submission_events;
   // Every submission's way to the driver in tiered mode (Note [One way through for a

@@ -39,6 +39,27 @@ std::optional<RuleAction> rule_for_block(ShimState& shim, uint64_t bytes) noexce
   return rule->action;
 }
 
+// What the prefetch mover did (Note [The prefetch mover] in placement/prefetch_placement.h), or
+// nothing with the remap mover.
+std::string prefetch_summary(ShimState& shim) {
+  if (shim.config.tiered.mover != TieredMover::kPrefetch) return {};
+  const placement::PrefetchStats moved = shim.prefetch.stats();
+  std::string held;
+  for (int device : shim.ledger.devices()) {
+    const placement::PrefetchPlacement::Held now = shim.prefetch.held(device);
+    if (now.blocks != 0)
+      held += fmt::format(", device {}: {} managed blocks, {} on the device", device, now.blocks,
+                          now.on_device);
+  }
+  return fmt::format(
+      "; prefetch mover: {} promoted in {} prefetches, {} evicted in {} prefetches, {} "
+      "promotions refused ({} held back by the card's free memory), {} prefetches the driver "
+      "refused{}",
+      format_bytes(moved.promoted_bytes), moved.promotions, format_bytes(moved.evicted_bytes),
+      moved.evictions, moved.promotions_refused, moved.held_by_the_card, moved.failed_prefetches,
+      held);
+}
+
 // What stream-ordered requests got (Note [Stream-ordered requests in the arena]), or nothing
 // when none was a tiered block.
 std::string reuse_summary(const tiers::StreamOrderedReuseStats& reuse) {
@@ -47,6 +68,24 @@ std::string reuse_summary(const tiers::StreamOrderedReuseStats& reuse) {
       "; stream-ordered: {} new blocks, {} freed blocks reused on their stream and {} on another, "
       "{} given back, {} granules kept",
       reuse.made, reuse.same_stream, reuse.other_stream, reuse.given_up, reuse.kept_granules);
+}
+
+// With [tiered] mover = "prefetch", a block of managed memory (Note [The prefetch mover] in
+// placement/prefetch_placement.h); false when the prefetch mover did not take it, and the remap
+// mover is asked instead: the shim is never the reason a job fails, and a device without
+// concurrent managed access, or a driver that refuses the managed allocation, still has the
+// arena. Said once, with the reason.
+bool allocate_prefetched(ShimState& shim, int device, uint64_t bytes, CUdeviceptr* base) noexcept {
+  if (shim.config.tiered.mover != TieredMover::kPrefetch) return false;
+  const CUresult result = shim.prefetch.allocate(device, bytes, base);
+  if (result == CUDA_SUCCESS) return true;
+  static constinit std::atomic<bool> said{false};
+  if (result != CUDA_ERROR_NOT_SUPPORTED && !said.exchange(true))
+    logging::warn(
+        "tiered allocation of {} on device {}: the prefetch mover could not make it managed "
+        "memory (CUresult {}); it goes to the remap mover instead (said once)",
+        format_bytes(bytes), device, static_cast<int>(result));
+  return false;
 }
 
 }  // namespace
@@ -59,8 +98,10 @@ std::optional<CUresult> allocate_tiered(ShimState& shim, int device, uint64_t by
   CUdeviceptr base = 0;
   const std::optional<RuleAction> rule =
       shim.tiered_rules.empty() ? std::nullopt : rule_for_block(shim, bytes);
+  const bool prefetched = allocate_prefetched(shim, device, bytes, &base);
   const placement::TieredPlacement::Allocated allocated =
-      shim.tiered.allocate(device, bytes, &base, rule);
+      prefetched ? placement::TieredPlacement::Allocated{}
+                 : shim.tiered.allocate(device, bytes, &base, rule);
   if (allocated.result == CUDA_ERROR_NOT_SUPPORTED) return std::nullopt;
   if (allocated.result != CUDA_SUCCESS) {
     // Placed as auto mode would place it (the spill chain of the caller), with a line the first
@@ -83,7 +124,9 @@ std::optional<CUresult> allocate_tiered(ShimState& shim, int device, uint64_t by
   }
   // Note [A tiered block in the books]
   shim.ledger.on_allocated(shim.ledger.admit(device, core::Route::kTiered, bytes), base, bytes);
-  const uint64_t range = tiers::GranuleArena::granules_for(bytes) * tiers::kGranuleBytes;
+  // A managed block is the driver's allocation of `bytes`, with no granules beyond it.
+  const uint64_t range =
+      prefetched ? bytes : tiers::GranuleArena::granules_for(bytes) * tiers::kGranuleBytes;
   if (const core::TrackResult tracked = shim.use.track(base, range, base);
       tracked != core::TrackResult::kTracked)
     logging::debug("tiered block at {:#x} is not tracked ({}): launches reach it where it is", base,
@@ -125,6 +168,7 @@ CUresult free_tiered_block_now(void* shim_state, CUdeviceptr base, uint64_t /*by
 CUresult free_tiered_block(ShimState& shim, int device, CUdeviceptr base) noexcept {
   // Untracked first: no submission may promote a block while its granules go back.
   shim.use.untrack(base);
+  if (const std::optional<CUresult> freed = shim.prefetch.free(base)) return *freed;
   return shim.tiered.free(device, base);
 }
 
@@ -186,7 +230,7 @@ std::string tiered_summary(ShimState& shim) noexcept {
         moved.promoted_ahead, staged, moved.windows,
         static_cast<double>(moved.window_nanoseconds) / 1e6, narrow, cost, moved.promotions_refused,
         moved.failed_moves, launches.launches, launches.unreadable, held) +
-           reuse_summary(shim.tiered_reuse.stats());
+           reuse_summary(shim.tiered_reuse.stats()) + prefetch_summary(shim);
   } catch (...) {  // no line rather than no exit
     return {};
   }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <new>
+#include <utility>
 #include <vector>
 
 #include "telemetry/log.h"
@@ -24,15 +25,7 @@ uint32_t policy_stream(uint64_t stream) { return static_cast<uint32_t>(stream ^ 
 
 PrefetchPlacement::PrefetchPlacement(TieredBudgets& budgets, PrefetchDevices& devices,
                                      const TieredOptions& options) noexcept
-    : budgets_(budgets), devices_(devices), options_(options) {
-  try {
-    if (const policies::MadePolicy made = policies::make_policy(options_.policy, {});
-        made.policy == nullptr)
-      error_ = made.error;
-  } catch (const std::bad_alloc&) {
-    error_ = "out of memory while choosing the eviction policy";
-  }
-}
+    : budgets_(budgets), devices_(devices), options_(options), error_(policy_error(options)) {}
 
 PrefetchPlacement::Device* PrefetchPlacement::device_state_locked(int device) noexcept {
   if (!error_.empty() || device < 0 || static_cast<std::size_t>(device) >= kDevices) return nullptr;
@@ -41,12 +34,11 @@ PrefetchPlacement::Device* PrefetchPlacement::device_state_locked(int device) no
   try {
     tiers::PrefetchOps* ops = devices_.ops(device);
     if (ops == nullptr) return nullptr;
-    policies::MadePolicy made = policies::make_policy(
-        options_.policy, {.capacity_granules = budgets_.device_room(device) / kGranuleBytes,
-                          .invariant_mode = options_.invariant_mode});
-    if (made.policy == nullptr) return nullptr;
+    std::unique_ptr<policies::EvictionPolicy> policy =
+        make_device_policy(options_, budgets_.device_room(device));
+    if (policy == nullptr) return nullptr;
     state.ops = ops;
-    state.policy = std::move(made.policy);
+    state.policy = std::move(policy);
   } catch (const std::bad_alloc&) {
     return nullptr;
   }

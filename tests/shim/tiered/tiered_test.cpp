@@ -240,18 +240,12 @@ TEST_F(TieredTest, LibraryKernelsAreReadLikeModuleFunctions) {
 // The budget holds: with blocks of three times the budget allocated and touched, the device
 // memory the driver itself has handed out (asked past the shim) stays within the budget.
 TEST_F(TieredTest, TheBudgetHoldsWhateverIsAllocated) {
-  const auto driver_info = behind_the_shim<decltype(&cuMemGetInfo_v2)>("cuMemGetInfo_v2");
-  ASSERT_NE(driver_info, nullptr);
-  size_t free_at_start = 0;
-  size_t total = 0;
-  ASSERT_CU(driver_info(&free_at_start, &total));
+  const size_t free_at_start = driver_free();
   std::vector<CUdeviceptr> pointers(12);
   for (CUdeviceptr& pointer : pointers) {
     ASSERT_CU(cuMemAlloc(&pointer, kBlock));
     ASSERT_CU(fill(pointer, 7, streams_[0]));
-    size_t free = 0;
-    ASSERT_CU(driver_info(&free, &total));
-    EXPECT_LE(free_at_start - free, 16 * kMiB) << "the arena holds more than the budget";
+    EXPECT_LE(free_at_start - driver_free(), 16 * kMiB) << "the arena holds more than the budget";
   }
   ASSERT_CU(cuStreamSynchronize(streams_[0]));
   for (CUdeviceptr pointer : pointers) expect_block(pointer, 7);
@@ -263,11 +257,7 @@ TEST_F(TieredTest, TheBudgetHoldsWhateverIsAllocated) {
 // the mover put it: after launches over three times the budget, the blocks last prefetched to
 // the device are exactly what the driver charges the device for, and fit the budget.
 TEST_F(TieredTest, PrefetchedBlocksAreWhereTheDriverSays) {
-  const auto driver_info = behind_the_shim<decltype(&cuMemGetInfo_v2)>("cuMemGetInfo_v2");
-  ASSERT_NE(driver_info, nullptr);
-  size_t free_at_start = 0;
-  size_t total = 0;
-  ASSERT_CU(driver_info(&free_at_start, &total));
+  const size_t free_at_start = driver_free();
   std::vector<CUdeviceptr> blocks(12);
   for (CUdeviceptr& block : blocks) ASSERT_CU(cuMemAlloc(&block, kBlock));
   int managed = 0;
@@ -279,8 +269,7 @@ TEST_F(TieredTest, PrefetchedBlocksAreWhereTheDriverSays) {
     ASSERT_CU(fill(blocks[index], static_cast<uint32_t>(index), streams_[0]));
   }
   ASSERT_CU(cuStreamSynchronize(streams_[0]));
-  size_t free = 0;
-  ASSERT_CU(driver_info(&free, &total));
+  const size_t free = driver_free();
   size_t on_device = 0;
   for (CUdeviceptr block : blocks) {
     int location = CU_DEVICE_INVALID;

@@ -177,6 +177,8 @@ CUresult PrefetchPlacement::allocate(int device, uint64_t bytes, CUdeviceptr* ou
 }
 
 std::optional<CUresult> PrefetchPlacement::free(CUdeviceptr base) noexcept {
+  // The remap mover's frees, which are all of them by default, take no lock here.
+  if (block_count_.load(std::memory_order_relaxed) == 0) return std::nullopt;
   const std::lock_guard lock(mutex_);
   const auto found = blocks_.find(base);
   if (found == blocks_.end()) return std::nullopt;

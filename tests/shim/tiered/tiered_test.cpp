@@ -275,7 +275,9 @@ TEST_F(TieredTest, PrefetchedBlocksAreWhereTheDriverSays) {
     int location = CU_DEVICE_INVALID;
     ASSERT_CU(cuMemRangeGetAttribute(&location, sizeof(location),
                                      CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION, block, kBlock));
-    EXPECT_TRUE(location == device_ || location == CU_DEVICE_CPU) << location;
+    // CU_DEVICE_INVALID: never prefetched (the card had no room when the block was made).
+    EXPECT_TRUE(location == device_ || location == CU_DEVICE_CPU || location == CU_DEVICE_INVALID)
+        << location;
     on_device += location == device_ ? kBlock : 0;
   }
   EXPECT_EQ(free_at_start - free, on_device) << "the driver's residency is not the last prefetches'";

@@ -57,6 +57,7 @@ void start_trace(ShimState& shim) {
   }
   shim.ledger.set_events(&shim.trace);
   shim.tiered.set_events(&shim.trace);
+  shim.prefetch.set_events(&shim.trace);
   logging::debug("tracing memory events to {}", shim.trace.path());
 }
 

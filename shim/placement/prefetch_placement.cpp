@@ -89,6 +89,8 @@ bool PrefetchPlacement::evict_locked(BlockId id, Block& block) noexcept {
   }
   block.on_device = false;
   block.streams = 0;
+  if (core::MemoryEvents* const told = events_.load(std::memory_order_acquire))
+    told->evicted(block.device, id, block.bytes);
   budgets_.give_device(block.device, block.bytes);
   state.on_device_bytes -= block.bytes;
   state.policy->moved(id, 0);
@@ -139,6 +141,8 @@ bool PrefetchPlacement::bring_in_locked(BlockId id, Block& block, std::span<cons
   }
   block.on_device = true;
   block.streams = 0;
+  if (core::MemoryEvents* const told = events_.load(std::memory_order_acquire))
+    told->promoted(block.device, id, block.bytes);
   state.on_device_bytes += block.bytes;
   state.queued_in += block.bytes;
   state.policy->moved(id, block.bytes / kGranuleBytes);
@@ -163,6 +167,12 @@ CUresult PrefetchPlacement::allocate(int device, uint64_t bytes, CUdeviceptr* ou
     block = Block{.device = device, .size = bytes, .bytes = pages};
     state->policy->allocated(base, pages / kGranuleBytes, /*on_device=*/false);
     block_count_.fetch_add(1, std::memory_order_relaxed);
+    // A managed block starts on the host: told so, and its prefetch in as a promotion.
+    if (core::MemoryEvents* const told = events_.load(std::memory_order_acquire)) {
+      told->allocated({.key = base, .bytes = bytes, .device = device,
+                       .route = core::Route::kTiered});
+      told->evicted(device, base, pages);
+    }
     // A new block is brought in like a promotion, so that it is on the device where its first
     // writes land; the policy may evict others for it (nothing to keep: no launch is at hand).
     if (devices_.may_move()) bring_in_locked(base, block, {});
@@ -217,6 +227,8 @@ void PrefetchPlacement::before_submission(const core::SubmissionUse& use) noexce
       }
       if (ours.empty()) continue;
       state.policy->used(use.sequence, policy_stream(use.stream), ours);
+      if (core::MemoryEvents* const told = events_.load(std::memory_order_acquire))
+        told->used(static_cast<int>(d), policy_stream(use.stream), ours);
       bool promoted = false;
       for (const BlockId id : ours) {
         Block& block = blocks_.at(id);

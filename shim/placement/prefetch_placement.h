@@ -30,8 +30,9 @@
 // need + min(q, B) <= F + leaving, which is the test. It errs only towards refusing.
 // Not yet (README, "Tiered mode"): promoting ahead (promote_ahead), [[tiered.rule]] actions,
 // stream-ordered requests (they go to the driver's pools), moves during a stream capture (none:
-// blocks are touched where they are, as with the remap mover), evictions for room on another
-// device, and the trace's move events.
+// blocks are touched where they are, as with the remap mover), evictions in part (a victim goes
+// whole: Note [Evicting part of a block] in policies/eviction_policy.h), and vramspill stat's
+// tiered columns.
 #pragma once
 
 #include <cuda.h>
@@ -46,6 +47,7 @@
 #include <span>
 #include <string>
 
+#include "core/memory_events.h"
 #include "core/use_tracker.h"
 #include "placement/tiered_placement.h"
 #include "policies/registry.h"
@@ -121,6 +123,15 @@ class PrefetchPlacement {
 
   PrefetchStats stats() const noexcept;
 
+  // Who is told of every block, its moves and the submissions that touch it, from now on; null:
+  // nobody. `events` must outlive every later call. As with the remap mover (Note [A tiered block
+  // in the trace] in placement/tiered_placement.cpp), a block is told under the lock, before any
+  // move of it; it starts on the host (told as evicted right after), so bringing it in is a
+  // promotion.
+  void set_events(core::MemoryEvents* events) noexcept {
+    events_.store(events, std::memory_order_release);
+  }
+
  private:
   // The streams of a block's uses since it last moved, which its next move waits for; the
   // oldest are dropped beyond kLastStreams (their work then only overlaps the move).
@@ -163,6 +174,7 @@ class PrefetchPlacement {
   std::map<policies::BlockId, Block> blocks_;
   std::atomic<uint64_t> block_count_{0};  // the launch path's test, without the lock
   PrefetchStats stats_;
+  std::atomic<core::MemoryEvents*> events_{nullptr};
 };
 
 }  // namespace vramspill::placement

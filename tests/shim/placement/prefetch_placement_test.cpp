@@ -10,8 +10,11 @@
 #include <cstdint>
 #include <initializer_list>
 #include <optional>
+#include <span>
+#include <string>
 #include <vector>
 
+#include "core/memory_events.h"
 #include "fake_tiered_budgets.h"
 #include "tiers/granule_ops.h"
 
@@ -83,6 +86,28 @@ class FakeDevices final : public PrefetchDevices {
 
  private:
   FakePrefetchOps ops_;
+};
+
+// What a trace would be told, one line an event.
+class RecordedEvents final : public core::MemoryEvents {
+ public:
+  void device_configured(int, uint64_t, uint64_t) noexcept override {}
+  void allocated(const core::Allocation& allocation) noexcept override {
+    lines.push_back("alloc " + std::to_string(allocation.key));
+  }
+  void freed(const core::Allocation&) noexcept override {}
+  void refused(int, core::Route, uint64_t) noexcept override {}
+  void evicted(int, uint64_t base, uint64_t bytes) noexcept override {
+    lines.push_back("evict " + std::to_string(base) + " " + std::to_string(bytes));
+  }
+  void promoted(int, uint64_t base, uint64_t bytes) noexcept override {
+    lines.push_back("promote " + std::to_string(base) + " " + std::to_string(bytes));
+  }
+  void used(int, uint32_t stream, std::span<const uint64_t> bases) noexcept override {
+    lines.push_back("use " + std::to_string(stream) + " " + std::to_string(bases.size()));
+  }
+
+  std::vector<std::string> lines;
 };
 
 class PrefetchPlacementTest : public ::testing::Test {
@@ -238,6 +263,23 @@ TEST_F(PrefetchPlacementTest, RoomForAnotherAllocationIsMadeByEvictions) {
   EXPECT_TRUE(on_device(b));
   EXPECT_EQ(budgets_.device(), kBlock);
   EXPECT_FALSE(placement_.make_device_room(0, 4 * kBlock));  // more than the budget
+}
+
+TEST_F(PrefetchPlacementTest, TheTraceIsToldOfEachBlockBeforeItsMovesAndUses) {
+  RecordedEvents events;
+  placement_.set_events(&events);
+  const CUdeviceptr a = allocate();
+  const CUdeviceptr b = allocate();
+  const CUdeviceptr c = allocate();  // evicts a
+  launch(5, {c});
+  const auto n = [](CUdeviceptr base) { return std::to_string(base); };
+  const std::string block = std::to_string(kBlock);
+  const std::vector<std::string> expected = {
+      "alloc " + n(a),   "evict " + n(a) + " " + block, "promote " + n(a) + " " + block,
+      "alloc " + n(b),   "evict " + n(b) + " " + block, "promote " + n(b) + " " + block,
+      "alloc " + n(c),   "evict " + n(c) + " " + block, "evict " + n(a) + " " + block,
+      "promote " + n(c) + " " + block, "use 5 1"};
+  EXPECT_EQ(events.lines, expected);
 }
 
 TEST_F(PrefetchPlacementTest, ADeviceWithoutTheMoverAndAnUnknownPolicyAreRefused) {

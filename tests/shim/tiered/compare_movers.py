@@ -7,13 +7,16 @@ reports a remap violation, or (prefetch) shows a remap window or a prefetch the 
 --check-prefetch-vs-managed R fails when a prefetch run's modeled step on the first workload takes
 more than R times managed mode's.
 
-    compare_movers.py --simcuda DIR --shim LIB [--budget SIZE] [--steps N] [--policy P]...
+    compare_movers.py --simcuda DIR --shim LIB [--cli VRAMSPILL] [--budget SIZE] [--steps N] [--policy P]...
                       [--only WORKLOAD:FACTOR]... [--check-prefetch-vs-managed R] -- POLICY_WORKLOADS
 """
 import argparse
+import os
 import re
 import shlex
+import subprocess
 import sys
+import tempfile
 
 from compare_policies import SIZE, WORKLOADS, command, run_logged, settings
 
@@ -22,6 +25,7 @@ REMAP_MOVED = re.compile(rf"tiered: ({SIZE}) evicted to the host .*, ({SIZE}) pr
 PREFETCH_MOVED = re.compile(rf"prefetch mover: ({SIZE}) promoted in \d+ prefetches, ({SIZE}) evicted"
                             rf" in \d+ prefetches, .* (\d+) prefetches the driver refused")
 WINDOWS = re.compile(r" (\d+) remap windows ")
+RECORDED = re.compile(rf"^\s+recorded\s+({SIZE})\s+({SIZE})\s*$", re.MULTILINE)
 
 
 def moved(mover, log, what):
@@ -39,7 +43,18 @@ def moved(mover, log, what):
     return found.group(1), found.group(2)
 
 
-def compare(args, workload, factor):
+def replayed(args, trace, what):
+    """The moves `vramspill replay` reads in the prefetch run's trace (in, out), or fails."""
+    result = subprocess.run([args.cli, "replay", trace, "--policy", args.policy[0]],
+                            capture_output=True, text=True, timeout=120)
+    found = RECORDED.search(result.stdout)
+    if result.returncode != 0 or found is None:
+        sys.exit(f"FAIL: {what}: vramspill replay of its trace: exit status {result.returncode}\n"
+                 f"{result.stdout}{result.stderr}")
+    return found.group(1), found.group(2)
+
+
+def compare(args, workload, factor, directory):
     """Prints the workload's table; returns managed's ms and each (mover, policy)'s ms."""
     managed, _ = run_logged(args, workload, factor, "managed")
     print(f"\n{workload} at {factor}x the budget (managed mode: {managed:.3f} ms/step):")
@@ -49,9 +64,16 @@ def compare(args, workload, factor):
     for policy in args.policy:
         for mover in MOVERS:
             what = f"{workload} at {factor}x, {policy}, {mover}"
-            ms, log = run_logged(args, workload, factor, "tiered", policy,
+            traced = args.cli is not None and mover == "prefetch" and policy == args.policy[0]
+            trace = os.path.join(directory, f"{workload}-{factor}.trace") if traced else None
+            ms, log = run_logged(args, workload, factor, "tiered", policy, trace,
                                  extra={"VRAMSPILL_TIERED_MOVER": mover})
             moved_in, moved_out = moved(mover, log, what)
+            # Out differs by design: the trace tells each new block as evicted right after its
+            # allocation (it starts on the host), which moves nothing.
+            if traced and (recorded := replayed(args, trace, what))[0] != moved_in:
+                sys.exit(f"FAIL: {what}: its trace records {recorded[0]} promoted, its summary "
+                         f"{moved_in}")
             times[(mover, policy)] = ms
             print(f"  {policy:<9} {mover:<9} {ms:9.3f} {ms / managed:10.2f}x "
                   f"{f'{moved_in} / {moved_out}':>24}")
@@ -66,6 +88,9 @@ def main():
     parser.add_argument("--budget", default="64MiB", help="VRAMSPILL_DEVICE_BUDGET (64MiB)")
     parser.add_argument("--steps", type=int, default=8, help="steps of each run (8)")
     parser.add_argument("--policy", action="append", help="a policy to run (repeatable; lru)")
+    parser.add_argument("--cli", help="the vramspill command: the first policy's prefetch run is "
+                                      "traced, and the promotions `vramspill replay` reads in "
+                                      "the trace must be those its exit summary counts")
     parser.add_argument("--only", action="append", metavar="WORKLOAD:FACTOR",
                         help="run this workload only (repeatable; default: "
                              + ", ".join(f"{w}:{f}" for w, f in WORKLOADS) + ")")
@@ -87,18 +112,25 @@ def main():
     environment = " ".join(f"{key}={shlex.quote(value)}" for key, value in example.items())
     print(f"  {environment} \\\n    {shlex.join(command(args, *chosen[0]))}")
     failures = []
-    for index, (workload, factor) in enumerate(chosen):
-        managed, times = compare(args, workload, factor)
-        if index != 0 or args.check_prefetch_vs_managed is None:
-            continue
-        for policy in args.policy:
-            ms = times[("prefetch", policy)]
-            if ms > args.check_prefetch_vs_managed * managed:
-                failures.append(f"{policy} with the prefetch mover took {ms:.3f} ms a step, more "
-                                f"than {args.check_prefetch_vs_managed} of managed's "
-                                f"{managed:.3f}")
+    with tempfile.TemporaryDirectory() as directory:
+        for index, (workload, factor) in enumerate(chosen):
+            failures += compare_and_check(args, index, workload, factor, directory)
     if failures:
         sys.exit("FAIL: " + "; ".join(failures))
+
+
+def compare_and_check(args, index, workload, factor, directory):
+    """The workload's table, and what --check-prefetch-vs-managed finds wrong in it."""
+    managed, times = compare(args, workload, factor, directory)
+    failures = []
+    if index != 0 or args.check_prefetch_vs_managed is None:
+        return failures
+    for policy in args.policy:
+        ms = times[("prefetch", policy)]
+        if ms > args.check_prefetch_vs_managed * managed:
+            failures.append(f"{policy} with the prefetch mover took {ms:.3f} ms a step, more "
+                            f"than {args.check_prefetch_vs_managed} of managed's {managed:.3f}")
+    return failures
 
 
 if __name__ == "__main__":

@@ -69,6 +69,13 @@ inline constexpr std::array<std::string_view, 2> kWindowModeNames = {"safe", "tr
 enum class StreamOrderedMode : uint8_t { kArena, kPool };
 inline constexpr std::array<std::string_view, 2> kStreamOrderedModeNames = {"arena", "pool"};
 
+// What carries out tiered mode's moves (shim/README.md, "Tiered mode"): `remap` moves a block's
+// 2 MiB granules between device- and host-located VMM memory at the same address (the granule
+// arena), `prefetch` makes each block one managed allocation and moves it with the driver's
+// prefetches (Note [The prefetch mover] in placement/prefetch_placement.h).
+enum class TieredMover : uint8_t { kRemap, kPrefetch };
+inline constexpr std::array<std::string_view, 2> kTieredMoverNames = {"remap", "prefetch"};
+
 // The preferred location given to managed memory that holds a spilled allocation.
 enum class ManagedLocation : uint8_t { kHost, kDevice, kNone };
 inline constexpr std::array<std::string_view, 3> kManagedLocationNames = {"host", "device",
@@ -145,6 +152,7 @@ struct TieredConfig {
   uint64_t keep{};      // idle granules of each kind the arena keeps for later blocks
   WindowMode window{};
   StreamOrderedMode stream_ordered{};
+  TieredMover mover{};
   std::vector<TieredRule> rules;  // in the file's order
 };
 

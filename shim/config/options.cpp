@@ -18,7 +18,7 @@ namespace {
 // something a user could not have written (a test parses every one).
 // One row per option reads better than the one field per line clang-format would make of it.
 // clang-format off
-constexpr std::array<OptionSpec, 21> kOptions = {{
+constexpr std::array<OptionSpec, 22> kOptions = {{
     {"device", "budget", OptionType::kSizeOrPercent, "100%",
      "Device memory the job may use: a size, or a percent of the GPU's total memory.",
      {},
@@ -137,6 +137,20 @@ constexpr std::array<OptionSpec, 21> kOptions = {{
      kStreamOrderedModeNames,
      [](Config& c, const OptionValue& v) {
        c.tiered.stream_ordered = static_cast<StreamOrderedMode>(std::get<Choice>(v).index);
+     }},
+    {"tiered", "mover", OptionType::kEnum, "remap",
+     "What moves `tiered` mode's blocks between device and host. `remap`: each block is VMM "
+     "memory whose 2 MiB granules are copied and remapped at the same address inside the remap "
+     "window. `prefetch`: each block is one managed allocation that prefers the host and is "
+     "accessed by its device, so what is not brought in is read over the link; the same policy "
+     "decides, and a move is a `cuMemPrefetchAsync` on the shim's own stream, ordered after the "
+     "block's last uses, which the launch that needs it waits for on the device: no remap, no "
+     "window, no device-wide wait. Needs concurrent managed access (a device without it, or "
+     "whose managed allocation fails, gets `remap`); stream-ordered requests then go to the "
+     "driver's pools as with `stream_ordered = \"pool\"`.",
+     kTieredMoverNames,
+     [](Config& c, const OptionValue& v) {
+       c.tiered.mover = static_cast<TieredMover>(std::get<Choice>(v).index);
      }},
     {"report", "memory_info", OptionType::kEnum, "budget",
      "What `cuMemGetInfo` reports. `budget`: total is the limit, free is the limit minus the "

@@ -199,6 +199,8 @@
   Y(cuMemPoolGetAttribute)            \
   Y(cuMemAdvise)                      \
   Y(cuMemAdvise_v2)                   \
+  Y(cuMemPrefetchAsync)               \
+  Y(cuMemPrefetchAsync_v2)            \
   Y(cuMemHostGetDevicePointer_v2)     \
   Y(cuStreamIsCapturing)              \
   Y(cuStreamGetDevice)                \

@@ -57,6 +57,7 @@ void start_trace(ShimState& shim) {
   }
   shim.ledger.set_events(&shim.trace);
   shim.tiered.set_events(&shim.trace);
+  shim.prefetch.set_events(&shim.trace);
   logging::debug("tracing memory events to {}", shim.trace.path());
 }
 
@@ -179,9 +180,12 @@ ShimState::ShimState(const Config& loaded) noexcept
       arenas(config.tiered, host_vmm, captures, tiered_reuse),
       tiered(tiered_budgets, arenas, window,
              {.policy = config.tiered.policy, .window = config.tiered.window}, &use),
+      prefetch_devices(captures),
+      prefetch(tiered_budgets, prefetch_devices, {.policy = config.tiered.policy}),
       tiered_rules(config.tiered.rules),
-      tiered_blocks(config, ledger, use, host_budget, tiered, tiered_rules, call_sites),
-      submissions(tiered, window, use, captures, config.tiered, submission_events) {}
+      tiered_blocks(config, ledger, use, host_budget, tiered, prefetch, tiered_rules, call_sites),
+      submissions(tiered, window, use, captures, config.tiered, submission_events,
+                  config.tiered.mover == TieredMover::kPrefetch ? &prefetch : nullptr) {}
 
 Entry::Entry() noexcept {
   if (inside_shim) return;

@@ -29,10 +29,12 @@
 #include "hooks/driver_spill_facts.h"
 #include "hooks/driver_tiered_seam.h"
 #include "hooks/pool_tracking.h"
+#include "hooks/prefetch_devices.h"
 #include "hooks/submission_events.h"
 #include "hooks/tiered_arenas.h"
 #include "placement/admission_flow.h"
 #include "placement/ledger_tiered_budgets.h"
+#include "placement/prefetch_placement.h"
 #include "placement/spill_placement.h"
 #include "placement/tiered_blocks.h"
 #include "placement/tiered_placement.h"
@@ -76,6 +78,10 @@ struct ShimState {
   placement::LedgerTieredBudgets tiered_budgets;
   DriverArenaSource arenas;
   placement::TieredPlacement tiered;
+  // With [tiered] mover = "prefetch", the blocks that are managed memory (Note [The prefetch
+  // mover] in placement/prefetch_placement.h); a device it cannot serve uses `tiered`.
+  DriverPrefetchDevices prefetch_devices;
+  placement::PrefetchPlacement prefetch;
   placement::TieredRules tiered_rules;  // [[tiered.rule]], over config.tiered.rules
   placement::NativeCallSites call_sites;  // the stacks tiered_rules match
   // Tiered blocks and their books (Note [A tiered block in the books]).

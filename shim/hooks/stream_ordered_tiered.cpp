@@ -82,6 +82,7 @@ std::optional<CUresult> allocate_stream_ordered_tiered(ShimState& shim, int devi
                                                        CUstream stream, CUdeviceptr* out) noexcept {
   if (shim.config.spill.mode != SpillMode::kTiered ||
       shim.config.tiered.stream_ordered != StreamOrderedMode::kArena ||
+      shim.config.tiered.mover == TieredMover::kPrefetch ||  // the pools serve them (not yet tiered)
       bytes < shim.config.tiered.min_size || !pool_books().plain(device, pool))
     return std::nullopt;
   const uint64_t granules = tiers::GranuleArena::granules_for(bytes);

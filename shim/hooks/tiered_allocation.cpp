@@ -21,10 +21,32 @@ std::string reuse_summary(const tiers::StreamOrderedReuseStats& reuse) {
       reuse.made, reuse.same_stream, reuse.other_stream, reuse.given_up, reuse.kept_granules);
 }
 
+// What the prefetch mover did (Note [The prefetch mover] in placement/prefetch_placement.h), or
+// nothing with the remap mover.
+std::string prefetch_summary(ShimState& shim) {
+  if (shim.config.tiered.mover != TieredMover::kPrefetch) return {};
+  const placement::PrefetchStats moved = shim.prefetch.stats();
+  std::string held;
+  for (int device : shim.ledger.devices()) {
+    const placement::PrefetchPlacement::Held now = shim.prefetch.held(device);
+    if (now.blocks != 0)
+      held += fmt::format(", device {}: {} managed blocks, {} on the device", device, now.blocks,
+                          now.on_device);
+  }
+  return fmt::format(
+      "; prefetch mover: {} promoted in {} prefetches, {} evicted in {} prefetches, {} "
+      "promotions refused ({} held back by the card's free memory), {} prefetches the driver "
+      "refused{}",
+      format_bytes(moved.promoted_bytes), moved.promotions, format_bytes(moved.evicted_bytes),
+      moved.evictions, moved.promotions_refused, moved.held_by_the_card, moved.failed_prefetches,
+      held);
+}
+
 }  // namespace
 
 bool DriverTieredSeam::make_device_room(int device, uint64_t bytes) noexcept {
-  return shim_.tiered.make_device_room(device, bytes);
+  return shim_.prefetch.make_device_room(device, bytes) ||
+         shim_.tiered.make_device_room(device, bytes);
 }
 
 CUresult DriverTieredSeam::free_block(const core::Allocation& block,
@@ -115,7 +137,7 @@ std::string tiered_summary(ShimState& shim) noexcept {
         moved.promoted_ahead, staged, moved.windows,
         static_cast<double>(moved.window_nanoseconds) / 1e6, narrow, cost, moved.promotions_refused,
         moved.failed_moves, launches.launches, launches.unreadable, held) +
-           reuse_summary(shim.tiered_reuse.stats());
+           reuse_summary(shim.tiered_reuse.stats()) + prefetch_summary(shim);
   } catch (...) {  // no line rather than no exit
     return {};
   }

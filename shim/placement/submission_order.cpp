@@ -10,6 +10,9 @@ SubmissionOrder::Passage SubmissionOrder::submit(const core::SubmissionUse& use)
     // The policy's stream id: the CUstream's value folded to 32 bits (ids only tell streams
     // apart; a collision merely merges two streams' recency).
     const auto stream_id = static_cast<uint32_t>(use.stream ^ (use.stream >> 32));
+    // The prefetch mover's blocks, if any; the remap mover's ignore them, and a device the
+    // prefetch mover cannot serve has only the remap mover's.
+    if (prefetch_ != nullptr) prefetch_->before_submission(use);
     placement_.before_submission(use.sequence, stream_id, std::span(use.blocks.data(), use.count));
   }
   core::RemapWindow::Submission entered = window_.enter();

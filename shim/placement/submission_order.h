@@ -22,6 +22,7 @@
 #include "core/remap_window.h"
 #include "core/stream_slots.h"
 #include "core/use_tracker.h"
+#include "placement/prefetch_placement.h"
 #include "placement/tiered_placement.h"
 
 namespace vramspill::placement {
@@ -49,10 +50,13 @@ class SubmissionOrder {
  public:
   // `captures`: the stream captures in progress (an event or a wait on a capturing stream would
   // be captured into its graph). `config`: read at each submission for the window's mode.
+  // `prefetch`: with [tiered] mover = "prefetch", the placement of the blocks that are managed
+  // memory, told of each submission before the remap mover is (Note [The prefetch mover]).
   SubmissionOrder(TieredPlacement& placement, core::RemapWindow& window, core::UseTracker& use,
                   const std::atomic<int>& captures, const TieredConfig& config,
-                  SubmissionEvents& events) noexcept
+                  SubmissionEvents& events, PrefetchPlacement* prefetch = nullptr) noexcept
       : placement_(placement),
+        prefetch_(prefetch),
         window_(window),
         use_(use),
         captures_(captures),
@@ -87,6 +91,7 @@ class SubmissionOrder {
   bool capturing() const noexcept { return captures_.load(std::memory_order_acquire) != 0; }
 
   TieredPlacement& placement_;
+  PrefetchPlacement* prefetch_;
   core::RemapWindow& window_;
   core::UseTracker& use_;
   const std::atomic<int>& captures_;

@@ -21,6 +21,12 @@ std::optional<CUresult> TieredBlocks::allocate(int device, uint64_t bytes,
   if (config_.spill.mode != SpillMode::kTiered || bytes < config_.tiered.min_size)
     return std::nullopt;
   CUdeviceptr base = 0;
+  if (allocate_prefetched(device, bytes, &base)) {
+    // A managed block is the driver's allocation of `bytes`, with no granules beyond it.
+    record(device, base, bytes, bytes);
+    *out = base;
+    return CUDA_SUCCESS;
+  }
   const std::optional<RuleAction> rule = rules_.empty() ? std::nullopt : rule_for(bytes);
   const TieredPlacement::Allocated allocated = placement_.allocate(device, bytes, &base, rule);
   if (allocated.result == CUDA_ERROR_NOT_SUPPORTED) return std::nullopt;
@@ -28,9 +34,21 @@ std::optional<CUresult> TieredBlocks::allocate(int device, uint64_t bytes,
     explain(allocated, device, bytes);
     return std::nullopt;  // placed as auto mode would place it, by the caller's spill chain
   }
-  record(device, base, bytes);
+  record(device, base, bytes, tiers::GranuleArena::granules_for(bytes) * tiers::kGranuleBytes);
   *out = base;
   return CUDA_SUCCESS;
+}
+
+bool TieredBlocks::allocate_prefetched(int device, uint64_t bytes, CUdeviceptr* base) noexcept {
+  if (config_.tiered.mover != TieredMover::kPrefetch) return false;
+  const CUresult result = prefetch_.allocate(device, bytes, base);
+  if (result == CUDA_SUCCESS) return true;
+  if (result != CUDA_ERROR_NOT_SUPPORTED && !said_not_prefetched_.exchange(true))
+    logging::warn(
+        "tiered allocation of {} on device {}: the prefetch mover could not make it managed "
+        "memory (CUresult {}); it goes to the remap mover instead (said once)",
+        format_bytes(bytes), device, static_cast<int>(result));
+  return false;
 }
 
 void TieredBlocks::reused(int device, CUdeviceptr base, uint64_t bytes) noexcept {
@@ -41,6 +59,7 @@ void TieredBlocks::reused(int device, CUdeviceptr base, uint64_t bytes) noexcept
 CUresult TieredBlocks::free(int device, CUdeviceptr base) noexcept {
   // Untracked first: no submission may promote a block while its granules go back.
   use_.untrack(base);
+  if (const std::optional<CUresult> freed = prefetch_.free(base)) return *freed;
   return placement_.free(device, base);
 }
 
@@ -78,9 +97,8 @@ void TieredBlocks::explain(const TieredPlacement::Allocated& refused, int device
   }
 }
 
-void TieredBlocks::record(int device, CUdeviceptr base, uint64_t bytes) noexcept {
+void TieredBlocks::record(int device, CUdeviceptr base, uint64_t bytes, uint64_t range) noexcept {
   ledger_.on_allocated(ledger_.admit(device, core::Route::kTiered, bytes), base, bytes);
-  const uint64_t range = tiers::GranuleArena::granules_for(bytes) * tiers::kGranuleBytes;
   if (const core::TrackResult tracked = use_.track(base, range, base);
       tracked != core::TrackResult::kTracked)
     logging::debug("tiered block at {:#x} is not tracked ({}): launches reach it where it is", base,

@@ -5,11 +5,12 @@
 // give it with a fake (tests/shim/placement/tiered_blocks_test.cpp).
 //
 // Note [A tiered block in the books]
-// A tiered allocation is one block of the arena of its device. The ledger records it as
-// Route::kTiered under its pointer, so frees, pointer queries and IPC find it like any other
-// allocation, while the device budget counts the arena's granules instead of its bytes (Note
-// [Tiered budgets]). The use tracker tracks its whole range of granules under its base, the id
-// the policy and the arena know it by.
+// A tiered allocation is one block of the arena of its device (or, with the prefetch mover, one
+// managed allocation). The ledger records it as Route::kTiered under its pointer, so frees,
+// pointer queries and IPC find it like any other allocation, while the device budget counts the
+// arena's granules (or the pages the prefetch mover brought in) instead of its bytes (Note
+// [Tiered budgets]). The use tracker tracks its whole range of granules (a managed block's bytes)
+// under its base, the id the policy and the arena know it by.
 #pragma once
 
 #include <cuda.h>
@@ -23,6 +24,7 @@
 #include "core/host_budget.h"
 #include "core/ledger.h"
 #include "core/use_tracker.h"
+#include "placement/prefetch_placement.h"
 #include "placement/tiered_placement.h"
 #include "placement/tiered_rules.h"
 #include "util/call_stack.h"
@@ -53,13 +55,14 @@ class TieredBlocks {
  public:
   // Each reference must outlive this (all are the shim state's).
   TieredBlocks(const Config& config, core::Ledger& ledger, core::UseTracker& use,
-               const core::HostBudget& host_budget, TieredPlacement& placement, TieredRules& rules,
-               CallSites& call_sites) noexcept
+               const core::HostBudget& host_budget, TieredPlacement& placement,
+               PrefetchPlacement& prefetch, TieredRules& rules, CallSites& call_sites) noexcept
       : config_(config),
         ledger_(ledger),
         use_(use),
         host_budget_(host_budget),
         placement_(placement),
+        prefetch_(prefetch),
         rules_(rules),
         call_sites_(call_sites) {}
   TieredBlocks(const TieredBlocks&) = delete;
@@ -70,15 +73,19 @@ class TieredBlocks {
   // on success. nullopt when tiered mode does not take it (another mode, smaller than [tiered]
   // min_size, a device without an arena: Note [Where tiered mode runs] in hooks/tiered_arenas.h)
   // or could not (the budgets or the driver refused it, which is logged once for each); the
-  // caller goes on as in auto mode.
+  // caller goes on as in auto mode. With [tiered] mover = "prefetch" the block is managed memory
+  // (Note [The prefetch mover] in placement/prefetch_placement.h), or, where the prefetch mover
+  // cannot serve the device or the driver refuses the managed allocation (said once), the arena's:
+  // the shim is never the reason a job fails.
   std::optional<CUresult> allocate(int device, uint64_t bytes, CUdeviceptr* out) noexcept;
 
   // A block kept for reuse at its cuMemFreeAsync (Note [Reuse in stream order] in
   // tiers/stream_ordered_reuse.h) is the program's again, as a block of `bytes`.
   void reused(int device, CUdeviceptr base, uint64_t bytes) noexcept;
 
-  // Gives the block at `base` back to `device`'s arena at once: the caller knows that no work
-  // touches it any more (cuMemFree after its wait, or a kept block whose free was reached).
+  // Gives the block at `base` back to the prefetch mover or `device`'s arena at once: the caller
+  // knows that no work touches it any more (cuMemFree after its wait, or a kept block whose free
+  // was reached).
   CUresult free(int device, CUdeviceptr base) noexcept;
 
  private:
@@ -87,19 +94,23 @@ class TieredBlocks {
   std::optional<RuleAction> rule_for(uint64_t bytes) noexcept;
   // Says, the first time each kind of failure happens, what failed and what the shim did instead.
   void explain(const TieredPlacement::Allocated& refused, int device, uint64_t bytes) noexcept;
-  // Note [A tiered block in the books]
-  void record(int device, CUdeviceptr base, uint64_t bytes) noexcept;
+  // With the prefetch mover, a block of managed memory at *base; false when it did not take it.
+  bool allocate_prefetched(int device, uint64_t bytes, CUdeviceptr* base) noexcept;
+  // Note [A tiered block in the books]; `range`: what the use tracker tracks.
+  void record(int device, CUdeviceptr base, uint64_t bytes, uint64_t range) noexcept;
 
   const Config& config_;
   core::Ledger& ledger_;
   core::UseTracker& use_;
   const core::HostBudget& host_budget_;
   TieredPlacement& placement_;
+  PrefetchPlacement& prefetch_;
   TieredRules& rules_;
   CallSites& call_sites_;
   std::atomic<bool> said_no_stack_{false};
   std::atomic<bool> said_over_budgets_{false};
   std::atomic<bool> said_driver_refused_{false};
+  std::atomic<bool> said_not_prefetched_{false};
 };
 
 }  // namespace vramspill::placement

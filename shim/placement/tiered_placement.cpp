@@ -33,13 +33,24 @@ TieredPlacement::TieredPlacement(TieredBudgets& budgets, ArenaSource& arenas,
     : budgets_(budgets), arenas_(arenas), window_(window), options_(options) {
   if (options_.window == WindowMode::kTracked && uses != nullptr)
     tracked_.emplace(*uses, with_arenas_);
+  error_ = policy_error(options_);
+}
+
+std::string policy_error(const TieredOptions& options) noexcept {
   try {
-    if (const policies::MadePolicy made = policies::make_policy(options_.policy, {});
-        made.policy == nullptr)
-      error_ = made.error;
+    policies::MadePolicy made = policies::make_policy(options.policy, {});
+    return made.policy == nullptr ? std::move(made.error) : std::string();
   } catch (const std::bad_alloc&) {
-    error_ = "out of memory while choosing the eviction policy";
+    return "out of memory while choosing the eviction policy";
   }
+}
+
+std::unique_ptr<policies::EvictionPolicy> make_device_policy(const TieredOptions& options,
+                                                             uint64_t room_bytes) {
+  return policies::make_policy(options.policy,
+                               {.capacity_granules = room_bytes / kGranuleBytes,
+                                .invariant_mode = options.invariant_mode})
+      .policy;
 }
 
 TieredPlacement::Device* TieredPlacement::device_state(int device) noexcept {
@@ -50,13 +61,12 @@ TieredPlacement::Device* TieredPlacement::device_state(int device) noexcept {
   try {
     GranuleArena* arena = arenas_.arena(device);
     if (arena == nullptr) return nullptr;
-    policies::MadePolicy made = policies::make_policy(
-        options_.policy, {.capacity_granules = budgets_.device_room(device) / kGranuleBytes,
-                          .invariant_mode = options_.invariant_mode});
-    if (made.policy == nullptr) return nullptr;
+    std::unique_ptr<policies::EvictionPolicy> policy =
+        make_device_policy(options_, budgets_.device_room(device));
+    if (policy == nullptr) return nullptr;
     auto created = std::make_unique<Device>();
     created->arena = arena;
-    created->policy = std::move(made.policy);
+    created->policy = std::move(policy);
     state = std::move(created);
     with_arenas_.fetch_or(uint64_t{1} << device, std::memory_order_release);
   } catch (const std::bad_alloc&) {

@@ -118,6 +118,13 @@ struct TieredOptions {
   policies::InvariantMode invariant_mode = policies::InvariantMode::kCountAndDrop;
 };
 
+// Why the policy `options` names cannot be made ("" when it can), for a placement's error().
+std::string policy_error(const TieredOptions& options) noexcept;
+// A device's policy, told the room the device budget has now as its first capacity (Note [The
+// policy's capacity]); null when it cannot be made.
+std::unique_ptr<policies::EvictionPolicy> make_device_policy(const TieredOptions& options,
+                                                             uint64_t room_bytes);
+
 struct TieredStats {
   uint64_t evicted_granules = 0;    // moved to the host
   uint64_t promoted_granules = 0;   // moved to the device

@@ -1,6 +1,7 @@
 #include "tiers/managed_tier.h"
 
 #include "driver/real_driver.h"
+#include "tiers/managed_advice.h"
 #include "telemetry/log.h"
 #include "telemetry/rate_limit.h"
 
@@ -47,20 +48,10 @@ CUresult ManagedTier::free_now(CUdeviceptr pointer, uint64_t bytes) noexcept {
 }
 
 // Advice only steers the driver: an allocation whose advice fails is still good memory, so a
-// failure is logged (rate-limited) and the spill goes ahead. Drivers before 12.2 have only the
-// first cuMemAdvise, which names a device ordinal (CU_DEVICE_CPU for the host).
+// failure is logged (rate-limited) and the spill goes ahead.
 void ManagedTier::advise(int device, CUdeviceptr pointer, uint64_t bytes) noexcept {
-  const auto advise_v2 = VRAMSPILL_REAL(cuMemAdvise_v2);
-  const auto advise_v1 = VRAMSPILL_REAL(cuMemAdvise);
   const auto apply = [&](CUmem_advise advice, bool on_host) {
-    CUresult result = CUDA_ERROR_NOT_SUPPORTED;
-    if (advise_v2 != nullptr) {
-      const CUmemLocation location = on_host ? CUmemLocation{CU_MEM_LOCATION_TYPE_HOST, 0}
-                                             : CUmemLocation{CU_MEM_LOCATION_TYPE_DEVICE, device};
-      result = advise_v2(pointer, bytes, advice, location);
-    } else if (advise_v1 != nullptr) {
-      result = advise_v1(pointer, bytes, advice, on_host ? CU_DEVICE_CPU : device);
-    }
+    const CUresult result = advise_managed(pointer, bytes, advice, device, on_host);
     if (result != CUDA_SUCCESS)
       logging::limited(LogLevel::kWarn, RateKey::kManagedAdvice,
                        "cuMemAdvise({}) on managed spill memory failed with error {}: the driver "

@@ -129,6 +129,16 @@ TEST(ConfigErrors, TraceFormatListsTheValidChoices) {
             "expected one of: text, binary");
 }
 
+TEST(ConfigErrors, TieredMoverListsTheValidChoices) {
+  std::string path;
+  const std::string message = toml_error("[tiered]\nmover = \"migrate\"\n", path);
+  EXPECT_EQ(message, "bad value 'migrate' for tiered.mover at " + path +
+                         ":2:9: not a valid choice; expected one of: remap, prefetch");
+  EXPECT_EQ(env_error({"VRAMSPILL_TIERED_MOVER=Prefetch"}),
+            "bad value 'Prefetch' for tiered.mover in VRAMSPILL_TIERED_MOVER: not a valid "
+            "choice; expected one of: remap, prefetch");
+}
+
 TEST(ConfigErrors, SyntaxErrorNamesThePlaceAndHowToWriteSizes) {
   std::string path;
   const std::string message = toml_error("[device]\nbudget = 20GiB\n", path);

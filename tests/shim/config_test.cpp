@@ -310,6 +310,21 @@ TEST(LoadConfig, StreamOrderedRequestsGoToTheArenaUnlessToldOtherwise) {
   EXPECT_NE(unknown.error().message.find("arena"), std::string::npos) << unknown.error().message;
 }
 
+// [tiered] mover: remap unless told, from the file or the environment, which wins.
+TEST(LoadConfig, TieredBlocksAreRemappedUnlessThePrefetchMoverIsAskedFor) {
+  const ConfigResult defaults = load({});
+  ASSERT_TRUE(defaults.ok()) << defaults.error().message;
+  EXPECT_EQ(defaults.config().tiered.mover, TieredMover::kRemap);
+  std::string path;
+  const ConfigResult from_file = load_toml("[tiered]\nmover = \"prefetch\"\n", path);
+  ASSERT_TRUE(from_file.ok()) << from_file.error().message;
+  EXPECT_EQ(from_file.config().tiered.mover, TieredMover::kPrefetch);
+  const ConfigResult from_environment =
+      load_toml("[tiered]\nmover = \"prefetch\"\n", path, {"VRAMSPILL_TIERED_MOVER=remap"});
+  ASSERT_TRUE(from_environment.ok()) << from_environment.error().message;
+  EXPECT_EQ(from_environment.config().tiered.mover, TieredMover::kRemap);
+}
+
 // The config layer cannot reach the policy registry: its list of names is held to it here.
 TEST(LoadConfig, TieredPolicyNamesAreTheRegistrys) {
   const auto registered = policies::policy_names();

@@ -246,6 +246,39 @@ TEST_F(ManagedTest, PrefetchMovesPagesInStreamOrder) {
   ASSERT_CU(cuMemFree(managed));
 }
 
+// What vramspill's prefetch mover relies on: a page that prefers the host and is accessed by the
+// device is read over the link until a prefetch on another stream brings it in, and a launch
+// whose stream waits for that prefetch's event (cuStreamWaitEvent, on the device) finds it
+// resident; a prefetch to the host gives the device its memory back.
+TEST_F(ManagedTest, ALaunchThatWaitsForAPrefetchOnAnotherStreamFindsItsPageResident) {
+  CUdeviceptr managed = 0;
+  ASSERT_CU(cuMemAllocManaged(&managed, kPage, CU_MEM_ATTACH_GLOBAL));
+  ASSERT_CU(cuMemAdvise(managed, kPage, CU_MEM_ADVISE_SET_PREFERRED_LOCATION,
+                        {CU_MEM_LOCATION_TYPE_HOST, 0}));
+  ASSERT_CU(cuMemAdvise(managed, kPage, CU_MEM_ADVISE_SET_ACCESSED_BY,
+                        {CU_MEM_LOCATION_TYPE_DEVICE, 0}));
+  EXPECT_GT(fill_page_ms(managed, 1), kResidentMs);  // over the link
+  EXPECT_EQ(used(), 0u);
+
+  CUstream mover = nullptr;
+  CUevent prefetched = nullptr;
+  ASSERT_CU(cuStreamCreate(&mover, CU_STREAM_NON_BLOCKING));
+  ASSERT_CU(cuEventCreate(&prefetched, CU_EVENT_DISABLE_TIMING));
+  ASSERT_CU(cuMemPrefetchAsync(managed, kPage, {CU_MEM_LOCATION_TYPE_DEVICE, 0}, 0, mover));
+  ASSERT_CU(cuEventRecord(prefetched, mover));
+  ASSERT_CU(cuStreamWaitEvent(stream_, prefetched, 0));
+  EXPECT_LT(fill_page_ms(managed, 2), kResidentMs);
+  EXPECT_EQ(used(), kPage);
+
+  ASSERT_CU(cuMemPrefetchAsync(managed, kPage, {CU_MEM_LOCATION_TYPE_HOST, 0}, 0, mover));
+  ASSERT_CU(cuStreamSynchronize(mover));
+  EXPECT_EQ(used(), 0u);
+  EXPECT_EQ(host_copy<uint32_t>(managed, kWordsPerPage), std::vector<uint32_t>(kWordsPerPage, 2u));
+  ASSERT_CU(cuEventDestroy(prefetched));
+  ASSERT_CU(cuStreamDestroy(mover));
+  ASSERT_CU(cuMemFree(managed));
+}
+
 TEST_F(ManagedTest, ReadMostlyPagesStayReadableOnTheHost) {
   CUdeviceptr managed = 0;
   ASSERT_CU(cuMemAllocManaged(&managed, kPage, CU_MEM_ATTACH_GLOBAL));

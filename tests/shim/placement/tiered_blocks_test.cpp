@@ -41,6 +41,13 @@ class FakeCallSites final : public CallSites {
   }
 };
 
+// No device the prefetch mover can serve (as without concurrent managed access).
+class NoPrefetchDevices final : public PrefetchDevices {
+ public:
+  tiers::PrefetchOps* ops(int) noexcept override { return nullptr; }
+  bool may_move() noexcept override { return true; }
+};
+
 // prefer_host for blocks of [min_size, max_size] bytes.
 TieredRule host_by_size(uint64_t min_size, uint64_t max_size, const char* place) {
   TieredRule rule;
@@ -76,7 +83,8 @@ class TieredBlocksTest : public ::testing::Test {
   TieredBlocks& blocks(std::vector<TieredRule> rules = {}) {
     config_.tiered.rules = std::move(rules);
     rules_.emplace(config_.tiered.rules);
-    return blocks_.emplace(config_, ledger_, use_, host_budget_, placement_, *rules_, call_sites_);
+    return blocks_.emplace(config_, ledger_, use_, host_budget_, placement_, prefetch_, *rules_,
+                           call_sites_);
   }
 
   std::optional<CUresult> allocate(TieredBlocks& tiered, uint64_t bytes) {
@@ -100,6 +108,8 @@ class TieredBlocksTest : public ::testing::Test {
                              window_,
                              {.policy = "lru", .invariant_mode = policies::InvariantMode::kAbort},
                              &use_};
+  NoPrefetchDevices prefetch_devices_;
+  PrefetchPlacement prefetch_{budgets_, prefetch_devices_, {.policy = "lru"}};
   FakeCallSites call_sites_;
   std::optional<TieredRules> rules_;
   std::optional<TieredBlocks> blocks_;
@@ -118,6 +128,19 @@ TEST_F(TieredBlocksTest, ATieredBlockIsRecordedAndTracked) {
   EXPECT_EQ(ledger_.snapshot(0).tiered_bytes, 3 * kGranuleBytes)
       << "the budget counts the arena's granules, not the block's bytes a second time";
   EXPECT_EQ(ledger_.snapshot(0).held_bytes, 3 * kGranuleBytes);
+}
+
+// Note [The prefetch mover] in placement/prefetch_placement.h: a device it cannot serve keeps the
+// arena, with nothing said (the mover said why once when it chose).
+TEST_F(TieredBlocksTest, WithThePrefetchMoverADeviceItCannotServeGetsTheArena) {
+  config_.tiered.mover = TieredMover::kPrefetch;
+  TieredBlocks& tiered = blocks();
+  ASSERT_EQ(allocate(tiered, 2 * kGranuleBytes), CUDA_SUCCESS);
+  EXPECT_TRUE(arena_.block_containing(base_).has_value());
+  EXPECT_EQ(log_.text().find("prefetch mover could not"), std::string::npos);
+  ASSERT_TRUE(ledger_.on_freed(base_).has_value());
+  EXPECT_EQ(tiered.free(0, base_), CUDA_SUCCESS);
+  EXPECT_FALSE(arena_.block_containing(base_).has_value());
 }
 
 TEST_F(TieredBlocksTest, AFreedBlockLeavesTheTrackerAndTheArena) {

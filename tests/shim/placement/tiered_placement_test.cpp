@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/use_tracker.h"
+#include "fake_tiered_budgets.h"
 #include "one_arena.h"
 #include "placement/submission_order.h"
 #include "../tiers/fake_granule_ops.h"
@@ -24,42 +25,6 @@ namespace {
 
 using tiers::GranuleKind;
 using tiers::kGranuleBytes;
-
-// Budgets that refuse past their limits and remember the most they ever held.
-class FakeBudgets final : public TieredBudgets {
- public:
-  FakeBudgets(uint64_t device_limit, uint64_t host_limit)
-      : device_limit_(device_limit), host_limit_(host_limit) {}
-
-  uint64_t device_room(int) noexcept override { return device_limit_ - device_; }
-  bool take_device(int, uint64_t bytes) noexcept override {
-    if (device_ + bytes > device_limit_) return false;
-    device_ += bytes;
-    return true;
-  }
-  void give_device(int, uint64_t bytes) noexcept override {
-    EXPECT_LE(bytes, device_);
-    device_ -= bytes;
-  }
-  bool take_host(uint64_t bytes) noexcept override {
-    if (host_ + bytes > host_limit_) return false;
-    host_ += bytes;
-    return true;
-  }
-  void give_host(uint64_t bytes) noexcept override {
-    EXPECT_LE(bytes, host_);
-    host_ -= bytes;
-  }
-
-  uint64_t device() const { return device_; }
-  uint64_t host() const { return host_; }
-
- private:
-  uint64_t device_limit_;
-  uint64_t host_limit_;
-  uint64_t device_ = 0;
-  uint64_t host_ = 0;
-};
 
 class TieredPlacementTest : public ::testing::Test {
  protected:

@@ -50,12 +50,12 @@ def command(args, workload, factor):
     return [args.workload, workload, "--factor", str(factor), "--steps", str(args.steps)]
 
 
-def run(args, workload, factor, mode, policy=None, trace=None):
-    """Modeled ms per step, the bytes tiered mode moved (in, out; its exit summary) and what
-    learned logged, of one run."""
+def run_logged(args, workload, factor, mode, policy=None, trace=None, extra=None):
+    """Modeled ms per step and the shim's log of one run, whose data verified; `extra`: more
+    VRAMSPILL_* settings."""
     inherited = {key: value for key, value in os.environ.items()
                  if not key.startswith(("VRAMSPILL_", "SIMCUDA_"))}
-    environment = dict(inherited, **settings(args, mode, policy, trace))
+    environment = dict(inherited, **settings(args, mode, policy, trace), **(extra or {}))
     result = subprocess.run(command(args, workload, factor), env=environment,
                             capture_output=True, text=True, timeout=300)
     output = result.stdout + result.stderr
@@ -66,10 +66,17 @@ def run(args, workload, factor, mode, policy=None, trace=None):
     for bad in ("remap violation", "[vramspill] error"):
         if bad in output:
             sys.exit(f"FAIL: {what}: the output has '{bad}'\n{output}")
-    learned = re.findall(r"tiered policy learned on device 0: (.*)$", result.stderr, re.MULTILINE)
+    return float(found.group(1)), result.stderr
+
+
+def run(args, workload, factor, mode, policy=None, trace=None):
+    """Modeled ms per step, the bytes tiered mode moved (in, out; its exit summary) and what
+    learned logged, of one run."""
+    ms, log = run_logged(args, workload, factor, mode, policy, trace)
+    learned = re.findall(r"tiered policy learned on device 0: (.*)$", log, re.MULTILINE)
     moved = re.search(rf"tiered: ({SIZE}) evicted to the host .*, ({SIZE}) promoted to the device",
-                      result.stderr)
-    return float(found.group(1)), moved and (moved.group(2), moved.group(1)), learned
+                      log)
+    return ms, moved and (moved.group(2), moved.group(1)), learned
 
 
 def replay(args, trace):

@@ -66,6 +66,18 @@ class TieredTest : public ::testing::Test {
     void* params[] = {&destination, &source, &bytes};
     return cuLaunchKernel(copy_, 64, 1, 1, 256, 1, 1, 0, stream, params, nullptr);
   }
+  // The device's free memory as the driver itself counts it (asked past the shim, whose own
+  // answer is the budget's).
+  static size_t driver_free() {
+    const auto driver_info = behind_the_shim<decltype(&cuMemGetInfo_v2)>("cuMemGetInfo_v2");
+    size_t free = 0;
+    size_t total = 0;
+    EXPECT_NE(driver_info, nullptr);
+    if (driver_info != nullptr) {
+      EXPECT_CU(driver_info(&free, &total));
+    }
+    return free;
+  }
   // Every word of `block` is `value`.
   void expect_block(CUdeviceptr block, uint32_t value) {
     std::vector<uint32_t> words(kWords);

@@ -240,22 +240,52 @@ TEST_F(TieredTest, LibraryKernelsAreReadLikeModuleFunctions) {
 // The budget holds: with blocks of three times the budget allocated and touched, the device
 // memory the driver itself has handed out (asked past the shim) stays within the budget.
 TEST_F(TieredTest, TheBudgetHoldsWhateverIsAllocated) {
-  const auto driver_info = behind_the_shim<decltype(&cuMemGetInfo_v2)>("cuMemGetInfo_v2");
-  ASSERT_NE(driver_info, nullptr);
-  size_t free_at_start = 0;
-  size_t total = 0;
-  ASSERT_CU(driver_info(&free_at_start, &total));
+  const size_t free_at_start = driver_free();
   std::vector<CUdeviceptr> pointers(12);
   for (CUdeviceptr& pointer : pointers) {
     ASSERT_CU(cuMemAlloc(&pointer, kBlock));
     ASSERT_CU(fill(pointer, 7, streams_[0]));
-    size_t free = 0;
-    ASSERT_CU(driver_info(&free, &total));
-    EXPECT_LE(free_at_start - free, 16 * kMiB) << "the arena holds more than the budget";
+    EXPECT_LE(free_at_start - driver_free(), 16 * kMiB) << "the arena holds more than the budget";
   }
   ASSERT_CU(cuStreamSynchronize(streams_[0]));
   for (CUdeviceptr pointer : pointers) expect_block(pointer, 7);
   for (CUdeviceptr pointer : pointers) ASSERT_CU(cuMemFree(pointer));
+}
+
+// With [tiered] mover = "prefetch" (Note [The prefetch mover] in shim/placement/
+// prefetch_placement.h), every tiered block is managed memory whose last prefetch says where
+// the mover put it: after launches over three times the budget, the blocks last prefetched to
+// the device are exactly what the driver charges the device for, and fit the budget.
+TEST_F(TieredTest, PrefetchedBlocksAreWhereTheDriverSays) {
+  const size_t free_at_start = driver_free();
+  std::vector<CUdeviceptr> blocks(12);
+  for (CUdeviceptr& block : blocks) ASSERT_CU(cuMemAlloc(&block, kBlock));
+  int managed = 0;
+  ASSERT_CU(cuPointerGetAttribute(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, blocks[0]));
+  if (managed == 0) GTEST_SKIP() << "the remap mover's blocks are VMM memory";
+  std::mt19937 random(2025);
+  for (int launch = 0; launch < 60; ++launch) {
+    const size_t index = launch < 12 ? static_cast<size_t>(launch) : random() % blocks.size();
+    ASSERT_CU(fill(blocks[index], static_cast<uint32_t>(index), streams_[0]));
+  }
+  ASSERT_CU(cuStreamSynchronize(streams_[0]));
+  const size_t free = driver_free();
+  size_t on_device = 0;
+  for (CUdeviceptr block : blocks) {
+    int location = CU_DEVICE_INVALID;
+    ASSERT_CU(cuMemRangeGetAttribute(&location, sizeof(location),
+                                     CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION, block, kBlock));
+    // CU_DEVICE_INVALID: never prefetched (the card had no room when the block was made).
+    EXPECT_TRUE(location == device_ || location == CU_DEVICE_CPU || location == CU_DEVICE_INVALID)
+        << location;
+    on_device += location == device_ ? kBlock : 0;
+  }
+  EXPECT_EQ(free_at_start - free, on_device) << "the driver's residency is not the last prefetches'";
+  EXPECT_LE(on_device, 16 * kMiB) << "more on the device than the budget";
+  EXPECT_GT(on_device, 0u) << "nothing was brought in";
+  for (size_t index = 0; index < blocks.size(); ++index)
+    expect_block(blocks[index], static_cast<uint32_t>(index));
+  for (CUdeviceptr block : blocks) ASSERT_CU(cuMemFree(block));
 }
 
 // A tiered block answers for itself: its range is the allocation (not a granule), pitch is the

@@ -1,0 +1,44 @@
+// The prefetch mover's driver calls for each device on the real driver
+// (placement::PrefetchDevices; [tiered] mover = "prefetch"): made on first use where the device
+// can move managed memory by prefetches while kernels run, which cuMemPrefetchAsync requires
+// (CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS) and an integrated device has no use for (Note
+// [Integrated devices] in hooks/devices.h). Elsewhere the device's blocks are tiered with the
+// remap mover, said once. The answer is kept per device; a query the driver refused is asked
+// again next time.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <memory>
+#include <mutex>
+
+#include "placement/prefetch_placement.h"
+#include "tiers/driver_prefetch_ops.h"
+
+namespace vramspill::hooks {
+
+class DriverPrefetchDevices final : public placement::PrefetchDevices {
+ public:
+  // `captures`: the stream captures in progress (hooks/capture_hooks.cpp).
+  explicit DriverPrefetchDevices(const std::atomic<int>& captures) noexcept
+      : captures_(captures) {}
+  DriverPrefetchDevices(const DriverPrefetchDevices&) = delete;
+  DriverPrefetchDevices& operator=(const DriverPrefetchDevices&) = delete;
+
+  tiers::PrefetchOps* ops(int device) noexcept override;
+  bool may_move() noexcept override { return captures_.load(std::memory_order_acquire) == 0; }
+
+ private:
+  enum class Verdict : uint8_t { kUnknown, kMover, kNone };
+  struct Device {
+    Verdict verdict = Verdict::kUnknown;
+    std::unique_ptr<tiers::DriverPrefetchOps> ops;
+  };
+  static constexpr std::size_t kDevices = 64;
+
+  const std::atomic<int>& captures_;
+  std::mutex mutex_;
+  std::array<Device, kDevices> devices_{};
+};
+
+}  // namespace vramspill::hooks

@@ -1,0 +1,297 @@
+#include "placement/prefetch_placement.h"
+
+#include <algorithm>
+#include <new>
+#include <utility>
+#include <vector>
+
+#include "telemetry/log.h"
+#include "tiers/granule_ops.h"
+
+namespace vramspill::placement {
+namespace {
+
+using policies::BlockId;
+using tiers::kGranuleBytes;
+
+uint64_t whole_pages(uint64_t bytes) {
+  return (bytes + kGranuleBytes - 1) / kGranuleBytes * kGranuleBytes;
+}
+
+// The policy's stream id: the CUstream's value folded to 32 bits, as for the remap mover.
+uint32_t policy_stream(uint64_t stream) { return static_cast<uint32_t>(stream ^ (stream >> 32)); }
+
+}  // namespace
+
+PrefetchPlacement::PrefetchPlacement(TieredBudgets& budgets, PrefetchDevices& devices,
+                                     const TieredOptions& options) noexcept
+    : budgets_(budgets), devices_(devices), options_(options), error_(policy_error(options)) {}
+
+PrefetchPlacement::Device* PrefetchPlacement::device_state_locked(int device) noexcept {
+  if (!error_.empty() || device < 0 || static_cast<std::size_t>(device) >= kDevices) return nullptr;
+  Device& state = device_states_[static_cast<std::size_t>(device)];
+  if (state.policy != nullptr) return &state;
+  try {
+    tiers::PrefetchOps* ops = devices_.ops(device);
+    if (ops == nullptr) return nullptr;
+    std::unique_ptr<policies::EvictionPolicy> policy =
+        make_device_policy(options_, budgets_.device_room(device));
+    if (policy == nullptr) return nullptr;
+    state.ops = ops;
+    state.policy = std::move(policy);
+  } catch (const std::bad_alloc&) {
+    return nullptr;
+  }
+  return &state;
+}
+
+void PrefetchPlacement::tell_policy_of_capacity_locked(int device, Device& state) noexcept {
+  state.policy->set_capacity((state.on_device_bytes + budgets_.device_room(device)) /
+                             kGranuleBytes);
+}
+
+bool PrefetchPlacement::card_takes_locked(Device& state, uint64_t bytes,
+                                          uint64_t leaving) noexcept {
+  if (state.queued_in != 0 && state.ops->prefetches_done()) state.queued_in = 0;
+  const std::optional<uint64_t> free = state.ops->device_free();
+  // A driver that does not say leaves the budget as the only limit.
+  if (!free) return true;
+  // Note [The prefetch mover]: of the bytes the books have on the device, at most these are not
+  // there yet, and so not yet out of the driver's free figure.
+  const uint64_t not_yet_in = std::min(state.queued_in, state.on_device_bytes);
+  return bytes + not_yet_in <= *free + leaving;
+}
+
+void PrefetchPlacement::note_use(Block& block, uint64_t stream) noexcept {
+  const auto used = block.last_streams.begin();
+  const auto end = used + static_cast<std::ptrdiff_t>(block.streams);
+  if (std::find(used, end, stream) != end) return;
+  if (block.streams == kLastStreams) {
+    std::shift_left(block.last_streams.begin(), block.last_streams.end(), 1);
+    block.last_streams.back() = stream;
+    return;
+  }
+  block.last_streams[block.streams++] = stream;
+}
+
+bool PrefetchPlacement::evict_locked(BlockId id, Block& block) noexcept {
+  Device& state = device_states_[static_cast<std::size_t>(block.device)];
+  if (const CUresult result = state.ops->prefetch(
+          id, block.size, /*to_device=*/false,
+          std::span(block.last_streams.data(), block.streams));
+      result != CUDA_SUCCESS) {
+    // Not queued: the block is still on the device, as the books say.
+    ++stats_.failed_prefetches;
+    logging::warn("tiered (prefetch): evicting a block of {} bytes failed (CUresult {}); it stays "
+                  "on device {}",
+                  block.bytes, static_cast<int>(result), block.device);
+    return false;
+  }
+  block.on_device = false;
+  block.streams = 0;
+  if (core::MemoryEvents* const told = events_.load(std::memory_order_acquire))
+    told->evicted(block.device, id, block.bytes);
+  budgets_.give_device(block.device, block.bytes);
+  state.on_device_bytes -= block.bytes;
+  state.policy->moved(id, 0);
+  ++stats_.evictions;
+  stats_.evicted_bytes += block.bytes;
+  return true;
+}
+
+bool PrefetchPlacement::make_room_locked(int device, Device& state, uint64_t bytes,
+                                         std::span<const BlockId> keep, uint64_t card_needs) {
+  const uint64_t room = budgets_.device_room(device);
+  if (room >= bytes) return card_takes_locked(state, card_needs, 0);
+  const uint64_t short_by = (bytes - room + kGranuleBytes - 1) / kGranuleBytes;
+  const policies::Victims victims = state.policy->choose_victims(short_by, keep);
+  if (!victims.enough) return false;
+  if (!card_takes_locked(state, card_needs, victims.granules * kGranuleBytes)) return false;
+  for (const BlockId victim : victims.blocks) {
+    if (budgets_.device_room(device) >= bytes) break;
+    const auto found = blocks_.find(victim);
+    if (found == blocks_.end() || !found->second.on_device) continue;
+    if (!evict_locked(victim, found->second)) return false;
+  }
+  return budgets_.device_room(device) >= bytes;
+}
+
+bool PrefetchPlacement::bring_in_locked(BlockId id, Block& block, std::span<const BlockId> keep) {
+  Device& state = device_states_[static_cast<std::size_t>(block.device)];
+  tell_policy_of_capacity_locked(block.device, state);
+  if (!make_room_locked(block.device, state, block.bytes, keep, block.bytes)) {
+    if (!card_takes_locked(state, block.bytes, 0)) ++stats_.held_by_the_card;
+    ++stats_.promotions_refused;
+    return false;
+  }
+  if (!budgets_.take_device(block.device, block.bytes)) {
+    ++stats_.promotions_refused;
+    return false;
+  }
+  if (const CUresult result =
+          state.ops->prefetch(id, block.size, /*to_device=*/true,
+                              std::span(block.last_streams.data(), block.streams));
+      result != CUDA_SUCCESS) {
+    budgets_.give_device(block.device, block.bytes);
+    ++stats_.failed_prefetches;
+    logging::warn("tiered (prefetch): promoting a block of {} bytes failed (CUresult {}); it is "
+                  "reached on the host",
+                  block.bytes, static_cast<int>(result));
+    return false;
+  }
+  block.on_device = true;
+  block.streams = 0;
+  if (core::MemoryEvents* const told = events_.load(std::memory_order_acquire))
+    told->promoted(block.device, id, block.bytes);
+  state.on_device_bytes += block.bytes;
+  state.queued_in += block.bytes;
+  state.policy->moved(id, block.bytes / kGranuleBytes);
+  ++stats_.promotions;
+  stats_.promoted_bytes += block.bytes;
+  return true;
+}
+
+CUresult PrefetchPlacement::allocate(int device, uint64_t bytes, CUdeviceptr* out) noexcept {
+  const std::lock_guard lock(mutex_);
+  Device* state = device_state_locked(device);
+  if (state == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
+  const uint64_t pages = whole_pages(bytes);
+  if (!budgets_.take_host(pages)) return CUDA_ERROR_OUT_OF_MEMORY;
+  CUdeviceptr base = 0;
+  if (const CUresult result = state->ops->allocate(bytes, &base); result != CUDA_SUCCESS) {
+    budgets_.give_host(pages);
+    return result;
+  }
+  try {
+    Block& block = blocks_[base];
+    block = Block{.device = device, .size = bytes, .bytes = pages};
+    state->policy->allocated(base, pages / kGranuleBytes, /*on_device=*/false);
+    block_count_.fetch_add(1, std::memory_order_relaxed);
+    // A managed block starts on the host: told so, and its prefetch in as a promotion.
+    if (core::MemoryEvents* const told = events_.load(std::memory_order_acquire)) {
+      told->allocated({.key = base, .bytes = bytes, .device = device,
+                       .route = core::Route::kTiered});
+      told->evicted(device, base, pages);
+    }
+    // A new block is brought in like a promotion, so that it is on the device where its first
+    // writes land; the policy may evict others for it (nothing to keep: no launch is at hand).
+    if (devices_.may_move()) bring_in_locked(base, block, {});
+  } catch (const std::bad_alloc&) {
+    blocks_.erase(base);
+    (void)state->ops->release(base);
+    budgets_.give_host(pages);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  *out = base;
+  return CUDA_SUCCESS;
+}
+
+std::optional<CUresult> PrefetchPlacement::free(CUdeviceptr base) noexcept {
+  // The remap mover's frees, which are all of them by default, take no lock here.
+  if (block_count_.load(std::memory_order_relaxed) == 0) return std::nullopt;
+  const std::lock_guard lock(mutex_);
+  const auto found = blocks_.find(base);
+  if (found == blocks_.end()) return std::nullopt;
+  const Block block = found->second;
+  Device& state = device_states_[static_cast<std::size_t>(block.device)];
+  // A prefetch of this block may still be queued on the mover's stream.
+  if (const CUresult waited = state.ops->wait_for_prefetches(); waited != CUDA_SUCCESS)
+    return waited;
+  if (const CUresult released = state.ops->release(base); released != CUDA_SUCCESS)
+    return released;
+  if (block.on_device) {
+    budgets_.give_device(block.device, block.bytes);
+    state.on_device_bytes -= block.bytes;
+  }
+  budgets_.give_host(block.bytes);
+  state.policy->freed(base);
+  blocks_.erase(found);
+  block_count_.fetch_sub(1, std::memory_order_relaxed);
+  return CUDA_SUCCESS;
+}
+
+void PrefetchPlacement::before_submission(const core::SubmissionUse& use) noexcept {
+  if (block_count_.load(std::memory_order_relaxed) == 0 || use.count == 0) return;
+  try {
+    const std::lock_guard lock(mutex_);
+    const bool may_move = devices_.may_move();
+    // The blocks of each device (a submission rarely names more than one device's).
+    for (std::size_t d = 0; d < kDevices; ++d) {
+      Device& state = device_states_[d];
+      if (state.policy == nullptr) continue;
+      std::vector<BlockId> ours;
+      for (std::size_t i = 0; i < use.count; ++i) {
+        const auto found = blocks_.find(use.blocks[i]);
+        if (found != blocks_.end() && found->second.device == static_cast<int>(d))
+          ours.push_back(use.blocks[i]);
+      }
+      if (ours.empty()) continue;
+      state.policy->used(use.sequence, policy_stream(use.stream), ours);
+      if (core::MemoryEvents* const told = events_.load(std::memory_order_acquire))
+        told->used(static_cast<int>(d), policy_stream(use.stream), ours);
+      bool promoted = false;
+      for (const BlockId id : ours) {
+        Block& block = blocks_.at(id);
+        if (may_move && !block.on_device) {
+          if (state.policy->should_promote(id)) {
+            promoted |= bring_in_locked(id, block, ours);
+          } else {
+            ++stats_.promotions_refused;
+          }
+        }
+        // After the move: this submission is queued after it, and the next move waits for it.
+        note_use(block, use.stream);
+      }
+      if (promoted) {
+        if (const CUresult ordered = state.ops->order_stream_after_prefetches(use.stream);
+            ordered != CUDA_SUCCESS) {
+          // The launch then overlaps its prefetches: slower where it faults, never wrong.
+          ++stats_.failed_prefetches;
+          logging::debug("tiered (prefetch): a stream could not wait for its prefetches ({})",
+                         static_cast<int>(ordered));
+        }
+      }
+    }
+  } catch (const std::bad_alloc&) {
+    // The submission goes ahead with its blocks where they are.
+  }
+}
+
+bool PrefetchPlacement::make_device_room(int device, uint64_t bytes) noexcept {
+  if (block_count_.load(std::memory_order_relaxed) == 0) return false;
+  try {
+    const std::lock_guard lock(mutex_);
+    Device* state = device_state_locked(device);
+    if (state == nullptr || !devices_.may_move()) return false;
+    tell_policy_of_capacity_locked(device, *state);
+    // The room is the budget's: the allocation that wants it is the driver's to place.
+    return make_room_locked(device, *state, bytes, {}, 0);
+  } catch (const std::bad_alloc&) {
+    return false;
+  }
+}
+
+std::optional<bool> PrefetchPlacement::on_device(CUdeviceptr base) const noexcept {
+  const std::lock_guard lock(mutex_);
+  const auto found = blocks_.find(base);
+  if (found == blocks_.end()) return std::nullopt;
+  return found->second.on_device;
+}
+
+PrefetchPlacement::Held PrefetchPlacement::held(int device) const noexcept {
+  const std::lock_guard lock(mutex_);
+  Held held;
+  for (const auto& [base, block] : blocks_) {
+    if (block.device != device) continue;
+    ++held.blocks;
+    if (block.on_device) ++held.on_device;
+  }
+  return held;
+}
+
+PrefetchStats PrefetchPlacement::stats() const noexcept {
+  const std::lock_guard lock(mutex_);
+  return stats_;
+}
+
+}  // namespace vramspill::placement

@@ -1,0 +1,180 @@
+// Tiered placement with the prefetch mover ([tiered] mover = "prefetch"): which blocks the
+// policy has on the device, when each block is one managed allocation moved by the driver's
+// prefetches. The decisions are the same policy's (policies/) as with the remap mover
+// (placement/tiered_placement.h); the driver is reached through tiers::PrefetchOps, so unit tests
+// run this with fakes.
+//
+// Note [The prefetch mover]
+// A block is one cuMemAllocManaged allocation advised to prefer the host and to be accessed by
+// its device: where it is not brought in, kernels read it over the link and the driver does not
+// migrate it behind the policy's back. A promotion is a prefetch to the device, an eviction a
+// prefetch to the host, both queued on a stream of the mover's own (one per device) after the
+// work queued so far on the streams of the block's last uses (an event recorded on each, waited
+// for on the device). The launch that needs a promoted block makes its own stream wait, on the
+// device, for the mover's stream; nothing waits on the host, no remap window closes, the device
+// is never drained. Correctness does not hang on any of it: managed memory is coherent, so a use
+// the tracker missed (a pointer kept in device memory, an unreadable launch, a per-thread stream
+// of another thread, which the mover's thread cannot name) costs a fault or a read over the link,
+// never a wrong byte. That is why no window is needed.
+// The books: a block counts against the device budget (TieredBudgets, the ledger's) for its
+// whole 2 MiB pages from the moment its promotion is queued until its eviction is queued, so the
+// budget counts exactly the bytes the policy has brought in. Its pages count against the host
+// limit for its whole life: a managed page may be on the host whatever the books say.
+// A promotion is also held to the card's free memory as the driver counts it: never prefetch to
+// the device more than it has free, or the driver would evict other managed pages for room. The
+// driver's figure lags the books by the promotions still queued, so with B the bytes the books
+// have on the device, R those really there, F the free figure and q the promotions queued since
+// the mover's stream was last seen idle, R >= B - min(q, B) (a queued promotion of a block since
+// evicted is no longer in B), and the block's own evictions, queued before it on the same
+// stream, leave `leaving` bytes: B - leaving + need <= F + R holds whenever
+// need + min(q, B) <= F + leaving, which is the test. It errs only towards refusing.
+// Not yet (README, "Tiered mode"): promoting ahead (promote_ahead), [[tiered.rule]] actions,
+// stream-ordered requests (they go to the driver's pools), moves during a stream capture (none:
+// blocks are touched where they are, as with the remap mover), evictions in part (a victim goes
+// whole: Note [Evicting part of a block] in policies/eviction_policy.h), and vramspill stat's
+// tiered columns.
+#pragma once
+
+#include <cuda.h>
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+
+#include "core/memory_events.h"
+#include "core/use_tracker.h"
+#include "placement/tiered_placement.h"
+#include "policies/registry.h"
+#include "tiers/prefetch_ops.h"
+
+namespace vramspill::placement {
+
+// The prefetch mover's driver calls for each device, made on first use (the shim's on the real
+// driver: hooks/prefetch_devices.h; tests' on fakes).
+class PrefetchDevices {
+ public:
+  // Null when the device cannot have the prefetch mover (no concurrent managed access); the
+  // caller then tiers its blocks with the remap mover.
+  virtual tiers::PrefetchOps* ops(int device) noexcept = 0;
+  // False while a stream capture is in progress: an event recorded on a capturing stream would
+  // be captured into its graph, so nothing moves (Note [No moves during a capture]).
+  virtual bool may_move() noexcept = 0;
+
+ protected:
+  PrefetchDevices() = default;
+  ~PrefetchDevices() = default;
+  PrefetchDevices(const PrefetchDevices&) = default;
+  PrefetchDevices& operator=(const PrefetchDevices&) = default;
+};
+
+struct PrefetchStats {
+  uint64_t promotions = 0;          // prefetches to the device
+  uint64_t promoted_bytes = 0;
+  uint64_t evictions = 0;           // prefetches to the host
+  uint64_t evicted_bytes = 0;
+  uint64_t promotions_refused = 0;  // the policy said touch in place, or no room could be made
+  uint64_t held_by_the_card = 0;    // promotions the card's free memory could not take
+  uint64_t failed_prefetches = 0;   // prefetches or orderings the driver refused
+};
+
+class PrefetchPlacement {
+ public:
+  // The policy name is checked here: an unknown one leaves the placement unusable (error()).
+  PrefetchPlacement(TieredBudgets& budgets, PrefetchDevices& devices,
+                    const TieredOptions& options) noexcept;
+  PrefetchPlacement(const PrefetchPlacement&) = delete;
+  PrefetchPlacement& operator=(const PrefetchPlacement&) = delete;
+
+  const std::string& error() const noexcept { return error_; }
+
+  // A block of `bytes` on `device`: on the device where the budget and the card have room (or
+  // the policy evicts for it), else on the host. CUDA_ERROR_NOT_SUPPORTED when the device cannot
+  // have the mover; CUDA_ERROR_OUT_OF_MEMORY when the host limit cannot take it; otherwise the
+  // driver's error.
+  CUresult allocate(int device, uint64_t bytes, CUdeviceptr* out) noexcept;
+
+  // Frees the block at `base`; the caller has waited for the program's work on it. nullopt when
+  // `base` is not one of this placement's blocks.
+  std::optional<CUresult> free(CUdeviceptr base) noexcept;
+
+  // A submission is about to reach the driver (`use`: its blocks, from use tracking): the policy
+  // is told, the blocks it wants on the device are prefetched there, and the submission's stream
+  // waits on the device for those prefetches. Nothing moves while a capture is in progress.
+  void before_submission(const core::SubmissionUse& use) noexcept;
+
+  // Another allocation of `device` needs `bytes` under the device budget: blocks are evicted for
+  // it as the policy allows. Whether the budget now has that much room.
+  bool make_device_room(int device, uint64_t bytes) noexcept;
+
+  // Whether the books have the block at `base` on the device (nullopt: no such block).
+  std::optional<bool> on_device(CUdeviceptr base) const noexcept;
+  // How many blocks the placement holds, and of those how many the books have on the device.
+  struct Held {
+    uint64_t blocks = 0;
+    uint64_t on_device = 0;
+  };
+  Held held(int device) const noexcept;
+
+  PrefetchStats stats() const noexcept;
+
+  // Who is told of every block, its moves and the submissions that touch it, from now on; null:
+  // nobody. `events` must outlive every later call. As with the remap mover (Note [A tiered block
+  // in the trace] in placement/tiered_placement.cpp), a block is told under the lock, before any
+  // move of it; it starts on the host (told as evicted right after), so bringing it in is a
+  // promotion.
+  void set_events(core::MemoryEvents* events) noexcept {
+    events_.store(events, std::memory_order_release);
+  }
+
+ private:
+  // The streams of a block's uses since it last moved, which its next move waits for; the
+  // oldest are dropped beyond kLastStreams (their work then only overlaps the move).
+  static constexpr std::size_t kLastStreams = 4;
+  struct Block {
+    int device = 0;
+    uint64_t size = 0;   // the allocation's, which the prefetches name
+    uint64_t bytes = 0;  // whole 2 MiB pages, as budgets and policy count it
+    bool on_device = false;
+    std::array<uint64_t, kLastStreams> last_streams{};
+    std::size_t streams = 0;
+  };
+  struct Device {
+    tiers::PrefetchOps* ops = nullptr;
+    std::unique_ptr<policies::EvictionPolicy> policy;
+    uint64_t on_device_bytes = 0;  // what the budget is charged for this device's blocks
+    uint64_t queued_in = 0;        // promotions maybe still queued (Note [The prefetch mover])
+  };
+  static constexpr std::size_t kDevices = 64;
+
+  Device* device_state_locked(int device) noexcept;
+  // Tells the policy how many granules its blocks may hold now (Note [The policy's capacity]).
+  void tell_policy_of_capacity_locked(int device, Device& state) noexcept;
+  // Whether the card can take `bytes` more once `leaving` bytes have left it.
+  bool card_takes_locked(Device& state, uint64_t bytes, uint64_t leaving) noexcept;
+  // Brings `id` to the device, evicting what the policy names (none of `keep`) for room.
+  bool bring_in_locked(policies::BlockId id, Block& block, std::span<const policies::BlockId> keep);
+  // Evicts the policy's victims until the budget has `bytes` of room; whether it has.
+  bool make_room_locked(int device, Device& state, uint64_t bytes,
+                        std::span<const policies::BlockId> keep, uint64_t card_needs);
+  bool evict_locked(policies::BlockId id, Block& block) noexcept;
+  static void note_use(Block& block, uint64_t stream) noexcept;
+
+  TieredBudgets& budgets_;
+  PrefetchDevices& devices_;
+  const TieredOptions options_;
+  std::string error_;
+  mutable std::mutex mutex_;  // the books and every policy (which is not thread-safe)
+  std::array<Device, kDevices> device_states_{};
+  std::map<policies::BlockId, Block> blocks_;
+  std::atomic<uint64_t> block_count_{0};  // the launch path's test, without the lock
+  PrefetchStats stats_;
+  std::atomic<core::MemoryEvents*> events_{nullptr};
+};
+
+}  // namespace vramspill::placement

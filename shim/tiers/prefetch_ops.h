@@ -1,0 +1,45 @@
+// What the prefetch mover asks of the driver for one device ([tiered] mover = "prefetch"; Note
+// [The prefetch mover] in placement/prefetch_placement.h): managed blocks, prefetches on a stream
+// of the mover's own, and the orderings between that stream and the program's. The real driver's
+// answers are tiers/driver_prefetch_ops.h; unit tests use a fake.
+#pragma once
+
+#include <cuda.h>
+
+#include <cstdint>
+#include <optional>
+#include <span>
+
+namespace vramspill::tiers {
+
+class PrefetchOps {
+ public:
+  virtual ~PrefetchOps() = default;
+  PrefetchOps(const PrefetchOps&) = delete;
+  PrefetchOps& operator=(const PrefetchOps&) = delete;
+
+  // A managed allocation of `bytes` whose pages prefer the host and are accessed by the device,
+  // so that a kernel reads those not brought in over the link instead of faulting them over.
+  virtual CUresult allocate(uint64_t bytes, CUdeviceptr* base) noexcept = 0;
+  // Frees a block; the caller has waited for the prefetches queued on it (wait_for_prefetches).
+  virtual CUresult release(CUdeviceptr base) noexcept = 0;
+  // Queues a prefetch of [base, base + bytes) to the device or to the host on the mover's
+  // stream, after the work queued so far on each of `after` (program streams, as the use tracker
+  // names them: the streams of the block's last uses). A stream whose wait cannot be queued (one
+  // destroyed since) is not waited for: managed memory stays coherent, the move only overlaps.
+  virtual CUresult prefetch(CUdeviceptr base, uint64_t bytes, bool to_device,
+                            std::span<const uint64_t> after) noexcept = 0;
+  // Makes `stream` wait, on the device, for every prefetch queued so far.
+  virtual CUresult order_stream_after_prefetches(uint64_t stream) noexcept = 0;
+  // Whether every prefetch queued so far has run (without waiting).
+  virtual bool prefetches_done() noexcept = 0;
+  // Waits on the host for the prefetches queued so far (before a block is freed).
+  virtual CUresult wait_for_prefetches() noexcept = 0;
+  // The device's free memory as the driver counts it, or nullopt when it does not answer.
+  virtual std::optional<uint64_t> device_free() noexcept = 0;
+
+ protected:
+  PrefetchOps() = default;
+};
+
+}  // namespace vramspill::tiers

@@ -1,0 +1,294 @@
+// placement/prefetch_placement over fake prefetch calls, fake budgets and the real lru policy
+// (Note [The prefetch mover]): blocks come in while the budget and the card allow, a launch
+// promotes what it touches after the blocks' last uses and its stream waits for the prefetches,
+// evictions are prefetches to the host after the victims' last uses, nothing moves during a
+// capture, and the books follow only what the driver accepted.
+#include "placement/prefetch_placement.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <initializer_list>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/memory_events.h"
+#include "fake_tiered_budgets.h"
+#include "tiers/granule_ops.h"
+
+namespace vramspill::placement {
+namespace {
+
+using tiers::kGranuleBytes;
+
+constexpr uint64_t kBlock = 2 * kGranuleBytes;  // 4 MiB
+
+struct Prefetch {
+  CUdeviceptr base = 0;
+  uint64_t size = 0;
+  bool to_device = false;
+  std::vector<uint64_t> after;
+  bool operator==(const Prefetch&) const = default;
+};
+
+// The driver as the mover sees it: blocks at made-up addresses, every call remembered.
+class FakePrefetchOps final : public tiers::PrefetchOps {
+ public:
+  CUresult allocate(uint64_t bytes, CUdeviceptr* base) noexcept override {
+    *base = next_;
+    next_ += (bytes + kGranuleBytes - 1) / kGranuleBytes * kGranuleBytes + kGranuleBytes;
+    return CUDA_SUCCESS;
+  }
+  CUresult release(CUdeviceptr base) noexcept override {
+    released.push_back(base);
+    return CUDA_SUCCESS;
+  }
+  CUresult prefetch(CUdeviceptr base, uint64_t bytes, bool to_device,
+                    std::span<const uint64_t> after) noexcept override {
+    if (to_device && fail_promotions) return CUDA_ERROR_INVALID_VALUE;
+    prefetches.push_back({base, bytes, to_device, {after.begin(), after.end()}});
+    done = false;
+    return CUDA_SUCCESS;
+  }
+  CUresult order_stream_after_prefetches(uint64_t stream) noexcept override {
+    ordered_streams.push_back(stream);
+    return CUDA_SUCCESS;
+  }
+  bool prefetches_done() noexcept override { return done; }
+  CUresult wait_for_prefetches() noexcept override {
+    ++waits;
+    done = true;
+    return CUDA_SUCCESS;
+  }
+  std::optional<uint64_t> device_free() noexcept override { return free; }
+
+  std::vector<Prefetch> prefetches;
+  std::vector<uint64_t> ordered_streams;
+  std::vector<CUdeviceptr> released;
+  std::optional<uint64_t> free = uint64_t{1} << 40;
+  bool done = true;
+  bool fail_promotions = false;
+  int waits = 0;
+
+ private:
+  CUdeviceptr next_ = uint64_t{1} << 40;
+};
+
+class FakeDevices final : public PrefetchDevices {
+ public:
+  tiers::PrefetchOps* ops(int device) noexcept override { return device == 0 ? &ops_ : nullptr; }
+  bool may_move() noexcept override { return moves; }
+
+  FakePrefetchOps& fake() { return ops_; }
+  bool moves = true;
+
+ private:
+  FakePrefetchOps ops_;
+};
+
+// What a trace would be told, one line an event.
+class RecordedEvents final : public core::MemoryEvents {
+ public:
+  void device_configured(int, uint64_t, uint64_t) noexcept override {}
+  void allocated(const core::Allocation& allocation) noexcept override {
+    lines.push_back("alloc " + std::to_string(allocation.key));
+  }
+  void freed(const core::Allocation&) noexcept override {}
+  void refused(int, core::Route, uint64_t) noexcept override {}
+  void evicted(int, uint64_t base, uint64_t bytes) noexcept override {
+    lines.push_back("evict " + std::to_string(base) + " " + std::to_string(bytes));
+  }
+  void promoted(int, uint64_t base, uint64_t bytes) noexcept override {
+    lines.push_back("promote " + std::to_string(base) + " " + std::to_string(bytes));
+  }
+  void used(int, uint32_t stream, std::span<const uint64_t> bases) noexcept override {
+    lines.push_back("use " + std::to_string(stream) + " " + std::to_string(bases.size()));
+  }
+
+  std::vector<std::string> lines;
+};
+
+class PrefetchPlacementTest : public ::testing::Test {
+ protected:
+  PrefetchPlacementTest() : placement_(budgets_, devices_, options()) {}
+
+  static TieredOptions options() {
+    return {.policy = "lru", .invariant_mode = policies::InvariantMode::kAbort};
+  }
+
+  CUdeviceptr allocate(uint64_t bytes = kBlock) {
+    CUdeviceptr base = 0;
+    EXPECT_EQ(placement_.allocate(0, bytes, &base), CUDA_SUCCESS);
+    return base;
+  }
+
+  void launch(uint64_t stream, std::initializer_list<CUdeviceptr> blocks) {
+    core::SubmissionUse use;
+    use.sequence = ++sequence_;
+    use.stream = stream;
+    for (const CUdeviceptr block : blocks) use.blocks[use.count++] = block;
+    placement_.before_submission(use);
+  }
+
+  bool on_device(CUdeviceptr base) { return placement_.on_device(base).value(); }
+  FakePrefetchOps& ops() { return devices_.fake(); }
+
+  FakeBudgets budgets_{2 * kBlock, 64 * kBlock};
+  FakeDevices devices_;
+  PrefetchPlacement placement_;
+  uint64_t sequence_ = 0;
+};
+
+TEST_F(PrefetchPlacementTest, NewBlocksComeInWhileTheBudgetAllowsThenEvictTheColdest) {
+  const CUdeviceptr first = allocate();
+  const CUdeviceptr second = allocate();
+  EXPECT_TRUE(on_device(first));
+  EXPECT_TRUE(on_device(second));
+  EXPECT_EQ(budgets_.device(), 2 * kBlock);
+  launch(5, {second});  // first is now the least recently used
+  const CUdeviceptr third = allocate();
+  EXPECT_FALSE(on_device(first));
+  EXPECT_TRUE(on_device(third));
+  EXPECT_EQ(budgets_.device(), 2 * kBlock);
+  EXPECT_EQ(budgets_.host(), 3 * kBlock);  // a managed page may be on the host at any time
+  // The eviction came before the promotion it made room for, on the same stream.
+  const std::vector<Prefetch> expected = {{first, kBlock, true, {}},
+                                          {second, kBlock, true, {}},
+                                          {first, kBlock, false, {}},
+                                          {third, kBlock, true, {}}};
+  EXPECT_EQ(ops().prefetches, expected);
+}
+
+TEST_F(PrefetchPlacementTest, APromotionWaitsForTheVictimsLastUsesAndTheLaunchWaitsForIt) {
+  const CUdeviceptr a = allocate();
+  const CUdeviceptr b = allocate();
+  const CUdeviceptr c = allocate();  // evicts a
+  ASSERT_FALSE(on_device(a));
+  launch(7, {b});
+  launch(8, {b});
+  launch(8, {c});
+  ops().prefetches.clear();
+  launch(9, {a});  // lru promotes a; b is the coldest and was last used on streams 7 and 8
+  const std::vector<Prefetch> expected = {{b, kBlock, false, {7, 8}}, {a, kBlock, true, {}}};
+  EXPECT_EQ(ops().prefetches, expected);
+  EXPECT_EQ(ops().ordered_streams, std::vector<uint64_t>{9});
+  EXPECT_TRUE(on_device(a));
+  EXPECT_FALSE(on_device(b));
+  EXPECT_EQ(budgets_.device(), 2 * kBlock);
+  const PrefetchStats stats = placement_.stats();
+  EXPECT_EQ(stats.promotions, 4u);
+  EXPECT_EQ(stats.evictions, 2u);
+}
+
+TEST_F(PrefetchPlacementTest, ALaunchOfBlocksAlreadyInWaitsForNothing) {
+  const CUdeviceptr a = allocate();
+  ops().prefetches.clear();
+  launch(3, {a});
+  EXPECT_TRUE(ops().prefetches.empty());
+  EXPECT_TRUE(ops().ordered_streams.empty());
+}
+
+TEST_F(PrefetchPlacementTest, ThePromotionsStillQueuedCountAgainstTheCardsFreeMemory) {
+  // The budget would take three blocks, the card has room for one beyond the one queued.
+  FakeBudgets roomy{8 * kBlock, 64 * kBlock};
+  PrefetchPlacement placement(roomy, devices_, options());
+  ops().free = 2 * kBlock;
+  CUdeviceptr first = 0;
+  CUdeviceptr second = 0;
+  CUdeviceptr third = 0;
+  ASSERT_EQ(placement.allocate(0, kBlock, &first), CUDA_SUCCESS);
+  ASSERT_EQ(placement.allocate(0, kBlock, &second), CUDA_SUCCESS);
+  ASSERT_EQ(placement.allocate(0, kBlock, &third), CUDA_SUCCESS);
+  EXPECT_TRUE(placement.on_device(first).value());
+  EXPECT_TRUE(placement.on_device(second).value());
+  EXPECT_FALSE(placement.on_device(third).value());
+  EXPECT_EQ(placement.stats().held_by_the_card, 1u);
+  EXPECT_EQ(roomy.device(), 2 * kBlock);
+  // Once the mover's stream is idle, the driver's figure is the whole truth.
+  ops().done = true;
+  ops().free = kBlock;
+  core::SubmissionUse use;
+  use.sequence = 1;
+  use.stream = 4;
+  use.blocks[use.count++] = third;
+  placement.before_submission(use);
+  EXPECT_TRUE(placement.on_device(third).value());
+}
+
+TEST_F(PrefetchPlacementTest, NothingMovesDuringACapture) {
+  devices_.moves = false;
+  const CUdeviceptr a = allocate();
+  launch(2, {a});
+  EXPECT_FALSE(on_device(a));
+  EXPECT_TRUE(ops().prefetches.empty());
+  EXPECT_EQ(budgets_.device(), 0u);
+  devices_.moves = true;
+  launch(2, {a});
+  EXPECT_TRUE(on_device(a));
+  EXPECT_EQ(ops().ordered_streams, std::vector<uint64_t>{2});
+}
+
+TEST_F(PrefetchPlacementTest, APrefetchTheDriverRefusesLeavesTheBlockWhereItWas) {
+  ops().fail_promotions = true;
+  const CUdeviceptr a = allocate();
+  EXPECT_FALSE(on_device(a));
+  launch(1, {a});
+  EXPECT_FALSE(on_device(a));
+  EXPECT_EQ(budgets_.device(), 0u);
+  EXPECT_TRUE(ops().ordered_streams.empty());
+  EXPECT_EQ(placement_.stats().failed_prefetches, 2u);
+}
+
+TEST_F(PrefetchPlacementTest, AFreeWaitsForQueuedPrefetchesAndGivesBothBudgetsBack) {
+  const CUdeviceptr a = allocate(3 * kGranuleBytes / 2);  // 3 MiB: two whole pages
+  EXPECT_EQ(ops().prefetches.back().size, 3 * kGranuleBytes / 2);
+  EXPECT_EQ(budgets_.device(), kBlock);
+  ASSERT_EQ(placement_.free(a), CUDA_SUCCESS);
+  EXPECT_EQ(ops().waits, 1);
+  EXPECT_EQ(ops().released, std::vector<CUdeviceptr>{a});
+  EXPECT_EQ(budgets_.device(), 0u);
+  EXPECT_EQ(budgets_.host(), 0u);
+  EXPECT_FALSE(placement_.on_device(a).has_value());
+  EXPECT_FALSE(placement_.free(a).has_value());  // no longer this placement's
+}
+
+TEST_F(PrefetchPlacementTest, RoomForAnotherAllocationIsMadeByEvictions) {
+  const CUdeviceptr a = allocate();
+  const CUdeviceptr b = allocate();
+  launch(6, {b});
+  EXPECT_TRUE(placement_.make_device_room(0, kGranuleBytes));
+  EXPECT_FALSE(on_device(a));
+  EXPECT_TRUE(on_device(b));
+  EXPECT_EQ(budgets_.device(), kBlock);
+  EXPECT_FALSE(placement_.make_device_room(0, 4 * kBlock));  // more than the budget
+}
+
+TEST_F(PrefetchPlacementTest, TheTraceIsToldOfEachBlockBeforeItsMovesAndUses) {
+  RecordedEvents events;
+  placement_.set_events(&events);
+  const CUdeviceptr a = allocate();
+  const CUdeviceptr b = allocate();
+  const CUdeviceptr c = allocate();  // evicts a
+  launch(5, {c});
+  const auto n = [](CUdeviceptr base) { return std::to_string(base); };
+  const std::string block = std::to_string(kBlock);
+  const std::vector<std::string> expected = {
+      "alloc " + n(a),   "evict " + n(a) + " " + block, "promote " + n(a) + " " + block,
+      "alloc " + n(b),   "evict " + n(b) + " " + block, "promote " + n(b) + " " + block,
+      "alloc " + n(c),   "evict " + n(c) + " " + block, "evict " + n(a) + " " + block,
+      "promote " + n(c) + " " + block, "use 5 1"};
+  EXPECT_EQ(events.lines, expected);
+}
+
+TEST_F(PrefetchPlacementTest, ADeviceWithoutTheMoverAndAnUnknownPolicyAreRefused) {
+  CUdeviceptr base = 0;
+  EXPECT_EQ(placement_.allocate(1, kBlock, &base), CUDA_ERROR_NOT_SUPPORTED);
+  PrefetchPlacement unknown(budgets_, devices_, {.policy = "belady-ish"});
+  EXPECT_NE(unknown.error().find("lru"), std::string::npos) << unknown.error();
+  EXPECT_EQ(unknown.allocate(0, kBlock, &base), CUDA_ERROR_NOT_SUPPORTED);
+}
+
+}  // namespace
+}  // namespace vramspill::placement

@@ -64,7 +64,7 @@ enum class WindowMode : uint8_t { kSafe, kTracked };
 inline constexpr std::array<std::string_view, 2> kWindowModeNames = {"safe", "tracked"};
 
 // Where tiered mode serves stream-ordered requests (Note [Stream-ordered requests in the arena] in
-// hooks/stream_ordered_tiered.h): `arena` makes them tiered blocks, `pool` leaves them to the
+// placement/stream_ordered_blocks.h): `arena` makes them tiered blocks, `pool` leaves them to the
 // driver's pools, which get room from the arena (Note [Stream-ordered requests in tiered mode]).
 enum class StreamOrderedMode : uint8_t { kArena, kPool };
 inline constexpr std::array<std::string_view, 2> kStreamOrderedModeNames = {"arena", "pool"};

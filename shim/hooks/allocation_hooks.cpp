@@ -204,7 +204,7 @@ VRAMSPILL_HOOK CUresult CUDAAPI cuMemPoolDestroy(CUmemoryPool pool) {
 }
 
 // Trimming a plain pool also gives the device's kept stream-ordered blocks back to the arena
-// (Note [Stream-ordered requests in the arena] in hooks/stream_ordered_tiered.h).
+// (Note [Stream-ordered requests in the arena] in placement/stream_ordered_blocks.h).
 VRAMSPILL_HOOK CUresult CUDAAPI cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep) {
   VRAMSPILL_REAL_OR_RETURN(real, cuMemPoolTrimTo);
   const CUresult result = real(pool, minBytesToKeep);

@@ -49,7 +49,7 @@ CUresult pool_allocation(core::Route route, CUdeviceptr* dptr, size_t bytesize, 
   if (route == core::Route::kMemAllocAsync) {
     if (const CUresult result = current_pool(device, pool); result != CUDA_SUCCESS) return result;
   }
-  // Note [Stream-ordered requests in the arena] in hooks/stream_ordered_tiered.h
+  // Note [Stream-ordered requests in the arena] in placement/stream_ordered_blocks.h
   // Note [A captured request is the graph's]; a stream the driver cannot answer for goes on as
   // one not captured, and the spill chain gives the driver's error (placement/spill_placement.h).
   bool capturing = false;

@@ -27,6 +27,7 @@
 #include "core/vmm_tracker.h"
 #include "core/remap_window.h"
 #include "hooks/driver_spill_facts.h"
+#include "hooks/driver_stream_order.h"
 #include "hooks/driver_tiered_seam.h"
 #include "hooks/pool_tracking.h"
 #include "hooks/prefetch_devices.h"
@@ -36,6 +37,7 @@
 #include "placement/ledger_tiered_budgets.h"
 #include "placement/prefetch_placement.h"
 #include "placement/spill_placement.h"
+#include "placement/stream_ordered_blocks.h"
 #include "placement/tiered_blocks.h"
 #include "placement/tiered_placement.h"
 #include "placement/tiered_rules.h"
@@ -99,6 +101,12 @@ struct ShimState {
   // Stream-ordered requests' tiered blocks, and those freed for reuse (Note [Reuse in stream
   // order] in tiers/stream_ordered_reuse.h).
   tiers::StreamOrderedReuse tiered_reuse;
+  DriverStreamOrder stream_order;
+  // Which kept block serves a stream-ordered request, and which go back to the arena (Note
+  // [Stream-ordered requests in the arena] in placement/stream_ordered_blocks.h).
+  placement::StreamOrderedBlocks stream_ordered_blocks{
+      config, ledger, tiered_budgets, tiered, tiered_blocks, pool_books(), tiered_reuse,
+      stream_order};
   telemetry::TraceFile trace;  // [trace] file, told of events once open (start_trace())
 };
 

@@ -5,7 +5,6 @@
 // ones is not known here, so every slot retires.
 #include "hooks/hook.h"
 #include "hooks/shim_state.h"
-#include "hooks/stream_ordered_tiered.h"
 
 using vramspill::hooks::Entry;
 using vramspill::hooks::ShimState;
@@ -21,7 +20,7 @@ void retire(CUstream stream) noexcept {
   const Entry entry;
   if (ShimState* shim = entry.state()) {
     shim->use.stream_slots().retire(reinterpret_cast<uintptr_t>(stream), &destroy_event);
-    shim->tiered_reuse.stream_ended(vramspill::hooks::reuse_stream_key(stream));
+    shim->stream_ordered_blocks.stream_ended(stream);
   }
 }
 
@@ -29,7 +28,7 @@ void retire_all() noexcept {
   const Entry entry;
   if (ShimState* shim = entry.state()) {
     shim->use.stream_slots().retire_all();
-    shim->tiered_reuse.all_streams_ended();
+    shim->stream_ordered_blocks.all_streams_ended();
   }
 }
 

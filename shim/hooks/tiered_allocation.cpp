@@ -64,7 +64,7 @@ CUresult DriverTieredSeam::free_block(const core::Allocation& block,
     if (keep_for_reuse(shim_, block, *stream)) return CUDA_SUCCESS;
     return shim_.tiered_frees.free_in_stream_order(block.key, block.bytes, *stream);
   }
-  shim_.tiered_reuse.forgotten(block.key);
+  shim_.stream_ordered_blocks.forgotten(block.key);
   if (const CUresult waited = driver::synchronize_device(block.device); waited != CUDA_SUCCESS)
     return waited;
   return free_tiered_block_now(&shim_, block.key, block.bytes);

@@ -33,7 +33,7 @@
 // and requests past it still spill. Hence the other design, which serves most stream-ordered
 // requests before they reach this path: each a tiered block of the arena, kept at its
 // cuMemFreeAsync for the next request of its size (Note [Stream-ordered requests in the arena] in
-// hooks/stream_ordered_tiered.h). What stays here: requests from pools with exportable handles or
+// placement/stream_ordered_blocks.h). What stays here: requests from pools with exportable handles or
 // on the host, below [tiered] min_size, on a captured stream, and all of them with [tiered]
 // stream_ordered = "pool" (AdmissionFlow::allocate_from_pool()).
 #pragma once

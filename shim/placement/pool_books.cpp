@@ -6,7 +6,8 @@ namespace vramspill::placement {
 // A pool's reserved bytes also shrink without a call the shim sees: the driver gives a pool's
 // idle memory back when the program synchronises (cuStreamSynchronize, cuEventSynchronize,
 // cuCtxSynchronize; above the release threshold, which is 0 unless the program raises it), and
-// at cuMemPoolTrimTo (hooked only for tiered mode's kept blocks: hooks/stream_ordered_tiered.h).
+// at cuMemPoolTrimTo (hooked only for tiered mode's kept blocks:
+// placement/stream_ordered_blocks.h).
 // The ledger's figure for a pool is the one
 // read at its last stream-ordered allocation or free, so it can be too high: memory the driver
 // has taken back would still count against the budget, and a later cuMemAlloc (of any route)

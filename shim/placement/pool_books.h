@@ -69,7 +69,7 @@ class PoolBooks {
   // Whether `pool` is `device`'s default pool or one the program created there with plain
   // properties (no exportable handle type, no size cap, no special usage): what tiered mode may
   // serve from its arena (Note [Stream-ordered requests in the arena] in
-  // hooks/stream_ordered_tiered.h).
+  // placement/stream_ordered_blocks.h).
   bool plain(int device, CUmemoryPool pool) noexcept;
 
   // The size cap cuMemPoolCreate gave `pool` (CUmemPoolProps::maxSize); 0 for none, and for a

@@ -1,8 +1,9 @@
 // The tiered blocks that stream-ordered requests made (cuMemAllocAsync, cuMemAllocFromPoolAsync in
-// tiered mode: Note [Stream-ordered requests in the arena] in hooks/stream_ordered_tiered.h), and
-// those the program freed with cuMemFreeAsync, kept for its next requests as a driver's pool keeps
-// its freed memory. Driver-free: blocks, devices and streams are plain numbers, and the hooks do
-// the driver's part (the host function that says a stream has reached a free, the arena's frees).
+// tiered mode: Note [Stream-ordered requests in the arena] in placement/stream_ordered_blocks.h),
+// and those the program freed with cuMemFreeAsync, kept for its next requests as a driver's pool
+// keeps its freed memory. Driver-free: blocks, devices and streams are plain numbers, and
+// placement::StreamOrderedBlocks does the rest (the host function that says a stream has reached
+// a free, through its seam; the arena's frees).
 //
 // Note [Reuse in stream order]
 // A block freed on stream S may still be in use by the work queued on S before the free; work

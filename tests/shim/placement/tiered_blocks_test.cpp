@@ -11,10 +11,8 @@
 #include <string_view>
 #include <vector>
 
-#include "../tiers/fake_granule_ops.h"
-#include "one_arena.h"
-#include "placement/ledger_tiered_budgets.h"
 #include "placement_fakes.h"
+#include "tiered_on_fake_vmm.h"
 
 namespace vramspill::placement {
 namespace {
@@ -41,13 +39,6 @@ class FakeCallSites final : public CallSites {
   }
 };
 
-// No device the prefetch mover can serve (as without concurrent managed access).
-class NoPrefetchDevices final : public PrefetchDevices {
- public:
-  tiers::PrefetchOps* ops(int) noexcept override { return nullptr; }
-  bool may_move() noexcept override { return true; }
-};
-
 // prefer_host for blocks of [min_size, max_size] bytes.
 TieredRule host_by_size(uint64_t min_size, uint64_t max_size, const char* place) {
   TieredRule rule;
@@ -72,19 +63,15 @@ class TieredBlocksTest : public ::testing::Test {
   void SetUp() override {
     config_.spill.mode = SpillMode::kTiered;
     config_.tiered.min_size = kGranuleBytes;
-    ledger_.set_device(0, 64 * kGranuleBytes, 8 * kGranuleBytes);
   }
-  void TearDown() override {
-    std::string problem;
-    EXPECT_TRUE(arena_.check_invariants(&problem)) << problem;
-  }
+  void TearDown() override { tiered_.expect_consistent_arena(); }
 
   // Tiered blocks under `rules`, in the file's order.
   TieredBlocks& blocks(std::vector<TieredRule> rules = {}) {
     config_.tiered.rules = std::move(rules);
     rules_.emplace(config_.tiered.rules);
-    return blocks_.emplace(config_, ledger_, use_, host_budget_, placement_, prefetch_, *rules_,
-                           call_sites_);
+    return blocks_.emplace(config_, ledger_, use_, tiered_.host_budget, tiered_.placement,
+                           tiered_.prefetch, *rules_, call_sites_);
   }
 
   std::optional<CUresult> allocate(TieredBlocks& tiered, uint64_t bytes) {
@@ -95,21 +82,10 @@ class TieredBlocksTest : public ::testing::Test {
   }
   LogCapture log_;
   Config config_;
-  core::Ledger ledger_;
-  core::HostBudget host_budget_{64 * kGranuleBytes};
-  LedgerTieredBudgets budgets_{ledger_, host_budget_};
-  tiers::FakeGranuleOps ops_;
-  tiers::GranuleArena arena_{ops_, tiers::ArenaOptions{}};
-  OneArena arenas_{arena_};
-  core::RemapWindow window_;
-  core::UseTracker use_;
-  TieredPlacement placement_{budgets_,
-                             arenas_,
-                             window_,
-                             {.policy = "lru", .invariant_mode = policies::InvariantMode::kAbort},
-                             &use_};
-  NoPrefetchDevices prefetch_devices_;
-  PrefetchPlacement prefetch_{budgets_, prefetch_devices_, {.policy = "lru"}};
+  TieredOnFakeVmm tiered_;
+  core::Ledger& ledger_ = tiered_.ledger;
+  core::UseTracker& use_ = tiered_.use;
+  tiers::GranuleArena& arena_ = tiered_.arena;
   FakeCallSites call_sites_;
   std::optional<TieredRules> rules_;
   std::optional<TieredBlocks> blocks_;

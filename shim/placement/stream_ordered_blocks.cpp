@@ -1,0 +1,136 @@
+#include "placement/stream_ordered_blocks.h"
+
+#include <new>
+
+#include "tiers/granule_arena.h"
+
+namespace vramspill::placement {
+namespace {
+
+// What the host function queued at a kept block's free hands back (Note [Reuse in stream order]).
+struct FreeReached {
+  tiers::StreamOrderedReuse* reuse;
+  uint64_t ticket;
+
+  static void CUDA_CB run(void* self) noexcept {
+    // On the driver's callback thread: no CUDA calls, only the books.
+    auto* reached = static_cast<FreeReached*>(self);
+    reached->reuse->reached(reached->ticket);
+    delete reached;
+  }
+};
+
+// The identity of `stream` for reuse in stream order: the legacy stream's handles as one, and the
+// per-thread default stream as the calling thread's own.
+uint64_t reuse_stream_key(CUstream stream) noexcept {
+  if (stream == CU_STREAM_LEGACY) return 0;
+  if (stream == CU_STREAM_PER_THREAD) {
+    // A thread's own address, odd: never a stream handle (a pointer, or 0 to 2), and distinct
+    // while the thread lives.
+    static thread_local const char self = 0;
+    return reinterpret_cast<uint64_t>(&self) << 1 | 1;
+  }
+  return reinterpret_cast<uint64_t>(stream);
+}
+
+// The stream reuse_stream_key() gave `key` for, if this thread may ask the driver about it: a
+// per-thread default stream only by its own thread.
+std::optional<CUstream> stream_of_key(uint64_t key, uint64_t own_default) noexcept {
+  if (key == own_default) return CU_STREAM_PER_THREAD;
+  if ((key & 1) != 0) return std::nullopt;
+  return reinterpret_cast<CUstream>(key);
+}
+
+}  // namespace
+
+std::optional<CUresult> StreamOrderedBlocks::allocate(int device, CUmemoryPool pool, uint64_t bytes,
+                                                      CUstream stream, CUdeviceptr* out) noexcept {
+  if (config_.spill.mode != SpillMode::kTiered ||
+      config_.tiered.stream_ordered != StreamOrderedMode::kArena ||
+      config_.tiered.mover == TieredMover::kPrefetch ||  // the pools serve them (not yet tiered)
+      bytes < config_.tiered.min_size || !pools_.plain(device, pool))
+    return std::nullopt;
+  const uint64_t granules = tiers::GranuleArena::granules_for(bytes);
+  find_idle_streams(device);
+  if (const std::optional<tiers::StreamOrderedReuse::Taken> kept =
+          reuse_.take(device, granules, reuse_stream_key(stream))) {
+    if (kept->reached && on_host(device, kept->base)) {
+      // Its first launch would promote it, copying bytes nothing will read: a new block is made
+      // on the device instead, where evicting kept blocks copies nothing (Note [Moves of dead
+      // contents] in tiers/granule_arena.h).
+      reuse_.give_up_taken(*kept);
+      (void)blocks_.free(device, kept->base);
+    } else {
+      blocks_.reused(device, kept->base, bytes);
+      *out = kept->base;
+      return CUDA_SUCCESS;
+    }
+  }
+  // A new block. Where the budget has no room for it, kept blocks whose frees were reached go
+  // back first: their granules are the room, and otherwise the new block would evict them (or
+  // live blocks) to the host. All of them go back if the budgets refuse the block.
+  const uint64_t room = budgets_.device_room(device) / tiers::kGranuleBytes;
+  if (room < granules) give_back(device, reuse_.give_up(device, granules - room));
+  std::optional<CUresult> made = blocks_.allocate(device, bytes, out);
+  if (!made && give_back(device, reuse_.give_up(device, UINT64_MAX)))
+    made = blocks_.allocate(device, bytes, out);
+  // Not remembered (out of memory): it works, but its cuMemFreeAsync frees it.
+  if (made && *made == CUDA_SUCCESS) (void)reuse_.made(*out);
+  return made;
+}
+
+bool StreamOrderedBlocks::keep(const core::Allocation& block, CUstream stream) noexcept {
+  const uint64_t ticket =
+      reuse_.keep(block.device, block.key, tiers::GranuleArena::granules_for(block.bytes),
+                  reuse_stream_key(stream), kept_limit(block.device));
+  if (ticket == 0) return false;
+  auto* reached = new (std::nothrow) FreeReached{&reuse_, ticket};
+  if (reached != nullptr && seam_.queue_host_function(stream, &FreeReached::run, reached))
+    return true;
+  delete reached;
+  // Its stream could not say when it gets there: freed as any tiered block, unless a request on
+  // the same stream has already had it.
+  return !reuse_.withdraw(ticket).has_value();
+}
+
+void StreamOrderedBlocks::pool_trimmed(CUmemoryPool pool) noexcept {
+  const std::optional<int> device = pools_.device_of(pool);
+  if (!device || *device == kHostLocatedPool || !pools_.plain(*device, pool)) return;
+  find_idle_streams(*device);
+  give_back(*device, reuse_.give_up(*device, UINT64_MAX));
+}
+
+void StreamOrderedBlocks::stream_ended(CUstream stream) noexcept {
+  reuse_.stream_ended(reuse_stream_key(stream));
+}
+
+bool StreamOrderedBlocks::give_back(int device, const std::vector<Kept>& blocks) noexcept {
+  for (const Kept& block : blocks) (void)blocks_.free(device, block.base);
+  return !blocks.empty();
+}
+
+// Twice the budget, so that a job whose step holds up to twice the budget finds every block of
+// its step again; what is kept beyond the device is in host granules, under the host limit.
+uint64_t StreamOrderedBlocks::kept_limit(int device) const noexcept {
+  return 2 * ledger_.snapshot(device).limit_bytes / tiers::kGranuleBytes;
+}
+
+bool StreamOrderedBlocks::on_host(int device, uint64_t base) noexcept {
+  const tiers::GranuleArena* arena = placement_.arena_of(device);
+  if (arena == nullptr) return false;
+  const std::optional<tiers::ArenaBlock> block = arena->block_containing(base);
+  return block && block->host_granules() != 0;
+}
+
+// Asked, rather than left to the host functions, so that what the shim decides does not hang on
+// when the driver's thread runs them. A per-thread default stream is asked only by its own thread.
+void StreamOrderedBlocks::find_idle_streams(int device) noexcept {
+  constexpr std::size_t kMostStreams = 8;  // a query each, per request that reaches here
+  const uint64_t own_default = reuse_stream_key(CU_STREAM_PER_THREAD);
+  for (const uint64_t key : reuse_.unreached_streams(device, kMostStreams)) {
+    const std::optional<CUstream> stream = stream_of_key(key, own_default);
+    if (stream && seam_.idle(*stream)) reuse_.stream_idle(key);
+  }
+}
+
+}  // namespace vramspill::placement

@@ -1,0 +1,151 @@
+// Stream-ordered requests as tiered blocks ([tiered] stream_ordered = "arena", the default in
+// tiered mode): which kept block serves a request, when kept blocks go back to the arena, and
+// which frees are kept (tiers/stream_ordered_reuse.h holds the kept blocks). The driver is reached
+// through StreamOrderSeam (hooks/driver_stream_order.h on the real driver, a fake in
+// tests/shim/placement/stream_ordered_blocks_test.cpp).
+//
+// Note [Stream-ordered requests in the arena]
+// With every tensor stream-ordered (PyTorch's cudaMallocAsync backend), the driver's pools hold
+// the whole budget and tiered mode has nothing to evict: requests past the budget spilled to
+// managed memory every step (Note [Stream-ordered requests in tiered mode] in
+// placement/admission_flow.h). So in tiered mode a request of at least [tiered] min_size from the
+// device's default pool, or from a plain pool of the program's on the device (PoolBooks), is
+// a tiered block of the device's arena instead (TieredBlocks): it can be evicted and
+// promoted like any other, and the budget counts its granules. A new block's granules are mapped
+// at once, so it is usable before its stream gets to the request, which is all stream order
+// asks. cuMemFreeAsync keeps the block for reuse in stream order (Note [Reuse in stream order])
+// rather than freeing it when its stream gets there: a new block maps its granules (about 28 us
+// of host time a granule on the H200, Note [Host call costs] in tools/simcuda), where the
+// driver's pool hands out memory it holds, and a job that allocates the same sizes every step
+// would pay that for every tensor of every step.
+// A request is served, in order: by a kept block of its size (its own stream's, or one whose
+// stream has reached its free), unless that block was reached and has granules on the host (its
+// first launch would promote it, copying bytes nothing reads: it goes back to the arena); by a
+// new block, after kept blocks that have been reached are given back to the arena where the
+// budget has no room for it; and if the budgets refuse the new block, after every reached kept
+// block is given back. Otherwise it goes to its pool as before (and may spill).
+// So within the budget a job that frees and allocates the same sizes every step maps nothing
+// after its first step. Past the budget some blocks must leave the device every step: kept ones
+// go back and are made again, as cuMemFree and cuMemAlloc would, and the arena evicts kept blocks
+// without copying them (Note [Moves of dead contents] in tiers/granule_arena.h). Modeled on
+// simcuda (tests/shim/tiered/all_stream_ordered_workload.cpp, nothing but cuMemAllocAsync): within
+// the budget 0.02x the step time of the same job with cuMemAlloc, frees included, and at 1.5x
+// the budget 0.84x in both windows (kept blocks leave the device without a copy); before, every
+// request past the budget spilled to managed memory every step. What is given back depends on
+// which frees are reached, so a job that never waits for its streams sees these figures vary
+// from run to run.
+// Left to the pools as before: pools with an exportable handle type, a size cap or a special
+// usage (another process or the hardware would need the pool's memory), host-located pools,
+// requests while the stream is being captured (the graph would need a graph memory node),
+// requests below min_size, devices without an arena, and [tiered] stream_ordered = "pool".
+// What an arena block cannot imitate: it belongs to no pool, so CU_POINTER_ATTRIBUTE_MEMPOOL_
+// HANDLE gives none; the pool's attributes (USED_MEM_CURRENT, RESERVED_MEM_CURRENT) do not count
+// it; the release threshold does not give kept blocks back (the arena does, under pressure, and
+// cuMemPoolTrimTo of any plain pool of the device, whatever size it keeps);
+// cuMemPoolExportPointer cannot export it; a block freed on one stream serves another only once
+// its stream reached the free, never by the event dependencies the driver may follow
+// (CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES). A kept block stays live for the eviction
+// policy: when room is needed, the policy may evict it (its contents copied for nothing) before
+// the next request gives it up.
+#pragma once
+
+#include <cuda.h>
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "config/config.h"
+#include "core/allocation_table.h"
+#include "core/ledger.h"
+#include "placement/pool_books.h"
+#include "placement/tiered_blocks.h"
+#include "placement/tiered_placement.h"
+#include "tiers/stream_ordered_reuse.h"
+
+namespace vramspill::placement {
+
+// What reuse in stream order needs of the driver.
+class StreamOrderSeam {
+ public:
+  // Queues `run(data)` on `stream`, after the work queued there so far (cuLaunchHostFunc); false
+  // when it could not be queued, and then `run` is never called.
+  virtual bool queue_host_function(CUstream stream, CUhostFn run, void* data) noexcept = 0;
+  // Whether everything queued on `stream` so far has run (cuStreamQuery); false when the driver
+  // does not say.
+  virtual bool idle(CUstream stream) noexcept = 0;
+
+ protected:
+  StreamOrderSeam() = default;
+  ~StreamOrderSeam() = default;
+  StreamOrderSeam(const StreamOrderSeam&) = default;
+  StreamOrderSeam& operator=(const StreamOrderSeam&) = default;
+};
+
+class StreamOrderedBlocks {
+ public:
+  // Each reference must outlive this (all are the shim state's).
+  StreamOrderedBlocks(const Config& config, const core::Ledger& ledger, TieredBudgets& budgets,
+                      TieredPlacement& placement, TieredBlocks& blocks, PoolBooks& pools,
+                      tiers::StreamOrderedReuse& reuse, StreamOrderSeam& seam) noexcept
+      : config_(config),
+        ledger_(ledger),
+        budgets_(budgets),
+        placement_(placement),
+        blocks_(blocks),
+        pools_(pools),
+        reuse_(reuse),
+        seam_(seam) {}
+  StreamOrderedBlocks(const StreamOrderedBlocks&) = delete;
+  StreamOrderedBlocks& operator=(const StreamOrderedBlocks&) = delete;
+
+  // The request for `bytes` on `stream` from `pool` (the device's current pool for
+  // cuMemAllocAsync) as a tiered block (Note [Stream-ordered requests in the arena]): the result
+  // with *out set, or nullopt when it goes to its pool as before. The caller has made the device
+  // known and found the stream not being captured.
+  std::optional<CUresult> allocate(int device, CUmemoryPool pool, uint64_t bytes, CUstream stream,
+                                   CUdeviceptr* out) noexcept;
+
+  // cuMemFreeAsync of the tiered block `block` on `stream` (not capturing), which the ledger has
+  // forgotten: whether it is kept for reuse (Note [Reuse in stream order]); false when the caller
+  // frees it as any tiered block.
+  bool keep(const core::Allocation& block, CUstream stream) noexcept;
+
+  // cuMemPoolTrimTo of `pool` succeeded: if it is a plain pool of a device (PoolBooks::plain()),
+  // that device's kept blocks whose frees were reached go back to its arena, as a trim gives back
+  // a pool's unused memory (the kept blocks stand for the memory of all its plain pools).
+  void pool_trimmed(CUmemoryPool pool) noexcept;
+
+  // The live block at `base` was freed some other way (cuMemFree): it is no longer one of these.
+  void forgotten(CUdeviceptr base) noexcept { reuse_.forgotten(base); }
+
+  // The program is destroying `stream`, or a context (all its streams): blocks freed on them are
+  // taken only once their frees are reached, since a handle may come back for a new stream.
+  void stream_ended(CUstream stream) noexcept;
+  void all_streams_ended() noexcept { reuse_.all_streams_ended(); }
+
+ private:
+  using Kept = tiers::StreamOrderedReuse::Block;
+
+  // Gives `blocks` of `device`, kept blocks whose frees were reached and are kept no longer, back
+  // to the arena; whether there were any.
+  bool give_back(int device, const std::vector<Kept>& blocks) noexcept;
+  // The most granules `device` keeps for reuse.
+  uint64_t kept_limit(int device) const noexcept;
+  // Whether any granule of the block at `base` is on the host.
+  bool on_host(int device, uint64_t base) noexcept;
+  // Marks the frees reached on the streams of `device`'s kept blocks that have run all their
+  // work (StreamOrderSeam::idle()).
+  void find_idle_streams(int device) noexcept;
+
+  const Config& config_;
+  const core::Ledger& ledger_;
+  TieredBudgets& budgets_;
+  TieredPlacement& placement_;
+  TieredBlocks& blocks_;
+  PoolBooks& pools_;
+  tiers::StreamOrderedReuse& reuse_;
+  StreamOrderSeam& seam_;
+};
+
+}  // namespace vramspill::placement

@@ -1,0 +1,298 @@
+// placement/stream_ordered_blocks over tiered blocks on fake VMM calls, the shim's own budgets
+// and a fake driver for streams: which kept block serves a stream-ordered request (Note [Reuse in
+// stream order]), when kept blocks go back to the arena, and which frees are kept (Note
+// [Stream-ordered requests in the arena]).
+#include "placement/stream_ordered_blocks.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <optional>
+#include <set>
+#include <string_view>
+#include <tuple>
+#include <vector>
+
+#include "placement_fakes.h"
+#include "pool_fakes.h"
+#include "tiered_on_fake_vmm.h"
+
+namespace vramspill::placement {
+namespace {
+
+using tiers::kGranuleBytes;
+
+CUstream fake_stream(std::uintptr_t id) { return reinterpret_cast<CUstream>(id << 4); }
+
+// Streams as the test runs them: host functions run when the test says a stream got there.
+class FakeStreams final : public StreamOrderSeam {
+ public:
+  bool queueing = true;  // false: cuLaunchHostFunc fails
+  std::set<CUstream> idle_streams;
+  std::vector<CUstream> asked;
+
+  bool queue_host_function(CUstream stream, CUhostFn run, void* data) noexcept override {
+    if (!queueing) return false;
+    queued_.emplace_back(stream, run, data);
+    return true;
+  }
+  bool idle(CUstream stream) noexcept override {
+    asked.push_back(stream);
+    return idle_streams.contains(stream);
+  }
+
+  // `stream` runs the host functions queued on it.
+  void reach(CUstream stream) {
+    std::erase_if(queued_, [stream](const Queued& queued) {
+      if (std::get<0>(queued) != stream) return false;
+      std::get<1>(queued)(std::get<2>(queued));
+      return true;
+    });
+  }
+  ~FakeStreams() {
+    for (const auto& [stream, run, data] : queued_) run(data);
+  }
+
+ private:
+  using Queued = std::tuple<CUstream, CUhostFn, void*>;
+  std::vector<Queued> queued_;
+};
+
+// The budgets as they are, or a device room the test says.
+class RoomSays final : public TieredBudgets {
+ public:
+  explicit RoomSays(TieredBudgets& real) : real_(real) {}
+  std::optional<uint64_t> room;
+
+  uint64_t device_room(int device) noexcept override {
+    return room ? *room : real_.device_room(device);
+  }
+  bool take_device(int device, uint64_t bytes) noexcept override {
+    return real_.take_device(device, bytes);
+  }
+  void give_device(int device, uint64_t bytes) noexcept override {
+    real_.give_device(device, bytes);
+  }
+  bool take_host(uint64_t bytes) noexcept override { return real_.take_host(bytes); }
+  void give_host(uint64_t bytes) noexcept override { real_.give_host(bytes); }
+
+ private:
+  TieredBudgets& real_;
+};
+
+// Rules by size alone never ask for a stack.
+class NoCallSites final : public CallSites {
+ public:
+  bool capture(CallStack& /*stack*/, std::string_view& why) noexcept override {
+    why = "not in these tests";
+    return false;
+  }
+};
+
+const CUstream kOne = fake_stream(1);
+const CUstream kTwo = fake_stream(2);
+
+class StreamOrderedBlocksTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    config_.spill.mode = SpillMode::kTiered;
+    config_.tiered.min_size = kGranuleBytes;
+    queries_.devices = 1;
+    queries_.default_pools[0] = fake_pool(1);
+  }
+  void TearDown() override { tiered_.expect_consistent_arena(); }
+
+  // Stream-ordered blocks whose tiered blocks fall under `rules`.
+  void make(std::vector<TieredRule> rules = {}) {
+    config_.tiered.rules = std::move(rules);
+    rules_.emplace(config_.tiered.rules);
+    tiered_blocks_.emplace(config_, ledger_, tiered_.use, tiered_.host_budget, tiered_.placement,
+                           tiered_.prefetch, *rules_, call_sites_);
+    blocks_.emplace(config_, ledger_, room_, tiered_.placement, *tiered_blocks_, pools_, reuse_,
+                    streams_);
+  }
+  // A request of `granules` on `stream` from `pool`: its block, or 0 when it was not served as
+  // a tiered block.
+  CUdeviceptr allocate(uint64_t granules, CUstream stream, CUmemoryPool pool = fake_pool(1)) {
+    if (!blocks_) make();
+    CUdeviceptr base = 0;
+    const std::optional<CUresult> result =
+        blocks_->allocate(0, pool, granules * kGranuleBytes, stream, &base);
+    return result == CUDA_SUCCESS ? base : 0;
+  }
+  // cuMemFreeAsync of `base` on `stream`, as the admission flow hands it over: whether it is kept.
+  bool free(CUdeviceptr base, CUstream stream) {
+    const std::optional<core::Allocation> block = ledger_.on_freed(base);
+    EXPECT_TRUE(block.has_value());
+    return block && blocks_->keep(*block, stream);
+  }
+  uint64_t arena_blocks() const { return arena_.stats().blocks; }
+
+  LogCapture log_;
+  Config config_;
+  TieredOnFakeVmm tiered_;
+  core::Ledger& ledger_ = tiered_.ledger;
+  tiers::GranuleArena& arena_ = tiered_.arena;
+  RoomSays room_{tiered_.budgets};
+  NoCallSites call_sites_;
+  FakePoolQueries queries_;
+  PoolBooks pools_{queries_};
+  tiers::StreamOrderedReuse reuse_;
+  FakeStreams streams_;  // after reuse_: the host functions it runs at its end reach into it
+  std::optional<TieredRules> rules_;
+  std::optional<TieredBlocks> tiered_blocks_;
+  std::optional<StreamOrderedBlocks> blocks_;
+};
+
+TEST_F(StreamOrderedBlocksTest, ItsOwnStreamTakesAFreedBlockAtOnce) {
+  const CUdeviceptr block = allocate(2, kOne);
+  ASSERT_NE(block, 0u);
+  ASSERT_TRUE(free(block, kOne));
+  EXPECT_EQ(allocate(2, kOne), block) << "work queued after the free runs after it";
+  EXPECT_EQ(reuse_.stats().same_stream, 1u);
+  EXPECT_EQ(reuse_.stats().made, 1u);
+  EXPECT_EQ(recorded(ledger_, core::Route::kTiered).live_count, 1u) << "the ledger has it again";
+  EXPECT_EQ(arena_blocks(), 1u);
+}
+
+TEST_F(StreamOrderedBlocksTest, AnotherStreamTakesAFreedBlockOnlyOnceItsStreamReachedTheFree) {
+  const CUdeviceptr block = allocate(2, kOne);
+  ASSERT_TRUE(free(block, kOne));
+  const CUdeviceptr other = allocate(2, kTwo);
+  EXPECT_NE(other, block) << "kOne may still be using it";
+  EXPECT_NE(other, 0u);
+  streams_.reach(kOne);
+  EXPECT_EQ(allocate(2, kTwo), block);
+  EXPECT_EQ(reuse_.stats().other_stream, 1u);
+}
+
+TEST_F(StreamOrderedBlocksTest, AnEndedStreamsBlockWaitsForItsFreeWhateverStreamAsks) {
+  const CUdeviceptr block = allocate(2, kOne);
+  ASSERT_TRUE(free(block, kOne));
+  blocks_->stream_ended(kOne);
+  EXPECT_NE(allocate(2, kOne), block) << "kOne's handle may be a new stream's";
+  streams_.reach(kOne);
+  EXPECT_EQ(allocate(2, kOne), block);
+}
+
+TEST_F(StreamOrderedBlocksTest, TheLegacyStreamsHandlesAreOneStream) {
+  const CUdeviceptr block = allocate(2, CU_STREAM_LEGACY);
+  ASSERT_TRUE(free(block, CU_STREAM_LEGACY));
+  EXPECT_EQ(allocate(2, nullptr), block);
+}
+
+TEST_F(StreamOrderedBlocksTest, AStreamFoundIdleHasReachedItsFrees) {
+  const CUdeviceptr block = allocate(2, kOne);
+  ASSERT_TRUE(free(block, kOne));
+  streams_.idle_streams.insert(kOne);  // its host function has not run yet
+  EXPECT_EQ(allocate(2, kTwo), block);
+  EXPECT_EQ(streams_.asked, std::vector<CUstream>{kOne});
+}
+
+TEST_F(StreamOrderedBlocksTest, ThePerThreadStreamIsAskedAboutAsItself) {
+  const CUdeviceptr block = allocate(2, CU_STREAM_PER_THREAD);
+  ASSERT_TRUE(free(block, CU_STREAM_PER_THREAD));
+  streams_.idle_streams.insert(CU_STREAM_PER_THREAD);
+  EXPECT_EQ(allocate(2, kTwo), block);
+  EXPECT_EQ(streams_.asked, std::vector<CUstream>{CU_STREAM_PER_THREAD});
+}
+
+TEST_F(StreamOrderedBlocksTest, ReachedKeptBlocksGoBackWhereTheBudgetHasNoRoom) {
+  const CUdeviceptr kept = allocate(4, kOne);
+  const CUdeviceptr unreached = allocate(2, kTwo);
+  ASSERT_TRUE(free(kept, kOne));
+  ASSERT_TRUE(free(unreached, kTwo));
+  streams_.reach(kOne);
+  // 2 granules of room for 3: the reached block goes back rather than be evicted.
+  ASSERT_NE(allocate(3, kOne), 0u);
+  EXPECT_EQ(reuse_.stats().given_up, 1u);
+  EXPECT_FALSE(arena_.block_containing(kept).has_value());
+  EXPECT_TRUE(arena_.block_containing(unreached).has_value()) << "kTwo may still use it";
+  EXPECT_EQ(arena_.stats().host_granules, 0u) << "nothing evicted";
+}
+
+TEST_F(StreamOrderedBlocksTest, WithRoomKeptBlocksStay) {
+  const CUdeviceptr kept = allocate(2, kOne);
+  ASSERT_TRUE(free(kept, kOne));
+  streams_.reach(kOne);
+  ASSERT_NE(allocate(3, kOne), 0u);
+  EXPECT_EQ(reuse_.stats().given_up, 0u);
+  EXPECT_EQ(arena_blocks(), 2u);
+}
+
+TEST_F(StreamOrderedBlocksTest, WhenTheBudgetsRefuseEveryReachedKeptBlockGoesBack) {
+  tiered_.host_budget.set_limit(4 * kGranuleBytes);
+  const CUdeviceptr kept = allocate(4, kOne);
+  ASSERT_NE(allocate(4, kTwo), 0u);  // live, and the device is full
+  ASSERT_TRUE(free(kept, kOne));
+  streams_.reach(kOne);
+  room_.room = 64 * kGranuleBytes;  // the room looked enough, so nothing went back first
+  ASSERT_NE(allocate(8, kOne), 0u);
+  EXPECT_EQ(reuse_.stats().given_up, 1u);
+  EXPECT_FALSE(arena_.block_containing(kept).has_value());
+}
+
+TEST_F(StreamOrderedBlocksTest, ADeviceKeepsAtMostTwiceItsBudget) {
+  std::vector<CUdeviceptr> made;
+  for (int i = 0; i < 5; ++i) made.push_back(allocate(4, kOne));
+  for (int i = 0; i < 4; ++i) EXPECT_TRUE(free(made[i], kOne)) << i;
+  EXPECT_FALSE(free(made[4], kOne)) << "16 granules kept, twice the budget of 8";
+  EXPECT_EQ(reuse_.stats().kept_granules, 16u);
+}
+
+TEST_F(StreamOrderedBlocksTest, AFreeWhoseStreamCannotReportIsNotKept) {
+  const CUdeviceptr block = allocate(2, kOne);
+  streams_.queueing = false;
+  EXPECT_FALSE(free(block, kOne)) << "the caller frees it in stream order";
+  EXPECT_EQ(reuse_.stats().kept_granules, 0u);
+}
+
+TEST_F(StreamOrderedBlocksTest, AReachedBlockWithHostGranulesGoesBackInsteadOfServing) {
+  TieredRule to_host;
+  to_host.action = RuleAction::kPreferHost;
+  to_host.min_size = 2 * kGranuleBytes;
+  to_host.max_size = 2 * kGranuleBytes;
+  to_host.place = "job.toml:1:1";
+  make({to_host});
+  const CUdeviceptr block = allocate(2, kOne);
+  ASSERT_EQ(arena_.block_containing(block)->host_granules(), 2u);
+  ASSERT_TRUE(free(block, kOne));
+  streams_.reach(kOne);
+  ASSERT_NE(allocate(2, kTwo), 0u);
+  EXPECT_EQ(reuse_.stats().given_up, 1u) << "promoting it would copy bytes nothing reads";
+  EXPECT_EQ(reuse_.stats().other_stream, 0u);
+  EXPECT_EQ(reuse_.stats().made, 2u);
+  EXPECT_EQ(arena_blocks(), 1u);
+}
+
+TEST_F(StreamOrderedBlocksTest, ATrimOfAPlainPoolGivesBackEveryReachedKeptBlock) {
+  std::vector<CUdeviceptr> made;
+  for (int i = 0; i < 4; ++i) made.push_back(allocate(1, i < 3 ? kOne : kTwo));
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(free(made[i], i < 3 ? kOne : kTwo));
+  streams_.reach(kOne);
+  blocks_->pool_trimmed(fake_pool(7));
+  EXPECT_EQ(arena_blocks(), 4u) << "not a pool of the shim's";
+  blocks_->pool_trimmed(fake_pool(1));
+  EXPECT_EQ(reuse_.stats().given_up, 3u);
+  EXPECT_EQ(arena_blocks(), 1u) << "kTwo has not reached its free";
+  streams_.idle_streams.insert(kTwo);
+  blocks_->pool_trimmed(fake_pool(1));
+  EXPECT_EQ(arena_blocks(), 0u);
+  EXPECT_EQ(reuse_.stats().kept_granules, 0u);
+}
+
+TEST_F(StreamOrderedBlocksTest, RequestsTieredModeDoesNotServeGoToTheirPool) {
+  EXPECT_EQ(allocate(1, kOne, fake_pool(7)), 0u) << "not a plain pool of the device";
+  config_.tiered.min_size = 2 * kGranuleBytes;
+  EXPECT_EQ(allocate(1, kOne), 0u) << "below min_size";
+  config_.tiered.min_size = kGranuleBytes;
+  config_.tiered.stream_ordered = StreamOrderedMode::kPool;
+  EXPECT_EQ(allocate(1, kOne), 0u);
+  config_.tiered.stream_ordered = StreamOrderedMode::kArena;
+  config_.spill.mode = SpillMode::kAuto;
+  EXPECT_EQ(allocate(1, kOne), 0u);
+  EXPECT_EQ(arena_blocks(), 0u);
+}
+
+}  // namespace
+}  // namespace vramspill::placement

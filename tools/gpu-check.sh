@@ -20,7 +20,8 @@ On a machine with an NVIDIA driver:
      256 MiB budget (spilling, and in tiered mode: conf/demo-tiered.toml, with the safe and the
      tracked remap window), PyTorch under the shim (skipped without torch): spilling, and in
      tiered mode with every launch read and a late-arriving model ending on the device (its step
-     time printed against the same job without the shim), and the frameworks' own memory
+     time printed against the same job without the shim), with each mover (remap, prefetch),
+     and the frameworks' own memory
      settings (PyTorch's expandable segments and cudaMallocAsync, JAX's allocators, CuPy's
      pools; each skipped without its package) over the budget in each mode
   3. the hook benchmark (build-gpu/tests/shim/bench/vramspill_hook_bench) on the real driver
@@ -28,8 +29,8 @@ On a machine with an NVIDIA driver:
      against the mover's, one granule's map/set-access/unmap, a kernel reading device,
      host-located VMM and pinned zero-copy memory, what cuMemAlloc and cuMemFree cost as the
      size grows, what a managed spill costs, prefetches of managed memory each way and both
-     ways at once, a prefetch call's host time and a migration on fault, and the step by which a
-     fresh stream-ordered pool grows
+     ways at once, a prefetch call's host time and a migration on fault, what a host function
+     costs the work behind it, and the step by which a fresh stream-ordered pool grows
   5. mover_probe (build-gpu/bin/mover_probe): the rate tiered mode's own mover reaches, 1 GiB
      each way in one remap window, and its VMM calls per GiB moved
   6. tools/demo.sh --no-build against build-gpu/

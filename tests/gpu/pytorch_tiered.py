@@ -3,9 +3,9 @@
 arrives late takes the device from the data before it.
 
 Run by ctest (label gpu) as
-    python3 pytorch_tiered.py --shim build/lib/libvramspill.so --work DIR
+    python3 pytorch_tiered.py --shim build/lib/libvramspill.so --work DIR [--mover prefetch]
 Each job runs as a child process of this script, traced ([trace] file) under the shim in tiered
-mode (lru, a 2 GiB budget):
+mode (lru, a 2 GiB budget, the remap mover or the one --mover names):
 - reads: a few training steps of an MLP with Adam. PyTorch's kernels (elementwise, the
   optimizer's, cuBLAS's GEMMs) are CUkernel handles the shim must read: the trace's launches event
   must count none unreadable, and its use events must name the block of every parameter.
@@ -154,6 +154,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--shim", help="libvramspill.so")
     parser.add_argument("--work", help="a directory for the traces")
+    parser.add_argument("--mover", choices=["remap", "prefetch"], default="remap",
+                        help="[tiered] mover (default remap)")
     parser.add_argument("--child", choices=["reads", "late_hot"], help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -170,13 +172,14 @@ def main():
         trace_path = os.path.join(args.work, f"{job}.trace")
         shimmed = dict(plain, LD_PRELOAD=args.shim, VRAMSPILL_DEVICE_BUDGET=BUDGET,
                        VRAMSPILL_SPILL_MODE="tiered", VRAMSPILL_TIERED_POLICY="lru",
-                       VRAMSPILL_SPILL_HOST_LIMIT="16GiB", VRAMSPILL_TRACE_FILE=trace_path)
+                       VRAMSPILL_TIERED_MOVER=args.mover, VRAMSPILL_SPILL_HOST_LIMIT="16GiB",
+                       VRAMSPILL_TRACE_FILE=trace_path)
         fields = run_child(job, shimmed)
         ok = check(job, fields, trace_path) and ok
         step_ms[job] = float(fields["step_ms"])
     alone = float(run_child("late_hot", plain)["step_ms"])
     print(f"pytorch_tiered: late_hot step (median, measured): {step_ms['late_hot']:.2f} ms under "
-          f"the shim (tiered, lru, {BUDGET}), {alone:.2f} ms without it: "
+          f"the shim (tiered, lru, {args.mover} mover, {BUDGET}), {alone:.2f} ms without it: "
           f"{step_ms['late_hot'] / alone:.2f}x")
     return 0 if ok else 1
 

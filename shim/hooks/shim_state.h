@@ -41,6 +41,7 @@
 #include "placement/tiered_blocks.h"
 #include "placement/tiered_placement.h"
 #include "placement/tiered_rules.h"
+#include "placement/vmm_books.h"
 #include "placement/vmm_spill.h"
 #include "telemetry/trace_file.h"
 #include "tiers/driver_host_vmm_tier.h"
@@ -92,6 +93,8 @@ struct ShimState {
   // Every allocation and free once its hook has entered (hooks/admission.h).
   placement::AdmissionFlow admission{
       config.spill, ledger, pool_books(), pool_driver(), spill, vmm_spill, tiered_seam};
+  // The program's VMM handles once made: their references, mappings and frees.
+  placement::VmmBooks vmm_books{ledger, vmm, admission, vmm_spill};
   DriverSubmissionEvents submission_events;
   // Every submission's way to the driver in tiered mode (Note [One way through for a
   // submission] in placement/submission_order.h).

@@ -5,31 +5,14 @@
 // physical memory the program asks for takes no device memory and is forwarded untouched. A
 // device-located cuMemCreate that does not fit may be made host-located instead, charged to the
 // host budget until the driver frees it (Note [Host-located VMM spills] in placement/vmm_spill.h).
-#include <cstdint>
-#include <optional>
-#include <vector>
-
+// The books are placement's (placement/vmm_books.h).
 #include "hooks/admission.h"
 #include "hooks/hook.h"
 
-using vramspill::core::Allocation;
-using vramspill::core::KeySpace;
 using vramspill::core::Route;
 using vramspill::hooks::Allocated;
 using vramspill::hooks::Entry;
 using vramspill::hooks::ShimState;
-
-namespace {
-
-// After the driver's answer to the call that frees a handle's memory (Note [VMM memory lives until
-// its last mapping goes]): a host-located spill gives its host budget back too.
-void settle_vmm_free(ShimState& shim, const Allocation& forgotten, CUresult result) {
-  shim.admission.settle_free(forgotten, result);
-  if (result == CUDA_SUCCESS && forgotten.route == Route::kSpillVmmHost)
-    shim.vmm_spill.freed(forgotten);
-}
-
-}  // namespace
 
 VRAMSPILL_HOOK CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size,
                                             const CUmemAllocationProp* prop,
@@ -54,7 +37,7 @@ VRAMSPILL_HOOK CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle* handle
         if (result == CUDA_SUCCESS) allocated.key = *handle;
         return result;
       },
-      [&](const Allocated& allocated) { shim->vmm.created(allocated.key); });
+      [&](const Allocated& allocated) { shim->vmm_books.created(allocated.key); });
 }
 
 VRAMSPILL_HOOK CUresult CUDAAPI cuMemRetainAllocationHandle(CUmemGenericAllocationHandle* handle,
@@ -63,7 +46,7 @@ VRAMSPILL_HOOK CUresult CUDAAPI cuMemRetainAllocationHandle(CUmemGenericAllocati
   const CUresult result = real(handle, addr);
   const Entry entry;
   if (ShimState* shim = entry.state(); shim != nullptr && result == CUDA_SUCCESS)
-    shim->vmm.retained(*handle);
+    shim->vmm_books.retained(*handle);
   return result;
 }
 
@@ -74,7 +57,7 @@ VRAMSPILL_HOOK CUresult CUDAAPI cuMemMap(CUdeviceptr ptr, size_t size, size_t of
   const CUresult result = real(ptr, size, offset, handle, flags);
   const Entry entry;
   if (ShimState* shim = entry.state(); shim != nullptr && result == CUDA_SUCCESS)
-    shim->vmm.mapped(ptr, size, handle);
+    shim->vmm_books.mapped(ptr, size, handle);
   return result;
 }
 
@@ -83,16 +66,7 @@ VRAMSPILL_HOOK CUresult CUDAAPI cuMemRelease(CUmemGenericAllocationHandle handle
   const Entry entry;
   ShimState* shim = entry.state();
   if (shim == nullptr) return real(handle);
-  if (!shim->vmm.release(handle)) {  // still mapped (or referenced): the memory stays counted
-    const CUresult result = real(handle);
-    if (result != CUDA_SUCCESS) shim->vmm.undo_release(handle);
-    return result;
-  }
-  const std::optional<Allocation> forgotten = shim->ledger.forget(handle, KeySpace::kVmmHandle);
-  const CUresult result = real(handle);
-  if (result != CUDA_SUCCESS) shim->vmm.undo_release(handle);
-  if (forgotten) settle_vmm_free(*shim, *forgotten, result);
-  return result;
+  return shim->vmm_books.release(handle, [&] { return real(handle); });
 }
 
 VRAMSPILL_HOOK CUresult CUDAAPI cuMemUnmap(CUdeviceptr ptr, size_t size) {
@@ -100,19 +74,5 @@ VRAMSPILL_HOOK CUresult CUDAAPI cuMemUnmap(CUdeviceptr ptr, size_t size) {
   const Entry entry;
   ShimState* shim = entry.state();
   if (shim == nullptr) return real(ptr, size);
-  const vramspill::core::VmmTracker::Unmapping unmapping = shim->vmm.unmap(ptr, size);
-  std::vector<Allocation> forgotten;
-  for (uint64_t handle : unmapping.freed_handles) {
-    if (auto allocation = shim->ledger.forget(handle, KeySpace::kVmmHandle)) {
-      try {
-        forgotten.push_back(*allocation);
-      } catch (...) {  // cannot hold it until the driver answers: release it now
-        shim->ledger.release_forgotten(*allocation);
-      }
-    }
-  }
-  const CUresult result = real(ptr, size);
-  if (result != CUDA_SUCCESS) shim->vmm.undo_unmap(unmapping);
-  for (const Allocation& allocation : forgotten) settle_vmm_free(*shim, allocation, result);
-  return result;
+  return shim->vmm_books.unmap(ptr, size, [&] { return real(ptr, size); });
 }

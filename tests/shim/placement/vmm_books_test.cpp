@@ -1,0 +1,113 @@
+// placement/vmm_books: the books of the program's VMM handles after cuMemCreate, over the real
+// ledger and VMM tracker, with the driver's release and unmap as the test answers them: a
+// handle's memory leaves the budget at its last release or its last unmap, whichever comes
+// later (Note [VMM memory lives until its last mapping goes] in core/vmm_tracker.h), counts again
+// when the driver refuses, and a host-located spill gives its host budget back when it goes.
+#include "placement/vmm_books.h"
+
+#include <gtest/gtest.h>
+
+#include "admission_fakes.h"
+#include "placement_fakes.h"
+#include "pool_fakes.h"
+
+namespace vramspill::placement {
+namespace {
+
+using core::Route;
+
+constexpr uint64_t kMiB = uint64_t{1} << 20;
+constexpr uint64_t kAddress = 0x70000000;
+
+class VmmBooksTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    config_.mode = SpillMode::kAuto;
+    config_.min_size = kMiB;
+    ledger_.set_device(0, 1024 * kMiB, 64 * kMiB);
+  }
+
+  // A device-located handle of `bytes`, made and recorded as cuMemCreate's hook does.
+  uint64_t create(uint64_t bytes) {
+    const uint64_t handle = next_handle_++;
+    const core::Admission admission = ledger_.admit(0, Route::kMemCreate, bytes);
+    EXPECT_TRUE(admission.admitted);
+    books_.created(handle);
+    ledger_.on_allocated(admission, handle, bytes);
+    return handle;
+  }
+  uint64_t held() const { return ledger_.snapshot(0).held_bytes; }
+  static auto answer(CUresult result) {
+    return [result] { return result; };
+  }
+
+  LogCapture log_;
+  SpillConfig config_;
+  core::Ledger ledger_;
+  core::HostBudget host_budget_{256 * kMiB};
+  core::VmmTracker vmm_;
+  FakeFacts facts_;
+  FakeTier managed_{"managed memory", Route::kSpillManaged, 0x100000000};
+  FakeTier host_{"the pinned host pool", Route::kSpillHost, 0x200000000};
+  FakeHostVmmTier host_vmm_;
+  SpillPlacement spill_{config_, ledger_, host_budget_, facts_, managed_, host_};
+  VmmSpill vmm_spill_{config_, ledger_, vmm_, host_budget_, facts_, host_vmm_};
+  FakePoolQueries pool_queries_;
+  PoolBooks pools_{pool_queries_};
+  FakePoolDriver pool_driver_;
+  FakeTieredSeam tiered_{ledger_};
+  AdmissionFlow flow_{config_, ledger_, pools_, pool_driver_, spill_, vmm_spill_, tiered_};
+  VmmBooks books_{ledger_, vmm_, flow_, vmm_spill_};
+  uint64_t next_handle_ = 0x9000;
+};
+
+TEST_F(VmmBooksTest, AHandleReleasedWhileMappedStaysCountedUntilItsLastUnmap) {
+  const uint64_t handle = create(8 * kMiB);
+  books_.mapped(kAddress, 8 * kMiB, handle);
+  ASSERT_EQ(books_.release(handle, answer(CUDA_SUCCESS)), CUDA_SUCCESS);
+  EXPECT_EQ(held(), 8 * kMiB) << "the mapping keeps the memory alive";
+  ASSERT_EQ(books_.unmap(kAddress, 8 * kMiB, answer(CUDA_SUCCESS)), CUDA_SUCCESS);
+  EXPECT_EQ(held(), 0u);
+  EXPECT_FALSE(ledger_.find(handle, core::KeySpace::kVmmHandle).has_value());
+}
+
+TEST_F(VmmBooksTest, AnUnmappedHandleLeavesAtItsLastRelease) {
+  const uint64_t handle = create(4 * kMiB);
+  books_.retained(handle);
+  ASSERT_EQ(books_.release(handle, answer(CUDA_SUCCESS)), CUDA_SUCCESS);
+  EXPECT_EQ(held(), 4 * kMiB) << "one reference is left";
+  ASSERT_EQ(books_.release(handle, answer(CUDA_SUCCESS)), CUDA_SUCCESS);
+  EXPECT_EQ(held(), 0u);
+}
+
+TEST_F(VmmBooksTest, WhatTheDriverRefusesStaysCounted) {
+  const uint64_t handle = create(4 * kMiB);
+  EXPECT_EQ(books_.release(handle, answer(CUDA_ERROR_INVALID_VALUE)), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(held(), 4 * kMiB);
+  books_.mapped(kAddress, 4 * kMiB, handle);
+  ASSERT_EQ(books_.release(handle, answer(CUDA_SUCCESS)), CUDA_SUCCESS);
+  EXPECT_EQ(books_.unmap(kAddress, 4 * kMiB, answer(CUDA_ERROR_INVALID_CONTEXT)),
+            CUDA_ERROR_INVALID_CONTEXT);
+  EXPECT_EQ(held(), 4 * kMiB) << "the mapping is back in the books";
+  ASSERT_EQ(books_.unmap(kAddress, 4 * kMiB, answer(CUDA_SUCCESS)), CUDA_SUCCESS);
+  EXPECT_EQ(held(), 0u);
+}
+
+TEST_F(VmmBooksTest, AHostLocatedSpillGivesItsHostBudgetBackWhenItGoes) {
+  CUmemAllocationProp prop{};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location = {CU_MEM_LOCATION_TYPE_DEVICE, 0};
+  const VmmSpillRequest request{.device = 0, .bytes = 16 * kMiB, .prop = &prop, .flags = 0};
+  CUmemGenericAllocationHandle handle = 0;
+  ASSERT_EQ(vmm_spill_.spill(request, "over budget", &handle), CUDA_SUCCESS);
+  ASSERT_EQ(host_budget_.used(), 16 * kMiB);
+  books_.mapped(kAddress, 16 * kMiB, handle);
+  ASSERT_EQ(books_.release(handle, answer(CUDA_SUCCESS)), CUDA_SUCCESS);
+  EXPECT_EQ(host_budget_.used(), 16 * kMiB) << "still mapped";
+  ASSERT_EQ(books_.unmap(kAddress, 16 * kMiB, answer(CUDA_SUCCESS)), CUDA_SUCCESS);
+  EXPECT_EQ(host_budget_.used(), 0u);
+  EXPECT_EQ(recorded(ledger_, Route::kSpillVmmHost).live_bytes, 0u);
+}
+
+}  // namespace
+}  // namespace vramspill::placement

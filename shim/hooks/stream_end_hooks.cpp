@@ -1,8 +1,9 @@
 // Streams and contexts the program destroys or releases: their slots in the use tracker retire
 // before the driver lets the handles go, so that the tracked window never waits on a stream that is
-// gone (Note [Stream slots] in core/stream_slots.h), and blocks freed on them for reuse wait for
-// their frees to be reached (Note [Reuse in stream order] in tiers/stream_ordered_reuse.h). A context takes all its streams with it; which
-// ones is not known here, so every slot retires.
+// gone (Note [Stream slots] in core/stream_slots.h), blocks freed on them for reuse wait for
+// their frees to be reached (Note [Reuse in stream order] in tiers/stream_ordered_reuse.h), and the
+// prefetch mover no longer orders its moves after them (its handle may be gone or reused). A
+// context takes all its streams with it; which ones is not known here, so every slot retires.
 #include "hooks/hook.h"
 #include "hooks/shim_state.h"
 
@@ -21,6 +22,7 @@ void retire(CUstream stream) noexcept {
   if (ShimState* shim = entry.state()) {
     shim->use.stream_slots().retire(reinterpret_cast<uintptr_t>(stream), &destroy_event);
     shim->stream_ordered_blocks.stream_ended(stream);
+    shim->prefetch.stream_ended(reinterpret_cast<uint64_t>(stream));
   }
 }
 
@@ -29,6 +31,7 @@ void retire_all() noexcept {
   if (ShimState* shim = entry.state()) {
     shim->use.stream_slots().retire_all();
     shim->stream_ordered_blocks.all_streams_ended();
+    shim->prefetch.all_streams_ended();
   }
 }
 

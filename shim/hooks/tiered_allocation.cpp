@@ -45,8 +45,13 @@ std::string prefetch_summary(ShimState& shim) {
 }  // namespace
 
 bool DriverTieredSeam::make_device_room(int device, uint64_t bytes) noexcept {
-  return shim_.prefetch.make_device_room(device, bytes) ||
-         shim_.tiered.make_device_room(device, bytes);
+  if (shim_.prefetch.make_device_room(device, bytes)) return true;
+  // With the prefetch mover, an arena exists only where it stood in for it: asking for room must
+  // not make one (and, with it, a policy and the remap window's work at every launch).
+  if (shim_.config.tiered.mover == TieredMover::kPrefetch &&
+      shim_.tiered.arena_of(device) == nullptr)
+    return false;
+  return shim_.tiered.make_device_room(device, bytes);
 }
 
 CUresult DriverTieredSeam::free_block(const core::Allocation& block,

@@ -29,7 +29,9 @@ core::Admission PoolExchange::admit(core::Route route) {
   const uint64_t room_under_cap =
       cap == 0 ? core::kUncappedPool
                : (cap > reserved_at_admission_ ? cap - reserved_at_admission_ : 0);
-  growth_ = bytes_ > free_reserved ? core::pool_growth(bytes_, room_under_cap) : 0;
+  // Also when the unused reserve should hold the request: the pool may grow all the same (its
+  // reserve fragmented, or freed on another stream), and room is then made for the chunk.
+  growth_ = core::pool_growth(bytes_, room_under_cap);
   // The figure as the driver has it now: the pool may have given memory back at a
   // synchronisation the shim did not see, and no one else reports it while the lock is held.
   if (usage) ledger_.set_pool_reserved(device_, pool_key(pool_), usage->reserved);

@@ -50,8 +50,8 @@ class PoolExchange {
   // for the request, counting the pool's unused reserve and its size cap.
   core::Admission admit(core::Route route);
 
-  // What the pool grows by should the request not fit its unused reserve (core::pool_growth()),
-  // as admit() last reckoned it.
+  // What the pool grows by when it grows for the request (core::pool_growth()), as admit() last
+  // reckoned it: the room tiered mode is asked for.
   uint64_t growth() const { return growth_; }
 
   // After a successful driver call under `admission`: true once the pool's growth is in the

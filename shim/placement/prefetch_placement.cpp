@@ -101,12 +101,16 @@ bool PrefetchPlacement::evict_locked(BlockId id, Block& block) noexcept {
 
 bool PrefetchPlacement::make_room_locked(int device, Device& state, uint64_t bytes,
                                          std::span<const BlockId> keep, uint64_t card_needs) {
+  // Room for another allocation (card_needs 0) is the budget's alone: the driver places it.
+  const auto card_takes = [&](uint64_t leaving) {
+    return card_needs == 0 || card_takes_locked(state, card_needs, leaving);
+  };
   const uint64_t room = budgets_.device_room(device);
-  if (room >= bytes) return card_takes_locked(state, card_needs, 0);
+  if (room >= bytes) return card_takes(0);
   const uint64_t short_by = (bytes - room + kGranuleBytes - 1) / kGranuleBytes;
   const policies::Victims victims = state.policy->choose_victims(short_by, keep);
   if (!victims.enough) return false;
-  if (!card_takes_locked(state, card_needs, victims.granules * kGranuleBytes)) return false;
+  if (!card_takes(victims.granules * kGranuleBytes)) return false;
   for (const BlockId victim : victims.blocks) {
     if (budgets_.device_room(device) >= bytes) break;
     const auto found = blocks_.find(victim);
@@ -259,16 +263,45 @@ void PrefetchPlacement::before_submission(const core::SubmissionUse& use) noexce
 
 bool PrefetchPlacement::make_device_room(int device, uint64_t bytes) noexcept {
   if (block_count_.load(std::memory_order_relaxed) == 0) return false;
+  tiers::PrefetchOps* evicted_by = nullptr;
   try {
     const std::lock_guard lock(mutex_);
     Device* state = device_state_locked(device);
     if (state == nullptr || !devices_.may_move()) return false;
     tell_policy_of_capacity_locked(device, *state);
+    const uint64_t evictions = stats_.evictions;
     // The room is the budget's: the allocation that wants it is the driver's to place.
-    return make_room_locked(device, *state, bytes, {}, 0);
+    if (!make_room_locked(device, *state, bytes, {}, 0)) return false;
+    if (stats_.evictions != evictions) evicted_by = state->ops;
   } catch (const std::bad_alloc&) {
     return false;
   }
+  // The budget took the evicted bytes back as their prefetches were queued, but the pages leave
+  // the device only once those run, and the driver is asked for the room as soon as this returns.
+  // Waited for without the lock, which every submission takes.
+  if (evicted_by == nullptr) return true;
+  if (const CUresult waited = evicted_by->wait_for_prefetches(); waited != CUDA_SUCCESS) {
+    logging::debug("tiered (prefetch): waiting for evictions failed ({})",
+                   static_cast<int>(waited));
+    return false;
+  }
+  return true;
+}
+
+void PrefetchPlacement::stream_ended(uint64_t stream) noexcept {
+  if (block_count_.load(std::memory_order_relaxed) == 0) return;
+  const std::lock_guard lock(mutex_);
+  for (auto& [base, block] : blocks_) {
+    const auto used = block.last_streams.begin();
+    const auto end = used + static_cast<std::ptrdiff_t>(block.streams);
+    block.streams = static_cast<std::size_t>(std::remove(used, end, stream) - used);
+  }
+}
+
+void PrefetchPlacement::all_streams_ended() noexcept {
+  if (block_count_.load(std::memory_order_relaxed) == 0) return;
+  const std::lock_guard lock(mutex_);
+  for (auto& [base, block] : blocks_) block.streams = 0;
 }
 
 std::optional<bool> PrefetchPlacement::on_device(CUdeviceptr base) const noexcept {

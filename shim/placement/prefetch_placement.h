@@ -109,8 +109,15 @@ class PrefetchPlacement {
   void before_submission(const core::SubmissionUse& use) noexcept;
 
   // Another allocation of `device` needs `bytes` under the device budget: blocks are evicted for
-  // it as the policy allows. Whether the budget now has that much room.
+  // it as the policy allows, and their prefetches to the host waited for before this returns (the
+  // allocation that asked is the driver's at once, and the budget is never exceeded, not even for
+  // a moment). Whether the budget now has that much room.
   bool make_device_room(int device, uint64_t bytes) noexcept;
+
+  // The program is destroying `stream` (or, all_streams_ended(), a context): no move may wait
+  // on it any more, as its handle may be gone or reused.
+  void stream_ended(uint64_t stream) noexcept;
+  void all_streams_ended() noexcept;
 
   // Whether the books have the block at `base` on the device (nullopt: no such block).
   std::optional<bool> on_device(CUdeviceptr base) const noexcept;

@@ -13,7 +13,7 @@
 namespace vramspill::placement {
 
 // Tiered mode as a test sets it: the room its arena holds (taken from the ledger, as the arena
-// takes it), given back when asked for, and the blocks it was asked to free.
+// takes it), as much of it given back as is asked for, and the blocks it was asked to free.
 class FakeTieredSeam final : public TieredSeam {
  public:
   explicit FakeTieredSeam(core::Ledger& ledger) : ledger_(ledger) {}
@@ -29,8 +29,8 @@ class FakeTieredSeam final : public TieredSeam {
   bool make_device_room(int device, uint64_t bytes) noexcept override {
     ++room_requests;
     if (held_ < bytes) return false;
-    ledger_.give(device, held_);
-    held_ = 0;
+    ledger_.give(device, bytes);
+    held_ -= bytes;
     return true;
   }
   CUresult free_block(const core::Allocation& block, std::optional<CUstream>) noexcept override {

@@ -313,6 +313,19 @@ TEST_F(AdmissionFlowTest, TieredModeMakesRoomOnceForThePoolsGrowth) {
   EXPECT_TRUE(managed_.allocations.empty());
 }
 
+// The pool's unused reserve should have held the request, but the pool grew past the budget all
+// the same (its reserve fragmented): tiered mode is asked for the chunk's room, not for none.
+TEST_F(AdmissionFlowTest, TieredModeMakesRoomForAGrowthTheReserveShouldHaveSpared) {
+  config_.mode = SpillMode::kTiered;
+  const CUmemoryPool pool = pool_with(32 * kMiB, 24 * kMiB);
+  pool_driver_.used_after_give_back[pool] = 32 * kMiB;  // trimming frees nothing
+  tiered_.hold(32 * kMiB);
+  ASSERT_EQ(allocate_from(pool, 8 * kMiB, {32 * kMiB, 32 * kMiB}), CUDA_SUCCESS);
+  EXPECT_EQ(pool_driver_.given_back.size(), 1u);
+  EXPECT_EQ(driver_calls_, 2) << "served after tiered mode made room for the chunk";
+  EXPECT_TRUE(managed_.allocations.empty());
+}
+
 TEST_F(AdmissionFlowTest, APoolRequestTheDriverRefusesForWantOfMemorySpills) {
   const CUmemoryPool pool = pool_with(0, 0);
   ASSERT_EQ(allocate_from(pool, 4 * kMiB, {}, CUDA_ERROR_OUT_OF_MEMORY), CUDA_SUCCESS);

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <initializer_list>
 #include <optional>
@@ -258,11 +259,48 @@ TEST_F(PrefetchPlacementTest, RoomForAnotherAllocationIsMadeByEvictions) {
   const CUdeviceptr a = allocate();
   const CUdeviceptr b = allocate();
   launch(6, {b});
+  const int waits = ops().waits;
   EXPECT_TRUE(placement_.make_device_room(0, kGranuleBytes));
   EXPECT_FALSE(on_device(a));
   EXPECT_TRUE(on_device(b));
   EXPECT_EQ(budgets_.device(), kBlock);
+  // The driver is asked for the room at once: the evicted pages must have left first.
+  EXPECT_EQ(ops().waits, waits + 1);
+  EXPECT_TRUE(placement_.make_device_room(0, kGranuleBytes));  // room already: nothing to wait
+  EXPECT_EQ(ops().waits, waits + 1);
   EXPECT_FALSE(placement_.make_device_room(0, 4 * kBlock));  // more than the budget
+}
+
+// Room for another allocation is the budget's alone: the card's free memory (which counts
+// promotions still in flight) is for the mover's own promotions.
+TEST_F(PrefetchPlacementTest, RoomForAnotherAllocationIsNotHeldBackByTheCard) {
+  const CUdeviceptr a = allocate();
+  allocate();
+  ops().free = 0;
+  ops().done = false;
+  EXPECT_TRUE(placement_.make_device_room(0, kGranuleBytes));
+  EXPECT_FALSE(on_device(a));
+}
+
+// A destroyed stream's handle may be gone or reused: no later move waits on it.
+TEST_F(PrefetchPlacementTest, AMoveWaitsForNoStreamTheProgramDestroyed) {
+  const CUdeviceptr a = allocate();
+  const CUdeviceptr b = allocate();
+  launch(7, {a});
+  launch(8, {a});
+  launch(9, {b});
+  placement_.stream_ended(7);
+  ops().prefetches.clear();
+  allocate();  // evicts a, the coldest
+  ASSERT_FALSE(ops().prefetches.empty());
+  EXPECT_EQ(ops().prefetches.front(), (Prefetch{a, kBlock, false, {8}}));
+  placement_.all_streams_ended();
+  launch(10, {a});  // promotes a, evicting b: after no stream at all
+  ASSERT_GE(ops().prefetches.size(), 2u);
+  const auto evicting_b = std::find_if(ops().prefetches.begin(), ops().prefetches.end(),
+                                       [&](const Prefetch& p) { return p.base == b; });
+  ASSERT_NE(evicting_b, ops().prefetches.end());
+  EXPECT_TRUE(evicting_b->after.empty());
 }
 
 TEST_F(PrefetchPlacementTest, TheTraceIsToldOfEachBlockBeforeItsMovesAndUses) {

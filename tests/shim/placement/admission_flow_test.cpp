@@ -11,8 +11,6 @@
 #include <vector>
 
 #include "admission_fakes.h"
-#include "placement_fakes.h"
-#include "pool_fakes.h"
 
 namespace vramspill::placement {
 namespace {
@@ -23,13 +21,8 @@ using core::Route;
 constexpr uint64_t kMiB = uint64_t{1} << 20;
 constexpr CUdeviceptr kDriverPointer = 0x7000000;
 
-class AdmissionFlowTest : public ::testing::Test {
+class AdmissionFlowTest : public AdmissionFlowFixture {
  protected:
-  void SetUp() override {
-    config_.mode = SpillMode::kAuto;
-    config_.min_size = kMiB;
-    ledger_.set_device(0, 1024 * kMiB, 64 * kMiB);
-  }
 
   // cuMemAlloc of `bytes`, the driver answering `driver_result` with kDriverPointer.
   CUresult allocate(uint64_t bytes, CUresult driver_result = CUDA_SUCCESS) {
@@ -79,22 +72,6 @@ class AdmissionFlowTest : public ::testing::Test {
     });
   }
 
-  LogCapture log_;
-  SpillConfig config_;
-  core::Ledger ledger_;
-  core::HostBudget host_budget_{256 * kMiB};
-  core::VmmTracker vmm_;
-  FakeFacts facts_;
-  FakeTier managed_{"managed memory", Route::kSpillManaged, 0x100000000};
-  FakeTier host_{"the pinned host pool", Route::kSpillHost, 0x200000000};
-  FakeHostVmmTier host_vmm_;
-  SpillPlacement spill_{config_, ledger_, host_budget_, facts_, managed_, host_};
-  VmmSpill vmm_spill_{config_, ledger_, vmm_, host_budget_, facts_, host_vmm_};
-  FakePoolQueries pool_queries_;
-  PoolBooks pools_{pool_queries_};
-  FakeTieredSeam tiered_{ledger_};
-  FakePoolDriver pool_driver_;
-  AdmissionFlow flow_{config_, ledger_, pools_, pool_driver_, spill_, vmm_spill_, tiered_};
   CUdeviceptr pointer_ = 0;
   int driver_calls_ = 0;
   std::vector<CUdeviceptr> driver_frees_;

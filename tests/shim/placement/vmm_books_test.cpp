@@ -8,25 +8,16 @@
 #include <gtest/gtest.h>
 
 #include "admission_fakes.h"
-#include "placement_fakes.h"
-#include "pool_fakes.h"
 
 namespace vramspill::placement {
 namespace {
 
 using core::Route;
 
-constexpr uint64_t kMiB = uint64_t{1} << 20;
 constexpr uint64_t kAddress = 0x70000000;
 
-class VmmBooksTest : public ::testing::Test {
+class VmmBooksTest : public AdmissionFlowFixture {
  protected:
-  void SetUp() override {
-    config_.mode = SpillMode::kAuto;
-    config_.min_size = kMiB;
-    ledger_.set_device(0, 1024 * kMiB, 64 * kMiB);
-  }
-
   // A device-located handle of `bytes`, made and recorded as cuMemCreate's hook does.
   uint64_t create(uint64_t bytes) {
     const uint64_t handle = next_handle_++;
@@ -41,22 +32,6 @@ class VmmBooksTest : public ::testing::Test {
     return [result] { return result; };
   }
 
-  LogCapture log_;
-  SpillConfig config_;
-  core::Ledger ledger_;
-  core::HostBudget host_budget_{256 * kMiB};
-  core::VmmTracker vmm_;
-  FakeFacts facts_;
-  FakeTier managed_{"managed memory", Route::kSpillManaged, 0x100000000};
-  FakeTier host_{"the pinned host pool", Route::kSpillHost, 0x200000000};
-  FakeHostVmmTier host_vmm_;
-  SpillPlacement spill_{config_, ledger_, host_budget_, facts_, managed_, host_};
-  VmmSpill vmm_spill_{config_, ledger_, vmm_, host_budget_, facts_, host_vmm_};
-  FakePoolQueries pool_queries_;
-  PoolBooks pools_{pool_queries_};
-  FakePoolDriver pool_driver_;
-  FakeTieredSeam tiered_{ledger_};
-  AdmissionFlow flow_{config_, ledger_, pools_, pool_driver_, spill_, vmm_spill_, tiered_};
   VmmBooks books_{ledger_, vmm_, flow_, vmm_spill_};
   uint64_t next_handle_ = 0x9000;
 };

@@ -47,16 +47,23 @@ void publish(ShimState& shim) noexcept {
           .spills = spills,
           // Refused and not spilled: these failed with OUT_OF_MEMORY.
           .refused = d.refused()};
+      // A device's tiered blocks may be the remap mover's and the prefetch mover's at once
+      // (the prefetch mover hands what it cannot hold to the remap mover): both count.
+      telemetry::DeviceFigures& figures = devices[count - 1];
       if (const tiers::GranuleArena* arena = shim.tiered.arena_of(device)) {
         const tiers::ArenaStats held = arena->stats();
-        devices[count - 1].tiered_device_bytes = held.device_granules * tiers::kGranuleBytes;
-        devices[count - 1].tiered_host_bytes = held.host_granules * tiers::kGranuleBytes;
+        figures.tiered_device_bytes = held.device_granules * tiers::kGranuleBytes;
+        figures.tiered_host_bytes = held.host_granules * tiers::kGranuleBytes;
       }
+      const placement::PrefetchPlacement::Held prefetched = shim.prefetch.held(device);
+      figures.tiered_device_bytes += prefetched.device_bytes;
+      figures.tiered_host_bytes += prefetched.host_bytes;
       spilled += managed.live_bytes + spilled_host;
     }
   } catch (...) {  // devices() could not allocate: publish what was gathered
   }
   const placement::TieredStats moved = shim.tiered.stats();
+  const placement::PrefetchStats prefetched = shim.prefetch.stats();
   const core::LaunchCounts launches = shim.use.launch_counts();
   uint64_t move_vmm_calls = 0;
   for (int device : shim.ledger.devices()) {
@@ -67,8 +74,10 @@ void publish(ShimState& shim) noexcept {
       .host_pool_pinned_bytes = shim.host.stats().pinned_bytes,
       .host_spilled_bytes = spilled,
       .host_limit_bytes = shim.host_budget.limit(),
-      .tiered = {.evicted_bytes = moved.evicted_granules * tiers::kGranuleBytes,
-                 .promoted_bytes = moved.promoted_granules * tiers::kGranuleBytes,
+      .tiered = {.evicted_bytes =
+                     moved.evicted_granules * tiers::kGranuleBytes + prefetched.evicted_bytes,
+                 .promoted_bytes =
+                     moved.promoted_granules * tiers::kGranuleBytes + prefetched.promoted_bytes,
                  .windows = moved.windows,
                  .window_ns = moved.window_nanoseconds,
                  .launches = launches.launches,

@@ -317,7 +317,12 @@ PrefetchPlacement::Held PrefetchPlacement::held(int device) const noexcept {
   for (const auto& [base, block] : blocks_) {
     if (block.device != device) continue;
     ++held.blocks;
-    if (block.on_device) ++held.on_device;
+    if (block.on_device) {
+      ++held.on_device;
+      held.device_bytes += block.bytes;
+    } else {
+      held.host_bytes += block.bytes;
+    }
   }
   return held;
 }

@@ -31,8 +31,7 @@
 // Not yet (README, "Tiered mode"): promoting ahead (promote_ahead), [[tiered.rule]] actions,
 // stream-ordered requests (they go to the driver's pools), moves during a stream capture (none:
 // blocks are touched where they are, as with the remap mover), evictions in part (a victim goes
-// whole: Note [Evicting part of a block] in policies/eviction_policy.h), and vramspill stat's
-// tiered columns.
+// whole: Note [Evicting part of a block] in policies/eviction_policy.h).
 #pragma once
 
 #include <cuda.h>
@@ -121,10 +120,13 @@ class PrefetchPlacement {
 
   // Whether the books have the block at `base` on the device (nullopt: no such block).
   std::optional<bool> on_device(CUdeviceptr base) const noexcept;
-  // How many blocks the placement holds, and of those how many the books have on the device.
+  // How many blocks the placement holds, and of those how many the books have on the device;
+  // their whole 2 MiB pages on the device and on the host, as the budgets count them.
   struct Held {
     uint64_t blocks = 0;
     uint64_t on_device = 0;
+    uint64_t device_bytes = 0;
+    uint64_t host_bytes = 0;
   };
   Held held(int device) const noexcept;
 

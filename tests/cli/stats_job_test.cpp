@@ -168,6 +168,35 @@ TEST_F(StatsJobTest, spilled_allocations_are_not_counted_as_refused) {
   EXPECT_TRUE(result.exited(0)) << result.describe();
 }
 
+// Tiered blocks show in `vramspill stat` whichever mover ([tiered] mover, the parameter) holds
+// them: three 16 MiB blocks under a 32 MiB budget, two on the device and one on the host.
+class TieredStatsJobTest : public StatsJobTest, public ::testing::WithParamInterface<const char*> {};
+
+TEST_P(TieredStatsJobTest, stat_shows_where_the_tiered_blocks_are) {
+  Environment environment = job_environment(runtime_.string());
+  environment["VRAMSPILL_SPILL_MODE"] = "tiered";
+  environment["VRAMSPILL_TIERED_MOVER"] = GetParam();
+  Job job({STATS_JOB_PROGRAM, "16", "16", "16"}, environment, error_file());
+  ASSERT_GT(job.pid(), 0);
+  ASSERT_TRUE(job.wait_ready()) << job.finish().describe();
+  const std::optional<StatsEntry> entry =
+      wait_for_entry(stats_file_of(job.pid()), job, [](const StatsEntry& read) {
+        return has_figures(read) && read.snapshot.devices[0].tiered_host_bytes != 0;
+      });
+  ASSERT_TRUE(entry.has_value()) << job.finish().describe();
+  EXPECT_EQ(entry->snapshot.devices[0].tiered_device_bytes, 32ULL << 20);
+  EXPECT_EQ(entry->snapshot.devices[0].tiered_host_bytes, 16ULL << 20);
+  const RunResult stat =
+      run_program({VRAMSPILL_CLI, "stat", "--once", "--directory", stats_directory()}, {}, 60);
+  EXPECT_TRUE(contains(stat.out, "dev 0 tiered blocks: 32.0 MiB on the device, 16.0 MiB on the "
+                                 "host"))
+      << stat.out;
+  const RunResult result = job.finish();
+  EXPECT_TRUE(result.exited(0)) << result.describe();
+}
+
+INSTANTIATE_TEST_SUITE_P(Movers, TieredStatsJobTest, ::testing::Values("remap", "prefetch"));
+
 // README: the file is the running job's, "removed at exit".
 TEST_F(StatsJobTest, a_job_removes_its_file_at_exit) {
   Job job({STATS_JOB_PROGRAM, "16"}, job_environment(runtime_.string()), error_file());

@@ -30,7 +30,7 @@ VRAMSPILL_HOOK CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle* handle
       result != CUDA_SUCCESS)
     return result;
   return shim->admission.admit_and_allocate(
-      prop->location.id, Route::kMemCreate, size, 0,
+      prop->location.id, Route::kMemCreate, size,
       vramspill::placement::SpillTarget{.vmm = &spill, .handle_out = handle},
       [&](Allocated& allocated) {
         const CUresult result = create();

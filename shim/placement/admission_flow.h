@@ -125,13 +125,13 @@ class AdmissionFlow {
   // there).
   template <typename Allocate, typename AfterSuccess>
   CUresult admit_and_allocate(int device, core::Route route, uint64_t bytes,
-                              uint64_t pool_free_reserved, const SpillTarget& spill_target,
-                              Allocate allocate, AfterSuccess after_success);
+                              const SpillTarget& spill_target, Allocate allocate,
+                              AfterSuccess after_success);
 
   template <typename Allocate>
   CUresult admit_and_allocate(int device, core::Route route, uint64_t bytes,
                               const SpillTarget& spill_target, Allocate allocate) {
-    return admit_and_allocate(device, route, bytes, 0, spill_target, allocate,
+    return admit_and_allocate(device, route, bytes, spill_target, allocate,
                               [](const Allocated&) {});
   }
 
@@ -175,18 +175,17 @@ class AdmissionFlow {
 
 template <typename Allocate, typename AfterSuccess>
 CUresult AdmissionFlow::admit_and_allocate(int device, core::Route route, uint64_t bytes,
-                                           uint64_t pool_free_reserved,
                                            const SpillTarget& spill_target, Allocate allocate,
                                            AfterSuccess after_success) {
   // Note [Refreshing pool figures] in placement/pool_books.cpp: before a request is refused for
   // want of room, make sure the room is not taken by memory the pools have already given back.
   constexpr uint64_t kUnknown = std::numeric_limits<uint64_t>::max();
   if (bytes > ledger_.budget_view(device, kUnknown, kUnknown).free_bytes) pools_.refresh(ledger_);
-  core::Admission admission = ledger_.admit(device, route, bytes, pool_free_reserved);
+  core::Admission admission = ledger_.admit(device, route, bytes);
   // Room tiered mode's arena holds is room for this request too (Note [Tiered budgets]).
   if (!admission.admitted && config_.mode == SpillMode::kTiered &&
       tiered_.make_device_room(device, bytes)) {
-    admission = ledger_.admit(device, route, bytes, pool_free_reserved);
+    admission = ledger_.admit(device, route, bytes);
     if (admission.admitted) ledger_.note_over_budget_served(device);
   }
   if (!admission.admitted) return refuse_or_spill(admission, spill_target);

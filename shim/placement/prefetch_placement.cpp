@@ -5,6 +5,7 @@
 #include <utility>
 #include <vector>
 
+#include "placement/rule_victims.h"
 #include "telemetry/log.h"
 #include "tiers/granule_ops.h"
 
@@ -108,10 +109,25 @@ bool PrefetchPlacement::make_room_locked(int device, Device& state, uint64_t byt
   const uint64_t room = budgets_.device_room(device);
   if (room >= bytes) return card_takes(0);
   const uint64_t short_by = (bytes - room + kGranuleBytes - 1) / kGranuleBytes;
-  const policies::Victims victims = state.policy->choose_victims(short_by, keep);
-  if (!victims.enough) return false;
-  if (!card_takes(victims.granules * kGranuleBytes)) return false;
-  for (const BlockId victim : victims.blocks) {
+  // Note [Rules before the policy] in placement/tiered_placement.h
+  const RuledVictims ruled =
+      victims_by_rule(state.ruled, keep, short_by, [&](BlockId id) -> uint64_t {
+        const auto found = blocks_.find(id);
+        return found != blocks_.end() && found->second.on_device
+                   ? found->second.bytes / kGranuleBytes
+                   : 0;
+      });
+  std::vector<BlockId> victims = ruled.first;
+  uint64_t leaving = ruled.covered;
+  if (ruled.covered < short_by) {
+    const policies::Victims chosen =
+        state.policy->choose_victims(short_by - ruled.covered, ruled.keep);
+    if (!chosen.enough) return false;
+    victims.insert(victims.end(), chosen.blocks.begin(), chosen.blocks.end());
+    leaving += chosen.granules;
+  }
+  if (!card_takes(leaving * kGranuleBytes)) return false;
+  for (const BlockId victim : victims) {
     if (budgets_.device_room(device) >= bytes) break;
     const auto found = blocks_.find(victim);
     if (found == blocks_.end() || !found->second.on_device) continue;
@@ -155,7 +171,8 @@ bool PrefetchPlacement::bring_in_locked(BlockId id, Block& block, std::span<cons
   return true;
 }
 
-CUresult PrefetchPlacement::allocate(int device, uint64_t bytes, CUdeviceptr* out) noexcept {
+CUresult PrefetchPlacement::allocate(int device, uint64_t bytes, CUdeviceptr* out,
+                                     std::optional<RuleAction> rule) noexcept {
   const std::lock_guard lock(mutex_);
   Device* state = device_state_locked(device);
   if (state == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
@@ -170,6 +187,7 @@ CUresult PrefetchPlacement::allocate(int device, uint64_t bytes, CUdeviceptr* ou
     Block& block = blocks_[base];
     block = Block{.device = device, .size = bytes, .bytes = pages};
     state->policy->allocated(base, pages / kGranuleBytes, /*on_device=*/false);
+    if (rule) state->ruled.emplace(base, *rule);
     block_count_.fetch_add(1, std::memory_order_relaxed);
     // A managed block starts on the host: told so, and its prefetch in as a promotion.
     if (core::MemoryEvents* const told = events_.load(std::memory_order_acquire)) {
@@ -179,8 +197,10 @@ CUresult PrefetchPlacement::allocate(int device, uint64_t bytes, CUdeviceptr* ou
     }
     // A new block is brought in like a promotion, so that it is on the device where its first
     // writes land; the policy may evict others for it (nothing to keep: no launch is at hand).
-    if (devices_.may_move()) bring_in_locked(base, block, {});
+    // One a rule prefers on the host stays there.
+    if (devices_.may_move() && rule != RuleAction::kPreferHost) bring_in_locked(base, block, {});
   } catch (const std::bad_alloc&) {
+    state->ruled.erase(base);
     blocks_.erase(base);
     (void)state->ops->release(base);
     budgets_.give_host(pages);
@@ -209,6 +229,7 @@ std::optional<CUresult> PrefetchPlacement::free(CUdeviceptr base) noexcept {
   }
   budgets_.give_host(block.bytes);
   state.policy->freed(base);
+  state.ruled.erase(base);
   blocks_.erase(found);
   block_count_.fetch_sub(1, std::memory_order_relaxed);
   return CUDA_SUCCESS;
@@ -237,7 +258,12 @@ void PrefetchPlacement::before_submission(const core::SubmissionUse& use) noexce
       for (const BlockId id : ours) {
         Block& block = blocks_.at(id);
         if (may_move && !block.on_device) {
-          if (state.policy->should_promote(id)) {
+          // Note [Rules before the policy] in placement/tiered_placement.h
+          const auto ruled = state.ruled.find(id);
+          const std::optional<RuleAction> rule =
+              ruled != state.ruled.end() ? std::optional(ruled->second) : std::nullopt;
+          if (rule == RuleAction::kPin ||
+              (rule != RuleAction::kPreferHost && state.policy->should_promote(id))) {
             promoted |= bring_in_locked(id, block, ours);
           } else {
             ++stats_.promotions_refused;

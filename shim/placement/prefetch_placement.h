@@ -28,10 +28,10 @@
 // evicted is no longer in B), and the block's own evictions, queued before it on the same
 // stream, leave `leaving` bytes: B - leaving + need <= F + R holds whenever
 // need + min(q, B) <= F + leaving, which is the test. It errs only towards refusing.
-// Not yet (README, "Tiered mode"): promoting ahead (promote_ahead), [[tiered.rule]] actions,
-// stream-ordered requests (they go to the driver's pools), moves during a stream capture (none:
-// blocks are touched where they are, as with the remap mover), evictions in part (a victim goes
-// whole: Note [Evicting part of a block] in policies/eviction_policy.h).
+// Not yet (README, "Tiered mode"): promoting ahead (promote_ahead), stream-ordered requests
+// (they go to the driver's pools), moves during a stream capture (none: blocks are touched where
+// they are, as with the remap mover), evictions in part (a victim goes whole: Note [Evicting
+// part of a block] in policies/eviction_policy.h).
 #pragma once
 
 #include <cuda.h>
@@ -93,10 +93,13 @@ class PrefetchPlacement {
   const std::string& error() const noexcept { return error_; }
 
   // A block of `bytes` on `device`: on the device where the budget and the card have room (or
-  // the policy evicts for it), else on the host. CUDA_ERROR_NOT_SUPPORTED when the device cannot
-  // have the mover; CUDA_ERROR_OUT_OF_MEMORY when the host limit cannot take it; otherwise the
-  // driver's error.
-  CUresult allocate(int device, uint64_t bytes, CUdeviceptr* out) noexcept;
+  // the policy evicts for it), else on the host. `rule`: the action of the [[tiered.rule]] the
+  // block falls under, if one does (Note [Rules before the policy] in
+  // placement/tiered_placement.h, which this mover follows too). CUDA_ERROR_NOT_SUPPORTED when
+  // the device cannot have the mover; CUDA_ERROR_OUT_OF_MEMORY when the host limit cannot take
+  // it; otherwise the driver's error.
+  CUresult allocate(int device, uint64_t bytes, CUdeviceptr* out,
+                    std::optional<RuleAction> rule = std::nullopt) noexcept;
 
   // Frees the block at `base`; the caller has waited for the program's work on it. nullopt when
   // `base` is not one of this placement's blocks.
@@ -158,6 +161,7 @@ class PrefetchPlacement {
     std::unique_ptr<policies::EvictionPolicy> policy;
     uint64_t on_device_bytes = 0;  // what the budget is charged for this device's blocks
     uint64_t queued_in = 0;        // promotions maybe still queued (Note [The prefetch mover])
+    std::map<policies::BlockId, RuleAction> ruled;  // the live blocks a rule matched
   };
   static constexpr std::size_t kDevices = 64;
 

@@ -21,13 +21,13 @@ std::optional<CUresult> TieredBlocks::allocate(int device, uint64_t bytes,
   if (config_.spill.mode != SpillMode::kTiered || bytes < config_.tiered.min_size)
     return std::nullopt;
   CUdeviceptr base = 0;
-  if (allocate_prefetched(device, bytes, &base)) {
+  const std::optional<RuleAction> rule = rules_.empty() ? std::nullopt : rule_for(bytes);
+  if (allocate_prefetched(device, bytes, rule, &base)) {
     // A managed block is the driver's allocation of `bytes`, with no granules beyond it.
     record(device, base, bytes, bytes);
     *out = base;
     return CUDA_SUCCESS;
   }
-  const std::optional<RuleAction> rule = rules_.empty() ? std::nullopt : rule_for(bytes);
   const TieredPlacement::Allocated allocated = placement_.allocate(device, bytes, &base, rule);
   if (allocated.result == CUDA_ERROR_NOT_SUPPORTED) return std::nullopt;
   if (allocated.result != CUDA_SUCCESS) {
@@ -39,9 +39,10 @@ std::optional<CUresult> TieredBlocks::allocate(int device, uint64_t bytes,
   return CUDA_SUCCESS;
 }
 
-bool TieredBlocks::allocate_prefetched(int device, uint64_t bytes, CUdeviceptr* base) noexcept {
+bool TieredBlocks::allocate_prefetched(int device, uint64_t bytes, std::optional<RuleAction> rule,
+                                       CUdeviceptr* base) noexcept {
   if (config_.tiered.mover != TieredMover::kPrefetch) return false;
-  const CUresult result = prefetch_.allocate(device, bytes, base);
+  const CUresult result = prefetch_.allocate(device, bytes, base, rule);
   if (result == CUDA_SUCCESS) return true;
   if (result != CUDA_ERROR_NOT_SUPPORTED && !said_not_prefetched_.exchange(true))
     logging::warn(

@@ -95,7 +95,8 @@ class TieredBlocks {
   // Says, the first time each kind of failure happens, what failed and what the shim did instead.
   void explain(const TieredPlacement::Allocated& refused, int device, uint64_t bytes) noexcept;
   // With the prefetch mover, a block of managed memory at *base; false when it did not take it.
-  bool allocate_prefetched(int device, uint64_t bytes, CUdeviceptr* base) noexcept;
+  bool allocate_prefetched(int device, uint64_t bytes, std::optional<RuleAction> rule,
+                           CUdeviceptr* base) noexcept;
   // Note [A tiered block in the books]; `range`: what the use tracker tracks.
   void record(int device, CUdeviceptr base, uint64_t bytes, uint64_t range) noexcept;
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/use_tracker.h"
+#include "placement/rule_victims.h"
 #include "policies/registry.h"
 #include "telemetry/log.h"
 #include "telemetry/nvtx.h"
@@ -227,27 +228,16 @@ std::optional<RuleAction> TieredPlacement::rule_of(const Device& state, policies
 // Note [Rules before the policy]
 TieredPlacement::Victims TieredPlacement::choose_victims(Device& state, uint64_t granules,
                                                          std::span<const policies::BlockId> keep) {
-  Victims victims;
-  std::vector<policies::BlockId> keep_blocks(keep.begin(), keep.end());
-  uint64_t covered = 0;
-  for (const auto& [block, action] : state.ruled) {
-    if (action == RuleAction::kPin) {
-      keep_blocks.push_back(block);
-      continue;
-    }
-    if (action != RuleAction::kEvictFirst || covered >= granules ||
-        std::ranges::find(keep, block) != keep.end())
-      continue;
-    const auto held = state.arena->block_containing(block);
-    if (!held || held->device_granules == 0) continue;
-    victims.blocks.push_back(block);
-    keep_blocks.push_back(block);  // chosen already: not the policy's to choose again
-    covered += held->device_granules;
-  }
-  if (covered < granules) {
+  const RuledVictims ruled =
+      victims_by_rule(state.ruled, keep, granules, [&](policies::BlockId block) -> uint64_t {
+        const auto held = state.arena->block_containing(block);
+        return held ? held->device_granules : 0;
+      });
+  Victims victims{.blocks = ruled.first};
+  if (ruled.covered < granules) {
     // The arena moves any number of a block's granules (tiers::GranuleMove).
     const policies::Victims chosen =
-        state.policy->choose_victims(granules - covered, keep_blocks, /*in_part=*/true);
+        state.policy->choose_victims(granules - ruled.covered, ruled.keep, /*in_part=*/true);
     victims.blocks.insert(victims.blocks.end(), chosen.blocks.begin(), chosen.blocks.end());
     victims.in_part = chosen.partial_last;
   }

@@ -119,9 +119,9 @@ class PrefetchPlacementTest : public ::testing::Test {
     return {.policy = "lru", .invariant_mode = policies::InvariantMode::kAbort};
   }
 
-  CUdeviceptr allocate(uint64_t bytes = kBlock) {
+  CUdeviceptr allocate(uint64_t bytes = kBlock, std::optional<RuleAction> rule = std::nullopt) {
     CUdeviceptr base = 0;
-    EXPECT_EQ(placement_.allocate(0, bytes, &base), CUDA_SUCCESS);
+    EXPECT_EQ(placement_.allocate(0, bytes, &base, rule), CUDA_SUCCESS);
     return base;
   }
 
@@ -160,6 +160,39 @@ TEST_F(PrefetchPlacementTest, NewBlocksComeInWhileTheBudgetAllowsThenEvictTheCol
                                           {first, kBlock, false, {}},
                                           {third, kBlock, true, {}}};
   EXPECT_EQ(ops().prefetches, expected);
+}
+
+// Note [Rules before the policy] in placement/tiered_placement.h, with this mover.
+TEST_F(PrefetchPlacementTest, APinnedBlockIsNeverEvicted) {
+  const CUdeviceptr pinned = allocate(kBlock, RuleAction::kPin);
+  const CUdeviceptr b = allocate();
+  launch(5, {b});  // the pinned block is the least recently used: lru's victim but for the rule
+  const CUdeviceptr c = allocate();
+  EXPECT_TRUE(on_device(pinned));
+  EXPECT_FALSE(on_device(b));
+  EXPECT_TRUE(on_device(c));
+  EXPECT_FALSE(placement_.make_device_room(0, 2 * kBlock)) << "room made by evicting the pin";
+  EXPECT_TRUE(on_device(pinned));
+}
+
+TEST_F(PrefetchPlacementTest, APreferHostBlockStaysOnTheHost) {
+  const CUdeviceptr on_host = allocate(kBlock, RuleAction::kPreferHost);
+  EXPECT_FALSE(on_device(on_host)) << "brought in although a rule prefers the host";
+  EXPECT_EQ(budgets_.device(), 0u);
+  launch(3, {on_host});
+  EXPECT_FALSE(on_device(on_host));
+  EXPECT_TRUE(ops().prefetches.empty());
+  EXPECT_EQ(placement_.stats().promotions_refused, 1u);
+}
+
+TEST_F(PrefetchPlacementTest, EvictFirstBlocksGiveRoomBeforeThePolicyChooses) {
+  const CUdeviceptr first = allocate(kBlock, RuleAction::kEvictFirst);
+  const CUdeviceptr b = allocate();
+  launch(5, {first});  // lru would now evict b
+  const CUdeviceptr c = allocate();
+  EXPECT_FALSE(on_device(first));
+  EXPECT_TRUE(on_device(b));
+  EXPECT_TRUE(on_device(c));
 }
 
 TEST_F(PrefetchPlacementTest, APromotionWaitsForTheVictimsLastUsesAndTheLaunchWaitsForIt) {

@@ -89,6 +89,7 @@ bool PrefetchPlacement::evict_locked(BlockId id, Block& block) noexcept {
     return false;
   }
   block.on_device = false;
+  block.arriving = false;
   block.streams = 0;
   if (core::MemoryEvents* const told = events_.load(std::memory_order_acquire))
     told->evicted(block.device, id, block.bytes);
@@ -160,6 +161,7 @@ bool PrefetchPlacement::bring_in_locked(BlockId id, Block& block, std::span<cons
     return false;
   }
   block.on_device = true;
+  block.arriving = true;
   block.streams = 0;
   if (core::MemoryEvents* const told = events_.load(std::memory_order_acquire))
     told->promoted(block.device, id, block.bytes);
@@ -254,9 +256,13 @@ void PrefetchPlacement::before_submission(const core::SubmissionUse& use) noexce
       state.policy->used(use.sequence, policy_stream(use.stream), ours);
       if (core::MemoryEvents* const told = events_.load(std::memory_order_acquire))
         told->used(static_cast<int>(d), policy_stream(use.stream), ours);
-      bool promoted = false;
+      bool must_wait = false;  // for the mover's stream (Note [Launches after a promotion])
       for (const BlockId id : ours) {
         Block& block = blocks_.at(id);
+        if (block.arriving) {
+          block.arriving = !state.ops->prefetches_done();
+          must_wait |= block.arriving;
+        }
         if (may_move && !block.on_device) {
           // Note [Rules before the policy] in placement/tiered_placement.h
           const auto ruled = state.ruled.find(id);
@@ -264,7 +270,7 @@ void PrefetchPlacement::before_submission(const core::SubmissionUse& use) noexce
               ruled != state.ruled.end() ? std::optional(ruled->second) : std::nullopt;
           if (rule == RuleAction::kPin ||
               (rule != RuleAction::kPreferHost && state.policy->should_promote(id))) {
-            promoted |= bring_in_locked(id, block, ours);
+            must_wait |= bring_in_locked(id, block, ours);
           } else {
             ++stats_.promotions_refused;
           }
@@ -272,7 +278,8 @@ void PrefetchPlacement::before_submission(const core::SubmissionUse& use) noexce
         // After the move: this submission is queued after it, and the next move waits for it.
         note_use(block, use.stream);
       }
-      if (promoted) {
+      // Not while a capture is in progress: a wait on the mover's event would join the graph.
+      if (must_wait && may_move) {
         if (const CUresult ordered = state.ops->order_stream_after_prefetches(use.stream);
             ordered != CUDA_SUCCESS) {
           // The launch then overlaps its prefetches: slower where it faults, never wrong.

@@ -28,6 +28,15 @@
 // evicted is no longer in B), and the block's own evictions, queued before it on the same
 // stream, leave `leaving` bytes: B - leaving + need <= F + R holds whenever
 // need + min(q, B) <= F + leaving, which is the test. It errs only towards refusing.
+//
+// Note [Launches after a promotion]
+// Every launch that touches a block whose promotion may still be queued waits for the mover's
+// stream, not only the launch that asked for it: a new block is brought in at its allocation,
+// with no launch at hand, and a block one stream's launch promoted may be touched next by
+// another stream's. Unordered, such a launch runs while its pages are on the way: on a GPU it
+// faults them over itself or reads them over the link, and simcuda charges it for waiting
+// (Note [Waiting for a prefetch] in its core/managed.cpp). A block stops arriving once the
+// mover's stream is seen idle at one of its launches.
 // Not yet (README, "Tiered mode"): promoting ahead (promote_ahead), stream-ordered requests
 // (they go to the driver's pools), moves during a stream capture (none: blocks are touched where
 // they are, as with the remap mover), evictions in part (a victim goes whole: Note [Evicting
@@ -153,6 +162,8 @@ class PrefetchPlacement {
     uint64_t size = 0;   // the allocation's, which the prefetches name
     uint64_t bytes = 0;  // whole 2 MiB pages, as budgets and policy count it
     bool on_device = false;
+    // Its promotion may still be queued on the mover's stream (Note [Launches after a promotion]).
+    bool arriving = false;
     std::array<uint64_t, kLastStreams> last_streams{};
     std::size_t streams = 0;
   };

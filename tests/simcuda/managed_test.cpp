@@ -279,6 +279,27 @@ TEST_F(ManagedTest, ALaunchThatWaitsForAPrefetchOnAnotherStreamFindsItsPageResid
   ASSERT_CU(cuMemFree(managed));
 }
 
+// Note [Waiting for a prefetch] (core/managed.cpp): a kernel that nothing ordered after a
+// prefetch, but that runs once the prefetch has, waits in modeled time for the pages it brings.
+TEST_F(ManagedTest, AnUnorderedLaunchWaitsForThePagesAPrefetchIsBringing) {
+  constexpr uint64_t kRange = 32 * kPage;  // 64 MiB: over a millisecond of link time
+  CUdeviceptr managed = 0;
+  ASSERT_CU(cuMemAllocManaged(&managed, kRange, CU_MEM_ATTACH_GLOBAL));
+  CUstream mover = nullptr;
+  ASSERT_CU(cuStreamCreate(&mover, CU_STREAM_NON_BLOCKING));
+  ASSERT_CU(cuMemPrefetchAsync(managed, kRange, {CU_MEM_LOCATION_TYPE_DEVICE, 0}, 0, mover));
+  // Until simcuda's worker has run the prefetch, without moving this thread's modeled clock.
+  int last = -2;
+  while (last != 0)
+    ASSERT_CU(cuMemRangeGetAttribute(&last, sizeof last,
+                                     CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION, managed, kPage));
+  EXPECT_GT(fill_page_ms(managed, 1), 0.5f) << "the launch did not wait for its pages";
+  ASSERT_CU(cuStreamSynchronize(mover));  // now past the prefetch's end
+  EXPECT_LT(fill_page_ms(managed, 2), kResidentMs);
+  ASSERT_CU(cuStreamDestroy(mover));
+  ASSERT_CU(cuMemFree(managed));
+}
+
 TEST_F(ManagedTest, ReadMostlyPagesStayReadableOnTheHost) {
   CUdeviceptr managed = 0;
   ASSERT_CU(cuMemAllocManaged(&managed, kPage, CU_MEM_ATTACH_GLOBAL));

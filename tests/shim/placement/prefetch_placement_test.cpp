@@ -200,6 +200,7 @@ TEST_F(PrefetchPlacementTest, APromotionWaitsForTheVictimsLastUsesAndTheLaunchWa
   const CUdeviceptr b = allocate();
   const CUdeviceptr c = allocate();  // evicts a
   ASSERT_FALSE(on_device(a));
+  ops().done = true;  // the mover's stream ran: b and c are in
   launch(7, {b});
   launch(8, {b});
   launch(8, {c});
@@ -219,8 +220,31 @@ TEST_F(PrefetchPlacementTest, APromotionWaitsForTheVictimsLastUsesAndTheLaunchWa
 TEST_F(PrefetchPlacementTest, ALaunchOfBlocksAlreadyInWaitsForNothing) {
   const CUdeviceptr a = allocate();
   ops().prefetches.clear();
+  ops().done = true;
   launch(3, {a});
   EXPECT_TRUE(ops().prefetches.empty());
+  EXPECT_TRUE(ops().ordered_streams.empty());
+}
+
+// Note [Launches after a promotion]
+TEST_F(PrefetchPlacementTest, EveryLaunchOnABlockStillArrivingWaitsForTheMover) {
+  const CUdeviceptr a = allocate();  // brought in at its allocation, with no launch at hand
+  ASSERT_FALSE(ops().done);
+  launch(3, {a});
+  launch(4, {a});  // another stream
+  EXPECT_EQ(ops().ordered_streams, (std::vector<uint64_t>{3, 4}));
+  ops().done = true;
+  launch(5, {a});
+  ops().done = false;  // a later prefetch of another block: a is in all the same
+  launch(6, {a});
+  EXPECT_EQ(ops().ordered_streams, (std::vector<uint64_t>{3, 4}));
+  EXPECT_EQ(ops().prefetches.size(), 1u);
+}
+
+TEST_F(PrefetchPlacementTest, ACapturedLaunchDoesNotWaitForTheMover) {
+  const CUdeviceptr a = allocate();
+  devices_.moves = false;  // a capture is in progress
+  launch(3, {a});
   EXPECT_TRUE(ops().ordered_streams.empty());
 }
 

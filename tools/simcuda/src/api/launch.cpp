@@ -24,6 +24,7 @@
 #include "core/loaded_code.h"
 #include "core/peer_access.h"
 #include "core/remap_check.h"
+#include "core/stream.h"
 #include "core/submit.h"
 #include "core/traffic.h"
 
@@ -119,6 +120,14 @@ double execute(const KernelDef& kernel, const KernelArgs& args, Context& context
   if (fault_address != nullptr) {
     illegal = "another device's memory without peer access";
   } else {
+    // Note [Waiting for a prefetch] in core/managed.cpp: before the accounting, which may fault
+    // pages in itself.
+    const double start = simcuda::running_work_start();
+    double arrival = start;
+    for (const simcuda::MemoryRange& range : ranges)
+      arrival = std::max(arrival,
+                         simcuda::prefetched_arrival(*context.device, range.address, range.size));
+    seconds += arrival - start;
     for (const simcuda::MemoryRange& range : ranges)
       seconds += simcuda::account_access(*context.device, simcuda::Engine::kKernel, range.address,
                                          range.size, range.access);

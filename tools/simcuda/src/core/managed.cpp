@@ -21,6 +21,7 @@
 #include "core/device.h"
 #include "core/driver.h"
 #include "core/kernel_fault.h"
+#include "core/stream.h"
 
 namespace simcuda {
 namespace {
@@ -37,6 +38,9 @@ struct Page {
   bool read_mostly = false;
   int preferred = kNoLocation;
   int last_prefetch = kNoLocation;
+  // When the prefetch that brought it to its device ends, in modeled seconds (Note [Waiting for
+  // a prefetch]); 0 for a page that came by a fault, whose kernel paid for it.
+  double arrives_at = 0.0;
   uint64_t accessed_by = 0;
   uint64_t remote_mapped = 0;  // devices that mapped this host page for zero-copy access
   Page* older = nullptr;       // the LRU list of the device the page is on
@@ -291,6 +295,7 @@ double migrate_managed_for_device_access(Device& device, const Allocation& manag
     const bool resident = page.location == device.ordinal();
     if (move_to_device(s, device, page)) {
       if (!resident) {
+        page.arrives_at = 0.0;
         migrated += page.bytes;
         ++faults;
         device.counters().managed_faults.fetch_add(1, std::memory_order_relaxed);
@@ -364,15 +369,40 @@ double prefetch_managed(uint64_t address, uint64_t size, int location) {
   if (range == nullptr) return 0.0;  // freed before the stream got here
   Device* device = location == kHostLocation ? nullptr : Driver::instance()->device(location);
   uint64_t moved = 0;
+  std::vector<Page*> arriving;
   for_pages(*range, address, size, [&](Page& page, uint64_t) {
     page.last_prefetch = location;
     if (device == nullptr) {
       moved += move_to_host(s, page);
     } else if (page.location != location && move_to_device(s, *device, page)) {
       moved += page.bytes;
+      arriving.push_back(&page);
     }
   });
-  return link_seconds(moved);
+  const double seconds = link_seconds(moved);
+  // Note [Waiting for a prefetch]: the pages are there once the whole prefetch is.
+  for (Page* page : arriving) page->arrives_at = running_work_start() + seconds;
+  return seconds;
+}
+
+// Note [Waiting for a prefetch]
+// The stream workers run work in real time but charge it on modeled clocks, so a prefetch may
+// have run before a kernel that, in modeled time, starts before the prefetch ends: a kernel on
+// another stream that nothing ordered after it. On a GPU that kernel would find the pages in
+// flight and wait for them (or fault them over itself); charging it HBM time for them from its
+// start, as simcuda did, made an unordered prefetch free and hid a launch that forgot to wait.
+// Each page a prefetch brings to a device records when that prefetch ends, and a kernel that
+// touches it starts no earlier (launch.cpp).
+double managed_arrival(const Allocation& managed, uint64_t address, uint64_t size, int device) {
+  State& s = state();
+  Locked lock(s);
+  auto it = s.ranges.find(managed.base);
+  if (it == s.ranges.end()) return 0.0;
+  double latest = 0.0;
+  for_pages(*it->second, address, size, [&](Page& page, uint64_t) {
+    if (page.location == device) latest = std::max(latest, page.arrives_at);
+  });
+  return latest;
 }
 
 ManagedRangeAdvice managed_range_advice(uint64_t address, uint64_t size) {

@@ -46,6 +46,11 @@ constexpr int kNoLocation = -2;
 double migrate_managed_for_device_access(Device& device, const Allocation& managed,
                                          uint64_t address, uint64_t size);
 
+// The latest modeled time at which a prefetch brings a page of [address, address + size) of
+// `managed` to `device`, of the pages on it now; 0 when none is arriving (Note [Waiting for a
+// prefetch] in managed.cpp).
+double managed_arrival(const Allocation& managed, uint64_t address, uint64_t size, int device);
+
 // Bytes of [address, address + size) of `managed` resident in device memory now.
 uint64_t managed_bytes_on_device(const Allocation& managed, uint64_t address, uint64_t size);
 

@@ -7,7 +7,11 @@
 namespace simcuda {
 namespace {
 std::atomic<uint64_t> next_stream_id{1};
-}
+// The modeled start of the work this stream worker runs (Note [Waiting for a prefetch]).
+thread_local double running_start = 0.0;
+}  // namespace
+
+double running_work_start() { return running_start; }
 
 Stream::Stream(Context* context, Kind kind, unsigned int flags, int priority)
     : context_(context),
@@ -138,6 +142,7 @@ void Stream::run_job(Job job) {
   }
   // Work that reads the clock while it runs (an event record) sees its own modeled start.
   clock_.store(start, std::memory_order_release);
+  running_start = start;
   const double duration = job.work ? job.work() : 0.0;
   clock_.store(start + duration, std::memory_order_release);
 }

@@ -143,4 +143,8 @@ class Stream {
   std::thread worker_;
 };
 
+// On a stream's worker, the modeled start of the work it is running (a graph's nodes all see
+// their launch's); 0 on any other thread.
+double running_work_start();
+
 }  // namespace simcuda

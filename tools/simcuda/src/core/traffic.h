@@ -28,4 +28,9 @@ enum class Engine { kKernel, kCopy };
 double account_access(Device& device, Engine engine, uint64_t address, uint64_t size,
                       Access access);
 
+// The modeled time at which the last prefetch bringing managed pages of [address, address +
+// size) to `device` ends, of the pages there now: a kernel touching them starts no earlier
+// (Note [Waiting for a prefetch] in managed.cpp). 0 when none is arriving.
+double prefetched_arrival(const Device& device, uint64_t address, uint64_t size);
+
 }  // namespace simcuda

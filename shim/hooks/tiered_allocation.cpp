@@ -35,11 +35,11 @@ std::string prefetch_summary(ShimState& shim) {
   }
   return fmt::format(
       "; prefetch mover: {} promoted in {} prefetches, {} evicted in {} prefetches, {} "
-      "promotions refused ({} held back by the card's free memory), {} prefetches the driver "
-      "refused{}",
+      "promotions refused ({} held back by the card's free memory), {} blocks promoted ahead of "
+      "their launches, {} prefetches the driver refused{}",
       format_bytes(moved.promoted_bytes), moved.promotions, format_bytes(moved.evicted_bytes),
-      moved.evictions, moved.promotions_refused, moved.held_by_the_card, moved.failed_prefetches,
-      held);
+      moved.evictions, moved.promotions_refused, moved.held_by_the_card, moved.promoted_ahead,
+      moved.failed_prefetches, held);
 }
 
 }  // namespace

@@ -137,16 +137,16 @@ bool PrefetchPlacement::make_room_locked(int device, Device& state, uint64_t byt
   return budgets_.device_room(device) >= bytes;
 }
 
-bool PrefetchPlacement::bring_in_locked(BlockId id, Block& block, std::span<const BlockId> keep) {
+bool PrefetchPlacement::bring_in_locked(BlockId id, Block& block, std::span<const BlockId> keep,
+                                        bool ahead) {
   Device& state = device_states_[static_cast<std::size_t>(block.device)];
   tell_policy_of_capacity_locked(block.device, state);
-  if (!make_room_locked(block.device, state, block.bytes, keep, block.bytes)) {
-    if (!card_takes_locked(state, block.bytes, 0)) ++stats_.held_by_the_card;
-    ++stats_.promotions_refused;
-    return false;
-  }
-  if (!budgets_.take_device(block.device, block.bytes)) {
-    ++stats_.promotions_refused;
+  if (!make_room_locked(block.device, state, block.bytes, keep, block.bytes) ||
+      !budgets_.take_device(block.device, block.bytes)) {
+    if (!ahead) {
+      if (!card_takes_locked(state, block.bytes, 0)) ++stats_.held_by_the_card;
+      ++stats_.promotions_refused;
+    }
     return false;
   }
   if (const CUresult result =
@@ -170,7 +170,21 @@ bool PrefetchPlacement::bring_in_locked(BlockId id, Block& block, std::span<cons
   state.policy->moved(id, block.bytes / kGranuleBytes);
   ++stats_.promotions;
   stats_.promoted_bytes += block.bytes;
+  if (ahead) ++stats_.promoted_ahead;
   return true;
+}
+
+void PrefetchPlacement::promote_ahead_locked(Device& state, std::span<const BlockId> keep,
+                                             uint64_t room_taken) {
+  std::vector<BlockId> kept(keep.begin(), keep.end());
+  for (const BlockId id : state.policy->promote_ahead(room_taken, keep)) {
+    const auto found = blocks_.find(id);
+    const auto ruled = state.ruled.find(id);
+    if (found == blocks_.end() || found->second.on_device ||
+        (ruled != state.ruled.end() && ruled->second == RuleAction::kPreferHost))
+      continue;
+    if (bring_in_locked(id, found->second, kept, /*ahead=*/true)) kept.push_back(id);
+  }
 }
 
 CUresult PrefetchPlacement::allocate(int device, uint64_t bytes, CUdeviceptr* out,
@@ -257,6 +271,7 @@ void PrefetchPlacement::before_submission(const core::SubmissionUse& use) noexce
       if (core::MemoryEvents* const told = events_.load(std::memory_order_acquire))
         told->used(static_cast<int>(d), policy_stream(use.stream), ours);
       bool must_wait = false;  // for the mover's stream (Note [Launches after a promotion])
+      uint64_t room_taken = 0;  // granules this launch's own promotions took
       for (const BlockId id : ours) {
         Block& block = blocks_.at(id);
         if (block.arriving) {
@@ -270,7 +285,10 @@ void PrefetchPlacement::before_submission(const core::SubmissionUse& use) noexce
               ruled != state.ruled.end() ? std::optional(ruled->second) : std::nullopt;
           if (rule == RuleAction::kPin ||
               (rule != RuleAction::kPreferHost && state.policy->should_promote(id))) {
-            must_wait |= bring_in_locked(id, block, ours);
+            if (bring_in_locked(id, block, ours)) {
+              must_wait = true;
+              room_taken += block.bytes / kGranuleBytes;
+            }
           } else {
             ++stats_.promotions_refused;
           }
@@ -278,6 +296,7 @@ void PrefetchPlacement::before_submission(const core::SubmissionUse& use) noexce
         // After the move: this submission is queued after it, and the next move waits for it.
         note_use(block, use.stream);
       }
+      if (may_move) promote_ahead_locked(state, ours, room_taken);
       // Not while a capture is in progress: a wait on the mover's event would join the graph.
       if (must_wait && may_move) {
         if (const CUresult ordered = state.ops->order_stream_after_prefetches(use.stream);

@@ -37,7 +37,12 @@
 // faults them over itself or reads them over the link, and simcuda charges it for waiting
 // (Note [Waiting for a prefetch] in its core/managed.cpp). A block stops arriving once the
 // mover's stream is seen idle at one of its launches.
-// Not yet (README, "Tiered mode"): promoting ahead (promote_ahead), stream-ordered requests
+// A policy that knows which blocks the next launches use (learned, locked) names them after each
+// launch, as with the remap mover (Note [Promoting ahead] in policies/eviction_policy.h), into
+// room nothing needed holds. Here that costs no stop: their prefetches run on the mover's stream
+// while the job's kernels do, and the launches that need them wait only for what is still on
+// the way (Note [Launches after a promotion]).
+// Not yet (README, "Tiered mode"): stream-ordered requests
 // (they go to the driver's pools), moves during a stream capture (none: blocks are touched where
 // they are, as with the remap mover), evictions in part (a victim goes whole: Note [Evicting
 // part of a block] in policies/eviction_policy.h).
@@ -86,6 +91,7 @@ struct PrefetchStats {
   uint64_t promoted_bytes = 0;
   uint64_t evictions = 0;           // prefetches to the host
   uint64_t evicted_bytes = 0;
+  uint64_t promoted_ahead = 0;       // of the promotions, those for a later launch
   uint64_t promotions_refused = 0;  // the policy said touch in place, or no room could be made
   uint64_t held_by_the_card = 0;    // promotions the card's free memory could not take
   uint64_t failed_prefetches = 0;   // prefetches or orderings the driver refused
@@ -181,8 +187,15 @@ class PrefetchPlacement {
   void tell_policy_of_capacity_locked(int device, Device& state) noexcept;
   // Whether the card can take `bytes` more once `leaving` bytes have left it.
   bool card_takes_locked(Device& state, uint64_t bytes, uint64_t leaving) noexcept;
-  // Brings `id` to the device, evicting what the policy names (none of `keep`) for room.
-  bool bring_in_locked(policies::BlockId id, Block& block, std::span<const policies::BlockId> keep);
+  // Brings `id` to the device, evicting what the policy names (none of `keep`) for room. A
+  // promotion `ahead` of its launch that finds no room is not counted as refused.
+  bool bring_in_locked(policies::BlockId id, Block& block, std::span<const policies::BlockId> keep,
+                       bool ahead = false);
+  // Prefetches what the policy names for the launches to come (Note [Promoting ahead] in
+  // policies/eviction_policy.h), after a launch of `keep` whose promotions took `room_taken`
+  // granules.
+  void promote_ahead_locked(Device& state, std::span<const policies::BlockId> keep,
+                            uint64_t room_taken);
   // Evicts the policy's victims until the budget has `bytes` of room; whether it has.
   bool make_room_locked(int device, Device& state, uint64_t bytes,
                         std::span<const policies::BlockId> keep, uint64_t card_needs);

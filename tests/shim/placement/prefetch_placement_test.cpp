@@ -126,11 +126,15 @@ class PrefetchPlacementTest : public ::testing::Test {
   }
 
   void launch(uint64_t stream, std::initializer_list<CUdeviceptr> blocks) {
+    launch_on(placement_, stream, blocks);
+  }
+  void launch_on(PrefetchPlacement& placement, uint64_t stream,
+                 std::initializer_list<CUdeviceptr> blocks) {
     core::SubmissionUse use;
     use.sequence = ++sequence_;
     use.stream = stream;
     for (const CUdeviceptr block : blocks) use.blocks[use.count++] = block;
-    placement_.before_submission(use);
+    placement.before_submission(use);
   }
 
   bool on_device(CUdeviceptr base) { return placement_.on_device(base).value(); }
@@ -239,6 +243,36 @@ TEST_F(PrefetchPlacementTest, EveryLaunchOnABlockStillArrivingWaitsForTheMover) 
   launch(6, {a});
   EXPECT_EQ(ops().ordered_streams, (std::vector<uint64_t>{3, 4}));
   EXPECT_EQ(ops().prefetches.size(), 1u);
+}
+
+// Note [Promoting ahead] in policies/eviction_policy.h, with this mover: once learned has locked
+// on a loop, what the next launches need is prefetched into the room a block the loop never uses
+// held, and the launch at hand does not wait for it.
+TEST_F(PrefetchPlacementTest, LearnedPrefetchesAheadWhatTheNextLaunchesNeed) {
+  FakeBudgets budgets{4 * kBlock, 64 * kBlock};
+  PrefetchPlacement learned(budgets, devices_,
+                            {.policy = "learned", .invariant_mode = policies::InvariantMode::kAbort});
+  std::vector<CUdeviceptr> loop;
+  for (int i = 0; i < 5; ++i) {  // 10 granules on 8
+    CUdeviceptr base = 0;
+    ASSERT_EQ(learned.allocate(0, kBlock, &base), CUDA_SUCCESS);
+    loop.push_back(base);
+  }
+  const auto turn = [&] {
+    for (const CUdeviceptr block : loop) launch_on(learned, 1, {block});
+  };
+  for (int round = 0; round < 5; ++round) turn();  // locked after a window of 16 launches
+  ASSERT_EQ(learned.stats().promoted_ahead, 0u) << "no room nothing needed holds, yet";
+  CUdeviceptr cold = 0;  // never used: loop blocks go for it
+  ASSERT_EQ(learned.allocate(0, 2 * kBlock, &cold), CUDA_SUCCESS);
+  ASSERT_TRUE(learned.on_device(cold).value());
+  ops().done = true;
+  ops().ordered_streams.clear();
+  turn();
+  EXPECT_GE(learned.stats().promoted_ahead, 1u);
+  EXPECT_FALSE(learned.on_device(cold).value()) << "its room went to the loop";
+  for (const CUdeviceptr block : loop) EXPECT_EQ(learned.free(block), CUDA_SUCCESS);
+  EXPECT_EQ(learned.free(cold), CUDA_SUCCESS);
 }
 
 TEST_F(PrefetchPlacementTest, ACapturedLaunchDoesNotWaitForTheMover) {

@@ -279,12 +279,47 @@ TEST_F(ManagedTest, ALaunchThatWaitsForAPrefetchOnAnotherStreamFindsItsPageResid
   ASSERT_CU(cuMemFree(managed));
 }
 
+// Note [Pages before their first touch] (core/managed.cpp): a prefetch makes pages no one has
+// touched where it sends them, moving nothing; once the host has written them it moves them.
+TEST_F(ManagedTest, APrefetchMovesOnlyPagesSomethingTouched) {
+  constexpr uint64_t kRange = 32 * kPage;  // 64 MiB: over a millisecond of link time
+  CUdeviceptr managed = 0;
+  ASSERT_CU(cuMemAllocManaged(&managed, kRange, CU_MEM_ATTACH_GLOBAL));
+  const auto prefetch_ms = [&](CUmemLocation to) {
+    CUevent start = nullptr, end = nullptr;
+    EXPECT_CU(cuEventCreate(&start, CU_EVENT_DEFAULT));
+    EXPECT_CU(cuEventCreate(&end, CU_EVENT_DEFAULT));
+    EXPECT_CU(cuEventRecord(start, stream_));
+    EXPECT_CU(cuMemPrefetchAsync(managed, kRange, to, 0, stream_));
+    EXPECT_CU(cuEventRecord(end, stream_));
+    EXPECT_CU(cuEventSynchronize(end));
+    float ms = -1;
+    EXPECT_CU(cuEventElapsedTime(&ms, start, end));
+    cuEventDestroy(start);
+    cuEventDestroy(end);
+    return ms;
+  };
+  EXPECT_LT(prefetch_ms({CU_MEM_LOCATION_TYPE_DEVICE, 0}), kResidentMs);
+  EXPECT_EQ(used(), kRange) << "made on the device all the same";
+  EXPECT_GT(prefetch_ms({CU_MEM_LOCATION_TYPE_HOST, 0}), 0.5f) << "made there: now they move";
+  ASSERT_CU(cuMemFree(managed));
+
+  ASSERT_CU(cuMemAllocManaged(&managed, kRange, CU_MEM_ATTACH_GLOBAL));
+  std::memset(reinterpret_cast<void*>(managed), 7, kRange);
+  EXPECT_GT(prefetch_ms({CU_MEM_LOCATION_TYPE_DEVICE, 0}), 0.5f);
+  EXPECT_EQ(host_copy<uint8_t>(managed + kRange - 1, 1), std::vector<uint8_t>{7});
+  ASSERT_CU(cuMemFree(managed));
+}
+
 // Note [Waiting for a prefetch] (core/managed.cpp): a kernel that nothing ordered after a
 // prefetch, but that runs once the prefetch has, waits in modeled time for the pages it brings.
 TEST_F(ManagedTest, AnUnorderedLaunchWaitsForThePagesAPrefetchIsBringing) {
   constexpr uint64_t kRange = 32 * kPage;  // 64 MiB: over a millisecond of link time
   CUdeviceptr managed = 0;
   ASSERT_CU(cuMemAllocManaged(&managed, kRange, CU_MEM_ATTACH_GLOBAL));
+  // Written on the host first: pages never touched would be made on the device, moving nothing
+  // (Note [Pages before their first touch]).
+  std::memset(reinterpret_cast<void*>(managed), 7, kRange);
   CUstream mover = nullptr;
   ASSERT_CU(cuStreamCreate(&mover, CU_STREAM_NON_BLOCKING));
   ASSERT_CU(cuMemPrefetchAsync(managed, kRange, {CU_MEM_LOCATION_TYPE_DEVICE, 0}, 0, mover));

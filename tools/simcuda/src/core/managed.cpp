@@ -41,6 +41,7 @@ struct Page {
   // When the prefetch that brought it to its device ends, in modeled seconds (Note [Waiting for
   // a prefetch]); 0 for a page that came by a fault, whose kernel paid for it.
   double arrives_at = 0.0;
+  bool populated = false;  // Note [Pages before their first touch]
   uint64_t accessed_by = 0;
   uint64_t remote_mapped = 0;  // devices that mapped this host page for zero-copy access
   Page* older = nullptr;       // the LRU list of the device the page is on
@@ -168,8 +169,26 @@ bool move_to_device(State& state, Device& device, Page& page) {
     mprotect(reinterpret_cast<void*>(page.address), page.bytes, PROT_READ);
   else
     Driver::instance()->addresses().set_host_access(page.address, page.bytes, false);
-  device.counters().link_bytes_migrations.fetch_add(page.bytes, std::memory_order_relaxed);
+  // Note [Pages before their first touch]: a page never touched is made where it is wanted.
+  if (page.populated)
+    device.counters().link_bytes_migrations.fetch_add(page.bytes, std::memory_order_relaxed);
+  page.populated = true;
   return true;
+}
+
+// Note [Pages before their first touch]
+// A managed page has no contents until something touches it: the driver makes it where it is
+// first touched, or where a prefetch sends it, and moves no data to do so. simcuda keeps a
+// page's host view PROT_NONE until then, so that a host access faults and the handler marks it
+// touched (as it does for a page resident on a device); the copy engine and kernels, which use
+// the shadow view, mark the pages they touch. Before this, a prefetch of a block no one had
+// written was charged the link time of its every byte, as the prefetch mover's new blocks were.
+// A kernel's first touch of a page still pays a fault; a page read over the link in place is
+// touched there.
+void populate_on_host(Page& page) {
+  if (page.populated || page.location != kHostLocation) return;
+  page.populated = true;
+  Driver::instance()->addresses().set_host_access(page.address, page.bytes, true);
 }
 
 // The Device reclaimer: evicts `device`'s managed pages, least recently used first, until
@@ -212,7 +231,8 @@ CUresult allocate_managed(Context& context, uint64_t size, unsigned int flags, C
   Allocation allocation;
   const CUresult result = map_new_memory(
       *context.device,
-      {.size = size, .kind = MemoryKind::kManaged, .charge_vram = false, .host_accessible = true},
+      // Note [Pages before their first touch]: the host view opens at the first host access.
+      {.size = size, .kind = MemoryKind::kManaged, .charge_vram = false, .host_accessible = false},
       allocation);
   if (result != CUDA_SUCCESS) return result;
   allocation.context = &context;
@@ -263,7 +283,9 @@ bool handle_managed_host_fault(void* address) {
   if (range == nullptr) return false;
   Page& page = range->pages[(at - range->base) / kManagedPage];
   if (page.location == kHostLocation) {
-    // Another thread's fault brought it back first; make sure the retry succeeds.
+    // Its first touch (Note [Pages before their first touch]), or another thread's fault
+    // brought it back first; make sure the retry succeeds.
+    page.populated = true;
     driver->addresses().set_host_access(page.address, page.bytes, true);
     return true;
   }
@@ -285,6 +307,7 @@ double migrate_managed_for_device_access(Device& device, const Allocation& manag
         (page.preferred == kHostLocation || (page.accessed_by & me) != 0)) {
       // Mapped where it lives: the kernel reads it over the link. Without accessed-by advice
       // the first access faults to establish the mapping.
+      populate_on_host(page);
       zero_copy += overlap;
       if ((page.accessed_by & me) == 0 && (page.remote_mapped & me) == 0) {
         page.remote_mapped |= me;
@@ -293,14 +316,16 @@ double migrate_managed_for_device_access(Device& device, const Allocation& manag
       return;
     }
     const bool resident = page.location == device.ordinal();
+    const bool has_data = page.populated;
     if (move_to_device(s, device, page)) {
       if (!resident) {
         page.arrives_at = 0.0;
-        migrated += page.bytes;
+        if (has_data) migrated += page.bytes;
         ++faults;
         device.counters().managed_faults.fetch_add(1, std::memory_order_relaxed);
       }
     } else {
+      populate_on_host(page);
       zero_copy += overlap;  // VRAM is full of unevictable memory: access it remotely
     }
   });
@@ -319,6 +344,14 @@ uint64_t managed_bytes_on_device(const Allocation& managed, uint64_t address, ui
     if (page.location != kHostLocation) on_device += overlap;
   });
   return on_device;
+}
+
+void touch_managed_in_place(const Allocation& managed, uint64_t address, uint64_t size) {
+  State& s = state();
+  Locked lock(s);
+  auto it = s.ranges.find(managed.base);
+  if (it == s.ranges.end()) return;
+  for_pages(*it->second, address, size, [&](Page& page, uint64_t) { populate_on_host(page); });
 }
 
 void advise_managed(uint64_t address, uint64_t size, CUmem_advise advice, int location) {
@@ -374,8 +407,10 @@ double prefetch_managed(uint64_t address, uint64_t size, int location) {
     page.last_prefetch = location;
     if (device == nullptr) {
       moved += move_to_host(s, page);
-    } else if (page.location != location && move_to_device(s, *device, page)) {
-      moved += page.bytes;
+    } else if (page.location != location) {
+      const bool has_data = page.populated;
+      if (!move_to_device(s, *device, page)) return;
+      if (has_data) moved += page.bytes;
       arriving.push_back(&page);
     }
   });

@@ -1,4 +1,6 @@
 // Managed (unified) memory: pages that live on the host or on a device and move on access.
+// A page has no contents, and lives nowhere in particular, until its first touch (Note [Pages
+// before their first touch] in managed.cpp).
 //
 // Note [Managed pages]
 // A managed allocation is one physical range mapped in both views (Note [Two views of device
@@ -50,6 +52,10 @@ double migrate_managed_for_device_access(Device& device, const Allocation& manag
 // `managed` to `device`, of the pages on it now; 0 when none is arriving (Note [Waiting for a
 // prefetch] in managed.cpp).
 double managed_arrival(const Allocation& managed, uint64_t address, uint64_t size, int device);
+
+// A copy touches [address, address + size) of `managed` where its pages live: those never
+// touched before are now (Note [Pages before their first touch] in managed.cpp).
+void touch_managed_in_place(const Allocation& managed, uint64_t address, uint64_t size);
 
 // Bytes of [address, address + size) of `managed` resident in device memory now.
 uint64_t managed_bytes_on_device(const Allocation& managed, uint64_t address, uint64_t size);

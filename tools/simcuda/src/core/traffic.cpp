@@ -32,6 +32,7 @@ double account_allocation(Device& device, Engine engine, const Allocation& alloc
     const double migration = migrate_managed_for_device_access(device, allocation, address, size);
     return migration + device_seconds(device, managed_bytes_on_device(allocation, address, size));
   }
+  touch_managed_in_place(allocation, address, size);
   const uint64_t on_device = managed_bytes_on_device(allocation, address, size);
   return device_seconds(device, on_device) + link_seconds(device, engine, size - on_device);
 }

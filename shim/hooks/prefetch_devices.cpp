@@ -2,6 +2,8 @@
 
 #include <new>
 #include <optional>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "driver/real_driver.h"
@@ -42,6 +44,15 @@ std::vector<int> peers_of(int device) {
   return peers;
 }
 
+// How the log names `peers`: ", read where they are by its peers (device 1, 2)", or nothing.
+std::string peers_said(const std::vector<int>& peers) {
+  if (peers.empty()) return {};
+  std::string said = ", read where they are by its peers (device";
+  for (std::size_t i = 0; i < peers.size(); ++i)
+    said += (i == 0 ? " " : ", ") + std::to_string(peers[i]);
+  return said + ")";
+}
+
 }  // namespace
 
 tiers::PrefetchOps* DriverPrefetchDevices::ops(int device) noexcept {
@@ -65,13 +76,17 @@ tiers::PrefetchOps* DriverPrefetchDevices::ops(int device) noexcept {
                   device);
     return nullptr;
   }
+  std::string reached;
   try {
-    state.ops.reset(new tiers::DriverPrefetchOps(device, peers_of(device), capture_gate_));
+    std::vector<int> peers = peers_of(device);
+    reached = peers_said(peers);
+    state.ops.reset(new tiers::DriverPrefetchOps(device, std::move(peers), capture_gate_));
   } catch (const std::bad_alloc&) {
     return nullptr;
   }
   state.verdict = Verdict::kMover;
-  logging::info("device {}: tiered blocks are managed memory moved by prefetches", device);
+  logging::info("device {}: tiered blocks are managed memory moved by prefetches{}", device,
+                reached);
   return state.ops.get();
 }
 

@@ -2,7 +2,11 @@
 // runs (Note [No moves during a capture] in placement/tiered_placement.h). A capture is counted
 // when cuStreamBeginCapture succeeds and uncounted when its stream stops capturing, whatever
 // cuStreamEndCapture returns: an invalidated capture ends too, and a stream that was not
-// capturing changes nothing.
+// capturing changes nothing. A capture begins holding the prefetch mover's capture gate, so that
+// it never begins between a mover's look at a stream and its record there (Note [A capture
+// begun while a move is queued] in tiers/driver_prefetch_ops.h).
+#include <mutex>
+
 #include "hooks/hook.h"
 #include "hooks/shim_state.h"
 
@@ -21,10 +25,12 @@ CUstreamCaptureStatus capture_status(CUstream stream) {
 
 template <typename Begin>
 CUresult begin_capture(Begin begin) {
-  const CUresult result = begin();
   const Entry entry;
-  if (ShimState* shim = entry.state(); shim != nullptr && result == CUDA_SUCCESS)
-    shim->captures.fetch_add(1, std::memory_order_acq_rel);
+  ShimState* shim = entry.state();
+  if (shim == nullptr) return begin();
+  const std::unique_lock gate(shim->prefetch_devices.capture_gate());
+  const CUresult result = begin();
+  if (result == CUDA_SUCCESS) shim->captures.fetch_add(1, std::memory_order_acq_rel);
   return result;
 }
 

@@ -2,15 +2,16 @@
 // (placement::PrefetchDevices; [tiered] mover = "prefetch"): made on first use where the device
 // can move managed memory by prefetches while kernels run, which cuMemPrefetchAsync requires
 // (CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS) and an integrated device has no use for (Note
-// [Integrated devices] in hooks/devices.h). Elsewhere the device's blocks are tiered with the
-// remap mover, said once. The answer is kept per device; a query the driver refused is asked
-// again next time.
+// [Integrated devices] in hooks/devices.h). Without concurrent managed access the device's blocks
+// are tiered with the remap mover, said once; an integrated device's are not tiered at all. The
+// answer is kept per device; a query the driver refused is asked again next time.
 #pragma once
 
 #include <array>
 #include <atomic>
 #include <memory>
 #include <mutex>
+#include <shared_mutex>
 
 #include "placement/prefetch_placement.h"
 #include "tiers/driver_prefetch_ops.h"
@@ -28,6 +29,11 @@ class DriverPrefetchDevices final : public placement::PrefetchDevices {
   tiers::PrefetchOps* ops(int device) noexcept override;
   bool may_move() noexcept override { return captures_.load(std::memory_order_acquire) == 0; }
 
+  // Held exclusively while the driver begins a stream capture, and shared by the movers while
+  // they record on or wait from a program's stream (Note [A capture begun while a move is
+  // queued] in tiers/driver_prefetch_ops.h).
+  std::shared_mutex& capture_gate() noexcept { return capture_gate_; }
+
  private:
   enum class Verdict : uint8_t { kUnknown, kMover, kNone };
   struct Device {
@@ -37,6 +43,7 @@ class DriverPrefetchDevices final : public placement::PrefetchDevices {
   static constexpr std::size_t kDevices = 64;
 
   const std::atomic<int>& captures_;
+  std::shared_mutex capture_gate_;
   std::mutex mutex_;
   std::array<Device, kDevices> devices_{};
 };

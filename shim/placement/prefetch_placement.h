@@ -72,8 +72,8 @@ namespace vramspill::placement {
 // driver: hooks/prefetch_devices.h; tests' on fakes).
 class PrefetchDevices {
  public:
-  // Null when the device cannot have the prefetch mover (no concurrent managed access); the
-  // caller then tiers its blocks with the remap mover.
+  // Null when the device cannot have the prefetch mover (no concurrent managed access, or an
+  // integrated device); the caller then tiers its blocks with the remap mover where it can.
   virtual tiers::PrefetchOps* ops(int device) noexcept = 0;
   // False while a stream capture is in progress: an event recorded on a capturing stream would
   // be captured into its graph, so nothing moves (Note [No moves during a capture]).

@@ -1,10 +1,33 @@
 #include "tiers/driver_prefetch_ops.h"
 
+#include <atomic>
+#include <mutex>
+
 #include "driver/context_scope.h"
 #include "driver/real_driver.h"
+#include "telemetry/log.h"
 #include "tiers/managed_advice.h"
 
 namespace vramspill::tiers {
+namespace {
+
+// Whether work queued on `stream` now would be captured into a graph, or would break a capture
+// (Note [A capture begun while a move is queued]): an answer the driver refuses counts as yes.
+bool capturing(uint64_t stream) noexcept {
+  const auto is_capturing = VRAMSPILL_REAL(cuStreamIsCapturing);
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  if (is_capturing == nullptr) return false;  // a driver before captures
+  if (is_capturing(reinterpret_cast<CUstream>(stream), &status) != CUDA_SUCCESS) return true;
+  if (status == CU_STREAM_CAPTURE_STATUS_NONE) return false;
+  static std::atomic<bool> said{false};
+  if (!said.exchange(true, std::memory_order_relaxed))
+    logging::info("tiered (prefetch): a stream was being captured into a graph as a move was "
+                  "ordered with it; it was left out of that ordering, and of later ones while it "
+                  "captures (managed memory stays coherent; said once)");
+  return true;
+}
+
+}  // namespace
 
 DriverPrefetchOps::~DriverPrefetchOps() {
   if (primary_ == nullptr) return;
@@ -37,6 +60,9 @@ CUresult DriverPrefetchOps::allocate(uint64_t bytes, CUdeviceptr* base) noexcept
     (void)release(made);
     return advised;
   }
+  // Note [Who may reach a managed block]: a peer the driver refuses reaches it by migration.
+  for (const int peer : peers_)
+    (void)advise_managed(made, bytes, CU_MEM_ADVISE_SET_ACCESSED_BY, peer, /*on_host=*/false);
   *base = made;
   return CUDA_SUCCESS;
 }
@@ -83,6 +109,8 @@ CUresult DriverPrefetchOps::queue_after(uint64_t stream) noexcept {
   if (create_event == nullptr || record == nullptr || wait_event == nullptr ||
       destroy_event == nullptr)
     return CUDA_ERROR_NOT_SUPPORTED;
+  const std::shared_lock gate(capture_gate_);
+  if (capturing(stream)) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   CUevent used = nullptr;
   if (const CUresult result = create_event(&used, CU_EVENT_DISABLE_TIMING); result != CUDA_SUCCESS)
     return result;
@@ -123,6 +151,8 @@ CUresult DriverPrefetchOps::order_stream_after_prefetches(uint64_t stream) noexc
   const auto wait_event = VRAMSPILL_REAL(cuStreamWaitEvent);
   if (wait_event == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
   if (prefetched_ == nullptr) return CUDA_SUCCESS;  // nothing was ever prefetched
+  const std::shared_lock gate(capture_gate_);
+  if (capturing(stream)) return CUDA_SUCCESS;  // Note [A capture begun while a move is queued]
   // The event is of the primary context; the stream may be of any: the wait crosses contexts.
   return wait_event(reinterpret_cast<CUstream>(stream), prefetched_, 0);
 }

@@ -1,10 +1,46 @@
 // The prefetch mover's driver calls (tiers/prefetch_ops.h) for one device: cuMemAllocManaged with
 // its advice, cuMemPrefetchAsync on a stream of the mover's own in the device's primary context,
 // and events between that stream and the program's.
+//
+// Note [Who may reach a managed block]
+// Managed memory is reachable from every device with concurrent managed access, peer access
+// enabled or not, and where a kernel of another device finds a page decides what the driver
+// does with it (cuMemAdvise): a page on the host, its preferred location, is mapped and read over
+// the link; a page the mover brought to its device is not where it prefers to be, so the driver
+// would migrate it to the device that touched it, out of its own device's budget and into VRAM
+// no budget counts. So, as a granule is made accessible to every device that can access its
+// device as a peer (Note [Who may reach a granule] in tiers/driver_granule_ops.h), a block is
+// advised accessed-by each such device that has concurrent managed access: its pages stay where
+// the policy put them, counted by its own device's budget alone, and a peer's kernel reads them
+// in place, over the peer link or the host's. A peer advice the driver refuses leaves that peer
+// reaching the block by migration, slower and out of the books' sight until the block's next
+// move, never wrong; a device that cannot access the block's device as a peer does the same.
+//
+// Note [A capture begun while a move is queued]
+// A move is ordered after its block's last uses by an event recorded on each of their streams,
+// and the launch that needs a promotion waits on the mover's event. On a stream being captured
+// into a graph neither is harmless: the record would become a node of the graph and the mover's
+// stream would join the capture through its wait (the capture then ends unjoined, which
+// invalidates it), and a capturing stream that waits on an event recorded outside the capture
+// invalidates it (CUDA_ERROR_STREAM_CAPTURE_ISOLATION). The placement moves nothing while a
+// capture the shim counted is in progress (Note [No moves during a capture] in
+// placement/tiered_placement.h), but a capture may begin on another thread between that test and
+// the records, and a capture begun through an entry point the shim does not hook (CUDA 10.0's
+// cuStreamBeginCapture) is never counted. So each record or wait on a program's stream is made
+// holding the capture gate shared, which the cuStreamBeginCapture hooks hold exclusively while
+// the driver begins a capture (hooks/capture_hooks.cpp), and only once cuStreamIsCapturing has
+// said the stream is not capturing; an error counts as capturing (the legacy stream answers
+// CUDA_ERROR_STREAM_CAPTURE_IMPLICIT while another stream captures, where a record on it would
+// invalidate that capture). A capturing stream is left out, said once: the move is not ordered
+// after its work, or the launch does not wait for the move. Managed memory is coherent, so that
+// costs a fault or a read over the link at worst, never a wrong byte, and the capture ends as it
+// would without vramspill.
 #pragma once
 
 #include <cuda.h>
 
+#include <shared_mutex>
+#include <vector>
 
 #include "tiers/prefetch_ops.h"
 
@@ -12,7 +48,10 @@ namespace vramspill::tiers {
 
 class DriverPrefetchOps final : public PrefetchOps {
  public:
-  explicit DriverPrefetchOps(int device) noexcept : device_(device) {}
+  // `peers`: the other devices whose kernels may reach this device's blocks in place (Note [Who
+  // may reach a managed block]). `capture_gate`: Note [A capture begun while a move is queued].
+  DriverPrefetchOps(int device, std::vector<int> peers, std::shared_mutex& capture_gate) noexcept
+      : device_(device), peers_(std::move(peers)), capture_gate_(capture_gate) {}
   // Gives back the stream, its event and the primary context they live in.
   ~DriverPrefetchOps() override;
 
@@ -33,6 +72,8 @@ class DriverPrefetchOps final : public PrefetchOps {
   CUresult queue_after(uint64_t stream) noexcept;
 
   const int device_;
+  const std::vector<int> peers_;
+  std::shared_mutex& capture_gate_;
   CUcontext primary_ = nullptr;
   CUstream stream_ = nullptr;
   CUevent prefetched_ = nullptr;  // recorded after the last prefetch

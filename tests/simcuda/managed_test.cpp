@@ -390,6 +390,43 @@ TEST_F(ManagedTest, PagesFollowTheDeviceThatTouchesThem) {
   ASSERT_CU(cuMemFree(managed));
 }
 
+// cuMemAdvise, as documented: a page another device touches stays where it lives, mapped
+// there, when it is accessed-by that device or in its preferred location (two devices that can
+// access each other as peers); otherwise it migrates to the device that touched it.
+TEST_F(ManagedTest, AnotherDevicesPageIsReadWhereItLivesWhenAdvised) {
+  CUdeviceptr managed = 0;
+  ASSERT_CU(cuMemAllocManaged(&managed, 3 * kPage, CU_MEM_ATTACH_GLOBAL));
+  ASSERT_CU(fill(managed, 1, 3 * kWordsPerPage, stream_));
+  ASSERT_CU(cuStreamSynchronize(stream_));
+  EXPECT_EQ(used(), 3 * kPage);
+  ASSERT_CU(cuMemAdvise(managed, kPage, CU_MEM_ADVISE_SET_ACCESSED_BY,
+                        {CU_MEM_LOCATION_TYPE_DEVICE, 1}));
+  ASSERT_CU(cuMemAdvise(managed + kPage, kPage, CU_MEM_ADVISE_SET_PREFERRED_LOCATION,
+                        {CU_MEM_LOCATION_TYPE_DEVICE, 0}));
+
+  CUcontext other = nullptr;
+  CUmodule module = nullptr;
+  CUfunction fill_on_other = nullptr;
+  ASSERT_CU(cuDevicePrimaryCtxRetain(&other, 1));
+  ASSERT_CU(cuCtxPushCurrent(other));
+  ASSERT_CU(cuModuleLoadData(&module, "simcuda accepts any image"));
+  ASSERT_CU(cuModuleGetFunction(&fill_on_other, module, "vs_fill_u32"));
+  uint32_t value = 2;
+  uint64_t count = 3 * kWordsPerPage;
+  void* params[] = {&managed, &value, &count};
+  ASSERT_CU(cuLaunchKernel(fill_on_other, 64, 1, 1, 256, 1, 1, 0, nullptr, params, nullptr));
+  ASSERT_CU(cuCtxSynchronize());
+  EXPECT_EQ(used(), kPage);  // device 1's view: only the unadvised page came over
+  ASSERT_CU(cuModuleUnload(module));
+  ASSERT_CU(cuCtxPopCurrent(&other));
+  ASSERT_CU(cuDevicePrimaryCtxRelease(1));
+  EXPECT_EQ(used(), 2 * kPage);  // device 0 kept the two advised pages
+
+  EXPECT_EQ(host_copy<uint32_t>(managed, 3 * kWordsPerPage),
+            std::vector<uint32_t>(3 * kWordsPerPage, 2u));
+  ASSERT_CU(cuMemFree(managed));
+}
+
 TEST_F(ManagedTest, ArgumentsAreCheckedAsTheDriverDoes) {
   CUdeviceptr managed = 0;
   EXPECT_EQ(cuMemAllocManaged(&managed, 0, CU_MEM_ATTACH_GLOBAL), CUDA_ERROR_INVALID_VALUE);

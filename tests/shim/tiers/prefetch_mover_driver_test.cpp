@@ -6,6 +6,7 @@
 // device is charged for it) exactly when the books say so, and every byte survives.
 #include <cstdint>
 #include <random>
+#include <shared_mutex>
 #include <vector>
 
 #include "../placement/fake_tiered_budgets.h"
@@ -21,11 +22,12 @@ constexpr uint64_t kWords = kBlock / 4;
 
 class OneDevice final : public PrefetchDevices {
  public:
-  explicit OneDevice(int device) : ops_(device) {}
+  explicit OneDevice(int device) : ops_(device, /*peers=*/{}, capture_gate_) {}
   tiers::PrefetchOps* ops(int) noexcept override { return &ops_; }
   bool may_move() noexcept override { return true; }
 
  private:
+  std::shared_mutex capture_gate_;  // no capture begins here
   tiers::DriverPrefetchOps ops_;
 };
 

@@ -127,6 +127,15 @@ void for_pages(ManagedRange& range, uint64_t address, uint64_t size, Visit visit
   }
 }
 
+// Whether a kernel of `device` reaches `page` through a mapping to where the page lives instead
+// of migrating it (Note [Managed pages]): the page is on the host or on another device (every
+// pair of simcuda's devices can access each other as peers), and it is either in its preferred
+// location or accessed-by `device`.
+bool mapped_where_it_lives(const Page& page, int device) {
+  if (page.location == device) return false;
+  return page.preferred == page.location || (page.accessed_by & bit(device)) != 0;
+}
+
 double link_seconds(uint64_t bytes) {
   return static_cast<double>(bytes) / Driver::instance()->config().cost.link_bytes_per_second;
 }
@@ -303,10 +312,9 @@ double migrate_managed_for_device_access(Device& device, const Allocation& manag
   uint64_t migrated = 0, faults = 0, zero_copy = 0;
   const uint64_t me = bit(device.ordinal());
   for_pages(*it->second, address, size, [&](Page& page, uint64_t overlap) {
-    if (page.location == kHostLocation &&
-        (page.preferred == kHostLocation || (page.accessed_by & me) != 0)) {
-      // Mapped where it lives: the kernel reads it over the link. Without accessed-by advice
-      // the first access faults to establish the mapping.
+    if (mapped_where_it_lives(page, device.ordinal())) {
+      // The kernel reads it over the link (the peer link for another device's page). Without
+      // accessed-by advice the first access faults to establish the mapping.
       populate_on_host(page);
       zero_copy += overlap;
       if ((page.accessed_by & me) == 0 && (page.remote_mapped & me) == 0) {

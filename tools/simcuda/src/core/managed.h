@@ -16,8 +16,11 @@
 // - A kernel touching a page not on its device migrates it there (a fault), evicting that device's
 //   least recently migrated or touched managed pages to the host when VRAM is full; cuMemAlloc
 //   under pressure evicts them too (the Device reclaimer). Memory from cuMemAlloc is never evicted.
-// - Advice (cuMemAdvise): a page on the host whose preferred location is the host, or that is
-//   accessed-by the device, is read by kernels over the link (zero-copy) instead of migrating.
+// - Advice (cuMemAdvise), as its documentation has it: a page in its preferred location, or
+//   accessed-by the device, is mapped where it lives and read over the link (zero-copy) instead
+//   of migrating, whether it lives on the host or on another device (over the peer link, charged
+//   at the link's rate: every pair of devices can access each other as peers here). A page
+//   elsewhere migrates to the kernel's device.
 //   A read-mostly page migrated to a device keeps a read-only host copy (host reads do not fault,
 //   host writes do and collapse the copies).
 // - The model is the same with CONCURRENT_MANAGED_ACCESS=0, where the real driver migrates every

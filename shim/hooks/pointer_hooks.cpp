@@ -69,7 +69,8 @@ CUresult asked_while_still(CUdeviceptr address, Query query) {
   {
     const Entry entry;
     ShimState* shim = entry.state();
-    if (shim != nullptr && shim->tiered.block_containing(address)) still.emplace(shim->window.enter());
+    if (shim != nullptr && shim->tiered.block_containing(address))
+      still.emplace(shim->window.enter());
   }
   return query();
 }

@@ -5,7 +5,7 @@
 #             shim/placement/tracked_work.h)
 #   prefetch  the prefetch mover, which has no window (Note [The prefetch mover] in
 #             shim/placement/prefetch_placement.h)
-include_guard(GLOBAL)
+include_guard(DIRECTORY)
 
 set(TIERED_MOVER_RUNS safe tracked prefetch)
 

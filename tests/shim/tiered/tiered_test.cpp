@@ -174,6 +174,9 @@ TEST_F(TieredTest, AnUnreadableLaunchKeepsItsBlockUntilItRuns) {
     ASSERT_CU(cuMemAlloc(&blocks[i], kBlock));
     ASSERT_CU(cuMemsetD32(blocks[i], static_cast<unsigned>(i), kWords));  // no launch yet
   }
+  // A memset of device memory may return before it ran, on the legacy stream, which streams_[0]
+  // (non-blocking) does not wait for: the fill below would race with it.
+  ASSERT_CU(cuCtxSynchronize());
   std::atomic<bool> released{false};
   const CUhostFn hold = [](void* flag) {
     while (!static_cast<std::atomic<bool>*>(flag)->load()) std::this_thread::yield();

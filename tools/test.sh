@@ -21,8 +21,9 @@ Usage: tools/test.sh [--no-sanitizers] [--no-tsan] [--no-fuzz] [--help]
      not -O2 -g: the same checks and line numbers in stack traces, in half the build time (Note
      [Sanitizer builds compile at -O1 -g1] in cmake/VramspillSanitizers.cmake)
   4. configures build-tsan/ the same way but with -DVRAMSPILL_SANITIZE=thread, builds only the
-     stress tests (every allocation route from eight threads; tiered mode's threads submitting
-     while blocks move, in both remap windows), the unit tests labelled
+     stress tests (every allocation route from eight threads, with spilling on and off and in
+     tiered mode; tiered mode's threads submitting while blocks move; tiered runs in both remap
+     windows and with the prefetch mover), the unit tests labelled
      'concurrency' (the ledger, use tracker, host pool, granule arena and remap window from many
      threads) and what they load, and runs them under ThreadSanitizer (skipped with --no-tsan):
        ctest --test-dir build-tsan --output-on-failure -L 'stress|concurrency' -j$JOBS

@@ -7,6 +7,16 @@
 // the block's, as it would have been for the device allocation it stands in for. The same goes
 // for a tiered block, which the driver knows as separately mapped 2 MiB granules. Everything else
 // is the driver's own answer.
+//
+// Note [Pointer queries in the remap window]
+// A move of the remap mover unmaps a tiered block's granules for a moment before it maps their
+// new backing at the same address, and a driver asked about an address there meanwhile answers
+// as for memory it never handed out: cuPointerGetAttribute fails with CUDA_ERROR_INVALID_VALUE,
+// cuPointerGetAttributes says unregistered host memory (tests/shim/stress/ found it, a thread's
+// new block queried while another thread's allocation evicted it). So a query about an address in
+// a tiered block reaches the driver from inside the remap window, as a submission does (Note
+// [Remap window] in core/remap_window.h): a move waits for it, and it for a move. Other queries
+// never wait for a move. The prefetch mover's blocks are managed memory, never unmapped.
 #include <optional>
 
 #include "hooks/hook.h"
@@ -51,6 +61,20 @@ bool is_range_attribute(CUpointer_attribute attribute) {
          attribute == CU_POINTER_ATTRIBUTE_RANGE_SIZE;
 }
 
+// The driver's answer to `query` about `address`, asked inside the remap window where the address
+// lies in a tiered block (Note [Pointer queries in the remap window]).
+template <typename Query>
+CUresult asked_while_still(CUdeviceptr address, Query query) {
+  std::optional<vramspill::core::RemapWindow::Submission> still;
+  {
+    const Entry entry;
+    ShimState* shim = entry.state();
+    if (shim != nullptr && shim->tiered.block_containing(address))
+      still.emplace(shim->window.enter());
+  }
+  return query();
+}
+
 }  // namespace
 
 VRAMSPILL_HOOK CUresult CUDAAPI cuMemGetAddressRange_v2(CUdeviceptr* pbase, size_t* psize,
@@ -70,7 +94,7 @@ VRAMSPILL_HOOK CUresult CUDAAPI cuMemGetAddressRange_v2(CUdeviceptr* pbase, size
 VRAMSPILL_HOOK CUresult CUDAAPI cuPointerGetAttribute(void* data, CUpointer_attribute attribute,
                                                       CUdeviceptr ptr) {
   VRAMSPILL_REAL_OR_RETURN(real, cuPointerGetAttribute);
-  const CUresult result = real(data, attribute, ptr);
+  const CUresult result = asked_while_still(ptr, [&] { return real(data, attribute, ptr); });
   if (data == nullptr || !is_range_attribute(attribute)) return result;
   if (const std::optional<Extent> block = stand_in_block(ptr)) {
     correct_range(attribute, data, *block);
@@ -83,7 +107,8 @@ VRAMSPILL_HOOK CUresult CUDAAPI cuPointerGetAttributes(unsigned int numAttribute
                                                        CUpointer_attribute* attributes,
                                                        void** data, CUdeviceptr ptr) {
   VRAMSPILL_REAL_OR_RETURN(real, cuPointerGetAttributes);
-  const CUresult result = real(numAttributes, attributes, data, ptr);
+  const CUresult result =
+      asked_while_still(ptr, [&] { return real(numAttributes, attributes, data, ptr); });
   if (result != CUDA_SUCCESS) return result;  // NULL arrays included: the driver checked them
   bool asks_range = false;
   for (unsigned int i = 0; i < numAttributes; ++i)

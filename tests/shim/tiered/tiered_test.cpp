@@ -174,6 +174,9 @@ TEST_F(TieredTest, AnUnreadableLaunchKeepsItsBlockUntilItRuns) {
     ASSERT_CU(cuMemAlloc(&blocks[i], kBlock));
     ASSERT_CU(cuMemsetD32(blocks[i], static_cast<unsigned>(i), kWords));  // no launch yet
   }
+  // A memset of device memory may return before it ran, on the legacy stream, which streams_[0]
+  // (non-blocking) does not wait for: the fill below would race with it.
+  ASSERT_CU(cuCtxSynchronize());
   std::atomic<bool> released{false};
   const CUhostFn hold = [](void* flag) {
     while (!static_cast<std::atomic<bool>*>(flag)->load()) std::this_thread::yield();
@@ -391,6 +394,46 @@ TEST_F(TieredTest, ThreadsSubmitWhileBlocksMove) {
   for (std::thread& thread : threads) thread.join();
   for (int t = 0; t < kThreads; ++t)
     EXPECT_EQ(failures[static_cast<size_t>(t)], 0) << "thread " << t;
+}
+
+// A thread asks about the blocks' pointers while the program's work moves them back and forth
+// (twice the budget, filled in turn): every answer is the one the driver gave before the moves,
+// by either query, although the remap mover unmaps a block's granules for a moment each time it
+// moves them (Note [Pointer queries in the remap window] in shim/hooks/pointer_hooks.cpp).
+TEST_F(TieredTest, PointerQueriesAnswerWhileBlocksMove) {
+  std::vector<CUdeviceptr> blocks(8);
+  for (CUdeviceptr& block : blocks) ASSERT_CU(cuMemAlloc(&block, kBlock));
+  unsigned int type_before = 0;
+  ASSERT_CU(cuPointerGetAttribute(&type_before, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, blocks[0]));
+  std::atomic<bool> moving{true};
+  uint64_t queries = 0;
+  uint64_t wrong = 0;
+  std::thread asker([&] {
+    CUpointer_attribute attribute = CU_POINTER_ATTRIBUTE_MEMORY_TYPE;
+    for (size_t next = 0; moving.load(); ++next) {
+      const CUdeviceptr asked = blocks[next % blocks.size()] + kBlock / 2;  // its second granule
+      unsigned int single = 0;
+      unsigned int batched = 0;
+      void* data[] = {&batched};
+      const CUresult one = cuPointerGetAttribute(&single, attribute, asked);
+      const CUresult all = cuPointerGetAttributes(1, &attribute, data, asked);
+      wrong += one != CUDA_SUCCESS || single != type_before ? 1 : 0;
+      wrong += all != CUDA_SUCCESS || batched != type_before ? 1 : 0;
+      queries += 2;
+    }
+  });
+  constexpr uint32_t kRounds = 48;
+  CUresult filled = CUDA_SUCCESS;
+  for (uint32_t round = 0; round < kRounds && filled == CUDA_SUCCESS; ++round)
+    for (size_t i = 0; i < blocks.size() && filled == CUDA_SUCCESS; ++i)
+      filled = fill(blocks[i], round, streams_[0]);
+  ASSERT_CU(cuStreamSynchronize(streams_[0]));
+  moving.store(false);
+  asker.join();
+  ASSERT_CU(filled);
+  EXPECT_EQ(wrong, 0u) << "of " << queries << " answers about a moving block";
+  for (const CUdeviceptr block : blocks) expect_block(block, kRounds - 1);
+  for (const CUdeviceptr block : blocks) EXPECT_CU(cuMemFree(block));
 }
 
 // A gate a host function waits at, on the stream it holds, until the test opens it.

@@ -1,10 +1,12 @@
 // The prefetch mover's driver calls (tiers/prefetch_ops.h) for one device: cuMemAllocManaged with
-// its advice, cuMemPrefetchAsync on a stream of the mover's own in the device's primary context,
-// and events between that stream and the program's.
+// its advice, cuMemPrefetchAsync on two streams of the mover's own in the device's primary
+// context (promotions on one, evictions on the other: Note [Two lanes] in
+// placement/prefetch_placement.h), and events between those streams and the program's.
 #pragma once
 
 #include <cuda.h>
 
+#include <unordered_map>
 
 #include "tiers/prefetch_ops.h"
 
@@ -13,29 +15,40 @@ namespace vramspill::tiers {
 class DriverPrefetchOps final : public PrefetchOps {
  public:
   explicit DriverPrefetchOps(int device) noexcept : device_(device) {}
-  // Gives back the stream, its event and the primary context they live in.
+  // Gives back the streams, their events and the primary context they live in.
   ~DriverPrefetchOps() override;
 
   CUresult allocate(uint64_t bytes, CUdeviceptr* base) noexcept override;
   CUresult release(CUdeviceptr base) noexcept override;
   CUresult prefetch(CUdeviceptr base, uint64_t bytes, bool to_device,
-                    std::span<const uint64_t> after) noexcept override;
+                    std::span<const uint64_t> after, bool after_evictions) noexcept override;
   CUresult order_stream_after_prefetches(uint64_t stream) noexcept override;
   bool prefetches_done() noexcept override;
   CUresult wait_for_prefetches() noexcept override;
   std::optional<uint64_t> device_free() noexcept override;
 
  private:
-  // The stream and the event recorded after each prefetch, made at the first prefetch.
-  CUresult make_stream() noexcept;
-  // Makes the mover's stream wait for what is queued on `stream` now, through an event of the
+  // A stream of the mover's, and the event recorded after its last prefetch.
+  struct Lane {
+    CUstream stream = nullptr;
+    CUevent done = nullptr;
+    bool used = false;  // whether `done` was ever recorded
+  };
+
+  // The lanes, made at the first prefetch (or device_free()).
+  CUresult make_lanes() noexcept;
+  // Makes `lane` wait for what is queued on the program's `stream` now, through an event of the
   // calling thread's context (an event must be of its stream's context; the wait may cross).
-  CUresult queue_after(uint64_t stream) noexcept;
+  CUresult queue_after(const Lane& lane, uint64_t stream) noexcept;
+  // Records, on the eviction lane, the end of `base`'s eviction, for its next promotion.
+  CUresult record_eviction(CUdeviceptr base) noexcept;
 
   const int device_;
   CUcontext primary_ = nullptr;
-  CUstream stream_ = nullptr;
-  CUevent prefetched_ = nullptr;  // recorded after the last prefetch
+  Lane promotions_;
+  Lane evictions_;
+  // The end of each evicted block's last eviction (a block's promotion must not overtake it).
+  std::unordered_map<CUdeviceptr, CUevent> evicted_;
 };
 
 }  // namespace vramspill::tiers

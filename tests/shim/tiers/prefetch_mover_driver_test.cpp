@@ -1,7 +1,9 @@
 // The prefetch mover on simcuda's managed memory, through the driver calls the shim makes
 // (tiers/driver_prefetch_ops.h) and tiered placement's decisions (placement/prefetch_placement.h),
 // without preloading: over a budget of three blocks, kernels on two streams touch eight blocks
-// as the shim would hand them over, and after each round the books agree with the driver: a
+// as the shim would hand them over, most of a round's launches on a hot set that moves on each
+// round (so that promotions pay and are admitted, Note [Admitting a promotion]; both lanes run,
+// Note [Two lanes]), and after each round the books agree with the driver: a
 // block is on the device (CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION is the device, and the
 // device is charged for it) exactly when the books say so, and every byte survives.
 #include <cstdint>
@@ -81,9 +83,14 @@ TEST_F(PrefetchMoverDriverTest, TheBooksAgreeWithTheDriverAndEveryByteSurvives) 
   }
   std::mt19937 random(25);
   for (int round = 0; round < 12; ++round) {
-    for (int step = 0; step < 8; ++step) {
-      const size_t target = random() % blocks.size();
-      const size_t source = random() % blocks.size();
+    // Three blocks of eight, the next three each round; one launch in eight anywhere.
+    const auto draw = [&] {
+      const size_t hot = (static_cast<size_t>(round) * 3 + random() % 3) % blocks.size();
+      return random() % 8 == 0 ? random() % blocks.size() : hot;
+    };
+    for (int step = 0; step < 24; ++step) {
+      const size_t target = draw();
+      const size_t source = draw();
       // Each block's own stream, so that two writes of one block never race.
       CUstream stream = streams_[target % 2];
       if (source == target || step % 3 == 0) {

@@ -131,5 +131,43 @@ TEST_F(PrefetchMoverDriverTest, TheBooksAgreeWithTheDriverAndEveryByteSurvives) 
   EXPECT_EQ(budgets_.host(), 0u);
 }
 
+// Note [Two lanes]: an eviction waits for the promotions queued before it, on the other stream,
+// so that a block brought in and sent out before any use ends on the host, as the books say.
+// Timed on simcuda's cost model (modeled, so exact): an event recorded on an idle stream takes
+// the host's clock, which a wait for the mover's streams moves to their end.
+TEST_F(PrefetchMoverDriverTest, AnEvictionFollowsThePromotionQueuedBeforeIt) {
+  CUevent start = nullptr;
+  CUevent end = nullptr;
+  ASSERT_CU(cuEventCreate(&start, CU_EVENT_DEFAULT));
+  ASSERT_CU(cuEventCreate(&end, CU_EVENT_DEFAULT));
+  const auto modeled_ms = [&](auto&& moves) {
+    EXPECT_CU(cuEventRecord(start, streams_[0]));
+    moves();
+    EXPECT_CU(cuEventRecord(end, streams_[0]));
+    EXPECT_CU(cuEventSynchronize(end));
+    float ms = 0;
+    EXPECT_CU(cuEventElapsedTime(&ms, start, end));
+    return ms;
+  };
+  CUdeviceptr block = 0;
+  // A promotion alone: the block comes in at its allocation, and its free waits for that.
+  const float in = modeled_ms([&] {
+    ASSERT_EQ(placement_->allocate(0, kBlock, &block), CUDA_SUCCESS);
+    ASSERT_EQ(placement_->free(block), CUDA_SUCCESS);
+  });
+  ASSERT_GT(in, 0.0f);
+  // A promotion, then room for a whole budget: the block goes out again, after it came in.
+  const float in_then_out = modeled_ms([&] {
+    ASSERT_EQ(placement_->allocate(0, kBlock, &block), CUDA_SUCCESS);
+    ASSERT_TRUE(placement_->make_device_room(0, 3 * kBlock));
+  });
+  EXPECT_FALSE(placement_->on_device(block).value());
+  EXPECT_NE(last_prefetch_location(block), device_);
+  EXPECT_GT(in_then_out, 1.9f * in) << "the eviction overlapped the promotion it follows";
+  EXPECT_EQ(placement_->free(block), CUDA_SUCCESS);
+  cuEventDestroy(start);
+  cuEventDestroy(end);
+}
+
 }  // namespace
 }  // namespace vramspill::placement

@@ -163,6 +163,11 @@ class EvictionPolicy {
   // launch.
   std::string learned_state() const { return do_learned_state(); }
   uint64_t learning_changes() const noexcept { return do_learning_changes(); }
+  // Whether the policy plans with when blocks are used next (learned, once it has locked on the
+  // job's period), and so weighs a promotion against what its victims are needed for: a caller
+  // that would otherwise second-guess the policy's promotions (the prefetch mover's admission,
+  // Note [Admitting a promotion] in shim/placement/promotion_admission.h) may trust these.
+  bool knows_next_uses() const noexcept { return do_knows_next_uses(); }
   // What the last broken contract was ("" if none), for the caller's warning.
   std::string_view last_problem() const noexcept { return last_problem_; }
 
@@ -202,6 +207,7 @@ class EvictionPolicy {
   }
   virtual std::string do_learned_state() const { return {}; }
   virtual uint64_t do_learning_changes() const noexcept { return 0; }
+  virtual bool do_knows_next_uses() const noexcept { return false; }
 
   // Counts a broken contract, or aborts (Note [Decisions are checked]). `problem` ends with
   // what `value` is ("...: block").

@@ -140,6 +140,8 @@ class LearnedPolicy final : public EvictionPolicy {
   uint64_t do_learning_changes() const noexcept override {
     return finder_.locks() + finder_.unlocks();
   }
+  // Once locked, the job is known periodic: the launches that break a lock are moments of it.
+  bool do_knows_next_uses() const noexcept override { return finder_.locks() != 0; }
 
   static constexpr uint64_t kNever = UINT64_MAX;
 

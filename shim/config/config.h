@@ -76,6 +76,12 @@ inline constexpr std::array<std::string_view, 2> kStreamOrderedModeNames = {"are
 enum class TieredMover : uint8_t { kRemap, kPrefetch };
 inline constexpr std::array<std::string_view, 2> kTieredMoverNames = {"remap", "prefetch"};
 
+// Which promotions the prefetch mover makes when they would evict (Note [Admitting a promotion]
+// in placement/promotion_admission.h): `weighed`, those whose block's recent uses outweigh its
+// victims' by the bytes the move crosses; `always`, every one the policy asks for.
+enum class TieredAdmission : uint8_t { kWeighed, kAlways };
+inline constexpr std::array<std::string_view, 2> kTieredAdmissionNames = {"weighed", "always"};
+
 // The preferred location given to managed memory that holds a spilled allocation.
 enum class ManagedLocation : uint8_t { kHost, kDevice, kNone };
 inline constexpr std::array<std::string_view, 3> kManagedLocationNames = {"host", "device",
@@ -153,6 +159,7 @@ struct TieredConfig {
   WindowMode window{};
   StreamOrderedMode stream_ordered{};
   TieredMover mover{};
+  TieredAdmission admission{};
   std::vector<TieredRule> rules;  // in the file's order
 };
 

@@ -18,7 +18,7 @@ namespace {
 // something a user could not have written (a test parses every one).
 // One row per option reads better than the one field per line clang-format would make of it.
 // clang-format off
-constexpr std::array<OptionSpec, 22> kOptions = {{
+constexpr std::array<OptionSpec, 23> kOptions = {{
     {"device", "budget", OptionType::kSizeOrPercent, "100%",
      "Device memory the job may use: a size, or a percent of the GPU's total memory.",
      {},
@@ -151,6 +151,17 @@ constexpr std::array<OptionSpec, 22> kOptions = {{
      kTieredMoverNames,
      [](Config& c, const OptionValue& v) {
        c.tiered.mover = static_cast<TieredMover>(std::get<Choice>(v).index);
+     }},
+    {"tiered", "admission", OptionType::kEnum, "weighed",
+     "Which promotions the `prefetch` mover makes when they would evict other blocks (the "
+     "`remap` mover ignores it). `weighed`: only those whose block's recent uses, times its "
+     "bytes, outweigh the victims' by the bytes the move crosses; a block used less is read in "
+     "place over the link, so a loop over more than fits settles like `managed` mode instead "
+     "of moving every block in and out. `always`: every promotion the policy asks for, as the "
+     "remap mover makes them. `learned`, once locked on the job's step, is followed either way.",
+     kTieredAdmissionNames,
+     [](Config& c, const OptionValue& v) {
+       c.tiered.admission = static_cast<TieredAdmission>(std::get<Choice>(v).index);
      }},
     {"report", "memory_info", OptionType::kEnum, "budget",
      "What `cuMemGetInfo` reports. `budget`: total is the limit, free is the limit minus the "

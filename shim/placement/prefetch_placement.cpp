@@ -51,9 +51,12 @@ void PrefetchPlacement::tell_policy_of_capacity_locked(int device, Device& state
                              kGranuleBytes);
 }
 
+void PrefetchPlacement::forget_promotions_done_locked(Device& state) noexcept {
+  if (state.queued_in != 0 && state.ops->prefetches_done()) state.queued_in = 0;
+}
+
 bool PrefetchPlacement::card_takes_locked(Device& state, uint64_t bytes,
                                           uint64_t leaving) noexcept {
-  if (state.queued_in != 0 && state.ops->prefetches_done()) state.queued_in = 0;
   const std::optional<uint64_t> free = state.ops->device_free();
   // A driver that does not say leaves the budget as the only limit.
   if (!free) return true;
@@ -79,7 +82,7 @@ bool PrefetchPlacement::evict_locked(BlockId id, Block& block) noexcept {
   Device& state = device_states_[static_cast<std::size_t>(block.device)];
   if (const CUresult result = state.ops->prefetch(
           id, block.size, /*to_device=*/false,
-          std::span(block.last_streams.data(), block.streams));
+          std::span(block.last_streams.data(), block.streams), /*after_evictions=*/false);
       result != CUDA_SUCCESS) {
     // Not queued: the block is still on the device, as the books say.
     ++stats_.failed_prefetches;
@@ -101,11 +104,18 @@ bool PrefetchPlacement::evict_locked(BlockId id, Block& block) noexcept {
   return true;
 }
 
+std::optional<RuleAction> PrefetchPlacement::rule_of(const Device& state, BlockId id) {
+  const auto found = state.ruled.find(id);
+  if (found == state.ruled.end()) return std::nullopt;
+  return found->second;
+}
+
 bool PrefetchPlacement::make_room_locked(int device, Device& state, uint64_t bytes,
-                                         std::span<const BlockId> keep, uint64_t card_needs) {
-  // Room for another allocation (card_needs 0) is the budget's alone: the driver places it.
+                                         std::span<const BlockId> keep,
+                                         std::optional<BlockId> promoting) {
+  // Room for another allocation is the budget's alone: the driver places it.
   const auto card_takes = [&](uint64_t leaving) {
-    return card_needs == 0 || card_takes_locked(state, card_needs, leaving);
+    return !promoting || card_takes_locked(state, bytes, leaving);
   };
   const uint64_t room = budgets_.device_room(device);
   if (room >= bytes) return card_takes(0);
@@ -119,39 +129,59 @@ bool PrefetchPlacement::make_room_locked(int device, Device& state, uint64_t byt
                    : 0;
       });
   std::vector<BlockId> victims = ruled.first;
-  uint64_t leaving = ruled.covered;
   if (ruled.covered < short_by) {
     const policies::Victims chosen =
         state.policy->choose_victims(short_by - ruled.covered, ruled.keep);
     if (!chosen.enough) return false;
     victims.insert(victims.end(), chosen.blocks.begin(), chosen.blocks.end());
-    leaving += chosen.granules;
   }
-  if (!card_takes(leaving * kGranuleBytes)) return false;
+  // The victims that will leave: those on the device, until the room is made.
+  std::vector<PromotionAdmission::Victim> leaving;
+  uint64_t made = room;
   for (const BlockId victim : victims) {
-    if (budgets_.device_room(device) >= bytes) break;
+    if (made >= bytes) break;
     const auto found = blocks_.find(victim);
     if (found == blocks_.end() || !found->second.on_device) continue;
-    if (!evict_locked(victim, found->second)) return false;
+    leaving.push_back({victim, found->second.bytes});
+    made += found->second.bytes;
   }
-  return budgets_.device_room(device) >= bytes;
+  if (made < bytes) return false;
+  // Note [Admitting a promotion]: learned, locked, has weighed its victims already, and a pinned
+  // block comes in whatever it displaces (Note [Rules before the policy]).
+  if (promoting && options_.admission == TieredAdmission::kWeighed &&
+      !state.policy->knows_next_uses() && rule_of(state, *promoting) != RuleAction::kPin &&
+      !admission_.admits(*promoting, bytes, leaving)) {
+    ++stats_.not_admitted;
+    return false;
+  }
+  if (!card_takes(made - room)) return false;
+  for (const PromotionAdmission::Victim& victim : leaving) {
+    if (!evict_locked(victim.block, blocks_.at(victim.block))) return false;
+  }
+  return true;
 }
 
 bool PrefetchPlacement::bring_in_locked(BlockId id, Block& block, std::span<const BlockId> keep,
                                         bool ahead) {
   Device& state = device_states_[static_cast<std::size_t>(block.device)];
   tell_policy_of_capacity_locked(block.device, state);
-  if (!make_room_locked(block.device, state, block.bytes, keep, block.bytes) ||
+  // Once per promotion: on simcuda, as on a GPU, asking again at once is waiting.
+  forget_promotions_done_locked(state);
+  // Note [Two lanes]: the promotion need not wait for the evictions that make its room in the
+  // budget when the card has room for it without them.
+  const bool card_has_room = card_takes_locked(state, block.bytes, 0);
+  if (!make_room_locked(block.device, state, block.bytes, keep, id) ||
       !budgets_.take_device(block.device, block.bytes)) {
     if (!ahead) {
-      if (!card_takes_locked(state, block.bytes, 0)) ++stats_.held_by_the_card;
+      if (!card_has_room) ++stats_.held_by_the_card;
       ++stats_.promotions_refused;
     }
     return false;
   }
   if (const CUresult result =
           state.ops->prefetch(id, block.size, /*to_device=*/true,
-                              std::span(block.last_streams.data(), block.streams));
+                              std::span(block.last_streams.data(), block.streams),
+                              /*after_evictions=*/!card_has_room);
       result != CUDA_SUCCESS) {
     budgets_.give_device(block.device, block.bytes);
     ++stats_.failed_prefetches;
@@ -179,9 +209,8 @@ void PrefetchPlacement::promote_ahead_locked(Device& state, std::span<const Bloc
   std::vector<BlockId> kept(keep.begin(), keep.end());
   for (const BlockId id : state.policy->promote_ahead(room_taken, keep)) {
     const auto found = blocks_.find(id);
-    const auto ruled = state.ruled.find(id);
     if (found == blocks_.end() || found->second.on_device ||
-        (ruled != state.ruled.end() && ruled->second == RuleAction::kPreferHost))
+        rule_of(state, id) == RuleAction::kPreferHost)
       continue;
     if (bring_in_locked(id, found->second, kept, /*ahead=*/true)) kept.push_back(id);
   }
@@ -234,7 +263,7 @@ std::optional<CUresult> PrefetchPlacement::free(CUdeviceptr base) noexcept {
   if (found == blocks_.end()) return std::nullopt;
   const Block block = found->second;
   Device& state = device_states_[static_cast<std::size_t>(block.device)];
-  // A prefetch of this block may still be queued on the mover's stream.
+  // A prefetch of this block may still be queued on the mover's streams.
   if (const CUresult waited = state.ops->wait_for_prefetches(); waited != CUDA_SUCCESS)
     return waited;
   if (const CUresult released = state.ops->release(base); released != CUDA_SUCCESS)
@@ -246,6 +275,7 @@ std::optional<CUresult> PrefetchPlacement::free(CUdeviceptr base) noexcept {
   budgets_.give_host(block.bytes);
   state.policy->freed(base);
   state.ruled.erase(base);
+  admission_.forget(base);
   blocks_.erase(found);
   block_count_.fetch_sub(1, std::memory_order_relaxed);
   return CUDA_SUCCESS;
@@ -280,9 +310,7 @@ void PrefetchPlacement::before_submission(const core::SubmissionUse& use) noexce
         }
         if (may_move && !block.on_device) {
           // Note [Rules before the policy] in placement/tiered_placement.h
-          const auto ruled = state.ruled.find(id);
-          const std::optional<RuleAction> rule =
-              ruled != state.ruled.end() ? std::optional(ruled->second) : std::nullopt;
+          const std::optional<RuleAction> rule = rule_of(state, id);
           if (rule == RuleAction::kPin ||
               (rule != RuleAction::kPreferHost && state.policy->should_promote(id))) {
             if (bring_in_locked(id, block, ours)) {
@@ -295,6 +323,7 @@ void PrefetchPlacement::before_submission(const core::SubmissionUse& use) noexce
         }
         // After the move: this submission is queued after it, and the next move waits for it.
         note_use(block, use.stream);
+        admission_.used(id, use.sequence);
       }
       if (may_move) promote_ahead_locked(state, ours, room_taken);
       // Not while a capture is in progress: a wait on the mover's event would join the graph.
@@ -323,7 +352,7 @@ bool PrefetchPlacement::make_device_room(int device, uint64_t bytes) noexcept {
     tell_policy_of_capacity_locked(device, *state);
     const uint64_t evictions = stats_.evictions;
     // The room is the budget's: the allocation that wants it is the driver's to place.
-    if (!make_room_locked(device, *state, bytes, {}, 0)) return false;
+    if (!make_room_locked(device, *state, bytes, {}, std::nullopt)) return false;
     if (stats_.evictions != evictions) evicted_by = state->ops;
   } catch (const std::bad_alloc&) {
     return false;

@@ -8,14 +8,16 @@
 // A block is one cuMemAllocManaged allocation advised to prefer the host and to be accessed by
 // its device: where it is not brought in, kernels read it over the link and the driver does not
 // migrate it behind the policy's back. A promotion is a prefetch to the device, an eviction a
-// prefetch to the host, both queued on a stream of the mover's own (one per device) after the
-// work queued so far on the streams of the block's last uses (an event recorded on each, waited
-// for on the device). The launch that needs a promoted block makes its own stream wait, on the
-// device, for the mover's stream; nothing waits on the host, no remap window closes, the device
-// is never drained. Correctness does not hang on any of it: managed memory is coherent, so a use
-// the tracker missed (a pointer kept in device memory, an unreadable launch, a per-thread stream
-// of another thread, which the mover's thread cannot name) costs a fault or a read over the link,
-// never a wrong byte. That is why no window is needed.
+// prefetch to the host, each queued on a stream of the mover's own (two per device, Note [Two
+// lanes]) after the work queued so far on the streams of the block's last uses (an event
+// recorded on each, waited for on the device). The launch that needs a promoted block makes its
+// own stream wait, on the device, for the promotions; nothing waits on the host, no remap window
+// closes, the device is never drained. Which promotions that evict the policy gets is
+// admission's say (Note [Admitting a promotion] in placement/promotion_admission.h).
+// Correctness does not hang on any of it: managed memory is coherent, so a use the tracker missed
+// (a pointer kept in device memory, an unreadable launch, a per-thread stream of another thread,
+// which the mover's thread cannot name) costs a fault or a read over the link, never a wrong
+// byte. That is why no window is needed.
 // The books: a block counts against the device budget (TieredBudgets, the ledger's) for its
 // whole 2 MiB pages from the moment its promotion is queued until its eviction is queued, so the
 // budget counts exactly the bytes the policy has brought in. Its pages count against the host
@@ -24,28 +26,49 @@
 // the device more than it has free, or the driver would evict other managed pages for room. The
 // driver's figure lags the books by the promotions still queued, so with B the bytes the books
 // have on the device, R those really there, F the free figure and q the promotions queued since
-// the mover's stream was last seen idle, R >= B - min(q, B) (a queued promotion of a block since
-// evicted is no longer in B), and the block's own evictions, queued before it on the same
-// stream, leave `leaving` bytes: B - leaving + need <= F + R holds whenever
+// the mover's streams were last seen idle, R >= B - min(q, B) (a queued promotion of a block
+// since evicted is no longer in B), and the block's own evictions, which it then waits for (Note
+// [Two lanes]), leave `leaving` bytes: B - leaving + need <= F + R holds whenever
 // need + min(q, B) <= F + leaving, which is the test. It errs only towards refusing.
 //
 // Note [Launches after a promotion]
 // Every launch that touches a block whose promotion may still be queued waits for the mover's
-// stream, not only the launch that asked for it: a new block is brought in at its allocation,
+// promotions, not only the launch that asked for it: a new block is brought in at its allocation,
 // with no launch at hand, and a block one stream's launch promoted may be touched next by
 // another stream's. Unordered, such a launch runs while its pages are on the way: on a GPU it
 // faults them over itself or reads them over the link, and simcuda charges it for waiting
 // (Note [Waiting for a prefetch] in its core/managed.cpp). A block stops arriving once the
-// mover's stream is seen idle at one of its launches.
+// mover's streams are seen idle at one of its launches.
+//
+// Note [Two lanes]
+// Promotions and evictions go on two streams of the mover's, as a GPU's copy engines move the
+// two ways at once over a full-duplex link. On one stream, a promotion waited for its victims'
+// evictions, and those for the victims' last uses: every launch that promoted paid for the bytes
+// out and then the bytes in. On two, the promotion runs beside the evictions that made its room
+// in the budget, so for a moment the device may hold those bytes too: the budget is the books',
+// and the card's free memory is what must not be exceeded (the driver would evict other managed
+// pages for room). So a promotion waits for the evictions queued before it only when the card
+// cannot take it without their room (the test above with `leaving` 0). The orderings that keep
+// the books true to the driver: an eviction waits for every promotion queued before it (one of
+// its own block, not yet used, must not land after it; the others are done by then anyway, as
+// the launch that last used the victim waited for them), and a promotion waits for its own
+// block's last eviction (tiers/driver_prefetch_ops.h keeps an event for it). Room made for
+// another allocation waits for both streams on the host, so that the driver finds the room.
+// simcuda charges each stream's prefetches on that stream's clock at the link's rate, both ways
+// at once in full (assumed, its README's fidelity table, until tier_probe measures it on a GPU).
+// Measured (modeled, compare_movers.py, 16 MiB budget): learned on the training workload at
+// 1.5x went from 0.72x managed mode's step to 0.38x, at 3x from 0.65x to 0.35x, and on the H200
+// trace's workload player from 638 ms a step to 324.
+//
 // A policy that knows which blocks the next launches use (learned, locked) names them after each
 // launch, as with the remap mover (Note [Promoting ahead] in policies/eviction_policy.h), into
-// room nothing needed holds. Here that costs no stop: their prefetches run on the mover's stream
+// room nothing needed holds. Here that costs no stop: their prefetches run on the mover's streams
 // while the job's kernels do, and the launches that need them wait only for what is still on
 // the way (Note [Launches after a promotion]).
-// Not yet (README, "Tiered mode"): stream-ordered requests
-// (they go to the driver's pools), moves during a stream capture (none: blocks are touched where
-// they are, as with the remap mover), evictions in part (a victim goes whole: Note [Evicting
-// part of a block] in policies/eviction_policy.h).
+// Not yet (README, "Tiered mode"): stream-ordered requests (they go to the driver's pools), moves
+// during a stream capture (none: blocks are touched where they are, as with the remap mover),
+// evictions in part (a victim goes whole: Note [Evicting part of a block] in
+// policies/eviction_policy.h).
 #pragma once
 
 #include <cuda.h>
@@ -62,6 +85,7 @@
 
 #include "core/memory_events.h"
 #include "core/use_tracker.h"
+#include "placement/promotion_admission.h"
 #include "placement/tiered_placement.h"
 #include "policies/registry.h"
 #include "tiers/prefetch_ops.h"
@@ -93,6 +117,7 @@ struct PrefetchStats {
   uint64_t evicted_bytes = 0;
   uint64_t promoted_ahead = 0;       // of the promotions, those for a later launch
   uint64_t promotions_refused = 0;  // the policy said touch in place, or no room could be made
+  uint64_t not_admitted = 0;  // of those, not worth their victims (Note [Admitting a promotion])
   uint64_t held_by_the_card = 0;    // promotions the card's free memory could not take
   uint64_t failed_prefetches = 0;   // prefetches or orderings the driver refused
 };
@@ -185,6 +210,10 @@ class PrefetchPlacement {
   Device* device_state_locked(int device) noexcept;
   // Tells the policy how many granules its blocks may hold now (Note [The policy's capacity]).
   void tell_policy_of_capacity_locked(int device, Device& state) noexcept;
+  // What the block's [[tiered.rule]] says, if one matched it.
+  static std::optional<RuleAction> rule_of(const Device& state, policies::BlockId id);
+  // Forgets the promotions queued, if the mover's streams are idle.
+  void forget_promotions_done_locked(Device& state) noexcept;
   // Whether the card can take `bytes` more once `leaving` bytes have left it.
   bool card_takes_locked(Device& state, uint64_t bytes, uint64_t leaving) noexcept;
   // Brings `id` to the device, evicting what the policy names (none of `keep`) for room. A
@@ -196,9 +225,12 @@ class PrefetchPlacement {
   // granules.
   void promote_ahead_locked(Device& state, std::span<const policies::BlockId> keep,
                             uint64_t room_taken);
-  // Evicts the policy's victims until the budget has `bytes` of room; whether it has.
+  // Evicts the policy's victims until the budget has `bytes` of room; whether it has. For the
+  // promotion of `promoting` (of `bytes`), only where the card takes it and the victims are
+  // worth it (Note [Admitting a promotion]).
   bool make_room_locked(int device, Device& state, uint64_t bytes,
-                        std::span<const policies::BlockId> keep, uint64_t card_needs);
+                        std::span<const policies::BlockId> keep,
+                        std::optional<policies::BlockId> promoting);
   bool evict_locked(policies::BlockId id, Block& block) noexcept;
   static void note_use(Block& block, uint64_t stream) noexcept;
 
@@ -211,6 +243,7 @@ class PrefetchPlacement {
   std::map<policies::BlockId, Block> blocks_;
   std::atomic<uint64_t> block_count_{0};  // the launch path's test, without the lock
   PrefetchStats stats_;
+  PromotionAdmission admission_;
   std::atomic<core::MemoryEvents*> events_{nullptr};
 };
 

@@ -115,6 +115,8 @@ class ArenaSource {
 struct TieredOptions {
   std::string policy = "lru";
   WindowMode window = WindowMode::kSafe;  // kTracked needs the use tracker
+  // The prefetch mover's (Note [Admitting a promotion] in placement/promotion_admission.h).
+  TieredAdmission admission = TieredAdmission::kWeighed;
   policies::InvariantMode invariant_mode = policies::InvariantMode::kCountAndDrop;
 };
 

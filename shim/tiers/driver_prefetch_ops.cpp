@@ -1,6 +1,7 @@
 #include "tiers/driver_prefetch_ops.h"
 
 #include <atomic>
+#include <initializer_list>
 #include <mutex>
 
 #include "driver/context_scope.h"
@@ -34,9 +35,15 @@ DriverPrefetchOps::~DriverPrefetchOps() {
   {
     const driver::ContextScope scope(primary_);
     if (scope.entered()) {
-      if (const auto destroy_event = VRAMSPILL_REAL(cuEventDestroy_v2))
-        destroy_event(prefetched_);
-      if (const auto destroy_stream = VRAMSPILL_REAL(cuStreamDestroy_v2)) destroy_stream(stream_);
+      if (const auto destroy_event = VRAMSPILL_REAL(cuEventDestroy_v2)) {
+        destroy_event(promotions_.done);
+        destroy_event(evictions_.done);
+        for (const auto& [base, event] : evicted_) destroy_event(event);
+      }
+      if (const auto destroy_stream = VRAMSPILL_REAL(cuStreamDestroy_v2)) {
+        destroy_stream(promotions_.stream);
+        destroy_stream(evictions_.stream);
+      }
     }
   }
   if (const auto release = VRAMSPILL_REAL(cuDevicePrimaryCtxRelease_v2)) release(device_);
@@ -69,31 +76,48 @@ CUresult DriverPrefetchOps::allocate(uint64_t bytes, CUdeviceptr* base) noexcept
 
 CUresult DriverPrefetchOps::release(CUdeviceptr base) noexcept {
   const auto free_memory = VRAMSPILL_REAL(cuMemFree_v2);
-  return free_memory != nullptr ? free_memory(base) : CUDA_ERROR_NOT_SUPPORTED;
+  if (free_memory == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
+  if (const CUresult result = free_memory(base); result != CUDA_SUCCESS) return result;
+  if (const auto found = evicted_.find(base); found != evicted_.end()) {
+    const driver::ContextScope scope(primary_);
+    if (const auto destroy_event = VRAMSPILL_REAL(cuEventDestroy_v2);
+        scope.entered() && destroy_event != nullptr)
+      destroy_event(found->second);
+    evicted_.erase(found);
+  }
+  return CUDA_SUCCESS;
 }
 
-CUresult DriverPrefetchOps::make_stream() noexcept {
+CUresult DriverPrefetchOps::make_lanes() noexcept {
   const auto retain = VRAMSPILL_REAL(cuDevicePrimaryCtxRetain);
   const auto release_primary = VRAMSPILL_REAL(cuDevicePrimaryCtxRelease_v2);
   const auto create_stream = VRAMSPILL_REAL(cuStreamCreate);
   const auto create_event = VRAMSPILL_REAL(cuEventCreate);
   const auto destroy_stream = VRAMSPILL_REAL(cuStreamDestroy_v2);
+  const auto destroy_event = VRAMSPILL_REAL(cuEventDestroy_v2);
   if (retain == nullptr || release_primary == nullptr || create_stream == nullptr ||
-      create_event == nullptr || destroy_stream == nullptr)
+      create_event == nullptr || destroy_stream == nullptr || destroy_event == nullptr)
     return CUDA_ERROR_NOT_SUPPORTED;
   CUcontext primary = nullptr;
   if (const CUresult result = retain(&primary, device_); result != CUDA_SUCCESS) return result;
   CUresult result = CUDA_SUCCESS;
   {
     const driver::ContextScope scope(primary);
-    result = scope.entered() ? create_stream(&stream_, CU_STREAM_NON_BLOCKING) : scope.status();
-    if (result == CUDA_SUCCESS) {
-      result = create_event(&prefetched_, CU_EVENT_DISABLE_TIMING);
-      if (result != CUDA_SUCCESS) destroy_stream(stream_);
+    if (!scope.entered()) result = scope.status();
+    // Each lane's stream and event, or none of them.
+    for (Lane* lane : {&promotions_, &evictions_}) {
+      if (result == CUDA_SUCCESS) result = create_stream(&lane->stream, CU_STREAM_NON_BLOCKING);
+      if (result == CUDA_SUCCESS) result = create_event(&lane->done, CU_EVENT_DISABLE_TIMING);
+    }
+    if (result != CUDA_SUCCESS && scope.entered()) {
+      for (Lane* lane : {&promotions_, &evictions_}) {
+        if (lane->done != nullptr) destroy_event(lane->done);
+        if (lane->stream != nullptr) destroy_stream(lane->stream);
+        *lane = Lane{};
+      }
     }
   }
   if (result != CUDA_SUCCESS) {
-    stream_ = nullptr;
     release_primary(device_);
     return result;
   }
@@ -101,7 +125,7 @@ CUresult DriverPrefetchOps::make_stream() noexcept {
   return CUDA_SUCCESS;
 }
 
-CUresult DriverPrefetchOps::queue_after(uint64_t stream) noexcept {
+CUresult DriverPrefetchOps::queue_after(const Lane& lane, uint64_t stream) noexcept {
   const auto create_event = VRAMSPILL_REAL(cuEventCreate);
   const auto record = VRAMSPILL_REAL(cuEventRecord);
   const auto wait_event = VRAMSPILL_REAL(cuStreamWaitEvent);
@@ -115,63 +139,104 @@ CUresult DriverPrefetchOps::queue_after(uint64_t stream) noexcept {
   if (const CUresult result = create_event(&used, CU_EVENT_DISABLE_TIMING); result != CUDA_SUCCESS)
     return result;
   CUresult result = record(used, reinterpret_cast<CUstream>(stream));
-  if (result == CUDA_SUCCESS) result = wait_event(stream_, used, 0);
+  if (result == CUDA_SUCCESS) result = wait_event(lane.stream, used, 0);
   // The wait holds what it needs: an event may be destroyed with its record still pending.
   destroy_event(used);
   return result;
 }
 
+CUresult DriverPrefetchOps::record_eviction(CUdeviceptr base) noexcept {
+  const auto create_event = VRAMSPILL_REAL(cuEventCreate);
+  const auto record = VRAMSPILL_REAL(cuEventRecord);
+  if (create_event == nullptr || record == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
+  CUevent& left = evicted_[base];
+  if (left == nullptr) {
+    if (const CUresult result = create_event(&left, CU_EVENT_DISABLE_TIMING);
+        result != CUDA_SUCCESS) {
+      evicted_.erase(base);
+      return result;
+    }
+  }
+  return record(left, evictions_.stream);
+}
+
 CUresult DriverPrefetchOps::prefetch(CUdeviceptr base, uint64_t bytes, bool to_device,
-                                     std::span<const uint64_t> after) noexcept {
+                                     std::span<const uint64_t> after,
+                                     bool after_evictions) noexcept {
   const auto prefetch_v2 = VRAMSPILL_REAL(cuMemPrefetchAsync_v2);
   const auto prefetch_v1 = VRAMSPILL_REAL(cuMemPrefetchAsync);
   const auto record = VRAMSPILL_REAL(cuEventRecord);
-  if ((prefetch_v2 == nullptr && prefetch_v1 == nullptr) || record == nullptr)
+  const auto wait_event = VRAMSPILL_REAL(cuStreamWaitEvent);
+  if ((prefetch_v2 == nullptr && prefetch_v1 == nullptr) || record == nullptr ||
+      wait_event == nullptr)
     return CUDA_ERROR_NOT_SUPPORTED;
-  if (stream_ == nullptr) {
-    if (const CUresult result = make_stream(); result != CUDA_SUCCESS) return result;
+  if (primary_ == nullptr) {
+    if (const CUresult result = make_lanes(); result != CUDA_SUCCESS) return result;
   }
+  Lane& lane = to_device ? promotions_ : evictions_;
   // In the caller's context: the last uses' streams are the program's.
-  for (const uint64_t stream : after) (void)queue_after(stream);
+  for (const uint64_t stream : after) (void)queue_after(lane, stream);
   const driver::ContextScope scope(primary_);
   if (!scope.entered()) return scope.status();
-  CUresult result = CUDA_ERROR_NOT_SUPPORTED;
+  // Note [Two lanes]: the orderings between the lanes.
+  CUresult result = CUDA_SUCCESS;
+  if (!to_device) {
+    if (promotions_.used) result = wait_event(lane.stream, promotions_.done, 0);
+  } else {
+    if (const auto left = evicted_.find(base); left != evicted_.end())
+      result = wait_event(lane.stream, left->second, 0);
+    if (result == CUDA_SUCCESS && after_evictions && evictions_.used)
+      result = wait_event(lane.stream, evictions_.done, 0);
+  }
+  if (result != CUDA_SUCCESS) return result;
   if (prefetch_v2 != nullptr) {
     const CUmemLocation where = to_device ? CUmemLocation{CU_MEM_LOCATION_TYPE_DEVICE, device_}
                                           : CUmemLocation{CU_MEM_LOCATION_TYPE_HOST, 0};
-    result = prefetch_v2(base, bytes, where, 0, stream_);
+    result = prefetch_v2(base, bytes, where, 0, lane.stream);
   } else {
-    result = prefetch_v1(base, bytes, to_device ? device_ : CU_DEVICE_CPU, stream_);
+    result = prefetch_v1(base, bytes, to_device ? device_ : CU_DEVICE_CPU, lane.stream);
   }
   if (result != CUDA_SUCCESS) return result;
-  return record(prefetched_, stream_);
+  if (!to_device) {
+    if (const CUresult recorded = record_eviction(base); recorded != CUDA_SUCCESS)
+      return recorded;
+  }
+  lane.used = true;
+  return record(lane.done, lane.stream);
 }
 
 CUresult DriverPrefetchOps::order_stream_after_prefetches(uint64_t stream) noexcept {
   const auto wait_event = VRAMSPILL_REAL(cuStreamWaitEvent);
   if (wait_event == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
-  if (prefetched_ == nullptr) return CUDA_SUCCESS;  // nothing was ever prefetched
+  if (!promotions_.used) return CUDA_SUCCESS;  // nothing was ever promoted
   const std::shared_lock gate(capture_gate_);
   if (capturing(stream)) return CUDA_SUCCESS;  // Note [A capture begun while a move is queued]
   // The event is of the primary context; the stream may be of any: the wait crosses contexts.
-  return wait_event(reinterpret_cast<CUstream>(stream), prefetched_, 0);
+  return wait_event(reinterpret_cast<CUstream>(stream), promotions_.done, 0);
 }
 
 bool DriverPrefetchOps::prefetches_done() noexcept {
   const auto query = VRAMSPILL_REAL(cuEventQuery);
-  return prefetched_ == nullptr || (query != nullptr && query(prefetched_) == CUDA_SUCCESS);
+  const auto done = [&](const Lane& lane) {
+    return !lane.used || (query != nullptr && query(lane.done) == CUDA_SUCCESS);
+  };
+  return done(promotions_) && done(evictions_);
 }
 
 CUresult DriverPrefetchOps::wait_for_prefetches() noexcept {
   const auto synchronize = VRAMSPILL_REAL(cuEventSynchronize);
-  if (prefetched_ == nullptr) return CUDA_SUCCESS;
-  return synchronize != nullptr ? synchronize(prefetched_) : CUDA_ERROR_NOT_SUPPORTED;
+  for (const Lane* lane : {&promotions_, &evictions_}) {
+    if (!lane->used) continue;
+    if (synchronize == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
+    if (const CUresult result = synchronize(lane->done); result != CUDA_SUCCESS) return result;
+  }
+  return CUDA_SUCCESS;
 }
 
 std::optional<uint64_t> DriverPrefetchOps::device_free() noexcept {
   const auto memory_info = VRAMSPILL_REAL(cuMemGetInfo_v2);
   if (memory_info == nullptr) return std::nullopt;
-  if (primary_ == nullptr && make_stream() != CUDA_SUCCESS) return std::nullopt;
+  if (primary_ == nullptr && make_lanes() != CUDA_SUCCESS) return std::nullopt;
   // cuMemGetInfo answers for the current context's device: the primary context is the device's.
   const driver::ContextScope scope(primary_);
   size_t free = 0;

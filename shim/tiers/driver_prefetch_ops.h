@@ -1,6 +1,7 @@
 // The prefetch mover's driver calls (tiers/prefetch_ops.h) for one device: cuMemAllocManaged with
-// its advice, cuMemPrefetchAsync on a stream of the mover's own in the device's primary context,
-// and events between that stream and the program's.
+// its advice, cuMemPrefetchAsync on two streams of the mover's own in the device's primary
+// context (promotions on one, evictions on the other: Note [Two lanes] in
+// placement/prefetch_placement.h), and events between those streams and the program's.
 //
 // Note [Who may reach a managed block]
 // Managed memory is reachable from every device with concurrent managed access, peer access
@@ -40,6 +41,7 @@
 #include <cuda.h>
 
 #include <shared_mutex>
+#include <unordered_map>
 #include <vector>
 
 #include "tiers/prefetch_ops.h"
@@ -52,31 +54,42 @@ class DriverPrefetchOps final : public PrefetchOps {
   // may reach a managed block]). `capture_gate`: Note [A capture begun while a move is queued].
   DriverPrefetchOps(int device, std::vector<int> peers, std::shared_mutex& capture_gate) noexcept
       : device_(device), peers_(std::move(peers)), capture_gate_(capture_gate) {}
-  // Gives back the stream, its event and the primary context they live in.
+  // Gives back the streams, their events and the primary context they live in.
   ~DriverPrefetchOps() override;
 
   CUresult allocate(uint64_t bytes, CUdeviceptr* base) noexcept override;
   CUresult release(CUdeviceptr base) noexcept override;
   CUresult prefetch(CUdeviceptr base, uint64_t bytes, bool to_device,
-                    std::span<const uint64_t> after) noexcept override;
+                    std::span<const uint64_t> after, bool after_evictions) noexcept override;
   CUresult order_stream_after_prefetches(uint64_t stream) noexcept override;
   bool prefetches_done() noexcept override;
   CUresult wait_for_prefetches() noexcept override;
   std::optional<uint64_t> device_free() noexcept override;
 
  private:
-  // The stream and the event recorded after each prefetch, made at the first prefetch.
-  CUresult make_stream() noexcept;
-  // Makes the mover's stream wait for what is queued on `stream` now, through an event of the
+  // A stream of the mover's, and the event recorded after its last prefetch.
+  struct Lane {
+    CUstream stream = nullptr;
+    CUevent done = nullptr;
+    bool used = false;  // whether `done` was ever recorded
+  };
+
+  // The lanes, made at the first prefetch (or device_free()).
+  CUresult make_lanes() noexcept;
+  // Makes `lane` wait for what is queued on the program's `stream` now, through an event of the
   // calling thread's context (an event must be of its stream's context; the wait may cross).
-  CUresult queue_after(uint64_t stream) noexcept;
+  CUresult queue_after(const Lane& lane, uint64_t stream) noexcept;
+  // Records, on the eviction lane, the end of `base`'s eviction, for its next promotion.
+  CUresult record_eviction(CUdeviceptr base) noexcept;
 
   const int device_;
   const std::vector<int> peers_;
   std::shared_mutex& capture_gate_;
   CUcontext primary_ = nullptr;
-  CUstream stream_ = nullptr;
-  CUevent prefetched_ = nullptr;  // recorded after the last prefetch
+  Lane promotions_;
+  Lane evictions_;
+  // The end of each evicted block's last eviction (a block's promotion must not overtake it).
+  std::unordered_map<CUdeviceptr, CUevent> evicted_;
 };
 
 }  // namespace vramspill::tiers

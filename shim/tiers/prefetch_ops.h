@@ -23,17 +23,21 @@ class PrefetchOps {
   virtual CUresult allocate(uint64_t bytes, CUdeviceptr* base) noexcept = 0;
   // Frees a block; the caller has waited for the prefetches queued on it (wait_for_prefetches).
   virtual CUresult release(CUdeviceptr base) noexcept = 0;
-  // Queues a prefetch of [base, base + bytes) to the device or to the host on the mover's
-  // stream, after the work queued so far on each of `after` (program streams, as the use tracker
-  // names them: the streams of the block's last uses). A stream whose wait cannot be queued (one
-  // destroyed since) is not waited for: managed memory stays coherent, the move only overlaps.
+  // Queues a prefetch of [base, base + bytes) to the device or to the host, after the work
+  // queued so far on each of `after` (program streams, as the use tracker names them: the
+  // streams of the block's last uses). A stream whose wait cannot be queued (one destroyed since)
+  // is not waited for: managed memory stays coherent, the move only overlaps.
+  // Promotions and evictions go on two streams of the mover's own (Note [Two lanes] in
+  // placement/prefetch_placement.h), so that one direction need not wait for the other: an
+  // eviction follows every promotion queued before it, a promotion follows the block's own last
+  // eviction, and all queued evictions only when `after_evictions` (the card needs their room).
   virtual CUresult prefetch(CUdeviceptr base, uint64_t bytes, bool to_device,
-                            std::span<const uint64_t> after) noexcept = 0;
-  // Makes `stream` wait, on the device, for every prefetch queued so far.
+                            std::span<const uint64_t> after, bool after_evictions) noexcept = 0;
+  // Makes `stream` wait, on the device, for every promotion queued so far.
   virtual CUresult order_stream_after_prefetches(uint64_t stream) noexcept = 0;
-  // Whether every prefetch queued so far has run (without waiting).
+  // Whether every prefetch queued so far, either way, has run (without waiting).
   virtual bool prefetches_done() noexcept = 0;
-  // Waits on the host for the prefetches queued so far (before a block is freed).
+  // Waits on the host for the prefetches queued so far, either way (before a block is freed).
   virtual CUresult wait_for_prefetches() noexcept = 0;
   // The device's free memory as the driver counts it, or nullopt when it does not answer.
   virtual std::optional<uint64_t> device_free() noexcept = 0;

@@ -325,6 +325,21 @@ TEST(LoadConfig, TieredBlocksAreRemappedUnlessThePrefetchMoverIsAskedFor) {
   EXPECT_EQ(from_environment.config().tiered.mover, TieredMover::kRemap);
 }
 
+// [tiered] admission: weighed unless told, from the file or the environment, which wins.
+TEST(LoadConfig, ThePrefetchMoverWeighsItsPromotionsUnlessToldToMakeThemAll) {
+  const ConfigResult defaults = load({});
+  ASSERT_TRUE(defaults.ok()) << defaults.error().message;
+  EXPECT_EQ(defaults.config().tiered.admission, TieredAdmission::kWeighed);
+  std::string path;
+  const ConfigResult from_file = load_toml("[tiered]\nadmission = \"always\"\n", path);
+  ASSERT_TRUE(from_file.ok()) << from_file.error().message;
+  EXPECT_EQ(from_file.config().tiered.admission, TieredAdmission::kAlways);
+  const ConfigResult from_environment = load_toml("[tiered]\nadmission = \"always\"\n", path,
+                                                  {"VRAMSPILL_TIERED_ADMISSION=weighed"});
+  ASSERT_TRUE(from_environment.ok()) << from_environment.error().message;
+  EXPECT_EQ(from_environment.config().tiered.admission, TieredAdmission::kWeighed);
+}
+
 // The config layer cannot reach the policy registry: its list of names is held to it here.
 TEST(LoadConfig, TieredPolicyNamesAreTheRegistrys) {
   const auto registered = policies::policy_names();

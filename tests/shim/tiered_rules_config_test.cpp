@@ -110,7 +110,7 @@ TEST(TieredRulesConfig, ATableInsteadOfAnArrayOfTables) {
 TEST(TieredRulesConfig, TheTieredSectionsUnknownKeyErrorKnowsRule) {
   expect_error("[tiered]\nrules = []\n",
                "unknown key 'rules' in [tiered] at {file}:2:1; known keys: policy, min_size, keep, "
-               "window, stream_ordered, mover, rule (did you mean 'rule'?)");
+               "window, stream_ordered, mover, admission, rule (did you mean 'rule'?)");
 }
 
 TEST(TieredRulesConfig, AtMostSixtyFourRules) {

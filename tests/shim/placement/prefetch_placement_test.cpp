@@ -31,6 +31,7 @@ struct Prefetch {
   uint64_t size = 0;
   bool to_device = false;
   std::vector<uint64_t> after;
+  bool after_evictions = false;  // Note [Two lanes]
   bool operator==(const Prefetch&) const = default;
 };
 
@@ -47,9 +48,9 @@ class FakePrefetchOps final : public tiers::PrefetchOps {
     return CUDA_SUCCESS;
   }
   CUresult prefetch(CUdeviceptr base, uint64_t bytes, bool to_device,
-                    std::span<const uint64_t> after) noexcept override {
+                    std::span<const uint64_t> after, bool after_evictions) noexcept override {
     if (to_device && fail_promotions) return CUDA_ERROR_INVALID_VALUE;
-    prefetches.push_back({base, bytes, to_device, {after.begin(), after.end()}});
+    prefetches.push_back({base, bytes, to_device, {after.begin(), after.end()}, after_evictions});
     done = false;
     return CUDA_SUCCESS;
   }
@@ -138,6 +139,16 @@ class PrefetchPlacementTest : public ::testing::Test {
   }
 
   bool on_device(CUdeviceptr base) { return placement_.on_device(base).value(); }
+  // Launches on `block` from `stream` until admission lets it in (Note [Admitting a promotion]):
+  // how many it took, 0 if ten were not enough. The prefetches kept are the last launch's.
+  int launch_until_promoted(uint64_t stream, CUdeviceptr block) {
+    for (int launches = 1; launches <= 10; ++launches) {
+      ops().prefetches.clear();
+      launch(stream, {block});
+      if (on_device(block)) return launches;
+    }
+    return 0;
+  }
   FakePrefetchOps& ops() { return devices_.fake(); }
 
   FakeBudgets budgets_{2 * kBlock, 64 * kBlock};
@@ -146,7 +157,9 @@ class PrefetchPlacementTest : public ::testing::Test {
   uint64_t sequence_ = 0;
 };
 
-TEST_F(PrefetchPlacementTest, NewBlocksComeInWhileTheBudgetAllowsThenEvictTheColdest) {
+// A new block has no uses to outweigh any other's (Note [Admitting a promotion]): it takes free
+// room only, as managed mode places its blocks.
+TEST_F(PrefetchPlacementTest, NewBlocksTakeFreeRoomOnly) {
   const CUdeviceptr first = allocate();
   const CUdeviceptr second = allocate();
   EXPECT_TRUE(on_device(first));
@@ -154,24 +167,53 @@ TEST_F(PrefetchPlacementTest, NewBlocksComeInWhileTheBudgetAllowsThenEvictTheCol
   EXPECT_EQ(budgets_.device(), 2 * kBlock);
   launch(5, {second});  // first is now the least recently used
   const CUdeviceptr third = allocate();
-  EXPECT_FALSE(on_device(first));
-  EXPECT_TRUE(on_device(third));
+  EXPECT_TRUE(on_device(first));
+  EXPECT_FALSE(on_device(third));
   EXPECT_EQ(budgets_.device(), 2 * kBlock);
   EXPECT_EQ(budgets_.host(), 3 * kBlock);  // a managed page may be on the host at any time
-  // The eviction came before the promotion it made room for, on the same stream.
-  const std::vector<Prefetch> expected = {{first, kBlock, true, {}},
-                                          {second, kBlock, true, {}},
-                                          {first, kBlock, false, {}},
-                                          {third, kBlock, true, {}}};
+  const std::vector<Prefetch> expected = {{first, kBlock, true, {}}, {second, kBlock, true, {}}};
   EXPECT_EQ(ops().prefetches, expected);
+  EXPECT_EQ(placement_.stats().not_admitted, 1u);
+}
+
+// A loop over more than fits: what lru would evict was always used after the block on the host,
+// so nothing is admitted and the blocks are read where they are, as in managed mode, where every
+// use would have cost a move in and a move out.
+TEST_F(PrefetchPlacementTest, ALoopOverMoreThanFitsMovesNothing) {
+  const CUdeviceptr blocks[] = {allocate(), allocate(), allocate()};
+  const std::size_t placed = ops().prefetches.size();
+  for (int step = 0; step < 10; ++step) {
+    for (const CUdeviceptr block : blocks) launch(1, {block});
+  }
+  EXPECT_EQ(ops().prefetches.size(), placed);
+  EXPECT_EQ(placement_.stats().evictions, 0u);
+  EXPECT_EQ(placement_.stats().not_admitted, 11u);  // the third's allocation, and each launch
+  EXPECT_FALSE(on_device(blocks[2]));
 }
 
 // Note [Rules before the policy] in placement/tiered_placement.h, with this mover.
+// [tiered] admission = "always": lru's promotion on use is made at the first use.
+TEST_F(PrefetchPlacementTest, WithAdmissionAlwaysEveryPromotionThePolicyAsksForIsMade) {
+  PrefetchPlacement always(budgets_, devices_,
+                           {.policy = "lru",
+                            .admission = TieredAdmission::kAlways,
+                            .invariant_mode = policies::InvariantMode::kAbort});
+  CUdeviceptr blocks[3] = {};
+  for (CUdeviceptr& block : blocks) ASSERT_EQ(always.allocate(0, kBlock, &block), CUDA_SUCCESS);
+  EXPECT_TRUE(always.on_device(blocks[2]).value()) << "a new block evicts the coldest";
+  EXPECT_FALSE(always.on_device(blocks[0]).value());
+  launch_on(always, 3, {blocks[0]});
+  EXPECT_TRUE(always.on_device(blocks[0]).value());
+  EXPECT_EQ(always.stats().not_admitted, 0u);
+  for (const CUdeviceptr block : blocks) EXPECT_EQ(always.free(block), CUDA_SUCCESS);
+}
+
 TEST_F(PrefetchPlacementTest, APinnedBlockIsNeverEvicted) {
   const CUdeviceptr pinned = allocate(kBlock, RuleAction::kPin);
   const CUdeviceptr b = allocate();
+  const CUdeviceptr c = allocate();  // on the host: no room
   launch(5, {b});  // the pinned block is the least recently used: lru's victim but for the rule
-  const CUdeviceptr c = allocate();
+  ASSERT_NE(launch_until_promoted(9, c), 0);
   EXPECT_TRUE(on_device(pinned));
   EXPECT_FALSE(on_device(b));
   EXPECT_TRUE(on_device(c));
@@ -192,8 +234,9 @@ TEST_F(PrefetchPlacementTest, APreferHostBlockStaysOnTheHost) {
 TEST_F(PrefetchPlacementTest, EvictFirstBlocksGiveRoomBeforeThePolicyChooses) {
   const CUdeviceptr first = allocate(kBlock, RuleAction::kEvictFirst);
   const CUdeviceptr b = allocate();
+  const CUdeviceptr c = allocate();  // on the host: no room
   launch(5, {first});  // lru would now evict b
-  const CUdeviceptr c = allocate();
+  ASSERT_NE(launch_until_promoted(9, c), 0);
   EXPECT_FALSE(on_device(first));
   EXPECT_TRUE(on_device(b));
   EXPECT_TRUE(on_device(c));
@@ -202,23 +245,53 @@ TEST_F(PrefetchPlacementTest, EvictFirstBlocksGiveRoomBeforeThePolicyChooses) {
 TEST_F(PrefetchPlacementTest, APromotionWaitsForTheVictimsLastUsesAndTheLaunchWaitsForIt) {
   const CUdeviceptr a = allocate();
   const CUdeviceptr b = allocate();
-  const CUdeviceptr c = allocate();  // evicts a
-  ASSERT_FALSE(on_device(a));
-  ops().done = true;  // the mover's stream ran: b and c are in
+  const CUdeviceptr c = allocate();  // on the host: no room
+  ASSERT_FALSE(on_device(c));
+  ops().done = true;  // the mover's streams ran: a and b are in
   launch(7, {b});
   launch(8, {b});
-  launch(8, {c});
-  ops().prefetches.clear();
-  launch(9, {a});  // lru promotes a; b is the coldest and was last used on streams 7 and 8
-  const std::vector<Prefetch> expected = {{b, kBlock, false, {7, 8}}, {a, kBlock, true, {}}};
+  launch(8, {a});
+  // c, read in place launch after launch, comes to outweigh b, the coldest, and the move.
+  const int launches = launch_until_promoted(9, c);
+  ASSERT_NE(launches, 0);
+  EXPECT_GT(launches, 1);
+  const std::vector<Prefetch> expected = {{b, kBlock, false, {7, 8}}, {c, kBlock, true, {9}}};
   EXPECT_EQ(ops().prefetches, expected);
   EXPECT_EQ(ops().ordered_streams, std::vector<uint64_t>{9});
-  EXPECT_TRUE(on_device(a));
   EXPECT_FALSE(on_device(b));
+  EXPECT_TRUE(on_device(a));
   EXPECT_EQ(budgets_.device(), 2 * kBlock);
   const PrefetchStats stats = placement_.stats();
-  EXPECT_EQ(stats.promotions, 4u);
-  EXPECT_EQ(stats.evictions, 2u);
+  EXPECT_EQ(stats.promotions, 3u);
+  EXPECT_EQ(stats.evictions, 1u);
+  EXPECT_EQ(stats.not_admitted, static_cast<uint64_t>(launches));  // c's allocation, its launches
+}
+
+// Note [Two lanes]: a promotion overlaps the evictions that make its room in the budget while the
+// card has room for it without them, and waits for them when it has not.
+TEST_F(PrefetchPlacementTest, APromotionWaitsForTheEvictionsOnlyWhenTheCardNeedsTheirRoom) {
+  const CUdeviceptr a = allocate();
+  const CUdeviceptr b = allocate();
+  const CUdeviceptr c = allocate();  // on the host: no room
+  launch(1, {b});
+  ops().done = true;         // the allocations' promotions have run
+  ops().free = kBlock / 2;  // the card, not only the budget, needs a's room
+  for (int i = 0; i < 10 && !on_device(c); ++i) {
+    ops().prefetches.clear();
+    launch(2, {c});
+  }
+  ASSERT_TRUE(on_device(c));
+  std::vector<Prefetch> expected = {{a, kBlock, false, {}}, {c, kBlock, true, {2}, true}};
+  EXPECT_EQ(ops().prefetches, expected);
+  // With room on the card, the next promotion does not wait for its victim's eviction.
+  ops().free = 64 * kBlock;
+  for (int i = 0; i < 10 && !on_device(a); ++i) {
+    ops().prefetches.clear();
+    launch(3, {a});
+  }
+  ASSERT_TRUE(on_device(a));
+  expected = {{b, kBlock, false, {1}}, {a, kBlock, true, {3}, false}};
+  EXPECT_EQ(ops().prefetches, expected);
 }
 
 TEST_F(PrefetchPlacementTest, ALaunchOfBlocksAlreadyInWaitsForNothing) {
@@ -382,15 +455,18 @@ TEST_F(PrefetchPlacementTest, AMoveWaitsForNoStreamTheProgramDestroyed) {
   launch(9, {b});
   placement_.stream_ended(7);
   ops().prefetches.clear();
-  allocate();  // evicts a, the coldest
+  ASSERT_TRUE(placement_.make_device_room(0, kBlock));  // evicts a, the coldest
   ASSERT_FALSE(ops().prefetches.empty());
   EXPECT_EQ(ops().prefetches.front(), (Prefetch{a, kBlock, false, {8}}));
+  allocate();  // takes the room
   placement_.all_streams_ended();
-  launch(10, {a});  // promotes a, evicting b: after no stream at all
-  ASSERT_GE(ops().prefetches.size(), 2u);
+  // a, used again and again, is brought back, evicting b: after no stream at all.
+  for (int i = 0; i < 10 && !on_device(a); ++i) launch(10, {a});
+  ASSERT_TRUE(on_device(a));
   const auto evicting_b = std::find_if(ops().prefetches.begin(), ops().prefetches.end(),
                                        [&](const Prefetch& p) { return p.base == b; });
   ASSERT_NE(evicting_b, ops().prefetches.end());
+  EXPECT_FALSE(evicting_b->to_device);
   EXPECT_TRUE(evicting_b->after.empty());
 }
 
@@ -399,15 +475,21 @@ TEST_F(PrefetchPlacementTest, TheTraceIsToldOfEachBlockBeforeItsMovesAndUses) {
   placement_.set_events(&events);
   const CUdeviceptr a = allocate();
   const CUdeviceptr b = allocate();
-  const CUdeviceptr c = allocate();  // evicts a
-  launch(5, {c});
+  launch(5, {a});
+  const CUdeviceptr c = allocate();  // on the host: no room
+  for (int i = 0; i < 10 && !on_device(c); ++i) launch(5, {c});  // until it evicts b
+  ASSERT_TRUE(on_device(c));
   const auto n = [](CUdeviceptr base) { return std::to_string(base); };
   const std::string block = std::to_string(kBlock);
-  const std::vector<std::string> expected = {
+  std::vector<std::string> expected = {
       "alloc " + n(a),   "evict " + n(a) + " " + block, "promote " + n(a) + " " + block,
       "alloc " + n(b),   "evict " + n(b) + " " + block, "promote " + n(b) + " " + block,
-      "alloc " + n(c),   "evict " + n(c) + " " + block, "evict " + n(a) + " " + block,
-      "promote " + n(c) + " " + block, "use 5 1"};
+      "use 5 1",         "alloc " + n(c),               "evict " + n(c) + " " + block};
+  // c's launches, the last of which brought it in after b left (a launch is told before its
+  // moves).
+  expected.insert(expected.end(), events.lines.size() - expected.size() - 2, "use 5 1");
+  expected.insert(expected.end(),
+                  {"evict " + n(b) + " " + block, "promote " + n(c) + " " + block});
   EXPECT_EQ(events.lines, expected);
 }
 

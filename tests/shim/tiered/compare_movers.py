@@ -4,11 +4,13 @@ each mover ([tiered] mover = "remap" and "prefetch") and the chosen policies, an
 per workload: modeled ms per step (simcuda's cost model: modeled, not measured) and the bytes
 each run's exit summary says it moved in and out. Fails when a run does not verify its data,
 reports a remap violation, or (prefetch) shows a remap window or a prefetch the driver refused;
---check-prefetch-vs-managed R fails when a prefetch run's modeled step on the first workload takes
-more than R times managed mode's.
+--check-prefetch-vs-managed R fails when a prefetch run's modeled step on any workload takes more
+than R times managed mode's, --check-learned-training R when learned's prefetch run on a training
+workload does.
 
     compare_movers.py --simcuda DIR --shim LIB [--cli VRAMSPILL] [--budget SIZE] [--steps N] [--policy P]...
-                      [--only WORKLOAD:FACTOR]... [--check-prefetch-vs-managed R] -- POLICY_WORKLOADS
+                      [--only WORKLOAD:FACTOR]... [--check-prefetch-vs-managed R]
+                      [--check-learned-training R] -- POLICY_WORKLOADS
 """
 import argparse
 import os
@@ -95,11 +97,16 @@ def main():
                         help="run this workload only (repeatable; default: "
                              + ", ".join(f"{w}:{f}" for w, f in WORKLOADS) + ")")
     parser.add_argument("--check-prefetch-vs-managed", type=float, metavar="R",
-                        help="fail when a prefetch run's modeled step on the first workload "
-                             "takes more than R times managed mode's")
+                        help="fail when a prefetch run's modeled step on any workload takes "
+                             "more than R times managed mode's")
+    parser.add_argument("--check-learned-training", type=float, metavar="R",
+                        help="fail when learned's prefetch run on a training workload takes "
+                             "more than R times managed mode's step (needs --policy learned)")
     parser.add_argument("workload", help="the policy_workloads program")
     args = parser.parse_args()
     args.policy = args.policy or ["lru"]
+    if args.check_learned_training is not None and "learned" not in args.policy:
+        parser.error("--check-learned-training needs --policy learned")
     chosen = WORKLOADS
     if args.only:
         chosen = [(w, f) for w, f in WORKLOADS if f"{w}:{f}" in args.only]
@@ -113,23 +120,26 @@ def main():
     print(f"  {environment} \\\n    {shlex.join(command(args, *chosen[0]))}")
     failures = []
     with tempfile.TemporaryDirectory() as directory:
-        for index, (workload, factor) in enumerate(chosen):
-            failures += compare_and_check(args, index, workload, factor, directory)
+        for workload, factor in chosen:
+            failures += compare_and_check(args, workload, factor, directory)
     if failures:
         sys.exit("FAIL: " + "; ".join(failures))
 
 
-def compare_and_check(args, index, workload, factor, directory):
-    """The workload's table, and what --check-prefetch-vs-managed finds wrong in it."""
+def compare_and_check(args, workload, factor, directory):
+    """The workload's table, and what the --check-* options find wrong in it."""
     managed, times = compare(args, workload, factor, directory)
+    limits = []  # (policy, R)
+    if args.check_prefetch_vs_managed is not None:
+        limits += [(policy, args.check_prefetch_vs_managed) for policy in args.policy]
+    if args.check_learned_training is not None and workload == "training":
+        limits.append(("learned", args.check_learned_training))
     failures = []
-    if index != 0 or args.check_prefetch_vs_managed is None:
-        return failures
-    for policy in args.policy:
+    for policy, limit in limits:
         ms = times[("prefetch", policy)]
-        if ms > args.check_prefetch_vs_managed * managed:
-            failures.append(f"{policy} with the prefetch mover took {ms:.3f} ms a step, more "
-                            f"than {args.check_prefetch_vs_managed} of managed's {managed:.3f}")
+        if ms > limit * managed:
+            failures.append(f"{workload} at {factor}x: {policy} with the prefetch mover took "
+                            f"{ms:.3f} ms a step, more than {limit} of managed's {managed:.3f}")
     return failures
 
 

@@ -1,7 +1,9 @@
 // The prefetch mover on simcuda's managed memory, through the driver calls the shim makes
 // (tiers/driver_prefetch_ops.h) and tiered placement's decisions (placement/prefetch_placement.h),
 // without preloading: over a budget of three blocks, kernels on two streams touch eight blocks
-// as the shim would hand them over, and after each round the books agree with the driver: a
+// as the shim would hand them over, most of a round's launches on a hot set that moves on each
+// round (so that promotions pay and are admitted, Note [Admitting a promotion]; both lanes run,
+// Note [Two lanes]), and after each round the books agree with the driver: a
 // block is on the device (CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION is the device, and the
 // device is charged for it) exactly when the books say so, and every byte survives.
 #include <cstdint>
@@ -83,9 +85,14 @@ TEST_F(PrefetchMoverDriverTest, TheBooksAgreeWithTheDriverAndEveryByteSurvives) 
   }
   std::mt19937 random(25);
   for (int round = 0; round < 12; ++round) {
-    for (int step = 0; step < 8; ++step) {
-      const size_t target = random() % blocks.size();
-      const size_t source = random() % blocks.size();
+    // Three blocks of eight, the next three each round; one launch in eight anywhere.
+    const auto draw = [&] {
+      const size_t hot = (static_cast<size_t>(round) * 3 + random() % 3) % blocks.size();
+      return random() % 8 == 0 ? random() % blocks.size() : hot;
+    };
+    for (int step = 0; step < 24; ++step) {
+      const size_t target = draw();
+      const size_t source = draw();
       // Each block's own stream, so that two writes of one block never race.
       CUstream stream = streams_[target % 2];
       if (source == target || step % 3 == 0) {
@@ -124,6 +131,54 @@ TEST_F(PrefetchMoverDriverTest, TheBooksAgreeWithTheDriverAndEveryByteSurvives) 
   for (const CUdeviceptr block : blocks) EXPECT_EQ(placement_->free(block), CUDA_SUCCESS);
   EXPECT_EQ(used(), before_blocks);
   EXPECT_EQ(budgets_.host(), 0u);
+}
+
+// Note [Two lanes]: an eviction waits for the promotions queued before it, on the other stream,
+// so that a block brought in and sent out before any use ends on the host, as the books say.
+// Timed on simcuda's cost model (modeled, so exact): an event recorded on an idle stream takes
+// the host's clock, which a wait for the mover's streams moves to their end.
+TEST_F(PrefetchMoverDriverTest, AnEvictionFollowsThePromotionQueuedBeforeIt) {
+  CUevent start = nullptr;
+  CUevent end = nullptr;
+  ASSERT_CU(cuEventCreate(&start, CU_EVENT_DEFAULT));
+  ASSERT_CU(cuEventCreate(&end, CU_EVENT_DEFAULT));
+  const auto modeled_ms = [&](auto&& moves) {
+    EXPECT_CU(cuEventRecord(start, streams_[0]));
+    moves();
+    EXPECT_CU(cuEventRecord(end, streams_[0]));
+    EXPECT_CU(cuEventSynchronize(end));
+    float ms = 0;
+    EXPECT_CU(cuEventElapsedTime(&ms, start, end));
+    return ms;
+  };
+  // A block with contents, on the host (a block no one wrote would move nothing: simcuda's Note
+  // [Pages before their first touch]).
+  CUdeviceptr block = 0;
+  ASSERT_EQ(placement_->allocate(0, kBlock, &block), CUDA_SUCCESS);
+  before(streams_[0], {block});
+  ASSERT_CU(fill(block, 7, kWords, streams_[0]));
+  ASSERT_CU(cuStreamSynchronize(streams_[0]));
+  ASSERT_TRUE(placement_->make_device_room(0, 3 * kBlock));
+  ASSERT_FALSE(placement_->on_device(block).value());
+  // A promotion alone: the launch's stream waits for it.
+  const float in = modeled_ms([&] { before(streams_[0], {block}); });
+  ASSERT_TRUE(placement_->on_device(block).value());
+  ASSERT_GT(in, 0.0f);
+  ASSERT_TRUE(placement_->make_device_room(0, 3 * kBlock));
+  // A promotion, then room for a whole budget: the block goes out again, after it came in. The
+  // stream that asked for it is forgotten first (as if destroyed), so that only the lanes order
+  // the eviction after the promotion, as for a block promoted ahead of its launch.
+  const float in_then_out = modeled_ms([&] {
+    before(streams_[1], {block});
+    placement_->stream_ended(reinterpret_cast<uint64_t>(streams_[1]));
+    ASSERT_TRUE(placement_->make_device_room(0, 3 * kBlock));
+  });
+  EXPECT_FALSE(placement_->on_device(block).value());
+  EXPECT_NE(last_prefetch_location(block), device_);
+  EXPECT_GT(in_then_out, 1.9f * in) << "the eviction overlapped the promotion it follows";
+  EXPECT_EQ(placement_->free(block), CUDA_SUCCESS);
+  cuEventDestroy(start);
+  cuEventDestroy(end);
 }
 
 }  // namespace

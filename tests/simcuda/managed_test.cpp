@@ -36,11 +36,17 @@ class ManagedTest : public KernelFixture {
 
   // Modeled milliseconds of one fill of the 2 MiB page at `page`.
   float fill_page_ms(CUdeviceptr page, uint32_t value) {
+    return modeled_ms([&] { EXPECT_CU(fill(page, value, kWordsPerPage, stream_)); });
+  }
+
+  // Modeled milliseconds of the work `queue` queues on stream_.
+  template <typename Queue>
+  float modeled_ms(Queue queue) {
     CUevent start = nullptr, end = nullptr;
     EXPECT_CU(cuEventCreate(&start, CU_EVENT_DEFAULT));
     EXPECT_CU(cuEventCreate(&end, CU_EVENT_DEFAULT));
     EXPECT_CU(cuEventRecord(start, stream_));
-    EXPECT_CU(fill(page, value, kWordsPerPage, stream_));
+    queue();
     EXPECT_CU(cuEventRecord(end, stream_));
     EXPECT_CU(cuEventSynchronize(end));
     float ms = -1;
@@ -286,18 +292,7 @@ TEST_F(ManagedTest, APrefetchMovesOnlyPagesSomethingTouched) {
   CUdeviceptr managed = 0;
   ASSERT_CU(cuMemAllocManaged(&managed, kRange, CU_MEM_ATTACH_GLOBAL));
   const auto prefetch_ms = [&](CUmemLocation to) {
-    CUevent start = nullptr, end = nullptr;
-    EXPECT_CU(cuEventCreate(&start, CU_EVENT_DEFAULT));
-    EXPECT_CU(cuEventCreate(&end, CU_EVENT_DEFAULT));
-    EXPECT_CU(cuEventRecord(start, stream_));
-    EXPECT_CU(cuMemPrefetchAsync(managed, kRange, to, 0, stream_));
-    EXPECT_CU(cuEventRecord(end, stream_));
-    EXPECT_CU(cuEventSynchronize(end));
-    float ms = -1;
-    EXPECT_CU(cuEventElapsedTime(&ms, start, end));
-    cuEventDestroy(start);
-    cuEventDestroy(end);
-    return ms;
+    return modeled_ms([&] { EXPECT_CU(cuMemPrefetchAsync(managed, kRange, to, 0, stream_)); });
   };
   EXPECT_LT(prefetch_ms({CU_MEM_LOCATION_TYPE_DEVICE, 0}), kResidentMs);
   EXPECT_EQ(used(), kRange) << "made on the device all the same";

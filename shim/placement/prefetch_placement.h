@@ -193,7 +193,7 @@ class PrefetchPlacement {
     uint64_t size = 0;   // the allocation's, which the prefetches name
     uint64_t bytes = 0;  // whole 2 MiB pages, as budgets and policy count it
     bool on_device = false;
-    // Its promotion may still be queued on the mover's stream (Note [Launches after a promotion]).
+    // Its promotion may still be queued (Note [Launches after a promotion]).
     bool arriving = false;
     std::array<uint64_t, kLastStreams> last_streams{};
     std::size_t streams = 0;

@@ -52,16 +52,20 @@ void PrefetchPlacement::tell_policy_of_capacity_locked(int device, Device& state
 }
 
 void PrefetchPlacement::forget_promotions_done_locked(Device& state) noexcept {
-  if (state.queued_in != 0 && state.ops->prefetches_done()) state.queued_in = 0;
+  if (state.queued_in != 0 && state.ops->promotions_done()) state.queued_in = 0;
 }
 
-bool PrefetchPlacement::card_takes_locked(Device& state, uint64_t bytes,
-                                          uint64_t leaving) noexcept {
+bool PrefetchPlacement::card_takes_locked(Device& state, uint64_t bytes, uint64_t leaving,
+                                          bool after_evictions) noexcept {
   const std::optional<uint64_t> free = state.ops->device_free();
   // A driver that does not say leaves the budget as the only limit.
   if (!free) return true;
   // Note [The prefetch mover]: of the bytes the books have on the device, at most these are not
-  // there yet, and so not yet out of the driver's free figure.
+  // there yet, and so not yet out of the driver's free figure. A promotion that does not wait
+  // for the evictions queued (Note [Two lanes]) may also find the blocks they move still there,
+  // those whose promotions are still queued included: all of those promotions count, and no
+  // eviction makes room.
+  if (!after_evictions) return bytes + state.queued_in <= *free;
   const uint64_t not_yet_in = std::min(state.queued_in, state.on_device_bytes);
   return bytes + not_yet_in <= *free + leaving;
 }
@@ -115,7 +119,8 @@ bool PrefetchPlacement::make_room_locked(int device, Device& state, uint64_t byt
                                          std::optional<BlockId> promoting) {
   // Room for another allocation is the budget's alone: the driver places it.
   const auto card_takes = [&](uint64_t leaving) {
-    return !promoting || card_takes_locked(state, bytes, leaving);
+    // Where the card cannot take it beside them, the promotion waits for the evictions.
+    return !promoting || card_takes_locked(state, bytes, leaving, /*after_evictions=*/true);
   };
   const uint64_t room = budgets_.device_room(device);
   if (room >= bytes) return card_takes(0);
@@ -169,7 +174,8 @@ bool PrefetchPlacement::bring_in_locked(BlockId id, Block& block, std::span<cons
   forget_promotions_done_locked(state);
   // Note [Two lanes]: the promotion need not wait for the evictions that make its room in the
   // budget when the card has room for it without them.
-  const bool card_has_room = card_takes_locked(state, block.bytes, 0);
+  const bool card_has_room =
+      card_takes_locked(state, block.bytes, 0, /*after_evictions=*/false);
   if (!make_room_locked(block.device, state, block.bytes, keep, id) ||
       !budgets_.take_device(block.device, block.bytes)) {
     if (!ahead) {
@@ -228,28 +234,34 @@ CUresult PrefetchPlacement::allocate(int device, uint64_t bytes, CUdeviceptr* ou
     budgets_.give_host(pages);
     return result;
   }
+  bool told_policy = false;
   try {
     Block& block = blocks_[base];
     block = Block{.device = device, .size = bytes, .bytes = pages};
     state->policy->allocated(base, pages / kGranuleBytes, /*on_device=*/false);
+    told_policy = true;
     if (rule) state->ruled.emplace(base, *rule);
-    block_count_.fetch_add(1, std::memory_order_relaxed);
-    // A managed block starts on the host: told so, and its prefetch in as a promotion.
-    if (core::MemoryEvents* const told = events_.load(std::memory_order_acquire)) {
-      told->allocated({.key = base, .bytes = bytes, .device = device,
-                       .route = core::Route::kTiered});
-      told->evicted(device, base, pages);
-    }
-    // A new block is brought in like a promotion, so that it is on the device where its first
-    // writes land; the policy may evict others for it (nothing to keep: no launch is at hand).
-    // One a rule prefers on the host stays there.
-    if (devices_.may_move() && rule != RuleAction::kPreferHost) bring_in_locked(base, block, {});
   } catch (const std::bad_alloc&) {
-    state->ruled.erase(base);
+    if (told_policy) state->policy->freed(base);
     blocks_.erase(base);
     (void)state->ops->release(base);
     budgets_.give_host(pages);
     return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  block_count_.fetch_add(1, std::memory_order_relaxed);
+  // A managed block starts on the host: told so, and its prefetch in as a promotion.
+  if (core::MemoryEvents* const told = events_.load(std::memory_order_acquire)) {
+    told->allocated({.key = base, .bytes = bytes, .device = device,
+                     .route = core::Route::kTiered});
+    told->evicted(device, base, pages);
+  }
+  // A new block is brought in like a promotion, so that it is on the device where its first
+  // writes land; the policy may evict others for it (nothing to keep: no launch is at hand).
+  // One a rule prefers on the host stays there, and so does one that memory ran out for here.
+  try {
+    if (devices_.may_move() && rule != RuleAction::kPreferHost)
+      bring_in_locked(base, blocks_.at(base), {});
+  } catch (const std::bad_alloc&) {
   }
   *out = base;
   return CUDA_SUCCESS;
@@ -304,8 +316,10 @@ void PrefetchPlacement::before_submission(const core::SubmissionUse& use) noexce
       uint64_t room_taken = 0;  // granules this launch's own promotions took
       for (const BlockId id : ours) {
         Block& block = blocks_.at(id);
-        if (block.arriving) {
-          block.arriving = !state.ops->prefetches_done();
+        // Not asked during a capture: a query of the mover's event there would break a capture
+        // in global mode, and no wait is made then anyway.
+        if (block.arriving && may_move) {
+          block.arriving = !state.ops->promotions_done();
           must_wait |= block.arriving;
         }
         if (may_move && !block.on_device) {
@@ -325,7 +339,6 @@ void PrefetchPlacement::before_submission(const core::SubmissionUse& use) noexce
         note_use(block, use.stream);
         admission_.used(id, use.sequence);
       }
-      if (may_move) promote_ahead_locked(state, ours, room_taken);
       // Not while a capture is in progress: a wait on the mover's event would join the graph.
       if (must_wait && may_move) {
         if (const CUresult ordered = state.ops->order_stream_after_prefetches(use.stream);
@@ -336,6 +349,8 @@ void PrefetchPlacement::before_submission(const core::SubmissionUse& use) noexce
                          static_cast<int>(ordered));
         }
       }
+      // Then the blocks for the launches to come: this launch does not wait for them.
+      if (may_move) promote_ahead_locked(state, ours, room_taken);
     }
   } catch (const std::bad_alloc&) {
     // The submission goes ahead with its blocks where they are.

@@ -215,7 +215,9 @@ class PrefetchPlacement {
   // Forgets the promotions queued, if the mover's streams are idle.
   void forget_promotions_done_locked(Device& state) noexcept;
   // Whether the card can take `bytes` more once `leaving` bytes have left it.
-  bool card_takes_locked(Device& state, uint64_t bytes, uint64_t leaving) noexcept;
+  // `after_evictions`: whether the promotion waits for the evictions queued before it.
+  bool card_takes_locked(Device& state, uint64_t bytes, uint64_t leaving,
+                         bool after_evictions) noexcept;
   // Brings `id` to the device, evicting what the policy names (none of `keep`) for room. A
   // promotion `ahead` of its launch that finds no room is not counted as refused.
   bool bring_in_locked(policies::BlockId id, Block& block, std::span<const policies::BlockId> keep,

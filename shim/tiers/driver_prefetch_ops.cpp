@@ -3,6 +3,7 @@
 #include <atomic>
 #include <initializer_list>
 #include <mutex>
+#include <new>
 
 #include "driver/context_scope.h"
 #include "driver/real_driver.h"
@@ -113,7 +114,8 @@ CUresult DriverPrefetchOps::make_lanes() noexcept {
       for (Lane* lane : {&promotions_, &evictions_}) {
         if (lane->done != nullptr) destroy_event(lane->done);
         if (lane->stream != nullptr) destroy_stream(lane->stream);
-        *lane = Lane{};
+        lane->done = nullptr;
+        lane->stream = nullptr;
       }
     }
   }
@@ -149,15 +151,19 @@ CUresult DriverPrefetchOps::record_eviction(CUdeviceptr base) noexcept {
   const auto create_event = VRAMSPILL_REAL(cuEventCreate);
   const auto record = VRAMSPILL_REAL(cuEventRecord);
   if (create_event == nullptr || record == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
-  CUevent& left = evicted_[base];
-  if (left == nullptr) {
-    if (const CUresult result = create_event(&left, CU_EVENT_DISABLE_TIMING);
-        result != CUDA_SUCCESS) {
-      evicted_.erase(base);
-      return result;
+  try {
+    CUevent& left = evicted_[base];
+    if (left == nullptr) {
+      if (const CUresult result = create_event(&left, CU_EVENT_DISABLE_TIMING);
+          result != CUDA_SUCCESS) {
+        evicted_.erase(base);
+        return result;
+      }
     }
+    return record(left, evictions_.stream);
+  } catch (const std::bad_alloc&) {
+    return CUDA_ERROR_OUT_OF_MEMORY;
   }
-  return record(left, evictions_.stream);
 }
 
 CUresult DriverPrefetchOps::prefetch(CUdeviceptr base, uint64_t bytes, bool to_device,
@@ -185,7 +191,8 @@ CUresult DriverPrefetchOps::prefetch(CUdeviceptr base, uint64_t bytes, bool to_d
   } else {
     if (const auto left = evicted_.find(base); left != evicted_.end())
       result = wait_event(lane.stream, left->second, 0);
-    if (result == CUDA_SUCCESS && after_evictions && evictions_.used)
+    if (result == CUDA_SUCCESS && (after_evictions || whole_lane_for_promotions_) &&
+        evictions_.used)
       result = wait_event(lane.stream, evictions_.done, 0);
   }
   if (result != CUDA_SUCCESS) return result;
@@ -197,12 +204,31 @@ CUresult DriverPrefetchOps::prefetch(CUdeviceptr base, uint64_t bytes, bool to_d
     result = prefetch_v1(base, bytes, to_device ? device_ : CU_DEVICE_CPU, lane.stream);
   }
   if (result != CUDA_SUCCESS) return result;
+  // The prefetch is queued: the move happens whatever follows, so it is reported done, as the
+  // books must have it. An end the driver would not record is made up for by waits on the
+  // whole lane: the block's next promotion waits for every eviction, and the lane's end is
+  // awaited on the host before anything is taken as done.
   if (!to_device) {
-    if (const CUresult recorded = record_eviction(base); recorded != CUDA_SUCCESS)
-      return recorded;
+    if (const CUresult recorded = record_eviction(base); recorded != CUDA_SUCCESS) {
+      lost_an_end(recorded);
+      evicted_.erase(base);
+      whole_lane_for_promotions_ = true;
+    }
   }
-  lane.used = true;
-  return record(lane.done, lane.stream);
+  if (const CUresult recorded = record(lane.done, lane.stream); recorded != CUDA_SUCCESS) {
+    lost_an_end(recorded);
+    if (const auto synchronize = VRAMSPILL_REAL(cuStreamSynchronize)) (void)synchronize(lane.stream);
+  }
+  lane.used.store(true, std::memory_order_release);
+  return CUDA_SUCCESS;
+}
+
+void DriverPrefetchOps::lost_an_end(CUresult result) noexcept {
+  static std::atomic<bool> said{false};
+  if (!said.exchange(true, std::memory_order_relaxed))
+    logging::warn("tiered (prefetch): the driver would not record the end of a prefetch (CUresult "
+                  "{}); the mover waits for its whole stream instead (said once)",
+                  static_cast<int>(result));
 }
 
 CUresult DriverPrefetchOps::order_stream_after_prefetches(uint64_t stream) noexcept {
@@ -215,18 +241,15 @@ CUresult DriverPrefetchOps::order_stream_after_prefetches(uint64_t stream) noexc
   return wait_event(reinterpret_cast<CUstream>(stream), promotions_.done, 0);
 }
 
-bool DriverPrefetchOps::prefetches_done() noexcept {
+bool DriverPrefetchOps::promotions_done() noexcept {
   const auto query = VRAMSPILL_REAL(cuEventQuery);
-  const auto done = [&](const Lane& lane) {
-    return !lane.used || (query != nullptr && query(lane.done) == CUDA_SUCCESS);
-  };
-  return done(promotions_) && done(evictions_);
+  return !promotions_.used || (query != nullptr && query(promotions_.done) == CUDA_SUCCESS);
 }
 
 CUresult DriverPrefetchOps::wait_for_prefetches() noexcept {
   const auto synchronize = VRAMSPILL_REAL(cuEventSynchronize);
   for (const Lane* lane : {&promotions_, &evictions_}) {
-    if (!lane->used) continue;
+    if (!lane->used.load(std::memory_order_acquire)) continue;
     if (synchronize == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
     if (const CUresult result = synchronize(lane->done); result != CUDA_SUCCESS) return result;
   }

@@ -40,6 +40,7 @@
 
 #include <cuda.h>
 
+#include <atomic>
 #include <shared_mutex>
 #include <unordered_map>
 #include <vector>
@@ -62,7 +63,7 @@ class DriverPrefetchOps final : public PrefetchOps {
   CUresult prefetch(CUdeviceptr base, uint64_t bytes, bool to_device,
                     std::span<const uint64_t> after, bool after_evictions) noexcept override;
   CUresult order_stream_after_prefetches(uint64_t stream) noexcept override;
-  bool prefetches_done() noexcept override;
+  bool promotions_done() noexcept override;
   CUresult wait_for_prefetches() noexcept override;
   std::optional<uint64_t> device_free() noexcept override;
 
@@ -71,7 +72,8 @@ class DriverPrefetchOps final : public PrefetchOps {
   struct Lane {
     CUstream stream = nullptr;
     CUevent done = nullptr;
-    bool used = false;  // whether `done` was ever recorded
+    // Whether `done` was ever recorded; read without the placement's lock by a wait for room.
+    std::atomic<bool> used{false};
   };
 
   // The lanes, made at the first prefetch (or device_free()).
@@ -81,6 +83,8 @@ class DriverPrefetchOps final : public PrefetchOps {
   CUresult queue_after(const Lane& lane, uint64_t stream) noexcept;
   // Records, on the eviction lane, the end of `base`'s eviction, for its next promotion.
   CUresult record_eviction(CUdeviceptr base) noexcept;
+  // Says, once, that the driver would not record the end of a queued prefetch.
+  static void lost_an_end(CUresult result) noexcept;
 
   const int device_;
   const std::vector<int> peers_;
@@ -90,6 +94,8 @@ class DriverPrefetchOps final : public PrefetchOps {
   Lane evictions_;
   // The end of each evicted block's last eviction (a block's promotion must not overtake it).
   std::unordered_map<CUdeviceptr, CUevent> evicted_;
+  // An eviction's end went unrecorded: every promotion waits for the whole eviction lane.
+  bool whole_lane_for_promotions_ = false;
 };
 
 }  // namespace vramspill::tiers

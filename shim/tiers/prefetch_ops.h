@@ -35,8 +35,8 @@ class PrefetchOps {
                             std::span<const uint64_t> after, bool after_evictions) noexcept = 0;
   // Makes `stream` wait, on the device, for every promotion queued so far.
   virtual CUresult order_stream_after_prefetches(uint64_t stream) noexcept = 0;
-  // Whether every prefetch queued so far, either way, has run (without waiting).
-  virtual bool prefetches_done() noexcept = 0;
+  // Whether every promotion queued so far has run (without waiting).
+  virtual bool promotions_done() noexcept = 0;
   // Waits on the host for the prefetches queued so far, either way (before a block is freed).
   virtual CUresult wait_for_prefetches() noexcept = 0;
   // The device's free memory as the driver counts it, or nullopt when it does not answer.

@@ -342,14 +342,15 @@ double migrate_managed_for_device_access(Device& device, const Allocation& manag
          static_cast<double>(faults) * kFaultBatchLatencySeconds;
 }
 
-uint64_t managed_bytes_on_device(const Allocation& managed, uint64_t address, uint64_t size) {
+uint64_t managed_bytes_on_device(const Allocation& managed, uint64_t address, uint64_t size,
+                                 int device) {
   State& s = state();
   Locked lock(s);
   auto it = s.ranges.find(managed.base);
   if (it == s.ranges.end()) return 0;
   uint64_t on_device = 0;
   for_pages(*it->second, address, size, [&](Page& page, uint64_t overlap) {
-    if (page.location != kHostLocation) on_device += overlap;
+    if (page.location == device) on_device += overlap;
   });
   return on_device;
 }

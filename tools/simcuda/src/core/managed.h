@@ -60,8 +60,10 @@ double managed_arrival(const Allocation& managed, uint64_t address, uint64_t siz
 // touched before are now (Note [Pages before their first touch] in managed.cpp).
 void touch_managed_in_place(const Allocation& managed, uint64_t address, uint64_t size);
 
-// Bytes of [address, address + size) of `managed` resident in device memory now.
-uint64_t managed_bytes_on_device(const Allocation& managed, uint64_t address, uint64_t size);
+// Bytes of [address, address + size) of `managed` resident in `device`'s memory now (another
+// device's pages are reached over a link, not in this device's memory).
+uint64_t managed_bytes_on_device(const Allocation& managed, uint64_t address, uint64_t size,
+                                 int device);
 
 // cuMemAllocManaged: pages start on the host, nothing is charged to VRAM.
 CUresult allocate_managed(Context& context, uint64_t size, unsigned int flags, CUdeviceptr* out);

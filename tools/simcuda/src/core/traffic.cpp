@@ -30,10 +30,12 @@ double account_allocation(Device& device, Engine engine, const Allocation& alloc
     // Pages the migration left on the host (zero-copy by advice, or no evictable VRAM) were
     // charged as link traffic by it; only the device-resident rest costs HBM time.
     const double migration = migrate_managed_for_device_access(device, allocation, address, size);
-    return migration + device_seconds(device, managed_bytes_on_device(allocation, address, size));
+    return migration + device_seconds(device, managed_bytes_on_device(allocation, address, size,
+                                                                      device.ordinal()));
   }
   touch_managed_in_place(allocation, address, size);
-  const uint64_t on_device = managed_bytes_on_device(allocation, address, size);
+  const uint64_t on_device =
+      managed_bytes_on_device(allocation, address, size, device.ordinal());
   return device_seconds(device, on_device) + link_seconds(device, engine, size - on_device);
 }
 

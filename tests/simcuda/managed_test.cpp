@@ -6,6 +6,7 @@
 // touching one 2 MiB page (cuEventElapsedTime): a resident page costs the launch and HBM time (~4
 // us), a migrated one the link transfer plus a fault (~60 us).
 #include <cudaTypedefs.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -303,6 +304,29 @@ TEST_F(ManagedTest, APrefetchMovesOnlyPagesSomethingTouched) {
   std::memset(reinterpret_cast<void*>(managed), 7, kRange);
   EXPECT_GT(prefetch_ms({CU_MEM_LOCATION_TYPE_DEVICE, 0}), 0.5f);
   EXPECT_EQ(host_copy<uint8_t>(managed + kRange - 1, 1), std::vector<uint8_t>{7});
+  ASSERT_CU(cuMemFree(managed));
+}
+
+// A system call may write into a managed buffer no one has touched, as on a GPU, and what it
+// wrote counts as contents (Note [Pages before their first touch]).
+TEST_F(ManagedTest, ASystemCallWritesIntoAFreshManagedBuffer) {
+  CUdeviceptr managed = 0;
+  ASSERT_CU(cuMemAllocManaged(&managed, kPage, CU_MEM_ATTACH_GLOBAL));
+  int ends[2];
+  ASSERT_EQ(pipe(ends), 0);
+  const char text[] = "read into managed memory";
+  ASSERT_EQ(write(ends[1], text, sizeof text), static_cast<ssize_t>(sizeof text));
+  ASSERT_EQ(read(ends[0], reinterpret_cast<void*>(managed), sizeof text),
+            static_cast<ssize_t>(sizeof text));
+  close(ends[0]);
+  close(ends[1]);
+  EXPECT_STREQ(reinterpret_cast<const char*>(managed), text);
+  EXPECT_GT(modeled_ms([&] {
+              EXPECT_CU(cuMemPrefetchAsync(managed, kPage, {CU_MEM_LOCATION_TYPE_DEVICE, 0}, 0,
+                                           stream_));
+            }),
+            0.02f)
+      << "its page moved nothing, as if untouched";
   ASSERT_CU(cuMemFree(managed));
 }
 

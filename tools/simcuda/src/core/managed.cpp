@@ -12,6 +12,7 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <array>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -41,7 +42,7 @@ struct Page {
   // When the prefetch that brought it to its device ends, in modeled seconds (Note [Waiting for
   // a prefetch]); 0 for a page that came by a fault, whose kernel paid for it.
   double arrives_at = 0.0;
-  bool populated = false;  // Note [Pages before their first touch]
+  bool populated = false;  // made somewhere by now (Note [Pages before their first touch])
   uint64_t accessed_by = 0;
   uint64_t remote_mapped = 0;  // devices that mapped this host page for zero-copy access
   Page* older = nullptr;       // the LRU list of the device the page is on
@@ -140,6 +141,32 @@ double link_seconds(uint64_t bytes) {
   return static_cast<double>(bytes) / Driver::instance()->config().cost.link_bytes_per_second;
 }
 
+// Note [Pages before their first touch]
+// A managed page has no memory behind it until something touches it: the driver makes it where
+// it is first touched, or where a prefetch sends it, and moves no data to do so. simcuda's pages
+// live in a memfd whose holes are punched at every free (physical_memory.cpp), and any access, a
+// host one through the host view or a copy's or a kernel's through the shadow view, leaves the
+// file's pages resident: mincore on the shadow view tells whether anything has touched a page,
+// with nothing in the program's way (a read(2) into a fresh managed buffer works as on a GPU).
+// Before this, a prefetch of a block no one had written was charged the link time of its every
+// byte, as the prefetch mover's new blocks were. A kernel's first touch of a page still pays a
+// fault. A page the shim's memory pressure swapped out would look untouched: simcuda errs fast
+// there, never on a test's scale.
+bool touched(const Page& page) {
+  void* shadow = Driver::instance()->addresses().shadow(page.address);
+  std::array<unsigned char, kManagedPage / 4096> resident{};
+  if (mincore(shadow, page.bytes, resident.data()) != 0) return true;  // unknown: it has data
+  const std::size_t pages = (page.bytes + 4095) / 4096;
+  return std::any_of(resident.begin(), resident.begin() + static_cast<std::ptrdiff_t>(pages),
+                     [](unsigned char byte) { return (byte & 1) != 0; });
+}
+
+// Whether the driver would have made `page` by now (Note [Pages before their first touch]).
+bool made(Page& page) {
+  if (!page.populated) page.populated = touched(page);
+  return page.populated;
+}
+
 // Moves a device-resident page back to the host. Async-signal-safe enough for the fault
 // handler: pointer updates, atomics and mprotect. Returns the bytes that crossed the link
 // (none for a read-mostly page, whose host copy is current).
@@ -178,26 +205,11 @@ bool move_to_device(State& state, Device& device, Page& page) {
     mprotect(reinterpret_cast<void*>(page.address), page.bytes, PROT_READ);
   else
     Driver::instance()->addresses().set_host_access(page.address, page.bytes, false);
-  // Note [Pages before their first touch]: a page never touched is made where it is wanted.
-  if (page.populated)
+  // Note [Pages before their first touch]: a page never made is made where it is wanted.
+  if (made(page))
     device.counters().link_bytes_migrations.fetch_add(page.bytes, std::memory_order_relaxed);
   page.populated = true;
   return true;
-}
-
-// Note [Pages before their first touch]
-// A managed page has no contents until something touches it: the driver makes it where it is
-// first touched, or where a prefetch sends it, and moves no data to do so. simcuda keeps a
-// page's host view PROT_NONE until then, so that a host access faults and the handler marks it
-// touched (as it does for a page resident on a device); the copy engine and kernels, which use
-// the shadow view, mark the pages they touch. Before this, a prefetch of a block no one had
-// written was charged the link time of its every byte, as the prefetch mover's new blocks were.
-// A kernel's first touch of a page still pays a fault; a page read over the link in place is
-// touched there.
-void populate_on_host(Page& page) {
-  if (page.populated || page.location != kHostLocation) return;
-  page.populated = true;
-  Driver::instance()->addresses().set_host_access(page.address, page.bytes, true);
 }
 
 // The Device reclaimer: evicts `device`'s managed pages, least recently used first, until
@@ -240,8 +252,7 @@ CUresult allocate_managed(Context& context, uint64_t size, unsigned int flags, C
   Allocation allocation;
   const CUresult result = map_new_memory(
       *context.device,
-      // Note [Pages before their first touch]: the host view opens at the first host access.
-      {.size = size, .kind = MemoryKind::kManaged, .charge_vram = false, .host_accessible = false},
+      {.size = size, .kind = MemoryKind::kManaged, .charge_vram = false, .host_accessible = true},
       allocation);
   if (result != CUDA_SUCCESS) return result;
   allocation.context = &context;
@@ -292,9 +303,7 @@ bool handle_managed_host_fault(void* address) {
   if (range == nullptr) return false;
   Page& page = range->pages[(at - range->base) / kManagedPage];
   if (page.location == kHostLocation) {
-    // Its first touch (Note [Pages before their first touch]), or another thread's fault
-    // brought it back first; make sure the retry succeeds.
-    page.populated = true;
+    // Another thread's fault brought it back first; make sure the retry succeeds.
     driver->addresses().set_host_access(page.address, page.bytes, true);
     return true;
   }
@@ -315,7 +324,6 @@ double migrate_managed_for_device_access(Device& device, const Allocation& manag
     if (mapped_where_it_lives(page, device.ordinal())) {
       // The kernel reads it over the link (the peer link for another device's page). Without
       // accessed-by advice the first access faults to establish the mapping.
-      populate_on_host(page);
       zero_copy += overlap;
       if ((page.accessed_by & me) == 0 && (page.remote_mapped & me) == 0) {
         page.remote_mapped |= me;
@@ -324,7 +332,7 @@ double migrate_managed_for_device_access(Device& device, const Allocation& manag
       return;
     }
     const bool resident = page.location == device.ordinal();
-    const bool has_data = page.populated;
+    const bool has_data = made(page);
     if (move_to_device(s, device, page)) {
       if (!resident) {
         page.arrives_at = 0.0;
@@ -333,7 +341,6 @@ double migrate_managed_for_device_access(Device& device, const Allocation& manag
         device.counters().managed_faults.fetch_add(1, std::memory_order_relaxed);
       }
     } else {
-      populate_on_host(page);
       zero_copy += overlap;  // VRAM is full of unevictable memory: access it remotely
     }
   });
@@ -353,14 +360,6 @@ uint64_t managed_bytes_on_device(const Allocation& managed, uint64_t address, ui
     if (page.location == device) on_device += overlap;
   });
   return on_device;
-}
-
-void touch_managed_in_place(const Allocation& managed, uint64_t address, uint64_t size) {
-  State& s = state();
-  Locked lock(s);
-  auto it = s.ranges.find(managed.base);
-  if (it == s.ranges.end()) return;
-  for_pages(*it->second, address, size, [&](Page& page, uint64_t) { populate_on_host(page); });
 }
 
 void advise_managed(uint64_t address, uint64_t size, CUmem_advise advice, int location) {
@@ -417,7 +416,7 @@ double prefetch_managed(uint64_t address, uint64_t size, int location) {
     if (device == nullptr) {
       moved += move_to_host(s, page);
     } else if (page.location != location) {
-      const bool has_data = page.populated;
+      const bool has_data = made(page);
       if (!move_to_device(s, *device, page)) return;
       if (has_data) moved += page.bytes;
       arriving.push_back(&page);

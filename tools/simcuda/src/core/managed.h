@@ -56,10 +56,6 @@ double migrate_managed_for_device_access(Device& device, const Allocation& manag
 // prefetch] in managed.cpp).
 double managed_arrival(const Allocation& managed, uint64_t address, uint64_t size, int device);
 
-// A copy touches [address, address + size) of `managed` where its pages live: those never
-// touched before are now (Note [Pages before their first touch] in managed.cpp).
-void touch_managed_in_place(const Allocation& managed, uint64_t address, uint64_t size);
-
 // Bytes of [address, address + size) of `managed` resident in `device`'s memory now (another
 // device's pages are reached over a link, not in this device's memory).
 uint64_t managed_bytes_on_device(const Allocation& managed, uint64_t address, uint64_t size,

@@ -33,7 +33,6 @@ double account_allocation(Device& device, Engine engine, const Allocation& alloc
     return migration + device_seconds(device, managed_bytes_on_device(allocation, address, size,
                                                                       device.ordinal()));
   }
-  touch_managed_in_place(allocation, address, size);
   const uint64_t on_device =
       managed_bytes_on_device(allocation, address, size, device.ordinal());
   return device_seconds(device, on_device) + link_seconds(device, engine, size - on_device);

@@ -40,6 +40,26 @@ class ManagedTest : public KernelFixture {
     return modeled_ms([&] { EXPECT_CU(fill(page, value, kWordsPerPage, stream_)); });
   }
 
+  // Fills `words` words at `at` with `value` from a kernel of device 1, in its primary context;
+  // what device 1 then holds (used(), in its view).
+  uint64_t fill_on_device_1(CUdeviceptr at, uint32_t value, uint64_t words) {
+    CUcontext other = nullptr;
+    CUmodule module = nullptr;
+    CUfunction fill_on_other = nullptr;
+    EXPECT_CU(cuDevicePrimaryCtxRetain(&other, 1));
+    EXPECT_CU(cuCtxPushCurrent(other));
+    EXPECT_CU(cuModuleLoadData(&module, "simcuda accepts any image"));
+    EXPECT_CU(cuModuleGetFunction(&fill_on_other, module, "vs_fill_u32"));
+    void* params[] = {&at, &value, &words};
+    EXPECT_CU(cuLaunchKernel(fill_on_other, 64, 1, 1, 256, 1, 1, 0, nullptr, params, nullptr));
+    EXPECT_CU(cuCtxSynchronize());
+    const uint64_t held = used();
+    EXPECT_CU(cuModuleUnload(module));
+    EXPECT_CU(cuCtxPopCurrent(&other));
+    EXPECT_CU(cuDevicePrimaryCtxRelease(1));
+    return held;
+  }
+
   // Modeled milliseconds of the work `queue` queues on stream_.
   template <typename Queue>
   float modeled_ms(Queue queue) {
@@ -383,23 +403,8 @@ TEST_F(ManagedTest, PagesFollowTheDeviceThatTouchesThem) {
   ASSERT_CU(cuStreamSynchronize(stream_));
   EXPECT_EQ(used(), 2 * kPage);
 
-  CUcontext other = nullptr;
-  CUmodule module = nullptr;
-  CUfunction fill_on_other = nullptr;
-  ASSERT_CU(cuDevicePrimaryCtxRetain(&other, 1));
-  ASSERT_CU(cuCtxPushCurrent(other));
-  ASSERT_CU(cuModuleLoadData(&module, "simcuda accepts any image"));
-  ASSERT_CU(cuModuleGetFunction(&fill_on_other, module, "vs_fill_u32"));
-  CUdeviceptr second_page = managed + kPage;
-  uint32_t value = 2;
-  uint64_t count = kWordsPerPage;
-  void* params[] = {&second_page, &value, &count};
-  ASSERT_CU(cuLaunchKernel(fill_on_other, 64, 1, 1, 256, 1, 1, 0, nullptr, params, nullptr));
-  ASSERT_CU(cuCtxSynchronize());
-  EXPECT_EQ(used(), kPage);  // device 1's view: the page it touched
-  ASSERT_CU(cuModuleUnload(module));
-  ASSERT_CU(cuCtxPopCurrent(&other));
-  ASSERT_CU(cuDevicePrimaryCtxRelease(1));
+  EXPECT_EQ(fill_on_device_1(managed + kPage, 2, kWordsPerPage), kPage)
+      << "device 1 holds the page it touched";
   EXPECT_EQ(used(), kPage);  // device 0 kept the other page
 
   const auto* words = reinterpret_cast<const uint32_t*>(managed);
@@ -423,22 +428,8 @@ TEST_F(ManagedTest, AnotherDevicesPageIsReadWhereItLivesWhenAdvised) {
   ASSERT_CU(cuMemAdvise(managed + kPage, kPage, CU_MEM_ADVISE_SET_PREFERRED_LOCATION,
                         {CU_MEM_LOCATION_TYPE_DEVICE, 0}));
 
-  CUcontext other = nullptr;
-  CUmodule module = nullptr;
-  CUfunction fill_on_other = nullptr;
-  ASSERT_CU(cuDevicePrimaryCtxRetain(&other, 1));
-  ASSERT_CU(cuCtxPushCurrent(other));
-  ASSERT_CU(cuModuleLoadData(&module, "simcuda accepts any image"));
-  ASSERT_CU(cuModuleGetFunction(&fill_on_other, module, "vs_fill_u32"));
-  uint32_t value = 2;
-  uint64_t count = 3 * kWordsPerPage;
-  void* params[] = {&managed, &value, &count};
-  ASSERT_CU(cuLaunchKernel(fill_on_other, 64, 1, 1, 256, 1, 1, 0, nullptr, params, nullptr));
-  ASSERT_CU(cuCtxSynchronize());
-  EXPECT_EQ(used(), kPage);  // device 1's view: only the unadvised page came over
-  ASSERT_CU(cuModuleUnload(module));
-  ASSERT_CU(cuCtxPopCurrent(&other));
-  ASSERT_CU(cuDevicePrimaryCtxRelease(1));
+  EXPECT_EQ(fill_on_device_1(managed, 2, 3 * kWordsPerPage), kPage)
+      << "only the unadvised page should have come over to device 1";
   EXPECT_EQ(used(), 2 * kPage);  // device 0 kept the two advised pages
 
   EXPECT_EQ(host_copy<uint32_t>(managed, 3 * kWordsPerPage),

@@ -111,12 +111,6 @@ bool PrefetchPlacement::evict_locked(BlockId id, Block& block) noexcept {
   return true;
 }
 
-std::optional<RuleAction> PrefetchPlacement::rule_of(const Device& state, BlockId id) {
-  const auto found = state.ruled.find(id);
-  if (found == state.ruled.end()) return std::nullopt;
-  return found->second;
-}
-
 bool PrefetchPlacement::make_room_locked(int device, Device& state, uint64_t bytes,
                                          std::span<const BlockId> keep,
                                          std::optional<BlockId> promoting) {
@@ -157,7 +151,7 @@ bool PrefetchPlacement::make_room_locked(int device, Device& state, uint64_t byt
   // Note [Admitting a promotion]: learned, locked, has weighed its victims already, and a pinned
   // block comes in whatever it displaces (Note [Rules before the policy]).
   if (promoting && options_.admission == TieredAdmission::kWeighed &&
-      !state.policy->knows_next_uses() && rule_of(state, *promoting) != RuleAction::kPin &&
+      !state.policy->knows_next_uses() && rule_of(state.ruled, *promoting) != RuleAction::kPin &&
       !admission_.admits(*promoting, bytes, leaving)) {
     ++stats_.not_admitted;
     return false;
@@ -219,7 +213,7 @@ void PrefetchPlacement::promote_ahead_locked(Device& state, std::span<const Bloc
   for (const BlockId id : state.policy->promote_ahead(room_taken, keep)) {
     const auto found = blocks_.find(id);
     if (found == blocks_.end() || found->second.on_device ||
-        rule_of(state, id) == RuleAction::kPreferHost)
+        rule_of(state.ruled, id) == RuleAction::kPreferHost)
       continue;
     if (bring_in_locked(id, found->second, kept, /*ahead=*/true)) kept.push_back(id);
   }
@@ -327,7 +321,7 @@ void PrefetchPlacement::before_submission(const core::SubmissionUse& use) noexce
         }
         if (may_move && !block.on_device) {
           // Note [Rules before the policy] in placement/tiered_placement.h
-          const std::optional<RuleAction> rule = rule_of(state, id);
+          const std::optional<RuleAction> rule = rule_of(state.ruled, id);
           if (rule == RuleAction::kPin ||
               (rule != RuleAction::kPreferHost && state.policy->should_promote(id))) {
             if (bring_in_locked(id, block, ours)) {

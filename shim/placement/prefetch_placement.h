@@ -210,8 +210,6 @@ class PrefetchPlacement {
   Device* device_state_locked(int device) noexcept;
   // Tells the policy how many granules its blocks may hold now (Note [The policy's capacity]).
   void tell_policy_of_capacity_locked(int device, Device& state) noexcept;
-  // What the block's [[tiered.rule]] says, if one matched it.
-  static std::optional<RuleAction> rule_of(const Device& state, policies::BlockId id);
   // Forgets the promotions queued, if the mover's streams are idle.
   void forget_promotions_done_locked(Device& state) noexcept;
   // Whether the card can take `bytes` more once `leaving` bytes have left it.

@@ -1,10 +1,12 @@
-// A victim search under [[tiered.rule]] actions, for both movers (Note [Rules before the policy]
-// in placement/tiered_placement.h): the blocks the rules give first, and those no choice may name.
+// [[tiered.rule]] actions as both movers read them (Note [Rules before the policy] in
+// placement/tiered_placement.h): a block's rule, and in a victim search the blocks the rules give
+// first and those no choice may name.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -12,6 +14,14 @@
 #include "policies/eviction_policy.h"
 
 namespace vramspill::placement {
+
+// What the rule of `block` says, if one matched it; `ruled`: the live blocks a rule matched.
+inline std::optional<RuleAction> rule_of(const std::map<policies::BlockId, RuleAction>& ruled,
+                                         policies::BlockId block) {
+  const auto found = ruled.find(block);
+  if (found == ruled.end()) return std::nullopt;
+  return found->second;
+}
 
 struct RuledVictims {
   // evict_first blocks with device granules, in address order, until `granules` are covered.

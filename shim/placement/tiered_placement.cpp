@@ -219,12 +219,6 @@ void TieredPlacement::tell_policy_of_moves(Device& state, std::span<const Granul
   }
 }
 
-std::optional<RuleAction> TieredPlacement::rule_of(const Device& state, policies::BlockId block) {
-  const auto found = state.ruled.find(block);
-  if (found == state.ruled.end()) return std::nullopt;
-  return found->second;
-}
-
 // Note [Rules before the policy]
 TieredPlacement::Victims TieredPlacement::choose_victims(Device& state, uint64_t granules,
                                                          std::span<const policies::BlockId> keep) {
@@ -391,7 +385,7 @@ void TieredPlacement::before_launch(int device, uint64_t sequence, uint32_t stre
         capacity_known = true;
       }
       // Note [Rules before the policy]
-      const std::optional<RuleAction> rule = rule_of(*state, base);
+      const std::optional<RuleAction> rule = rule_of(state->ruled, base);
       const bool promote = rule == RuleAction::kPin ||
                            (rule != RuleAction::kPreferHost && state->policy->should_promote(base));
       if (!promote) {
@@ -480,7 +474,7 @@ uint64_t TieredPlacement::promote_ahead(Device& state, uint64_t needed,
   for (const policies::BlockId base : state.policy->promote_ahead(needed, keep)) {
     const auto block = state.arena->block_containing(base);
     if (!block || block->base != base || block->host_granules() == 0 ||
-        rule_of(state, base) == RuleAction::kPreferHost)
+        rule_of(state.ruled, base) == RuleAction::kPreferHost)
       continue;
     promotions.push_back({.base = base, .to = GranuleKind::kDevice, .granules = 0});
     keep.push_back(base);

@@ -288,8 +288,6 @@ class TieredPlacement {
   // (Note [Promoting ahead]); the host granules they add.
   uint64_t promote_ahead(Device& state, uint64_t needed, std::vector<tiers::GranuleMove>& promotions,
                          std::vector<policies::BlockId>& keep);
-  // What the block's rule says, if one matched it.
-  static std::optional<RuleAction> rule_of(const Device& state, policies::BlockId block);
   void tell_of_allocation(int device, CUdeviceptr base, uint64_t bytes,
                           uint64_t host_granules) noexcept;
   // kNow: copied and remapped in the window; kStaged: promotions staged for later launches

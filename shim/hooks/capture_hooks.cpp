@@ -1,10 +1,12 @@
 // Stream captures in progress, counted for tiered mode, which must not synchronise while one
 // runs (Note [No moves during a capture] in placement/tiered_placement.h). A capture is counted
-// when cuStreamBeginCapture succeeds and uncounted when its stream stops capturing, whatever
-// cuStreamEndCapture returns: an invalidated capture ends too, and a stream that was not
-// capturing changes nothing. A capture begins holding the prefetch mover's capture gate, so that
-// it never begins between a mover's look at a stream and its record there (Note [A capture
-// begun while a move is queued] in tiers/driver_prefetch_ops.h).
+// when a cuStreamBeginCapture succeeds (CUDA 10.0's or its successor, either stream form) and
+// uncounted when its stream stops capturing, whatever cuStreamEndCapture returns: an invalidated
+// capture ends too, and a stream that was not capturing changes nothing. A capture begins holding
+// the prefetch mover's capture gate, so that it never begins between a mover's look at a stream
+// and its record there (Note [A capture begun while a move is queued] in
+// tiers/driver_prefetch_ops.h). cuStreamBeginCaptureToGraph (CUDA 12.3) is not hooked yet:
+// simcuda has no capture into an existing graph to test it on.
 #include <mutex>
 
 #include "hooks/hook.h"
@@ -46,6 +48,17 @@ CUresult end_capture(CUstream stream, End end) {
 }
 
 }  // namespace
+
+// CUDA 10.0's entry points, which capture in global mode; a lookup at version 10000 answers them.
+VRAMSPILL_HOOK CUresult CUDAAPI cuStreamBeginCapture(CUstream hStream) {
+  VRAMSPILL_REAL_OR_RETURN(real, cuStreamBeginCapture);
+  return begin_capture([&] { return real(hStream); });
+}
+
+VRAMSPILL_HOOK CUresult CUDAAPI cuStreamBeginCapture_ptsz(CUstream hStream) {
+  VRAMSPILL_REAL_OR_RETURN(real, cuStreamBeginCapture_ptsz);
+  return begin_capture([&] { return real(hStream); });
+}
 
 VRAMSPILL_HOOK CUresult CUDAAPI cuStreamBeginCapture_v2(CUstream hStream,
                                                         CUstreamCaptureMode mode) {

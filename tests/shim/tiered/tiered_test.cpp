@@ -335,24 +335,47 @@ TEST_F(TieredTest, QueriesSeeTheWholeAllocation) {
 // Note [No moves during a capture]: allocating past the budget while a stream is captured
 // evicts nothing (a synchronisation would invalidate the capture), so the capture still ends
 // with a graph, and that graph's kernel reaches the block wherever it is.
-TEST_F(TieredTest, ACaptureSurvivesAllocationsPastTheBudget) {
-  std::vector<CUdeviceptr> pointers(4);  // the whole budget
-  for (CUdeviceptr& pointer : pointers) ASSERT_CU(cuMemAlloc(&pointer, kBlock));
-  ASSERT_CU(cuStreamBeginCapture(streams_[0], CU_STREAM_CAPTURE_MODE_GLOBAL));
-  CUdeviceptr late = 0;
-  ASSERT_CU(cuMemAlloc(&late, kBlock));
-  ASSERT_CU(fill(late, 0xC0FFEE, streams_[0]));
-  CUgraph graph = nullptr;
-  ASSERT_CU(cuStreamEndCapture(streams_[0], &graph));
-  CUgraphExec exec = nullptr;
-  ASSERT_CU(cuGraphInstantiate(&exec, graph, 0));
-  ASSERT_CU(cuGraphLaunch(exec, streams_[0]));
-  ASSERT_CU(cuStreamSynchronize(streams_[0]));
-  expect_block(late, 0xC0FFEE);
-  ASSERT_CU(cuGraphExecDestroy(exec));
-  ASSERT_CU(cuGraphDestroy(graph));
-  ASSERT_CU(cuMemFree(late));
-  for (CUdeviceptr pointer : pointers) ASSERT_CU(cuMemFree(pointer));
+class CaptureTest : public TieredTest {
+ protected:
+  // `begin_capture(stream)` begins the capture.
+  template <typename BeginCapture>
+  void capture_survives_allocations_past_the_budget(BeginCapture begin_capture) {
+    CUstream stream = streams_[0];
+    std::vector<CUdeviceptr> pointers(4);  // the whole budget
+    for (CUdeviceptr& pointer : pointers) ASSERT_CU(cuMemAlloc(&pointer, kBlock));
+    ASSERT_CU(begin_capture(stream));
+    CUdeviceptr late = 0;
+    ASSERT_CU(cuMemAlloc(&late, kBlock));
+    ASSERT_CU(fill(late, 0xC0FFEE, stream));
+    CUgraph graph = nullptr;
+    ASSERT_CU(cuStreamEndCapture(stream, &graph));
+    CUgraphExec exec = nullptr;
+    ASSERT_CU(cuGraphInstantiate(&exec, graph, 0));
+    ASSERT_CU(cuGraphLaunch(exec, stream));
+    ASSERT_CU(cuStreamSynchronize(stream));
+    expect_block(late, 0xC0FFEE);
+    ASSERT_CU(cuGraphExecDestroy(exec));
+    ASSERT_CU(cuGraphDestroy(graph));
+    ASSERT_CU(cuMemFree(late));
+    for (CUdeviceptr pointer : pointers) ASSERT_CU(cuMemFree(pointer));
+  }
+};
+
+TEST_F(CaptureTest, ACaptureSurvivesAllocationsPastTheBudget) {
+  capture_survives_allocations_past_the_budget(
+      [](CUstream stream) { return cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL); });
+}
+
+// CUDA 10.0's cuStreamBeginCapture, which a lookup at version 10000 answers, is counted as its
+// successor is: uncounted, the allocation's eviction would synchronise and invalidate the capture.
+TEST_F(CaptureTest, ACaptureBegunThroughCuda10sEntryPointIsCountedToo) {
+  void* found = nullptr;
+  CUdriverProcAddressQueryResult status{};
+  ASSERT_CU(cuGetProcAddress("cuStreamBeginCapture", &found, 10000, CU_GET_PROC_ADDRESS_DEFAULT,
+                             &status));
+  ASSERT_EQ(status, CU_GET_PROC_ADDRESS_SUCCESS);
+  const auto begin_capture_v1 = reinterpret_cast<CUresult(CUDAAPI*)(CUstream)>(found);
+  capture_survives_allocations_past_the_budget(begin_capture_v1);
 }
 
 // Several threads submit at once while their blocks move: each thread's fills and copies on its

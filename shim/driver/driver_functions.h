@@ -145,12 +145,15 @@
 
 // Stream capture: tiered mode moves nothing while a capture is in progress (Note [No moves during
 // a capture] in placement/tiered_placement.h), so the shim counts them (hooks/capture_hooks.cpp).
-// The unversioned cuStreamBeginCapture(_ptsz) is CUDA 10.0's, without a mode argument.
+// The unversioned cuStreamBeginCapture(_ptsz) is CUDA 10.0's, without a mode argument;
+// cuStreamBeginCaptureToGraph (CUDA 12.3) captures into a graph the program made.
 #define VRAMSPILL_HOOKED_CAPTURE_FUNCTIONS(X) \
   X(cuStreamBeginCapture)                     \
   X(cuStreamBeginCapture_ptsz)                \
   X(cuStreamBeginCapture_v2)                  \
   X(cuStreamBeginCapture_v2_ptsz)             \
+  X(cuStreamBeginCaptureToGraph)              \
+  X(cuStreamBeginCaptureToGraph_ptsz)         \
   X(cuStreamEndCapture)                       \
   X(cuStreamEndCapture_ptsz)
 

@@ -1,12 +1,13 @@
 // Stream captures in progress, counted for tiered mode, which must not synchronise while one
 // runs (Note [No moves during a capture] in placement/tiered_placement.h). A capture is counted
-// when a cuStreamBeginCapture succeeds (CUDA 10.0's or its successor, either stream form) and
+// when a cuStreamBeginCapture succeeds (CUDA 10.0's, its successor or the one into a graph, each
+// in either stream form) and
 // uncounted when its stream stops capturing, whatever cuStreamEndCapture returns: an invalidated
 // capture ends too, and a stream that was not capturing changes nothing. A capture begins holding
 // the prefetch mover's capture gate, so that it never begins between a mover's look at a stream
 // and its record there (Note [A capture begun while a move is queued] in
-// tiers/driver_prefetch_ops.h). cuStreamBeginCaptureToGraph (CUDA 12.3) is not hooked yet:
-// simcuda has no capture into an existing graph to test it on.
+// tiers/driver_prefetch_ops.h). A capture into a graph the program made
+// (cuStreamBeginCaptureToGraph, which XLA's command buffers use) counts as any other.
 #include <mutex>
 
 #include "hooks/hook.h"
@@ -70,6 +71,24 @@ VRAMSPILL_HOOK CUresult CUDAAPI cuStreamBeginCapture_v2_ptsz(CUstream hStream,
                                                              CUstreamCaptureMode mode) {
   VRAMSPILL_REAL_OR_RETURN(real, cuStreamBeginCapture_v2_ptsz);
   return begin_capture([&] { return real(hStream, mode); });
+}
+
+VRAMSPILL_HOOK CUresult CUDAAPI cuStreamBeginCaptureToGraph(CUstream hStream, CUgraph hGraph,
+                                                            const CUgraphNode* dependencies,
+                                                            const CUgraphEdgeData* dependencyData,
+                                                            size_t numDependencies,
+                                                            CUstreamCaptureMode mode) {
+  VRAMSPILL_REAL_OR_RETURN(real, cuStreamBeginCaptureToGraph);
+  return begin_capture(
+      [&] { return real(hStream, hGraph, dependencies, dependencyData, numDependencies, mode); });
+}
+
+VRAMSPILL_HOOK CUresult CUDAAPI cuStreamBeginCaptureToGraph_ptsz(
+    CUstream hStream, CUgraph hGraph, const CUgraphNode* dependencies,
+    const CUgraphEdgeData* dependencyData, size_t numDependencies, CUstreamCaptureMode mode) {
+  VRAMSPILL_REAL_OR_RETURN(real, cuStreamBeginCaptureToGraph_ptsz);
+  return begin_capture(
+      [&] { return real(hStream, hGraph, dependencies, dependencyData, numDependencies, mode); });
 }
 
 VRAMSPILL_HOOK CUresult CUDAAPI cuStreamEndCapture(CUstream hStream, CUgraph* phGraph) {

@@ -90,6 +90,75 @@ TEST_F(CaptureTest, CapturedWorkRunsOnlyWhenTheGraphIsLaunched) {
   ASSERT_CU(cuMemFreeHost(pinned));
 }
 
+// Note [Capturing into a graph]: the captured work follows the graph's own nodes, and
+// cuStreamEndCapture hands the program's graph back.
+TEST_F(CaptureTest, ACaptureIntoAGraphAppendsAfterTheNodesItDependsOn) {
+  ASSERT_CU(cuStreamBeginCapture(stream_, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  ASSERT_CU(cuMemsetD8Async(device_buffer_, 0x11, 64, stream_));
+  CUgraph graph = nullptr;
+  ASSERT_CU(cuStreamEndCapture(stream_, &graph));
+  CUgraphNode first = nullptr;
+  size_t count = 1;
+  ASSERT_CU(cuGraphGetNodes(graph, &first, &count));
+  ASSERT_EQ(count, 1u);
+
+  ASSERT_CU(cuStreamBeginCaptureToGraph(stream_, graph, &first, nullptr, 1,
+                                        CU_STREAM_CAPTURE_MODE_GLOBAL));
+  EXPECT_EQ(status(stream_), CU_STREAM_CAPTURE_STATUS_ACTIVE);
+  EXPECT_EQ(cuGraphDestroy(graph), CUDA_ERROR_ILLEGAL_STATE);  // still being captured into
+  ASSERT_CU(cuMemsetD8Async(device_buffer_ + 32, 0x22, 64, stream_));  // over the first
+  CUgraph ended = nullptr;
+  ASSERT_CU(cuStreamEndCapture(stream_, &ended));
+  EXPECT_EQ(ended, graph);
+  ASSERT_CU(cuGraphGetNodes(graph, nullptr, &count));
+  EXPECT_EQ(count, 2u);
+
+  CUgraphExec exec = nullptr;
+  ASSERT_CU(cuGraphInstantiate(&exec, graph, 0));
+  ASSERT_CU(cuGraphLaunch(exec, stream_));
+  ASSERT_CU(cuStreamSynchronize(stream_));
+  std::vector<unsigned char> expected(kBytes, 0);
+  std::fill_n(expected.begin(), 32, 0x11);
+  std::fill_n(expected.begin() + 32, 64, 0x22);
+  EXPECT_EQ(read_back(), expected);
+  ASSERT_CU(cuGraphExecDestroy(exec));
+  ASSERT_CU(cuGraphDestroy(graph));
+}
+
+TEST_F(CaptureTest, ACaptureIntoAGraphChecksTheGraphAndItsDependencies) {
+  CUgraph graph = nullptr;
+  CUgraph other = nullptr;
+  ASSERT_CU(cuGraphCreate(&graph, 0));
+  ASSERT_CU(cuStreamBeginCapture(stream_, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  ASSERT_CU(cuMemsetD8Async(device_buffer_, 0x11, 64, stream_));
+  ASSERT_CU(cuStreamEndCapture(stream_, &other));
+  CUgraphNode foreign = nullptr;
+  size_t count = 1;
+  ASSERT_CU(cuGraphGetNodes(other, &foreign, &count));
+  const auto begin = [&](CUstream stream, CUgraph into, const CUgraphNode* dependencies,
+                         size_t dependency_count) {
+    return cuStreamBeginCaptureToGraph(stream, into, dependencies, nullptr, dependency_count,
+                                       CU_STREAM_CAPTURE_MODE_GLOBAL);
+  };
+  EXPECT_EQ(begin(stream_, graph, &foreign, 1), CUDA_ERROR_INVALID_VALUE);  // not its node
+  EXPECT_EQ(begin(stream_, graph, nullptr, 1), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(begin(stream_, nullptr, nullptr, 0), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(status(stream_), CU_STREAM_CAPTURE_STATUS_NONE);
+
+  // One capture into a graph at a time; an invalidated one leaves the graph the program's.
+  CUstream second = nullptr;
+  ASSERT_CU(cuStreamCreate(&second, CU_STREAM_NON_BLOCKING));
+  ASSERT_CU(begin(stream_, graph, nullptr, 0));
+  EXPECT_EQ(begin(second, graph, nullptr, 0), CUDA_ERROR_ILLEGAL_STATE);
+  EXPECT_EQ(cuStreamSynchronize(stream_), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);  // invalidates
+  CUgraph ended = other;
+  EXPECT_EQ(cuStreamEndCapture(stream_, &ended), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+  EXPECT_EQ(ended, nullptr);
+  EXPECT_CU(cuGraphDestroy(graph));
+  EXPECT_CU(cuGraphDestroy(other));
+  ASSERT_CU(cuStreamDestroy(second));
+}
+
 TEST_F(CaptureTest, ForkedStreamsJoinTheCapture) {
   CUstream side = nullptr;
   ASSERT_CU(cuStreamCreate(&side, CU_STREAM_NON_BLOCKING));

@@ -108,8 +108,8 @@ TEST_F(PrefetchLimitsTest, APeerKernelReachesADeviceBlockWhereItIs) {
 }
 
 // Note [A capture begun while a move is queued] in shim/tiers/driver_prefetch_ops.h. A capture
-// the shim does not count (begun here behind its back, as cuStreamBeginCaptureToGraph, which it
-// does not hook, would begin one) lets blocks move while a stream captures: the launch captured on it promotes a block on the host, and a
+// the shim has not counted yet (begun here behind its back, as one begun on another thread after
+// the move was decided would be) lets blocks move while a stream captures: the launch captured on it promotes a block on the host, and a
 // launch on another stream evicts blocks last used on the capturing stream. Neither move may
 // record on or wait from the capturing stream: the capture ends valid, its graph replays exact
 // bytes, and so does the other stream's launch.

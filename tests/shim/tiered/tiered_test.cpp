@@ -378,6 +378,17 @@ TEST_F(CaptureTest, ACaptureBegunThroughCuda10sEntryPointIsCountedToo) {
   capture_survives_allocations_past_the_budget(begin_capture_v1);
 }
 
+// A capture into a graph the program made (cuStreamBeginCaptureToGraph, as XLA's command buffers
+// capture) is counted too.
+TEST_F(CaptureTest, ACaptureIntoAGraphIsCountedToo) {
+  CUgraph into = nullptr;
+  ASSERT_CU(cuGraphCreate(&into, 0));
+  capture_survives_allocations_past_the_budget([&](CUstream stream) {
+    return cuStreamBeginCaptureToGraph(stream, into, nullptr, nullptr, 0,
+                                       CU_STREAM_CAPTURE_MODE_GLOBAL);
+  });
+}
+
 // Several threads submit at once while their blocks move: each thread's fills and copies on its
 // own stream, over three times the budget in all, must come back byte for byte (the remap
 // window holds every thread's submissions while a move remaps).

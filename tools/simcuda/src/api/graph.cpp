@@ -1,4 +1,5 @@
 // Stream capture and the graphs it produces (Note [Stream capture] in core/capture.h).
+#include <algorithm>
 #include <atomic>
 
 #include "core/api.h"
@@ -25,6 +26,25 @@ CUresult begin(DefaultStream null_means, CUstream hStream, CUstreamCaptureMode m
 // The pre-11.1 ABI had no mode argument; its captures behave as GLOBAL ones.
 CUresult begin_global(DefaultStream null_means, CUstream hStream) {
   return begin(null_means, hStream, CU_STREAM_CAPTURE_MODE_GLOBAL);
+}
+
+// Note [Capturing into a graph] in core/capture.h.
+CUresult begin_to_graph(DefaultStream null_means, CUstream hStream, CUgraph hGraph,
+                        const CUgraphNode* dependencies, const CUgraphEdgeData* /*edge_data*/,
+                        size_t dependency_count, CUstreamCaptureMode mode) {
+  if (dependency_count != 0 && dependencies == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  std::shared_ptr<simcuda::Graph> graph = simcuda::graph_from_handle(hGraph);
+  if (graph == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  for (size_t i = 0; i < dependency_count; ++i) {
+    const std::shared_ptr<simcuda::GraphNode> node =
+        simcuda::graph_node_from_handle(dependencies[i]);
+    if (node == nullptr || std::ranges::find(graph->inspectable, node) == graph->inspectable.end())
+      return CUDA_ERROR_INVALID_VALUE;
+  }
+  Stream* stream = nullptr;
+  if (CUresult result = resolve_stream(hStream, null_means, &stream); result != CUDA_SUCCESS)
+    return result;
+  return simcuda::begin_capture(*stream, mode, std::move(graph));
 }
 
 CUresult end(DefaultStream null_means, CUstream hStream, CUgraph* phGraph) {
@@ -175,6 +195,13 @@ SIMCUDA_EXPORT CUresult CUDAAPI cuStreamBeginCapture_ptsz(CUstream hStream) {
 }
 SIMCUDA_DEFAULT_STREAM_EXPORTS(cuStreamBeginCapture_v2, cuStreamBeginCapture_v2_ptsz, begin,
                                (CUstream hStream, CUstreamCaptureMode mode), hStream, mode)
+SIMCUDA_DEFAULT_STREAM_EXPORTS(cuStreamBeginCaptureToGraph, cuStreamBeginCaptureToGraph_ptsz,
+                               begin_to_graph,
+                               (CUstream hStream, CUgraph hGraph, const CUgraphNode* dependencies,
+                                const CUgraphEdgeData* dependencyData, size_t numDependencies,
+                                CUstreamCaptureMode mode),
+                               hStream, hGraph, dependencies, dependencyData, numDependencies,
+                               mode)
 SIMCUDA_DEFAULT_STREAM_EXPORTS(cuStreamEndCapture, cuStreamEndCapture_ptsz, end,
                                (CUstream hStream, CUgraph* phGraph), hStream, phGraph)
 SIMCUDA_DEFAULT_STREAM_EXPORTS(cuStreamIsCapturing, cuStreamIsCapturing_ptsz, is_capturing,

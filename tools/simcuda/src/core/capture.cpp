@@ -19,6 +19,7 @@ struct Sequence {
   std::vector<Stream*> members;  // the origin and the streams forked into the capture
   bool invalidated = false;
   std::shared_ptr<Graph> graph;
+  bool into_programs_graph = false;  // Note [Capturing into a graph]
 };
 
 // One lock for all capture state: captures are rare, and the fast path of capture_work() does
@@ -69,7 +70,8 @@ CUresult check_legacy(const Stream& stream) {
 }
 
 void end_sequence(Sequence* sequence, bool keep_graph) {
-  if (!keep_graph) graphs.erase(sequence->graph.get());
+  sequence->graph->capturing = false;
+  if (!keep_graph && !sequence->into_programs_graph) graphs.erase(sequence->graph.get());
   std::erase_if(sequences, [&](const auto& entry) { return entry.get() == sequence; });
   sequence_count.store(sequences.size(), std::memory_order_release);
 }
@@ -87,21 +89,28 @@ bool stream_is_capturing(Stream& stream) {
   return sequence_of(stream) != nullptr;
 }
 
-CUresult begin_capture(Stream& stream, CUstreamCaptureMode mode) {
+CUresult begin_capture(Stream& stream, CUstreamCaptureMode mode, std::shared_ptr<Graph> into) {
   if (!valid_mode(mode)) return CUDA_ERROR_INVALID_VALUE;
   if (stream.kind() == Stream::Kind::kLegacyDefault) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  if (into != nullptr && into->context != stream.context()) return CUDA_ERROR_INVALID_VALUE;
   std::lock_guard lock(capture_mutex);
   if (sequence_of(stream) != nullptr) return CUDA_ERROR_ILLEGAL_STATE;
+  if (into != nullptr && into->capturing) return CUDA_ERROR_ILLEGAL_STATE;
   auto sequence = std::make_unique<Sequence>();
   sequence->id = next_sequence_id++;
   sequence->mode = mode;
   sequence->thread = std::this_thread::get_id();
   sequence->origin = &stream;
   sequence->members.push_back(&stream);
-  sequence->graph = std::make_shared<Graph>();
-  sequence->graph->context = stream.context();
+  sequence->into_programs_graph = into != nullptr;
+  if (into != nullptr) {
+    sequence->graph = std::move(into);
+  } else {
+    sequence->graph = std::make_shared<Graph>();
+    sequence->graph->context = stream.context();
+    graphs.emplace(sequence->graph.get(), sequence->graph);
+  }
   sequence->graph->capturing = true;
-  graphs.emplace(sequence->graph.get(), sequence->graph);
   sequences.push_back(std::move(sequence));
   sequence_count.store(sequences.size(), std::memory_order_release);
   return CUDA_SUCCESS;
@@ -117,7 +126,6 @@ CUresult end_capture(Stream& stream, Graph** graph) {
     return CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD;
   const bool invalidated = sequence->invalidated;
   Graph* captured = sequence->graph.get();
-  captured->capturing = false;
   end_sequence(sequence, /*keep_graph=*/!invalidated);
   *graph = invalidated ? nullptr : captured;
   return invalidated ? CUDA_ERROR_STREAM_CAPTURE_INVALIDATED : CUDA_SUCCESS;

@@ -33,6 +33,16 @@
 // (the driver's CUDA_ERROR_STREAM_CAPTURE_UNJOINED), nodes are inspectable only as far as Note
 // [Inspectable nodes] in graph_nodes.h says, and
 // external event nodes (CU_EVENT_RECORD_EXTERNAL, CU_EVENT_WAIT_EXTERNAL) are not supported.
+//
+// Note [Capturing into a graph]
+// cuStreamBeginCaptureToGraph (CUDA 12.3) captures into a graph the program made, after the
+// nodes it names as dependencies; cuStreamEndCapture hands that graph back, and an invalidated
+// capture leaves it the program's, with a NULL graph returned. Graphs here replay their nodes in
+// the order they were added, so appending the captured nodes after the graph's own satisfies
+// every dependency, of whatever edge type (an edge only ever orders a node after another; a
+// programmatic one also lets them overlap, which a replay one after the other need not).
+// Dependencies must be nodes of that graph; the graph must be of the stream's context and not
+// already being captured into.
 #pragma once
 
 #include <cuda.h>
@@ -81,8 +91,12 @@ struct GraphExec {
 // which must not queue its own work into a program's graph.
 bool stream_is_capturing(Stream& stream);
 
-CUresult begin_capture(Stream& stream, CUstreamCaptureMode mode);
-// On success `*graph` is a new graph handle owned by the program.
+// `into`: cuStreamBeginCaptureToGraph's graph, which the capture appends to and which
+// cuStreamEndCapture hands back (Note [Capturing into a graph]); null: a new graph.
+CUresult begin_capture(Stream& stream, CUstreamCaptureMode mode,
+                       std::shared_ptr<Graph> into = nullptr);
+// On success `*graph` is the captured graph, a new handle owned by the program unless the capture
+// was into one of its graphs.
 CUresult end_capture(Stream& stream, Graph** graph);
 
 struct CaptureInfo {

@@ -374,6 +374,48 @@ TEST_F(ManagedTest, AnUnorderedLaunchWaitsForThePagesAPrefetchIsBringing) {
   ASSERT_CU(cuMemFree(managed));
 }
 
+// A graph's nodes run one after the other, so a node that touches pages still on the way waits
+// only for what is left of their prefetch when it starts, not from the graph's start.
+TEST_F(ManagedTest, AGraphNodeWaitsForAPrefetchFromItsOwnStart) {
+  constexpr uint64_t kRange = 16 * kPage;  // 32 MiB: about 0.6 ms of link time
+  CUdeviceptr managed = 0;
+  ASSERT_CU(cuMemAllocManaged(&managed, kRange, CU_MEM_ATTACH_GLOBAL));
+  std::memset(reinterpret_cast<void*>(managed), 7, kRange);  // touched: a prefetch moves it
+  void* pinned = nullptr;
+  ASSERT_CU(cuMemAllocHost(&pinned, kRange));
+  CUdeviceptr linear = 0;
+  ASSERT_CU(cuMemAlloc(&linear, kRange));
+  // A copy over the link as long as the prefetch, then a fill of a page the prefetch brings.
+  ASSERT_CU(cuStreamBeginCapture(stream_, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  ASSERT_CU(cuMemcpyHtoDAsync(linear, pinned, kRange, stream_));
+  ASSERT_CU(fill(managed, 3, kWordsPerPage, stream_));
+  CUgraph graph = nullptr;
+  ASSERT_CU(cuStreamEndCapture(stream_, &graph));
+  CUgraphExec exec = nullptr;
+  ASSERT_CU(cuGraphInstantiate(&exec, graph, 0));
+
+  CUstream mover = nullptr;
+  ASSERT_CU(cuStreamCreate(&mover, CU_STREAM_NON_BLOCKING));
+  ASSERT_CU(cuMemPrefetchAsync(managed, kRange, {CU_MEM_LOCATION_TYPE_DEVICE, 0}, 0, mover));
+  int last = -2;
+  while (last != 0)
+    ASSERT_CU(cuMemRangeGetAttribute(&last, sizeof last,
+                                     CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION, managed, kPage));
+  const float beside_the_prefetch = modeled_ms([&] { ASSERT_CU(cuGraphLaunch(exec, stream_)); });
+  ASSERT_CU(cuStreamSynchronize(mover));
+  const float alone = modeled_ms([&] { ASSERT_CU(cuGraphLaunch(exec, stream_)); });
+  EXPECT_GT(alone, 0.4f);  // the copy
+  // The fill starts after the copy, by when the prefetch is over: nothing more to wait for.
+  EXPECT_LT(beside_the_prefetch, 1.2f * alone);
+
+  ASSERT_CU(cuGraphExecDestroy(exec));
+  ASSERT_CU(cuGraphDestroy(graph));
+  ASSERT_CU(cuStreamDestroy(mover));
+  ASSERT_CU(cuMemFree(linear));
+  ASSERT_CU(cuMemFreeHost(pinned));
+  ASSERT_CU(cuMemFree(managed));
+}
+
 TEST_F(ManagedTest, ReadMostlyPagesStayReadableOnTheHost) {
   CUdeviceptr managed = 0;
   ASSERT_CU(cuMemAllocManaged(&managed, kPage, CU_MEM_ATTACH_GLOBAL));

@@ -168,7 +168,11 @@ CUresult launch(DefaultStream null_means, CUgraphExec hGraphExec, CUstream hStre
       *stream,
       [run] {
         double seconds = 0.0;
-        for (const simcuda::StreamWork& node : *run->nodes) seconds += node();
+        for (const simcuda::StreamWork& node : *run->nodes) {
+          const double took = node();
+          seconds += took;
+          simcuda::running_work_took(took);  // the next node starts after this one
+        }
         if (run->one_shot.load()) run->nodes.reset();
         return seconds;
       },

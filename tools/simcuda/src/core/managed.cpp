@@ -435,7 +435,8 @@ double prefetch_managed(uint64_t address, uint64_t size, int location) {
 // flight and wait for them (or fault them over itself); charging it HBM time for them from its
 // start, as simcuda did, made an unordered prefetch free and hid a launch that forgot to wait.
 // Each page a prefetch brings to a device records when that prefetch ends, and a kernel that
-// touches it starts no earlier (launch.cpp).
+// touches it starts no earlier (launch.cpp). A graph's nodes each start where the one before
+// ended (running_work_took() in core/stream.h), so a node waits only for what is left.
 double managed_arrival(const Allocation& managed, uint64_t address, uint64_t size, int device) {
   State& s = state();
   Locked lock(s);

@@ -13,6 +13,8 @@ thread_local double running_start = 0.0;
 
 double running_work_start() { return running_start; }
 
+void running_work_took(double seconds) { running_start += seconds; }
+
 Stream::Stream(Context* context, Kind kind, unsigned int flags, int priority)
     : context_(context),
       kind_(kind),

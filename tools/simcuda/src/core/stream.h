@@ -143,8 +143,11 @@ class Stream {
   std::thread worker_;
 };
 
-// On a stream's worker, the modeled start of the work it is running (a graph's nodes all see
-// their launch's); 0 on any other thread.
+// On a stream's worker, the modeled start of the work it is running, or of the part of it
+// running now (a graph's node); 0 on any other thread.
 double running_work_start();
+// Work made of parts run one after the other (a graph's nodes) moves the start its next part
+// sees past the part that took `seconds`.
+void running_work_took(double seconds);
 
 }  // namespace simcuda

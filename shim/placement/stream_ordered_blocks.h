@@ -86,12 +86,11 @@ class StreamOrderedBlocks {
  public:
   // Each reference must outlive this (all are the shim state's).
   StreamOrderedBlocks(const Config& config, const core::Ledger& ledger, TieredBudgets& budgets,
-                      TieredPlacement& placement, TieredBlocks& blocks, PoolBooks& pools,
-                      tiers::StreamOrderedReuse& reuse, StreamOrderSeam& seam) noexcept
+                      TieredBlocks& blocks, PoolBooks& pools, tiers::StreamOrderedReuse& reuse,
+                      StreamOrderSeam& seam) noexcept
       : config_(config),
         ledger_(ledger),
         budgets_(budgets),
-        placement_(placement),
         blocks_(blocks),
         pools_(pools),
         reuse_(reuse),
@@ -132,8 +131,6 @@ class StreamOrderedBlocks {
   bool give_back(int device, const std::vector<Kept>& blocks) noexcept;
   // The most granules `device` keeps for reuse.
   uint64_t kept_limit(int device) const noexcept;
-  // Whether any granule of the block at `base` is on the host.
-  bool on_host(int device, uint64_t base) noexcept;
   // Marks the frees reached on the streams of `device`'s kept blocks that have run all their
   // work (StreamOrderSeam::idle()).
   void find_idle_streams(int device) noexcept;
@@ -141,7 +138,6 @@ class StreamOrderedBlocks {
   const Config& config_;
   const core::Ledger& ledger_;
   TieredBudgets& budgets_;
-  TieredPlacement& placement_;
   TieredBlocks& blocks_;
   PoolBooks& pools_;
   tiers::StreamOrderedReuse& reuse_;

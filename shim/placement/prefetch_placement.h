@@ -65,10 +65,12 @@
 // room nothing needed holds. Here that costs no stop: their prefetches run on the mover's streams
 // while the job's kernels do, and the launches that need them wait only for what is still on
 // the way (Note [Launches after a promotion]).
-// Not yet (README, "Tiered mode"): stream-ordered requests (they go to the driver's pools), moves
-// during a stream capture (none: blocks are touched where they are, as with the remap mover),
-// evictions in part (a victim goes whole: Note [Evicting part of a block] in
-// policies/eviction_policy.h).
+// Stream-ordered requests are this mover's blocks too, kept for reuse at their frees, and those
+// whose frees were reached are freed rather than evicted (Notes [Stream-ordered requests in the
+// arena] and [Dead blocks and the prefetch mover] in placement/stream_ordered_blocks.h).
+// Not yet (README, "Tiered mode"): moves during a stream capture (none: blocks are touched where
+// they are, as with the remap mover), evictions in part (a victim goes whole: Note [Evicting part
+// of a block] in policies/eviction_policy.h).
 #pragma once
 
 #include <cuda.h>

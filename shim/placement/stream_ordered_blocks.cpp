@@ -100,6 +100,14 @@ void StreamOrderedBlocks::pool_trimmed(CUmemoryPool pool) noexcept {
   give_back(*device, reuse_.give_up(*device, UINT64_MAX));
 }
 
+std::vector<uint64_t> StreamOrderedBlocks::dead() noexcept { return reuse_.reached_blocks(); }
+
+bool StreamOrderedBlocks::give_up_if_dead(CUdeviceptr base) noexcept {
+  if (!reuse_.give_up_if_reached(base)) return false;
+  blocks_.freed_by_the_mover(base);
+  return true;
+}
+
 void StreamOrderedBlocks::stream_ended(CUstream stream) noexcept {
   reuse_.stream_ended(reuse_stream_key(stream));
 }

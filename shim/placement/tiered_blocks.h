@@ -91,6 +91,9 @@ class TieredBlocks {
   // knows that no work touches it any more (cuMemFree after its wait, or a kept block whose free
   // was reached).
   CUresult free(int device, CUdeviceptr base) noexcept;
+  // The block at `base` is about to be freed by the prefetch mover itself (a dead block it frees
+  // for room: DeadBlocks in placement/prefetch_placement.h): no submission may name it any more.
+  void freed_by_the_mover(CUdeviceptr base) noexcept { use_.untrack(base); }
 
   // Whether any of the block at `base` is on the host: with the prefetch mover, whether the books
   // have it there (not brought in, or evicted); in `device`'s arena, whether a granule of it is.

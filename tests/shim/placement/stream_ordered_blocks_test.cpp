@@ -156,6 +156,7 @@ class StreamOrderedBlocksTest : public ::testing::Test {
     tiered_blocks_.emplace(config_, ledger_, tiered_.use, tiered_.host_budget, tiered_.placement,
                            prefetch_, *rules_, call_sites_);
     blocks_.emplace(config_, ledger_, room_, *tiered_blocks_, pools_, reuse_, streams_);
+    prefetch_.set_dead_blocks(&*blocks_);
   }
   // A request of `granules` on `stream` from `pool`: its block, or 0 when it was not served as
   // a tiered block.
@@ -377,6 +378,52 @@ TEST_F(StreamOrderedBlocksTest, WithThePrefetchMoverReachedKeptBlocksAreFreedNot
   EXPECT_EQ(prefetch_.on_device(live), true);
   EXPECT_EQ(prefetch_.on_device(made), true);
   EXPECT_EQ(reuse_.stats().given_up, 1u);
+}
+
+// Note [Dead blocks and the prefetch mover]: a launch whose promotion needs room gets it from a
+// kept block whose free was reached, freed rather than prefetched to the host with its dead
+// bytes, before any live block would be evicted.
+TEST_F(StreamOrderedBlocksTest, WithThePrefetchMoverALaunchFreesDeadBlocksForRoom) {
+  make_prefetched();
+  const CUdeviceptr kept = allocate(4, kOne);
+  const CUdeviceptr live = allocate(4, kTwo);  // the budget of 8 is full
+  const CUdeviceptr waiting = allocate(2, kOne);
+  ASSERT_EQ(prefetch_.on_device(waiting), false) << "a new block takes free room only";
+  ASSERT_TRUE(free(kept, kOne));
+  streams_.reach(kOne);
+  core::SubmissionUse use;
+  use.sequence = 1;
+  use.stream = reinterpret_cast<uint64_t>(kOne);
+  use.blocks[use.count++] = waiting;
+  prefetch_.before_submission(use);
+  EXPECT_EQ(prefetch_.on_device(waiting), true);
+  EXPECT_EQ(managed_.released, std::vector<CUdeviceptr>{kept});
+  EXPECT_TRUE(managed_.to_host.empty()) << "nothing evicted";
+  EXPECT_EQ(prefetch_.on_device(live), true);
+  EXPECT_EQ(prefetch_.stats().dead_freed, 1u);
+  EXPECT_EQ(reuse_.stats().given_up, 1u);
+  EXPECT_EQ(reuse_.stats().kept_granules, 0u);
+  EXPECT_EQ(tiered_.use.tracked(), 2u) << "no submission may name the freed block";
+}
+
+// A kept block whose free is not reached may still be read by its stream's work: evicted, if the
+// policy says so, with its bytes.
+TEST_F(StreamOrderedBlocksTest, WithThePrefetchMoverAnUnreachedKeptBlockIsNotFreed) {
+  make_prefetched();
+  const CUdeviceptr kept = allocate(4, kOne);
+  ASSERT_NE(allocate(4, kTwo), 0u);
+  const CUdeviceptr waiting = allocate(2, kOne);
+  ASSERT_TRUE(free(kept, kOne));
+  core::SubmissionUse use;
+  use.stream = reinterpret_cast<uint64_t>(kTwo);
+  use.blocks[use.count++] = waiting;
+  for (uint64_t launch = 1; launch <= 10 && prefetch_.on_device(waiting) == false; ++launch) {
+    use.sequence = launch;
+    prefetch_.before_submission(use);  // until admission lets it in
+  }
+  EXPECT_TRUE(managed_.released.empty());
+  EXPECT_EQ(prefetch_.stats().dead_freed, 0u);
+  EXPECT_EQ(reuse_.stats().kept_granules, 4u);
 }
 
 // A reached kept block the books have on the host would be promoted by its first launch, dead

@@ -36,10 +36,10 @@
 // nothing but cuMemAllocAsync): with the remap mover, within the budget 0.02x the step time of
 // the same job with cuMemAlloc, frees included, and at 1.5x the budget 0.84x in both windows
 // (kept blocks leave the device without a copy); with the prefetch mover at 1.5x, 0.36x (4.1
-// against 11.5 ms), or with [tiered] admission = "always" 0.48 ms, as fast as that job's 0.48 to
-// 1.24 ms (it varies from run to run). Before, every request past the budget spilled to managed
-// memory every step. What is given back depends on which frees are reached, so a job that never
-// waits for its streams sees these figures vary from run to run.
+// against 11.5 ms), or with [tiered] admission = "always" 0.48 ms, at most that job's (0.48 to
+// 2.01 ms in eight runs: it varies from run to run). Before, every request past the budget spilled
+// to managed memory every step. What is given back depends on which frees are reached, so a job
+// that never waits for its streams sees these figures vary from run to run.
 // Left to the pools as before: pools with an exportable handle type, a size cap or a special
 // usage (another process or the hardware would need the pool's memory), host-located pools,
 // requests while the stream is being captured (the graph would need a graph memory node),

@@ -128,12 +128,14 @@ constexpr std::array<OptionSpec, 23> kOptions = {{
     {"tiered", "stream_ordered", OptionType::kEnum, "arena",
      "Where `tiered` mode serves stream-ordered requests (`cuMemAllocAsync`, and "
      "`cuMemAllocFromPoolAsync` from pools on the device without exportable handles) of at "
-     "least `min_size`. `arena`: each is a tiered block, usable when its stream gets there, and "
-     "one freed with `cuMemFreeAsync` serves the next request of its size at once on its own "
-     "stream, and on others once its stream has reached the free; such blocks belong to no pool "
-     "(pointer queries give no pool, pool attributes and `cuMemPoolTrimTo` do not see them). "
+     "least `min_size`. `arena`: each is a tiered block, with either `mover`, usable when its "
+     "stream gets there, and one freed with `cuMemFreeAsync` serves the next request of its size "
+     "at once on its own stream, and on others once its stream has reached the free; such "
+     "blocks belong to no pool (pointer queries give no pool, pool attributes and "
+     "`cuMemPoolTrimTo` do not see them). "
      "`pool`: the driver's pools serve them, and a request that finds the budget full gets room "
-     "from the arena; a job whose memory is all stream-ordered then spills past the budget.",
+     "by evicting tiered blocks; a job whose memory is all stream-ordered then spills past the "
+     "budget.",
      kStreamOrderedModeNames,
      [](Config& c, const OptionValue& v) {
        c.tiered.stream_ordered = static_cast<StreamOrderedMode>(std::get<Choice>(v).index);
@@ -146,8 +148,7 @@ constexpr std::array<OptionSpec, 23> kOptions = {{
      "decides, and a move is a `cuMemPrefetchAsync` on the shim's own stream, ordered after the "
      "block's last uses, which the launch that needs it waits for on the device: no remap, no "
      "window, no device-wide wait. Needs concurrent managed access (a device without it, or "
-     "whose managed allocation fails, gets `remap`); stream-ordered requests then go to the "
-     "driver's pools as with `stream_ordered = \"pool\"`.",
+     "whose managed allocation fails, gets `remap`).",
      kTieredMoverNames,
      [](Config& c, const OptionValue& v) {
        c.tiered.mover = static_cast<TieredMover>(std::get<Choice>(v).index);

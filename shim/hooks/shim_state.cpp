@@ -186,7 +186,10 @@ ShimState::ShimState(const Config& loaded) noexcept
       tiered_rules(config.tiered.rules),
       tiered_blocks(config, ledger, use, host_budget, tiered, prefetch, tiered_rules, call_sites),
       submissions(tiered, window, use, captures, config.tiered, submission_events,
-                  config.tiered.mover == TieredMover::kPrefetch ? &prefetch : nullptr) {}
+                  config.tiered.mover == TieredMover::kPrefetch ? &prefetch : nullptr) {
+  // Note [Dead blocks and the prefetch mover] in placement/stream_ordered_blocks.h
+  prefetch.set_dead_blocks(&stream_ordered_blocks);
+}
 
 Entry::Entry() noexcept {
   if (inside_shim) return;

@@ -108,8 +108,7 @@ struct ShimState {
   // Which kept block serves a stream-ordered request, and which go back to the arena (Note
   // [Stream-ordered requests in the arena] in placement/stream_ordered_blocks.h).
   placement::StreamOrderedBlocks stream_ordered_blocks{
-      config, ledger, tiered_budgets, tiered, tiered_blocks, pool_books(), tiered_reuse,
-      stream_order};
+      config, ledger, tiered_budgets, tiered_blocks, pool_books(), tiered_reuse, stream_order};
   telemetry::TraceFile trace;  // [trace] file, told of events once open (start_trace())
 };
 

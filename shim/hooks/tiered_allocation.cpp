@@ -36,10 +36,10 @@ std::string prefetch_summary(ShimState& shim) {
   return fmt::format(
       "; prefetch mover: {} promoted in {} prefetches, {} evicted in {} prefetches, {} "
       "promotions refused ({} held back by the card's free memory), {} blocks promoted ahead of "
-      "their launches, {} prefetches the driver refused{}",
+      "their launches, {} prefetches the driver refused, {} dead blocks freed for room{}",
       format_bytes(moved.promoted_bytes), moved.promotions, format_bytes(moved.evicted_bytes),
       moved.evictions, moved.promotions_refused, moved.held_by_the_card, moved.promoted_ahead,
-      moved.failed_prefetches, held);
+      moved.failed_prefetches, moved.dead_freed, held);
 }
 
 }  // namespace

@@ -119,7 +119,8 @@ bool PrefetchPlacement::make_room_locked(int device, Device& state, uint64_t byt
     // Where the card cannot take it beside them, the promotion waits for the evictions.
     return !promoting || card_takes_locked(state, bytes, leaving, /*after_evictions=*/true);
   };
-  const uint64_t room = budgets_.device_room(device);
+  uint64_t room = budgets_.device_room(device);
+  if (room < bytes) room += free_dead_locked(device, bytes - room);
   if (room >= bytes) return card_takes(0);
   const uint64_t short_by = (bytes - room + kGranuleBytes - 1) / kGranuleBytes;
   // Note [Rules before the policy] in placement/tiered_placement.h
@@ -270,6 +271,11 @@ std::optional<CUresult> PrefetchPlacement::free(CUdeviceptr base) noexcept {
   const std::lock_guard lock(mutex_);
   const auto found = blocks_.find(base);
   if (found == blocks_.end()) return std::nullopt;
+  return free_locked(found);
+}
+
+CUresult PrefetchPlacement::free_locked(std::map<BlockId, Block>::iterator found) noexcept {
+  const CUdeviceptr base = found->first;
   const Block block = found->second;
   Device& state = device_states_[static_cast<std::size_t>(block.device)];
   // A prefetch of this block may still be queued on the mover's streams.
@@ -288,6 +294,30 @@ std::optional<CUresult> PrefetchPlacement::free(CUdeviceptr base) noexcept {
   blocks_.erase(found);
   block_count_.fetch_sub(1, std::memory_order_relaxed);
   return CUDA_SUCCESS;
+}
+
+uint64_t PrefetchPlacement::free_dead_locked(int device, uint64_t bytes) noexcept {
+  if (dead_ == nullptr) return 0;
+  uint64_t freed = 0;
+  for (const uint64_t base : dead_->dead()) {
+    if (freed >= bytes) break;
+    const auto block = blocks_.find(base);
+    if (block == blocks_.end() || block->second.device != device || !block->second.on_device ||
+        !dead_->give_up_if_dead(base))
+      continue;
+    const uint64_t pages = block->second.bytes;
+    if (const CUresult result = free_locked(block); result != CUDA_SUCCESS) {
+      // Still the mover's, on the device and in the budget; only its owner has let it go.
+      ++stats_.failed_prefetches;
+      logging::warn("tiered (prefetch): freeing a dead block of {} bytes failed (CUresult {}); "
+                    "it stays on device {}, as a block nothing uses, until the process ends",
+                    pages, static_cast<int>(result), device);
+      continue;
+    }
+    freed += pages;
+    ++stats_.dead_freed;
+  }
+  return freed;
 }
 
 void PrefetchPlacement::before_submission(const core::SubmissionUse& use) noexcept {

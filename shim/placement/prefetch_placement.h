@@ -65,10 +65,12 @@
 // room nothing needed holds. Here that costs no stop: their prefetches run on the mover's streams
 // while the job's kernels do, and the launches that need them wait only for what is still on
 // the way (Note [Launches after a promotion]).
-// Not yet (README, "Tiered mode"): stream-ordered requests (they go to the driver's pools), moves
-// during a stream capture (none: blocks are touched where they are, as with the remap mover),
-// evictions in part (a victim goes whole: Note [Evicting part of a block] in
-// policies/eviction_policy.h).
+// Stream-ordered requests are this mover's blocks too, kept for reuse at their frees, and those
+// whose frees were reached are freed rather than evicted (Notes [Stream-ordered requests in the
+// arena] and [Dead blocks and the prefetch mover] in placement/stream_ordered_blocks.h).
+// Not yet (README, "Tiered mode"): moves during a stream capture (none: blocks are touched where
+// they are, as with the remap mover), evictions in part (a victim goes whole: Note [Evicting part
+// of a block] in policies/eviction_policy.h).
 #pragma once
 
 #include <cuda.h>
@@ -82,6 +84,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "core/memory_events.h"
 #include "core/use_tracker.h"
@@ -110,6 +113,26 @@ class PrefetchDevices {
   PrefetchDevices& operator=(const PrefetchDevices&) = default;
 };
 
+// Blocks whose contents nothing will read again (kept stream-ordered blocks whose frees were
+// reached: Note [Dead blocks and the prefetch mover] in placement/stream_ordered_blocks.h): when
+// the mover needs room, it frees those on the device before it evicts any other block, rather
+// than prefetch their bytes to the host.
+class DeadBlocks {
+ public:
+  // The bases of the blocks that are such blocks now, of any device and mover (their owner may
+  // still take one back). Called with the mover's lock held, as is give_up_if_dead().
+  virtual std::vector<uint64_t> dead() noexcept = 0;
+  // Whether the block at `base` is still such a block; if so, its owner has let it go, no
+  // submission names it any more, and the mover frees it now.
+  virtual bool give_up_if_dead(CUdeviceptr base) noexcept = 0;
+
+ protected:
+  DeadBlocks() = default;
+  ~DeadBlocks() = default;
+  DeadBlocks(const DeadBlocks&) = default;
+  DeadBlocks& operator=(const DeadBlocks&) = default;
+};
+
 struct PrefetchStats {
   uint64_t promotions = 0;          // prefetches to the device
   uint64_t promoted_bytes = 0;
@@ -120,6 +143,7 @@ struct PrefetchStats {
   uint64_t not_admitted = 0;  // of those, not worth their victims (Note [Admitting a promotion])
   uint64_t held_by_the_card = 0;    // promotions the card's free memory could not take
   uint64_t failed_prefetches = 0;   // prefetches or orderings the driver refused
+  uint64_t dead_freed = 0;          // dead blocks freed for room instead of evicted
 };
 
 class PrefetchPlacement {
@@ -184,6 +208,10 @@ class PrefetchPlacement {
     events_.store(events, std::memory_order_release);
   }
 
+  // Who gives up dead blocks for room (DeadBlocks); null, the default: nobody. Set before the
+  // first block is made; `dead` must outlive every later call.
+  void set_dead_blocks(DeadBlocks* dead) noexcept { dead_ = dead; }
+
  private:
   // The streams of a block's uses since it last moved, which its next move waits for; the
   // oldest are dropped beyond kLastStreams (their work then only overlaps the move).
@@ -232,6 +260,11 @@ class PrefetchPlacement {
                         std::span<const policies::BlockId> keep,
                         std::optional<policies::BlockId> promoting);
   bool evict_locked(policies::BlockId id, Block& block) noexcept;
+  // Frees dead blocks of `device` on the device (DeadBlocks) until `bytes` are free; the bytes
+  // freed.
+  uint64_t free_dead_locked(int device, uint64_t bytes) noexcept;
+  // Frees the block at `found`; the caller has waited for the program's work on it.
+  CUresult free_locked(std::map<policies::BlockId, Block>::iterator found) noexcept;
   static void note_use(Block& block, uint64_t stream) noexcept;
 
   TieredBudgets& budgets_;
@@ -245,6 +278,7 @@ class PrefetchPlacement {
   PrefetchStats stats_;
   PromotionAdmission admission_;
   std::atomic<core::MemoryEvents*> events_{nullptr};
+  DeadBlocks* dead_ = nullptr;
 };
 
 }  // namespace vramspill::placement

@@ -47,17 +47,17 @@ std::optional<CUresult> StreamOrderedBlocks::allocate(int device, CUmemoryPool p
                                                       CUstream stream, CUdeviceptr* out) noexcept {
   if (config_.spill.mode != SpillMode::kTiered ||
       config_.tiered.stream_ordered != StreamOrderedMode::kArena ||
-      config_.tiered.mover == TieredMover::kPrefetch ||  // the pools serve them (not yet tiered)
       bytes < config_.tiered.min_size || !pools_.plain(device, pool))
     return std::nullopt;
   const uint64_t granules = tiers::GranuleArena::granules_for(bytes);
   find_idle_streams(device);
   if (const std::optional<tiers::StreamOrderedReuse::Taken> kept =
           reuse_.take(device, granules, reuse_stream_key(stream))) {
-    if (kept->reached && on_host(device, kept->base)) {
+    if (kept->reached && blocks_.on_host(device, kept->base)) {
       // Its first launch would promote it, copying bytes nothing will read: a new block is made
       // on the device instead, where evicting kept blocks copies nothing (Note [Moves of dead
-      // contents] in tiers/granule_arena.h).
+      // contents] in tiers/granule_arena.h), and a new managed block's pages are made where they
+      // are first wanted.
       reuse_.give_up_taken(*kept);
       (void)blocks_.free(device, kept->base);
     } else {
@@ -71,9 +71,9 @@ std::optional<CUresult> StreamOrderedBlocks::allocate(int device, CUmemoryPool p
   // live blocks) to the host. All of them go back if the budgets refuse the block.
   const uint64_t room = budgets_.device_room(device) / tiers::kGranuleBytes;
   if (room < granules) give_back(device, reuse_.give_up(device, granules - room));
-  std::optional<CUresult> made = blocks_.allocate(device, bytes, out);
+  std::optional<CUresult> made = blocks_.allocate_reusable(device, bytes, out);
   if (!made && give_back(device, reuse_.give_up(device, UINT64_MAX)))
-    made = blocks_.allocate(device, bytes, out);
+    made = blocks_.allocate_reusable(device, bytes, out);
   // Not remembered (out of memory): it works, but its cuMemFreeAsync frees it.
   if (made && *made == CUDA_SUCCESS) (void)reuse_.made(*out);
   return made;
@@ -100,6 +100,14 @@ void StreamOrderedBlocks::pool_trimmed(CUmemoryPool pool) noexcept {
   give_back(*device, reuse_.give_up(*device, UINT64_MAX));
 }
 
+std::vector<uint64_t> StreamOrderedBlocks::dead() noexcept { return reuse_.reached_blocks(); }
+
+bool StreamOrderedBlocks::give_up_if_dead(CUdeviceptr base) noexcept {
+  if (!reuse_.give_up_if_reached(base)) return false;
+  blocks_.freed_by_the_mover(base);
+  return true;
+}
+
 void StreamOrderedBlocks::stream_ended(CUstream stream) noexcept {
   reuse_.stream_ended(reuse_stream_key(stream));
 }
@@ -113,13 +121,6 @@ bool StreamOrderedBlocks::give_back(int device, const std::vector<Kept>& blocks)
 // its step again; what is kept beyond the device is in host granules, under the host limit.
 uint64_t StreamOrderedBlocks::kept_limit(int device) const noexcept {
   return 2 * ledger_.snapshot(device).limit_bytes / tiers::kGranuleBytes;
-}
-
-bool StreamOrderedBlocks::on_host(int device, uint64_t base) noexcept {
-  const tiers::GranuleArena* arena = placement_.arena_of(device);
-  if (arena == nullptr) return false;
-  const std::optional<tiers::ArenaBlock> block = arena->block_containing(base);
-  return block && block->host_granules() != 0;
 }
 
 // Asked, rather than left to the host functions, so that what the shim decides does not hang on

@@ -1,8 +1,8 @@
 // Stream-ordered requests as tiered blocks ([tiered] stream_ordered = "arena", the default in
-// tiered mode): which kept block serves a request, when kept blocks go back to the arena, and
-// which frees are kept (tiers/stream_ordered_reuse.h holds the kept blocks). The driver is reached
-// through StreamOrderSeam (hooks/driver_stream_order.h on the real driver, a fake in
-// tests/shim/placement/stream_ordered_blocks_test.cpp).
+// tiered mode): which kept block serves a request, when kept blocks go back to their mover (the
+// arena, or the prefetch mover), and which frees are kept (tiers/stream_ordered_reuse.h holds the
+// kept blocks). The driver is reached through StreamOrderSeam (hooks/driver_stream_order.h on the
+// real driver, a fake in tests/shim/placement/stream_ordered_blocks_test.cpp).
 //
 // Note [Stream-ordered requests in the arena]
 // With every tensor stream-ordered (PyTorch's cudaMallocAsync backend), the driver's pools hold
@@ -10,43 +10,68 @@
 // managed memory every step (Note [Stream-ordered requests in tiered mode] in
 // placement/admission_flow.h). So in tiered mode a request of at least [tiered] min_size from the
 // device's default pool, or from a plain pool of the program's on the device (PoolBooks), is
-// a tiered block of the device's arena instead (TieredBlocks): it can be evicted and
-// promoted like any other, and the budget counts its granules. A new block's granules are mapped
-// at once, so it is usable before its stream gets to the request, which is all stream order
-// asks. cuMemFreeAsync keeps the block for reuse in stream order (Note [Reuse in stream order])
-// rather than freeing it when its stream gets there: a new block maps its granules (about 28 us
-// of host time a granule on the H200, Note [Host call costs] in tools/simcuda), where the
-// driver's pool hands out memory it holds, and a job that allocates the same sizes every step
-// would pay that for every tensor of every step.
+// a tiered block instead (TieredBlocks), with either mover: a block of the device's arena, or
+// with [tiered] mover = "prefetch" one managed allocation (Note [The prefetch mover] in
+// placement/prefetch_placement.h; the arena's where that mover cannot serve the device). It can
+// be evicted and promoted like any other, and the budget counts its granules (or the prefetch
+// books' whole 2 MiB pages: the same unit). A new block is usable at once, before its stream gets
+// to the request, which is all stream order asks. cuMemFreeAsync keeps the block for reuse in
+// stream order (Note [Reuse in stream order]) rather than freeing it when its stream gets there:
+// a new arena block maps its granules (about 28 us of host time a granule on the H200, Note [Host
+// call costs] in tools/simcuda), a new managed block costs cuMemAllocManaged and its advice, and
+// a freed one a cuMemFree that waits for the device, where the driver's pool hands out memory it
+// holds; a job that allocates the same sizes every step would pay that for every tensor of every
+// step. A kept block serves any request of as many granules, so a managed one spans them whole.
 // A request is served, in order: by a kept block of its size (its own stream's, or one whose
-// stream has reached its free), unless that block was reached and has granules on the host (its
-// first launch would promote it, copying bytes nothing reads: it goes back to the arena); by a
-// new block, after kept blocks that have been reached are given back to the arena where the
-// budget has no room for it; and if the budgets refuse the new block, after every reached kept
-// block is given back. Otherwise it goes to its pool as before (and may spill).
+// stream has reached its free), unless that block was reached and is on the host in part (its
+// first launch would promote it, copying bytes nothing reads: it goes back to its mover); by a
+// new block, after kept blocks that have been reached are given back where the budget has no
+// room for it; and if the budgets refuse the new block, after every reached kept block is given
+// back. Otherwise it goes to its pool as before (and may spill).
 // So within the budget a job that frees and allocates the same sizes every step maps nothing
 // after its first step. Past the budget some blocks must leave the device every step: kept ones
-// go back and are made again, as cuMemFree and cuMemAlloc would, and the arena evicts kept blocks
-// without copying them (Note [Moves of dead contents] in tiers/granule_arena.h). Modeled on
-// simcuda (tests/shim/tiered/all_stream_ordered_workload.cpp, nothing but cuMemAllocAsync): within
-// the budget 0.02x the step time of the same job with cuMemAlloc, frees included, and at 1.5x
-// the budget 0.84x in both windows (kept blocks leave the device without a copy); before, every
-// request past the budget spilled to managed memory every step. What is given back depends on
-// which frees are reached, so a job that never waits for its streams sees these figures vary
-// from run to run.
+// go back and are made again, as cuMemFree and cuMemAlloc would, and neither mover moves a kept
+// block's dead bytes (Note [Moves of dead contents] in tiers/granule_arena.h, Note [Dead blocks
+// and the prefetch mover]). Modeled on simcuda (tests/shim/tiered/all_stream_ordered_workload.cpp,
+// nothing but cuMemAllocAsync): with the remap mover, within the budget 0.02x the step time of
+// the same job with cuMemAlloc, frees included, and at 1.5x the budget 0.84x in both windows
+// (kept blocks leave the device without a copy); with the prefetch mover at 1.5x, 0.36x (4.1
+// against 11.5 ms), or with [tiered] admission = "always" 0.48 ms, at most that job's (0.48 to
+// 2.01 ms in eight runs: it varies from run to run). Before, every request past the budget spilled
+// to managed memory every step. What is given back depends on which frees are reached, so a job
+// that never waits for its streams sees these figures vary from run to run.
 // Left to the pools as before: pools with an exportable handle type, a size cap or a special
 // usage (another process or the hardware would need the pool's memory), host-located pools,
 // requests while the stream is being captured (the graph would need a graph memory node),
-// requests below min_size, devices without an arena, and [tiered] stream_ordered = "pool".
-// What an arena block cannot imitate: it belongs to no pool, so CU_POINTER_ATTRIBUTE_MEMPOOL_
+// requests below min_size, devices that neither mover can tier, and [tiered] stream_ordered =
+// "pool".
+// What a tiered block cannot imitate: it belongs to no pool, so CU_POINTER_ATTRIBUTE_MEMPOOL_
 // HANDLE gives none; the pool's attributes (USED_MEM_CURRENT, RESERVED_MEM_CURRENT) do not count
-// it; the release threshold does not give kept blocks back (the arena does, under pressure, and
+// it; the release threshold does not give kept blocks back (their mover does, under pressure, and
 // cuMemPoolTrimTo of any plain pool of the device, whatever size it keeps);
 // cuMemPoolExportPointer cannot export it; a block freed on one stream serves another only once
 // its stream reached the free, never by the event dependencies the driver may follow
 // (CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES). A kept block stays live for the eviction
-// policy: when room is needed, the policy may evict it (its contents copied for nothing) before
-// the next request gives it up.
+// policy: when room is needed before its free is reached, the policy may evict it, its contents
+// copied for nothing, before the next request gives it up.
+//
+// Note [Dead blocks and the prefetch mover]
+// Once its free is reached, a kept block's bytes are dead, yet to the policy it is the coldest
+// block there is. The arena evicts it without a copy (Note [Moves of dead contents]); unified
+// memory has no move without the bytes, so the prefetch mover would prefetch them to the host,
+// and the request that takes the block next would find it there and give it back anyway. So when
+// the prefetch mover needs room (a launch's promotion, a new block, another allocation), it first
+// frees the dead blocks it has on the device (DeadBlocks in placement/prefetch_placement.h, which
+// this implements): each is taken from the kept ones and from use tracking, then freed, and only
+// then does the policy name victims.
+// A free waits on the host for the mover's prefetches and, as cuMemFree does, for the device:
+// dearer than a prefetch out when much work is queued, but it moves nothing, and a step of
+// all_stream_ordered_workload at 1.5x the budget with admission = "always" went from 5.36 to
+// 0.48 ms (modeled), 416 of its 772 MiB of evictions having been dead bytes; with the default
+// admission, which evicted nothing, from 4.74 to 4.14 ms, the freed room taken by new blocks
+// that had stayed on the host. Reuse itself pays with this mover too: without it (every free
+// done), the same step took 20.5 ms with the default admission, 0.48 with "always" (simcuda
+// charges managed allocations and frees no host time, which favours going without).
 #pragma once
 
 #include <cuda.h>
@@ -82,16 +107,15 @@ class StreamOrderSeam {
   StreamOrderSeam& operator=(const StreamOrderSeam&) = default;
 };
 
-class StreamOrderedBlocks {
+class StreamOrderedBlocks final : public DeadBlocks {
  public:
   // Each reference must outlive this (all are the shim state's).
   StreamOrderedBlocks(const Config& config, const core::Ledger& ledger, TieredBudgets& budgets,
-                      TieredPlacement& placement, TieredBlocks& blocks, PoolBooks& pools,
-                      tiers::StreamOrderedReuse& reuse, StreamOrderSeam& seam) noexcept
+                      TieredBlocks& blocks, PoolBooks& pools, tiers::StreamOrderedReuse& reuse,
+                      StreamOrderSeam& seam) noexcept
       : config_(config),
         ledger_(ledger),
         budgets_(budgets),
-        placement_(placement),
         blocks_(blocks),
         pools_(pools),
         reuse_(reuse),
@@ -124,6 +148,11 @@ class StreamOrderedBlocks {
   void stream_ended(CUstream stream) noexcept;
   void all_streams_ended() noexcept { reuse_.all_streams_ended(); }
 
+  // Kept blocks whose frees were reached are given up to the prefetch mover, which frees them
+  // for room (Note [Dead blocks and the prefetch mover]).
+  std::vector<uint64_t> dead() noexcept override;
+  bool give_up_if_dead(CUdeviceptr base) noexcept override;
+
  private:
   using Kept = tiers::StreamOrderedReuse::Block;
 
@@ -132,8 +161,6 @@ class StreamOrderedBlocks {
   bool give_back(int device, const std::vector<Kept>& blocks) noexcept;
   // The most granules `device` keeps for reuse.
   uint64_t kept_limit(int device) const noexcept;
-  // Whether any granule of the block at `base` is on the host.
-  bool on_host(int device, uint64_t base) noexcept;
   // Marks the frees reached on the streams of `device`'s kept blocks that have run all their
   // work (StreamOrderSeam::idle()).
   void find_idle_streams(int device) noexcept;
@@ -141,7 +168,6 @@ class StreamOrderedBlocks {
   const Config& config_;
   const core::Ledger& ledger_;
   TieredBudgets& budgets_;
-  TieredPlacement& placement_;
   TieredBlocks& blocks_;
   PoolBooks& pools_;
   tiers::StreamOrderedReuse& reuse_;

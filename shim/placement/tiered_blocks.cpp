@@ -18,13 +18,24 @@ bool NativeCallSites::capture(CallStack& stack, std::string_view& why) noexcept 
 
 std::optional<CUresult> TieredBlocks::allocate(int device, uint64_t bytes,
                                                CUdeviceptr* out) noexcept {
+  return allocate_spanning(device, bytes, bytes, out);
+}
+
+std::optional<CUresult> TieredBlocks::allocate_reusable(int device, uint64_t bytes,
+                                                        CUdeviceptr* out) noexcept {
+  return allocate_spanning(device, bytes,
+                           tiers::GranuleArena::granules_for(bytes) * tiers::kGranuleBytes, out);
+}
+
+std::optional<CUresult> TieredBlocks::allocate_spanning(int device, uint64_t bytes, uint64_t span,
+                                                        CUdeviceptr* out) noexcept {
   if (config_.spill.mode != SpillMode::kTiered || bytes < config_.tiered.min_size)
     return std::nullopt;
   CUdeviceptr base = 0;
   const std::optional<RuleAction> rule = rules_.empty() ? std::nullopt : rule_for(bytes);
-  if (allocate_prefetched(device, bytes, rule, &base)) {
-    // A managed block is the driver's allocation of `bytes`, with no granules beyond it.
-    record(device, base, bytes, bytes);
+  if (allocate_prefetched(device, span, rule, &base)) {
+    // A managed block is the driver's allocation of `span`, with no granules beyond it.
+    record(device, base, bytes, span);
     *out = base;
     return CUDA_SUCCESS;
   }
@@ -62,6 +73,14 @@ CUresult TieredBlocks::free(int device, CUdeviceptr base) noexcept {
   use_.untrack(base);
   if (const std::optional<CUresult> freed = prefetch_.free(base)) return *freed;
   return placement_.free(device, base);
+}
+
+bool TieredBlocks::on_host(int device, CUdeviceptr base) noexcept {
+  if (const std::optional<bool> on_device = prefetch_.on_device(base)) return !*on_device;
+  const tiers::GranuleArena* arena = placement_.arena_of(device);
+  if (arena == nullptr) return false;
+  const std::optional<tiers::ArenaBlock> block = arena->block_containing(base);
+  return block && block->host_granules() != 0;
 }
 
 std::optional<RuleAction> TieredBlocks::rule_for(uint64_t bytes) noexcept {

@@ -78,6 +78,10 @@ class TieredBlocks {
   // cannot serve the device or the driver refuses the managed allocation (said once), the arena's:
   // the shim is never the reason a job fails.
   std::optional<CUresult> allocate(int device, uint64_t bytes, CUdeviceptr* out) noexcept;
+  // As allocate(), for a block that may later serve any request of as many 2 MiB pages (Note
+  // [Reuse in stream order] in tiers/stream_ordered_reuse.h): an arena block's range is whole
+  // granules anyway, and with the prefetch mover its managed allocation spans those whole pages.
+  std::optional<CUresult> allocate_reusable(int device, uint64_t bytes, CUdeviceptr* out) noexcept;
 
   // A block kept for reuse at its cuMemFreeAsync (Note [Reuse in stream order] in
   // tiers/stream_ordered_reuse.h) is the program's again, as a block of `bytes`.
@@ -87,6 +91,13 @@ class TieredBlocks {
   // knows that no work touches it any more (cuMemFree after its wait, or a kept block whose free
   // was reached).
   CUresult free(int device, CUdeviceptr base) noexcept;
+  // The block at `base` is about to be freed by the prefetch mover itself (a dead block it frees
+  // for room: DeadBlocks in placement/prefetch_placement.h): no submission may name it any more.
+  void freed_by_the_mover(CUdeviceptr base) noexcept { use_.untrack(base); }
+
+  // Whether any of the block at `base` is on the host: with the prefetch mover, whether the books
+  // have it there (not brought in, or evicted); in `device`'s arena, whether a granule of it is.
+  bool on_host(int device, CUdeviceptr base) noexcept;
 
  private:
   // The action of the rule a new block of `bytes` falls under, from the stack that allocated it
@@ -94,6 +105,9 @@ class TieredBlocks {
   std::optional<RuleAction> rule_for(uint64_t bytes) noexcept;
   // Says, the first time each kind of failure happens, what failed and what the shim did instead.
   void explain(const TieredPlacement::Allocated& refused, int device, uint64_t bytes) noexcept;
+  // allocate() of a block of `bytes` whose memory spans `span` bytes (at least `bytes`).
+  std::optional<CUresult> allocate_spanning(int device, uint64_t bytes, uint64_t span,
+                                            CUdeviceptr* out) noexcept;
   // With the prefetch mover, a block of managed memory at *base; false when it did not take it.
   bool allocate_prefetched(int device, uint64_t bytes, std::optional<RuleAction> rule,
                            CUdeviceptr* base) noexcept;

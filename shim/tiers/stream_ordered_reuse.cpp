@@ -173,6 +173,29 @@ std::vector<StreamOrderedReuse::Block> StreamOrderedReuse::give_up(int device,
   return blocks;
 }
 
+std::vector<uint64_t> StreamOrderedReuse::reached_blocks() const noexcept {
+  const std::lock_guard lock(mutex_);
+  try {
+    return {dead_.begin(), dead_.end()};
+  } catch (const std::bad_alloc&) {
+    return {};
+  }
+}
+
+bool StreamOrderedReuse::give_up_if_reached(uint64_t base) noexcept {
+  const std::lock_guard lock(mutex_);
+  if (!dead_.contains(base)) return false;
+  for (auto bucket = kept_.begin(); bucket != kept_.end(); ++bucket) {
+    for (auto kept = bucket->second.begin(); kept != bucket->second.end(); ++kept) {
+      if (kept->second.base != base) continue;
+      erase_locked(bucket, kept);
+      ++stats_.given_up;
+      return true;
+    }
+  }
+  return false;
+}
+
 void StreamOrderedReuse::stream_ended(uint64_t stream) noexcept {
   const std::lock_guard lock(mutex_);
   for (auto& [size, bucket] : kept_)

@@ -3,7 +3,7 @@
 // and those the program freed with cuMemFreeAsync, kept for its next requests as a driver's pool
 // keeps its freed memory. Driver-free: blocks, devices and streams are plain numbers, and
 // placement::StreamOrderedBlocks does the rest (the host function that says a stream has reached
-// a free, through its seam; the arena's frees).
+// a free, through its seam; the movers' frees).
 //
 // Note [Reuse in stream order]
 // A block freed on stream S may still be in use by the work queued on S before the free; work
@@ -16,12 +16,13 @@
 // frees and allocates in the same order gets the same blocks back, whose granules the policy has
 // already placed. A block of a stream the program destroyed, or of a context it tore down, is
 // given only once reached: the stream's handle may come back for a new stream. Kept blocks stay
-// blocks of the arena, so their granules, wherever they are, count in the budgets as any
-// block's do (Note [Tiered budgets]), and a kept block's granules may be evicted like a cold
-// block's, but without their bytes once their free is reached (Note [Moves of dead contents] in
-// tiers/granule_arena.h). The kept granules of a device are bounded (keep() refuses past `limit`),
-// and a request that the room cannot otherwise take gets kept blocks given up to the arena first
-// (give_up()).
+// blocks of their mover (the arena, or the prefetch mover), so their granules, wherever they are,
+// count in the budgets as any block's do (Note [Tiered budgets]), and a kept block may be evicted
+// like a cold block, but without its bytes once its free is reached (Note [Moves of dead
+// contents] in tiers/granule_arena.h; the prefetch mover frees it instead, give_up_if_reached(),
+// Note [Dead blocks and the prefetch mover] in placement/stream_ordered_blocks.h). The kept
+// granules of a device are bounded (keep() refuses past `limit`), and a request that the room
+// cannot otherwise take gets kept blocks given up to their mover first (give_up()).
 #pragma once
 
 #include <cstdint>
@@ -90,6 +91,13 @@ class StreamOrderedReuse final : public DeadContents {
   // A block take() gave is given back to the arena instead of serving the request (counted as
   // given up, not as served).
   void give_up_taken(const Taken& taken) noexcept;
+
+  // The kept blocks whose streams have reached their frees, of every device (none when memory
+  // runs out).
+  std::vector<uint64_t> reached_blocks() const noexcept;
+  // The kept block at `base`, if its stream has reached its free: no longer kept, for the caller
+  // to free (Note [Dead blocks and the prefetch mover] in placement/stream_ordered_blocks.h).
+  bool give_up_if_reached(uint64_t base) noexcept;
 
   // Kept blocks of `device` whose streams have reached their frees, oldest first, until they
   // hold `granules` or none is left: no longer kept, for the caller to free in the arena.

@@ -7,12 +7,15 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <set>
+#include <span>
 #include <string_view>
 #include <tuple>
 #include <vector>
 
+#include "placement/prefetch_placement.h"
 #include "placement_fakes.h"
 #include "pool_fakes.h"
 #include "tiered_on_fake_vmm.h"
@@ -80,6 +83,50 @@ class RoomSays final : public TieredBudgets {
   TieredBudgets& real_;
 };
 
+// The driver's managed memory as the prefetch mover sees it on device 0: blocks at made-up
+// addresses, and each prefetch and free remembered.
+class FakeManaged final : public tiers::PrefetchOps {
+ public:
+  std::map<CUdeviceptr, uint64_t> sizes;  // every allocation made, freed or not
+  std::vector<CUdeviceptr> released;
+  std::vector<CUdeviceptr> to_device;
+  std::vector<CUdeviceptr> to_host;
+
+  CUresult allocate(uint64_t bytes, CUdeviceptr* base) noexcept override {
+    *base = next_;
+    next_ += bytes + kGranuleBytes;
+    sizes[*base] = bytes;
+    return CUDA_SUCCESS;
+  }
+  CUresult release(CUdeviceptr base) noexcept override {
+    released.push_back(base);
+    return CUDA_SUCCESS;
+  }
+  CUresult prefetch(CUdeviceptr base, uint64_t, bool device, std::span<const uint64_t>,
+                    bool) noexcept override {
+    (device ? to_device : to_host).push_back(base);
+    return CUDA_SUCCESS;
+  }
+  CUresult order_stream_after_prefetches(uint64_t) noexcept override { return CUDA_SUCCESS; }
+  bool promotions_done() noexcept override { return true; }
+  CUresult wait_for_prefetches() noexcept override { return CUDA_SUCCESS; }
+  std::optional<uint64_t> device_free() noexcept override { return std::nullopt; }
+
+ private:
+  CUdeviceptr next_ = uint64_t{1} << 40;
+};
+
+// Device 0 served by the prefetch mover.
+class ManagedDevice final : public PrefetchDevices {
+ public:
+  FakeManaged managed;
+  bool serves = true;  // false: as without concurrent managed access
+  tiers::PrefetchOps* ops(int device) noexcept override {
+    return device == 0 && serves ? &managed : nullptr;
+  }
+  bool may_move() noexcept override { return true; }
+};
+
 // Rules by size alone never ask for a stack.
 class NoCallSites final : public CallSites {
  public:
@@ -107,9 +154,9 @@ class StreamOrderedBlocksTest : public ::testing::Test {
     config_.tiered.rules = std::move(rules);
     rules_.emplace(config_.tiered.rules);
     tiered_blocks_.emplace(config_, ledger_, tiered_.use, tiered_.host_budget, tiered_.placement,
-                           tiered_.prefetch, *rules_, call_sites_);
-    blocks_.emplace(config_, ledger_, room_, tiered_.placement, *tiered_blocks_, pools_, reuse_,
-                    streams_);
+                           prefetch_, *rules_, call_sites_);
+    blocks_.emplace(config_, ledger_, room_, *tiered_blocks_, pools_, reuse_, streams_);
+    prefetch_.set_dead_blocks(&*blocks_);
   }
   // A request of `granules` on `stream` from `pool`: its block, or 0 when it was not served as
   // a tiered block.
@@ -127,6 +174,11 @@ class StreamOrderedBlocksTest : public ::testing::Test {
     return block && blocks_->keep(*block, stream);
   }
   uint64_t arena_blocks() const { return arena_.stats().blocks; }
+  // Stream-ordered blocks with the prefetch mover, under `rules`.
+  void make_prefetched(std::vector<TieredRule> rules = {}) {
+    config_.tiered.mover = TieredMover::kPrefetch;
+    make(std::move(rules));
+  }
 
   LogCapture log_;
   Config config_;
@@ -137,12 +189,29 @@ class StreamOrderedBlocksTest : public ::testing::Test {
   NoCallSites call_sites_;
   FakePoolQueries queries_;
   PoolBooks pools_{queries_};
+  // With [tiered] mover = "prefetch" it serves the blocks; with the remap mover it holds none.
+  ManagedDevice managed_device_;
+  PrefetchPlacement prefetch_{
+      tiered_.budgets,
+      managed_device_,
+      {.policy = "lru", .invariant_mode = policies::InvariantMode::kAbort}};
+  FakeManaged& managed_ = managed_device_.managed;
   tiers::StreamOrderedReuse reuse_;
   FakeStreams streams_;  // after reuse_: the host functions it runs at its end reach into it
   std::optional<TieredRules> rules_;
   std::optional<TieredBlocks> tiered_blocks_;
   std::optional<StreamOrderedBlocks> blocks_;
 };
+
+// prefer_host for blocks of `granules` granules.
+TieredRule on_host_at(uint64_t granules) {
+  TieredRule to_host;
+  to_host.action = RuleAction::kPreferHost;
+  to_host.min_size = granules * kGranuleBytes;
+  to_host.max_size = granules * kGranuleBytes;
+  to_host.place = "job.toml:1:1";
+  return to_host;
+}
 
 TEST_F(StreamOrderedBlocksTest, ItsOwnStreamTakesAFreedBlockAtOnce) {
   const CUdeviceptr block = allocate(2, kOne);
@@ -248,12 +317,7 @@ TEST_F(StreamOrderedBlocksTest, AFreeWhoseStreamCannotReportIsNotKept) {
 }
 
 TEST_F(StreamOrderedBlocksTest, AReachedBlockWithHostGranulesGoesBackInsteadOfServing) {
-  TieredRule to_host;
-  to_host.action = RuleAction::kPreferHost;
-  to_host.min_size = 2 * kGranuleBytes;
-  to_host.max_size = 2 * kGranuleBytes;
-  to_host.place = "job.toml:1:1";
-  make({to_host});
+  make({on_host_at(2)});
   const CUdeviceptr block = allocate(2, kOne);
   ASSERT_EQ(arena_.block_containing(block)->host_granules(), 2u);
   ASSERT_TRUE(free(block, kOne));
@@ -279,6 +343,128 @@ TEST_F(StreamOrderedBlocksTest, ATrimOfAPlainPoolGivesBackEveryReachedKeptBlock)
   blocks_->pool_trimmed(fake_pool(1));
   EXPECT_EQ(arena_blocks(), 0u);
   EXPECT_EQ(reuse_.stats().kept_granules, 0u);
+}
+
+// Note [Stream-ordered requests in the arena]: with the prefetch mover a request is a managed
+// block, brought in as any new one, and kept for reuse as an arena block is; its allocation spans
+// whole pages, so that any later request of as many pages fits in it.
+TEST_F(StreamOrderedBlocksTest, WithThePrefetchMoverARequestIsAManagedBlockOfWholePages) {
+  make_prefetched();
+  CUdeviceptr block = 0;
+  ASSERT_EQ(blocks_->allocate(0, fake_pool(1), 3 * kGranuleBytes - 4096, kOne, &block),
+            CUDA_SUCCESS);
+  EXPECT_EQ(managed_.sizes.at(block), 3 * kGranuleBytes);
+  EXPECT_EQ(prefetch_.on_device(block), true);
+  EXPECT_EQ(arena_blocks(), 0u);
+  ASSERT_TRUE(free(block, kOne));
+  EXPECT_EQ(allocate(3, kOne), block) << "a request of the 3 whole pages fits in it";
+  EXPECT_EQ(managed_.sizes.size(), 1u);
+  EXPECT_EQ(recorded(ledger_, core::Route::kTiered).live_count, 1u);
+  EXPECT_EQ(reuse_.stats().same_stream, 1u);
+}
+
+// Where the budget has no room for a new block, kept blocks whose frees were reached are freed
+// first, not prefetched to the host with their dead bytes, and no live block is evicted.
+TEST_F(StreamOrderedBlocksTest, WithThePrefetchMoverReachedKeptBlocksAreFreedNotEvicted) {
+  make_prefetched();
+  const CUdeviceptr kept = allocate(4, kOne);
+  const CUdeviceptr live = allocate(4, kTwo);  // the budget of 8 is full
+  ASSERT_TRUE(free(kept, kOne));
+  streams_.reach(kOne);
+  const CUdeviceptr made = allocate(3, kOne);
+  ASSERT_NE(made, 0u);
+  EXPECT_EQ(managed_.released, std::vector<CUdeviceptr>{kept});
+  EXPECT_TRUE(managed_.to_host.empty()) << "nothing evicted";
+  EXPECT_EQ(prefetch_.on_device(live), true);
+  EXPECT_EQ(prefetch_.on_device(made), true);
+  EXPECT_EQ(reuse_.stats().given_up, 1u);
+}
+
+// Note [Dead blocks and the prefetch mover]: a launch whose promotion needs room gets it from a
+// kept block whose free was reached, freed rather than prefetched to the host with its dead
+// bytes, before any live block would be evicted.
+TEST_F(StreamOrderedBlocksTest, WithThePrefetchMoverALaunchFreesDeadBlocksForRoom) {
+  make_prefetched();
+  const CUdeviceptr kept = allocate(4, kOne);
+  const CUdeviceptr live = allocate(4, kTwo);  // the budget of 8 is full
+  const CUdeviceptr waiting = allocate(2, kOne);
+  ASSERT_EQ(prefetch_.on_device(waiting), false) << "a new block takes free room only";
+  ASSERT_TRUE(free(kept, kOne));
+  streams_.reach(kOne);
+  core::SubmissionUse use;
+  use.sequence = 1;
+  use.stream = reinterpret_cast<uint64_t>(kOne);
+  use.blocks[use.count++] = waiting;
+  prefetch_.before_submission(use);
+  EXPECT_EQ(prefetch_.on_device(waiting), true);
+  EXPECT_EQ(managed_.released, std::vector<CUdeviceptr>{kept});
+  EXPECT_TRUE(managed_.to_host.empty()) << "nothing evicted";
+  EXPECT_EQ(prefetch_.on_device(live), true);
+  EXPECT_EQ(prefetch_.stats().dead_freed, 1u);
+  EXPECT_EQ(reuse_.stats().given_up, 1u);
+  EXPECT_EQ(reuse_.stats().kept_granules, 0u);
+  EXPECT_EQ(tiered_.use.tracked(), 2u) << "no submission may name the freed block";
+}
+
+// A kept block whose free is not reached may still be read by its stream's work: evicted, if the
+// policy says so, with its bytes.
+TEST_F(StreamOrderedBlocksTest, WithThePrefetchMoverAnUnreachedKeptBlockIsNotFreed) {
+  make_prefetched();
+  const CUdeviceptr kept = allocate(4, kOne);
+  ASSERT_NE(allocate(4, kTwo), 0u);
+  const CUdeviceptr waiting = allocate(2, kOne);
+  ASSERT_TRUE(free(kept, kOne));
+  core::SubmissionUse use;
+  use.stream = reinterpret_cast<uint64_t>(kTwo);
+  use.blocks[use.count++] = waiting;
+  for (uint64_t launch = 1; launch <= 10 && prefetch_.on_device(waiting) == false; ++launch) {
+    use.sequence = launch;
+    prefetch_.before_submission(use);  // until admission lets it in
+  }
+  EXPECT_TRUE(managed_.released.empty());
+  EXPECT_EQ(prefetch_.stats().dead_freed, 0u);
+  EXPECT_EQ(reuse_.stats().kept_granules, 4u);
+}
+
+// A reached kept block the books have on the host would be promoted by its first launch, dead
+// bytes and all: it is freed, and the request gets a new block.
+TEST_F(StreamOrderedBlocksTest, WithThePrefetchMoverAReachedBlockOnTheHostGoesBack) {
+  make_prefetched({on_host_at(2)});
+  const CUdeviceptr block = allocate(2, kOne);
+  ASSERT_EQ(prefetch_.on_device(block), false);
+  ASSERT_TRUE(free(block, kOne));
+  streams_.reach(kOne);
+  EXPECT_NE(allocate(2, kTwo), block);
+  EXPECT_EQ(managed_.released, std::vector<CUdeviceptr>{block});
+  EXPECT_EQ(reuse_.stats().given_up, 1u);
+  EXPECT_EQ(reuse_.stats().other_stream, 0u);
+}
+
+TEST_F(StreamOrderedBlocksTest, WithThePrefetchMoverATrimFreesTheReachedKeptBlocks) {
+  make_prefetched();
+  const CUdeviceptr reached = allocate(1, kOne);
+  const CUdeviceptr unreached = allocate(1, kTwo);
+  ASSERT_TRUE(free(reached, kOne));
+  ASSERT_TRUE(free(unreached, kTwo));
+  streams_.reach(kOne);
+  blocks_->pool_trimmed(fake_pool(1));
+  EXPECT_EQ(managed_.released, std::vector<CUdeviceptr>{reached});
+  EXPECT_EQ(prefetch_.held(0).blocks, 1u);
+}
+
+// A device the prefetch mover cannot serve keeps its requests in the arena, and a reached kept
+// block with host granules still goes back there.
+TEST_F(StreamOrderedBlocksTest, WithThePrefetchMoverADeviceItCannotServeUsesTheArena) {
+  managed_device_.serves = false;
+  make_prefetched({on_host_at(2)});
+  const CUdeviceptr block = allocate(2, kOne);
+  ASSERT_TRUE(arena_.block_containing(block).has_value());
+  ASSERT_TRUE(free(block, kOne));
+  streams_.reach(kOne);
+  ASSERT_NE(allocate(2, kTwo), 0u);
+  EXPECT_EQ(reuse_.stats().given_up, 1u);
+  EXPECT_EQ(arena_blocks(), 1u);
+  EXPECT_TRUE(managed_.sizes.empty());
 }
 
 TEST_F(StreamOrderedBlocksTest, RequestsTieredModeDoesNotServeGoToTheirPool) {

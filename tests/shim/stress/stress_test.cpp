@@ -21,8 +21,8 @@
 // is freed and, once the pools are trimmed, the whole budget is free again.
 //
 // SPILL_EXPECT=tiered: tiered mode, whose blocks (cuMemAlloc and cuMemAllocPitch of at least
-// [tiered] min_size, and with the remap mover the default pool's cuMemAllocAsync) move as the
-// threads use them. With the remap mover a tiered block is device memory to the driver wherever
+// [tiered] min_size, and the default pool's cuMemAllocAsync) move as the threads use them. With
+// the remap mover a tiered block is device memory to the driver wherever
 // its granules are, with the prefetch mover managed memory; what tiered mode does not take spills
 // as in auto mode, to managed memory. So a block off the device must be managed memory (or, for
 // cuMemCreate, host memory), and it counts as spilled whether it is a spill or a prefetch

@@ -44,8 +44,9 @@
 // first event was recorded in; an event of another context (each context has a legacy stream,
 // and all of them share the legacy stream's slot) is not kept, and the slot then means the whole
 // device for good, as its events no longer say whose work they follow. No event is recorded
-// while a stream capture is in progress: it would be captured into the graph, and one on the
-// legacy stream would invalidate a global-mode capture. A destroyed stream's events are
+// while a stream capture is in progress, nor on a stream the driver says captures (one that began
+// after the shim's test: driver/stream_capture.h): it would be captured into the graph, where no
+// move could wait for it, and one on the legacy stream would invalidate a global-mode capture. A destroyed stream's events are
 // destroyed with its slot's retirement; a destroyed or released context's are forgotten, not
 // destroyed (the driver took those of that context with it; those of others leak, a few events).
 #pragma once

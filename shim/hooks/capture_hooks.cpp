@@ -4,8 +4,8 @@
 // in either stream form) and
 // uncounted when its stream stops capturing, whatever cuStreamEndCapture returns: an invalidated
 // capture ends too, and a stream that was not capturing changes nothing. A capture begins holding
-// the prefetch mover's capture gate, so that it never begins between a mover's look at a stream
-// and its record there (Note [A capture begun while a move is queued] in
+// the capture gate, so that it never begins between the shim's look at a stream and its record
+// there (Note [A capture begun while a move is queued] in
 // tiers/driver_prefetch_ops.h). A capture into a graph the program made
 // (cuStreamBeginCaptureToGraph, which XLA's command buffers use) counts as any other.
 #include <mutex>
@@ -31,7 +31,7 @@ CUresult begin_capture(Begin begin) {
   const Entry entry;
   ShimState* shim = entry.state();
   if (shim == nullptr) return begin();
-  const std::unique_lock gate(shim->prefetch_devices.capture_gate());
+  const std::unique_lock gate(shim->capture_gate);
   const CUresult result = begin();
   if (result == CUDA_SUCCESS) shim->captures.fetch_add(1, std::memory_order_acq_rel);
   return result;

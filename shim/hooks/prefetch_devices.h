@@ -20,19 +20,17 @@ namespace vramspill::hooks {
 
 class DriverPrefetchDevices final : public placement::PrefetchDevices {
  public:
-  // `captures`: the stream captures in progress (hooks/capture_hooks.cpp).
-  explicit DriverPrefetchDevices(const std::atomic<int>& captures) noexcept
-      : captures_(captures) {}
+  // `captures`: the stream captures in progress (hooks/capture_hooks.cpp). `capture_gate`:
+  // held exclusively while the driver begins a capture, and shared by the mover while it records
+  // on or waits from a program's stream (Note [A capture begun while a move is queued] in
+  // tiers/driver_prefetch_ops.h).
+  DriverPrefetchDevices(const std::atomic<int>& captures, std::shared_mutex& capture_gate) noexcept
+      : captures_(captures), capture_gate_(capture_gate) {}
   DriverPrefetchDevices(const DriverPrefetchDevices&) = delete;
   DriverPrefetchDevices& operator=(const DriverPrefetchDevices&) = delete;
 
   tiers::PrefetchOps* ops(int device) noexcept override;
   bool may_move() noexcept override { return captures_.load(std::memory_order_acquire) == 0; }
-
-  // Held exclusively while the driver begins a stream capture, and shared by the movers while
-  // they record on or wait from a program's stream (Note [A capture begun while a move is
-  // queued] in tiers/driver_prefetch_ops.h).
-  std::shared_mutex& capture_gate() noexcept { return capture_gate_; }
 
  private:
   enum class Verdict : uint8_t { kUnknown, kMover, kNone };
@@ -43,7 +41,7 @@ class DriverPrefetchDevices final : public placement::PrefetchDevices {
   static constexpr std::size_t kDevices = 64;
 
   const std::atomic<int>& captures_;
-  std::shared_mutex capture_gate_;
+  std::shared_mutex& capture_gate_;
   std::mutex mutex_;
   std::array<Device, kDevices> devices_{};
 };

@@ -177,14 +177,15 @@ ShimState::ShimState(const Config& loaded) noexcept
       vmm_spill(config.spill, ledger, vmm, host_budget, spill_facts, host_vmm),
       tiered_budgets(ledger, host_budget),
       // tiered_reuse is made later, and asked only once blocks move.
-      arenas(config.tiered, host_vmm, captures, tiered_reuse),
+      arenas(config.tiered, host_vmm, captures, capture_gate, tiered_reuse),
       tiered(tiered_budgets, arenas, window,
              {.policy = config.tiered.policy, .window = config.tiered.window}, &use),
-      prefetch_devices(captures),
+      prefetch_devices(captures, capture_gate),
       prefetch(tiered_budgets, prefetch_devices,
                {.policy = config.tiered.policy, .admission = config.tiered.admission}),
       tiered_rules(config.tiered.rules),
       tiered_blocks(config, ledger, use, host_budget, tiered, prefetch, tiered_rules, call_sites),
+      submission_events(capture_gate),
       submissions(tiered, window, use, captures, config.tiered, submission_events,
                   config.tiered.mover == TieredMover::kPrefetch ? &prefetch : nullptr) {
   // Note [Dead blocks and the prefetch mover] in placement/stream_ordered_blocks.h

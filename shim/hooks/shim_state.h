@@ -77,6 +77,9 @@ struct ShimState {
   core::GraphExecUses graph_uses;  // what each executable graph touches (hooks/graph_hooks.cpp)
   // Tiered mode (placement/tiered_blocks.h, hooks/tiered_allocation.h).
   std::atomic<int> captures{0};  // stream captures in progress (hooks/capture_hooks.cpp)
+  // Held exclusively while the driver begins a capture, and shared while the shim records on or
+  // waits from a program's stream (driver/stream_capture.h).
+  std::shared_mutex capture_gate;
   core::RemapWindow window;      // Note [Remap window]
   placement::LedgerTieredBudgets tiered_budgets;
   DriverArenaSource arenas;

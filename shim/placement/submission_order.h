@@ -35,7 +35,8 @@ class SubmissionEvents {
   virtual uint64_t current_context() noexcept = 0;
   // A new event that keeps no time, or 0 when the driver makes none.
   virtual uint64_t create() noexcept = 0;
-  // Records `event` on `stream`; false when the driver refuses (a stream of another context).
+  // Records `event` on `stream`; false when the driver refuses (a stream of another context) or
+  // the stream is being captured.
   virtual bool record(uint64_t event, uint64_t stream) noexcept = 0;
   virtual void destroy(uint64_t event) noexcept = 0;
 

@@ -1,10 +1,13 @@
 #include "tiers/driver_granule_ops.h"
 
+#include <mutex>
 #include <new>
+#include <shared_mutex>
 
 #include "driver/context_scope.h"
 #include "driver/device_work.h"
 #include "driver/real_driver.h"
+#include "driver/stream_capture.h"
 
 namespace vramspill::tiers {
 namespace {
@@ -19,8 +22,9 @@ CUmemAccessDesc read_write(int device) {
 
 }  // namespace
 
-DriverGranuleOps::DriverGranuleOps(int device, int host_numa_node) noexcept
-    : device_(device), host_numa_node_(host_numa_node) {
+DriverGranuleOps::DriverGranuleOps(int device, int host_numa_node,
+                                   std::shared_mutex* capture_gate) noexcept
+    : device_(device), host_numa_node_(host_numa_node), capture_gate_(capture_gate) {
   try {
     access_.push_back(read_write(device));
     const auto count_devices = VRAMSPILL_REAL(cuDeviceGetCount);
@@ -223,10 +227,16 @@ CUresult DriverGranuleOps::order_stream_after(uint64_t stream, uint64_t event,
   const auto wait_event = VRAMSPILL_REAL(cuStreamWaitEvent);
   const auto synchronize = VRAMSPILL_REAL(cuEventSynchronize);
   const auto copied = reinterpret_cast<CUevent>(event);
-  // The event is of the arena's context; the stream may be of any: the wait crosses contexts.
-  if (!on_host && wait_event != nullptr &&
-      wait_event(reinterpret_cast<CUstream>(stream), copied, 0) == CUDA_SUCCESS)
-    return CUDA_SUCCESS;
+  if (!on_host && wait_event != nullptr) {
+    std::shared_lock<std::shared_mutex> gate;
+    if (capture_gate_ != nullptr) gate = std::shared_lock(*capture_gate_);
+    // The event is of the arena's context; the stream may be of any: the wait crosses contexts.
+    // A stream that captures unknown to the shim would take the wait into its graph, which the
+    // event, recorded outside, invalidates: the host waits instead.
+    if (!driver::stream_capturing(stream) &&
+        wait_event(reinterpret_cast<CUstream>(stream), copied, 0) == CUDA_SUCCESS)
+      return CUDA_SUCCESS;
+  }
   return synchronize != nullptr ? synchronize(copied) : CUDA_ERROR_NOT_SUPPORTED;
 }
 

@@ -12,6 +12,7 @@
 #include <cuda.h>
 
 #include <atomic>
+#include <shared_mutex>
 #include <vector>
 
 #include "tiers/granule_ops.h"
@@ -22,8 +23,11 @@ class DriverGranuleOps final : public GranuleOps {
  public:
   // Device granules on `device`; host granules on the host NUMA node `host_numa_node`
   // (CU_MEM_LOCATION_TYPE_HOST_NUMA), or anywhere on the host (CU_MEM_LOCATION_TYPE_HOST) when
-  // it is negative.
-  DriverGranuleOps(int device, int host_numa_node) noexcept;
+  // it is negative. `capture_gate`: held shared while a program's stream is made to wait
+  // (driver/stream_capture.h); null where no program captures (the tools and tests of the arena
+  // alone).
+  DriverGranuleOps(int device, int host_numa_node,
+                   std::shared_mutex* capture_gate = nullptr) noexcept;
   // Gives back the copy stream and the primary context it lives in.
   ~DriverGranuleOps();
   DriverGranuleOps(const DriverGranuleOps&) = delete;
@@ -58,6 +62,7 @@ class DriverGranuleOps final : public GranuleOps {
 
   int device_;
   int host_numa_node_;
+  std::shared_mutex* capture_gate_;
   // Note [Who may reach a granule]: the device and its peers.
   std::vector<CUmemAccessDesc> access_;
   // Used only by copy(), wait_for_copies(), queue_copies_after() and record_copies(), which the

@@ -7,6 +7,7 @@
 
 #include "driver/context_scope.h"
 #include "driver/real_driver.h"
+#include "driver/stream_capture.h"
 #include "telemetry/log.h"
 #include "tiers/managed_advice.h"
 
@@ -14,13 +15,9 @@ namespace vramspill::tiers {
 namespace {
 
 // Whether work queued on `stream` now would be captured into a graph, or would break a capture
-// (Note [A capture begun while a move is queued]): an answer the driver refuses counts as yes.
+// (Note [A capture begun while a move is queued]); said once.
 bool capturing(uint64_t stream) noexcept {
-  const auto is_capturing = VRAMSPILL_REAL(cuStreamIsCapturing);
-  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
-  if (is_capturing == nullptr) return false;  // a driver before captures
-  if (is_capturing(reinterpret_cast<CUstream>(stream), &status) != CUDA_SUCCESS) return true;
-  if (status == CU_STREAM_CAPTURE_STATUS_NONE) return false;
+  if (!driver::stream_capturing(stream)) return false;
   static std::atomic<bool> said{false};
   if (!said.exchange(true, std::memory_order_relaxed))
     logging::info("tiered (prefetch): a stream was being captured into a graph as a move was "

@@ -33,7 +33,8 @@
 // invalidate that capture). A capturing stream is left out, said once: the move is not ordered
 // after its work, or the launch does not wait for the move. Managed memory is coherent, so that
 // costs a fault or a read over the link at worst, never a wrong byte, and the capture ends as it
-// would without vramspill.
+// would without vramspill. The tracked window's events and waits on a program's stream take the
+// same gate and the same look (hooks/submission_events.cpp, tiers/driver_granule_ops.cpp).
 #pragma once
 
 #include <cuda.h>

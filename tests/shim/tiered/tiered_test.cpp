@@ -389,6 +389,44 @@ TEST_F(CaptureTest, ACaptureIntoAGraphIsCountedToo) {
   });
 }
 
+// Note [A capture begun while a move is queued] in shim/tiers/driver_prefetch_ops.h, for the
+// tracked window: a capture the shim has not counted (begun here behind its back, as one begun on
+// another thread after a submission's driver call would be) gets no event of the window recorded
+// into it. Such an event marks the use as the capture's, and the move that later waits for it
+// (the first block's eviction below) would be refused by the driver (CUDA_ERROR_CAPTURED_EVENT).
+TEST_F(TieredTest, AStreamCapturedBehindTheShimsBackGetsNoEventOfTheWindow) {
+  // Begun and ended where the shim cannot count it.
+  const auto begin_capture_v1 = behind_the_shim<CUresult (*)(CUstream)>("cuStreamBeginCapture");
+  const auto end_capture =
+      behind_the_shim<CUresult (*)(CUstream, CUgraph*)>("cuStreamEndCapture");
+  ASSERT_NE(begin_capture_v1, nullptr);
+  ASSERT_NE(end_capture, nullptr);
+  CUstream capturing = streams_[0];
+  std::vector<CUdeviceptr> blocks(4);  // the whole budget
+  for (CUdeviceptr& block : blocks) ASSERT_CU(cuMemAlloc(&block, kBlock));
+  ASSERT_CU(begin_capture_v1(capturing));
+  for (uint32_t round = 0; round < 8; ++round)  // past the submissions between two events
+    ASSERT_CU(fill(blocks[0], round, capturing));
+  CUgraph graph = nullptr;
+  ASSERT_CU(end_capture(capturing, &graph));
+  for (size_t i = 1; i < blocks.size(); ++i)  // the first block is now the least recently used
+    ASSERT_CU(fill(blocks[i], static_cast<uint32_t>(100 + i), streams_[1]));
+  CUdeviceptr late = 0;
+  ASSERT_CU(cuMemAlloc(&late, kBlock));  // evicts the first block, last used by the capture
+  ASSERT_CU(fill(late, 200, streams_[1]));
+  CUgraphExec exec = nullptr;
+  ASSERT_CU(cuGraphInstantiate(&exec, graph, 0));
+  ASSERT_CU(cuGraphLaunch(exec, capturing));
+  ASSERT_CU(cuCtxSynchronize());
+  expect_block(blocks[0], 7);
+  for (size_t i = 1; i < blocks.size(); ++i) expect_block(blocks[i], static_cast<uint32_t>(100 + i));
+  expect_block(late, 200);
+  ASSERT_CU(cuGraphExecDestroy(exec));
+  ASSERT_CU(cuGraphDestroy(graph));
+  ASSERT_CU(cuMemFree(late));
+  for (CUdeviceptr block : blocks) ASSERT_CU(cuMemFree(block));
+}
+
 // Several threads submit at once while their blocks move: each thread's fills and copies on its
 // own stream, over three times the budget in all, must come back byte for byte (the remap
 // window holds every thread's submissions while a move remaps).

@@ -1,0 +1,28 @@
+// Whether a program's stream may take the shim's own work now: an event recorded on a stream
+// being captured into a graph becomes part of the capture, and a wait from it on an event recorded
+// outside invalidates the capture (Note [A capture begun while a move is queued] in
+// tiers/driver_prefetch_ops.h). Callers ask holding the capture gate shared (ShimState's), which
+// every cuStreamBeginCapture hook holds exclusively, so no capture begins between the answer and
+// the record or wait it allows.
+#pragma once
+
+#include <cuda.h>
+
+#include <cstdint>
+
+#include "driver/real_driver.h"
+
+namespace vramspill::driver {
+
+// cuStreamIsCapturing's answer for `stream`; one the driver refuses counts as capturing (the
+// legacy stream answers CUDA_ERROR_STREAM_CAPTURE_IMPLICIT while another stream captures, where a
+// record on it would invalidate that capture). A driver without captures has none.
+inline bool stream_capturing(uint64_t stream) noexcept {
+  const auto is_capturing = VRAMSPILL_REAL(cuStreamIsCapturing);
+  if (is_capturing == nullptr) return false;
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  return is_capturing(reinterpret_cast<CUstream>(stream), &status) != CUDA_SUCCESS ||
+         status != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
+}  // namespace vramspill::driver

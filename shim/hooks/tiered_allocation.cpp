@@ -30,8 +30,8 @@ std::string prefetch_summary(ShimState& shim) {
   for (int device : shim.ledger.devices()) {
     const placement::PrefetchPlacement::Held now = shim.prefetch.held(device);
     if (now.blocks != 0)
-      held += fmt::format(", device {}: {} managed blocks, {} on the device", device, now.blocks,
-                          now.on_device);
+      held += fmt::format(", device {}: {} managed blocks, {} on the device ({} in part)", device,
+                          now.blocks, now.on_device, now.in_part);
   }
   return fmt::format(
       "; prefetch mover: {} promoted in {} prefetches, {} evicted in {} prefetches, {} "

@@ -34,12 +34,12 @@ std::string prefetch_summary(ShimState& shim) {
                           now.blocks, now.on_device, now.in_part);
   }
   return fmt::format(
-      "; prefetch mover: {} promoted in {} prefetches, {} evicted in {} prefetches, {} "
-      "promotions refused ({} held back by the card's free memory), {} blocks promoted ahead of "
-      "their launches, {} prefetches the driver refused{}",
+      "; prefetch mover: {} promoted in {} prefetches, {} evicted in {} prefetches ({} in part), "
+      "{} promotions refused ({} held back by the card's free memory), {} blocks promoted ahead "
+      "of their launches, {} prefetches the driver refused{}",
       format_bytes(moved.promoted_bytes), moved.promotions, format_bytes(moved.evicted_bytes),
-      moved.evictions, moved.promotions_refused, moved.held_by_the_card, moved.promoted_ahead,
-      moved.failed_prefetches, held);
+      moved.evictions, moved.evicted_in_part, moved.promotions_refused, moved.held_by_the_card,
+      moved.promoted_ahead, moved.failed_prefetches, held);
 }
 
 }  // namespace

@@ -113,6 +113,7 @@ bool PrefetchPlacement::evict_locked(BlockId id, Block& block, uint64_t out) noe
   state.policy->moved(id, from / kGranuleBytes);
   ++stats_.evictions;
   stats_.evicted_bytes += out;
+  if (from != 0) ++stats_.evicted_in_part;
   return true;
 }
 

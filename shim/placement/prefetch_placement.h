@@ -137,6 +137,9 @@ struct PrefetchStats {
   uint64_t promoted_bytes = 0;
   uint64_t evictions = 0;           // prefetches to the host
   uint64_t evicted_bytes = 0;
+  // Of the evictions, those that left the block's first pages on the device (Note [Evicting
+  // part of a block] in policies/eviction_policy.h).
+  uint64_t evicted_in_part = 0;
   uint64_t promoted_ahead = 0;       // of the promotions, those for a later launch
   uint64_t promotions_refused = 0;  // the policy said touch in place, or no room could be made
   uint64_t not_admitted = 0;  // of those, not worth their victims (Note [Admitting a promotion])

@@ -94,6 +94,7 @@ TEST_F(PrefetchInPartTest, TheLastVictimGivesUpOnlyItsLastPagesTheNeedLeaves) {
   const PrefetchStats stats = placement_.stats();
   EXPECT_EQ(stats.evictions, 1u);
   EXPECT_EQ(stats.evicted_bytes, kGranuleBytes);
+  EXPECT_EQ(stats.evicted_in_part, 1u);
   const PrefetchPlacement::Held held = placement_.held(0);
   EXPECT_EQ(held.on_device, 2u);
   EXPECT_EQ(held.in_part, 1u);
@@ -107,6 +108,15 @@ TEST_F(PrefetchInPartTest, TheLastVictimGivesUpOnlyItsLastPagesTheNeedLeaves) {
   EXPECT_EQ(ops().prefetches[0].size, 2 * kGranuleBytes);
   EXPECT_EQ(device_bytes(a_), kGranuleBytes);
   EXPECT_EQ(budgets_.device(), 5 * kGranuleBytes);
+  EXPECT_EQ(placement_.stats().evicted_in_part, 2u);
+  // Its first page goes too: that eviction is whole, from the first page on.
+  ops().prefetches.clear();
+  ASSERT_TRUE(placement_.make_device_room(0, 4 * kGranuleBytes));
+  const std::vector<Prefetch> rest = {{a_, kGranuleBytes, /*to_device=*/false, {}}};
+  EXPECT_EQ(ops().prefetches, rest);
+  EXPECT_EQ(device_bytes(a_), 0u);
+  EXPECT_EQ(placement_.stats().evicted_in_part, 2u);
+  EXPECT_EQ(placement_.held(0).in_part, 0u);
 }
 
 // The last page of a block whose size is not whole pages is short: the eviction names only the
@@ -180,6 +190,7 @@ TEST_F(PrefetchInPartTest, AnEvictFirstBlockGoesWhole) {
   EXPECT_EQ(ops().prefetches, expected);
   EXPECT_EQ(device_bytes(first), 0u);
   EXPECT_EQ(device_bytes(b_), kBlock);
+  EXPECT_EQ(placement_.stats().evicted_in_part, 0u);
 }
 
 // Note [Launches after a promotion]: a block whose promotion may still be queued is still

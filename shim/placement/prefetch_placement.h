@@ -83,7 +83,8 @@
 // The promotion of a block that an eviction in part left with pages on both sides brings in the
 // rest, and its prefetch names the whole block, not only the pages on the host. A GPU's driver
 // migrates only the pages not already where a prefetch sends them (the others are looked up and
-// left), and simcuda does the same: its prefetch moves and charges only the pages whose location
+// left; what looking them up costs is not measured here, tier_probe's prefetch rows would show
+// it), and simcuda does the same: its prefetch moves and charges only the pages whose location
 // differs (prefetch_managed in its core/managed.cpp). So the whole block costs no more than its
 // host part on either, and it buys certainty: a page the driver moved off the device behind the
 // books (its own eviction when the card is overfull, the known limit of the card check above, or

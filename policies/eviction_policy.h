@@ -29,9 +29,11 @@
 // as a promotion brings in all of a block's host granules (on the H200 job, learned fetched 1.17x
 // MIN's bytes evicting whole blocks, 1.11x evicting the last in part; policies/README.md). The
 // block is still decided on whole: promoted or touched in place with all its host granules. The
-// replay offers it (Note [The replay's model] in tools/cli/trace_replay.h), and so does the
-// shim's tiered placement, whose arena moves any number of a block's granules (a staged block
-// moves whole: placement/tiered_placement.h).
+// replay offers it (Note [The replay's model] in tools/cli/trace_replay.h), and so do both of the
+// shim's movers: the remap mover, whose arena moves any number of a block's granules (a staged
+// block moves whole: shim/placement/tiered_placement.h), and the prefetch mover, which prefetches
+// a block's last 2 MiB pages to the host (Note [The prefetch mover] in
+// shim/placement/prefetch_placement.h).
 //
 // Note [Decisions are checked]
 // The public wrappers hold every decision to the contract: victims distinct, live, holding device

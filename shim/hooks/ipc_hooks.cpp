@@ -20,7 +20,7 @@ void log_tiered_refusal(vramspill::hooks::ShimState& shim, CUdeviceptr dptr,
                         const vramspill::core::Allocation& found) {
   static std::atomic<bool> said{false};
   if (said.exchange(true, std::memory_order_relaxed)) return;
-  const bool managed = shim.prefetch.on_device(found.key).has_value();
+  const bool managed = shim.prefetch.device_bytes(found.key).has_value();
   vramspill::logging::warn(
       "cuIpcGetMemHandle({:#x}) refused: that allocation ({}, device {}) is tiered, {}, which "
       "CUDA IPC cannot share; raise [tiered] min_size above its size so it goes to the driver "

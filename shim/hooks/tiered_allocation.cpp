@@ -30,16 +30,16 @@ std::string prefetch_summary(ShimState& shim) {
   for (int device : shim.ledger.devices()) {
     const placement::PrefetchPlacement::Held now = shim.prefetch.held(device);
     if (now.blocks != 0)
-      held += fmt::format(", device {}: {} managed blocks, {} on the device", device, now.blocks,
-                          now.on_device);
+      held += fmt::format(", device {}: {} managed blocks, {} on the device ({} in part)", device,
+                          now.blocks, now.on_device, now.in_part);
   }
   return fmt::format(
-      "; prefetch mover: {} promoted in {} prefetches, {} evicted in {} prefetches, {} "
-      "promotions refused ({} held back by the card's free memory), {} blocks promoted ahead of "
-      "their launches, {} prefetches the driver refused, {} dead blocks freed for room{}",
+      "; prefetch mover: {} promoted in {} prefetches, {} evicted in {} prefetches ({} in part), "
+      "{} promotions refused ({} held back by the card's free memory), {} blocks promoted ahead "
+      "of their launches, {} prefetches the driver refused, {} dead blocks freed for room{}",
       format_bytes(moved.promoted_bytes), moved.promotions, format_bytes(moved.evicted_bytes),
-      moved.evictions, moved.promotions_refused, moved.held_by_the_card, moved.promoted_ahead,
-      moved.failed_prefetches, moved.dead_freed, held);
+      moved.evictions, moved.evicted_in_part, moved.promotions_refused, moved.held_by_the_card,
+      moved.promoted_ahead, moved.failed_prefetches, moved.dead_freed, held);
 }
 
 }  // namespace

@@ -85,29 +85,35 @@ void PrefetchPlacement::note_use(Block& block, uint64_t stream) noexcept {
   block.last_streams[block.streams++] = stream;
 }
 
-bool PrefetchPlacement::evict_locked(BlockId id, Block& block) noexcept {
+bool PrefetchPlacement::evict_locked(BlockId id, Block& block, uint64_t out) noexcept {
   Device& state = device_states_[static_cast<std::size_t>(block.device)];
+  // Its last pages on the device go (Note [Evicting part of a block] in
+  // policies/eviction_policy.h); the last page of a block whose size is not whole pages is short.
+  const uint64_t from = block.device_bytes - out;
+  const uint64_t to = std::min(block.device_bytes, block.size);
   if (const CUresult result = state.ops->prefetch(
-          id, block.size, /*to_device=*/false,
+          id, from, to - from, /*to_device=*/false,
           std::span(block.last_streams.data(), block.streams), /*after_evictions=*/false);
       result != CUDA_SUCCESS) {
-    // Not queued: the block is still on the device, as the books say.
+    // Not queued: the pages are still on the device, as the books say.
     ++stats_.failed_prefetches;
-    logging::warn("tiered (prefetch): evicting a block of {} bytes failed (CUresult {}); it stays "
-                  "on device {}",
-                  block.bytes, static_cast<int>(result), block.device);
+    logging::warn("tiered (prefetch): evicting {} bytes of a block failed (CUresult {}); they "
+                  "stay on device {}",
+                  out, static_cast<int>(result), block.device);
     return false;
   }
-  block.on_device = false;
-  block.arriving = false;
+  block.device_bytes = from;
+  // What stays may still be on its way in (Note [Launches after a promotion]).
+  block.arriving = block.arriving && from != 0;
   block.streams = 0;
   if (core::MemoryEvents* const told = events_.load(std::memory_order_acquire))
-    told->evicted(block.device, id, block.bytes);
-  budgets_.give_device(block.device, block.bytes);
-  state.on_device_bytes -= block.bytes;
-  state.policy->moved(id, 0);
+    told->evicted(block.device, id, out);
+  budgets_.give_device(block.device, out);
+  state.on_device_bytes -= out;
+  state.policy->moved(id, from / kGranuleBytes);
   ++stats_.evictions;
-  stats_.evicted_bytes += block.bytes;
+  stats_.evicted_bytes += out;
+  if (from != 0) ++stats_.evicted_in_part;
   return true;
 }
 
@@ -127,26 +133,30 @@ bool PrefetchPlacement::make_room_locked(int device, Device& state, uint64_t byt
   const RuledVictims ruled =
       victims_by_rule(state.ruled, keep, short_by, [&](BlockId id) -> uint64_t {
         const auto found = blocks_.find(id);
-        return found != blocks_.end() && found->second.on_device
-                   ? found->second.bytes / kGranuleBytes
-                   : 0;
+        return found != blocks_.end() ? found->second.device_bytes / kGranuleBytes : 0;
       });
   std::vector<BlockId> victims = ruled.first;
+  bool in_part = false;
   if (ruled.covered < short_by) {
+    // A prefetch moves any of a block's pages: the last victim may give up only some.
     const policies::Victims chosen =
-        state.policy->choose_victims(short_by - ruled.covered, ruled.keep);
+        state.policy->choose_victims(short_by - ruled.covered, ruled.keep, /*in_part=*/true);
     if (!chosen.enough) return false;
     victims.insert(victims.end(), chosen.blocks.begin(), chosen.blocks.end());
+    in_part = chosen.partial_last;
   }
-  // The victims that will leave: those on the device, until the room is made.
+  // The victims that will leave, and what of each: their pages on the device until the room is
+  // made, with `in_part` only the pages the room still needs of the last.
   std::vector<PromotionAdmission::Victim> leaving;
   uint64_t made = room;
   for (const BlockId victim : victims) {
     if (made >= bytes) break;
     const auto found = blocks_.find(victim);
-    if (found == blocks_.end() || !found->second.on_device) continue;
-    leaving.push_back({victim, found->second.bytes});
-    made += found->second.bytes;
+    if (found == blocks_.end() || found->second.device_bytes == 0) continue;
+    const uint64_t held = found->second.device_bytes;
+    const uint64_t out = in_part ? std::min(held, whole_pages(bytes - made)) : held;
+    leaving.push_back({victim, out});
+    made += out;
   }
   if (made < bytes) return false;
   // Note [Admitting a promotion]: learned, locked, has weighed its victims already, and a pinned
@@ -159,7 +169,7 @@ bool PrefetchPlacement::make_room_locked(int device, Device& state, uint64_t byt
   }
   if (!card_takes(made - room)) return false;
   for (const PromotionAdmission::Victim& victim : leaving) {
-    if (!evict_locked(victim.block, blocks_.at(victim.block))) return false;
+    if (!evict_locked(victim.block, blocks_.at(victim.block), victim.bytes)) return false;
   }
   return true;
 }
@@ -170,40 +180,46 @@ bool PrefetchPlacement::bring_in_locked(BlockId id, Block& block, std::span<cons
   tell_policy_of_capacity_locked(block.device, state);
   // Once per promotion: on simcuda, as on a GPU, asking again at once is waiting.
   forget_promotions_done_locked(state);
+  // Its pages on the host: all of them, or those an eviction in part sent there.
+  const uint64_t coming = block.bytes - block.device_bytes;
   // Note [Two lanes]: the promotion need not wait for the evictions that make its room in the
   // budget when the card has room for it without them.
-  const bool card_has_room =
-      card_takes_locked(state, block.bytes, 0, /*after_evictions=*/false);
-  if (!make_room_locked(block.device, state, block.bytes, keep, id) ||
-      !budgets_.take_device(block.device, block.bytes)) {
+  const bool card_has_room = card_takes_locked(state, coming, 0, /*after_evictions=*/false);
+  // The pages it has on the device stay there: it is not its own victim.
+  std::vector<BlockId> kept(keep.begin(), keep.end());
+  kept.push_back(id);
+  if (!make_room_locked(block.device, state, coming, kept, id) ||
+      !budgets_.take_device(block.device, coming)) {
     if (!ahead) {
       if (!card_has_room) ++stats_.held_by_the_card;
       ++stats_.promotions_refused;
     }
     return false;
   }
+  // The whole block, not only its pages on the host (Note [Promoting a block in part on the
+  // device]).
   if (const CUresult result =
-          state.ops->prefetch(id, block.size, /*to_device=*/true,
+          state.ops->prefetch(id, 0, block.size, /*to_device=*/true,
                               std::span(block.last_streams.data(), block.streams),
                               /*after_evictions=*/!card_has_room);
       result != CUDA_SUCCESS) {
-    budgets_.give_device(block.device, block.bytes);
+    budgets_.give_device(block.device, coming);
     ++stats_.failed_prefetches;
-    logging::warn("tiered (prefetch): promoting a block of {} bytes failed (CUresult {}); it is "
-                  "reached on the host",
-                  block.bytes, static_cast<int>(result));
+    logging::warn("tiered (prefetch): promoting {} bytes of a block failed (CUresult {}); they "
+                  "are reached on the host",
+                  coming, static_cast<int>(result));
     return false;
   }
-  block.on_device = true;
+  block.device_bytes = block.bytes;
   block.arriving = true;
   block.streams = 0;
   if (core::MemoryEvents* const told = events_.load(std::memory_order_acquire))
-    told->promoted(block.device, id, block.bytes);
-  state.on_device_bytes += block.bytes;
-  state.queued_in += block.bytes;
+    told->promoted(block.device, id, coming);
+  state.on_device_bytes += coming;
+  state.queued_in += coming;
   state.policy->moved(id, block.bytes / kGranuleBytes);
   ++stats_.promotions;
-  stats_.promoted_bytes += block.bytes;
+  stats_.promoted_bytes += coming;
   if (ahead) ++stats_.promoted_ahead;
   return true;
 }
@@ -213,7 +229,7 @@ void PrefetchPlacement::promote_ahead_locked(Device& state, std::span<const Bloc
   std::vector<BlockId> kept(keep.begin(), keep.end());
   for (const BlockId id : state.policy->promote_ahead(room_taken, keep)) {
     const auto found = blocks_.find(id);
-    if (found == blocks_.end() || found->second.on_device ||
+    if (found == blocks_.end() || found->second.device_bytes == found->second.bytes ||
         rule_of(state.ruled, id) == RuleAction::kPreferHost)
       continue;
     if (bring_in_locked(id, found->second, kept, /*ahead=*/true)) kept.push_back(id);
@@ -283,10 +299,8 @@ CUresult PrefetchPlacement::free_locked(std::map<BlockId, Block>::iterator found
     return waited;
   if (const CUresult released = state.ops->release(base); released != CUDA_SUCCESS)
     return released;
-  if (block.on_device) {
-    budgets_.give_device(block.device, block.bytes);
-    state.on_device_bytes -= block.bytes;
-  }
+  budgets_.give_device(block.device, block.device_bytes);
+  state.on_device_bytes -= block.device_bytes;
   budgets_.give_host(block.bytes);
   state.policy->freed(base);
   state.ruled.erase(base);
@@ -302,10 +316,11 @@ uint64_t PrefetchPlacement::free_dead_locked(int device, uint64_t bytes) noexcep
   for (const uint64_t base : dead_->dead()) {
     if (freed >= bytes) break;
     const auto block = blocks_.find(base);
-    if (block == blocks_.end() || block->second.device != device || !block->second.on_device ||
-        !dead_->give_up_if_dead(base))
+    if (block == blocks_.end() || block->second.device != device ||
+        block->second.device_bytes == 0 || !dead_->give_up_if_dead(base))
       continue;
     const uint64_t pages = block->second.bytes;
+    const uint64_t room = block->second.device_bytes;  // an eviction in part left the rest
     if (const CUresult result = free_locked(block); result != CUDA_SUCCESS) {
       // Still the mover's, on the device and in the budget; only its owner has let it go.
       ++stats_.failed_prefetches;
@@ -314,7 +329,7 @@ uint64_t PrefetchPlacement::free_dead_locked(int device, uint64_t bytes) noexcep
                     pages, static_cast<int>(result), device);
       continue;
     }
-    freed += pages;
+    freed += room;
     ++stats_.dead_freed;
   }
   return freed;
@@ -349,14 +364,14 @@ void PrefetchPlacement::before_submission(const core::SubmissionUse& use) noexce
           block.arriving = !state.ops->promotions_done();
           must_wait |= block.arriving;
         }
-        if (may_move && !block.on_device) {
+        if (const uint64_t on_host = block.bytes - block.device_bytes; may_move && on_host != 0) {
           // Note [Rules before the policy] in placement/tiered_placement.h
           const std::optional<RuleAction> rule = rule_of(state.ruled, id);
           if (rule == RuleAction::kPin ||
               (rule != RuleAction::kPreferHost && state.policy->should_promote(id))) {
             if (bring_in_locked(id, block, ours)) {
               must_wait = true;
-              room_taken += block.bytes / kGranuleBytes;
+              room_taken += on_host / kGranuleBytes;
             }
           } else {
             ++stats_.promotions_refused;
@@ -427,11 +442,18 @@ void PrefetchPlacement::all_streams_ended() noexcept {
   for (auto& [base, block] : blocks_) block.streams = 0;
 }
 
-std::optional<bool> PrefetchPlacement::on_device(CUdeviceptr base) const noexcept {
+std::optional<uint64_t> PrefetchPlacement::device_bytes(CUdeviceptr base) const noexcept {
   const std::lock_guard lock(mutex_);
   const auto found = blocks_.find(base);
   if (found == blocks_.end()) return std::nullopt;
-  return found->second.on_device;
+  return found->second.device_bytes;
+}
+
+std::optional<bool> PrefetchPlacement::any_on_host(CUdeviceptr base) const noexcept {
+  const std::lock_guard lock(mutex_);
+  const auto found = blocks_.find(base);
+  if (found == blocks_.end()) return std::nullopt;
+  return found->second.device_bytes < found->second.bytes;
 }
 
 PrefetchPlacement::Held PrefetchPlacement::held(int device) const noexcept {
@@ -440,12 +462,10 @@ PrefetchPlacement::Held PrefetchPlacement::held(int device) const noexcept {
   for (const auto& [base, block] : blocks_) {
     if (block.device != device) continue;
     ++held.blocks;
-    if (block.on_device) {
-      ++held.on_device;
-      held.device_bytes += block.bytes;
-    } else {
-      held.host_bytes += block.bytes;
-    }
+    if (block.device_bytes != 0) ++held.on_device;
+    if (block.device_bytes != 0 && block.device_bytes != block.bytes) ++held.in_part;
+    held.device_bytes += block.device_bytes;
+    held.host_bytes += block.bytes - block.device_bytes;
   }
   return held;
 }

@@ -18,10 +18,14 @@
 // (a pointer kept in device memory, an unreadable launch, a per-thread stream of another thread,
 // which the mover's thread cannot name) costs a fault or a read over the link, never a wrong
 // byte. That is why no window is needed.
-// The books: a block counts against the device budget (TieredBudgets, the ledger's) for its
-// whole 2 MiB pages from the moment its promotion is queued until its eviction is queued, so the
-// budget counts exactly the bytes the policy has brought in. Its pages count against the host
-// limit for its whole life: a managed page may be on the host whatever the books say.
+// The books: each block has a count of its 2 MiB pages on the device, its first ones: all of
+// them from the moment its promotion is queued, fewer once an eviction of its last ones is queued
+// (a policy that knows when blocks are needed next, learned, lets its last victim give up only
+// the pages a need leaves: Note [Evicting part of a block] in policies/eviction_policy.h), none
+// once a whole eviction is. The device budget (TieredBudgets, the ledger's) counts exactly those
+// pages, and the policy, the trace and PrefetchStats are told the pages each move takes across,
+// as the remap mover tells the granules it moves. Its pages count against the host limit for its
+// whole life: a managed page may be on the host whatever the books say.
 // A promotion is also held to the card's free memory as the driver counts it: never prefetch to
 // the device more than it has free, or the driver would evict other managed pages for room. The
 // driver's figure lags the books by the promotions still queued, so with B the bytes the books
@@ -29,7 +33,9 @@
 // the mover's streams were last seen idle, R >= B - min(q, B) (a queued promotion of a block
 // since evicted is no longer in B), and the block's own evictions, which it then waits for (Note
 // [Two lanes]), leave `leaving` bytes: B - leaving + need <= F + R holds whenever
-// need + min(q, B) <= F + leaving, which is the test. It errs only towards refusing.
+// need + min(q, B) <= F + leaving, which is the test. It errs only towards refusing. All of these
+// count pages: `need` is the promoted block's pages on the host, `leaving` the pages its victims
+// give up, in part or whole, and q grows by each promotion's `need`.
 //
 // Note [Launches after a promotion]
 // Every launch that touches a block whose promotion may still be queued waits for the mover's
@@ -38,7 +44,9 @@
 // another stream's. Unordered, such a launch runs while its pages are on the way: on a GPU it
 // faults them over itself or reads them over the link, and simcuda charges it for waiting
 // (Note [Waiting for a prefetch] in its core/managed.cpp). A block stops arriving once the
-// mover's streams are seen idle at one of its launches.
+// mover's streams are seen idle at one of its launches, or once an eviction sends all its pages
+// to the host; one that evicts only its last pages leaves it arriving, as the first may still be
+// on their way.
 //
 // Note [Two lanes]
 // Promotions and evictions go on two streams of the mover's, as a GPU's copy engines move the
@@ -52,8 +60,11 @@
 // the books true to the driver: an eviction waits for every promotion queued before it (one of
 // its own block, not yet used, must not land after it; the others are done by then anyway, as
 // the launch that last used the victim waited for them), and a promotion waits for its own
-// block's last eviction (tiers/driver_prefetch_ops.h keeps an event for it). Room made for
-// another allocation waits for both streams on the host, so that the driver finds the room.
+// block's last eviction, whole or of its last pages (tiers/driver_prefetch_ops.h keeps an event
+// for each block, by its base, whatever part moved): a promotion names the whole block (Note
+// [Promoting a block in part on the device]), and one that overtook the eviction of its last
+// pages would leave them on the host with the books saying the device. Room made for another
+// allocation waits for both streams on the host, so that the driver finds the room.
 // simcuda charges each stream's prefetches on that stream's clock at the link's rate, both ways
 // at once in full (assumed, its README's fidelity table, until tier_probe measures it on a GPU).
 // Measured (modeled, compare_movers.py, 16 MiB budget): learned on the training workload at
@@ -69,8 +80,21 @@
 // whose frees were reached are freed rather than evicted (Notes [Stream-ordered requests in the
 // arena] and [Dead blocks and the prefetch mover] in placement/stream_ordered_blocks.h).
 // Not yet (README, "Tiered mode"): moves during a stream capture (none: blocks are touched where
-// they are, as with the remap mover), evictions in part (a victim goes whole: Note [Evicting part
-// of a block] in policies/eviction_policy.h).
+// they are, as with the remap mover).
+//
+// Note [Promoting a block in part on the device]
+// The promotion of a block that an eviction in part left with pages on both sides brings in the
+// rest, and its prefetch names the whole block, not only the pages on the host. A GPU's driver
+// migrates only the pages not already where a prefetch sends them (the others are looked up and
+// left; what looking them up costs is not measured here, tier_probe's prefetch rows would show
+// it), and simcuda does the same: its prefetch moves and charges only the pages whose location
+// differs (prefetch_managed in its core/managed.cpp). So the whole block costs no more than its
+// host part on either, and it buys certainty: a page the driver moved off the device behind the
+// books (its own eviction when the card is overfull, the known limit of the card check above, or
+// a peer's migration: Note [Who may reach a managed block] in tiers/driver_prefetch_ops.h) comes
+// back with the rest, so that afterwards every page is where the books say. The budget, the
+// policy, the trace and PrefetchStats count only the pages that were on the host, as the remap
+// mover counts the host granules a promotion brings in.
 #pragma once
 
 #include <cuda.h>
@@ -138,6 +162,9 @@ struct PrefetchStats {
   uint64_t promoted_bytes = 0;
   uint64_t evictions = 0;           // prefetches to the host
   uint64_t evicted_bytes = 0;
+  // Of the evictions, those that left the block's first pages on the device (Note [Evicting
+  // part of a block] in policies/eviction_policy.h).
+  uint64_t evicted_in_part = 0;
   uint64_t promoted_ahead = 0;       // of the promotions, those for a later launch
   uint64_t promotions_refused = 0;  // the policy said touch in place, or no room could be made
   uint64_t not_admitted = 0;  // of those, not worth their victims (Note [Admitting a promotion])
@@ -185,13 +212,19 @@ class PrefetchPlacement {
   void stream_ended(uint64_t stream) noexcept;
   void all_streams_ended() noexcept;
 
-  // Whether the books have the block at `base` on the device (nullopt: no such block).
-  std::optional<bool> on_device(CUdeviceptr base) const noexcept;
-  // How many blocks the placement holds, and of those how many the books have on the device;
-  // their whole 2 MiB pages on the device and on the host, as the budgets count them.
+  // How much of the block at `base` the books have on the device, in whole 2 MiB pages, its
+  // first ones (nullopt: no such block).
+  std::optional<uint64_t> device_bytes(CUdeviceptr base) const noexcept;
+  // Whether the books have any of the block at `base`'s pages on the host (nullopt: no such
+  // block), as an arena block with host granules.
+  std::optional<bool> any_on_host(CUdeviceptr base) const noexcept;
+  // How many blocks the placement holds, and of those how many the books have on the device,
+  // wholly or in part (Note [Evicting part of a block] in policies/eviction_policy.h); their
+  // whole 2 MiB pages on the device and on the host, as the budgets count them.
   struct Held {
     uint64_t blocks = 0;
-    uint64_t on_device = 0;
+    uint64_t on_device = 0;  // with pages on the device
+    uint64_t in_part = 0;    // of those, with pages on the host too
     uint64_t device_bytes = 0;
     uint64_t host_bytes = 0;
   };
@@ -220,7 +253,9 @@ class PrefetchPlacement {
     int device = 0;
     uint64_t size = 0;   // the allocation's, which the prefetches name
     uint64_t bytes = 0;  // whole 2 MiB pages, as budgets and policy count it
-    bool on_device = false;
+    // Its first pages, those the books have on the device: none, all of `bytes`, or after an
+    // eviction in part some (Note [Evicting part of a block] in policies/eviction_policy.h).
+    uint64_t device_bytes = 0;
     // Its promotion may still be queued (Note [Launches after a promotion]).
     bool arriving = false;
     std::array<uint64_t, kLastStreams> last_streams{};
@@ -259,7 +294,8 @@ class PrefetchPlacement {
   bool make_room_locked(int device, Device& state, uint64_t bytes,
                         std::span<const policies::BlockId> keep,
                         std::optional<policies::BlockId> promoting);
-  bool evict_locked(policies::BlockId id, Block& block) noexcept;
+  // Evicts the last `out` bytes of `block`'s pages on the device.
+  bool evict_locked(policies::BlockId id, Block& block, uint64_t out) noexcept;
   // Frees dead blocks of `device` on the device (DeadBlocks) until `bytes` are free; the bytes
   // freed.
   uint64_t free_dead_locked(int device, uint64_t bytes) noexcept;

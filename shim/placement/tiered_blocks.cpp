@@ -76,7 +76,7 @@ CUresult TieredBlocks::free(int device, CUdeviceptr base) noexcept {
 }
 
 bool TieredBlocks::on_host(int device, CUdeviceptr base) noexcept {
-  if (const std::optional<bool> on_device = prefetch_.on_device(base)) return !*on_device;
+  if (const std::optional<bool> on_host = prefetch_.any_on_host(base)) return *on_host;
   const tiers::GranuleArena* arena = placement_.arena_of(device);
   if (arena == nullptr) return false;
   const std::optional<tiers::ArenaBlock> block = arena->block_containing(base);

@@ -163,8 +163,8 @@ CUresult DriverPrefetchOps::record_eviction(CUdeviceptr base) noexcept {
   }
 }
 
-CUresult DriverPrefetchOps::prefetch(CUdeviceptr base, uint64_t bytes, bool to_device,
-                                     std::span<const uint64_t> after,
+CUresult DriverPrefetchOps::prefetch(CUdeviceptr base, uint64_t offset, uint64_t bytes,
+                                     bool to_device, std::span<const uint64_t> after,
                                      bool after_evictions) noexcept {
   const auto prefetch_v2 = VRAMSPILL_REAL(cuMemPrefetchAsync_v2);
   const auto prefetch_v1 = VRAMSPILL_REAL(cuMemPrefetchAsync);
@@ -196,9 +196,9 @@ CUresult DriverPrefetchOps::prefetch(CUdeviceptr base, uint64_t bytes, bool to_d
   if (prefetch_v2 != nullptr) {
     const CUmemLocation where = to_device ? CUmemLocation{CU_MEM_LOCATION_TYPE_DEVICE, device_}
                                           : CUmemLocation{CU_MEM_LOCATION_TYPE_HOST, 0};
-    result = prefetch_v2(base, bytes, where, 0, lane.stream);
+    result = prefetch_v2(base + offset, bytes, where, 0, lane.stream);
   } else {
-    result = prefetch_v1(base, bytes, to_device ? device_ : CU_DEVICE_CPU, lane.stream);
+    result = prefetch_v1(base + offset, bytes, to_device ? device_ : CU_DEVICE_CPU, lane.stream);
   }
   if (result != CUDA_SUCCESS) return result;
   // The prefetch is queued: the move happens whatever follows, so it is reported done, as the

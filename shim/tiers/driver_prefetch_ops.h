@@ -59,7 +59,7 @@ class DriverPrefetchOps final : public PrefetchOps {
 
   CUresult allocate(uint64_t bytes, CUdeviceptr* base) noexcept override;
   CUresult release(CUdeviceptr base) noexcept override;
-  CUresult prefetch(CUdeviceptr base, uint64_t bytes, bool to_device,
+  CUresult prefetch(CUdeviceptr base, uint64_t offset, uint64_t bytes, bool to_device,
                     std::span<const uint64_t> after, bool after_evictions) noexcept override;
   CUresult order_stream_after_prefetches(uint64_t stream) noexcept override;
   bool promotions_done() noexcept override;
@@ -80,7 +80,8 @@ class DriverPrefetchOps final : public PrefetchOps {
   // Makes `lane` wait for what is queued on the program's `stream` now, through an event of the
   // calling thread's context (an event must be of its stream's context; the wait may cross).
   CUresult queue_after(const Lane& lane, uint64_t stream) noexcept;
-  // Records, on the eviction lane, the end of `base`'s eviction, for its next promotion.
+  // Records, on the eviction lane, the end of the eviction of (part of) the block at `base`, for
+  // its next promotion.
   CUresult record_eviction(CUdeviceptr base) noexcept;
   // Says, once, that the driver would not record the end of a queued prefetch.
   static void lost_an_end(CUresult result) noexcept;
@@ -91,7 +92,8 @@ class DriverPrefetchOps final : public PrefetchOps {
   CUcontext primary_ = nullptr;
   Lane promotions_;
   Lane evictions_;
-  // The end of each evicted block's last eviction (a block's promotion must not overtake it).
+  // The end of each evicted block's last eviction, whole or in part, by the block's base (a
+  // block's promotion must not overtake it).
   std::unordered_map<CUdeviceptr, CUevent> evicted_;
   // An eviction's end went unrecorded: every promotion waits for the whole eviction lane.
   bool whole_lane_for_promotions_ = false;

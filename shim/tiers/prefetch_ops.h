@@ -23,15 +23,17 @@ class PrefetchOps {
   virtual CUresult allocate(uint64_t bytes, CUdeviceptr* base) noexcept = 0;
   // Frees a block; the caller has waited for the prefetches queued on it (wait_for_prefetches).
   virtual CUresult release(CUdeviceptr base) noexcept = 0;
-  // Queues a prefetch of [base, base + bytes) to the device or to the host, after the work
-  // queued so far on each of `after` (program streams, as the use tracker names them: the
-  // streams of the block's last uses). A stream whose wait cannot be queued (one destroyed since)
-  // is not waited for: managed memory stays coherent, the move only overlaps.
+  // Queues a prefetch of [base + offset, base + offset + bytes), part or all of the block at
+  // `base`, to the device or to the host, after the work queued so far on each of `after`
+  // (program streams, as the use tracker names them: the streams of the block's last uses). A
+  // stream whose wait cannot be queued (one destroyed since) is not waited for: managed memory
+  // stays coherent, the move only overlaps.
   // Promotions and evictions go on two streams of the mover's own (Note [Two lanes] in
   // placement/prefetch_placement.h), so that one direction need not wait for the other: an
-  // eviction follows every promotion queued before it, a promotion follows the block's own last
-  // eviction, and all queued evictions only when `after_evictions` (the card needs their room).
-  virtual CUresult prefetch(CUdeviceptr base, uint64_t bytes, bool to_device,
+  // eviction follows every promotion queued before it, a promotion follows the last eviction of
+  // any part of its block, and all queued evictions only when `after_evictions` (the card needs
+  // their room).
+  virtual CUresult prefetch(CUdeviceptr base, uint64_t offset, uint64_t bytes, bool to_device,
                             std::span<const uint64_t> after, bool after_evictions) noexcept = 0;
   // Makes `stream` wait, on the device, for every promotion queued so far.
   virtual CUresult order_stream_after_prefetches(uint64_t stream) noexcept = 0;

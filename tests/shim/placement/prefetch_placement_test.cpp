@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "core/memory_events.h"
 #include "fake_tiered_budgets.h"
+#include "prefetch_fakes.h"
 #include "tiers/granule_ops.h"
 
 namespace vramspill::placement {
@@ -25,96 +25,6 @@ namespace {
 using tiers::kGranuleBytes;
 
 constexpr uint64_t kBlock = 2 * kGranuleBytes;  // 4 MiB
-
-struct Prefetch {
-  CUdeviceptr base = 0;
-  uint64_t size = 0;
-  bool to_device = false;
-  std::vector<uint64_t> after;
-  bool after_evictions = false;  // Note [Two lanes]
-  bool operator==(const Prefetch&) const = default;
-};
-
-// The driver as the mover sees it: blocks at made-up addresses, every call remembered.
-class FakePrefetchOps final : public tiers::PrefetchOps {
- public:
-  CUresult allocate(uint64_t bytes, CUdeviceptr* base) noexcept override {
-    *base = next_;
-    next_ += (bytes + kGranuleBytes - 1) / kGranuleBytes * kGranuleBytes + kGranuleBytes;
-    return CUDA_SUCCESS;
-  }
-  CUresult release(CUdeviceptr base) noexcept override {
-    released.push_back(base);
-    return CUDA_SUCCESS;
-  }
-  CUresult prefetch(CUdeviceptr base, uint64_t bytes, bool to_device,
-                    std::span<const uint64_t> after, bool after_evictions) noexcept override {
-    if (to_device && fail_promotions) return CUDA_ERROR_INVALID_VALUE;
-    prefetches.push_back({base, bytes, to_device, {after.begin(), after.end()}, after_evictions});
-    done = false;
-    return CUDA_SUCCESS;
-  }
-  CUresult order_stream_after_prefetches(uint64_t stream) noexcept override {
-    ordered_streams.push_back(stream);
-    return CUDA_SUCCESS;
-  }
-  bool promotions_done() noexcept override {
-    ++queries;
-    return done;
-  }
-  CUresult wait_for_prefetches() noexcept override {
-    ++waits;
-    done = true;
-    return CUDA_SUCCESS;
-  }
-  std::optional<uint64_t> device_free() noexcept override { return free; }
-
-  std::vector<Prefetch> prefetches;
-  std::vector<uint64_t> ordered_streams;
-  std::vector<CUdeviceptr> released;
-  std::optional<uint64_t> free = uint64_t{1} << 40;
-  bool done = true;
-  bool fail_promotions = false;
-  int waits = 0;
-  int queries = 0;  // of promotions_done()
-
- private:
-  CUdeviceptr next_ = uint64_t{1} << 40;
-};
-
-class FakeDevices final : public PrefetchDevices {
- public:
-  tiers::PrefetchOps* ops(int device) noexcept override { return device == 0 ? &ops_ : nullptr; }
-  bool may_move() noexcept override { return moves; }
-
-  FakePrefetchOps& fake() { return ops_; }
-  bool moves = true;
-
- private:
-  FakePrefetchOps ops_;
-};
-
-// What a trace would be told, one line an event.
-class RecordedEvents final : public core::MemoryEvents {
- public:
-  void device_configured(int, uint64_t, uint64_t) noexcept override {}
-  void allocated(const core::Allocation& allocation) noexcept override {
-    lines.push_back("alloc " + std::to_string(allocation.key));
-  }
-  void freed(const core::Allocation&) noexcept override {}
-  void refused(int, core::Route, uint64_t) noexcept override {}
-  void evicted(int, uint64_t base, uint64_t bytes) noexcept override {
-    lines.push_back("evict " + std::to_string(base) + " " + std::to_string(bytes));
-  }
-  void promoted(int, uint64_t base, uint64_t bytes) noexcept override {
-    lines.push_back("promote " + std::to_string(base) + " " + std::to_string(bytes));
-  }
-  void used(int, uint32_t stream, std::span<const uint64_t> bases) noexcept override {
-    lines.push_back("use " + std::to_string(stream) + " " + std::to_string(bases.size()));
-  }
-
-  std::vector<std::string> lines;
-};
 
 class PrefetchPlacementTest : public ::testing::Test {
  protected:
@@ -142,7 +52,11 @@ class PrefetchPlacementTest : public ::testing::Test {
     placement.before_submission(use);
   }
 
-  bool on_device(CUdeviceptr base) { return placement_.on_device(base).value(); }
+  // Whether the books have pages of the block at `base` on the device.
+  static bool on_device_in(const PrefetchPlacement& placement, CUdeviceptr base) {
+    return placement.device_bytes(base).value() != 0;
+  }
+  bool on_device(CUdeviceptr base) { return on_device_in(placement_, base); }
   // Launches on `block` from `stream` until admission lets it in (Note [Admitting a promotion]):
   // how many it took, 0 if ten were not enough. The prefetches kept are the last launch's.
   int launch_until_promoted(uint64_t stream, CUdeviceptr block) {
@@ -204,10 +118,10 @@ TEST_F(PrefetchPlacementTest, WithAdmissionAlwaysEveryPromotionThePolicyAsksForI
                             .invariant_mode = policies::InvariantMode::kAbort});
   CUdeviceptr blocks[3] = {};
   for (CUdeviceptr& block : blocks) ASSERT_EQ(always.allocate(0, kBlock, &block), CUDA_SUCCESS);
-  EXPECT_TRUE(always.on_device(blocks[2]).value()) << "a new block evicts the coldest";
-  EXPECT_FALSE(always.on_device(blocks[0]).value());
+  EXPECT_TRUE(on_device_in(always, blocks[2])) << "a new block evicts the coldest";
+  EXPECT_FALSE(on_device_in(always, blocks[0]));
   launch_on(always, 3, {blocks[0]});
-  EXPECT_TRUE(always.on_device(blocks[0]).value());
+  EXPECT_TRUE(on_device_in(always, blocks[0]));
   EXPECT_EQ(always.stats().not_admitted, 0u);
   for (const CUdeviceptr block : blocks) EXPECT_EQ(always.free(block), CUDA_SUCCESS);
 }
@@ -342,12 +256,12 @@ TEST_F(PrefetchPlacementTest, LearnedPrefetchesAheadWhatTheNextLaunchesNeed) {
   ASSERT_EQ(learned.stats().promoted_ahead, 0u) << "no room nothing needed holds, yet";
   CUdeviceptr cold = 0;  // never used: loop blocks go for it
   ASSERT_EQ(learned.allocate(0, 2 * kBlock, &cold), CUDA_SUCCESS);
-  ASSERT_TRUE(learned.on_device(cold).value());
+  ASSERT_TRUE(on_device_in(learned, cold));
   ops().done = true;
   ops().ordered_streams.clear();
   turn();
   EXPECT_GE(learned.stats().promoted_ahead, 1u);
-  EXPECT_FALSE(learned.on_device(cold).value()) << "its room went to the loop";
+  EXPECT_FALSE(on_device_in(learned, cold)) << "its room went to the loop";
   for (const CUdeviceptr block : loop) EXPECT_EQ(learned.free(block), CUDA_SUCCESS);
   EXPECT_EQ(learned.free(cold), CUDA_SUCCESS);
 }
@@ -374,9 +288,9 @@ TEST_F(PrefetchPlacementTest, ThePromotionsStillQueuedCountAgainstTheCardsFreeMe
   ASSERT_EQ(placement.allocate(0, kBlock, &first), CUDA_SUCCESS);
   ASSERT_EQ(placement.allocate(0, kBlock, &second), CUDA_SUCCESS);
   ASSERT_EQ(placement.allocate(0, kBlock, &third), CUDA_SUCCESS);
-  EXPECT_TRUE(placement.on_device(first).value());
-  EXPECT_TRUE(placement.on_device(second).value());
-  EXPECT_FALSE(placement.on_device(third).value());
+  EXPECT_TRUE(on_device_in(placement, first));
+  EXPECT_TRUE(on_device_in(placement, second));
+  EXPECT_FALSE(on_device_in(placement, third));
   EXPECT_EQ(placement.stats().held_by_the_card, 1u);
   EXPECT_EQ(roomy.device(), 2 * kBlock);
   // Once the mover's stream is idle, the driver's figure is the whole truth.
@@ -387,7 +301,7 @@ TEST_F(PrefetchPlacementTest, ThePromotionsStillQueuedCountAgainstTheCardsFreeMe
   use.stream = 4;
   use.blocks[use.count++] = third;
   placement.before_submission(use);
-  EXPECT_TRUE(placement.on_device(third).value());
+  EXPECT_TRUE(on_device_in(placement, third));
 }
 
 TEST_F(PrefetchPlacementTest, NothingMovesDuringACapture) {
@@ -423,7 +337,7 @@ TEST_F(PrefetchPlacementTest, AFreeWaitsForQueuedPrefetchesAndGivesBothBudgetsBa
   EXPECT_EQ(ops().released, std::vector<CUdeviceptr>{a});
   EXPECT_EQ(budgets_.device(), 0u);
   EXPECT_EQ(budgets_.host(), 0u);
-  EXPECT_FALSE(placement_.on_device(a).has_value());
+  EXPECT_FALSE(placement_.device_bytes(a).has_value());
   EXPECT_FALSE(placement_.free(a).has_value());  // no longer this placement's
 }
 

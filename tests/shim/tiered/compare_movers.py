@@ -25,7 +25,8 @@ from compare_policies import SIZE, WORKLOADS, command, run_logged, settings
 MOVERS = ["remap", "prefetch"]
 REMAP_MOVED = re.compile(rf"tiered: ({SIZE}) evicted to the host .*, ({SIZE}) promoted to the device")
 PREFETCH_MOVED = re.compile(rf"prefetch mover: ({SIZE}) promoted in \d+ prefetches, ({SIZE}) evicted"
-                            rf" in \d+ prefetches, .* (\d+) prefetches the driver refused")
+                            rf" in \d+ prefetches \(\d+ in part\), .* (\d+) prefetches the driver"
+                            rf" refused")
 WINDOWS = re.compile(r" (\d+) remap windows ")
 RECORDED = re.compile(rf"^\s+recorded\s+({SIZE})\s+({SIZE})\s*$", re.MULTILINE)
 

@@ -114,6 +114,10 @@ class UpdatedGraphTest : public TieredGraphTest {
     ASSERT_CU(cuMemAlloc(&second_, kBlock));
     ASSERT_CU(fill(first_, 1, streams_[0]));
     ASSERT_CU(fill(second_, 2, streams_[0]));
+    // Done before any check reads them: a copy on the legacy stream does not wait for a
+    // non-blocking stream (the remap mover's windows hid this by draining the device; nothing
+    // drains it with the prefetch mover).
+    ASSERT_CU(cuStreamSynchronize(streams_[0]));
     graph_ = capture_fill(first_, 0xAAAA);
     ASSERT_CU(cuGraphInstantiate(&exec_, graph_, 0));
   }

@@ -60,6 +60,17 @@ class ManagedTest : public KernelFixture {
     return held;
   }
 
+  // Prefetches `bytes` at `range` to device 0 on `mover`, and returns once simcuda's worker has
+  // run the prefetch, without moving this thread's modeled clock: in modeled time it is still on
+  // its way.
+  void prefetch_to_device_and_let_it_run(CUdeviceptr range, uint64_t bytes, CUstream mover) {
+    ASSERT_CU(cuMemPrefetchAsync(range, bytes, {CU_MEM_LOCATION_TYPE_DEVICE, 0}, 0, mover));
+    int last = -2;
+    while (last != 0)
+      ASSERT_CU(cuMemRangeGetAttribute(&last, sizeof last,
+                                       CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION, range, kPage));
+  }
+
   // Modeled milliseconds of the work `queue` queues on stream_.
   template <typename Queue>
   float modeled_ms(Queue queue) {
@@ -361,12 +372,7 @@ TEST_F(ManagedTest, AnUnorderedLaunchWaitsForThePagesAPrefetchIsBringing) {
   std::memset(reinterpret_cast<void*>(managed), 7, kRange);
   CUstream mover = nullptr;
   ASSERT_CU(cuStreamCreate(&mover, CU_STREAM_NON_BLOCKING));
-  ASSERT_CU(cuMemPrefetchAsync(managed, kRange, {CU_MEM_LOCATION_TYPE_DEVICE, 0}, 0, mover));
-  // Until simcuda's worker has run the prefetch, without moving this thread's modeled clock.
-  int last = -2;
-  while (last != 0)
-    ASSERT_CU(cuMemRangeGetAttribute(&last, sizeof last,
-                                     CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION, managed, kPage));
+  prefetch_to_device_and_let_it_run(managed, kRange, mover);
   EXPECT_GT(fill_page_ms(managed, 1), 0.5f) << "the launch did not wait for its pages";
   ASSERT_CU(cuStreamSynchronize(mover));  // now past the prefetch's end
   EXPECT_LT(fill_page_ms(managed, 2), kResidentMs);
@@ -396,11 +402,7 @@ TEST_F(ManagedTest, AGraphNodeWaitsForAPrefetchFromItsOwnStart) {
 
   CUstream mover = nullptr;
   ASSERT_CU(cuStreamCreate(&mover, CU_STREAM_NON_BLOCKING));
-  ASSERT_CU(cuMemPrefetchAsync(managed, kRange, {CU_MEM_LOCATION_TYPE_DEVICE, 0}, 0, mover));
-  int last = -2;
-  while (last != 0)
-    ASSERT_CU(cuMemRangeGetAttribute(&last, sizeof last,
-                                     CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION, managed, kPage));
+  prefetch_to_device_and_let_it_run(managed, kRange, mover);
   const float beside_the_prefetch = modeled_ms([&] { ASSERT_CU(cuGraphLaunch(exec, stream_)); });
   ASSERT_CU(cuStreamSynchronize(mover));
   const float alone = modeled_ms([&] { ASSERT_CU(cuGraphLaunch(exec, stream_)); });

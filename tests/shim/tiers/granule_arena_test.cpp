@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <random>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -456,7 +457,11 @@ class GranuleArenaRandom : public ::testing::TestWithParam<ChunkCase> {
   }
 };
 INSTANTIATE_TEST_SUITE_P(Chunks, GranuleArenaRandom,
-                         ::testing::Values(ChunkCase{}, ChunkCase{2, 4}, ChunkCase{3, 3}));
+                         ::testing::Values(ChunkCase{}, ChunkCase{2, 4}, ChunkCase{3, 3}),
+                         [](const ::testing::TestParamInfo<ChunkCase>& chunks) {
+                           return "chunk" + std::to_string(chunks.param.chunk_granules) + "from" +
+                                  std::to_string(chunks.param.chunked_block_granules);
+                         });
 
 TEST_P(GranuleArenaRandom, BooksAddUpUnderRandomFailures) {
   FakeGranuleOps ops;

@@ -122,7 +122,8 @@ CUresult GranuleArena::take_pieces(std::span<const PieceShape> wanted, std::vect
       const std::lock_guard lock(mutex_);
       unsettled = pools_.unsettled_granules(kind);
     }
-    if (unsettled != 0 && mover_.settle_copies() == CUDA_SUCCESS) forget_unsettled();
+    // A move holds the move lock in a closed window (an allocation has settled the copies).
+    if (unsettled != 0 && ops_.wait_for_copies() == CUDA_SUCCESS) retire_copies(true, moving);
     const std::lock_guard lock(mutex_);
     pools_.take_settled(kind, missing_of(kind, true), 1, other_size);
     pools_.take_settled(kind, missing_of(kind, false), chunk_sizes().chunk_granules, other_size);

@@ -171,6 +171,25 @@ TEST_F(ChunkedArenaTest, AnUnmapTheDriverRefusesLeaksWholeChunks) {
   EXPECT_EQ(arena_.stats().pooled_device_granules, 16u);
 }
 
+// Note [Moves copied on the stream]: a chunk a copy in flight may still read goes back to the
+// driver, for the singles a later move needs, only once that copy is over.
+TEST_F(ChunkedArenaTest, APooledChunkACopyMayReadIsReleasedAfterTheCopy) {
+  const CUdeviceptr big = tagged_block(32, 32);
+  const CUdeviceptr small = tagged_block(2, 0);
+  FakeQueuedWork queued;
+  {
+    const core::RemapWindow::Exclusive exclusive = window_.close();
+    const std::vector<GranuleMove> evict{{.base = big, .to = kHost, .granules = 0}};
+    EXPECT_EQ(arena_.move_on_stream(evict, exclusive, queued).on_stream, 32u);
+  }
+  ASSERT_GT(ops_.copies_in_flight(), 0u) << "the device chunks are pooled under their copy";
+  move({{.base = small, .to = kDevice, .granules = 0}});
+  EXPECT_EQ(ops_.live_chunks(kDevice), 1u) << "one chunk went back for the two singles";
+  EXPECT_TRUE(ops_.misuse().empty()) << ops_.misuse().front();
+  expect_tags(big, 32);
+  expect_tags(small, 2);
+}
+
 TEST_F(ChunkedArenaTest, GivingBackTakesAWholeChunkWhereItMust) {
   ASSERT_TRUE(arena_.free(allocate(64 * kMiB, 32)));
   arena_.give_back_device_granules(4);

@@ -90,9 +90,9 @@ CUresult GranuleArena::allocate(uint64_t bytes, uint64_t device_granules,
 }
 
 ChunkSizes GranuleArena::chunk_sizes() const noexcept {
-  return {.chunk_granules = std::min<uint32_t>(options_.chunk_granules,
+  return {.chunk_granules = std::min<uint32_t>(options_.chunks.chunk_granules,
                                                static_cast<uint32_t>(GranuleMover::kRunGranules)),
-          .chunked_block_granules = options_.chunked_block_granules};
+          .chunked_block_granules = options_.chunks.chunked_block_granules};
 }
 
 CUresult GranuleArena::take_pieces(std::span<const PieceShape> wanted, std::vector<Granule>& taken,

@@ -179,10 +179,8 @@ struct ArenaOptions {
   uint64_t keep_device_granules = 0;
   uint64_t keep_host_granules = 0;
   const DeadContents* dead = nullptr;  // none: every block's contents are copied when it moves
-  // Note [Chunks] in tiers/granule_chunks.h: blocks of at least chunked_block_granules are backed
-  // by chunks of chunk_granules (at most GranuleMover::kRunGranules; 1: no chunks).
-  uint32_t chunk_granules = 16;
-  uint64_t chunked_block_granules = 32;
+  // Note [Chunks] in tiers/granule_chunks.h (chunks of at most GranuleMover::kRunGranules).
+  ChunkSizes chunks{};
 };
 
 // One live block, as the arena sees it.

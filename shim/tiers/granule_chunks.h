@@ -41,8 +41,9 @@
 
 namespace vramspill::tiers {
 
-// How the arena chunks blocks (Note [Chunks]); a chunk of 1 granule, or a threshold above every
-// block, backs every block granule by granule.
+// How the arena chunks blocks (Note [Chunks]): blocks of at least chunked_block_granules are
+// backed by chunks of chunk_granules. A chunk of 1 granule, or a threshold above every block,
+// backs every block granule by granule.
 struct ChunkSizes {
   uint32_t chunk_granules = 16;
   uint64_t chunked_block_granules = 32;

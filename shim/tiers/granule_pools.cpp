@@ -46,17 +46,14 @@ void GranulePools::move_settled(Pool& pool, std::vector<Granule>& out, More more
   }
 }
 
-void GranulePools::take_settled(GranuleKind kind, uint64_t granules, std::optional<uint32_t> span,
+void GranulePools::take_settled(GranuleKind kind, uint64_t granules, uint32_t span,
                                 std::vector<Granule>& out) {
   uint64_t taken = 0;
-  const auto more = [&](const Granule& piece) {
+  move_settled(pools_[index(kind, span)], out, [&](const Granule& piece) {
     if (taken >= granules) return false;
     taken += piece.span;
     return true;
-  };
-  for (const uint32_t size : {1u, 2u}) {
-    if (!span || (*span > 1) == (size > 1)) move_settled(pools_[index(kind, size)], out, more);
-  }
+  });
 }
 
 void GranulePools::trim_to(GranuleKind kind, uint64_t keep, bool at_least,

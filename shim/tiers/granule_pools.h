@@ -25,10 +25,9 @@ class GranulePools {
   void put(const Granule& piece, bool unsettled);
   // The last pooled handle of `kind` holding `span` granules, if any.
   std::optional<Granule> take(GranuleKind kind, uint32_t span) noexcept;
-  // Moves settled handles of `kind` to `out` until `granules` of them went or none is left:
-  // those of size `span` if given, singles before chunks otherwise. Throws std::bad_alloc.
-  void take_settled(GranuleKind kind, uint64_t granules, std::optional<uint32_t> span,
-                    std::vector<Granule>& out);
+  // Moves settled handles of `kind` holding `span` granules to `out` until `granules` of them
+  // went or none is left. Throws std::bad_alloc.
+  void take_settled(GranuleKind kind, uint64_t granules, uint32_t span, std::vector<Granule>& out);
   // Moves settled handles of `kind` to `out` beyond `keep` pooled granules: whole chunks while
   // they fit above `keep`, then singles; `at_least`: one chunk more where that is all that leaves
   // `keep` or fewer. Throws std::bad_alloc.

@@ -407,7 +407,7 @@ TEST_F(TieredPlacementTest, LearnedsVictimGivesUpOnlyWhatTheNeedLeaves) {
 // chunk, and the host budget is charged for all it moves, not for the part the need asked.
 TEST(TieredPlacementChunks, AnEvictionOfPartOfAChunkChargesTheHostForTheChunk) {
   tiers::FakeGranuleOps ops;
-  tiers::GranuleArena arena{ops, {.chunk_granules = 4, .chunked_block_granules = 4}};
+  tiers::GranuleArena arena{ops, {.chunks = {.chunk_granules = 4, .chunked_block_granules = 4}}};
   FakeBudgets budgets{8 * kGranuleBytes, 64 * kGranuleBytes};
   OneArena arenas{arena};
   core::RemapWindow window;

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <ostream>
 #include <random>
 #include <string>
 #include <thread>
@@ -17,6 +18,12 @@
 #include "core/remap_window.h"
 
 namespace vramspill::tiers {
+
+// For the random tests' names and messages, which would otherwise print the struct's padding.
+void PrintTo(const ChunkSizes& sizes, std::ostream* out) {
+  *out << "chunks of " << sizes.chunk_granules << " from " << sizes.chunked_block_granules;
+}
+
 namespace {
 
 TEST_F(GranuleArenaTest, ABlockIsWholeGranulesWithItsDeviceShareFirst) {
@@ -443,22 +450,15 @@ TEST(GranuleArenaLifetime, GivesEverythingBackWhenDestroyed) {
 // and the driver's rules hold; at the end, everything goes back.
 // Each random test runs with the default chunks (which no block here is large enough for), and
 // with small chunks that back most blocks (Note [Chunks] in tiers/granule_chunks.h).
-struct ChunkCase {
-  uint32_t chunk_granules = 16;
-  uint64_t chunked_block_granules = 32;
-};
-class GranuleArenaRandom : public ::testing::TestWithParam<ChunkCase> {
+class GranuleArenaRandom : public ::testing::TestWithParam<ChunkSizes> {
  protected:
   ArenaOptions options() const {
-    return {.keep_device_granules = 4,
-            .keep_host_granules = 4,
-            .chunk_granules = GetParam().chunk_granules,
-            .chunked_block_granules = GetParam().chunked_block_granules};
+    return {.keep_device_granules = 4, .keep_host_granules = 4, .chunks = GetParam()};
   }
 };
 INSTANTIATE_TEST_SUITE_P(Chunks, GranuleArenaRandom,
-                         ::testing::Values(ChunkCase{}, ChunkCase{2, 4}, ChunkCase{3, 3}),
-                         [](const ::testing::TestParamInfo<ChunkCase>& chunks) {
+                         ::testing::Values(ChunkSizes{}, ChunkSizes{2, 4}, ChunkSizes{3, 3}),
+                         [](const ::testing::TestParamInfo<ChunkSizes>& chunks) {
                            return "chunk" + std::to_string(chunks.param.chunk_granules) + "from" +
                                   std::to_string(chunks.param.chunked_block_granules);
                          });

@@ -229,7 +229,7 @@ TieredPlacement::Victims TieredPlacement::choose_victims(Device& state, uint64_t
       });
   Victims victims{.blocks = ruled.first};
   if (ruled.covered < granules) {
-    // The arena moves any number of a block's granules (tiers::GranuleMove).
+    // The arena moves any number of a block's granules, in whole chunks (tiers::GranuleMove).
     const policies::Victims chosen =
         state.policy->choose_victims(granules - ruled.covered, ruled.keep, /*in_part=*/true);
     victims.blocks.insert(victims.blocks.end(), chosen.blocks.begin(), chosen.blocks.end());

@@ -6,10 +6,12 @@
 
 #include <gtest/gtest.h>
 
+#include <utility>
 #include <vector>
 
 #include "arena_test_fixtures.h"
 #include "tiers/granule_arena.h"
+#include "tiers/granule_homes.h"
 
 namespace vramspill::tiers {
 namespace {
@@ -46,6 +48,34 @@ TEST(BlockLayout, APositionTheDevicePartEndsInsideTakesSingles) {
   }
   EXPECT_EQ(layout[17].granules, 16u);
   EXPECT_EQ(layout[17].kind, kHost);
+}
+
+// Note [Granule homes]: a chunk's home is one mapping inside one reserved range of homes; what a
+// range has left when a chunk does not fit serves singles.
+TEST(ChunkHomes, AChunkHomeIsOneMappingAndARangesLeftoverServesSingles) {
+  FakeGranuleOps ops;
+  std::vector<std::pair<CUdeviceptr, uint64_t>> settled;  // home, granules
+  {
+    GranuleHomes homes{ops};
+    const auto settle = [&](uint64_t granules) {
+      GranuleHandle handle = 0;
+      EXPECT_EQ(ops.create(kDevice, granules, &handle), CUDA_SUCCESS);
+      CUdeviceptr home = 0;
+      EXPECT_EQ(homes.settle({.handle = handle, .granules = granules}, &home), CUDA_SUCCESS);
+      settled.emplace_back(home, granules);
+      return std::pair(home, handle);
+    };
+    for (int i = 0; i < 500; ++i) settle(1);  // of a range of 512
+    const auto [chunk_home, chunk] = settle(16);
+    EXPECT_EQ(ops.calls(Call::kReserve), 2) << "the chunk's home in a range of its own";
+    EXPECT_EQ(ops.mapped_handle(chunk_home + 15 * kGranuleBytes), chunk);
+    for (int i = 0; i < 12; ++i)
+      EXPECT_LT(settle(1).first, chunk_home) << "the first range's last twelve homes";
+    EXPECT_EQ(homes.settled(), 500u + 16 + 12);
+    for (const auto& [home, granules] : settled) EXPECT_TRUE(homes.vacate(home, granules));
+  }
+  EXPECT_EQ(ops.reservations(), 0u);
+  EXPECT_TRUE(ops.misuse().empty()) << ops.misuse().front();
 }
 
 // An arena with the default chunks: 32 MiB for blocks of 64 MiB and more.

@@ -4,8 +4,8 @@
 // A move maps each handle with a cuMemMap of its own (the driver maps a handle whole, from offset
 // 0 only), so a block backed granule by granule costs a map per 2 MiB each time it moves: 512
 // per GiB, beside one unmap and one access call per run. A block of at least
-// ArenaOptions::chunked_block_granules (64 MiB) is backed instead by chunks of
-// ArenaOptions::chunk_granules (16 granules, 32 MiB) where whole chunks fit, and by single
+// ChunkSizes::chunked_block_granules (64 MiB; ArenaOptions::chunks) is backed instead by chunks
+// of ChunkSizes::chunk_granules (16 granules, 32 MiB) where whole chunks fit, and by single
 // granules for the rest, so that it moves with a map per 32 MiB:
 // - The chunks sit at the block's chunk positions, granules [c*j, c*(j+1)) for chunk size c, and
 //   the singles at its tail, past the last whole position: a partial eviction takes a block's
@@ -26,10 +26,14 @@
 //   singles. A chunk's home (Note [Granule homes] in tiers/granule_homes.h) is one mapping of
 //   the chunk's size in the homes' ranges, its granules' homes following each other, so a chunk
 //   is copied home to home with one copy.
-// - The pools keep chunks and singles apart (Note [What the pools keep]). A pooled chunk counts
-//   as room but cannot back a single granule: when a block or a move needs one size and the
-//   pool of its kind holds only the other, pooled pieces of the other size are released and the
-//   wanted ones created (the budgets charged the pooled ones as room, so the memory is the same).
+// - The pools keep chunks and singles apart (Note [What the pools keep] in
+//   tiers/granule_arena.h). A pooled chunk counts as room but cannot back a single granule: when
+//   a block or a move needs one size and the pool of its kind holds only the other, pooled pieces
+//   of the other size are released and the wanted ones created (the budgets charged the pooled
+//   ones as room, so the memory is the same). That is the price of chunks: a new handle needs a
+//   new home when it moves, a map and an access call (charged per granule on simcuda), where the
+//   pooled one had one already; a job whose moves mix large and small blocks pays it each time
+//   the pools' mix swings (about 1 000 granules over three steps of the H200 trace).
 // - A chunk the driver will not create falls back to singles: chunks are an economy of calls,
 //   never a condition of an allocation or a move.
 #pragma once

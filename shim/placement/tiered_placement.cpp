@@ -229,7 +229,7 @@ TieredPlacement::Victims TieredPlacement::choose_victims(Device& state, uint64_t
       });
   Victims victims{.blocks = ruled.first};
   if (ruled.covered < granules) {
-    // The arena moves any number of a block's granules (tiers::GranuleMove).
+    // The arena moves any number of a block's granules, in whole chunks (tiers::GranuleMove).
     const policies::Victims chosen =
         state.policy->choose_victims(granules - ruled.covered, ruled.keep, /*in_part=*/true);
     victims.blocks.insert(victims.blocks.end(), chosen.blocks.begin(), chosen.blocks.end());
@@ -257,9 +257,12 @@ void TieredPlacement::evict(int device, Device& state, const Victims& victims, u
     if (!block || block->device_granules == 0) continue;
     const uint64_t left = granules - evicted;
     if (victims.in_part && block->staged_granules == 0 && left < block->device_granules) {
+      // A chunk moves whole (Note [Chunks] in tiers/granule_chunks.h): the host pays for what
+      // really moves.
+      const uint64_t moving = state.arena->eviction_granules(victim, left);
       evictions.push_back({.base = victim, .to = GranuleKind::kHost, .granules = left});
-      copies.push_back(left);
-      evicted += left;
+      copies.push_back(moving);
+      evicted += moving;
     } else {
       // A staged block's staged granules go back without a copy (Note [Staged promotions]).
       evictions.push_back({.base = victim, .to = GranuleKind::kHost, .granules = 0});

@@ -57,7 +57,8 @@ CUresult DriverGranuleOps::unreserve(CUdeviceptr base, uint64_t bytes) noexcept 
   return free_range(base, bytes);
 }
 
-CUresult DriverGranuleOps::create(GranuleKind kind, GranuleHandle* handle) noexcept {
+CUresult DriverGranuleOps::create(GranuleKind kind, uint64_t granules,
+                                  GranuleHandle* handle) noexcept {
   const auto create_memory = VRAMSPILL_REAL(cuMemCreate);
   if (create_memory == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
   CUmemAllocationProp prop{};
@@ -71,7 +72,7 @@ CUresult DriverGranuleOps::create(GranuleKind kind, GranuleHandle* handle) noexc
   }
   CUmemGenericAllocationHandle created = 0;
   count_call();
-  const CUresult result = create_memory(&created, kGranuleBytes, &prop, 0);
+  const CUresult result = create_memory(&created, granules * kGranuleBytes, &prop, 0);
   if (result == CUDA_SUCCESS) *handle = created;
   return result;
 }
@@ -83,28 +84,35 @@ CUresult DriverGranuleOps::release(GranuleHandle handle) noexcept {
   return release_memory(handle);
 }
 
-CUresult DriverGranuleOps::map(CUdeviceptr address,
-                               std::span<const GranuleHandle> handles) noexcept {
+CUresult DriverGranuleOps::map(CUdeviceptr address, std::span<const Mapping> mappings) noexcept {
   const auto map_memory = VRAMSPILL_REAL(cuMemMap);
   const auto set_access = VRAMSPILL_REAL(cuMemSetAccess);
   if (map_memory == nullptr || set_access == nullptr || VRAMSPILL_REAL(cuMemUnmap) == nullptr)
     return CUDA_ERROR_NOT_SUPPORTED;
   if (access_.empty()) return CUDA_ERROR_OUT_OF_MEMORY;
   std::size_t mapped = 0;
+  uint64_t mapped_granules = 0;
   CUresult result = CUDA_SUCCESS;
-  for (; mapped < handles.size(); ++mapped) {
+  for (; mapped < mappings.size(); ++mapped) {
+    const Mapping& mapping = mappings[mapped];
     count_call();
-    result = map_memory(address + mapped * kGranuleBytes, kGranuleBytes, 0, handles[mapped], 0);
+    result = map_memory(address + mapped_granules * kGranuleBytes,
+                        mapping.granules * kGranuleBytes, 0, mapping.handle, 0);
     if (result != CUDA_SUCCESS) break;
+    mapped_granules += mapping.granules;
   }
   if (result == CUDA_SUCCESS) {
     // One call for the run: the driver takes a range over several mappings.
     count_call();
-    result = set_access(address, handles.size() * kGranuleBytes, access_.data(), access_.size());
+    result = set_access(address, mapped_granules * kGranuleBytes, access_.data(), access_.size());
   }
   // A mapping nothing may reach is of no use, and the arena's books say it is not there.
-  if (result != CUDA_SUCCESS && mapped > 0 && unmap(address, mapped) != CUDA_SUCCESS) {
-    for (std::size_t i = 0; i < mapped; ++i) unmap(address + i * kGranuleBytes, 1);
+  if (result != CUDA_SUCCESS && mapped > 0 && unmap(address, mapped_granules) != CUDA_SUCCESS) {
+    CUdeviceptr at = address;
+    for (const Mapping& mapping : mappings.first(mapped)) {
+      unmap(at, mapping.granules);
+      at += mapping.granules * kGranuleBytes;
+    }
   }
   return result;
 }

@@ -35,9 +35,9 @@ class DriverGranuleOps final : public GranuleOps {
 
   CUresult reserve(uint64_t bytes, CUdeviceptr* base) noexcept override;
   CUresult unreserve(CUdeviceptr base, uint64_t bytes) noexcept override;
-  CUresult create(GranuleKind kind, GranuleHandle* handle) noexcept override;
+  CUresult create(GranuleKind kind, uint64_t granules, GranuleHandle* handle) noexcept override;
   CUresult release(GranuleHandle handle) noexcept override;
-  CUresult map(CUdeviceptr address, std::span<const GranuleHandle> handles) noexcept override;
+  CUresult map(CUdeviceptr address, std::span<const Mapping> mappings) noexcept override;
   CUresult unmap(CUdeviceptr address, uint64_t granules) noexcept override;
   uint64_t vmm_calls() const noexcept override {
     return vmm_calls_.load(std::memory_order_relaxed);

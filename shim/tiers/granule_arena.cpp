@@ -22,19 +22,26 @@ GranuleArena::~GranuleArena() {
   for (auto& [base, block] : blocks_) {
     if (unmap_first(base, block.granules, block.granules.size()))
       unreserve(base, granules_for(block.bytes));
-    for (const Granule& granule : block.granules) release(granule);
+    for (const Granule& granule : block.granules) {
+      if (granule.part == 0) release(granule);
+    }
   }
-  for (const Granule& granule : pooled_device_) release(granule);
-  for (const Granule& granule : pooled_host_) release(granule);
+  pools_.for_each([&](const Granule& piece) { release(piece); });
 }
 
 CUresult GranuleArena::allocate(uint64_t bytes, uint64_t device_granules,
                                 CUdeviceptr* base) noexcept {
   const uint64_t count = granules_for(bytes);
   if (base == nullptr || bytes == 0 || device_granules > count) return CUDA_ERROR_INVALID_VALUE;
+  std::vector<PieceShape> layout;
+  std::vector<Granule> pieces;
   std::vector<Granule> granules;
+  std::vector<Mapping> mappings;
   try {
+    layout = block_layout(count, device_granules, chunk_sizes());  // Note [Chunks]
+    pieces.reserve(count);
     granules.reserve(count);
+    mappings.reserve(count);
   } catch (const std::bad_alloc&) {
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
@@ -42,22 +49,24 @@ CUresult GranuleArena::allocate(uint64_t bytes, uint64_t device_granules,
   // between the settling and the taking: the placement serialises a device's allocations and
   // moves.)
   if (const CUresult settled = settle_copies(); settled != CUDA_SUCCESS) return settled;
-  CUresult result = take_granules(count, device_granules, granules);
-  CUdeviceptr range = 0;
-  if (result == CUDA_SUCCESS) result = ops_.reserve(count * kGranuleBytes, &range);
-  if (result != CUDA_SUCCESS) {
-    pool(granules);
-    return result;
-  }
-  std::vector<GranuleHandle> handles;
+  CUresult result = CUDA_SUCCESS;
   try {
-    handles.reserve(count);
-    for (const Granule& granule : granules) handles.push_back(granule.handle);
+    result = take_pieces(layout, pieces, false);
   } catch (const std::bad_alloc&) {
     result = CUDA_ERROR_OUT_OF_MEMORY;
   }
+  CUdeviceptr range = 0;
+  if (result == CUDA_SUCCESS) result = ops_.reserve(count * kGranuleBytes, &range);
+  if (result != CUDA_SUCCESS) {
+    pool(pieces);
+    return result;
+  }
+  for (const Granule& piece : pieces) {  // within the room reserved: count granules in all
+    append_granules(piece, granules);
+    mappings.push_back({.handle = piece.handle, .granules = piece.span});
+  }
   // All or nothing: a failed map leaves nothing mapped.
-  if (result == CUDA_SUCCESS) result = ops_.map(range, handles);
+  result = ops_.map(range, mappings);
   const std::size_t mapped = result == CUDA_SUCCESS ? count : 0;
   if (result == CUDA_SUCCESS) {
     try {
@@ -80,58 +89,84 @@ CUresult GranuleArena::allocate(uint64_t bytes, uint64_t device_granules,
   return result;
 }
 
-CUresult GranuleArena::take_granules(uint64_t count, uint64_t device_count,
-                                     std::vector<Granule>& taken, bool moving) {
-  uint64_t wanted[2] = {device_count, count - device_count};
+ChunkSizes GranuleArena::chunk_sizes() const noexcept {
+  return {.chunk_granules = std::min<uint32_t>(options_.chunks.chunk_granules,
+                                               static_cast<uint32_t>(GranuleMover::kRunGranules)),
+          .chunked_block_granules = options_.chunks.chunked_block_granules};
+}
+
+CUresult GranuleArena::take_pieces(std::span<const PieceShape> wanted, std::vector<Granule>& taken,
+                                   bool moving) {
+  std::vector<std::optional<Granule>> pooled(wanted.size());
+  std::array<uint64_t, 4> missing{};  // granules to make, by kind, singles then chunks
+  const auto missing_of = [&](GranuleKind kind, bool chunk) -> uint64_t& {
+    return missing.at(static_cast<std::size_t>(kind) * 2 + (chunk ? 1 : 0));
+  };
   {
     const std::lock_guard lock(mutex_);
-    if (moving) {  // Note [What the pools keep]
-      taken_since_trim_[0] += wanted[0];
-      taken_since_trim_[1] += wanted[1];
-    }
-    for (const GranuleKind kind : {GranuleKind::kDevice, GranuleKind::kHost}) {
-      std::vector<Granule>& pooled = pool_of(kind);
-      uint64_t& still_wanted = wanted[static_cast<int>(kind)];
-      for (; still_wanted > 0 && !pooled.empty(); --still_wanted) {
-        taken.push_back(pooled.back());
-        pooled.pop_back();
-      }
-      uint64_t& unsettled = unsettled_[static_cast<int>(kind)];
-      unsettled = std::min<uint64_t>(unsettled, pooled.size());
+    for (std::size_t i = 0; i < wanted.size(); ++i) {
+      const PieceShape& shape = wanted[i];
+      if (moving) taken_since_trim_.at(static_cast<std::size_t>(shape.kind)) += shape.granules;
+      pooled[i] = pools_.take(shape.kind, shape.granules);
+      if (!pooled[i]) missing_of(shape.kind, shape.granules > 1) += shape.granules;
     }
   }
-  CUresult result = CUDA_SUCCESS;
+  // Note [Chunks]: the budgets charged what the pools hold as room, so pooled handles of the
+  // other size go back before those wanted are made. Not while a copy in flight may use them
+  // (Note [Moves copied on the stream]): that copy is waited for first.
+  std::vector<Granule> other_size;
   for (const GranuleKind kind : {GranuleKind::kDevice, GranuleKind::kHost}) {
-    for (uint64_t& still_wanted = wanted[static_cast<int>(kind)];
-         still_wanted > 0 && result == CUDA_SUCCESS; --still_wanted) {
-      GranuleHandle handle = 0;
-      if (result = ops_.create(kind, &handle); result != CUDA_SUCCESS) break;
-      taken.push_back({.handle = handle, .kind = kind});
+    if (missing_of(kind, false) + missing_of(kind, true) == 0) continue;
+    uint64_t unsettled = 0;
+    {
       const std::lock_guard lock(mutex_);
-      ++created_;
+      unsettled = pools_.unsettled_granules(kind);
+    }
+    // A move holds the move lock in a closed window (an allocation has settled the copies).
+    if (unsettled != 0 && ops_.wait_for_copies() == CUDA_SUCCESS) retire_copies(true, moving);
+    const std::lock_guard lock(mutex_);
+    pools_.take_settled(kind, missing_of(kind, true), 1, other_size);
+    pools_.take_settled(kind, missing_of(kind, false), chunk_sizes().chunk_granules, other_size);
+  }
+  for (const Granule& piece : other_size) release(piece);
+  CUresult result = CUDA_SUCCESS;
+  const auto make = [&](GranuleKind kind, uint32_t granules) {
+    Granule made{.handle = 0, .kind = kind, .home = 0, .span = granules};
+    result = ops_.create(kind, granules, &made.handle);
+    if (result != CUDA_SUCCESS) return false;
+    taken.push_back(made);
+    const std::lock_guard lock(mutex_);
+    created_ += granules;
+    return true;
+  };
+  // Device handles first (a block's device granules come first: block_layout()), each in the
+  // order wanted.
+  for (const GranuleKind kind : {GranuleKind::kDevice, GranuleKind::kHost}) {
+    for (std::size_t i = 0; i < wanted.size(); ++i) {
+      if (wanted[i].kind != kind) continue;
+      if (pooled[i]) {
+        taken.push_back(*pooled[i]);
+      } else if (result == CUDA_SUCCESS && !make(kind, wanted[i].granules) &&
+                 wanted[i].granules > 1) {
+        // Note [Chunks]: a chunk the driver will not make comes as singles, in its place.
+        for (uint32_t single = 0; single < wanted[i].granules && make(kind, 1); ++single) {
+        }
+      }
     }
   }
-  // Device granules first, also when the driver gave less than asked: the block's first
-  // `device_count` granules are on the device, and a move hands device granules out from the
-  // front. Within a kind, by home, those without one last: a move copies once into homes that
-  // follow each other (Note [Granule homes]).
-  std::ranges::sort(taken, [](const Granule& a, const Granule& b) {
-    const auto order = [](const Granule& granule) {
-      return std::pair(granule.kind != GranuleKind::kDevice, granule.home - 1);  // 0 wraps last
-    };
-    return order(a) < order(b);
-  });
   return result;
 }
 
 bool GranuleArena::unmap_first(CUdeviceptr base, std::vector<Granule>& granules,
                                std::size_t count) {
   if (count == 0 || ops_.unmap(base, count) == CUDA_SUCCESS) return true;
+  // Handle by handle: the granules of one the driver keeps stay mapped.
   std::vector<bool> kept(count, false);
   bool all_unmapped = true;
-  for (std::size_t i = 0; i < count; ++i) {
-    kept[i] = ops_.unmap(base + i * kGranuleBytes, 1) != CUDA_SUCCESS;
-    all_unmapped = all_unmapped && !kept[i];
+  for (std::size_t i = 0; i < count; i += granules[i].span) {
+    const bool refused = ops_.unmap(base + i * kGranuleBytes, granules[i].span) != CUDA_SUCCESS;
+    for (std::size_t part = 0; part < granules[i].span; ++part) kept[i + part] = refused;
+    all_unmapped = all_unmapped && !refused;
   }
   if (all_unmapped) return true;
   std::size_t index = 0;
@@ -158,11 +193,11 @@ void GranuleArena::pool(const std::vector<Granule>& granules) noexcept {
 }
 
 void GranuleArena::pool_one(const Granule& granule) noexcept {
+  if (granule.part != 0) return;  // pooled with its chunk's first part
   try {
     const std::lock_guard lock(mutex_);
-    pool_of(granule.kind).push_back(granule);
     // Note [Moves copied on the stream]: a copy in flight may still use it, as far as is known.
-    if (mover_.copies_pending() != 0) ++unsettled_[static_cast<int>(granule.kind)];
+    pools_.put(granule, mover_.copies_pending() != 0);
     return;
   } catch (const std::bad_alloc&) {  // the pool cannot grow: the driver has it back instead
   }
@@ -170,17 +205,17 @@ void GranuleArena::pool_one(const Granule& granule) noexcept {
   // copies are waited for first, and should that fail it stays the driver's, unused.
   if (mover_.copies_pending() != 0 && ops_.wait_for_copies() != CUDA_SUCCESS) {
     const std::lock_guard lock(mutex_);
-    ++leaked_granules_;
+    leaked_granules_ += granule.span;
     return;
   }
   release(granule);
 }
 
-void GranuleArena::release(const Granule& granule) noexcept {
-  // A granule still mapped at its home would outlive its release: it stays the driver's.
-  const bool released = mover_.vacate(granule) && ops_.release(granule.handle) == CUDA_SUCCESS;
+void GranuleArena::release(const Granule& piece) noexcept {
+  // A handle still mapped at its home would outlive its release: it stays the driver's.
+  const bool released = mover_.vacate(piece) && ops_.release(piece.handle) == CUDA_SUCCESS;
   const std::lock_guard lock(mutex_);
-  (released ? released_ : leaked_granules_) += 1;
+  (released ? released_ : leaked_granules_) += piece.span;
 }
 
 std::optional<ArenaBlock> GranuleArena::free(CUdeviceptr base) noexcept {
@@ -246,27 +281,32 @@ void GranuleArena::trim() noexcept {
       keep[kind] = std::max(keep[kind], demand_[kind]);
     }
   }
-  trim_to(keep[0], keep[1], false);
+  trim_to(keep[0], keep[1], false, false);
 }
 
 void GranuleArena::give_back_device_granules(uint64_t granules) noexcept {
   uint64_t pooled = 0;
   {
     const std::lock_guard lock(mutex_);
-    pooled = pooled_device_.size();
+    pooled = pools_.granules(GranuleKind::kDevice);
   }
-  trim_to(pooled > granules ? pooled - granules : 0, UINT64_MAX, true);
+  trim_to(pooled > granules ? pooled - granules : 0, UINT64_MAX, true, true);
 }
 
-void GranuleArena::trim_to(uint64_t keep_device, uint64_t keep_host, bool settle) noexcept {
+void GranuleArena::trim_to(uint64_t keep_device, uint64_t keep_host, bool settle,
+                           bool at_least) noexcept {
+  const std::array<uint64_t, 2> keep{keep_device, keep_host};
   // Note [Moves copied on the stream]: no memory a copy may still use goes back to the driver.
   if (settle) {
-    // Only when what is to go reaches into the granules a copy may use (the last unsettled_).
+    // Only when what is to go reaches into the granules a copy may use.
     bool short_of_settled = false;
     {
       const std::lock_guard lock(mutex_);
-      short_of_settled = (pooled_device_.size() > keep_device && unsettled_[0] > keep_device) ||
-                         (pooled_host_.size() > keep_host && unsettled_[1] > keep_host);
+      for (const GranuleKind kind : {GranuleKind::kDevice, GranuleKind::kHost}) {
+        const uint64_t kept = keep.at(static_cast<std::size_t>(kind));
+        short_of_settled = short_of_settled || (pools_.granules(kind) > kept &&
+                                                pools_.unsettled_granules(kind) > kept);
+      }
     }
     if (short_of_settled && settle_copies() != CUDA_SUCCESS) return;
   }
@@ -274,22 +314,13 @@ void GranuleArena::trim_to(uint64_t keep_device, uint64_t keep_host, bool settle
   {
     const std::lock_guard lock(mutex_);
     for (const GranuleKind kind : {GranuleKind::kDevice, GranuleKind::kHost}) {
-      std::vector<Granule>& pooled = pool_of(kind);
-      const uint64_t keep = kind == GranuleKind::kDevice ? keep_device : keep_host;
-      // The settled granules are the first ones: a copy in flight may use the last unsettled_.
-      const uint64_t settled = pooled.size() - unsettled_[static_cast<int>(kind)];
-      const uint64_t count = std::min(pooled.size() > keep ? pooled.size() - keep : 0, settled);
-      const auto first = pooled.begin() + static_cast<std::ptrdiff_t>(settled - count);
-      const auto past = pooled.begin() + static_cast<std::ptrdiff_t>(settled);
       try {
-        surplus.insert(surplus.end(), first, past);
-      } catch (const std::bad_alloc&) {
-        continue;  // trimmed next time
+        pools_.trim_to(kind, keep.at(static_cast<std::size_t>(kind)), at_least, surplus);
+      } catch (const std::bad_alloc&) {  // trimmed next time
       }
-      pooled.erase(first, past);
     }
   }
-  for (const Granule& granule : surplus) release(granule);
+  for (const Granule& piece : surplus) release(piece);
 }
 
 ArenaBlock GranuleArena::view(CUdeviceptr base, const Block& block) {
@@ -305,8 +336,8 @@ ArenaBlock GranuleArena::view(CUdeviceptr base, const Block& block) {
 ArenaStats GranuleArena::stats() const noexcept {
   const std::lock_guard lock(mutex_);
   ArenaStats stats{.blocks = blocks_.size(),
-                   .pooled_device_granules = pooled_device_.size(),
-                   .pooled_host_granules = pooled_host_.size(),
+                   .pooled_device_granules = pools_.granules(GranuleKind::kDevice),
+                   .pooled_host_granules = pools_.granules(GranuleKind::kHost),
                    .homes = mover_.homes(),
                    .created_granules = created_,
                    .released_granules = released_,
@@ -330,7 +361,7 @@ bool GranuleArena::check_invariants(std::string* problem) const {
     return false;
   };
   const std::lock_guard lock(mutex_);
-  std::set<GranuleHandle> seen;
+  std::set<std::pair<GranuleHandle, uint32_t>> seen;  // handle and part
   std::set<CUdeviceptr> homes;
   const auto home_taken = [&](const Granule& granule) {
     return granule.home != 0 && !homes.insert(granule.home).second;
@@ -344,29 +375,44 @@ bool GranuleArena::check_invariants(std::string* problem) const {
       return fail("a block has " + std::to_string(block.granules.size()) + " granules for " +
                   std::to_string(block.bytes) + " bytes");
     previous_end = base + block.granules.size() * kGranuleBytes;
-    for (const Granule& granule : block.granules) {
-      if (!seen.insert(granule.handle).second) return fail("a granule backs two places");
+    for (std::size_t i = 0; i < block.granules.size(); ++i) {
+      const Granule& granule = block.granules[i];
+      if (!seen.insert({granule.handle, granule.part}).second)
+        return fail("a granule backs two places");
       if (home_taken(granule)) return fail("two granules share a home");
+      // Note [Chunks]: a chunk's granules follow each other, whole, at the block's address.
+      const bool follows_its_part = i > 0 && block.granules[i - 1].handle == granule.handle &&
+                                    block.granules[i - 1].part + 1 == granule.part;
+      if (granule.part >= granule.span || (granule.part != 0 && !follows_its_part) ||
+          (granule.part + 1 < granule.span &&
+           (i + 1 == block.granules.size() || block.granules[i + 1].handle != granule.handle)))
+        return fail("a block maps part of a chunk");
       ++held;
     }
     for (const Slot& slot : block.staged) {
       if (block.granules.at(slot.index).handle != slot.to.handle)
         return fail("a staged granule is not in its block's books");
-      if (!seen.insert(slot.from.handle).second)
+      if (!seen.insert({slot.from.handle, slot.from.part}).second)
         return fail("a staged block's old granule is reused");
       if (home_taken(slot.from)) return fail("two granules share a home");
       ++held;
     }
   }
-  for (const auto* pooled : {&pooled_device_, &pooled_host_}) {
-    for (const Granule& granule : *pooled) {
-      if (!seen.insert(granule.handle).second) return fail("a pooled granule is also in use");
-      if (home_taken(granule)) return fail("two granules share a home");
-      if (granule.kind != (pooled == &pooled_device_ ? GranuleKind::kDevice : GranuleKind::kHost))
-        return fail("a granule is pooled with the other kind");
+  bool pooled_whole = true;
+  bool pooled_once = true;
+  bool homes_apart = true;
+  pools_.for_each([&](const Granule& piece) {
+    pooled_whole = pooled_whole && piece.part == 0;
+    for (uint32_t part = 0; part < piece.span; ++part) {
+      const Granule granule = part_of(piece, part);
+      pooled_once = seen.insert({granule.handle, granule.part}).second && pooled_once;
+      homes_apart = !home_taken(granule) && homes_apart;
       ++held;
     }
-  }
+  });
+  if (!pooled_whole) return fail("part of a chunk is pooled");
+  if (!pooled_once) return fail("a pooled granule is also in use");
+  if (!homes_apart) return fail("two granules share a home");
   if (created_ != released_ + leaked_granules_ + held)
     return fail("created granules (" + std::to_string(created_) +
                 ") are not released + leaked + held (" + std::to_string(released_) + " + " +

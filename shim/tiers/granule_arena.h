@@ -1,19 +1,23 @@
 // The granule arena: tiered mode's memory for one device. Each allocation gets a range of
-// address space of its own, backed granule by granule by physical memory on the device or on
-// the host, and the backing of one granule can later change without the address changing.
+// address space of its own, backed granule by granule (or chunk by chunk) by physical memory on
+// the device or on the host, and the backing of one granule can later change without the address
+// changing.
 //
 // Note [The granule arena]
 // - A block (one program allocation) owns a reserved range of whole granules (2 MiB,
 //   kGranuleBytes). Each granule is backed by one physical granule of its own, device- or
-//   host-located, so any free physical granule can back any block: the device never fragments,
-//   whatever the order of allocations and frees (GMLake's stitching, by construction).
+//   host-located, or, in a block of 64 MiB and more, by a part of a chunk, a physical handle of
+//   16 granules that the block maps and moves whole (Note [Chunks] in tiers/granule_chunks.h);
+//   so any free physical granule can back any block, and a pooled chunk any large one: the
+//   device never fragments, whatever the order of allocations and frees (GMLake's stitching, by
+//   construction).
 // - Every granule of a live block is mapped and device-accessible at all times. An evicted
 //   granule is mapped to host memory, never unmapped, so a kernel that reaches a block through a
 //   pointer the shim cannot see (inside a struct in device memory, inside a graph) is slow,
 //   never wrong.
-// - Physical granules a freed block gave back wait in a pool per kind and back the next block
-//   without a driver call; trim() gives the pooled ones beyond what is kept back to the driver
-//   (Note [What the pools keep]).
+// - Physical granules a freed block gave back wait in a pool per kind and size (single granules,
+//   chunks) and back the next block without a driver call; trim() gives the pooled ones beyond
+//   what is kept back to the driver (Note [What the pools keep]).
 // - What a block costs is counted in whole granules (device granules against the device
 //   budget, host granules against the host limit): the rounding is the arena's, and it is paid
 //   honestly. Deciding how many granules of a block go on the device is the caller's (placement
@@ -36,6 +40,10 @@
 // (pooled granules are charged), and usable_device_granules() counts pooled device granules as
 // room, so keeping them refuses nothing; give_back_device_granules() still gives back what
 // another allocation needs.
+// The pools keep chunks and singles apart (Note [Chunks] in tiers/granule_chunks.h), counting a
+// chunk as its granules. trim() gives back whole handles while they fit above what it keeps, so a
+// pool may keep up to a chunk less one granule beyond it; give_back_device_granules() gives back
+// a whole chunk where that is what it takes to give back as much as asked.
 //
 // Note [An arena allocation is all or nothing]
 // allocate() either returns a block whose every granule is mapped, or leaves nothing behind: on
@@ -51,19 +59,20 @@
 //   1. wait for the device's work: nothing queued before the window may run after a remap
 //      (or, given a QueuedWork, for the work it says may touch the moving blocks);
 //   2. take a physical granule of the new kind for each granule to move (pool, then driver; if
-//      the driver runs out, the batch shrinks to what it has: moving less is never wrong), with
-//      its home (Note [Granule homes] in tiers/granule_homes.h; one the driver refuses drops
-//      the slot too);
+//      the driver runs out, the batch shrinks to what it has: moving less is never wrong), and
+//      for each chunk to move, a chunk or as many singles (Note [Chunks] in
+//      tiers/granule_chunks.h), with its home (Note [Granule homes] in tiers/granule_homes.h;
+//      one the driver refuses drops the slot, or the chunk's slots, too);
 //   3. copy each granule from the old granule's home into the new granule's home (one copy for
 //      a run over which both sides' homes follow each other), giving the old granules homes too
 //      where they have none; a copy that cannot be queued stops the batch before anything is
 //      remapped;
 //   4. while the copies run (they touch no block's address), for each run of consecutive
 //      granules of a block, unmap the old backing at the block's address with one call, map the
-//      new granules there and give them access with one more; should the new mapping fail, the
-//      old one is mapped back (and should the run's unmap fail, the run is remapped granule by
-//      granule); then wait for the copies: the window's time is the longer of the copies and
-//      the VMM calls, not their sum;
+//      new handles there (a call each: a chunk is one) and give them access with one more;
+//      should the new mapping fail, the old one is mapped back (and should the run's unmap fail,
+//      the run is remapped handle by handle); then wait for the copies: the window's time is the
+//      longer of the copies and the VMM calls, not their sum;
 //   5. pool the old granules, with their homes, and count.
 // A free() of a block waits for a move in progress (they share move_mutex_): a block is never
 // freed under the mover.
@@ -157,8 +166,10 @@
 
 #include "core/remap_window.h"
 #include "tiers/dead_contents.h"
+#include "tiers/granule_chunks.h"
 #include "tiers/granule_mover.h"
 #include "tiers/granule_ops.h"
+#include "tiers/granule_pools.h"
 #include "tiers/move_plan.h"
 
 namespace vramspill::tiers {
@@ -168,6 +179,8 @@ struct ArenaOptions {
   uint64_t keep_device_granules = 0;
   uint64_t keep_host_granules = 0;
   const DeadContents* dead = nullptr;  // none: every block's contents are copied when it moves
+  // Note [Chunks] in tiers/granule_chunks.h (chunks of at most GranuleMover::kRunGranules).
+  ChunkSizes chunks{};
 };
 
 // One live block, as the arena sees it.
@@ -192,8 +205,8 @@ struct ArenaStats {
   uint64_t pooled_device_granules = 0;  // idle, kept for the next block
   uint64_t pooled_host_granules = 0;
   uint64_t homes = 0;  // granules mapped at their homes (Note [Granule homes])
-  uint64_t created_granules = 0;   // cuMemCreate calls that succeeded
-  uint64_t released_granules = 0;  // cuMemRelease calls that succeeded
+  uint64_t created_granules = 0;   // made by the cuMemCreate calls that succeeded
+  uint64_t released_granules = 0;  // given back by the cuMemRelease calls that succeeded
   // What the driver would not take back (Note [An arena allocation is all or nothing]).
   uint64_t leaked_granules = 0;
   uint64_t leaked_ranges = 0;
@@ -205,9 +218,9 @@ struct ArenaStats {
   uint64_t vmm_calls = 0;
 };
 
-// One block's part of a move: up to `granules` of its granules not of kind `to` become `to`
+// One block's part of a move: `granules` of its granules not of kind `to` become `to`
 // (evictions give up the block's last device granules first, promotions bring its first host
-// granules in first).
+// granules in first), rounded to whole chunks (Note [Chunks] in tiers/granule_chunks.h).
 struct GranuleMove {
   CUdeviceptr base = 0;
   GranuleKind to = GranuleKind::kHost;
@@ -275,6 +288,10 @@ class GranuleArena {
   // The live block that holds `address`, anywhere in its range.
   std::optional<ArenaBlock> block_containing(CUdeviceptr address) const noexcept;
 
+  // How many granules an eviction of `granules` (0: all) of the block at `base` moves, rounded up
+  // to whole chunks (Note [Chunks] in tiers/granule_chunks.h): what its host granules cost.
+  uint64_t eviction_granules(CUdeviceptr base, uint64_t granules) const noexcept;
+
   // Carries out `moves` (Note [Moving a granule]), settling the staged blocks they name first
   // (Note [Staged promotions]). Moves naming no live block are skipped. `queued`: what step 1
   // waits for; null: the whole device's work.
@@ -320,28 +337,35 @@ class GranuleArena {
     uint64_t staged_since = 0;  // QueuedWork::order_after()'s, for queued_since()
   };
 
-  // Physical granules for a new block or, `moving`, for a move: from the pools first, then from
-  // the driver.
-  CUresult take_granules(uint64_t count, uint64_t device_count, std::vector<Granule>& taken,
-                         bool moving = false);
-  // Gives pooled granules beyond `keep_device` and `keep_host` back to the driver: the settled
-  // ones only, or, with `settle`, after waiting for the copies in flight where it must (Note
-  // [Moves copied on the stream]).
-  void trim_to(uint64_t keep_device, uint64_t keep_host, bool settle) noexcept;
-  // Unmaps granules [0, count) of the range at `base` (one call, or granule by granule where the
+  // The handles `wanted` asks for (Note [Chunks] in tiers/granule_chunks.h), appended to `taken`
+  // in order, whole: from the pools first, releasing pooled handles of the other size where the
+  // pools have only those, then from the driver; a chunk the driver refuses comes as singles.
+  // `moving`: for a move (Note [What the pools keep]). Throws std::bad_alloc.
+  CUresult take_pieces(std::span<const PieceShape> wanted, std::vector<Granule>& taken,
+                       bool moving);
+  // Gives pooled handles beyond `keep_device` and `keep_host` granules back to the driver, whole
+  // chunks while they fit (with `at_least`, one more where it takes that to reach the keep size):
+  // the settled ones only, or, with `settle`, after waiting for the copies in flight where it
+  // must (Note [Moves copied on the stream]).
+  void trim_to(uint64_t keep_device, uint64_t keep_host, bool settle, bool at_least) noexcept;
+  // Unmaps granules [0, count) of the range at `base` (one call, or handle by handle where the
   // driver refuses the run); those the driver keeps are leaked and taken out of `granules`.
   // Returns whether the range is now empty of mappings.
   bool unmap_first(CUdeviceptr base, std::vector<Granule>& granules, std::size_t count);
   // Gives the range back; one the driver keeps is leaked.
   void unreserve(CUdeviceptr base, uint64_t granules);
-  // Puts granules no block maps into the pools (or, if a pool cannot grow, back to the driver).
+  // Puts granules no block maps into the pools (or, if a pool cannot grow, back to the driver),
+  // a chunk once, at its first part (its granules come together: Note [Chunks]).
   void pool(const std::vector<Granule>& granules) noexcept;
   void pool_one(const Granule& granule) noexcept;
-  // Vacates the granule's home and gives it back to the driver.
-  void release(const Granule& granule) noexcept;
-  std::vector<Granule>& pool_of(GranuleKind kind) {
-    return kind == GranuleKind::kDevice ? pooled_device_ : pooled_host_;
-  }
+  // Vacates the home of the whole handle `piece` and gives it back to the driver.
+  void release(const Granule& piece) noexcept;
+  ChunkSizes chunk_sizes() const noexcept;
+  // Calls `take(index)` for each granule of `granules` (a block's) that a move of `granules`
+  // (0: all) to `to` changes, whole pieces only (Note [Chunks]).
+  template <typename Take>
+  static void walk_move(const std::vector<Granule>& granules, GranuleKind to, uint64_t count,
+                        Take take);
   static ArenaBlock view(CUdeviceptr base, const Block& block);
 
   // The plan of `moves` (Note [A move plan] in tiers/move_plan.h), with room in `fresh` for
@@ -391,15 +415,12 @@ class GranuleArena {
   std::mutex move_mutex_;
   mutable std::mutex mutex_;  // the books below
   std::map<CUdeviceptr, Block> blocks_;
-  // Of each pool (by GranuleKind), how many of the last granules a copy in flight may still use;
-  // 0 once none is in flight.
-  std::array<uint64_t, 2> unsettled_{};
   // Note [What the pools keep], by GranuleKind: granules taken since the last trim, and the
   // decaying demand.
   std::array<uint64_t, 2> taken_since_trim_{};
   std::array<uint64_t, 2> demand_{};
-  std::vector<Granule> pooled_device_;
-  std::vector<Granule> pooled_host_;
+  GranulePools pools_;
+  // Granules (a chunk counts as its granules), as ArenaStats says.
   uint64_t created_ = 0;
   uint64_t released_ = 0;
   uint64_t leaked_granules_ = 0;

@@ -10,55 +10,62 @@ GranuleHomes::~GranuleHomes() {
   for (const CUdeviceptr range : ranges_) ops_.unreserve(range, kRangeGranules * kGranuleBytes);
 }
 
-CUdeviceptr GranuleHomes::take_free() noexcept {
+CUdeviceptr GranuleHomes::take_free(uint64_t granules) noexcept {
+  if (granules > kRangeGranules) return 0;
   const std::lock_guard lock(mutex_);
-  if (!vacated_.empty()) {
-    const CUdeviceptr home = vacated_.back();
-    vacated_.pop_back();
+  const auto vacated = std::ranges::find(vacated_, granules, &Vacated::granules);
+  if (vacated != vacated_.end()) {
+    const CUdeviceptr home = vacated->home;
+    vacated_.erase(vacated);
     return home;
   }
-  if (next_ == range_end_) {
+  if (range_end_ - next_ < granules * kGranuleBytes) {
     try {
       ranges_.reserve(ranges_.size() + 1);
+      // What the last range has left serves singles (a chunk needs its homes in one range).
+      vacated_.reserve(vacated_.size() + (range_end_ - next_) / kGranuleBytes);
     } catch (const std::bad_alloc&) {
       return 0;
     }
     CUdeviceptr range = 0;
     if (ops_.reserve(kRangeGranules * kGranuleBytes, &range) != CUDA_SUCCESS) return 0;
+    for (; next_ != range_end_; next_ += kGranuleBytes)
+      vacated_.push_back({.home = next_, .granules = 1});
     ranges_.push_back(range);
     next_ = range;
     range_end_ = range + kRangeGranules * kGranuleBytes;
   }
   const CUdeviceptr home = next_;
-  next_ += kGranuleBytes;
+  next_ += granules * kGranuleBytes;
   return home;
 }
 
-CUresult GranuleHomes::settle(GranuleHandle handle, CUdeviceptr* home) noexcept {
-  const CUdeviceptr free_home = take_free();
-  if (free_home == 0) return CUDA_ERROR_OUT_OF_MEMORY;
-  const CUresult result = ops_.map(free_home, std::span(&handle, 1));
+void GranuleHomes::free_home(CUdeviceptr home, uint64_t granules) noexcept {
+  try {
+    vacated_.push_back({.home = home, .granules = granules});
+  } catch (const std::bad_alloc&) {  // a home never handed out again: address space only
+  }
+}
+
+CUresult GranuleHomes::settle(Mapping handle, CUdeviceptr* home) noexcept {
+  const CUdeviceptr free = take_free(handle.granules);
+  if (free == 0) return CUDA_ERROR_OUT_OF_MEMORY;
+  const CUresult result = ops_.map(free, std::span(&handle, 1));
   const std::lock_guard lock(mutex_);
   if (result != CUDA_SUCCESS) {
-    try {
-      vacated_.push_back(free_home);
-    } catch (const std::bad_alloc&) {  // a home never handed out again: address space only
-    }
+    free_home(free, handle.granules);
     return result;
   }
-  ++settled_;
-  *home = free_home;
+  settled_ += handle.granules;
+  *home = free;
   return CUDA_SUCCESS;
 }
 
-bool GranuleHomes::vacate(CUdeviceptr home) noexcept {
-  if (ops_.unmap(home, 1) != CUDA_SUCCESS) return false;
+bool GranuleHomes::vacate(CUdeviceptr home, uint64_t granules) noexcept {
+  if (ops_.unmap(home, granules) != CUDA_SUCCESS) return false;
   const std::lock_guard lock(mutex_);
-  --settled_;
-  try {
-    vacated_.push_back(home);
-  } catch (const std::bad_alloc&) {  // as in settle()
-  }
+  settled_ -= granules;
+  free_home(home, granules);
   return true;
 }
 

@@ -7,23 +7,68 @@
 
 namespace vramspill::tiers {
 
+namespace {
+
+// The slots from `first` that end at the first boundary of both sides' handles: a piece of the
+// run that maps and unmaps whole (Note [Chunks]).
+std::size_t piece_length(std::span<const Slot> slots, std::size_t first) {
+  std::size_t past = first + 1;
+  while (past < slots.size() && (slots[past].from.part != 0 || slots[past].to.part != 0)) ++past;
+  return past - first;
+}
+
+// The handles that back `slots` (whole pieces) on side `which`, in order, into `mappings`.
+std::size_t mappings_of(std::span<const Slot> slots, Granule Slot::*which,
+                        std::span<Mapping> mappings) {
+  std::size_t count = 0;
+  for (const Slot& slot : slots) {
+    const Granule& granule = slot.*which;
+    if (granule.part == 0) mappings[count++] = {.handle = granule.handle, .granules = granule.span};
+  }
+  return count;
+}
+
+}  // namespace
+
 CUresult GranuleMover::give_homes(std::vector<Slot>& slots, Granule Slot::*which,
                                   std::vector<Granule>& fresh) {
   CUresult first_error = CUDA_SUCCESS;
-  std::erase_if(slots, [&](Slot& slot) {
-    Granule& granule = slot.*which;
-    if (granule.home != 0) return false;
-    const CUresult result = homes_.settle(granule.handle, &granule.home);
-    if (result == CUDA_SUCCESS) return false;
-    if (first_error == CUDA_SUCCESS) first_error = result;
-    fresh.push_back(slot.to);  // within the plan's room: each slot gives back one granule at most
-    return true;
-  });
+  std::size_t kept = 0;
+  // Piece by piece: a chunk's first part settles the chunk's home, the others follow it, and a
+  // piece that cannot have all its homes is dropped whole (Note [Chunks]).
+  for (std::size_t first = 0; first < slots.size();) {
+    const std::size_t length = piece_length(slots, first);
+    bool homed = true;
+    CUdeviceptr piece_home = 0;
+    for (std::size_t i = first; i < first + length && homed; ++i) {
+      Granule& granule = slots[i].*which;
+      if (granule.part != 0) {
+        if (granule.home == 0) granule.home = piece_home + granule.part * kGranuleBytes;
+        continue;
+      }
+      if (granule.home == 0) {
+        const CUresult result =
+            homes_.settle({.handle = granule.handle, .granules = granule.span}, &granule.home);
+        homed = result == CUDA_SUCCESS;
+        if (!homed && first_error == CUDA_SUCCESS) first_error = result;
+      }
+      piece_home = granule.home;
+    }
+    for (std::size_t i = first; i < first + length; ++i) {
+      if (homed) {
+        slots[kept++] = slots[i];
+      } else {
+        fresh.push_back(slots[i].to);  // within the plan's room: one granule a slot at most
+      }
+    }
+    first += length;
+  }
+  slots.resize(kept);
   return first_error;
 }
 
-bool GranuleMover::vacate(const Granule& granule) noexcept {
-  return granule.home == 0 || homes_.vacate(granule.home);
+bool GranuleMover::vacate(const Granule& piece) noexcept {
+  return piece.home == 0 || homes_.vacate(piece.home, piece.span);
 }
 
 void GranuleMover::reserve_for_copies() {
@@ -105,14 +150,14 @@ CUresult GranuleMover::copy_into_homes(std::span<const Slot> slots, bool from_ho
 
 std::size_t GranuleMover::remap(std::span<const Slot> slots, CUresult& result) {
   std::size_t moved = 0;
-  // Run by run, each at most kRunGranules: a failure stops the batch with everything before it
-  // moved.
+  // Run by run, each at most kRunGranules and whole pieces: a failure stops the batch with
+  // everything before it moved.
   while (moved < slots.size()) {
-    std::size_t end = moved + 1;
-    while (end < slots.size() && end - moved < kRunGranules &&
-           slots[end].block == slots[moved].block &&
-           slots[end].index == slots[end - 1].index + 1)
-      ++end;
+    std::size_t end = moved + piece_length(slots, moved);
+    while (end < slots.size() && slots[end].block == slots[moved].block &&
+           slots[end].index == slots[end - 1].index + 1 &&
+           end + piece_length(slots, end) - moved <= kRunGranules)
+      end += piece_length(slots, end);
     const std::span<const Slot> run = slots.subspan(moved, end - moved);
     const CUdeviceptr address = run.front().address();
     if (ops_.unmap(address, run.size()) != CUDA_SUCCESS) {
@@ -121,21 +166,21 @@ std::size_t GranuleMover::remap(std::span<const Slot> slots, CUresult& result) {
       if (remapped < run.size()) return moved;
       continue;
     }
-    std::array<GranuleHandle, kRunGranules> to{};
-    std::array<GranuleHandle, kRunGranules> from{};
-    for (std::size_t i = 0; i < run.size(); ++i) {
-      to.at(i) = run[i].to.handle;
-      from.at(i) = run[i].from.handle;
-    }
-    if (result = ops_.map(address, std::span(to.data(), run.size())); result == CUDA_SUCCESS) {
+    std::array<Mapping, kRunGranules> to{};
+    std::array<Mapping, kRunGranules> from{};
+    const std::size_t to_count = mappings_of(run, &Slot::to, to);
+    const std::size_t from_count = mappings_of(run, &Slot::from, from);
+    if (result = ops_.map(address, std::span(to.data(), to_count)); result == CUDA_SUCCESS) {
       moved = end;
       continue;
     }
-    // Nothing of the run is mapped (map() is all or nothing): the old granules go back.
-    if (ops_.map(address, std::span(from.data(), run.size())) != CUDA_SUCCESS) {
-      for (std::size_t i = 0; i < run.size(); ++i) {
-        if (ops_.map(run[i].address(), std::span(&from.at(i), 1)) == CUDA_SUCCESS) continue;
-        unbacked_granules_.fetch_add(1, std::memory_order_relaxed);  // a hole the block keeps
+    // Nothing of the run is mapped (map() is all or nothing): the old handles go back.
+    if (ops_.map(address, std::span(from.data(), from_count)) != CUDA_SUCCESS) {
+      CUdeviceptr at = address;
+      for (const Mapping& mapping : std::span(from.data(), from_count)) {
+        if (ops_.map(at, std::span(&mapping, 1)) != CUDA_SUCCESS)  // a hole the block keeps
+          unbacked_granules_.fetch_add(mapping.granules, std::memory_order_relaxed);
+        at += mapping.granules * kGranuleBytes;
       }
     }
     return moved;
@@ -144,14 +189,20 @@ std::size_t GranuleMover::remap(std::span<const Slot> slots, CUresult& result) {
 }
 
 std::size_t GranuleMover::remap_one_by_one(std::span<const Slot> run, CUresult& result) {
-  for (std::size_t i = 0; i < run.size(); ++i) {
-    const Slot& slot = run[i];
-    if (result = ops_.unmap(slot.address(), 1); result != CUDA_SUCCESS) return i;
-    if (result = ops_.map(slot.address(), std::span(&slot.to.handle, 1)); result == CUDA_SUCCESS)
-      continue;
-    if (ops_.map(slot.address(), std::span(&slot.from.handle, 1)) != CUDA_SUCCESS)
-      unbacked_granules_.fetch_add(1, std::memory_order_relaxed);
-    return i;
+  for (std::size_t first = 0; first < run.size();) {
+    const std::span<const Slot> piece = run.subspan(first, piece_length(run, first));
+    std::array<Mapping, kRunGranules> to{};
+    const std::size_t to_count = mappings_of(piece, &Slot::to, to);
+    const CUdeviceptr address = piece.front().address();
+    if (result = ops_.unmap(address, piece.size()); result != CUDA_SUCCESS) return first;
+    if (result = ops_.map(address, std::span(to.data(), to_count)); result != CUDA_SUCCESS) {
+      std::array<Mapping, kRunGranules> from{};
+      const std::size_t from_count = mappings_of(piece, &Slot::from, from);
+      if (ops_.map(address, std::span(from.data(), from_count)) != CUDA_SUCCESS)
+        unbacked_granules_.fetch_add(piece.size(), std::memory_order_relaxed);
+      return first;
+    }
+    first += piece.size();
   }
   return run.size();
 }

@@ -32,13 +32,13 @@ class GranuleMover {
   GranuleMover(const GranuleMover&) = delete;
   GranuleMover& operator=(const GranuleMover&) = delete;
 
-  // Gives the granules `which` names in `slots` the homes they lack (Note [Granule homes]): the
-  // slots whose granule gets none are dropped, their new granules going to `fresh`. The first
-  // driver error, if any.
+  // Gives the granules `which` names in `slots` the homes they lack (Note [Granule homes]), a
+  // chunk's whole (Note [Chunks] in tiers/granule_chunks.h): the slots whose granule gets none are
+  // dropped, their new granules going to `fresh`. The first driver error, if any.
   CUresult give_homes(std::vector<Slot>& slots, Granule Slot::*which, std::vector<Granule>& fresh);
-  // Unmaps the granule's home, if it has one, before it goes back to the driver; false when the
-  // driver keeps the mapping.
-  bool vacate(const Granule& granule) noexcept;
+  // Unmaps the home of the whole handle `piece`, if it has one, before it goes back to the
+  // driver; false when the driver keeps the mapping.
+  bool vacate(const Granule& piece) noexcept;
 
   // Steps 3 and 4 of Note [Moving a granule] for `slots`, whose granules all have homes; with
   // `keep_running`, the copies are left running as Note [Moves copied on the stream] says, where
@@ -54,7 +54,8 @@ class GranuleMover {
   // copy per run over which both sides follow each other.
   CUresult copy_into_homes(std::span<const Slot> slots, bool from_homes);
   // Step 4 for `slots`: how many were remapped; a failure stops there. A run takes at most
-  // kRunGranules granules (128 MiB), so that its handles fit on the stack.
+  // kRunGranules granules (128 MiB), so that its handles fit on the stack, and whole handles on
+  // both sides (Note [Chunks] in tiers/granule_chunks.h): a chunk is at most kRunGranules.
   static constexpr std::size_t kRunGranules = 64;
   std::size_t remap(std::span<const Slot> slots, CUresult& result);
 
@@ -123,8 +124,8 @@ class GranuleMover {
     std::vector<uint64_t> bases;  // of the blocks whose addresses map what the copies write
   };
 
-  // Step 4 for one run of consecutive granules of a block, granule by granule: the driver
-  // refused the run's unmap. How many were remapped.
+  // Step 4 for one run of consecutive granules of a block, handle by handle: the driver refused
+  // the run's unmap. How many were remapped.
   std::size_t remap_one_by_one(std::span<const Slot> run, CUresult& result);
 
   GranuleOps& ops_;

@@ -8,6 +8,34 @@
 
 namespace vramspill::tiers {
 
+template <typename Take>
+void GranuleArena::walk_move(const std::vector<Granule>& granules, GranuleKind to, uint64_t count,
+                             Take take) {
+  const std::size_t size = granules.size();
+  uint64_t left = count == 0 ? size : count;
+  // Evictions take the block's last device granules, promotions its first host ones, a chunk
+  // whole: evictions round up, promotions down (Note [Chunks]).
+  for (std::size_t step = 0; step < size && left > 0;) {
+    const std::size_t index = to == GranuleKind::kHost ? size - 1 - step : step;
+    const Granule& granule = granules[index];
+    const std::size_t first = index - granule.part;
+    step += granule.span;
+    if (granule.kind == to) continue;
+    if (to == GranuleKind::kDevice && granule.span > left) break;
+    for (std::size_t i = first; i < first + granule.span; ++i) take(i);
+    left -= std::min<uint64_t>(left, granule.span);
+  }
+}
+
+uint64_t GranuleArena::eviction_granules(CUdeviceptr base, uint64_t granules) const noexcept {
+  const std::lock_guard lock(mutex_);
+  const auto found = blocks_.find(base);
+  if (found == blocks_.end()) return 0;
+  uint64_t moved = 0;
+  walk_move(found->second.granules, GranuleKind::kHost, granules, [&](std::size_t) { ++moved; });
+  return moved;
+}
+
 std::vector<Slot> GranuleArena::plan_locked(
     std::span<const GranuleMove> moves) const {
   std::vector<Slot> slots;
@@ -15,21 +43,15 @@ std::vector<Slot> GranuleArena::plan_locked(
     const auto found = blocks_.find(move.base);
     if (found == blocks_.end() || !found->second.staged.empty()) continue;
     const std::vector<Granule>& granules = found->second.granules;
-    const std::size_t count = granules.size();
     // Note [Moves of dead contents]
     const bool dead = options_.dead != nullptr && options_.dead->dead(move.base);
-    uint64_t left = move.granules == 0 ? count : move.granules;
-    // Evictions take the block's last device granules, promotions its first host ones.
-    for (std::size_t step = 0; step < count && left > 0; ++step) {
-      const std::size_t index = move.to == GranuleKind::kHost ? count - 1 - step : step;
-      if (granules[index].kind == move.to) continue;
+    walk_move(granules, move.to, move.granules, [&](std::size_t index) {
       slots.push_back({.block = move.base,
                        .index = index,
                        .from = granules[index],
                        .to = {},
                        .dead = dead});
-      --left;
-    }
+    });
   }
   // A block named twice moves each granule once: the first move that names it wins.
   std::stable_sort(slots.begin(), slots.end(), [](const Slot& a, const Slot& b) {
@@ -96,7 +118,12 @@ MoveOutcome GranuleArena::carry_out(std::span<const GranuleMove> moves, QueuedWo
 
   // Step 2: a destination for each slot; what the driver cannot give shrinks the batch.
   auto& [slots, fresh, moving] = planned;
-  CUresult result = take_granules(slots.size(), planned.to_device(), fresh, true);
+  CUresult result = CUDA_SUCCESS;
+  try {
+    result = take_pieces(planned.wanted(), fresh, true);
+  } catch (const std::bad_alloc&) {
+    result = CUDA_ERROR_OUT_OF_MEMORY;
+  }
   planned.hand_out();  // what `fresh` keeps goes back to the pools
   if (const CUresult remapped = remap_dead(planned, outcome);
       result == CUDA_SUCCESS && remapped != CUDA_SUCCESS)
@@ -195,7 +222,7 @@ CUresult GranuleArena::settle_copies() {
 void GranuleArena::forget_unsettled() {
   if (mover_.copies_pending() != 0) return;
   const std::lock_guard lock(mutex_);
-  unsettled_ = {};
+  pools_.settle();
 }
 
 CUresult GranuleArena::order_after_copies(uint64_t stream, std::span<const uint64_t> bases,

@@ -20,8 +20,15 @@ inline constexpr uint64_t kGranuleBytes = uint64_t{2} << 20;
 // Where a granule's bytes are.
 enum class GranuleKind : uint8_t { kDevice, kHost };
 
-// A physical allocation of one granule (a CUmemGenericAllocationHandle).
+// A physical allocation (a CUmemGenericAllocationHandle) of one granule or of a chunk of several
+// (Note [Chunks] in tiers/granule_chunks.h).
 using GranuleHandle = uint64_t;
+
+// A handle as map() takes it: mapped whole, over `granules` granules from its start.
+struct Mapping {
+  GranuleHandle handle = 0;
+  uint64_t granules = 1;
+};
 
 class GranuleOps {
  public:
@@ -30,17 +37,18 @@ class GranuleOps {
   virtual CUresult reserve(uint64_t bytes, CUdeviceptr* base) noexcept = 0;
   // cuMemAddressFree of exactly what reserve() returned; nothing may be mapped in it.
   virtual CUresult unreserve(CUdeviceptr base, uint64_t bytes) noexcept = 0;
-  // cuMemCreate of one granule of `kind`.
-  virtual CUresult create(GranuleKind kind, GranuleHandle* handle) noexcept = 0;
-  // cuMemRelease of a granule that is mapped nowhere.
+  // cuMemCreate of `granules` granules of `kind`: one handle.
+  virtual CUresult create(GranuleKind kind, uint64_t granules, GranuleHandle* handle) noexcept = 0;
+  // cuMemRelease of a handle that is mapped nowhere.
   virtual CUresult release(GranuleHandle handle) noexcept = 0;
-  // cuMemMap of handles[i] at address + i granules (granule-aligned, inside one reservation,
-  // nothing mapped there yet), then one cuMemSetAccess over the whole run giving the device read
-  // and write: a mapped granule is always reachable, from kernels as from copies. All or
-  // nothing: on failure nothing of the run stays mapped.
-  virtual CUresult map(CUdeviceptr address, std::span<const GranuleHandle> handles) noexcept = 0;
-  // One cuMemUnmap of the `granules` granules from `address`, each a whole mapping (the driver
-  // takes a range over several). The caller has made sure no work can touch them.
+  // One cuMemMap per handle of `mappings`, each whole (the driver maps a handle from offset 0
+  // only), one after the other from `address` (granule-aligned, inside one reservation, nothing
+  // mapped there yet), then one cuMemSetAccess over the whole run giving the device read and
+  // write: a mapped granule is always reachable, from kernels as from copies. All or nothing: on
+  // failure nothing of the run stays mapped.
+  virtual CUresult map(CUdeviceptr address, std::span<const Mapping> mappings) noexcept = 0;
+  // One cuMemUnmap of the `granules` granules from `address`, covering whole mappings only (the
+  // driver takes a range over several). The caller has made sure no work can touch them.
   virtual CUresult unmap(CUdeviceptr address, uint64_t granules) noexcept = 0;
   // The VMM calls made so far (cuMemAddressReserve, cuMemAddressFree, cuMemCreate, cuMemRelease,
   // cuMemMap, cuMemSetAccess, cuMemUnmap), failed ones too: what a move costs the host is

@@ -31,7 +31,11 @@ MoveOutcome GranuleArena::stage(std::span<const GranuleMove> moves,
   mover_.stage_took_queued_work();
   if (outcome.result = queued.order_after(moving, ops_, since); outcome.result != CUDA_SUCCESS)
     return outcome;
-  outcome.result = take_granules(slots.size(), slots.size(), fresh, true);
+  try {
+    outcome.result = take_pieces(planned.wanted(), fresh, true);
+  } catch (const std::bad_alloc&) {
+    outcome.result = CUDA_ERROR_OUT_OF_MEMORY;
+  }
   planned.hand_out();
   if (const CUresult homed = mover_.give_homes(slots, &Slot::to, fresh);
       outcome.result == CUDA_SUCCESS)

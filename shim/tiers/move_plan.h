@@ -21,11 +21,20 @@
 
 namespace vramspill::tiers {
 
-// A physical granule as the arena's books and the mover know it.
+// A physical granule as the arena's books and the mover know it: a handle of its own, or one
+// granule of a chunk (Note [Chunks] in tiers/granule_chunks.h).
 struct Granule {
   GranuleHandle handle = 0;
   GranuleKind kind = GranuleKind::kDevice;
   CUdeviceptr home = 0;  // none yet (Note [Granule homes] in tiers/granule_homes.h)
+  uint32_t span = 1;     // the granules `handle` holds
+  uint32_t part = 0;     // which of them this is: home and address are part granules in
+};
+
+// One physical handle a new block or a move asks for: its kind and size in granules.
+struct PieceShape {
+  GranuleKind kind = GranuleKind::kDevice;
+  uint32_t granules = 1;
 };
 
 // A granule of a live block that a move changes: the `index`th of the block at `block`.
@@ -43,12 +52,14 @@ struct MovePlan {
   std::vector<Granule> fresh;   // see Note [A move plan]; room reserved by the arena
   std::vector<uint64_t> moving;  // the bases of the blocks the slots name, each once
 
-  // How many slots move a host granule to the device.
-  uint64_t to_device() const;
+  // The handles the slots need: one of the other kind and the same size for each handle they
+  // move from (Note [Chunks] in tiers/granule_chunks.h). Throws std::bad_alloc.
+  std::vector<PieceShape> wanted() const;
   // Step 2 of Note [Moving a granule] (tiers/granule_arena.h): a new granule for each slot from
-  // `fresh`, sorted as the arena takes them (device granules first, each kind by home, so that
-  // the homes of a run follow each other where they can); the slots that get none are dropped,
-  // and `fresh` keeps what was not handed out.
+  // `fresh` (whole handles, as the pools keep them), each size by home, so that the homes of a
+  // run follow each other where they can. The slots of a chunk (whole, in order) take a chunk or,
+  // short of one, as many singles (Note [Chunks] in tiers/granule_chunks.h); the slots that get
+  // none are dropped, and `fresh` keeps what was not handed out. Allocates nothing.
   void hand_out();
   // One line: the slots, block by block, with their runs and directions.
   std::string describe() const;

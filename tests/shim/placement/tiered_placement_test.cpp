@@ -403,6 +403,41 @@ TEST_F(TieredPlacementTest, LearnedsVictimGivesUpOnlyWhatTheNeedLeaves) {
   EXPECT_EQ(learned.free(0, small), CUDA_SUCCESS);
 }
 
+// Note [Chunks] in tiers/granule_chunks.h: an eviction of part of a chunked block moves the whole
+// chunk, and the host budget is charged for all it moves, not for the part the need asked.
+TEST(TieredPlacementChunks, AnEvictionOfPartOfAChunkChargesTheHostForTheChunk) {
+  tiers::FakeGranuleOps ops;
+  tiers::GranuleArena arena{ops, {.chunks = {.chunk_granules = 4, .chunked_block_granules = 4}}};
+  FakeBudgets budgets{8 * kGranuleBytes, 64 * kGranuleBytes};
+  OneArena arenas{arena};
+  core::RemapWindow window;
+  TieredPlacement learned{budgets, arenas, window,
+                          {.policy = "learned", .invariant_mode = policies::InvariantMode::kAbort}};
+  uint64_t sequence = 0;
+  std::vector<CUdeviceptr> loop;  // two blocks of one chunk each: the whole budget of 8
+  for (int i = 0; i < 2; ++i) {
+    CUdeviceptr base = 0;
+    ASSERT_EQ(learned.allocate(0, 4 * kGranuleBytes, &base).result, CUDA_SUCCESS);
+    loop.push_back(base);
+  }
+  for (int round = 0; round < 8; ++round) {
+    for (const CUdeviceptr block : loop)
+      learned.before_launch(0, ++sequence, 1, std::vector<policies::BlockId>{block});
+  }
+  CUdeviceptr small = 0;
+  ASSERT_EQ(learned.allocate(0, kGranuleBytes, &small).result, CUDA_SUCCESS);
+  EXPECT_EQ(arena.block_containing(small)->device_granules, 1u);
+  const tiers::ArenaStats held = arena.stats();
+  EXPECT_EQ(held.host_granules, 4u) << "a chunk went to the host for a need of one granule";
+  EXPECT_EQ(budgets.host(),
+            (held.host_granules + held.staged_host_granules + held.pooled_host_granules) *
+                kGranuleBytes);
+  EXPECT_EQ(budgets.device(), (held.device_granules + held.pooled_device_granules) * kGranuleBytes);
+  for (const CUdeviceptr block : loop) EXPECT_EQ(learned.free(0, block), CUDA_SUCCESS);
+  EXPECT_EQ(learned.free(0, small), CUDA_SUCCESS);
+  EXPECT_TRUE(ops.misuse().empty());
+}
+
 // Note [The tracked window]: the same arena and budgets, the placement reading a use tracker
 // that tracks each block as the hooks do (its base is its id).
 class TrackedWindowTest : public TieredPlacementTest {

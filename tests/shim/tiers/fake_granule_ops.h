@@ -1,7 +1,8 @@
 // A stand-in for the driver's VMM calls that keeps the driver's rules: mappings only inside a
 // reservation, at granule-aligned addresses not already mapped; no release of a mapped granule,
-// no cuMemAddressFree of a range with mappings, no unmap of a range with a hole in it. And one
-// of the arena's: a granule is mapped at two addresses at most, its home and one block's (Note
+// no cuMemAddressFree of a range with mappings, no unmap of a range with a hole in it or of
+// part of a handle's mapping (a handle of several granules is mapped whole). And one of the
+// arena's: a granule is mapped at two addresses at most, its home and one block's (Note
 // [Granule homes] in tiers/granule_homes.h). A broken rule is recorded in misuse() (tests
 // expect none), and any call can be made to fail on demand. Thread-safe: one lock per call.
 #pragma once
@@ -62,6 +63,10 @@ class FakeGranuleOps final : public GranuleOps {
   }
 
   int calls(Call call) const { return calls_[call]; }
+  // The cuMemMap calls map() stands for: one per handle.
+  int handle_maps() const { return handle_maps_; }
+  // How many granules the handles create() made hold, by handle.
+  uint64_t granules_of(GranuleHandle handle) const { return sizes_.at(handle); }
   // Every call so far, in order.
   const std::vector<Call>& sequence() const { return sequence_; }
   // The streams the last wait_for_stream_ends() named, and their events (0: the whole stream).
@@ -102,6 +107,18 @@ class FakeGranuleOps final : public GranuleOps {
     for (const auto& [handle, held] : handles_) count += held == kind ? 1 : 0;
     return count;
   }
+  // The granules the live handles hold.
+  uint64_t live_granules() const {
+    uint64_t count = 0;
+    for (const auto& [handle, granules] : sizes_) count += granules;
+    return count;
+  }
+  // Live handles of `kind` holding more than one granule.
+  std::size_t live_chunks(GranuleKind kind) const {
+    std::size_t count = 0;
+    for (const auto& [handle, held] : handles_) count += held == kind && sizes_.at(handle) > 1 ? 1 : 0;
+    return count;
+  }
   std::size_t mappings() const { return mapped_.size(); }
   // How many addresses `handle` is mapped at.
   std::size_t mappings_of(GranuleHandle handle) const {
@@ -113,7 +130,13 @@ class FakeGranuleOps final : public GranuleOps {
   std::optional<GranuleKind> mapped_kind(CUdeviceptr address) const {
     const auto found = mapped_.find(address);
     if (found == mapped_.end()) return std::nullopt;
-    return handles_.at(found->second);
+    return handles_.at(found->second.first);
+  }
+  // The handle mapped at `address` (granule-aligned), if any.
+  std::optional<GranuleHandle> mapped_handle(CUdeviceptr address) const {
+    const auto found = mapped_.find(address);
+    if (found == mapped_.end()) return std::nullopt;
+    return found->second.first;
   }
 
   CUresult reserve(uint64_t bytes, CUdeviceptr* base) noexcept override {
@@ -143,14 +166,20 @@ class FakeGranuleOps final : public GranuleOps {
     reservations_.erase(found);
     return CUDA_SUCCESS;
   }
-  CUresult create(GranuleKind kind, GranuleHandle* handle) noexcept override {
+  CUresult create(GranuleKind kind, uint64_t granules, GranuleHandle* handle) noexcept override {
     const std::lock_guard lock(mutex_);
     ++vmm_calls_;
     if (CUresult failure = injected(kCreate); failure != CUDA_SUCCESS) return failure;
+    if (granules > 1 && fail_chunks_) return CUDA_ERROR_OUT_OF_MEMORY;
+    if (granules == 0) misuse_.push_back("create of no granule");
     *handle = next_handle_++;
     handles_[*handle] = kind;
+    sizes_[*handle] = granules;
     return CUDA_SUCCESS;
   }
+  // Whether create() refuses every handle of more than one granule (a driver out of large
+  // contiguous memory).
+  void fail_chunks(bool fail) { fail_chunks_ = fail; }
   CUresult release(GranuleHandle handle) noexcept override {
     const std::lock_guard lock(mutex_);
     ++vmm_calls_;
@@ -159,26 +188,36 @@ class FakeGranuleOps final : public GranuleOps {
       misuse_.push_back("release of an unknown handle");
       return CUDA_ERROR_INVALID_VALUE;
     }
+    sizes_.erase(handle);
     for (const auto& [address, mapped] : mapped_) {
-      if (mapped == handle) misuse_.push_back("release of a mapped granule");
+      if (mapped.first == handle) misuse_.push_back("release of a mapped granule");
     }
     return CUDA_SUCCESS;
   }
-  // A run of handles: one call (one injected failure), counted as its cuMemMap calls and one
-  // cuMemSetAccess.
-  CUresult map(CUdeviceptr address, std::span<const GranuleHandle> handles) noexcept override {
+  // A run of handles: one call (one injected failure), counted as its cuMemMap calls (one per
+  // handle) and one cuMemSetAccess.
+  CUresult map(CUdeviceptr address, std::span<const Mapping> mappings) noexcept override {
     const std::lock_guard lock(mutex_);
-    vmm_calls_ += handles.size() + 1;
+    vmm_calls_ += mappings.size() + 1;
     if (CUresult failure = injected(kMap); failure != CUDA_SUCCESS) return failure;
-    if (handles.empty()) misuse_.push_back("map of no granule");
-    for (std::size_t i = 0; i < handles.size(); ++i) {
-      const CUdeviceptr at = address + i * kGranuleBytes;
-      const GranuleHandle handle = handles[i];
-      if (!handles_.contains(handle)) misuse_.push_back("map of an unknown handle");
-      if (at % kGranuleBytes != 0) misuse_.push_back("map at an unaligned address");
-      if (!inside_a_reservation(at)) misuse_.push_back("map outside every reservation");
-      if (!mapped_.emplace(at, handle).second) misuse_.push_back("map over a mapping");
-      if (mappings_of_locked(handle) > 2) misuse_.push_back("a granule mapped at three places");
+    handle_maps_ += static_cast<int>(mappings.size());
+    if (mappings.empty()) misuse_.push_back("map of no granule");
+    CUdeviceptr at = address;
+    for (const Mapping& mapping : mappings) {
+      const auto size = sizes_.find(mapping.handle);
+      if (size == sizes_.end()) {
+        misuse_.push_back("map of an unknown handle");
+      } else if (size->second != mapping.granules) {
+        misuse_.push_back("map of part of a handle");
+      }
+      for (uint64_t part = 0; part < mapping.granules; ++part, at += kGranuleBytes) {
+        if (at % kGranuleBytes != 0) misuse_.push_back("map at an unaligned address");
+        if (!inside_a_reservation(at)) misuse_.push_back("map outside every reservation");
+        if (!mapped_.emplace(at, std::pair(mapping.handle, part)).second)
+          misuse_.push_back("map over a mapping");
+      }
+      if (mappings_of_locked(mapping.handle) > 2)
+        misuse_.push_back("a granule mapped at three places");
     }
     return CUDA_SUCCESS;
   }
@@ -191,6 +230,13 @@ class FakeGranuleOps final : public GranuleOps {
         misuse_.push_back("unmap of nothing");
         return CUDA_ERROR_INVALID_VALUE;  // and nothing of the range is unmapped
       }
+    }
+    const auto after = mapped_.find(address + granules * kGranuleBytes);
+    if (mapped_.at(address).second != 0 ||
+        (after != mapped_.end() && after->second.second != 0 &&
+         after->second.first == mapped_.at(address + (granules - 1) * kGranuleBytes).first)) {
+      misuse_.push_back("unmap of part of a handle's mapping");
+      return CUDA_ERROR_INVALID_VALUE;
     }
     for (const auto& [from, bytes] : copies_in_flight_) {
       if (address < from + bytes && from < address + granules * kGranuleBytes)
@@ -226,7 +272,7 @@ class FakeGranuleOps final : public GranuleOps {
         misuse_.push_back("copy to or from an unmapped granule");
         return CUDA_ERROR_INVALID_VALUE;
       }
-      tags_[to->second] = tags_[from->second];
+      tags_[to->second] = tags_[from->second];  // by handle and part
     }
     copies_in_flight_.emplace_back(source, bytes);
     copies_in_flight_.emplace_back(destination, bytes);
@@ -287,7 +333,7 @@ class FakeGranuleOps final : public GranuleOps {
   }
   std::size_t mappings_of_locked(GranuleHandle handle) const {
     std::size_t count = 0;
-    for (const auto& [address, mapped] : mapped_) count += mapped == handle ? 1 : 0;
+    for (const auto& [address, mapped] : mapped_) count += mapped == std::pair(handle, uint64_t{0}) ? 1 : 0;
     return count;
   }
   bool inside_a_reservation(CUdeviceptr address) const {
@@ -306,8 +352,12 @@ class FakeGranuleOps final : public GranuleOps {
   GranuleHandle next_handle_ = 1;
   std::map<CUdeviceptr, uint64_t> reservations_;
   std::map<GranuleHandle, GranuleKind> handles_;
-  std::map<CUdeviceptr, GranuleHandle> mapped_;
-  std::map<GranuleHandle, uint64_t> tags_;
+  std::map<GranuleHandle, uint64_t> sizes_;  // granules
+  // Each mapped granule: its handle, and which granule of the handle it is.
+  std::map<CUdeviceptr, std::pair<GranuleHandle, uint64_t>> mapped_;
+  std::map<std::pair<GranuleHandle, uint64_t>, uint64_t> tags_;
+  bool fail_chunks_ = false;
+  int handle_maps_ = 0;
   // The source and destination ranges of the copies not yet waited for: unmapping inside one
   // is what a GPU would fault on or copy wrong bytes from.
   std::vector<std::pair<CUdeviceptr, uint64_t>> copies_in_flight_;

@@ -26,7 +26,11 @@ TEST(MovePlanTest, PromotionsTakeDeviceGranulesAndEvictionsHostOnesInOrder) {
                           slot(kBlockB, 4, device(3))},
                 .fresh = {device(10, 0x40000000), device(11, 0x40200000), host(12, 0x60000000)},
                 .moving = {kBlockA, kBlockB}};
-  EXPECT_EQ(plan.to_device(), 2u);
+  const std::vector<PieceShape> wanted = plan.wanted();
+  ASSERT_EQ(wanted.size(), 3u);
+  EXPECT_EQ(wanted[0].kind, GranuleKind::kDevice);
+  EXPECT_EQ(wanted[1].kind, GranuleKind::kDevice);
+  EXPECT_EQ(wanted[2].kind, GranuleKind::kHost);
   plan.hand_out();
   ASSERT_EQ(plan.slots.size(), 3u);
   EXPECT_EQ(plan.slots[0].to.handle, 10u) << "homes in order: the run's copy is one";

@@ -64,6 +64,7 @@ using vramspill::tiers::GranuleHandle;
 using vramspill::tiers::GranuleKind;
 using vramspill::tiers::GranuleOps;
 using vramspill::tiers::kGranuleBytes;
+using vramspill::tiers::Mapping;
 using vramspill::tiers::HostPool;
 using vramspill::tiers::HostPoolOptions;
 using vramspill::tiers::PinnedMemoryOps;
@@ -363,16 +364,18 @@ class CountingGranuleOps final : public GranuleOps {
     return CUDA_SUCCESS;
   }
   CUresult unreserve(CUdeviceptr, uint64_t) noexcept override { return CUDA_SUCCESS; }
-  CUresult create(GranuleKind, GranuleHandle* handle) noexcept override {
+  CUresult create(GranuleKind, uint64_t granules, GranuleHandle* handle) noexcept override {
     *handle = ++next_handle_;
-    ++live_granules_;
+    granules_[*handle] = granules;
+    live_granules_ += granules;
     return CUDA_SUCCESS;
   }
-  CUresult release(GranuleHandle) noexcept override {
-    --live_granules_;
+  CUresult release(GranuleHandle handle) noexcept override {
+    live_granules_ -= granules_.at(handle);
+    granules_.erase(handle);
     return CUDA_SUCCESS;
   }
-  CUresult map(CUdeviceptr, std::span<const GranuleHandle>) noexcept override {
+  CUresult map(CUdeviceptr, std::span<const Mapping>) noexcept override {
     return CUDA_SUCCESS;
   }
   CUresult unmap(CUdeviceptr, uint64_t) noexcept override { return CUDA_SUCCESS; }
@@ -399,6 +402,7 @@ class CountingGranuleOps final : public GranuleOps {
   CUdeviceptr next_address_ = uint64_t{1} << 40;
   GranuleHandle next_handle_ = 0;
   uint64_t live_granules_ = 0;
+  std::map<GranuleHandle, uint64_t> granules_;  // by handle
 };
 
 // Pool bytes: the physical granules the arena holds (live blocks' and pooled ones), at their

@@ -46,9 +46,10 @@
 // device for good, as its events no longer say whose work they follow. No event is recorded
 // while a stream capture is in progress, nor on a stream the driver says captures (one that began
 // after the shim's test: driver/stream_capture.h): it would be captured into the graph, where no
-// move could wait for it, and one on the legacy stream would invalidate a global-mode capture. A destroyed stream's events are
-// destroyed with its slot's retirement; a destroyed or released context's are forgotten, not
-// destroyed (the driver took those of that context with it; those of others leak, a few events).
+// move could wait for it, and one on the legacy stream would invalidate a global-mode capture.
+// A destroyed stream's events are destroyed with its slot's retirement; a destroyed or released
+// context's are forgotten, not destroyed (the driver took those of that context with it; those of
+// others leak, a few events).
 #pragma once
 
 #include <array>

@@ -31,6 +31,9 @@ class DriverPrefetchDevices final : public placement::PrefetchDevices {
 
   tiers::PrefetchOps* ops(int device) noexcept override;
   bool may_move() noexcept override { return captures_.load(std::memory_order_acquire) == 0; }
+  std::shared_lock<std::shared_mutex> hold_off_captures() noexcept override {
+    return std::shared_lock(capture_gate_);
+  }
 
  private:
   enum class Verdict : uint8_t { kUnknown, kMover, kNone };

@@ -126,7 +126,9 @@ bool PrefetchPlacement::make_room_locked(int device, Device& state, uint64_t byt
     return !promoting || card_takes_locked(state, bytes, leaving, /*after_evictions=*/true);
   };
   uint64_t room = budgets_.device_room(device);
-  if (room < bytes) room += free_dead_locked(device, bytes - room);
+  // The ledger's room, not a sum: a device held over its budget gets less than it freed.
+  if (room < bytes && free_dead_locked(device, bytes - room, keep, promoting) != 0)
+    room = budgets_.device_room(device);
   if (room >= bytes) return card_takes(0);
   const uint64_t short_by = (bytes - room + kGranuleBytes - 1) / kGranuleBytes;
   // Note [Rules before the policy] in placement/tiered_placement.h
@@ -230,7 +232,7 @@ void PrefetchPlacement::promote_ahead_locked(Device& state, std::span<const Bloc
   for (const BlockId id : state.policy->promote_ahead(room_taken, keep)) {
     const auto found = blocks_.find(id);
     if (found == blocks_.end() || found->second.device_bytes == found->second.bytes ||
-        rule_of(state.ruled, id) == RuleAction::kPreferHost)
+        rule_of(state.ruled, id) == RuleAction::kPreferHost || is_dead_locked(id))
       continue;
     if (bring_in_locked(id, found->second, kept, /*ahead=*/true)) kept.push_back(id);
   }
@@ -310,11 +312,19 @@ CUresult PrefetchPlacement::free_locked(std::map<BlockId, Block>::iterator found
   return CUDA_SUCCESS;
 }
 
-uint64_t PrefetchPlacement::free_dead_locked(int device, uint64_t bytes) noexcept {
+uint64_t PrefetchPlacement::free_dead_locked(int device, uint64_t bytes,
+                                             std::span<const BlockId> keep,
+                                             std::optional<BlockId> promoting) noexcept {
   if (dead_ == nullptr) return 0;
+  // cuMemFree would break a capture in progress (a global one, from any thread): none begins
+  // while this is held.
+  const std::shared_lock captures_held_off = devices_.hold_off_captures();
+  if (!devices_.may_move()) return 0;
   uint64_t freed = 0;
   for (const uint64_t base : dead_->dead()) {
     if (freed >= bytes) break;
+    // The submission at hand names the blocks in `keep`, and the caller holds on to them.
+    if (base == promoting || std::ranges::find(keep, base) != keep.end()) continue;
     const auto block = blocks_.find(base);
     if (block == blocks_.end() || block->second.device != device ||
         block->second.device_bytes == 0 || !dead_->give_up_if_dead(base))
@@ -333,6 +343,10 @@ uint64_t PrefetchPlacement::free_dead_locked(int device, uint64_t bytes) noexcep
     ++stats_.dead_freed;
   }
   return freed;
+}
+
+bool PrefetchPlacement::is_dead_locked(BlockId id) noexcept {
+  return dead_ != nullptr && dead_->is_dead(id);
 }
 
 void PrefetchPlacement::before_submission(const core::SubmissionUse& use) noexcept {
@@ -357,7 +371,9 @@ void PrefetchPlacement::before_submission(const core::SubmissionUse& use) noexce
       bool must_wait = false;  // for the mover's stream (Note [Launches after a promotion])
       uint64_t room_taken = 0;  // granules this launch's own promotions took
       for (const BlockId id : ours) {
-        Block& block = blocks_.at(id);
+        const auto found = blocks_.find(id);
+        if (found == blocks_.end()) continue;  // defensive: nothing frees the blocks in `ours`
+        Block& block = found->second;
         // Not asked during a capture: a query of the mover's event there would break a capture
         // in global mode, and no wait is made then anyway.
         if (block.arriving && may_move) {
@@ -368,7 +384,8 @@ void PrefetchPlacement::before_submission(const core::SubmissionUse& use) noexce
           // Note [Rules before the policy] in placement/tiered_placement.h
           const std::optional<RuleAction> rule = rule_of(state.ruled, id);
           if (rule == RuleAction::kPin ||
-              (rule != RuleAction::kPreferHost && state.policy->should_promote(id))) {
+              (rule != RuleAction::kPreferHost && !is_dead_locked(id) &&
+               state.policy->should_promote(id))) {
             if (bring_in_locked(id, block, ours)) {
               must_wait = true;
               room_taken += on_host / kGranuleBytes;

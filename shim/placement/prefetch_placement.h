@@ -107,6 +107,7 @@
 #include <mutex>
 #include <optional>
 #include <span>
+#include <shared_mutex>
 #include <string>
 #include <vector>
 
@@ -129,6 +130,10 @@ class PrefetchDevices {
   // False while a stream capture is in progress: an event recorded on a capturing stream would
   // be captured into its graph, so nothing moves (Note [No moves during a capture]).
   virtual bool may_move() noexcept = 0;
+  // Keeps a capture from beginning while the lock it returns is held, so that what may_move()
+  // says stays true meanwhile (Note [A capture begun while a move is queued] in
+  // tiers/driver_prefetch_ops.h); by default, where no program captures, holds nothing.
+  virtual std::shared_lock<std::shared_mutex> hold_off_captures() noexcept { return {}; }
 
  protected:
   PrefetchDevices() = default;
@@ -146,6 +151,8 @@ class DeadBlocks {
   // The bases of the blocks that are such blocks now, of any device and mover (their owner may
   // still take one back). Called with the mover's lock held, as is give_up_if_dead().
   virtual std::vector<uint64_t> dead() noexcept = 0;
+  // Whether the block at `base` is such a block now: not worth bringing in.
+  virtual bool is_dead(CUdeviceptr base) noexcept = 0;
   // Whether the block at `base` is still such a block; if so, its owner has let it go, no
   // submission names it any more, and the mover frees it now.
   virtual bool give_up_if_dead(CUdeviceptr base) noexcept = 0;
@@ -218,6 +225,9 @@ class PrefetchPlacement {
   // Whether the books have any of the block at `base`'s pages on the host (nullopt: no such
   // block), as an arena block with host granules.
   std::optional<bool> any_on_host(CUdeviceptr base) const noexcept;
+
+  // False while a stream capture is in progress (PrefetchDevices::may_move()).
+  bool may_move() noexcept { return devices_.may_move(); }
   // How many blocks the placement holds, and of those how many the books have on the device,
   // wholly or in part (Note [Evicting part of a block] in policies/eviction_policy.h); their
   // whole 2 MiB pages on the device and on the host, as the budgets count them.
@@ -296,9 +306,13 @@ class PrefetchPlacement {
                         std::optional<policies::BlockId> promoting);
   // Evicts the last `out` bytes of `block`'s pages on the device.
   bool evict_locked(policies::BlockId id, Block& block, uint64_t out) noexcept;
-  // Frees dead blocks of `device` on the device (DeadBlocks) until `bytes` are free; the bytes
-  // freed.
-  uint64_t free_dead_locked(int device, uint64_t bytes) noexcept;
+  // Frees dead blocks of `device` on the device (DeadBlocks), other than those the caller holds
+  // (`keep`, `promoting`), until `bytes` are free; the bytes of the device's pages freed. None
+  // while a capture is in progress.
+  uint64_t free_dead_locked(int device, uint64_t bytes, std::span<const policies::BlockId> keep,
+                            std::optional<policies::BlockId> promoting) noexcept;
+  // Whether the block `id` is dead (DeadBlocks): a promotion would copy bytes nothing reads.
+  bool is_dead_locked(policies::BlockId id) noexcept;
   // Frees the block at `found`; the caller has waited for the program's work on it.
   CUresult free_locked(std::map<policies::BlockId, Block>::iterator found) noexcept;
   static void note_use(Block& block, uint64_t stream) noexcept;

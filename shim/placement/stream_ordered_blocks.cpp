@@ -47,7 +47,10 @@ std::optional<CUresult> StreamOrderedBlocks::allocate(int device, CUmemoryPool p
                                                       CUstream stream, CUdeviceptr* out) noexcept {
   if (config_.spill.mode != SpillMode::kTiered ||
       config_.tiered.stream_ordered != StreamOrderedMode::kArena ||
-      bytes < config_.tiered.min_size || !pools_.plain(device, pool))
+      bytes < config_.tiered.min_size || !pools_.plain(device, pool) ||
+      // Another stream's capture forbids the managed allocations and frees this may make (Note
+      // [Stream-ordered requests in the arena]).
+      (config_.tiered.mover == TieredMover::kPrefetch && !blocks_.prefetch_may_move()))
     return std::nullopt;
   const uint64_t granules = tiers::GranuleArena::granules_for(bytes);
   find_idle_streams(device);
@@ -101,6 +104,8 @@ void StreamOrderedBlocks::pool_trimmed(CUmemoryPool pool) noexcept {
 }
 
 std::vector<uint64_t> StreamOrderedBlocks::dead() noexcept { return reuse_.reached_blocks(); }
+
+bool StreamOrderedBlocks::is_dead(CUdeviceptr base) noexcept { return reuse_.is_reached(base); }
 
 bool StreamOrderedBlocks::give_up_if_dead(CUdeviceptr base) noexcept {
   if (!reuse_.give_up_if_reached(base)) return false;

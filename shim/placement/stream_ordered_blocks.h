@@ -42,7 +42,9 @@
 // that never waits for its streams sees these figures vary from run to run.
 // Left to the pools as before: pools with an exportable handle type, a size cap or a special
 // usage (another process or the hardware would need the pool's memory), host-located pools,
-// requests while the stream is being captured (the graph would need a graph memory node),
+// requests while the stream is being captured (the graph would need a graph memory node), with
+// the prefetch mover requests while any stream is being captured (a request may make or free
+// managed memory, which a global-mode capture forbids; the arena's VMM calls it allows),
 // requests below min_size, devices that neither mover can tier, and [tiered] stream_ordered =
 // "pool".
 // What a tiered block cannot imitate: it belongs to no pool, so CU_POINTER_ATTRIBUTE_MEMPOOL_
@@ -151,6 +153,7 @@ class StreamOrderedBlocks final : public DeadBlocks {
   // Kept blocks whose frees were reached are given up to the prefetch mover, which frees them
   // for room (Note [Dead blocks and the prefetch mover]).
   std::vector<uint64_t> dead() noexcept override;
+  bool is_dead(CUdeviceptr base) noexcept override;
   bool give_up_if_dead(CUdeviceptr base) noexcept override;
 
  private:

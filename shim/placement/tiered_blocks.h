@@ -95,6 +95,10 @@ class TieredBlocks {
   // for room: DeadBlocks in placement/prefetch_placement.h): no submission may name it any more.
   void freed_by_the_mover(CUdeviceptr base) noexcept { use_.untrack(base); }
 
+  // Whether the prefetch mover may make and free managed memory now: not while a stream capture
+  // is in progress, where cuMemAllocManaged and cuMemFree would break a global-mode capture.
+  bool prefetch_may_move() noexcept { return prefetch_.may_move(); }
+
   // Whether any of the block at `base` is on the host: with the prefetch mover, whether the books
   // have it there (not brought in, or evicted); in `device`'s arena, whether a granule of it is.
   bool on_host(int device, CUdeviceptr base) noexcept;

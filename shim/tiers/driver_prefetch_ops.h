@@ -27,8 +27,9 @@
 // capture the shim counted is in progress (Note [No moves during a capture] in
 // placement/tiered_placement.h), but a capture may begin on another thread between that test and
 // the records. So each record or wait on a program's stream is made holding the capture gate
-// shared, which the cuStreamBeginCapture hooks hold exclusively while the driver begins a capture (hooks/capture_hooks.cpp), and only once cuStreamIsCapturing has
-// said the stream is not capturing; an error counts as capturing (the legacy stream answers
+// shared, which the cuStreamBeginCapture hooks hold exclusively while the driver begins a capture
+// (hooks/capture_hooks.cpp), and only once cuStreamIsCapturing has said the stream is not
+// capturing; an error counts as capturing (the legacy stream answers
 // CUDA_ERROR_STREAM_CAPTURE_IMPLICIT while another stream captures, where a record on it would
 // invalidate that capture). A capturing stream is left out, said once: the move is not ordered
 // after its work, or the launch does not wait for the move. Managed memory is coherent, so that

@@ -182,6 +182,11 @@ std::vector<uint64_t> StreamOrderedReuse::reached_blocks() const noexcept {
   }
 }
 
+bool StreamOrderedReuse::is_reached(uint64_t base) const noexcept {
+  const std::lock_guard lock(mutex_);
+  return dead_.contains(base);
+}
+
 bool StreamOrderedReuse::give_up_if_reached(uint64_t base) noexcept {
   const std::lock_guard lock(mutex_);
   if (!dead_.contains(base)) return false;

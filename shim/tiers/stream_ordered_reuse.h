@@ -95,6 +95,8 @@ class StreamOrderedReuse final : public DeadContents {
   // The kept blocks whose streams have reached their frees, of every device (none when memory
   // runs out).
   std::vector<uint64_t> reached_blocks() const noexcept;
+  // Whether the block at `base` is kept and its stream has reached its free.
+  bool is_reached(uint64_t base) const noexcept;
   // The kept block at `base`, if its stream has reached its free: no longer kept, for the caller
   // to free (Note [Dead blocks and the prefetch mover] in placement/stream_ordered_blocks.h).
   bool give_up_if_reached(uint64_t base) noexcept;

@@ -427,6 +427,38 @@ TEST_F(TieredTest, AStreamCapturedBehindTheShimsBackGetsNoEventOfTheWindow) {
   for (CUdeviceptr block : blocks) ASSERT_CU(cuMemFree(block));
 }
 
+// Note [Stream-ordered requests in the arena]: a stream-ordered request on a stream that is not
+// captured, while another stream captures in global mode, makes and frees no memory the capture
+// forbids (with the prefetch mover a request may free a kept block and make a managed one: it goes
+// to its pool instead), so the capture ends with a graph.
+TEST_F(TieredTest, AStreamOrderedRequestLeavesAnotherStreamsCaptureValid) {
+  std::vector<CUdeviceptr> blocks(4);  // the whole budget
+  for (CUdeviceptr& block : blocks) {
+    ASSERT_CU(cuMemAlloc(&block, kBlock));
+    ASSERT_CU(fill(block, 5, streams_[1]));
+  }
+  CUdeviceptr kept = 0;  // made on the host, and kept at its free, which its stream then reaches
+  ASSERT_CU(cuMemAllocAsync(&kept, kBlock, streams_[1]));
+  ASSERT_CU(fill(kept, 6, streams_[1]));
+  ASSERT_CU(cuMemFreeAsync(kept, streams_[1]));
+  ASSERT_CU(cuStreamSynchronize(streams_[1]));
+  ASSERT_CU(cuStreamBeginCapture(streams_[0], CU_STREAM_CAPTURE_MODE_GLOBAL));
+  CUdeviceptr again = 0;
+  ASSERT_CU(cuMemAllocAsync(&again, kBlock, streams_[1]));
+  ASSERT_CU(fill(blocks[0], 7, streams_[0]));
+  CUgraph graph = nullptr;
+  ASSERT_CU(cuStreamEndCapture(streams_[0], &graph));
+  CUgraphExec exec = nullptr;
+  ASSERT_CU(cuGraphInstantiate(&exec, graph, 0));
+  ASSERT_CU(cuGraphLaunch(exec, streams_[0]));
+  ASSERT_CU(cuMemFreeAsync(again, streams_[1]));
+  ASSERT_CU(cuCtxSynchronize());
+  expect_block(blocks[0], 7);
+  ASSERT_CU(cuGraphExecDestroy(exec));
+  ASSERT_CU(cuGraphDestroy(graph));
+  for (CUdeviceptr block : blocks) ASSERT_CU(cuMemFree(block));
+}
+
 // Several threads submit at once while their blocks move: each thread's fills and copies on its
 // own stream, over three times the budget in all, must come back byte for byte (the remap
 // window holds every thread's submissions while a move remaps).

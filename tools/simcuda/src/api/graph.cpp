@@ -1,6 +1,6 @@
 // Stream capture and the graphs it produces (Note [Stream capture] in core/capture.h).
-#include <algorithm>
 #include <atomic>
+#include <span>
 
 #include "core/api.h"
 #include "core/capture.h"
@@ -35,12 +35,8 @@ CUresult begin_to_graph(DefaultStream null_means, CUstream hStream, CUgraph hGra
   if (dependency_count != 0 && dependencies == nullptr) return CUDA_ERROR_INVALID_VALUE;
   std::shared_ptr<simcuda::Graph> graph = simcuda::graph_from_handle(hGraph);
   if (graph == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  for (size_t i = 0; i < dependency_count; ++i) {
-    const std::shared_ptr<simcuda::GraphNode> node =
-        simcuda::graph_node_from_handle(dependencies[i]);
-    if (node == nullptr || std::ranges::find(graph->inspectable, node) == graph->inspectable.end())
-      return CUDA_ERROR_INVALID_VALUE;
-  }
+  if (!simcuda::graph_has_nodes(*graph, std::span(dependencies, dependency_count)))
+    return CUDA_ERROR_INVALID_VALUE;
   Stream* stream = nullptr;
   if (CUresult result = resolve_stream(hStream, null_means, &stream); result != CUDA_SUCCESS)
     return result;

@@ -364,6 +364,14 @@ std::shared_ptr<GraphNode> graph_node_from_handle(CUgraphNode handle) {
   return nullptr;
 }
 
+bool graph_has_nodes(const Graph& graph, std::span<const CUgraphNode> handles) {
+  std::lock_guard lock(capture_mutex);  // a capture into the graph may be adding nodes
+  return std::ranges::all_of(handles, [&](CUgraphNode handle) {
+    return std::ranges::any_of(graph.inspectable,
+                               [&](const auto& node) { return to_handle(node.get()) == handle; });
+  });
+}
+
 CUresult replace_exec_kernel(GraphExec& exec, const GraphNode* node, KernelWork replacement) {
   std::lock_guard lock(capture_mutex);
   const bool known = std::ranges::any_of(exec.instantiated_from, [&](const auto& each) {

@@ -42,12 +42,16 @@
 // every dependency, of whatever edge type (an edge only ever orders a node after another; a
 // programmatic one also lets them overlap, which a replay one after the other need not).
 // Dependencies must be nodes of that graph; the graph must be of the stream's context and not
-// already being captured into.
+// already being captured into. simcuda's own rules, not checked against the driver: that one
+// capture into a graph at a time, that cuGraphDestroy of a graph being captured into is refused
+// (CUDA_ERROR_ILLEGAL_STATE), and that an invalidated capture leaves in the graph the nodes it
+// had added.
 #pragma once
 
 #include <cuda.h>
 
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "core/graph_memory.h"
@@ -147,6 +151,8 @@ CUresult new_graph_exec(const Graph& graph, bool auto_free_on_launch,
 std::shared_ptr<GraphExec> graph_exec_from_handle(CUgraphExec handle);
 // The node of a live graph that `handle` names, or nullptr.
 std::shared_ptr<GraphNode> graph_node_from_handle(CUgraphNode handle);
+// Whether every node `handles` names is one of `graph`'s.
+bool graph_has_nodes(const Graph& graph, std::span<const CUgraphNode> handles);
 // cuGraphExecKernelNodeSetParams: `exec`'s copy of `node` runs `replacement` from its next launch
 // on (launches already queued keep what they had). CUDA_ERROR_INVALID_VALUE when `node` is not a
 // kernel node `exec` was instantiated from.

@@ -7,9 +7,11 @@
 #include <algorithm>
 #include <cstdint>
 #include <initializer_list>
+#include <string>
 #include <vector>
 
 #include "fake_tiered_budgets.h"
+#include "placement_fakes.h"
 #include "placement/prefetch_placement.h"
 #include "prefetch_fakes.h"
 
@@ -120,6 +122,24 @@ TEST_F(PrefetchDeadBlocksTest, ADeadBlockIsNotBroughtIn) {
   EXPECT_EQ(placement_.device_bytes(c_), 0u);
   EXPECT_TRUE(ops().prefetches.empty());
   EXPECT_FALSE(released(c_));
+}
+
+// A dead block the driver will not free stays in the books, on the device and in the budget
+// (its owner has let it go, so it is kept until the process ends, which the log says), and the
+// room is made by an eviction instead.
+TEST_F(PrefetchDeadBlocksTest, ADeadBlockTheDriverWillNotFreeStaysInTheBooks) {
+  LogCapture log;
+  dead_.bases = {b_};
+  ops().fail_releases = true;
+  launch({c_});
+  EXPECT_EQ(dead_.given_up, std::vector<uint64_t>{b_});
+  EXPECT_EQ(placement_.device_bytes(b_), kBlock);
+  EXPECT_EQ(placement_.device_bytes(a_), 0u);  // evicted for the room
+  EXPECT_EQ(placement_.device_bytes(c_), kBlock);
+  EXPECT_EQ(budgets_.device(), 2 * kBlock);
+  EXPECT_EQ(placement_.stats().dead_freed, 0u);
+  EXPECT_NE(log.text().find("freeing a dead block of 4194304 bytes failed"), std::string::npos)
+      << log.text();
 }
 
 // Nothing is freed while a capture is in progress: cuMemFree would break it.

@@ -37,6 +37,7 @@ class FakePrefetchOps final : public tiers::PrefetchOps {
     return CUDA_SUCCESS;
   }
   CUresult release(CUdeviceptr base) noexcept override {
+    if (fail_releases) return CUDA_ERROR_INVALID_VALUE;
     released.push_back(base);
     return CUDA_SUCCESS;
   }
@@ -71,6 +72,7 @@ class FakePrefetchOps final : public tiers::PrefetchOps {
   bool done = true;
   bool fail_promotions = false;
   bool fail_evictions = false;
+  bool fail_releases = false;
   int waits = 0;
   int queries = 0;  // of promotions_done()
 

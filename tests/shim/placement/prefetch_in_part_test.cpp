@@ -121,6 +121,18 @@ TEST_F(PrefetchInPartTest, TheLastVictimGivesUpOnlyItsLastPagesTheNeedLeaves) {
 
 // The last page of a block whose size is not whole pages is short: the eviction names only the
 // bytes the allocation has (a prefetch past its end is the driver's error).
+// A kept stream-ordered block with pages on the host is not reused (Note [Stream-ordered requests
+// in the arena]): any_on_host() says so of a block in part too, as of an arena block with host
+// granules.
+TEST_F(PrefetchInPartTest, ABlockInPartHasPagesOnTheHost) {
+  fill_with_two_blocks();
+  EXPECT_EQ(placement_.any_on_host(a_), false);
+  ASSERT_TRUE(placement_.make_device_room(0, kGranuleBytes));
+  EXPECT_EQ(placement_.any_on_host(a_), true);
+  EXPECT_EQ(placement_.any_on_host(b_), false);
+  EXPECT_EQ(placement_.any_on_host(a_ + kGranuleBytes), std::nullopt);  // no block starts there
+}
+
 TEST_F(PrefetchInPartTest, TheLastPageOfABlockOfUnevenSizeIsEvictedAsFarAsTheBlockGoes) {
   const CUdeviceptr uneven = allocate(kBlock - kGranuleBytes / 2);  // four pages, the last short
   b_ = allocate();

@@ -383,9 +383,9 @@ void PrefetchPlacement::before_submission(const core::SubmissionUse& use) noexce
         if (const uint64_t on_host = block.bytes - block.device_bytes; may_move && on_host != 0) {
           // Note [Rules before the policy] in placement/tiered_placement.h
           const std::optional<RuleAction> rule = rule_of(state.ruled, id);
-          if (rule == RuleAction::kPin ||
-              (rule != RuleAction::kPreferHost && !is_dead_locked(id) &&
-               state.policy->should_promote(id))) {
+          if (!is_dead_locked(id) &&
+              (rule == RuleAction::kPin ||
+               (rule != RuleAction::kPreferHost && state.policy->should_promote(id)))) {
             if (bring_in_locked(id, block, ours)) {
               must_wait = true;
               room_taken += on_host / kGranuleBytes;

@@ -99,6 +99,8 @@ bool StreamOrderedBlocks::keep(const core::Allocation& block, CUstream stream) n
 void StreamOrderedBlocks::pool_trimmed(CUmemoryPool pool) noexcept {
   const std::optional<int> device = pools_.device_of(pool);
   if (!device || *device == kHostLocatedPool || !pools_.plain(*device, pool)) return;
+  // The prefetch mover's frees would break another stream's capture: the next trim has them.
+  if (config_.tiered.mover == TieredMover::kPrefetch && !blocks_.prefetch_may_move()) return;
   find_idle_streams(*device);
   give_back(*device, reuse_.give_up(*device, UINT64_MAX));
 }

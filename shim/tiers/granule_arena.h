@@ -124,8 +124,8 @@
 // gave up. What takes pooled granules off the stream must not take those: allocate(), whose block
 // the program writes as it likes, waits for the copies first (settle_copies()); trim() gives back
 // only granules pooled before the copies in flight began (cuMemRelease must not free memory a
-// copy uses: each pool's last unsettled_ granules stay), and give_back_device_granules() waits
-// for the copies when it needs more than those.
+// copy uses: each pool's last unsettled pieces stay, GranulePools), and
+// give_back_device_granules() waits for the copies when it needs more than those.
 // The event is kept until it has passed: the next move, stage or move_on_stream retires what has
 // (each in a closed window, so no submission is about to wait for an event it destroys); at most
 // GranuleMover::kMaxCopiesInFlight batches are in flight, beyond which the host waits for a

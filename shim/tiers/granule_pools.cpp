@@ -60,7 +60,7 @@ void GranulePools::trim_to(GranuleKind kind, uint64_t keep, bool at_least,
                            std::vector<Granule>& out) {
   uint64_t pooled = granules(kind);
   const auto above_keep = [&](const Granule& piece) {
-    if (pooled < keep + piece.span) return false;
+    if (pooled < keep || pooled - keep < piece.span) return false;  // keep may be UINT64_MAX
     pooled -= piece.span;
     return true;
   };

@@ -124,6 +124,18 @@ TEST_F(PrefetchDeadBlocksTest, ADeadBlockIsNotBroughtIn) {
   EXPECT_FALSE(released(c_));
 }
 
+// Not even one a [[tiered.rule]] pins, which otherwise comes in whatever the policy says.
+TEST_F(PrefetchDeadBlocksTest, APinnedDeadBlockIsNotBroughtIn) {
+  devices_.moves = false;
+  CUdeviceptr pinned = 0;
+  ASSERT_EQ(placement_.allocate(0, kBlock, &pinned, RuleAction::kPin), CUDA_SUCCESS);
+  devices_.moves = true;
+  dead_.bases = {pinned};
+  launch({pinned});
+  EXPECT_EQ(placement_.device_bytes(pinned), 0u);
+  EXPECT_TRUE(ops().prefetches.empty());
+}
+
 // A dead block the driver will not free stays in the books, on the device and in the budget
 // (its owner has let it go, so it is kept until the process ends, which the log says), and the
 // room is made by an eviction instead.

@@ -124,7 +124,8 @@ class ManagedDevice final : public PrefetchDevices {
   tiers::PrefetchOps* ops(int device) noexcept override {
     return device == 0 && serves ? &managed : nullptr;
   }
-  bool may_move() noexcept override { return true; }
+  bool may_move() noexcept override { return moves; }
+  bool moves = true;  // false: as while a stream capture is in progress
 };
 
 // Rules by size alone never ask for a stack.
@@ -456,6 +457,22 @@ TEST_F(StreamOrderedBlocksTest, WithThePrefetchMoverATrimFreesTheReachedKeptBloc
   blocks_->pool_trimmed(fake_pool(1));
   EXPECT_EQ(managed_.released, std::vector<CUdeviceptr>{reached});
   EXPECT_EQ(prefetch_.held(0).blocks, 1u);
+}
+
+// While a stream captures, a trim frees nothing (cuMemFree would break a global-mode capture), and
+// a request goes to its pool; the next trim frees what this one left.
+TEST_F(StreamOrderedBlocksTest, WithThePrefetchMoverNothingIsFreedOrMadeDuringACapture) {
+  make_prefetched();
+  const CUdeviceptr reached = allocate(1, kOne);
+  ASSERT_TRUE(free(reached, kOne));
+  streams_.reach(kOne);
+  managed_device_.moves = false;
+  blocks_->pool_trimmed(fake_pool(1));
+  EXPECT_TRUE(managed_.released.empty());
+  EXPECT_EQ(allocate(1, kOne), 0u) << "served as a tiered block during a capture";
+  managed_device_.moves = true;
+  blocks_->pool_trimmed(fake_pool(1));
+  EXPECT_EQ(managed_.released, std::vector<CUdeviceptr>{reached});
 }
 
 // A device the prefetch mover cannot serve keeps its requests in the arena, and a reached kept

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -227,6 +228,37 @@ TEST_F(ChunkedArenaTest, GivingBackTakesAWholeChunkWhereItMust) {
   arena_.trim();
   EXPECT_EQ(arena_.stats().pooled_device_granules, 16u)
       << "a trim to two granules keeps the chunk it cannot split";
+}
+
+// give_back_device_granules() keeps every pooled host granule ("keep all" is UINT64_MAX
+// granules, which must not wrap around).
+TEST_F(ChunkedArenaTest, GivingBackDeviceGranulesKeepsThePooledHostOnes) {
+  ASSERT_TRUE(arena_.free(allocate(4 * 2 * kMiB, 0)));
+  ASSERT_EQ(arena_.stats().pooled_host_granules, 4u);
+  arena_.give_back_device_granules(1);
+  EXPECT_EQ(arena_.stats().pooled_host_granules, 4u);
+}
+
+// Long runs of chunks keep the books and the bytes whichever driver call fails, and where, in a
+// move either way.
+TEST_F(ChunkedArenaTest, LongRunsOfChunksSurviveEachFailedCall) {
+  for (const Call call : {Call::kMap, Call::kUnmap, Call::kCopy, Call::kCreate}) {
+    for (int nth = 1; nth <= 6; ++nth) {
+      const CUdeviceptr base = tagged_block(200, 200);
+      ops_.fail(call, nth);
+      (void)move({{.base = base, .to = kHost, .granules = 0}});
+      ops_.fail(call, 0);
+      std::string problem;
+      ASSERT_TRUE(arena_.check_invariants(&problem)) << call << "/" << nth << ": " << problem;
+      EXPECT_EQ(arena_.stats().unbacked_granules, 0u) << call << "/" << nth;
+      expect_tags(base, 200);
+      (void)move({{.base = base, .to = kDevice, .granules = 0}});
+      ASSERT_TRUE(arena_.check_invariants(&problem)) << call << "/" << nth << ": " << problem;
+      expect_tags(base, 200);
+      ASSERT_TRUE(arena_.free(base));
+      ASSERT_TRUE(ops_.misuse().empty()) << ops_.misuse().front();
+    }
+  }
 }
 
 }  // namespace

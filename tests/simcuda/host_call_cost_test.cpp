@@ -4,6 +4,7 @@
 // records another: a record stores the later of its stream's clock and the host's, so the
 // elapsed time between the two is what the call charged the host, and work queued after the
 // call starts that much later.
+#include <cstdlib>
 #include <functional>
 #include <string>
 #include <utility>
@@ -70,7 +71,14 @@ class HostCallCostTest : public DriverTest {
   CUevent before_ = nullptr, after_ = nullptr;
 };
 
-// Map, set access and unmap, charged per granule at the location's figure.
+// With SIMCUDA_VMM_COST=per-call (ctest simcuda.vmm_cost_per_call runs these cases so), a VMM
+// call costs one granule's figure for each location its range covers, whatever its length.
+bool vmm_cost_per_call() {
+  const char* cost = std::getenv("SIMCUDA_VMM_COST");
+  return cost != nullptr && std::string(cost) == "per-call";
+}
+
+// Map, set access and unmap, charged per granule at the location's figure (or per call).
 TEST_F(HostCallCostTest, VmmCallsCostTheirMeasuredTimePerGranule) {
   struct Case {
     std::string name;
@@ -85,7 +93,7 @@ TEST_F(HostCallCostTest, VmmCallsCostTheirMeasuredTimePerGranule) {
     for (const size_t granules : {size_t{1}, size_t{3}}) {
       SCOPED_TRACE(c.name + ", " + std::to_string(granules) + " granule(s)");
       const size_t size = granules * kGranule;
-      const auto n = static_cast<double>(granules);
+      const auto n = vmm_cost_per_call() ? 1.0 : static_cast<double>(granules);
       const CUmemGenericAllocationHandle handle = create(c.location, size);
       CUdeviceptr base = 0;
       ASSERT_CU(cuMemAddressReserve(&base, size, 0, 0, 0));
@@ -169,6 +177,16 @@ TEST_F(HostCallCostTest, AFailedCallCostsNothing) {
   EXPECT_EQ(milliseconds, 0.0f);
   ASSERT_CU(cuMemAddressFree(base, kGranule));
   ASSERT_CU(cuMemRelease(handle));
+}
+
+TEST(HostCallCostDeathTest, AnUnknownVmmCostFailsCuInit) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        setenv("SIMCUDA_VMM_COST", "per-byte", 1);
+        std::exit(cuInit(0) == CUDA_ERROR_INVALID_VALUE ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "SIMCUDA_VMM_COST='per-byte': expected per-granule or per-call");
 }
 
 }  // namespace

@@ -106,6 +106,14 @@ ConfigResult config_from_environment() {
     }
     config.abort_on_remap_violation = action == "abort";
   }
+  if (const char* value = variable("SIMCUDA_VMM_COST")) {
+    const std::string_view cost = value;
+    if (cost != "per-granule" && cost != "per-call") {
+      out.error = bad_value("SIMCUDA_VMM_COST", value, "per-granule or per-call");
+      return out;
+    }
+    config.cost.vmm_cost_per_call = cost == "per-call";
+  }
   if (const char* value = variable("SIMCUDA_FAIL")) {
     out.error = parse_faults(value, config.faults);
     if (!out.error.empty()) return out;

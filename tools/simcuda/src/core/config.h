@@ -16,6 +16,11 @@ struct CostModelConfig {
   // costs its link time plus its HBM time here, runs at 55.2 GB/s.
   double hbm_bytes_per_second = 4.3e12;
   double link_bytes_per_second = 5.59e10;
+  // SIMCUDA_VMM_COST: what a VMM call over several granules costs the host (Note [Host call
+  // costs] in core/host_call_cost.h). Per granule is the measured figure times the range, the
+  // default; per call is one granule's figure for each location the range covers, whatever its
+  // length: the two bounds of what a GPU may show, neither measured for ranges.
+  bool vmm_cost_per_call = false;
 };
 
 // SIMCUDA_FAIL=FUNCTION@N=RESULT: the Nth call (1-based) of FUNCTION returns RESULT.

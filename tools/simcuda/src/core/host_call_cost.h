@@ -19,7 +19,9 @@
 // not measured (tools/simcuda/README.md, "Cost model", lists the same):
 // - Only one granule per call was measured. A VMM call is charged per granule of the range it
 //   covers, linear in the range, each granule at its own location's figure: what batching
-//   ranges saves is for a GPU to show, not for the model to promise.
+//   ranges saves is for a GPU to show, not for the model to promise. SIMCUDA_VMM_COST=per-call
+//   charges the other bound instead, one granule's figure for each location a range covers, so
+//   that a mover's figures can be read under both until a GPU measures ranges.
 // - cuMemAlloc and cuMemFree are charged per call, whatever the size: a 4 KiB pair was
 //   measured, and charging a 1 GiB allocation 512 times that (20 ms) would make every plain
 //   allocation of a job cost more than any report of cudaMalloc on a large block suggests.

@@ -1,5 +1,6 @@
 #include "tiers/driver_granule_ops.h"
 
+#include <array>
 #include <mutex>
 #include <new>
 #include <shared_mutex>
@@ -126,9 +127,16 @@ CUresult DriverGranuleOps::unmap(CUdeviceptr address, uint64_t granules) noexcep
 
 DriverGranuleOps::~DriverGranuleOps() {
   if (primary_ == nullptr) return;
-  if (const auto destroy = VRAMSPILL_REAL(cuStreamDestroy_v2); destroy != nullptr) {
+  const auto destroy_stream = VRAMSPILL_REAL(cuStreamDestroy_v2);
+  const auto destroy_event = VRAMSPILL_REAL(cuEventDestroy_v2);
+  if (destroy_stream != nullptr && destroy_event != nullptr) {
     const driver::ContextScope scope(primary_);
-    if (scope.entered()) destroy(copy_stream_);
+    if (scope.entered()) {
+      destroy_stream(copy_stream_);
+      destroy_stream(to_host_stream_);
+      destroy_event(fork_event_);
+      destroy_event(join_event_);
+    }
   }
   if (const auto release = VRAMSPILL_REAL(cuDevicePrimaryCtxRelease_v2)) release(device_);
 }
@@ -141,37 +149,91 @@ CUresult DriverGranuleOps::wait_for_stream_ends(std::span<const StreamEnd> ends)
   return driver::wait_for_stream_ends(device_, ends);
 }
 
-CUresult DriverGranuleOps::make_copy_stream() noexcept {
+CUresult DriverGranuleOps::make_copy_streams() noexcept {
+  if (primary_ != nullptr) return CUDA_SUCCESS;
   const auto retain = VRAMSPILL_REAL(cuDevicePrimaryCtxRetain);
   const auto release = VRAMSPILL_REAL(cuDevicePrimaryCtxRelease_v2);
   const auto create_stream = VRAMSPILL_REAL(cuStreamCreate);
-  if (retain == nullptr || release == nullptr || create_stream == nullptr)
+  const auto destroy_stream = VRAMSPILL_REAL(cuStreamDestroy_v2);
+  const auto create_event = VRAMSPILL_REAL(cuEventCreate);
+  const auto destroy_event = VRAMSPILL_REAL(cuEventDestroy_v2);
+  if (retain == nullptr || release == nullptr || create_stream == nullptr ||
+      destroy_stream == nullptr || create_event == nullptr || destroy_event == nullptr)
     return CUDA_ERROR_NOT_SUPPORTED;
   CUcontext primary = nullptr;
   if (const CUresult result = retain(&primary, device_); result != CUDA_SUCCESS) return result;
+  // All four or none: each one made is given back if a later one fails.
+  std::array<CUstream, 2> streams{};
+  std::array<CUevent, 2> events{};
   CUresult result = CUDA_SUCCESS;
   {
     const driver::ContextScope scope(primary);
-    result =
-        scope.entered() ? create_stream(&copy_stream_, CU_STREAM_NON_BLOCKING) : scope.status();
+    result = scope.status();
+    int made_streams = 0;
+    int made_events = 0;
+    while (result == CUDA_SUCCESS && made_streams < 2) {
+      result = create_stream(&streams.at(made_streams), CU_STREAM_NON_BLOCKING);
+      made_streams += result == CUDA_SUCCESS ? 1 : 0;
+    }
+    while (result == CUDA_SUCCESS && made_events < 2) {
+      result = create_event(&events.at(made_events), CU_EVENT_DISABLE_TIMING);
+      made_events += result == CUDA_SUCCESS ? 1 : 0;
+    }
+    if (result != CUDA_SUCCESS && scope.entered()) {
+      for (int i = 0; i < made_streams; ++i) destroy_stream(streams.at(i));
+      for (int i = 0; i < made_events; ++i) destroy_event(events.at(i));
+    }
   }
   if (result != CUDA_SUCCESS) {
     release(device_);
     return result;
   }
+  copy_stream_ = streams[0];
+  to_host_stream_ = streams[1];
+  fork_event_ = events[0];
+  join_event_ = events[1];
   primary_ = primary;
   return CUDA_SUCCESS;
 }
 
-CUresult DriverGranuleOps::copy(CUdeviceptr destination, CUdeviceptr source,
-                                uint64_t bytes) noexcept {
-  const auto copy_async = VRAMSPILL_REAL(cuMemcpyAsync);
-  if (copy_async == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
-  if (primary_ == nullptr) {
-    if (const CUresult result = make_copy_stream(); result != CUDA_SUCCESS) return result;
-  }
+CUresult DriverGranuleOps::join_lanes() noexcept {
+  to_host_forked_ = false;
+  if (!to_host_unjoined_) return CUDA_SUCCESS;
+  const auto record = VRAMSPILL_REAL(cuEventRecord);
+  const auto wait_event = VRAMSPILL_REAL(cuStreamWaitEvent);
+  if (record == nullptr || wait_event == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
+  CUresult result = record(join_event_, to_host_stream_);
+  if (result == CUDA_SUCCESS) result = wait_event(copy_stream_, join_event_, 0);
+  if (result == CUDA_SUCCESS) to_host_unjoined_ = false;
+  return result;
+}
+
+CUresult DriverGranuleOps::begin_copies() noexcept {
+  if (primary_ == nullptr) return CUDA_SUCCESS;  // nothing was ever copied
   const driver::ContextScope scope(primary_);
-  return scope.entered() ? copy_async(destination, source, bytes, copy_stream_) : scope.status();
+  return scope.entered() ? join_lanes() : scope.status();
+}
+
+CUresult DriverGranuleOps::copy(CUdeviceptr destination, CUdeviceptr source, uint64_t bytes,
+                                CopyLane lane) noexcept {
+  const auto copy_async = VRAMSPILL_REAL(cuMemcpyAsync);
+  const auto record = VRAMSPILL_REAL(cuEventRecord);
+  const auto wait_event = VRAMSPILL_REAL(cuStreamWaitEvent);
+  if (copy_async == nullptr || record == nullptr || wait_event == nullptr)
+    return CUDA_ERROR_NOT_SUPPORTED;
+  if (const CUresult result = make_copy_streams(); result != CUDA_SUCCESS) return result;
+  const driver::ContextScope scope(primary_);
+  if (!scope.entered()) return scope.status();
+  if (lane == CopyLane::kToDevice) return copy_async(destination, source, bytes, copy_stream_);
+  if (!to_host_forked_) {
+    // The lane's first copy of the epoch follows everything queued on the arena's stream.
+    CUresult result = record(fork_event_, copy_stream_);
+    if (result == CUDA_SUCCESS) result = wait_event(to_host_stream_, fork_event_, 0);
+    if (result != CUDA_SUCCESS) return result;
+    to_host_forked_ = true;
+  }
+  to_host_unjoined_ = true;
+  return copy_async(destination, source, bytes, to_host_stream_);
 }
 
 CUresult DriverGranuleOps::wait_for_copies() noexcept {
@@ -179,17 +241,23 @@ CUresult DriverGranuleOps::wait_for_copies() noexcept {
   if (synchronize == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
   if (primary_ == nullptr) return CUDA_SUCCESS;  // nothing was ever copied
   const driver::ContextScope scope(primary_);
-  return scope.entered() ? synchronize(copy_stream_) : scope.status();
+  if (!scope.entered()) return scope.status();
+  // Without the join, the host waits for each lane in turn.
+  if (join_lanes() != CUDA_SUCCESS) {
+    if (const CUresult result = synchronize(to_host_stream_); result != CUDA_SUCCESS)
+      return result;
+    to_host_unjoined_ = false;
+  }
+  return synchronize(copy_stream_);
 }
 
 CUresult DriverGranuleOps::queue_copies_after(std::span<const uint64_t> events) noexcept {
   const auto wait_event = VRAMSPILL_REAL(cuStreamWaitEvent);
   if (wait_event == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
-  if (primary_ == nullptr) {
-    if (const CUresult result = make_copy_stream(); result != CUDA_SUCCESS) return result;
-  }
+  if (const CUresult result = make_copy_streams(); result != CUDA_SUCCESS) return result;
   const driver::ContextScope scope(primary_);
   if (!scope.entered()) return scope.status();
+  if (const CUresult result = join_lanes(); result != CUDA_SUCCESS) return result;
   // An event of another context of the device is fine: the wait crosses contexts.
   for (const uint64_t event : events) {
     if (const CUresult result = wait_event(copy_stream_, reinterpret_cast<CUevent>(event), 0);
@@ -204,11 +272,10 @@ CUresult DriverGranuleOps::record_copies(uint64_t* event) noexcept {
   const auto record = VRAMSPILL_REAL(cuEventRecord);
   const auto destroy = VRAMSPILL_REAL(cuEventDestroy_v2);
   if (create == nullptr || record == nullptr || destroy == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
-  if (primary_ == nullptr) {
-    if (const CUresult result = make_copy_stream(); result != CUDA_SUCCESS) return result;
-  }
+  if (const CUresult result = make_copy_streams(); result != CUDA_SUCCESS) return result;
   const driver::ContextScope scope(primary_);
   if (!scope.entered()) return scope.status();
+  if (const CUresult result = join_lanes(); result != CUDA_SUCCESS) return result;
   CUevent recorded = nullptr;
   if (const CUresult result = create(&recorded, CU_EVENT_DISABLE_TIMING); result != CUDA_SUCCESS)
     return result;

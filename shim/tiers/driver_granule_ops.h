@@ -45,9 +45,14 @@ class DriverGranuleOps final : public GranuleOps {
   CUresult synchronize_device() noexcept override;
   CUresult wait_for_stream_ends(
       std::span<const StreamEnd> ends) noexcept override;
-  // On a stream of the arena's own, created at the first copy in the device's primary context
-  // (which the arena retains): a program's streams and contexts come and go.
-  CUresult copy(CUdeviceptr destination, CUdeviceptr source, uint64_t bytes) noexcept override;
+  // On the lane's stream, of the arena's own, created at the first copy in the device's primary
+  // context (which the arena retains): a program's streams and contexts come and go. The
+  // to-device lane's stream is the arena's stream; the to-host lane's forks from it at its first
+  // copy of an epoch and joins it when the epoch ends (Note [Two copy lanes] in
+  // tiers/granule_ops.h), so that the arena's stream ends after every copy.
+  CUresult begin_copies() noexcept override;
+  CUresult copy(CUdeviceptr destination, CUdeviceptr source, uint64_t bytes,
+                CopyLane lane) noexcept override;
   CUresult wait_for_copies() noexcept override;
   CUresult queue_copies_after(std::span<const uint64_t> events) noexcept override;
   CUresult record_copies(uint64_t* event) noexcept override;
@@ -57,7 +62,11 @@ class DriverGranuleOps final : public GranuleOps {
   CUresult order_stream_after(uint64_t stream, uint64_t event, bool on_host) noexcept override;
 
  private:
-  CUresult make_copy_stream() noexcept;
+  // The lanes' streams and events, made at the first use; CUDA_SUCCESS once they are.
+  CUresult make_copy_streams() noexcept;
+  // Makes the arena's stream wait for the to-host lane's copies, if it has any it does not yet
+  // follow, and ends the epoch; in the primary context.
+  CUresult join_lanes() noexcept;
   void count_call() noexcept { vmm_calls_.fetch_add(1, std::memory_order_relaxed); }
 
   int device_;
@@ -68,7 +77,12 @@ class DriverGranuleOps final : public GranuleOps {
   // Used only by copy(), wait_for_copies(), queue_copies_after() and record_copies(), which the
   // arena calls with its move lock held.
   CUcontext primary_ = nullptr;
-  CUstream copy_stream_ = nullptr;
+  CUstream copy_stream_ = nullptr;     // the to-device lane, and the arena's stream
+  CUstream to_host_stream_ = nullptr;  // the to-host lane
+  CUevent fork_event_ = nullptr;       // recorded on the arena's stream, waited for by the lane
+  CUevent join_event_ = nullptr;       // the other way round
+  bool to_host_forked_ = false;        // in this epoch
+  bool to_host_unjoined_ = false;      // copies on the to-host lane the arena's stream may not follow
   std::atomic<uint64_t> vmm_calls_{0};
 };
 

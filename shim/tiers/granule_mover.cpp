@@ -128,22 +128,38 @@ CUresult GranuleMover::follow_staged_work() {
 }
 
 CUresult GranuleMover::copy_into_homes(std::span<const Slot> slots, bool from_homes) {
+  if (const CUresult begun = ops_.begin_copies(); begun != CUDA_SUCCESS) return begun;
   const auto source = [&](const Slot& slot) { return from_homes ? slot.from.home : slot.address(); };
   // A run stays inside one reservation on each side: one block's range, one range of homes.
   const auto source_follows = [&](const Slot& slot, const Slot& previous) {
     return from_homes ? homes_.follows(slot.from.home, previous.from.home)
                       : slot.block == previous.block && slot.index == previous.index + 1;
   };
-  std::size_t run_start = 0;
-  for (std::size_t i = 1; i <= slots.size(); ++i) {
-    const bool run_goes_on = i < slots.size() && source_follows(slots[i], slots[i - 1]) &&
-                             homes_.follows(slots[i].to.home, slots[i - 1].to.home);
-    if (run_goes_on) continue;
-    const Slot& first = slots[run_start];
-    const CUresult result =
-        ops_.copy(first.to.home, source(first), (i - run_start) * kGranuleBytes);
-    if (result != CUDA_SUCCESS) return result;
-    run_start = i;
+  // Evictions first, so that the to-host lane need not wait for the promotions (Note [Two copy
+  // lanes] in tiers/granule_ops.h).
+  for (const GranuleKind to : {GranuleKind::kHost, GranuleKind::kDevice}) {
+    const CopyLane lane = to == GranuleKind::kHost ? CopyLane::kToHost : CopyLane::kToDevice;
+    const Slot* run_start = nullptr;
+    const Slot* previous = nullptr;
+    std::size_t run_granules = 0;
+    const auto queue_run = [&] {
+      return run_start == nullptr ? CUDA_SUCCESS
+                                  : ops_.copy(run_start->to.home, source(*run_start),
+                                              run_granules * kGranuleBytes, lane);
+    };
+    for (const Slot& slot : slots) {
+      if (slot.to.kind != to) continue;
+      if (previous != nullptr && source_follows(slot, *previous) &&
+          homes_.follows(slot.to.home, previous->to.home)) {
+        ++run_granules;
+      } else {
+        if (const CUresult result = queue_run(); result != CUDA_SUCCESS) return result;
+        run_start = &slot;
+        run_granules = 1;
+      }
+      previous = &slot;
+    }
+    if (const CUresult result = queue_run(); result != CUDA_SUCCESS) return result;
   }
   return CUDA_SUCCESS;
 }

@@ -51,7 +51,8 @@ class GranuleMover {
   Copied copy_and_remap(std::span<const Slot> slots, bool keep_running, CUresult& result);
   // Queues the copies of `slots` into their new granules' homes, from the block's address (the
   // old granules still mapped there) or, with `from_homes`, from the old granules' homes: one
-  // copy per run over which both sides follow each other.
+  // copy per run over which both sides follow each other, in an epoch of their own on the lanes
+  // of their directions (Note [Two copy lanes] in tiers/granule_ops.h).
   CUresult copy_into_homes(std::span<const Slot> slots, bool from_homes);
   // Step 4 for `slots`: how many were remapped; a failure stops there. A run takes at most
   // kRunGranules granules (128 MiB), so that its handles fit on the stack, and whole handles on

@@ -24,6 +24,21 @@ enum class GranuleKind : uint8_t { kDevice, kHost };
 // (Note [Chunks] in tiers/granule_chunks.h).
 using GranuleHandle = uint64_t;
 
+// Note [Two copy lanes]
+// A GPU copies host-to-device and device-to-host on separate engines, so a batch's evictions
+// need not queue behind its promotions. The arena's copies run on two lanes, one per direction
+// (CopyLane), each in order. They come in epochs, each begun by begin_copies(): copies of one
+// epoch on different lanes may run at once, and every copy follows all the copies of earlier
+// epochs. So one epoch's two lanes must touch disjoint memory, which a batch of moves does:
+// evictions read the evicted blocks' device granules and write new host granules, promotions
+// read the promoted blocks' host granules and write new device granules, and a granule an earlier
+// batch's copy may still read or write (a pooled one, Note [Moves copied on the stream] in
+// tiers/granule_arena.h) is ordered by the epochs. Waiting for, recording after, or queuing after
+// "the copies" means both lanes', and begins an epoch too. The mover queues a batch's evictions first, so that the
+// to-host lane's start does not wait for the batch's promotions (in the driver the lane forks
+// from the arena's stream at its first copy of an epoch: tiers/driver_granule_ops.h).
+enum class CopyLane : uint8_t { kToDevice, kToHost };
+
 // A handle as map() takes it: mapped whole, over `granules` granules from its start.
 struct Mapping {
   GranuleHandle handle = 0;
@@ -63,9 +78,13 @@ class GranuleOps {
   // placement/tracked_work.h).
   virtual CUresult wait_for_stream_ends(
       std::span<const StreamEnd> ends) noexcept = 0;
+  // Begins an epoch of copies (Note [Two copy lanes]): the copies queued after it follow all
+  // those queued before it, on both lanes.
+  virtual CUresult begin_copies() noexcept = 0;
   // Queues a copy of `bytes` from `source` to `destination` (mapped, device-accessible ranges)
-  // on the arena's own stream.
-  virtual CUresult copy(CUdeviceptr destination, CUdeviceptr source, uint64_t bytes) noexcept = 0;
+  // on the arena's own `lane` (Note [Two copy lanes]).
+  virtual CUresult copy(CUdeviceptr destination, CUdeviceptr source, uint64_t bytes,
+                        CopyLane lane) noexcept = 0;
   // Waits for the copies copy() queued.
   virtual CUresult wait_for_copies() noexcept = 0;
   // Makes the copies queued after it wait, on the device, for each of `events` (cuStreamWaitEvent

@@ -7,6 +7,7 @@
 // expect none), and any call can be made to fail on demand. Thread-safe: one lock per call.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -32,6 +33,7 @@ class FakeGranuleOps final : public GranuleOps {
     kUnmap,
     kSynchronize,
     kWaitForStreams,
+    kBeginCopies,
     kCopy,
     kWait,
     kQueueAfter,
@@ -80,6 +82,8 @@ class FakeGranuleOps final : public GranuleOps {
   }
   // The events the copies queued since the last queue_copies_after() wait for on the device.
   const std::vector<uint64_t>& events_queued_after() const { return events_queued_after_; }
+  // The lane of each copy queued so far, in order.
+  const std::vector<CopyLane>& copy_lanes() const { return copy_lanes_; }
   // Copies queued and not yet waited for.
   std::size_t copies_in_flight() const { return copies_in_flight_.size() / 2; }
   // The copies queued so far run to their end: their events have passed.
@@ -261,10 +265,28 @@ class FakeGranuleOps final : public GranuleOps {
     ends_waited_for_.assign(ends.begin(), ends.end());
     return CUDA_SUCCESS;
   }
-  // Copies the contents (tags) of each granule of the source range to the destination's.
-  CUresult copy(CUdeviceptr destination, CUdeviceptr source, uint64_t bytes) noexcept override {
+  CUresult begin_copies() noexcept override {
+    const std::lock_guard lock(mutex_);
+    for (auto& copies : epoch_) copies.clear();
+    return injected(kBeginCopies);
+  }
+  // Copies the contents (tags) of each granule of the source range to the destination's. A copy
+  // touching what a copy of the same epoch on the other lane touches is a misuse (Note [Two copy
+  // lanes]): on a GPU the two may run at once.
+  CUresult copy(CUdeviceptr destination, CUdeviceptr source, uint64_t bytes,
+                CopyLane lane) noexcept override {
     const std::lock_guard lock(mutex_);
     if (CUresult failure = injected(kCopy); failure != CUDA_SUCCESS) return failure;
+    const auto lane_index = static_cast<std::size_t>(lane);
+    for (const CUdeviceptr range : {source, destination}) {
+      for (const auto& [other, other_bytes] : epoch_[1 - lane_index]) {
+        if (range < other + other_bytes && other < range + bytes)
+          misuse_.push_back("copies on both lanes of an epoch touch the same memory");
+      }
+    }
+    epoch_[lane_index].emplace_back(source, bytes);
+    epoch_[lane_index].emplace_back(destination, bytes);
+    copy_lanes_.push_back(lane);
     for (uint64_t offset = 0; offset < bytes; offset += kGranuleBytes) {
       const auto from = mapped_.find(source + offset);
       const auto to = mapped_.find(destination + offset);
@@ -281,6 +303,7 @@ class FakeGranuleOps final : public GranuleOps {
   CUresult wait_for_copies() noexcept override {
     const std::lock_guard lock(mutex_);
     if (CUresult failure = injected(kWait); failure != CUDA_SUCCESS) return failure;
+    for (auto& copies : epoch_) copies.clear();  // an epoch begins
     copies_in_flight_.clear();
     passed_events_ = next_event_ - 1;
     return CUDA_SUCCESS;
@@ -288,6 +311,7 @@ class FakeGranuleOps final : public GranuleOps {
   CUresult record_copies(uint64_t* event) noexcept override {
     const std::lock_guard lock(mutex_);
     if (CUresult failure = injected(kRecord); failure != CUDA_SUCCESS) return failure;
+    for (auto& copies : epoch_) copies.clear();  // an epoch begins
     *event = next_event_++;
     live_events_.insert(*event);
     return CUDA_SUCCESS;
@@ -310,6 +334,7 @@ class FakeGranuleOps final : public GranuleOps {
   CUresult queue_copies_after(std::span<const uint64_t> events) noexcept override {
     const std::lock_guard lock(mutex_);
     if (CUresult failure = injected(kQueueAfter); failure != CUDA_SUCCESS) return failure;
+    for (auto& copies : epoch_) copies.clear();  // an epoch begins
     events_queued_after_.assign(events.begin(), events.end());
     return CUDA_SUCCESS;
   }
@@ -361,6 +386,10 @@ class FakeGranuleOps final : public GranuleOps {
   // The source and destination ranges of the copies not yet waited for: unmapping inside one
   // is what a GPU would fault on or copy wrong bytes from.
   std::vector<std::pair<CUdeviceptr, uint64_t>> copies_in_flight_;
+  // By lane, the source and destination ranges of the copies of this epoch (Note [Two copy
+  // lanes]), whose lanes may run at once.
+  std::array<std::vector<std::pair<CUdeviceptr, uint64_t>>, 2> epoch_;
+  std::vector<CopyLane> copy_lanes_;
   std::vector<std::string> misuse_;
   std::vector<StreamEnd> ends_waited_for_;
   std::vector<uint64_t> events_queued_after_;

@@ -176,6 +176,25 @@ TEST_F(GranuleMoveTest, TheWindowRemapsWhileItsCopiesRun) {
   expect_tags(base, 4);
 }
 
+TEST_F(GranuleMoveTest, ABatchCopiesEachWayOnItsLaneEvictionsFirstInAnEpochOfItsOwn) {
+  const CUdeviceptr in = tagged_block(2, 0);
+  const CUdeviceptr out = tagged_block(3, 3);
+  ASSERT_LT(in, out) << "the slots are sorted by block: the promotion's come first";
+  const MoveOutcome outcome =
+      move({{.base = in, .to = kDevice, .granules = 0}, {.base = out, .to = kHost, .granules = 0}});
+  EXPECT_EQ(outcome.to_device, 2u);
+  EXPECT_EQ(outcome.to_host, 3u);
+  // Note [Two copy lanes]: the to-host lane need not wait for the promotions.
+  EXPECT_EQ(ops_.copy_lanes(), (std::vector{CopyLane::kToHost, CopyLane::kToDevice}));
+  const std::vector<Call>& calls = ops_.sequence();
+  const auto first_copy = std::ranges::find(calls, Call::kCopy);
+  EXPECT_EQ(std::count(calls.begin(), first_copy, Call::kBeginCopies), 1)
+      << "an epoch of its own, begun before its first copy";
+  EXPECT_TRUE(ops_.misuse().empty()) << ops_.misuse().front();
+  expect_tags(in, 2);
+  expect_tags(out, 3);
+}
+
 TEST_F(GranuleMoveTest, APromotionBringsTheHostGranulesInFirstToLast) {
   const CUdeviceptr base = tagged_block(5, 1);
   const MoveOutcome outcome = move({{.base = base, .to = kDevice, .granules = 3}});

@@ -59,6 +59,7 @@ namespace {
 
 using vramspill::core::HostBudget;
 using vramspill::tiers::ArenaOptions;
+using vramspill::tiers::CopyLane;
 using vramspill::tiers::GranuleArena;
 using vramspill::tiers::GranuleHandle;
 using vramspill::tiers::GranuleKind;
@@ -385,7 +386,10 @@ class CountingGranuleOps final : public GranuleOps {
       std::span<const vramspill::StreamEnd>) noexcept override {
     return CUDA_SUCCESS;
   }
-  CUresult copy(CUdeviceptr, CUdeviceptr, uint64_t) noexcept override { return CUDA_SUCCESS; }
+  CUresult begin_copies() noexcept override { return CUDA_SUCCESS; }
+  CUresult copy(CUdeviceptr, CUdeviceptr, uint64_t, CopyLane) noexcept override {
+    return CUDA_SUCCESS;
+  }
   CUresult wait_for_copies() noexcept override { return CUDA_SUCCESS; }
   CUresult queue_copies_after(std::span<const uint64_t>) noexcept override {
     return CUDA_SUCCESS;

@@ -159,9 +159,10 @@ class StreamOrderedBlocks final : public DeadBlocks {
  private:
   using Kept = tiers::StreamOrderedReuse::Block;
 
-  // Gives `blocks` of `device`, kept blocks whose frees were reached and are kept no longer, back
-  // to the arena; whether there were any.
-  bool give_back(int device, const std::vector<Kept>& blocks) noexcept;
+  // Gives `device`'s kept blocks whose frees were reached back to their mover, oldest first,
+  // until `granules` went: each only if still kept, and with the prefetch mover not during a
+  // capture (TieredBlocks::free_unless_capturing()). Whether any went.
+  bool give_back(int device, uint64_t granules) noexcept;
   // The most granules `device` keeps for reuse.
   uint64_t kept_limit(int device) const noexcept;
   // Marks the frees reached on the streams of `device`'s kept blocks that have run all their

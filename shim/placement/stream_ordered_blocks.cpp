@@ -93,6 +93,11 @@ bool StreamOrderedBlocks::keep(const core::Allocation& block, CUstream stream) n
   if (reached != nullptr && seam_.queue_host_function(stream, &FreeReached::run, reached))
     return true;
   delete reached;
+  if (config_.tiered.mover == TieredMover::kPrefetch) {
+    // Not freed here: its cuMemFree could break a capture in progress (keep() in the header).
+    if (seam_.wait_for(stream)) reuse_.reached(ticket);
+    return true;
+  }
   // Its stream could not say when it gets there: freed as any tiered block, unless a request on
   // the same stream has already had it.
   return !reuse_.withdraw(ticket).has_value();

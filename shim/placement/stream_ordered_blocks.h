@@ -101,6 +101,9 @@ class StreamOrderSeam {
   // Whether everything queued on `stream` so far has run (cuStreamQuery); false when the driver
   // does not say.
   virtual bool idle(CUstream stream) noexcept = 0;
+  // Waits on the host until everything queued on `stream` so far has run (cuStreamSynchronize);
+  // false when the driver could not.
+  virtual bool wait_for(CUstream stream) noexcept = 0;
 
  protected:
   StreamOrderSeam() = default;
@@ -134,7 +137,12 @@ class StreamOrderedBlocks final : public DeadBlocks {
 
   // cuMemFreeAsync of the tiered block `block` on `stream` (not capturing), which the ledger has
   // forgotten: whether it is kept for reuse (Note [Reuse in stream order]); false when the caller
-  // frees it as any tiered block.
+  // frees it as any tiered block. With the prefetch mover, a block kept but whose stream cannot
+  // say when it gets there (its host function could not be queued) stays kept: the caller's
+  // cuMemFree would break a capture in progress; its stream is waited for instead, as the free
+  // in stream order would, and the block is then reached, for its mover to free when no capture
+  // is in progress (Note [Dead blocks and the prefetch mover]). Should that wait fail too, it
+  // waits for its stream to be found idle.
   bool keep(const core::Allocation& block, CUstream stream) noexcept;
 
   // cuMemPoolTrimTo of `pool` succeeded: if it is a plain pool of a device (PoolBooks::plain()),

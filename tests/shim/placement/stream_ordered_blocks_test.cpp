@@ -33,8 +33,10 @@ CUstream fake_stream(std::uintptr_t id) { return reinterpret_cast<CUstream>(id <
 class FakeStreams final : public StreamOrderSeam {
  public:
   bool queueing = true;  // false: cuLaunchHostFunc fails
+  bool waiting = true;   // false: cuStreamSynchronize fails
   std::set<CUstream> idle_streams;
   std::vector<CUstream> asked;
+  std::vector<CUstream> waited_for;
 
   bool queue_host_function(CUstream stream, CUhostFn run, void* data) noexcept override {
     if (!queueing) return false;
@@ -44,6 +46,10 @@ class FakeStreams final : public StreamOrderSeam {
   bool idle(CUstream stream) noexcept override {
     asked.push_back(stream);
     return idle_streams.contains(stream);
+  }
+  bool wait_for(CUstream stream) noexcept override {
+    waited_for.push_back(stream);
+    return waiting;
   }
 
   // `stream` runs the host functions queued on it.
@@ -536,6 +542,28 @@ TEST_F(StreamOrderedBlocksTest, WithThePrefetchMoverACaptureBegunAfterTheTestFre
   EXPECT_EQ(managed_.released, std::vector<CUdeviceptr>{reached}) << "once the capture is over";
   EXPECT_EQ(managed_.captures_held_off, std::vector<bool>(managed_.captures_held_off.size(), true));
   EXPECT_EQ(managed_.captures_held_off.size(), 3u) << "two allocations, one free";
+}
+
+// A kept managed block whose stream cannot say when it gets there is not the caller's to free:
+// cuMemFree could break a capture in progress. Its stream is waited for, and it is freed when
+// its mover frees reached blocks.
+TEST_F(StreamOrderedBlocksTest, WithThePrefetchMoverAFreeWhoseStreamCannotReportStaysKept) {
+  make_prefetched();
+  const CUdeviceptr waited = allocate(1, kOne);
+  const CUdeviceptr not_waited = allocate(1, kTwo);
+  streams_.queueing = false;
+  EXPECT_TRUE(free(waited, kOne));
+  EXPECT_EQ(streams_.waited_for, std::vector<CUstream>{kOne});
+  EXPECT_TRUE(reuse_.is_reached(waited));
+  streams_.waiting = false;
+  EXPECT_TRUE(free(not_waited, kTwo)) << "kept until its stream is found idle";
+  EXPECT_FALSE(reuse_.is_reached(not_waited));
+  EXPECT_TRUE(managed_.released.empty());
+  blocks_->pool_trimmed(fake_pool(1));
+  EXPECT_EQ(managed_.released, std::vector<CUdeviceptr>{waited});
+  streams_.idle_streams.insert(kTwo);
+  blocks_->pool_trimmed(fake_pool(1));
+  EXPECT_EQ(managed_.released, (std::vector<CUdeviceptr>{waited, not_waited}));
 }
 
 // A device the prefetch mover cannot serve keeps its requests in the arena, and a reached kept

@@ -15,6 +15,11 @@ bool DriverStreamOrder::idle(CUstream stream) noexcept {
   return query != nullptr && query(stream) == CUDA_SUCCESS;
 }
 
+bool DriverStreamOrder::wait_for(CUstream stream) noexcept {
+  const auto synchronize = VRAMSPILL_REAL(cuStreamSynchronize);
+  return synchronize != nullptr && synchronize(stream) == CUDA_SUCCESS;
+}
+
 std::optional<CUresult> allocate_stream_ordered_tiered(ShimState& shim, int device,
                                                        CUmemoryPool pool, uint64_t bytes,
                                                        CUstream stream, CUdeviceptr* out) noexcept {

@@ -239,14 +239,16 @@ void PrefetchPlacement::promote_ahead_locked(Device& state, std::span<const Bloc
 }
 
 CUresult PrefetchPlacement::allocate(int device, uint64_t bytes, CUdeviceptr* out,
-                                     std::optional<RuleAction> rule) noexcept {
+                                     std::optional<RuleAction> rule,
+                                     bool stream_ordered) noexcept {
   const std::lock_guard lock(mutex_);
   Device* state = device_state_locked(device);
   if (state == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
   const uint64_t pages = whole_pages(bytes);
   if (!budgets_.take_host(pages)) return CUDA_ERROR_OUT_OF_MEMORY;
   CUdeviceptr base = 0;
-  if (const CUresult result = state->ops->allocate(bytes, &base); result != CUDA_SUCCESS) {
+  if (const CUresult result = make_locked(*state, bytes, stream_ordered, &base);
+      result != CUDA_SUCCESS) {
     budgets_.give_host(pages);
     return result;
   }
@@ -281,6 +283,18 @@ CUresult PrefetchPlacement::allocate(int device, uint64_t bytes, CUdeviceptr* ou
   }
   *out = base;
   return CUDA_SUCCESS;
+}
+
+CUresult PrefetchPlacement::make_locked(Device& state, uint64_t bytes, bool stream_ordered,
+                                        CUdeviceptr* base) noexcept {
+  // Note [Managed memory and captures begun meanwhile]: held through the allocation only; the
+  // bring-in that follows may take the gate again.
+  std::shared_lock<std::shared_mutex> captures_held_off;
+  if (stream_ordered) {
+    captures_held_off = devices_.hold_off_captures();
+    if (!devices_.may_move()) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  }
+  return state.ops->allocate(bytes, base);
 }
 
 std::optional<CUresult> PrefetchPlacement::free(CUdeviceptr base) noexcept {

@@ -95,6 +95,22 @@
 // back with the rest, so that afterwards every page is where the books say. The budget, the
 // policy, the trace and PrefetchStats count only the pages that were on the host, as the remap
 // mover counts the host granules a promotion brings in.
+//
+// Note [Managed memory and captures begun meanwhile]
+// A stream capture in global mode, on any thread, forbids cuMemAllocManaged and cuMemFree, and
+// a stream-ordered request or free may come while another stream captures (cuMemAllocAsync is
+// allowed then). So a stream-ordered request (allocate()'s `stream_ordered`) and the frees of kept
+// blocks (free_unless_capturing(), DeadBlocks) make or free managed memory only after testing
+// that no capture is in progress, holding the capture gate shared from that test through the
+// driver call, so that no capture begins in between (Note [A capture begun while a move is
+// queued] in tiers/driver_prefetch_ops.h). Placement/stream_ordered_blocks.cpp also tests before it
+// starts, but only to skip the work: a capture may begin right after that test.
+// The gate is taken inside this placement's lock, as the mover's records on the program's
+// streams and its dead-block frees take it, and never held around a call into the placement: a
+// thread holding it that waited for the lock, while the lock's holder waited for the gate behind
+// a capture about to begin, would deadlock. Nor does any thread take it twice (shared twice on
+// one thread is undefined for std::shared_mutex, and deadlocks behind a waiting capture): the
+// hold ends before the mover brings a new block in, which may take it again.
 #pragma once
 
 #include <cuda.h>
@@ -195,13 +211,25 @@ class PrefetchPlacement {
   // block falls under, if one does (Note [Rules before the policy] in
   // placement/tiered_placement.h, which this mover follows too). CUDA_ERROR_NOT_SUPPORTED when
   // the device cannot have the mover; CUDA_ERROR_OUT_OF_MEMORY when the host limit cannot take
-  // it; otherwise the driver's error.
+  // it; otherwise the driver's error. `stream_ordered`: for a stream-ordered request, which a
+  // stream capture in progress allows, and cuMemAllocManaged would then break it (Note
+  // [Stream-ordered requests in the arena] in placement/stream_ordered_blocks.h):
+  // CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, and nothing made, while one is (Note [Managed memory
+  // and captures begun meanwhile]).
   CUresult allocate(int device, uint64_t bytes, CUdeviceptr* out,
-                    std::optional<RuleAction> rule = std::nullopt) noexcept;
+                    std::optional<RuleAction> rule = std::nullopt,
+                    bool stream_ordered = false) noexcept;
 
   // Frees the block at `base`; the caller has waited for the program's work on it. nullopt when
   // `base` is not one of this placement's blocks.
   std::optional<CUresult> free(CUdeviceptr base) noexcept;
+  // As free(), for a block whose owner gives it back in the program's stead (a kept
+  // stream-ordered block), so that its cuMemFree must not break a stream capture in progress:
+  // false, the block left as it is, while one is (Note [Managed memory and captures begun
+  // meanwhile]), or when `let_go()`, asked last, says its owner keeps it after all; true once let
+  // go and freed (or, should the driver refuse, the driver's, as with free()).
+  template <typename LetGo>
+  std::optional<bool> free_unless_capturing(CUdeviceptr base, LetGo let_go) noexcept;
 
   // A submission is about to reach the driver (`use`: its blocks, from use tracking): the policy
   // is told, the blocks it wants on the device are prefetched there, and the submission's stream
@@ -313,6 +341,10 @@ class PrefetchPlacement {
                             std::optional<policies::BlockId> promoting) noexcept;
   // Whether the block `id` is dead (DeadBlocks): a promotion would copy bytes nothing reads.
   bool is_dead_locked(policies::BlockId id) noexcept;
+  // cuMemAllocManaged of `bytes` on `state`'s device; with `stream_ordered`, not during a
+  // capture (allocate()).
+  CUresult make_locked(Device& state, uint64_t bytes, bool stream_ordered,
+                       CUdeviceptr* base) noexcept;
   // Frees the block at `found`; the caller has waited for the program's work on it.
   CUresult free_locked(std::map<policies::BlockId, Block>::iterator found) noexcept;
   static void note_use(Block& block, uint64_t stream) noexcept;
@@ -330,5 +362,18 @@ class PrefetchPlacement {
   std::atomic<core::MemoryEvents*> events_{nullptr};
   DeadBlocks* dead_ = nullptr;
 };
+
+template <typename LetGo>
+std::optional<bool> PrefetchPlacement::free_unless_capturing(CUdeviceptr base,
+                                                             LetGo let_go) noexcept {
+  if (block_count_.load(std::memory_order_relaxed) == 0) return std::nullopt;
+  const std::lock_guard lock(mutex_);
+  const auto found = blocks_.find(base);
+  if (found == blocks_.end()) return std::nullopt;
+  const std::shared_lock captures_held_off = devices_.hold_off_captures();
+  if (!devices_.may_move() || !let_go()) return false;
+  (void)free_locked(found);
+  return true;
+}
 
 }  // namespace vramspill::placement

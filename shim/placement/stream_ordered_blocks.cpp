@@ -49,21 +49,24 @@ std::optional<CUresult> StreamOrderedBlocks::allocate(int device, CUmemoryPool p
       config_.tiered.stream_ordered != StreamOrderedMode::kArena ||
       bytes < config_.tiered.min_size || !pools_.plain(device, pool) ||
       // Another stream's capture forbids the managed allocations and frees this may make (Note
-      // [Stream-ordered requests in the arena]).
+      // [Stream-ordered requests in the arena]); they test again as they make them (Note
+      // [Managed memory and captures begun meanwhile] in placement/prefetch_placement.h).
       (config_.tiered.mover == TieredMover::kPrefetch && !blocks_.prefetch_may_move()))
     return std::nullopt;
   const uint64_t granules = tiers::GranuleArena::granules_for(bytes);
   find_idle_streams(device);
   if (const std::optional<tiers::StreamOrderedReuse::Taken> kept =
           reuse_.take(device, granules, reuse_stream_key(stream))) {
-    if (kept->reached && blocks_.on_host(device, kept->base)) {
-      // Its first launch would promote it, copying bytes nothing will read: a new block is made
-      // on the device instead, where evicting kept blocks copies nothing (Note [Moves of dead
-      // contents] in tiers/granule_arena.h), and a new managed block's pages are made where they
-      // are first wanted.
+    // Its first launch would promote it, copying bytes nothing will read: a new block is made on
+    // the device instead, where evicting kept blocks copies nothing (Note [Moves of dead
+    // contents] in tiers/granule_arena.h), and a new managed block's pages are made where they
+    // are first wanted. During a capture a managed one serves all the same.
+    const auto give_up = [&] {
       reuse_.give_up_taken(*kept);
-      (void)blocks_.free(device, kept->base);
-    } else {
+      return true;
+    };
+    if (!kept->reached || !blocks_.on_host(device, kept->base) ||
+        !blocks_.free_unless_capturing(device, kept->base, give_up)) {
       blocks_.reused(device, kept->base, bytes);
       *out = kept->base;
       return CUDA_SUCCESS;
@@ -73,10 +76,9 @@ std::optional<CUresult> StreamOrderedBlocks::allocate(int device, CUmemoryPool p
   // back first: their granules are the room, and otherwise the new block would evict them (or
   // live blocks) to the host. All of them go back if the budgets refuse the block.
   const uint64_t room = budgets_.device_room(device) / tiers::kGranuleBytes;
-  if (room < granules) give_back(device, reuse_.give_up(device, granules - room));
+  if (room < granules) give_back(device, granules - room);
   std::optional<CUresult> made = blocks_.allocate_reusable(device, bytes, out);
-  if (!made && give_back(device, reuse_.give_up(device, UINT64_MAX)))
-    made = blocks_.allocate_reusable(device, bytes, out);
+  if (!made && give_back(device, UINT64_MAX)) made = blocks_.allocate_reusable(device, bytes, out);
   // Not remembered (out of memory): it works, but its cuMemFreeAsync frees it.
   if (made && *made == CUDA_SUCCESS) (void)reuse_.made(*out);
   return made;
@@ -91,6 +93,11 @@ bool StreamOrderedBlocks::keep(const core::Allocation& block, CUstream stream) n
   if (reached != nullptr && seam_.queue_host_function(stream, &FreeReached::run, reached))
     return true;
   delete reached;
+  if (config_.tiered.mover == TieredMover::kPrefetch) {
+    // Not freed here: its cuMemFree could break a capture in progress (keep() in the header).
+    if (seam_.wait_for(stream)) reuse_.reached(ticket);
+    return true;
+  }
   // Its stream could not say when it gets there: freed as any tiered block, unless a request on
   // the same stream has already had it.
   return !reuse_.withdraw(ticket).has_value();
@@ -99,10 +106,11 @@ bool StreamOrderedBlocks::keep(const core::Allocation& block, CUstream stream) n
 void StreamOrderedBlocks::pool_trimmed(CUmemoryPool pool) noexcept {
   const std::optional<int> device = pools_.device_of(pool);
   if (!device || *device == kHostLocatedPool || !pools_.plain(*device, pool)) return;
-  // The prefetch mover's frees would break another stream's capture: the next trim has them.
+  // The prefetch mover's frees would break another stream's capture: the next trim has them
+  // (and they test again as they free: Note [Managed memory and captures begun meanwhile]).
   if (config_.tiered.mover == TieredMover::kPrefetch && !blocks_.prefetch_may_move()) return;
   find_idle_streams(*device);
-  give_back(*device, reuse_.give_up(*device, UINT64_MAX));
+  give_back(*device, UINT64_MAX);
 }
 
 std::vector<uint64_t> StreamOrderedBlocks::dead() noexcept { return reuse_.reached_blocks(); }
@@ -119,9 +127,14 @@ void StreamOrderedBlocks::stream_ended(CUstream stream) noexcept {
   reuse_.stream_ended(reuse_stream_key(stream));
 }
 
-bool StreamOrderedBlocks::give_back(int device, const std::vector<Kept>& blocks) noexcept {
-  for (const Kept& block : blocks) (void)blocks_.free(device, block.base);
-  return !blocks.empty();
+bool StreamOrderedBlocks::give_back(int device, uint64_t granules) noexcept {
+  bool any = false;
+  for (const Kept& block : reuse_.oldest_reached(device, granules)) {
+    // Still kept, and reached, once its mover holds captures off: a request may have had it.
+    const auto give_up = [&] { return reuse_.give_up_if_reached(block.base); };
+    any = blocks_.free_unless_capturing(device, block.base, give_up) || any;
+  }
+  return any;
 }
 
 // Twice the budget, so that a job whose step holds up to twice the budget finds every block of

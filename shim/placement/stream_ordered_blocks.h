@@ -101,6 +101,9 @@ class StreamOrderSeam {
   // Whether everything queued on `stream` so far has run (cuStreamQuery); false when the driver
   // does not say.
   virtual bool idle(CUstream stream) noexcept = 0;
+  // Waits on the host until everything queued on `stream` so far has run (cuStreamSynchronize);
+  // false when the driver could not.
+  virtual bool wait_for(CUstream stream) noexcept = 0;
 
  protected:
   StreamOrderSeam() = default;
@@ -134,7 +137,12 @@ class StreamOrderedBlocks final : public DeadBlocks {
 
   // cuMemFreeAsync of the tiered block `block` on `stream` (not capturing), which the ledger has
   // forgotten: whether it is kept for reuse (Note [Reuse in stream order]); false when the caller
-  // frees it as any tiered block.
+  // frees it as any tiered block. With the prefetch mover, a block kept but whose stream cannot
+  // say when it gets there (its host function could not be queued) stays kept: the caller's
+  // cuMemFree would break a capture in progress; its stream is waited for instead, as the free
+  // in stream order would, and the block is then reached, for its mover to free when no capture
+  // is in progress (Note [Dead blocks and the prefetch mover]). Should that wait fail too, it
+  // waits for its stream to be found idle.
   bool keep(const core::Allocation& block, CUstream stream) noexcept;
 
   // cuMemPoolTrimTo of `pool` succeeded: if it is a plain pool of a device (PoolBooks::plain()),
@@ -159,9 +167,10 @@ class StreamOrderedBlocks final : public DeadBlocks {
  private:
   using Kept = tiers::StreamOrderedReuse::Block;
 
-  // Gives `blocks` of `device`, kept blocks whose frees were reached and are kept no longer, back
-  // to the arena; whether there were any.
-  bool give_back(int device, const std::vector<Kept>& blocks) noexcept;
+  // Gives `device`'s kept blocks whose frees were reached back to their mover, oldest first,
+  // until `granules` went: each only if still kept, and with the prefetch mover not during a
+  // capture (TieredBlocks::free_unless_capturing()). Whether any went.
+  bool give_back(int device, uint64_t granules) noexcept;
   // The most granules `device` keeps for reuse.
   uint64_t kept_limit(int device) const noexcept;
   // Marks the frees reached on the streams of `device`'s kept blocks that have run all their

@@ -91,6 +91,12 @@ class TieredBlocks {
   // knows that no work touches it any more (cuMemFree after its wait, or a kept block whose free
   // was reached).
   CUresult free(int device, CUdeviceptr base) noexcept;
+  // As free(), for a block its owner gives back in the program's stead (a kept stream-ordered
+  // block): `let_go()`, asked last, says whether the owner still lets it go, and with the prefetch
+  // mover a stream capture in progress keeps it too, since its cuMemFree would break the capture
+  // (PrefetchPlacement::free_unless_capturing()). Whether it went.
+  template <typename LetGo>
+  bool free_unless_capturing(int device, CUdeviceptr base, LetGo let_go) noexcept;
   // The block at `base` is about to be freed by the prefetch mover itself (a dead block it frees
   // for room: DeadBlocks in placement/prefetch_placement.h): no submission may name it any more.
   void freed_by_the_mover(CUdeviceptr base) noexcept { use_.untrack(base); }
@@ -109,12 +115,15 @@ class TieredBlocks {
   std::optional<RuleAction> rule_for(uint64_t bytes) noexcept;
   // Says, the first time each kind of failure happens, what failed and what the shim did instead.
   void explain(const TieredPlacement::Allocated& refused, int device, uint64_t bytes) noexcept;
-  // allocate() of a block of `bytes` whose memory spans `span` bytes (at least `bytes`).
+  // allocate() of a block of `bytes` whose memory spans `span` bytes (at least `bytes`), for a
+  // stream-ordered request if `stream_ordered` (PrefetchPlacement::allocate()).
   std::optional<CUresult> allocate_spanning(int device, uint64_t bytes, uint64_t span,
-                                            CUdeviceptr* out) noexcept;
-  // With the prefetch mover, a block of managed memory at *base; false when it did not take it.
-  bool allocate_prefetched(int device, uint64_t bytes, std::optional<RuleAction> rule,
-                           CUdeviceptr* base) noexcept;
+                                            bool stream_ordered, CUdeviceptr* out) noexcept;
+  // With the prefetch mover, a block of managed memory at *base: CUDA_SUCCESS; or
+  // CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, for a stream-ordered request during a capture, which
+  // no mover takes; any other result when it did not take it.
+  CUresult allocate_prefetched(int device, uint64_t bytes, std::optional<RuleAction> rule,
+                               bool stream_ordered, CUdeviceptr* base) noexcept;
   // Note [A tiered block in the books]; `range`: what the use tracker tracks.
   void record(int device, CUdeviceptr base, uint64_t bytes, uint64_t range) noexcept;
 
@@ -131,5 +140,20 @@ class TieredBlocks {
   std::atomic<bool> said_driver_refused_{false};
   std::atomic<bool> said_not_prefetched_{false};
 };
+
+template <typename LetGo>
+bool TieredBlocks::free_unless_capturing(int device, CUdeviceptr base, LetGo let_go) noexcept {
+  // Untracked once let go, before its memory goes back (free()).
+  const auto letting_go = [&] {
+    if (!let_go()) return false;
+    use_.untrack(base);
+    return true;
+  };
+  if (const std::optional<bool> freed = prefetch_.free_unless_capturing(base, letting_go))
+    return *freed;
+  if (!letting_go()) return false;
+  (void)placement_.free(device, base);
+  return true;
+}
 
 }  // namespace vramspill::placement

@@ -97,6 +97,15 @@ ChunkSizes GranuleArena::chunk_sizes() const noexcept {
 
 CUresult GranuleArena::take_pieces(std::span<const PieceShape> wanted, std::vector<Granule>& taken,
                                    bool moving) {
+  // All the room first: once a handle is out of the pools or made, nothing here may throw, or
+  // the handle would be lost. The handles taken hold at most the granules wanted (a chunk the
+  // driver refuses comes as as many singles), and so do those of the other size released for
+  // them (as many as the granules missing, at most).
+  uint64_t most = 0;
+  for (const PieceShape& shape : wanted) most += shape.granules;
+  taken.reserve(taken.size() + most);
+  std::vector<Granule> other_size;
+  other_size.reserve(most);
   std::vector<std::optional<Granule>> pooled(wanted.size());
   std::array<uint64_t, 4> missing{};  // granules to make, by kind, singles then chunks
   const auto missing_of = [&](GranuleKind kind, bool chunk) -> uint64_t& {
@@ -114,7 +123,6 @@ CUresult GranuleArena::take_pieces(std::span<const PieceShape> wanted, std::vect
   // Note [Chunks]: the budgets charged what the pools hold as room, so pooled handles of the
   // other size go back before those wanted are made. Not while a copy in flight may use them
   // (Note [Moves copied on the stream]): that copy is waited for first.
-  std::vector<Granule> other_size;
   for (const GranuleKind kind : {GranuleKind::kDevice, GranuleKind::kHost}) {
     if (missing_of(kind, false) + missing_of(kind, true) == 0) continue;
     uint64_t unsettled = 0;

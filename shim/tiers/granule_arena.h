@@ -340,7 +340,8 @@ class GranuleArena {
   // The handles `wanted` asks for (Note [Chunks] in tiers/granule_chunks.h), appended to `taken`
   // in order, whole: from the pools first, releasing pooled handles of the other size where the
   // pools have only those, then from the driver; a chunk the driver refuses comes as singles.
-  // `moving`: for a move (Note [What the pools keep]). Throws std::bad_alloc.
+  // `moving`: for a move (Note [What the pools keep]). Throws std::bad_alloc, before it takes
+  // anything.
   CUresult take_pieces(std::span<const PieceShape> wanted, std::vector<Granule>& taken,
                        bool moving);
   // Gives pooled handles beyond `keep_device` and `keep_host` granules back to the driver, whole

@@ -26,15 +26,21 @@ MoveOutcome GranuleArena::stage(std::span<const GranuleMove> moves,
   }
   auto& [slots, fresh, moving] = planned;
   if (slots.empty()) return outcome;
-  uint64_t since = 0;
-  // Note [Moves copied on the stream]: whatever it took, only the arena's stream waits for.
-  mover_.stage_took_queued_work();
-  if (outcome.result = queued.order_after(moving, ops_, since); outcome.result != CUDA_SUCCESS)
-    return outcome;
+  // Taken before the arena's stream is ordered after the program's work: taking may wait on the
+  // host for that stream (pooled handles of the other size a copy in flight may still use),
+  // which must not wait for the program's kernels in the window.
   try {
     outcome.result = take_pieces(planned.wanted(), fresh, true);
   } catch (const std::bad_alloc&) {
     outcome.result = CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  uint64_t since = 0;
+  // Note [Moves copied on the stream]: whatever it took, only the arena's stream waits for.
+  mover_.stage_took_queued_work();
+  if (const CUresult ordered = queued.order_after(moving, ops_, since); ordered != CUDA_SUCCESS) {
+    pool(fresh);  // nothing staged: what was taken goes back
+    outcome.result = ordered;
+    return outcome;
   }
   planned.hand_out();
   if (const CUresult homed = mover_.give_homes(slots, &Slot::to, fresh);

@@ -140,37 +140,30 @@ void StreamOrderedReuse::give_up_taken(const Taken& taken) noexcept {
   ++stats_.given_up;
 }
 
-std::vector<StreamOrderedReuse::Block> StreamOrderedReuse::give_up(int device,
-                                                                   uint64_t granules) noexcept {
-  std::vector<Block> blocks;
+std::vector<StreamOrderedReuse::Block> StreamOrderedReuse::oldest_reached(
+    int device, uint64_t granules) const noexcept {
+  std::vector<std::pair<uint64_t, Block>> reached;  // by ticket: the oldest first
+  std::vector<Block> oldest;
   const std::lock_guard lock(mutex_);
-  uint64_t freed = 0;
-  while (freed < granules) {
-    // The oldest reached block of the device, over all its sizes.
-    auto oldest_bucket = kept_.end();
-    Bucket::iterator oldest;
-    for (auto bucket = kept_.begin(); bucket != kept_.end(); ++bucket) {
-      if (bucket->first.first != device) continue;
-      for (auto kept = bucket->second.begin(); kept != bucket->second.end(); ++kept) {
-        if (!kept->second.reached) continue;
-        if (oldest_bucket == kept_.end() || kept->first < oldest->first) {
-          oldest_bucket = bucket;
-          oldest = kept;
-        }
-        break;  // later ones of this bucket are younger
+  try {
+    for (const auto& [size, bucket] : kept_) {
+      if (size.first != device) continue;
+      for (const auto& [ticket, kept] : bucket) {
+        if (kept.reached)
+          reached.emplace_back(ticket, Block{.base = kept.base, .granules = size.second});
       }
     }
-    if (oldest_bucket == kept_.end()) break;
-    try {
-      blocks.push_back(Block{.base = oldest->second.base, .granules = oldest_bucket->first.second});
-    } catch (const std::bad_alloc&) {
-      break;
+    std::ranges::sort(reached, {}, &std::pair<uint64_t, Block>::first);
+    uint64_t held = 0;
+    for (const auto& [ticket, block] : reached) {
+      if (held >= granules) break;
+      oldest.push_back(block);
+      held += block.granules;
     }
-    freed += oldest_bucket->first.second;
-    erase_locked(oldest_bucket, oldest);
-    ++stats_.given_up;
+  } catch (const std::bad_alloc&) {
+    return {};
   }
-  return blocks;
+  return oldest;
 }
 
 std::vector<uint64_t> StreamOrderedReuse::reached_blocks() const noexcept {

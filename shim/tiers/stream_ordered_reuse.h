@@ -22,7 +22,7 @@
 // contents] in tiers/granule_arena.h; the prefetch mover frees it instead, give_up_if_reached(),
 // Note [Dead blocks and the prefetch mover] in placement/stream_ordered_blocks.h). The kept
 // granules of a device are bounded (keep() refuses past `limit`), and a request that the room
-// cannot otherwise take gets kept blocks given up to their mover first (give_up()).
+// cannot otherwise take gets kept blocks given up to their mover first (oldest_reached()).
 #pragma once
 
 #include <cstdint>
@@ -102,8 +102,9 @@ class StreamOrderedReuse final : public DeadContents {
   bool give_up_if_reached(uint64_t base) noexcept;
 
   // Kept blocks of `device` whose streams have reached their frees, oldest first, until they
-  // hold `granules` or none is left: no longer kept, for the caller to free in the arena.
-  std::vector<Block> give_up(int device, uint64_t granules) noexcept;
+  // hold `granules` or none is left (none when memory runs out): still kept, for the caller to
+  // give up one by one (give_up_if_reached()) as its mover frees each.
+  std::vector<Block> oldest_reached(int device, uint64_t granules) const noexcept;
 
   // The streams of `device`'s kept blocks whose frees are not known to be reached, at most
   // `most` (each once).

@@ -10,8 +10,10 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <shared_mutex>
 #include <span>
 #include <string_view>
+#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -31,8 +33,10 @@ CUstream fake_stream(std::uintptr_t id) { return reinterpret_cast<CUstream>(id <
 class FakeStreams final : public StreamOrderSeam {
  public:
   bool queueing = true;  // false: cuLaunchHostFunc fails
+  bool waiting = true;   // false: cuStreamSynchronize fails
   std::set<CUstream> idle_streams;
   std::vector<CUstream> asked;
+  std::vector<CUstream> waited_for;
 
   bool queue_host_function(CUstream stream, CUhostFn run, void* data) noexcept override {
     if (!queueing) return false;
@@ -42,6 +46,10 @@ class FakeStreams final : public StreamOrderSeam {
   bool idle(CUstream stream) noexcept override {
     asked.push_back(stream);
     return idle_streams.contains(stream);
+  }
+  bool wait_for(CUstream stream) noexcept override {
+    waited_for.push_back(stream);
+    return waiting;
   }
 
   // `stream` runs the host functions queued on it.
@@ -84,21 +92,27 @@ class RoomSays final : public TieredBudgets {
 };
 
 // The driver's managed memory as the prefetch mover sees it on device 0: blocks at made-up
-// addresses, and each prefetch and free remembered.
+// addresses, and each prefetch and free remembered, with whether a capture could have begun
+// meanwhile (another thread's try at `gate`).
 class FakeManaged final : public tiers::PrefetchOps {
  public:
+  explicit FakeManaged(std::shared_mutex& gate) : gate_(gate) {}
   std::map<CUdeviceptr, uint64_t> sizes;  // every allocation made, freed or not
   std::vector<CUdeviceptr> released;
   std::vector<CUdeviceptr> to_device;
   std::vector<CUdeviceptr> to_host;
+  // For each allocation and free, in order: whether captures were held off.
+  std::vector<bool> captures_held_off;
 
   CUresult allocate(uint64_t bytes, CUdeviceptr* base) noexcept override {
+    captures_held_off.push_back(gate_held());
     *base = next_;
     next_ += bytes + kGranuleBytes;
     sizes[*base] = bytes;
     return CUDA_SUCCESS;
   }
   CUresult release(CUdeviceptr base) noexcept override {
+    captures_held_off.push_back(gate_held());
     released.push_back(base);
     return CUDA_SUCCESS;
   }
@@ -113,19 +127,41 @@ class FakeManaged final : public tiers::PrefetchOps {
   std::optional<uint64_t> device_free() noexcept override { return std::nullopt; }
 
  private:
+  // Whether a capture's cuStreamBeginCapture would wait: another thread cannot take the gate.
+  bool gate_held() {
+    bool free = false;
+    std::thread([&] {
+      free = gate_.try_lock();
+      if (free) gate_.unlock();
+    }).join();
+    return !free;
+  }
+
+  std::shared_mutex& gate_;
   CUdeviceptr next_ = uint64_t{1} << 40;
 };
 
 // Device 0 served by the prefetch mover.
 class ManagedDevice final : public PrefetchDevices {
+  std::shared_mutex gate_;  // before `managed`, which waits on it
+
  public:
-  FakeManaged managed;
+  FakeManaged managed{gate_};
   bool serves = true;  // false: as without concurrent managed access
   tiers::PrefetchOps* ops(int device) noexcept override {
     return device == 0 && serves ? &managed : nullptr;
   }
-  bool may_move() noexcept override { return moves; }
+  bool may_move() noexcept override {
+    if (moves && answers_before_capture && (*answers_before_capture)-- == 0) moves = false;
+    return moves;
+  }
+  std::shared_lock<std::shared_mutex> hold_off_captures() noexcept override {
+    return std::shared_lock(gate_);
+  }
   bool moves = true;  // false: as while a stream capture is in progress
+  // A capture begins once may_move() has said true this many more times: a capture another
+  // thread begins right after a test.
+  std::optional<int> answers_before_capture;
 };
 
 // Rules by size alone never ask for a stack.
@@ -473,6 +509,61 @@ TEST_F(StreamOrderedBlocksTest, WithThePrefetchMoverNothingIsFreedOrMadeDuringAC
   managed_device_.moves = true;
   blocks_->pool_trimmed(fake_pool(1));
   EXPECT_EQ(managed_.released, std::vector<CUdeviceptr>{reached});
+}
+
+// Note [Managed memory and captures begun meanwhile]: a capture that begins right after the
+// request's first test still finds no managed memory made or freed, and every cuMemAllocManaged
+// and cuMemFree of the requests and trims is made holding captures off.
+TEST_F(StreamOrderedBlocksTest, WithThePrefetchMoverACaptureBegunAfterTheTestMakesNothing) {
+  make_prefetched();
+  managed_device_.answers_before_capture = 1;
+  EXPECT_EQ(allocate(1, kOne), 0u) << "to its pool, as during any capture";
+  EXPECT_TRUE(managed_.sizes.empty());
+  EXPECT_EQ(recorded(ledger_, core::Route::kTiered).live_count, 0u);
+}
+
+TEST_F(StreamOrderedBlocksTest, WithThePrefetchMoverACaptureBegunAfterTheTestFreesNothing) {
+  make_prefetched({on_host_at(2)});
+  const CUdeviceptr reached = allocate(1, kOne);
+  const CUdeviceptr on_host = allocate(2, kOne);
+  ASSERT_TRUE(free(reached, kOne));
+  ASSERT_TRUE(free(on_host, kOne));
+  streams_.reach(kOne);
+  managed_device_.answers_before_capture = 1;
+  blocks_->pool_trimmed(fake_pool(1));
+  EXPECT_TRUE(managed_.released.empty());
+  EXPECT_EQ(reuse_.stats().kept_granules, 3u) << "both still kept";
+  managed_device_.moves = true;
+  managed_device_.answers_before_capture = 1;
+  EXPECT_EQ(allocate(2, kTwo), on_host) << "it serves, on the host, rather than be freed";
+  EXPECT_TRUE(managed_.released.empty());
+  managed_device_.moves = true;
+  blocks_->pool_trimmed(fake_pool(1));
+  EXPECT_EQ(managed_.released, std::vector<CUdeviceptr>{reached}) << "once the capture is over";
+  EXPECT_EQ(managed_.captures_held_off, std::vector<bool>(managed_.captures_held_off.size(), true));
+  EXPECT_EQ(managed_.captures_held_off.size(), 3u) << "two allocations, one free";
+}
+
+// A kept managed block whose stream cannot say when it gets there is not the caller's to free:
+// cuMemFree could break a capture in progress. Its stream is waited for, and it is freed when
+// its mover frees reached blocks.
+TEST_F(StreamOrderedBlocksTest, WithThePrefetchMoverAFreeWhoseStreamCannotReportStaysKept) {
+  make_prefetched();
+  const CUdeviceptr waited = allocate(1, kOne);
+  const CUdeviceptr not_waited = allocate(1, kTwo);
+  streams_.queueing = false;
+  EXPECT_TRUE(free(waited, kOne));
+  EXPECT_EQ(streams_.waited_for, std::vector<CUstream>{kOne});
+  EXPECT_TRUE(reuse_.is_reached(waited));
+  streams_.waiting = false;
+  EXPECT_TRUE(free(not_waited, kTwo)) << "kept until its stream is found idle";
+  EXPECT_FALSE(reuse_.is_reached(not_waited));
+  EXPECT_TRUE(managed_.released.empty());
+  blocks_->pool_trimmed(fake_pool(1));
+  EXPECT_EQ(managed_.released, std::vector<CUdeviceptr>{waited});
+  streams_.idle_streams.insert(kTwo);
+  blocks_->pool_trimmed(fake_pool(1));
+  EXPECT_EQ(managed_.released, (std::vector<CUdeviceptr>{waited, not_waited}));
 }
 
 // A device the prefetch mover cannot serve keeps its requests in the arena, and a reached kept

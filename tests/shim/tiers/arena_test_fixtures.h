@@ -74,10 +74,11 @@ class FakeQueuedWork final : public QueuedWork {
     ++waits;
     return CUDA_SUCCESS;
   }
-  CUresult order_after(std::span<const uint64_t>, GranuleOps&, uint64_t& since) noexcept override {
+  CUresult order_after(std::span<const uint64_t>, GranuleOps& ops, uint64_t& since) noexcept override {
     ++orders;
     since = 0;
-    return order_result;
+    if (order_result != CUDA_SUCCESS || program_events.empty()) return order_result;
+    return ops.queue_copies_after(program_events);
   }
   bool queued_since(uint64_t, uint64_t) noexcept override { return work_found; }
   bool names_every_use(std::span<const uint64_t>) noexcept override { return uses_named; }
@@ -85,6 +86,9 @@ class FakeQueuedWork final : public QueuedWork {
   bool work_found = false;  // what queued_since() says of the work since the stage
   bool uses_named = true;   // what names_every_use() says
   CUresult order_result = CUDA_SUCCESS;
+  // The events of the program's work on the blocks, which order_after() makes the arena's stream
+  // wait for, as the tracked window does where the use tracker has them.
+  std::vector<uint64_t> program_events;
   int waits = 0;
   int orders = 0;
 };

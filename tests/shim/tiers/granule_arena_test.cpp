@@ -410,6 +410,7 @@ TEST_F(GranuleStageTest, AStageThatCannotBeOrderedMovesNothing) {
   EXPECT_EQ(staged.to_device, 0u);
   EXPECT_EQ(ops_.calls(Call::kCopy), 0);
   EXPECT_EQ(arena_.block_containing(base)->device_granules, 0u);
+  EXPECT_EQ(arena_.stats().pooled_device_granules, 2u) << "what it took waits in the pool";
 }
 
 TEST_F(GranuleStageTest, AFailedStagingCopyLeavesTheBlockAsItWas) {

@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstddef>
 #include <string>
 #include <utility>
 #include <vector>
@@ -219,6 +221,36 @@ TEST_F(ChunkedArenaTest, APooledChunkACopyMayReadIsReleasedAfterTheCopy) {
   EXPECT_TRUE(ops_.misuse().empty()) << ops_.misuse().front();
   expect_tags(big, 32);
   expect_tags(small, 2);
+}
+
+// Note [Staged promotions]: a stage takes its granules, waiting on the host for the arena's stream
+// where a pooled chunk a copy may read must go back for singles, before it orders that stream
+// after the program's work: the host never waits for the program's kernels in the window.
+TEST_F(ChunkedArenaTest, AStageTakesItsGranulesBeforeItsStreamWaitsForTheProgram) {
+  const CUdeviceptr big = tagged_block(32, 32);
+  const CUdeviceptr small = tagged_block(2, 0);
+  FakeQueuedWork queued;
+  queued.program_events = {0x9e};
+  {
+    const core::RemapWindow::Exclusive exclusive = window_.close();
+    const std::vector<GranuleMove> evict{{.base = big, .to = kHost, .granules = 0}};
+    ASSERT_EQ(arena_.move_on_stream(evict, exclusive, queued).on_stream, 32u);
+  }
+  const std::size_t before = ops_.sequence().size();
+  {
+    const core::RemapWindow::Exclusive exclusive = window_.close();
+    const GranuleMove promotion{.base = small, .to = kDevice, .granules = 0};
+    EXPECT_EQ(arena_.stage(std::span(&promotion, 1), exclusive, queued).to_device, 2u);
+  }
+  const std::vector<Call> staged(ops_.sequence().begin() + static_cast<std::ptrdiff_t>(before),
+                                 ops_.sequence().end());
+  const auto ordered = std::ranges::find(staged, Call::kQueueAfter);
+  ASSERT_NE(ordered, staged.end());
+  EXPECT_NE(std::find(staged.begin(), ordered, Call::kWait), ordered)
+      << "the chunk's copy waited for, so that it goes back for the singles";
+  EXPECT_EQ(std::find(ordered, staged.end(), Call::kWait), staged.end())
+      << "no host wait once the stream waits for the program";
+  EXPECT_EQ(ops_.live_chunks(kDevice), 1u);
 }
 
 TEST_F(ChunkedArenaTest, GivingBackTakesAWholeChunkWhereItMust) {

@@ -109,7 +109,7 @@ TEST(StreamOrderedReuse, ADeviceKeepsNoMoreThanItsLimit) {
   EXPECT_EQ(reuse.stats().kept_granules, 12u);
 }
 
-TEST(StreamOrderedReuse, GivingUpTakesReachedBlocksOldestFirstAcrossSizes) {
+TEST(StreamOrderedReuse, TheOldestReachedBlocksComeFirstAcrossSizes) {
   StreamOrderedReuse reuse;
   uint64_t tickets[4] = {};
   const uint64_t granules[4] = {2, 4, 2, 8};
@@ -122,15 +122,19 @@ TEST(StreamOrderedReuse, GivingUpTakesReachedBlocksOldestFirstAcrossSizes) {
   reuse.reached(tickets[1]);
   reuse.reached(tickets[2]);
   reuse.reached(tickets[3]);
-  // The first block is not reached: never given up, however many granules are asked for.
-  const std::vector<StreamOrderedReuse::Block> first = reuse.give_up(0, 5);
+  // The first block is not reached: never named, however many granules are asked for.
+  const std::vector<StreamOrderedReuse::Block> first = reuse.oldest_reached(0, 5);
   ASSERT_EQ(first.size(), 2u);
   EXPECT_EQ(first[0].base, 0x2000u);
   EXPECT_EQ(first[1].base, 0x3000u);
-  const std::vector<StreamOrderedReuse::Block> rest = reuse.give_up(0, 100);
+  EXPECT_EQ(reuse.stats().given_up, 0u) << "still kept until given up";
+  for (const StreamOrderedReuse::Block& block : first)
+    EXPECT_TRUE(reuse.give_up_if_reached(block.base));
+  const std::vector<StreamOrderedReuse::Block> rest = reuse.oldest_reached(0, 100);
   ASSERT_EQ(rest.size(), 1u);
   EXPECT_EQ(rest[0].base, 0x4000u);
   EXPECT_EQ(rest[0].granules, 8u);
+  EXPECT_TRUE(reuse.give_up_if_reached(rest[0].base));
   EXPECT_EQ(reuse.stats().given_up, 3u);
   EXPECT_EQ(reuse.stats().kept_granules, 2u);
   EXPECT_EQ(reuse.take(0, 2, kStreamA).value().base, 0x1000u);

@@ -231,7 +231,8 @@ void PrefetchPlacement::promote_ahead_locked(Device& state, std::span<const Bloc
   std::vector<BlockId> kept(keep.begin(), keep.end());
   for (const BlockId id : state.policy->promote_ahead(room_taken, keep)) {
     const auto found = blocks_.find(id);
-    if (found == blocks_.end() || found->second.device_bytes == found->second.bytes ||
+    if (found == blocks_.end() || found->second.leaving ||
+        found->second.device_bytes == found->second.bytes ||
         rule_of(state.ruled, id) == RuleAction::kPreferHost || is_dead_locked(id))
       continue;
     if (bring_in_locked(id, found->second, kept, /*ahead=*/true)) kept.push_back(id);
@@ -300,30 +301,53 @@ CUresult PrefetchPlacement::make_locked(Device& state, uint64_t bytes, bool stre
 std::optional<CUresult> PrefetchPlacement::free(CUdeviceptr base) noexcept {
   // The remap mover's frees, which are all of them by default, take no lock here.
   if (block_count_.load(std::memory_order_relaxed) == 0) return std::nullopt;
+  tiers::PrefetchOps* ops = nullptr;
+  {
+    const std::lock_guard lock(mutex_);
+    const auto found = blocks_.find(base);
+    if (found == blocks_.end()) return std::nullopt;
+    // Note [A free waits outside the lock]
+    Block& block = found->second;
+    Device& state = device_states_[static_cast<std::size_t>(block.device)];
+    if (!block.leaving) forget_locked(base, state);
+    block.leaving = true;
+    ops = state.ops;
+  }
+  if (const CUresult waited = ops->wait_for_prefetches(); waited != CUDA_SUCCESS) return waited;
   const std::lock_guard lock(mutex_);
   const auto found = blocks_.find(base);
-  if (found == blocks_.end()) return std::nullopt;
-  return free_locked(found);
+  // Another thread's free of the same block, at the same time, released it first.
+  if (found == blocks_.end()) return CUDA_ERROR_INVALID_VALUE;
+  return release_locked(found);
 }
 
 CUresult PrefetchPlacement::free_locked(std::map<BlockId, Block>::iterator found) noexcept {
-  const CUdeviceptr base = found->first;
-  const Block block = found->second;
-  Device& state = device_states_[static_cast<std::size_t>(block.device)];
+  Device& state = device_states_[static_cast<std::size_t>(found->second.device)];
   // A prefetch of this block may still be queued on the mover's streams.
   if (const CUresult waited = state.ops->wait_for_prefetches(); waited != CUDA_SUCCESS)
     return waited;
+  return release_locked(found);
+}
+
+CUresult PrefetchPlacement::release_locked(std::map<BlockId, Block>::iterator found) noexcept {
+  const CUdeviceptr base = found->first;
+  const Block block = found->second;
+  Device& state = device_states_[static_cast<std::size_t>(block.device)];
   if (const CUresult released = state.ops->release(base); released != CUDA_SUCCESS)
     return released;
   budgets_.give_device(block.device, block.device_bytes);
   state.on_device_bytes -= block.device_bytes;
   budgets_.give_host(block.bytes);
-  state.policy->freed(base);
-  state.ruled.erase(base);
-  admission_.forget(base);
+  if (!block.leaving) forget_locked(base, state);
   blocks_.erase(found);
   block_count_.fetch_sub(1, std::memory_order_relaxed);
   return CUDA_SUCCESS;
+}
+
+void PrefetchPlacement::forget_locked(BlockId id, Device& state) noexcept {
+  state.policy->freed(id);
+  state.ruled.erase(id);
+  admission_.forget(id);
 }
 
 uint64_t PrefetchPlacement::free_dead_locked(int device, uint64_t bytes,
@@ -375,7 +399,9 @@ void PrefetchPlacement::before_submission(const core::SubmissionUse& use) noexce
       std::vector<BlockId> ours;
       for (std::size_t i = 0; i < use.count; ++i) {
         const auto found = blocks_.find(use.blocks[i]);
-        if (found != blocks_.end() && found->second.device == static_cast<int>(d))
+        // A block being freed is the program's no longer (Note [A free waits outside the lock]).
+        if (found != blocks_.end() && found->second.device == static_cast<int>(d) &&
+            !found->second.leaving)
           ours.push_back(use.blocks[i]);
       }
       if (ours.empty()) continue;

@@ -96,6 +96,18 @@
 // policy, the trace and PrefetchStats count only the pages that were on the host, as the remap
 // mover counts the host granules a promotion brings in.
 //
+// Note [A free waits outside the lock]
+// A block's cuMemFree must follow the prefetches of it still queued on the mover's streams, so
+// free() waits for those streams on the host. It waits without the placement's lock, which every
+// launch that names a managed block takes: a free on one thread would otherwise hold every other
+// thread's launches for as long as the mover's queued work runs. Before it lets the lock go, the
+// block is marked leaving and forgotten by the policy, the rules and admission, so nothing queues
+// another prefetch of it meanwhile: no policy names it as a victim or ahead of a launch, and a
+// launch that names it (the program's own race with its free) does not move it. Its budget and
+// its books stay until the driver has it back, so the device is never charged less than it holds.
+// The frees made for the mover's own needs (dead blocks, kept blocks given back) wait under the
+// lock: they happen while it already holds the lock for a launch or an allocation.
+//
 // Note [Managed memory and captures begun meanwhile]
 // A stream capture in global mode, on any thread, forbids cuMemAllocManaged and cuMemFree, and
 // a stream-ordered request or free may come while another stream captures (cuMemAllocAsync is
@@ -296,6 +308,9 @@ class PrefetchPlacement {
     uint64_t device_bytes = 0;
     // Its promotion may still be queued (Note [Launches after a promotion]).
     bool arriving = false;
+    // Its program's free is waiting for the mover's prefetches (Note [A free waits outside the
+    // lock]): nothing moves it or names it to the policy any more.
+    bool leaving = false;
     std::array<uint64_t, kLastStreams> last_streams{};
     std::size_t streams = 0;
   };
@@ -347,6 +362,11 @@ class PrefetchPlacement {
                        CUdeviceptr* base) noexcept;
   // Frees the block at `found`; the caller has waited for the program's work on it.
   CUresult free_locked(std::map<policies::BlockId, Block>::iterator found) noexcept;
+  // free_locked() once the mover's prefetches were waited for: gives the block back to the
+  // driver, then takes it off the books.
+  CUresult release_locked(std::map<policies::BlockId, Block>::iterator found) noexcept;
+  // The policy, the rules and admission forget the block `id` of `state`.
+  void forget_locked(policies::BlockId id, Device& state) noexcept;
   static void note_use(Block& block, uint64_t stream) noexcept;
 
   TieredBudgets& budgets_;

@@ -4,9 +4,11 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/memory_events.h"
@@ -60,6 +62,7 @@ class FakePrefetchOps final : public tiers::PrefetchOps {
   }
   CUresult wait_for_prefetches() noexcept override {
     ++waits;
+    if (while_waiting) std::exchange(while_waiting, nullptr)();  // once
     done = true;
     return CUDA_SUCCESS;
   }
@@ -75,6 +78,8 @@ class FakePrefetchOps final : public tiers::PrefetchOps {
   bool fail_releases = false;
   int waits = 0;
   int queries = 0;  // of promotions_done()
+  // Runs inside the next wait_for_prefetches(), as the mover's queued work would take time.
+  std::function<void()> while_waiting;
 
  private:
   CUdeviceptr next_ = uint64_t{1} << 40;

@@ -8,7 +8,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
+#include <future>
 #include <initializer_list>
 #include <optional>
 #include <span>
@@ -339,6 +341,39 @@ TEST_F(PrefetchPlacementTest, AFreeWaitsForQueuedPrefetchesAndGivesBothBudgetsBa
   EXPECT_EQ(budgets_.host(), 0u);
   EXPECT_FALSE(placement_.device_bytes(a).has_value());
   EXPECT_FALSE(placement_.free(a).has_value());  // no longer this placement's
+}
+
+// Note [A free waits outside the lock]: while a free waits for the mover's streams, another
+// thread's launches go on, and one that names the block being freed moves nothing.
+TEST_F(PrefetchPlacementTest, AFreeWaitsForTheMoverWithoutHoldingOtherThreadsLaunches) {
+  PrefetchPlacement always(budgets_, devices_,
+                           {.policy = "lru",
+                            .admission = TieredAdmission::kAlways,
+                            .invariant_mode = policies::InvariantMode::kAbort});
+  CUdeviceptr blocks[3] = {};
+  for (CUdeviceptr& block : blocks) ASSERT_EQ(always.allocate(0, kBlock, &block), CUDA_SUCCESS);
+  ASSERT_FALSE(on_device_in(always, blocks[0])) << "the coldest, evicted by the third";
+  bool others_went_on = false;
+  uint64_t charged_meanwhile = 0;
+  std::future<void> other;
+  ops().while_waiting = [&] {
+    // Without the lock held, this thread's launches run while the free waits.
+    other = std::async(std::launch::async, [&] {
+      launch_on(always, 5, {blocks[1]});
+      launch_on(always, 5, {blocks[0]});  // the block being freed: lru would promote it
+    });
+    others_went_on = other.wait_for(std::chrono::seconds(30)) == std::future_status::ready;
+    charged_meanwhile = budgets_.host();
+  };
+  const std::size_t prefetches_before = ops().prefetches.size();
+  ASSERT_EQ(always.free(blocks[0]), CUDA_SUCCESS);
+  other.wait();  // (had the free held the lock, the launches could only end now)
+  EXPECT_TRUE(others_went_on) << "another thread's launches waited for the free";
+  EXPECT_EQ(ops().prefetches.size(), prefetches_before) << "a leaving block is moved no more";
+  EXPECT_EQ(charged_meanwhile, 3 * kBlock) << "its budget is kept until the driver has it back";
+  EXPECT_EQ(ops().released, std::vector<CUdeviceptr>{blocks[0]});
+  EXPECT_EQ(budgets_.host(), 2 * kBlock);
+  for (const CUdeviceptr block : {blocks[1], blocks[2]}) EXPECT_EQ(always.free(block), CUDA_SUCCESS);
 }
 
 TEST_F(PrefetchPlacementTest, RoomForAnotherAllocationIsMadeByEvictions) {

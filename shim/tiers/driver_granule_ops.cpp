@@ -209,6 +209,7 @@ CUresult DriverGranuleOps::join_lanes() noexcept {
 }
 
 CUresult DriverGranuleOps::begin_copies() noexcept {
+  const std::lock_guard lanes(lanes_mutex_);
   if (primary_ == nullptr) return CUDA_SUCCESS;  // nothing was ever copied
   const driver::ContextScope scope(primary_);
   return scope.entered() ? join_lanes() : scope.status();
@@ -216,6 +217,7 @@ CUresult DriverGranuleOps::begin_copies() noexcept {
 
 CUresult DriverGranuleOps::copy(CUdeviceptr destination, CUdeviceptr source, uint64_t bytes,
                                 CopyLane lane) noexcept {
+  const std::lock_guard lanes(lanes_mutex_);
   const auto copy_async = VRAMSPILL_REAL(cuMemcpyAsync);
   const auto record = VRAMSPILL_REAL(cuEventRecord);
   const auto wait_event = VRAMSPILL_REAL(cuStreamWaitEvent);
@@ -237,6 +239,7 @@ CUresult DriverGranuleOps::copy(CUdeviceptr destination, CUdeviceptr source, uin
 }
 
 CUresult DriverGranuleOps::wait_for_copies() noexcept {
+  const std::lock_guard lanes(lanes_mutex_);
   const auto synchronize = VRAMSPILL_REAL(cuStreamSynchronize);
   if (synchronize == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
   if (primary_ == nullptr) return CUDA_SUCCESS;  // nothing was ever copied
@@ -252,6 +255,7 @@ CUresult DriverGranuleOps::wait_for_copies() noexcept {
 }
 
 CUresult DriverGranuleOps::queue_copies_after(std::span<const uint64_t> events) noexcept {
+  const std::lock_guard lanes(lanes_mutex_);
   const auto wait_event = VRAMSPILL_REAL(cuStreamWaitEvent);
   if (wait_event == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
   if (const CUresult result = make_copy_streams(); result != CUDA_SUCCESS) return result;
@@ -268,6 +272,7 @@ CUresult DriverGranuleOps::queue_copies_after(std::span<const uint64_t> events) 
 }
 
 CUresult DriverGranuleOps::record_copies(uint64_t* event) noexcept {
+  const std::lock_guard lanes(lanes_mutex_);
   const auto create = VRAMSPILL_REAL(cuEventCreate);
   const auto record = VRAMSPILL_REAL(cuEventRecord);
   const auto destroy = VRAMSPILL_REAL(cuEventDestroy_v2);

@@ -12,6 +12,7 @@
 #include <cuda.h>
 
 #include <atomic>
+#include <mutex>
 #include <shared_mutex>
 #include <vector>
 
@@ -74,8 +75,11 @@ class DriverGranuleOps final : public GranuleOps {
   std::shared_mutex* capture_gate_;
   // Note [Who may reach a granule]: the device and its peers.
   std::vector<CUmemAccessDesc> access_;
-  // Used only by copy(), wait_for_copies(), queue_copies_after() and record_copies(), which the
-  // arena calls with its move lock held.
+  // The copy lanes' state, which begin_copies(), copy(), wait_for_copies(), queue_copies_after()
+  // and record_copies() use under lanes_mutex_: the arena calls them with its move lock held,
+  // except an allocation's wait for the copies (GranuleArena::take_pieces()), which may come
+  // from another thread meanwhile.
+  std::mutex lanes_mutex_;
   CUcontext primary_ = nullptr;
   CUstream copy_stream_ = nullptr;     // the to-device lane, and the arena's stream
   CUstream to_host_stream_ = nullptr;  // the to-host lane

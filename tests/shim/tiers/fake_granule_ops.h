@@ -267,25 +267,28 @@ class FakeGranuleOps final : public GranuleOps {
   }
   CUresult begin_copies() noexcept override {
     const std::lock_guard lock(mutex_);
+    if (CUresult failure = injected(kBeginCopies); failure != CUDA_SUCCESS) return failure;
     for (auto& copies : epoch_) copies.clear();
-    return injected(kBeginCopies);
+    return CUDA_SUCCESS;
   }
   // Copies the contents (tags) of each granule of the source range to the destination's. A copy
-  // touching what a copy of the same epoch on the other lane touches is a misuse (Note [Two copy
-  // lanes]): on a GPU the two may run at once.
+  // touching memory a copy of the same epoch on the other lane touches, at whichever address it
+  // is mapped (a granule's home or its block's), is a misuse (Note [Two copy lanes]): on a GPU
+  // the two may run at once.
   CUresult copy(CUdeviceptr destination, CUdeviceptr source, uint64_t bytes,
                 CopyLane lane) noexcept override {
     const std::lock_guard lock(mutex_);
     if (CUresult failure = injected(kCopy); failure != CUDA_SUCCESS) return failure;
     const auto lane_index = static_cast<std::size_t>(lane);
     for (const CUdeviceptr range : {source, destination}) {
-      for (const auto& [other, other_bytes] : epoch_[1 - lane_index]) {
-        if (range < other + other_bytes && other < range + bytes)
+      for (uint64_t offset = 0; offset < bytes; offset += kGranuleBytes) {
+        const auto mapped = mapped_.find(range + offset);
+        if (mapped == mapped_.end()) continue;  // reported below
+        if (epoch_[1 - lane_index].contains(mapped->second))
           misuse_.push_back("copies on both lanes of an epoch touch the same memory");
+        epoch_[lane_index].insert(mapped->second);
       }
     }
-    epoch_[lane_index].emplace_back(source, bytes);
-    epoch_[lane_index].emplace_back(destination, bytes);
     copy_lanes_.push_back(lane);
     for (uint64_t offset = 0; offset < bytes; offset += kGranuleBytes) {
       const auto from = mapped_.find(source + offset);
@@ -386,9 +389,9 @@ class FakeGranuleOps final : public GranuleOps {
   // The source and destination ranges of the copies not yet waited for: unmapping inside one
   // is what a GPU would fault on or copy wrong bytes from.
   std::vector<std::pair<CUdeviceptr, uint64_t>> copies_in_flight_;
-  // By lane, the source and destination ranges of the copies of this epoch (Note [Two copy
-  // lanes]), whose lanes may run at once.
-  std::array<std::vector<std::pair<CUdeviceptr, uint64_t>>, 2> epoch_;
+  // By lane, the granules (handle and part) the copies of this epoch read or write (Note [Two
+  // copy lanes]), whose lanes may run at once.
+  std::array<std::set<std::pair<GranuleHandle, uint64_t>>, 2> epoch_;
   std::vector<CopyLane> copy_lanes_;
   std::vector<std::string> misuse_;
   std::vector<StreamEnd> ends_waited_for_;

@@ -135,6 +135,10 @@ const core::RemapWindow::Exclusive& TieredPlacement::MoveWindow::closed() noexce
 
 TieredPlacement::MoveWindow::~MoveWindow() {
   if (!closed_) return;
+  // Note [Evictions ahead of promotions] in tiers/granule_mover.h: no submission may find the
+  // copies of a batch ahead still running in the safe window. A failed wait leaves them to the
+  // driver, whose context is then most likely lost.
+  if (ahead_ != nullptr) (void)ahead_->settle(closed_->exclusive);
   closed_.reset();  // open again
   const auto open_again = std::chrono::steady_clock::now();
   const std::lock_guard lock(placement_.stats_mutex_);
@@ -165,6 +169,10 @@ tiers::MoveOutcome TieredPlacement::move(int device, Device& state,
       break;
     case Timing::kOnStream:
       outcome = state.arena->move_on_stream(moves, window.closed(), *tracked_);
+      break;
+    case Timing::kAhead:
+      outcome = state.arena->evict_ahead(moves, window.closed(), tracked_ ? &*tracked_ : nullptr);
+      if (!tracked_) window.settle_before_opening(*state.arena);
       break;
   }
   nvtx::evicted(outcome.to_host, outcome.to_host * kGranuleBytes);
@@ -241,11 +249,11 @@ TieredPlacement::Victims TieredPlacement::choose_victims(Device& state, uint64_t
 void TieredPlacement::make_room(int device, Device& state, uint64_t granules,
                                 std::span<const policies::BlockId> keep, MoveWindow& window) {
   if (!arenas_.may_synchronize()) return;  // Note [No moves during a capture]
-  evict(device, state, choose_victims(state, granules, keep), granules, window);
+  evict(device, state, choose_victims(state, granules, keep), granules, /*ahead=*/false, window);
 }
 
 void TieredPlacement::evict(int device, Device& state, const Victims& victims, uint64_t granules,
-                            MoveWindow& window) {
+                            bool ahead, MoveWindow& window) {
   if (!arenas_.may_synchronize()) return;  // Note [No moves during a capture]
   std::vector<GranuleMove> evictions;
   std::vector<uint64_t> copies;  // each eviction's granules that need host granules to go to
@@ -279,7 +287,8 @@ void TieredPlacement::evict(int device, Device& state, const Victims& victims, u
     evictions.pop_back();
   }
   if (evictions.empty()) return;
-  move(device, state, evictions, window, tracked_ ? Timing::kOnStream : Timing::kNow);
+  const Timing timing = ahead ? Timing::kAhead : tracked_ ? Timing::kOnStream : Timing::kNow;
+  move(device, state, evictions, window, timing);
   tell_policy_of_moves(state, evictions);
 }
 
@@ -436,7 +445,7 @@ void TieredPlacement::before_launch(int device, uint64_t sequence, uint32_t stre
         }
       }
       leave_out_until(usable + evictable);
-      if (usable < needed) evict(device, *state, victims, needed - usable, window);
+      if (usable < needed) evict(device, *state, victims, needed - usable, /*ahead=*/true, window);
       leave_out_until(usable_device_granules(device, *state));  // the host limit may say no
       ahead = promotions.size() > own ? promotions.size() - own : 0;
       if (!promotions.empty() &&

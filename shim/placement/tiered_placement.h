@@ -238,6 +238,9 @@ class TieredPlacement {
 
     // Closes the window, if this operation has not yet.
     const core::RemapWindow::Exclusive& closed() noexcept;
+    // `arena` evicted ahead in the safe window (Timing::kAhead): its copies are waited for
+    // before the window opens again.
+    void settle_before_opening(tiers::GranuleArena& arena) noexcept { ahead_ = &arena; }
 
    private:
     struct Closed {
@@ -246,6 +249,7 @@ class TieredPlacement {
       core::RemapWindow::Exclusive exclusive;
     };
     TieredPlacement& placement_;
+    tiers::GranuleArena* ahead_ = nullptr;
     std::optional<Closed> closed_;
     std::chrono::steady_clock::time_point asked_;
   };
@@ -277,8 +281,9 @@ class TieredPlacement {
     bool in_part = false;
   };
   // Evicts `victims`, in order, until they have given up `granules` device granules, as far as
-  // the host limit allows.
-  void evict(int device, Device& state, const Victims& victims, uint64_t granules,
+  // the host limit allows; `ahead` of the promotions the caller moves next in the window
+  // (Timing::kAhead).
+  void evict(int device, Device& state, const Victims& victims, uint64_t granules, bool ahead,
              MoveWindow& window);
   // The victims for `granules`: evict_first blocks, whole, then the policy's choice for the rest,
   // in part where the policy says so.
@@ -292,9 +297,11 @@ class TieredPlacement {
                           uint64_t host_granules) noexcept;
   // kNow: copied and remapped in the window; kStaged: promotions staged for later launches
   // (Note [Staged promotions] in tiers/granule_arena.h); kOnStream: remapped in the window and
-  // copied on a stream the next submissions wait on (Note [Moves copied on the stream]). The last
-  // two in the tracked window only.
-  enum class Timing : uint8_t { kNow, kStaged, kOnStream };
+  // copied on a stream the next submissions wait on (Note [Moves copied on the stream]); these
+  // two in the tracked window only. kAhead: evictions whose copies the promotions moved next
+  // overlap (Note [Evictions ahead of promotions] in tiers/granule_mover.h); in the safe window
+  // the arena is settled before the window opens.
+  enum class Timing : uint8_t { kNow, kStaged, kOnStream, kAhead };
   tiers::MoveOutcome move(int device, Device& state, std::span<const tiers::GranuleMove> moves,
                           MoveWindow& window, Timing timing = Timing::kNow);
   // Tells `events` how many bytes of each block in `moves` moved, from the device granules each

@@ -273,18 +273,39 @@ CUresult DriverGranuleOps::queue_copies_after(std::span<const uint64_t> events) 
 
 CUresult DriverGranuleOps::record_copies(uint64_t* event) noexcept {
   const std::lock_guard lanes(lanes_mutex_);
-  const auto create = VRAMSPILL_REAL(cuEventCreate);
-  const auto record = VRAMSPILL_REAL(cuEventRecord);
-  const auto destroy = VRAMSPILL_REAL(cuEventDestroy_v2);
-  if (create == nullptr || record == nullptr || destroy == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
   if (const CUresult result = make_copy_streams(); result != CUDA_SUCCESS) return result;
   const driver::ContextScope scope(primary_);
   if (!scope.entered()) return scope.status();
   if (const CUresult result = join_lanes(); result != CUDA_SUCCESS) return result;
+  return record_new_event(copy_stream_, event);
+}
+
+CUresult DriverGranuleOps::mark_copies(CopyLane lane, uint64_t* event) noexcept {
+  const std::lock_guard lanes(lanes_mutex_);
+  if (const CUresult result = make_copy_streams(); result != CUDA_SUCCESS) return result;
+  const driver::ContextScope scope(primary_);
+  return scope.entered() ? record_new_event(lane_stream(lane), event) : scope.status();
+}
+
+CUresult DriverGranuleOps::follow_mark(CopyLane lane, uint64_t event) noexcept {
+  const auto wait_event = VRAMSPILL_REAL(cuStreamWaitEvent);
+  if (wait_event == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
+  const std::lock_guard lanes(lanes_mutex_);
+  if (const CUresult result = make_copy_streams(); result != CUDA_SUCCESS) return result;
+  const driver::ContextScope scope(primary_);
+  if (!scope.entered()) return scope.status();
+  return wait_event(lane_stream(lane), reinterpret_cast<CUevent>(event), 0);
+}
+
+CUresult DriverGranuleOps::record_new_event(CUstream stream, uint64_t* event) noexcept {
+  const auto create = VRAMSPILL_REAL(cuEventCreate);
+  const auto record = VRAMSPILL_REAL(cuEventRecord);
+  const auto destroy = VRAMSPILL_REAL(cuEventDestroy_v2);
+  if (create == nullptr || record == nullptr || destroy == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
   CUevent recorded = nullptr;
   if (const CUresult result = create(&recorded, CU_EVENT_DISABLE_TIMING); result != CUDA_SUCCESS)
     return result;
-  if (const CUresult result = record(recorded, copy_stream_); result != CUDA_SUCCESS) {
+  if (const CUresult result = record(recorded, stream); result != CUDA_SUCCESS) {
     destroy(recorded);
     return result;
   }

@@ -57,6 +57,8 @@ class DriverGranuleOps final : public GranuleOps {
   CUresult wait_for_copies() noexcept override;
   CUresult queue_copies_after(std::span<const uint64_t> events) noexcept override;
   CUresult record_copies(uint64_t* event) noexcept override;
+  CUresult mark_copies(CopyLane lane, uint64_t* event) noexcept override;
+  CUresult follow_mark(CopyLane lane, uint64_t event) noexcept override;
   bool copies_done(uint64_t event) noexcept override;
   void drop_event(uint64_t event) noexcept override;
   // From any thread (a submission, in its own context): it touches no member.
@@ -75,8 +77,16 @@ class DriverGranuleOps final : public GranuleOps {
   std::shared_mutex* capture_gate_;
   // Note [Who may reach a granule]: the device and its peers.
   std::vector<CUmemAccessDesc> access_;
-  // The copy lanes' state, which begin_copies(), copy(), wait_for_copies(), queue_copies_after()
-  // and record_copies() use under lanes_mutex_: the arena calls them with its move lock held,
+  // The stream of `lane`.
+  CUstream lane_stream(CopyLane lane) const noexcept {
+    return lane == CopyLane::kToDevice ? copy_stream_ : to_host_stream_;
+  }
+  // Records a new event on `stream` at *event; the caller holds lanes_mutex_ in the primary
+  // context.
+  static CUresult record_new_event(CUstream stream, uint64_t* event) noexcept;
+
+  // The copy lanes' state, which begin_copies(), copy(), wait_for_copies(), queue_copies_after(),
+  // record_copies(), mark_copies() and follow_mark() use under lanes_mutex_: the arena calls them with its move lock held,
   // except an allocation's wait for the copies (GranuleArena::take_pieces()), which may come
   // from another thread meanwhile.
   std::mutex lanes_mutex_;

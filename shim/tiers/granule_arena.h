@@ -309,6 +309,18 @@ class GranuleArena {
                              const core::RemapWindow::Exclusive& window,
                              QueuedWork& queued) noexcept;
 
+  // Carries out the evictions `moves` ahead of the promotions the caller moves next in the same
+  // closed window, with move() or move_on_stream() (Note [Evictions ahead of promotions] in
+  // tiers/granule_mover.h): their copies are left running, and the next batch's follow only the
+  // runs whose granules they touch. `queued`: as move()'s; null (the safe window), the caller
+  // calls settle() before the window opens again, whatever it moved next.
+  MoveOutcome evict_ahead(std::span<const GranuleMove> moves,
+                          const core::RemapWindow::Exclusive& window,
+                          QueuedWork* queued = nullptr) noexcept;
+  // Waits for the copies in flight and retires them: the end of a safe window that evicted
+  // ahead. The wait's error when it fails.
+  CUresult settle(const core::RemapWindow::Exclusive& window) noexcept;
+
   // Makes the work a submission queues next on `stream` wait for the copies in flight into the
   // blocks at `bases` (into any block when `everything`), on the host when `on_host` (Note
   // [Moves copied on the stream]). Called inside the window, before the driver call.
@@ -374,9 +386,10 @@ class GranuleArena {
   // none is staged twice. Throws std::bad_alloc.
   MovePlan plan(std::span<const GranuleMove> moves, std::size_t fresh_per_slot) const;
   std::vector<Slot> plan_locked(std::span<const GranuleMove> moves) const;
-  // move() and move_on_stream(): `on_stream` copies as Note [Moves copied on the stream] says
-  // while the mover has room for more copies in flight.
-  MoveOutcome carry_out(std::span<const GranuleMove> moves, QueuedWork* queued, bool on_stream);
+  // move(), move_on_stream() and evict_ahead(): the copies as `mode` says (GranuleMover::
+  // CopyMode), when they can.
+  using CopyMode = GranuleMover::CopyMode;
+  MoveOutcome carry_out(std::span<const GranuleMove> moves, QueuedWork* queued, CopyMode mode);
   // The books learn the homes the mover gave the granules `slots` move from.
   void learn_homes(std::span<const Slot> slots);
   // Remaps the dead slots of `plan` with no home and no copy, books them in `outcome` and their
@@ -414,6 +427,9 @@ class GranuleArena {
   GranuleMover mover_;
   // Held by the moves, free() and settle_copies(): no block is freed under the mover.
   std::mutex move_mutex_;
+  // A batch ahead in the safe window waited for the device's work (Note [Evictions ahead of
+  // promotions]): the next batch of the window need not again. Under move_mutex_.
+  bool device_waited_ahead_ = false;
   mutable std::mutex mutex_;  // the books below
   std::map<CUdeviceptr, Block> blocks_;
   // Note [What the pools keep], by GranuleKind: granules taken since the last trim, and the

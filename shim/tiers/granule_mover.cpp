@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <array>
+#include <iterator>
 #include <new>
+#include <optional>
 #include <utility>
 
 namespace vramspill::tiers {
@@ -84,7 +86,7 @@ CUresult GranuleMover::settle_copies() {
   return waited;
 }
 
-GranuleMover::Copied GranuleMover::copy_and_remap(std::span<const Slot> slots, bool keep_running,
+GranuleMover::Copied GranuleMover::copy_and_remap(std::span<const Slot> slots, CopyMode mode,
                                                   CUresult& result) {
   if (const CUresult followed = follow_staged_work(); followed != CUDA_SUCCESS) {
     result = followed;
@@ -96,16 +98,25 @@ GranuleMover::Copied GranuleMover::copy_and_remap(std::span<const Slot> slots, b
       if (copy.bases.empty() || copy.bases.back() != slot.block) copy.bases.push_back(slot.block);
     }
   } catch (const std::bad_alloc&) {
-    keep_running = false;
+    mode = CopyMode::kWait;
   }
-  if (const CUresult queued = copy_into_homes(slots, true); queued != CUDA_SUCCESS) {
+  // Note [Evictions ahead of promotions]: a batch ahead begins an epoch of its own.
+  const bool after_marks = mode != CopyMode::kAhead && !marked_.empty() && !marks_lost_;
+  const CUresult queued =
+      copy_into_homes(slots, true, /*marking=*/mode == CopyMode::kAhead, after_marks);
+  if (after_marks) drop_marks();
+  if (queued != CUDA_SUCCESS) {
     // Nothing is remapped; the copies queued before the failure may still write new granules.
     result = queued;
     return {.moved = 0, .in_flight = false, .copies_over = ops_.wait_for_copies() == CUDA_SUCCESS};
   }
   // Home to home: the addresses may map the new granules at once, while the copies run.
   const std::size_t moved = remap(slots, result);
-  if (keep_running && ops_.record_copies(&copy.event) == CUDA_SUCCESS) {
+  const auto recorded = [&] {
+    return mode == CopyMode::kAhead ? record_ahead(slots, &copy.event)
+                                    : ops_.record_copies(&copy.event);
+  };
+  if (mode != CopyMode::kWait && recorded() == CUDA_SUCCESS) {
     // What submissions wait for: the blocks with a remapped granule (the slots are sorted).
     std::erase_if(copy.bases,
                   [&](uint64_t base) { return moved == 0 || base > slots[moved - 1].block; });
@@ -115,9 +126,25 @@ GranuleMover::Copied GranuleMover::copy_and_remap(std::span<const Slot> slots, b
     return {.moved = moved, .in_flight = true, .copies_over = true};
   }
   // In the window (or with no event to order submissions after): the host waits.
+  drop_marks();
   const CUresult waited = ops_.wait_for_copies();
   if (waited != CUDA_SUCCESS && result == CUDA_SUCCESS) result = waited;
   return {.moved = moved, .in_flight = false, .copies_over = waited == CUDA_SUCCESS};
+}
+
+CUresult GranuleMover::record_ahead(std::span<const Slot> slots, uint64_t* event) {
+  const bool all_evictions = std::ranges::all_of(
+      slots, [](const Slot& slot) { return slot.to.kind == GranuleKind::kHost; });
+  return all_evictions ? ops_.mark_copies(CopyLane::kToHost, event) : ops_.record_copies(event);
+}
+
+void GranuleMover::drop_marks() noexcept {
+  for (std::vector<uint64_t>& marks : marks_) {
+    for (const uint64_t mark : marks) ops_.drop_event(mark);
+    marks.clear();
+  }
+  marked_.clear();
+  marks_lost_ = false;
 }
 
 CUresult GranuleMover::follow_staged_work() {
@@ -127,8 +154,12 @@ CUresult GranuleMover::follow_staged_work() {
   return waited;
 }
 
-CUresult GranuleMover::copy_into_homes(std::span<const Slot> slots, bool from_homes) {
-  if (const CUresult begun = ops_.begin_copies(); begun != CUDA_SUCCESS) return begun;
+CUresult GranuleMover::copy_into_homes(std::span<const Slot> slots, bool from_homes, bool marking,
+                                       bool after_marks) {
+  if (!after_marks) {
+    drop_marks();  // a new epoch follows everything before it
+    if (const CUresult begun = ops_.begin_copies(); begun != CUDA_SUCCESS) return begun;
+  }
   const auto source = [&](const Slot& slot) { return from_homes ? slot.from.home : slot.address(); };
   // A run stays inside one reservation on each side: one block's range, one range of homes.
   const auto source_follows = [&](const Slot& slot, const Slot& previous) {
@@ -136,30 +167,75 @@ CUresult GranuleMover::copy_into_homes(std::span<const Slot> slots, bool from_ho
                       : slot.block == previous.block && slot.index == previous.index + 1;
   };
   // Evictions first, so that the to-host lane need not wait for the promotions (Note [Two copy
-  // lanes] in tiers/granule_ops.h).
-  for (const GranuleKind to : {GranuleKind::kHost, GranuleKind::kDevice}) {
-    const CopyLane lane = to == GranuleKind::kHost ? CopyLane::kToHost : CopyLane::kToDevice;
-    const Slot* run_start = nullptr;
-    const Slot* previous = nullptr;
-    std::size_t run_granules = 0;
-    const auto queue_run = [&] {
-      return run_start == nullptr ? CUDA_SUCCESS
-                                  : ops_.copy(run_start->to.home, source(*run_start),
-                                              run_granules * kGranuleBytes, lane);
-    };
-    for (const Slot& slot : slots) {
-      if (slot.to.kind != to) continue;
-      if (previous != nullptr && source_follows(slot, *previous) &&
-          homes_.follows(slot.to.home, previous->to.home)) {
-        ++run_granules;
-      } else {
-        if (const CUresult result = queue_run(); result != CUDA_SUCCESS) return result;
-        run_start = &slot;
-        run_granules = 1;
-      }
-      previous = &slot;
+  // lanes] in tiers/granule_ops.h). The slots of one direction are consecutive in a run.
+  std::vector<Slot> ordered;
+  try {
+    ordered.reserve(slots.size());
+    for (const GranuleKind to : {GranuleKind::kHost, GranuleKind::kDevice}) {
+      std::ranges::copy_if(slots, std::back_inserter(ordered),
+                           [&](const Slot& slot) { return slot.to.kind == to; });
     }
-    if (const CUresult result = queue_run(); result != CUDA_SUCCESS) return result;
+  } catch (const std::bad_alloc&) {
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  std::size_t run_start = 0;
+  for (std::size_t i = 1; i <= ordered.size(); ++i) {
+    const bool run_goes_on = i < ordered.size() &&
+                             ordered[i].to.kind == ordered[i - 1].to.kind &&
+                             source_follows(ordered[i], ordered[i - 1]) &&
+                             homes_.follows(ordered[i].to.home, ordered[i - 1].to.home);
+    if (run_goes_on) continue;
+    const std::span<const Slot> run(ordered.data() + run_start, i - run_start);
+    const CopyLane lane =
+        run.front().to.kind == GranuleKind::kHost ? CopyLane::kToHost : CopyLane::kToDevice;
+    if (const CUresult result = copy_run(run, source(run.front()), lane, marking, after_marks);
+        result != CUDA_SUCCESS)
+      return result;
+    run_start = i;
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult GranuleMover::copy_run(std::span<const Slot> run, CUdeviceptr source, CopyLane lane,
+                                bool marking, bool after_marks) {
+  const auto lane_index = static_cast<std::size_t>(lane);
+  if (after_marks) {
+    // The latest mark of the other lane among the handles the run touches.
+    std::optional<std::size_t> latest;
+    for (const Slot& slot : run) {
+      for (const GranuleHandle handle : {slot.from.handle, slot.to.handle}) {
+        const auto found = marked_.find(handle);
+        if (found != marked_.end() && found->second.lane != lane &&
+            (!latest || found->second.index > *latest))
+          latest = found->second.index;
+      }
+    }
+    if (latest) {
+      const uint64_t mark = marks_.at(1 - lane_index).at(*latest);
+      if (const CUresult followed = ops_.follow_mark(lane, mark); followed != CUDA_SUCCESS)
+        return followed;
+    }
+  }
+  if (const CUresult copied =
+          ops_.copy(run.front().to.home, source, run.size() * kGranuleBytes, lane);
+      copied != CUDA_SUCCESS)
+    return copied;
+  if (!marking || marks_lost_) return CUDA_SUCCESS;
+  uint64_t mark = 0;
+  if (ops_.mark_copies(lane, &mark) != CUDA_SUCCESS) {
+    marks_lost_ = true;
+    return CUDA_SUCCESS;
+  }
+  try {
+    marks_.at(lane_index).push_back(mark);
+    const Marked marked{.lane = lane, .index = marks_.at(lane_index).size() - 1};
+    for (const Slot& slot : run) {
+      marked_[slot.from.handle] = marked;
+      marked_[slot.to.handle] = marked;
+    }
+  } catch (const std::bad_alloc&) {
+    if (marks_.at(lane_index).empty() || marks_.at(lane_index).back() != mark) ops_.drop_event(mark);
+    marks_lost_ = true;
   }
   return CUDA_SUCCESS;
 }

@@ -8,6 +8,23 @@
 //
 // The arena calls it with its move lock held, except order_after_copies(), copies_pending(),
 // copying_into(), vacate() (a trim) and the counters, which any thread may call.
+//
+// Note [Evictions ahead of promotions]
+// A launch whose promotions need room evicts first, then promotes into the granules the
+// evictions gave up: two batches, which would copy one after the other (each batch an epoch,
+// Note [Two copy lanes] in tiers/granule_ops.h), paying the bytes out and then the bytes in. So
+// the evictions are copied ahead (CopyMode::kAhead): after each of their runs the lane is marked
+// (an event), and each granule handle the run touched remembers that mark. The next batch does
+// not begin an epoch: each of its runs first waits, on the device, for the latest mark of the
+// other lane among the handles it touches, so a promotion into a granule an eviction still reads
+// follows that eviction's run alone, and the two directions overlap run by run. What else the
+// batch touches is ordered already: granules of earlier epochs by the epoch the batch ahead
+// began, and those on its own lane by stream order. Anything that begins an epoch (a stage, a
+// wait for the copies) makes the marks moot; they are given back after the next batch, or at the
+// next epoch. A mark that cannot be kept makes the next batch begin an epoch instead.
+// The batch ahead leaves its copies running: in the tracked window submissions that touch its
+// blocks wait for them on the device, as after any move on the stream; in the safe window the
+// caller waits for them before the window opens (GranuleArena::settle()).
 #pragma once
 
 #include <cuda.h>
@@ -18,6 +35,7 @@
 #include <cstdint>
 #include <mutex>
 #include <span>
+#include <unordered_map>
 #include <vector>
 
 #include "tiers/granule_homes.h"
@@ -40,20 +58,26 @@ class GranuleMover {
   // driver; false when the driver keeps the mapping.
   bool vacate(const Granule& piece) noexcept;
 
-  // Steps 3 and 4 of Note [Moving a granule] for `slots`, whose granules all have homes; with
-  // `keep_running`, the copies are left running as Note [Moves copied on the stream] says, where
-  // an event can be recorded after them.
+  // What copy_and_remap() does with its copies once queued: waits for them; leaves them running
+  // as Note [Moves copied on the stream] says, where an event can be recorded after them; or
+  // leaves them running ahead of the next batch's, as Note [Evictions ahead of promotions] says.
+  enum class CopyMode : uint8_t { kWait, kKeepRunning, kAhead };
+  // Steps 3 and 4 of Note [Moving a granule] for `slots`, whose granules all have homes, copied
+  // as `mode` says; after a batch copied kAhead, its copies follow only the runs of that batch
+  // whose granules they touch.
   struct Copied {
     std::size_t moved = 0;    // the slots before it were remapped, the rest not
     bool in_flight = false;   // whether submissions are to wait for the copies
     bool copies_over = true;  // false: the copies could not be waited for
   };
-  Copied copy_and_remap(std::span<const Slot> slots, bool keep_running, CUresult& result);
+  Copied copy_and_remap(std::span<const Slot> slots, CopyMode mode, CUresult& result);
   // Queues the copies of `slots` into their new granules' homes, from the block's address (the
   // old granules still mapped there) or, with `from_homes`, from the old granules' homes: one
-  // copy per run over which both sides follow each other, in an epoch of their own on the lanes
-  // of their directions (Note [Two copy lanes] in tiers/granule_ops.h).
-  CUresult copy_into_homes(std::span<const Slot> slots, bool from_homes);
+  // copy per run over which both sides follow each other, on the lanes of their directions (Note
+  // [Two copy lanes] in tiers/granule_ops.h), in an epoch of their own unless `after_marks`
+  // (Note [Evictions ahead of promotions]); with `marking`, each run marked.
+  CUresult copy_into_homes(std::span<const Slot> slots, bool from_homes, bool marking = false,
+                           bool after_marks = false);
   // Step 4 for `slots`: how many were remapped; a failure stops there. A run takes at most
   // kRunGranules granules (128 MiB), so that its handles fit on the stack, and whole handles on
   // both sides (Note [Chunks] in tiers/granule_chunks.h): a chunk is at most kRunGranules.
@@ -128,6 +152,27 @@ class GranuleMover {
   // Step 4 for one run of consecutive granules of a block, handle by handle: the driver refused
   // the run's unmap. How many were remapped.
   std::size_t remap_one_by_one(std::span<const Slot> run, CUresult& result);
+  // Queues the copy of one run of `slots` on `lane`, after the marks of the batch ahead that
+  // cover what it touches (`after_marks`), and marks it (`marking`).
+  CUresult copy_run(std::span<const Slot> run, CUdeviceptr source, CopyLane lane, bool marking,
+                    bool after_marks);
+  // Records an event after the copies of a batch copied ahead (CopyMode::kAhead): on the to-host
+  // lane alone when they are all evictions, so that the next batch's promotions need not follow
+  // them all. CUDA_SUCCESS with *event set, or the driver's error.
+  CUresult record_ahead(std::span<const Slot> slots, uint64_t* event);
+  // Gives back the marks of the batch ahead: the next batch has followed them, or a new epoch
+  // made them moot.
+  void drop_marks() noexcept;
+
+  // Note [Evictions ahead of promotions]: by lane, the marks of the batch ahead in order, and for
+  // each granule handle its copies touched, the lane and index of the mark after it.
+  struct Marked {
+    CopyLane lane = CopyLane::kToHost;
+    std::size_t index = 0;
+  };
+  std::array<std::vector<uint64_t>, 2> marks_;
+  std::unordered_map<GranuleHandle, Marked> marked_;
+  bool marks_lost_ = false;  // a mark could not be kept: the next batch begins an epoch
 
   GranuleOps& ops_;
   GranuleHomes homes_;

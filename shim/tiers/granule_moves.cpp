@@ -83,25 +83,41 @@ MovePlan GranuleArena::plan(std::span<const GranuleMove> moves,
 MoveOutcome GranuleArena::move(std::span<const GranuleMove> moves,
                                const core::RemapWindow::Exclusive& /*window*/,
                                QueuedWork* queued) noexcept {
-  return carry_out(moves, queued, false);
+  return carry_out(moves, queued, CopyMode::kWait);
 }
 
 MoveOutcome GranuleArena::move_on_stream(std::span<const GranuleMove> moves,
                                          const core::RemapWindow::Exclusive& /*window*/,
                                          QueuedWork& queued) noexcept {
-  return carry_out(moves, &queued, true);
+  return carry_out(moves, &queued, CopyMode::kKeepRunning);
+}
+
+MoveOutcome GranuleArena::evict_ahead(std::span<const GranuleMove> moves,
+                                      const core::RemapWindow::Exclusive& /*window*/,
+                                      QueuedWork* queued) noexcept {
+  return carry_out(moves, queued, CopyMode::kAhead);
+}
+
+CUresult GranuleArena::settle(const core::RemapWindow::Exclusive& /*window*/) noexcept {
+  const CUresult settled = settle_copies();
+  const std::lock_guard move_lock(move_mutex_);
+  device_waited_ahead_ = false;
+  return settled;
 }
 
 MoveOutcome GranuleArena::carry_out(std::span<const GranuleMove> moves, QueuedWork* queued,
-                                    bool on_stream) {
+                                    CopyMode mode) {
   MoveOutcome outcome;
   const std::lock_guard move_lock(move_mutex_);
   const GranuleMover::CallCounter counted(mover_);
+  // Note [Evictions ahead of promotions]: in the safe window the batch ahead waited for the
+  // device's work, and no submission has been queued since.
+  const bool device_waited = std::exchange(device_waited_ahead_, false) && queued == nullptr;
   retire_copies(false, true);
   MovePlan planned;
   try {
     settle_staged(moves, queued, outcome);  // Note [Staged promotions]
-    if (on_stream) mover_.reserve_for_copies();  // Note [Moves copied on the stream]
+    if (mode != CopyMode::kWait) mover_.reserve_for_copies();  // Note [Moves copied on the stream]
     // Room for the new granules and, at the end, the old ones: pooling them allocates nothing.
     planned = plan(moves, 2);
   } catch (const std::bad_alloc&) {
@@ -109,8 +125,13 @@ MoveOutcome GranuleArena::carry_out(std::span<const GranuleMove> moves, QueuedWo
     return outcome;
   }
   if (planned.slots.empty()) return outcome;
-  const CUresult waited = queued != nullptr ? queued->wait_for(planned.moving, ops_)
-                                            : ops_.synchronize_device();
+  CUresult waited = CUDA_SUCCESS;
+  if (queued != nullptr) {
+    waited = queued->wait_for(planned.moving, ops_);
+  } else if (!device_waited) {
+    waited = ops_.synchronize_device();
+    device_waited_ahead_ = waited == CUDA_SUCCESS && mode == CopyMode::kAhead;
+  }
   if (waited != CUDA_SUCCESS) {
     outcome.result = waited;
     return outcome;
@@ -137,10 +158,13 @@ MoveOutcome GranuleArena::carry_out(std::span<const GranuleMove> moves, QueuedWo
   learn_homes(slots);
   GranuleMover::Copied copied;
   if (!slots.empty()) {
-    const bool keep_running =
-        on_stream && mover_.room_for_copies() && queued->names_every_use(moving);
+    // Copies left running need a record of their own, and every use of the blocks known to the
+    // tracked window's submissions; a batch ahead in the safe window is waited for by settle().
+    const bool copies_may_run =
+        mode != CopyMode::kWait && mover_.room_for_copies() &&
+        (queued != nullptr ? queued->names_every_use(moving) : mode == CopyMode::kAhead);
     CUresult failure = CUDA_SUCCESS;
-    copied = mover_.copy_and_remap(slots, keep_running, failure);
+    copied = mover_.copy_and_remap(slots, copies_may_run ? mode : CopyMode::kWait, failure);
     if (result == CUDA_SUCCESS) result = failure;
   }
   if (outcome.result == CUDA_SUCCESS) outcome.result = result;
@@ -155,7 +179,7 @@ MoveOutcome GranuleArena::carry_out(std::span<const GranuleMove> moves, QueuedWo
     leaked_granules_ += slots.size();
     fresh.resize(fresh.size() - slots.size());
   }
-  if (copied.in_flight) outcome.on_stream = copied.moved;
+  if (copied.in_flight && queued != nullptr) outcome.on_stream = copied.moved;
   pool(fresh);
   return outcome;
 }

@@ -95,9 +95,15 @@ class GranuleOps {
   // *event: what submissions wait for after a move copied on the stream (Note [Moves copied on
   // the stream] in tiers/granule_arena.h).
   virtual CUresult record_copies(uint64_t* event) noexcept = 0;
+  // Records an event after the copies queued so far on `lane` alone, at *event, without ending
+  // the epoch (Note [Evictions ahead of promotions] in tiers/granule_mover.h).
+  virtual CUresult mark_copies(CopyLane lane, uint64_t* event) noexcept = 0;
+  // Makes the copies queued next on `lane` wait, on the device, for an event of mark_copies()
+  // (cuStreamWaitEvent on the lane's stream), without ending the epoch.
+  virtual CUresult follow_mark(CopyLane lane, uint64_t event) noexcept = 0;
   // Whether the copies before `event` are done (cuEventQuery); false when the driver cannot say.
   virtual bool copies_done(uint64_t event) noexcept = 0;
-  // Gives an event of record_copies() back (cuEventDestroy).
+  // Gives an event of record_copies() or mark_copies() back (cuEventDestroy).
   virtual void drop_event(uint64_t event) noexcept = 0;
   // Makes the work queued next on `stream` (a stream of the calling thread, as a submission names
   // it) wait for the copies before `event`: on the device (cuStreamWaitEvent), or on the host

@@ -117,13 +117,20 @@ TEST_F(TieredPlacementTest, ALaunchPromotesTheBlockItTouches) {
 // The eviction that makes room and the promotion it makes room for share one remap window.
 TEST_F(TieredPlacementTest, ALaunchEvictsAndPromotesInOneWindow) {
   const CUdeviceptr a = allocate(4);
-  allocate(4);
+  const CUdeviceptr b = allocate(4);
   allocate(4);  // evicts a: one window
   ASSERT_EQ(placement_.stats().windows, 1u);
+  const int follows_before = ops_.calls(tiers::FakeGranuleOps::kFollow);
   launch({a});  // evicts b and brings a back
   EXPECT_EQ(device_granules(a), 4u);
   EXPECT_EQ(placement_.stats().evicted_granules, 8u);
   EXPECT_EQ(placement_.stats().windows, 2u);
+  // Note [Evictions ahead of promotions]: a's copies follow b's, which gave up its granules, and
+  // the window opens again only once both are over.
+  EXPECT_GT(ops_.calls(tiers::FakeGranuleOps::kFollow), follows_before);
+  EXPECT_EQ(ops_.copies_in_flight(), 0u);
+  expect_bytes(a, 4);
+  expect_bytes(b, 4);
 }
 
 // The victims are chosen before anything moves: none is evicted for a promotion that would not

@@ -7,6 +7,7 @@
 // expect none), and any call can be made to fail on demand. Thread-safe: one lock per call.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <map>
@@ -38,6 +39,8 @@ class FakeGranuleOps final : public GranuleOps {
     kWait,
     kQueueAfter,
     kRecord,
+    kMark,
+    kFollow,
     kOrderStream,
     kCallCount
   };
@@ -268,7 +271,7 @@ class FakeGranuleOps final : public GranuleOps {
   CUresult begin_copies() noexcept override {
     const std::lock_guard lock(mutex_);
     if (CUresult failure = injected(kBeginCopies); failure != CUDA_SUCCESS) return failure;
-    for (auto& copies : epoch_) copies.clear();
+    begin_epoch();
     return CUDA_SUCCESS;
   }
   // Copies the contents (tags) of each granule of the source range to the destination's. A copy
@@ -280,15 +283,21 @@ class FakeGranuleOps final : public GranuleOps {
     const std::lock_guard lock(mutex_);
     if (CUresult failure = injected(kCopy); failure != CUDA_SUCCESS) return failure;
     const auto lane_index = static_cast<std::size_t>(lane);
+    std::set<std::pair<GranuleHandle, uint64_t>> touched;
     for (const CUdeviceptr range : {source, destination}) {
       for (uint64_t offset = 0; offset < bytes; offset += kGranuleBytes) {
         const auto mapped = mapped_.find(range + offset);
         if (mapped == mapped_.end()) continue;  // reported below
-        if (epoch_[1 - lane_index].contains(mapped->second))
-          misuse_.push_back("copies on both lanes of an epoch touch the same memory");
-        epoch_[lane_index].insert(mapped->second);
+        // The other lane's copies of this epoch that no mark this lane follows covers.
+        const auto& others = epoch_[1 - lane_index];
+        for (std::size_t i = followed_[lane_index]; i < others.size(); ++i) {
+          if (others[i].contains(mapped->second))
+            misuse_.push_back("copies on both lanes of an epoch touch the same memory");
+        }
+        touched.insert(mapped->second);
       }
     }
+    epoch_[lane_index].push_back(std::move(touched));
     copy_lanes_.push_back(lane);
     for (uint64_t offset = 0; offset < bytes; offset += kGranuleBytes) {
       const auto from = mapped_.find(source + offset);
@@ -306,7 +315,7 @@ class FakeGranuleOps final : public GranuleOps {
   CUresult wait_for_copies() noexcept override {
     const std::lock_guard lock(mutex_);
     if (CUresult failure = injected(kWait); failure != CUDA_SUCCESS) return failure;
-    for (auto& copies : epoch_) copies.clear();  // an epoch begins
+    begin_epoch();
     copies_in_flight_.clear();
     passed_events_ = next_event_ - 1;
     return CUDA_SUCCESS;
@@ -314,9 +323,30 @@ class FakeGranuleOps final : public GranuleOps {
   CUresult record_copies(uint64_t* event) noexcept override {
     const std::lock_guard lock(mutex_);
     if (CUresult failure = injected(kRecord); failure != CUDA_SUCCESS) return failure;
-    for (auto& copies : epoch_) copies.clear();  // an epoch begins
+    begin_epoch();
     *event = next_event_++;
     live_events_.insert(*event);
+    return CUDA_SUCCESS;
+  }
+  // A mark is an event whose place is the count of its lane's copies in this epoch.
+  CUresult mark_copies(CopyLane lane, uint64_t* event) noexcept override {
+    const std::lock_guard lock(mutex_);
+    if (CUresult failure = injected(kMark); failure != CUDA_SUCCESS) return failure;
+    *event = next_event_++;
+    live_events_.insert(*event);
+    marks_[*event] = {.epoch = epoch_number_,
+                      .lane = static_cast<std::size_t>(lane),
+                      .copies = epoch_[static_cast<std::size_t>(lane)].size()};
+    return CUDA_SUCCESS;
+  }
+  CUresult follow_mark(CopyLane lane, uint64_t event) noexcept override {
+    const std::lock_guard lock(mutex_);
+    if (CUresult failure = injected(kFollow); failure != CUDA_SUCCESS) return failure;
+    if (!live_events_.contains(event)) misuse_.push_back("a wait for an event given back");
+    const auto lane_index = static_cast<std::size_t>(lane);
+    const Mark& mark = marks_.at(event);
+    if (mark.epoch == epoch_number_ && mark.lane != lane_index)
+      followed_[lane_index] = std::max(followed_[lane_index], mark.copies);
     return CUDA_SUCCESS;
   }
   bool copies_done(uint64_t event) noexcept override {
@@ -337,7 +367,7 @@ class FakeGranuleOps final : public GranuleOps {
   CUresult queue_copies_after(std::span<const uint64_t> events) noexcept override {
     const std::lock_guard lock(mutex_);
     if (CUresult failure = injected(kQueueAfter); failure != CUDA_SUCCESS) return failure;
-    for (auto& copies : epoch_) copies.clear();  // an epoch begins
+    begin_epoch();
     events_queued_after_.assign(events.begin(), events.end());
     return CUDA_SUCCESS;
   }
@@ -389,9 +419,23 @@ class FakeGranuleOps final : public GranuleOps {
   // The source and destination ranges of the copies not yet waited for: unmapping inside one
   // is what a GPU would fault on or copy wrong bytes from.
   std::vector<std::pair<CUdeviceptr, uint64_t>> copies_in_flight_;
-  // By lane, the granules (handle and part) the copies of this epoch read or write (Note [Two
-  // copy lanes]), whose lanes may run at once.
-  std::array<std::set<std::pair<GranuleHandle, uint64_t>>, 2> epoch_;
+  void begin_epoch() {
+    for (auto& copies : epoch_) copies.clear();
+    followed_ = {};
+    ++epoch_number_;
+  }
+  // By lane, copy by copy, the granules (handle and part) the copies of this epoch read or write
+  // (Note [Two copy lanes]), whose lanes may run at once; and how many of the other lane's each
+  // lane follows through a mark (Note [Evictions ahead of promotions]).
+  std::array<std::vector<std::set<std::pair<GranuleHandle, uint64_t>>>, 2> epoch_;
+  std::array<std::size_t, 2> followed_{};
+  uint64_t epoch_number_ = 0;
+  struct Mark {
+    uint64_t epoch = 0;
+    std::size_t lane = 0;
+    std::size_t copies = 0;  // its lane's copies in the epoch before it
+  };
+  std::map<uint64_t, Mark> marks_;
   std::vector<CopyLane> copy_lanes_;
   std::vector<std::string> misuse_;
   std::vector<StreamEnd> ends_waited_for_;

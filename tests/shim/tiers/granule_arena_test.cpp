@@ -195,6 +195,37 @@ TEST_F(GranuleMoveTest, ABatchCopiesEachWayOnItsLaneEvictionsFirstInAnEpochOfIts
   expect_tags(out, 3);
 }
 
+// Note [Evictions ahead of promotions] (tiers/granule_mover.h): the promotion that takes the
+// granules an eviction ahead gave up follows that eviction's runs, not an epoch of its own, and
+// the safe window's device-wide wait is made once.
+TEST_F(GranuleMoveTest, APromotionFollowsOnlyTheRunsOfTheEvictionsAheadWhoseGranulesItTakes) {
+  const CUdeviceptr out = tagged_block(2, 2);
+  const CUdeviceptr in = tagged_block(2, 0);
+  MoveOutcome evicted;
+  MoveOutcome promoted;
+  {
+    const core::RemapWindow::Exclusive exclusive = window_.close();
+    evicted = arena_.evict_ahead({{{.base = out, .to = kHost, .granules = 0}}}, exclusive);
+    EXPECT_EQ(ops_.copies_in_flight(), 1u) << "left running";
+    const std::size_t calls_before = ops_.sequence().size();
+    const std::vector<GranuleMove> promotion = {{.base = in, .to = kDevice, .granules = 0}};
+    promoted = arena_.move(promotion, exclusive);
+    const std::vector<Call> follower(ops_.sequence().begin() + calls_before, ops_.sequence().end());
+    EXPECT_EQ(std::ranges::count(follower, Call::kBeginCopies), 0) << "no epoch of its own";
+    EXPECT_EQ(std::ranges::count(follower, Call::kFollow), 1) << "after the eviction's run";
+    EXPECT_EQ(std::ranges::count(follower, Call::kSynchronize), 0) << "the device waited once";
+    EXPECT_EQ(arena_.settle(exclusive), CUDA_SUCCESS);
+  }
+  EXPECT_EQ(evicted.to_host, 2u);
+  EXPECT_EQ(promoted.to_device, 2u);
+  EXPECT_EQ(ops_.copy_lanes(), (std::vector{CopyLane::kToHost, CopyLane::kToDevice}));
+  EXPECT_EQ(arena_.stats().pooled_device_granules, 0u) << "the promotion took the evicted ones";
+  EXPECT_EQ(ops_.copies_in_flight(), 0u) << "settled";
+  EXPECT_TRUE(ops_.misuse().empty()) << ops_.misuse().front();
+  expect_tags(out, 2);
+  expect_tags(in, 2);
+}
+
 TEST_F(GranuleMoveTest, APromotionBringsTheHostGranulesInFirstToLast) {
   const CUdeviceptr base = tagged_block(5, 1);
   const MoveOutcome outcome = move({{.base = base, .to = kDevice, .granules = 3}});

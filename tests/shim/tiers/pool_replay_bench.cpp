@@ -387,6 +387,11 @@ class CountingGranuleOps final : public GranuleOps {
     return CUDA_SUCCESS;
   }
   CUresult begin_copies() noexcept override { return CUDA_SUCCESS; }
+  CUresult mark_copies(CopyLane, uint64_t* event) noexcept override {
+    *event = 1;
+    return CUDA_SUCCESS;
+  }
+  CUresult follow_mark(CopyLane, uint64_t) noexcept override { return CUDA_SUCCESS; }
   CUresult copy(CUdeviceptr, CUdeviceptr, uint64_t, CopyLane) noexcept override {
     return CUDA_SUCCESS;
   }

@@ -427,9 +427,13 @@ class GranuleArena {
   GranuleMover mover_;
   // Held by the moves, free() and settle_copies(): no block is freed under the mover.
   std::mutex move_mutex_;
-  // A batch ahead in the safe window waited for the device's work (Note [Evictions ahead of
-  // promotions]): the next batch of the window need not again. Under move_mutex_.
+  // Note [Evictions ahead of promotions], under move_mutex_: the last batch was one ahead, whose
+  // marks the next batch of the window follows; and in the safe window it waited for the device's
+  // work, so the next batch need not again.
+  bool batch_ahead_ = false;
   bool device_waited_ahead_ = false;
+  // Forgets a batch ahead: the window is settled, or a stage begins an epoch of its own.
+  void end_of_batches_ahead() noexcept;
   mutable std::mutex mutex_;  // the books below
   std::map<CUdeviceptr, Block> blocks_;
   // Note [What the pools keep], by GranuleKind: granules taken since the last trim, and the

@@ -19,9 +19,10 @@
 // other lane among the handles it touches, so a promotion into a granule an eviction still reads
 // follows that eviction's run alone, and the two directions overlap run by run. What else the
 // batch touches is ordered already: granules of earlier epochs by the epoch the batch ahead
-// began, and those on its own lane by stream order. Anything that begins an epoch (a stage, a
-// wait for the copies) makes the marks moot; they are given back after the next batch, or at the
-// next epoch. A mark that cannot be kept makes the next batch begin an epoch instead.
+// began, and those on its own lane by stream order. Only the next batch of the same closed
+// window follows the marks (GranuleArena keeps which batch that is); they are given back after
+// it, or when another batch or a stage comes first, or when the window is settled. A mark that
+// cannot be kept makes the next batch begin an epoch instead.
 // The batch ahead leaves its copies running: in the tracked window submissions that touch its
 // blocks wait for them on the device, as after any move on the stream; in the safe window the
 // caller waits for them before the window opens (GranuleArena::settle()).
@@ -47,6 +48,9 @@ namespace vramspill::tiers {
 class GranuleMover {
  public:
   explicit GranuleMover(GranuleOps& ops) noexcept : ops_(ops), homes_(ops) {}
+  // Gives back the marks of a batch ahead no batch followed (Note [Evictions ahead of
+  // promotions]).
+  ~GranuleMover() { drop_marks(); }
   GranuleMover(const GranuleMover&) = delete;
   GranuleMover& operator=(const GranuleMover&) = delete;
 
@@ -98,6 +102,9 @@ class GranuleMover {
   // for the copies). Their events are destroyed only when `window_closed` (no submission can be
   // about to wait for one); otherwise they are kept for the next retirement.
   void retire_copies(bool all_done, bool window_closed);
+  // Gives back the marks of the batch ahead: the next batch has followed them, a new epoch made
+  // them moot, or no batch of the same window follows (Note [Evictions ahead of promotions]).
+  void drop_marks() noexcept;
   // Waits for the copies in flight and retires them (the window may be open); the wait's error
   // when it fails.
   CUresult settle_copies();
@@ -160,9 +167,6 @@ class GranuleMover {
   // lane alone when they are all evictions, so that the next batch's promotions need not follow
   // them all. CUDA_SUCCESS with *event set, or the driver's error.
   CUresult record_ahead(std::span<const Slot> slots, uint64_t* event);
-  // Gives back the marks of the batch ahead: the next batch has followed them, or a new epoch
-  // made them moot.
-  void drop_marks() noexcept;
 
   // Note [Evictions ahead of promotions]: by lane, the marks of the batch ahead in order, and for
   // each granule handle its copies touched, the lane and index of the mark after it.

@@ -99,10 +99,19 @@ MoveOutcome GranuleArena::evict_ahead(std::span<const GranuleMove> moves,
 }
 
 CUresult GranuleArena::settle(const core::RemapWindow::Exclusive& /*window*/) noexcept {
-  const CUresult settled = settle_copies();
   const std::lock_guard move_lock(move_mutex_);
+  end_of_batches_ahead();
+  if (mover_.copies_pending() == 0) return CUDA_SUCCESS;
+  const CUresult waited = ops_.wait_for_copies();
+  // The window is closed: no submission is about to wait for an event given back here.
+  if (waited == CUDA_SUCCESS) retire_copies(true, true);
+  return waited;
+}
+
+void GranuleArena::end_of_batches_ahead() noexcept {
+  batch_ahead_ = false;
   device_waited_ahead_ = false;
-  return settled;
+  mover_.drop_marks();
 }
 
 MoveOutcome GranuleArena::carry_out(std::span<const GranuleMove> moves, QueuedWork* queued,
@@ -110,9 +119,13 @@ MoveOutcome GranuleArena::carry_out(std::span<const GranuleMove> moves, QueuedWo
   MoveOutcome outcome;
   const std::lock_guard move_lock(move_mutex_);
   const GranuleMover::CallCounter counted(mover_);
-  // Note [Evictions ahead of promotions]: in the safe window the batch ahead waited for the
-  // device's work, and no submission has been queued since.
-  const bool device_waited = std::exchange(device_waited_ahead_, false) && queued == nullptr;
+  // Note [Evictions ahead of promotions]: only the batch right after one ahead, in the same
+  // closed window, follows its marks; in the safe window the batch ahead waited for the device's
+  // work, and no submission has been queued since.
+  const bool after_ahead = std::exchange(batch_ahead_, mode == CopyMode::kAhead);
+  const bool device_waited =
+      std::exchange(device_waited_ahead_, false) && after_ahead && queued == nullptr;
+  if (!after_ahead) mover_.drop_marks();
   retire_copies(false, true);
   MovePlan planned;
   try {

@@ -13,6 +13,7 @@ MoveOutcome GranuleArena::stage(std::span<const GranuleMove> moves,
   MoveOutcome outcome;
   const std::lock_guard move_lock(move_mutex_);
   const GranuleMover::CallCounter counted(mover_);
+  end_of_batches_ahead();  // its copies begin an epoch of their own
   retire_copies(false, true);  // Note [Moves copied on the stream]
   MovePlan planned;
   try {

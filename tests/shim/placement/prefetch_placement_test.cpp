@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <future>
@@ -70,6 +71,18 @@ class PrefetchPlacementTest : public ::testing::Test {
     return 0;
   }
   FakePrefetchOps& ops() { return devices_.fake(); }
+  // [tiered] admission = "always", with lru.
+  static TieredOptions always_options() {
+    return {.policy = "lru",
+            .admission = TieredAdmission::kAlways,
+            .invariant_mode = policies::InvariantMode::kAbort};
+  }
+  // Three blocks of `placement`, one more than the budget holds.
+  static std::array<CUdeviceptr, 3> three_blocks_in(PrefetchPlacement& placement) {
+    std::array<CUdeviceptr, 3> blocks{};
+    for (CUdeviceptr& block : blocks) EXPECT_EQ(placement.allocate(0, kBlock, &block), CUDA_SUCCESS);
+    return blocks;
+  }
 
   FakeBudgets budgets_{2 * kBlock, 64 * kBlock};
   FakeDevices devices_;
@@ -114,12 +127,8 @@ TEST_F(PrefetchPlacementTest, ALoopOverMoreThanFitsMovesNothing) {
 // Note [Rules before the policy] in placement/tiered_placement.h, with this mover.
 // [tiered] admission = "always": lru's promotion on use is made at the first use.
 TEST_F(PrefetchPlacementTest, WithAdmissionAlwaysEveryPromotionThePolicyAsksForIsMade) {
-  PrefetchPlacement always(budgets_, devices_,
-                           {.policy = "lru",
-                            .admission = TieredAdmission::kAlways,
-                            .invariant_mode = policies::InvariantMode::kAbort});
-  CUdeviceptr blocks[3] = {};
-  for (CUdeviceptr& block : blocks) ASSERT_EQ(always.allocate(0, kBlock, &block), CUDA_SUCCESS);
+  PrefetchPlacement always(budgets_, devices_, always_options());
+  const std::array<CUdeviceptr, 3> blocks = three_blocks_in(always);
   EXPECT_TRUE(on_device_in(always, blocks[2])) << "a new block evicts the coldest";
   EXPECT_FALSE(on_device_in(always, blocks[0]));
   launch_on(always, 3, {blocks[0]});
@@ -346,12 +355,8 @@ TEST_F(PrefetchPlacementTest, AFreeWaitsForQueuedPrefetchesAndGivesBothBudgetsBa
 // Note [A free waits outside the lock]: while a free waits for the mover's streams, another
 // thread's launches go on, and one that names the block being freed moves nothing.
 TEST_F(PrefetchPlacementTest, AFreeWaitsForTheMoverWithoutHoldingOtherThreadsLaunches) {
-  PrefetchPlacement always(budgets_, devices_,
-                           {.policy = "lru",
-                            .admission = TieredAdmission::kAlways,
-                            .invariant_mode = policies::InvariantMode::kAbort});
-  CUdeviceptr blocks[3] = {};
-  for (CUdeviceptr& block : blocks) ASSERT_EQ(always.allocate(0, kBlock, &block), CUDA_SUCCESS);
+  PrefetchPlacement always(budgets_, devices_, always_options());
+  const std::array<CUdeviceptr, 3> blocks = three_blocks_in(always);
   ASSERT_FALSE(on_device_in(always, blocks[0])) << "the coldest, evicted by the third";
   bool others_went_on = false;
   uint64_t charged_meanwhile = 0;

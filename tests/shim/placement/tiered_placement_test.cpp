@@ -133,6 +133,29 @@ TEST_F(TieredPlacementTest, ALaunchEvictsAndPromotesInOneWindow) {
   expect_bytes(b, 4);
 }
 
+// Note [Evictions ahead of promotions]: in the safe window, evictions copied ahead of promotions
+// that then do not come (here the host limit takes only the first victim, so the promotion does
+// not fit) are over before the window opens.
+TEST_F(TieredPlacementTest, EvictionsAheadOfPromotionsThatDoNotComeAreOverBeforeTheWindowOpens) {
+  FakeBudgets tight{8 * kGranuleBytes, 6 * kGranuleBytes};
+  TieredPlacement placement{
+      tight, arenas_, window_, {.policy = "lru", .invariant_mode = policies::InvariantMode::kAbort}};
+  const CUdeviceptr a = allocate_in(placement, 4);
+  const CUdeviceptr x = allocate_in(placement, 2);
+  const CUdeviceptr y = allocate_in(placement, 2);
+  const CUdeviceptr z = allocate_in(placement, 4);  // evicts a: the host holds 4 of 6
+  ASSERT_EQ(arena_.block_containing(a)->device_granules, 0u);
+  placement.before_launch(0, ++sequence_, 1, std::vector<policies::BlockId>{a});
+  EXPECT_EQ(device_granules(x), 0u) << "the first victim went";
+  EXPECT_EQ(device_granules(y), 2u) << "the host limit kept the second";
+  EXPECT_EQ(arena_.block_containing(a)->device_granules, 0u) << "so a did not fit";
+  EXPECT_EQ(ops_.copies_in_flight(), 0u) << "x's copy is over before the window opened";
+  for (const CUdeviceptr base : {a, x, y, z}) {
+    expect_bytes(base, arena_.block_containing(base)->granules);
+    EXPECT_EQ(placement.free(0, base), CUDA_SUCCESS);
+  }
+}
+
 // The victims are chosen before anything moves: none is evicted for a promotion that would not
 // fit even with all of them gone.
 TEST_F(TieredPlacementTest, NoBlockIsEvictedForAPromotionThatCannotFit) {

@@ -226,6 +226,30 @@ TEST_F(GranuleMoveTest, APromotionFollowsOnlyTheRunsOfTheEvictionsAheadWhoseGran
   expect_tags(in, 2);
 }
 
+// Settling the window ends what a batch ahead left: its copies, its marks, and the device-wide
+// wait it made, which the next window's first move makes again.
+TEST_F(GranuleMoveTest, SettlingAfterAnEvictionAheadLeavesNothingForTheNextWindow) {
+  const CUdeviceptr out = tagged_block(2, 2);
+  const CUdeviceptr in = tagged_block(2, 0);
+  {
+    const core::RemapWindow::Exclusive exclusive = window_.close();
+    EXPECT_EQ(arena_.evict_ahead({{{.base = out, .to = kHost, .granules = 0}}}, exclusive).to_host,
+              2u);
+    EXPECT_EQ(arena_.settle(exclusive), CUDA_SUCCESS);
+  }
+  EXPECT_EQ(ops_.copies_in_flight(), 0u);
+  EXPECT_EQ(ops_.live_events(), 0u) << "the marks and the copies' event are given back";
+  const std::size_t calls_before = ops_.sequence().size();
+  EXPECT_EQ(move({{.base = in, .to = kDevice, .granules = 0}}).to_device, 2u);
+  const std::vector<Call> next(ops_.sequence().begin() + calls_before, ops_.sequence().end());
+  EXPECT_EQ(std::ranges::count(next, Call::kSynchronize), 1) << "a new window waits again";
+  EXPECT_EQ(std::ranges::count(next, Call::kBeginCopies), 1) << "in an epoch of its own";
+  EXPECT_EQ(std::ranges::count(next, Call::kFollow), 0);
+  EXPECT_TRUE(ops_.misuse().empty()) << ops_.misuse().front();
+  expect_tags(out, 2);
+  expect_tags(in, 2);
+}
+
 TEST_F(GranuleMoveTest, APromotionBringsTheHostGranulesInFirstToLast) {
   const CUdeviceptr base = tagged_block(5, 1);
   const MoveOutcome outcome = move({{.base = base, .to = kDevice, .granules = 3}});

@@ -7,8 +7,9 @@
  *   copies     bytes a second of a plain pinned cuMemcpy{HtoD,DtoH}Async against the mover's
  *              copy: cuMemcpyAsync between host-located VMM granules and device granules, each
  *              range mapped granule by granule as the arena maps them (timed with events);
- *   both ways  a pinned host -> device and a device -> pinned host copy at once, on two
- *              streams, against each alone: whether an eviction's copy must wait for a
+ *   both ways  a host -> device and a device -> host copy at once, on two streams, against
+ *              each alone, between pinned memory and the device and between VMM granules as
+ *              the mover's two lanes copy: whether an eviction's copy must wait for a
  *              promotion's (the link's two directions are separate engines on a GPU);
  *   remaps     host time of one cuMemMap, cuMemSetAccess and cuMemUnmap of a 2 MiB granule,
  *              device- and host-located (what each granule of a move costs the remap window);
@@ -224,26 +225,30 @@ typedef struct {
   CUfunction axpy;      /* kKernelRead */
 } Work;
 
-static void submit(const Probe* probe, const Work* work, size_t bytes) {
+static void submit_on(CUstream stream, const Work* work, size_t bytes) {
   switch (work->kind) {
     case kHtoD:
-      MUST(cuMemcpyHtoDAsync(work->to, work->host, bytes, probe->stream));
+      MUST(cuMemcpyHtoDAsync(work->to, work->host, bytes, stream));
       break;
     case kDtoH:
-      MUST(cuMemcpyDtoHAsync(work->host, work->from, bytes, probe->stream));
+      MUST(cuMemcpyDtoHAsync(work->host, work->from, bytes, stream));
       break;
     case kVmmCopy:
-      MUST(cuMemcpyAsync(work->to, work->from, bytes, probe->stream));
+      MUST(cuMemcpyAsync(work->to, work->from, bytes, stream));
       break;
     case kKernelRead: {
       CUdeviceptr y = work->to, x = work->from;
       float a = 1.0f;
       uint64_t n = bytes / sizeof(float);
       void* params[] = {&y, &x, &a, &n};
-      MUST(cuLaunchKernel(work->axpy, 1024, 1, 1, 256, 1, 1, 0, probe->stream, params, NULL));
+      MUST(cuLaunchKernel(work->axpy, 1024, 1, 1, 256, 1, 1, 0, stream, params, NULL));
       break;
     }
   }
+}
+
+static void submit(const Probe* probe, const Work* work, size_t bytes) {
+  submit_on(probe->stream, work, bytes);
 }
 
 /* Bytes a second of `work` over `bytes`, the median of `repeats` timed runs after one untimed. */
@@ -356,19 +361,19 @@ static void probe_remaps(const Probe* probe, const Options* options) {
   }
 }
 
-/* Bytes a second of a pinned host -> device copy on the probe's stream and a device -> pinned
- * host copy on the other stream, started together: both directions' bytes over the time until
- * the later ends (median of `repeats`). */
-static double both_directions(const Probe* probe, CUdeviceptr to, CUdeviceptr from, void* host_in,
-                              void* host_out, size_t bytes, int repeats) {
+/* Bytes a second of `in` (host -> device) on the probe's stream and `out` (device -> host) on
+ * the other stream, started together: both directions' bytes over the time until the later ends
+ * (median of `repeats`). */
+static double both_directions(const Probe* probe, const Work* in, const Work* out, size_t bytes,
+                              int repeats) {
   float times[1000];
   CUevent other_stop;
   MUST(cuEventCreate(&other_stop, CU_EVENT_DEFAULT));
   for (int i = 0; i <= repeats; ++i) { /* the first run is untimed */
     MUST(cuEventRecord(probe->start, probe->stream));
     MUST(cuStreamWaitEvent(probe->other_stream, probe->start, 0));
-    MUST(cuMemcpyHtoDAsync(to, host_in, bytes, probe->stream));
-    MUST(cuMemcpyDtoHAsync(host_out, from, bytes, probe->other_stream));
+    submit_on(probe->stream, in, bytes);
+    submit_on(probe->other_stream, out, bytes);
     MUST(cuEventRecord(other_stop, probe->other_stream));
     MUST(cuStreamWaitEvent(probe->stream, other_stop, 0));
     MUST(cuEventRecord(probe->stop, probe->stream));
@@ -380,8 +385,25 @@ static double both_directions(const Probe* probe, CUdeviceptr to, CUdeviceptr fr
   return ms > 0 ? 2.0 * (double)bytes / (ms / 1e3) : 0;
 }
 
+/* One direction alone, the other alone, and both at once: the rates and how the time compares
+ * with the two one after the other. */
+static void print_both_directions(const Probe* probe, const Options* options, const char* what,
+                                  const Work* in, const Work* out, size_t bytes) {
+  const double in_alone = transfer(probe, in, bytes, options->repeats);
+  const double out_alone = transfer(probe, out, bytes, options->repeats);
+  const double both = both_directions(probe, in, out, bytes, options->repeats);
+  printf("  %s\n", what);
+  print_rate("host -> device alone", in_alone);
+  print_rate("device -> host alone", out_alone);
+  print_rate("both at once, the two directions' bytes together", both);
+  if (in_alone > 0 && out_alone > 0 && both > 0)
+    printf("  both at once: %.2fx the time of the two one after the other\n",
+           (2.0 * (double)bytes / both) /
+               ((double)bytes / in_alone + (double)bytes / out_alone));
+}
+
 static void probe_both_directions(const Probe* probe, const Options* options,
-                                  Range* device_range) {
+                                  Range* device_range, Range* host_range) {
   const size_t bytes = options->granules * GRANULE / 2;
   void* pinned = NULL;
   MUST(cuMemHostAlloc(&pinned, 2 * bytes, 0));
@@ -391,18 +413,16 @@ static void probe_both_directions(const Probe* probe, const Options* options,
   const CUdeviceptr to = device_range->base, from = device_range->base + bytes;
   printf("copies in both directions at once, %zu MiB each way on two streams (median of %d)\n",
          bytes >> 20, options->repeats);
-  Work work = {kHtoD, to, 0, host_in, NULL};
-  const double in = transfer(probe, &work, bytes, options->repeats);
-  work = (Work){kDtoH, 0, from, host_out, NULL};
-  const double out = transfer(probe, &work, bytes, options->repeats);
-  const double both =
-      both_directions(probe, to, from, host_in, host_out, bytes, options->repeats);
-  print_rate("host -> device alone", in);
-  print_rate("device -> host alone", out);
-  print_rate("both at once, the two directions' bytes together", both);
-  if (in > 0 && out > 0)
-    printf("  both at once: %.2fx the time of the two one after the other\n",
-           (2.0 * (double)bytes / both) / ((double)bytes / in + (double)bytes / out));
+  Work in = {kHtoD, to, 0, host_in, NULL};
+  Work out = {kDtoH, 0, from, host_out, NULL};
+  print_both_directions(probe, options, "pinned host memory, cuMemcpy{HtoD,DtoH}Async", &in, &out,
+                        bytes);
+  /* The mover's two lanes (Note [Two copy lanes] in shim/tiers/granule_ops.h). */
+  in = (Work){kVmmCopy, to, host_range->base, NULL, NULL};
+  out = (Work){kVmmCopy, host_range->base + bytes, from, NULL, NULL};
+  print_both_directions(probe, options,
+                        "VMM granules, cuMemcpyAsync (the mover's promotions and evictions)", &in,
+                        &out, bytes);
   MUST(cuMemFreeHost(pinned));
 }
 
@@ -797,7 +817,7 @@ int main(int argc, char** argv) {
   Range device_range = map_range(&probe, device_location, options.granules);
   Range host_range = map_range(&probe, probe.host, options.granules);
   probe_copies(&probe, &options, &device_range, &host_range);
-  probe_both_directions(&probe, &options, &device_range);
+  probe_both_directions(&probe, &options, &device_range, &host_range);
   probe_remaps(&probe, &options);
   probe_runs_and_chunks(&probe, &options);
   probe_reads(&probe, &options, &host_range);

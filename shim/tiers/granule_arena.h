@@ -119,9 +119,10 @@
 // closed only for the mappings, not for the copy.
 // The old granules go to the pools at once, though the copy may still read them at their homes
 // (and a remap that failed leaves new ones that the copy may still write): whatever
-// takes them next on the arena's stream (a move, a stage) copies into them after the copy in
-// flight, in stream order, so a promotion can reuse at once the device granules an eviction just
-// gave up. What takes pooled granules off the stream must not take those: allocate(), whose block
+// takes them next on the arena's streams (a move, a stage) copies into them after the copy in
+// flight, in epoch order (Note [Two copy lanes] in tiers/granule_ops.h) or after its run's mark
+// (Note [Evictions ahead of promotions] in tiers/granule_mover.h), so a promotion can reuse at
+// once the device granules an eviction just gave up. What takes pooled granules off the stream must not take those: allocate(), whose block
 // the program writes as it likes, waits for the copies first (settle_copies()); trim() gives back
 // only granules pooled before the copies in flight began (cuMemRelease must not free memory a
 // copy uses: each pool's last unsettled pieces stay, GranulePools), and

@@ -2,7 +2,8 @@
 // and Note [Moves copied on the stream] in tiers/granule_arena.h), and holds what the moving
 // needs and the books do not: the granules' homes (Note [Granule homes] in
 // tiers/granule_homes.h), the copies between them, the remaps of the blocks' addresses run by
-// run, and the copies left in flight on the arena's stream. The arena (tiers/granule_arena.h)
+// run, and the copies left in flight on the arena's streams (Note [Two copy lanes] in
+// tiers/granule_ops.h). The arena (tiers/granule_arena.h)
 // keeps the books: blocks, pools, allocate, free, trim, the plans (tiers/move_plan.h) and what
 // moved.
 //

@@ -47,8 +47,10 @@ PrefetchPlacement::Device* PrefetchPlacement::device_state_locked(int device) no
 }
 
 void PrefetchPlacement::tell_policy_of_capacity_locked(int device, Device& state) noexcept {
-  state.policy->set_capacity((state.on_device_bytes + budgets_.device_room(device)) /
-                             kGranuleBytes);
+  // Note [A free waits outside the lock]: a leaving block's pages are not the policy's.
+  state.policy->set_capacity(
+      (state.on_device_bytes - state.leaving_bytes + budgets_.device_room(device)) /
+      kGranuleBytes);
 }
 
 void PrefetchPlacement::forget_promotions_done_locked(Device& state) noexcept {
@@ -256,7 +258,7 @@ CUresult PrefetchPlacement::allocate(int device, uint64_t bytes, CUdeviceptr* ou
   bool told_policy = false;
   try {
     Block& block = blocks_[base];
-    block = Block{.device = device, .size = bytes, .bytes = pages};
+    block = Block{.device = device, .size = bytes, .bytes = pages, .rule = rule};
     state->policy->allocated(base, pages / kGranuleBytes, /*on_device=*/false);
     told_policy = true;
     if (rule) state->ruled.emplace(base, *rule);
@@ -309,16 +311,42 @@ std::optional<CUresult> PrefetchPlacement::free(CUdeviceptr base) noexcept {
     // Note [A free waits outside the lock]
     Block& block = found->second;
     Device& state = device_states_[static_cast<std::size_t>(block.device)];
-    if (!block.leaving) forget_locked(base, state);
-    block.leaving = true;
+    if (!block.leaving) {
+      forget_locked(base, state);
+      block.leaving = true;
+      state.leaving_bytes += block.device_bytes;  // nothing moves it meanwhile
+    }
     ops = state.ops;
   }
-  if (const CUresult waited = ops->wait_for_prefetches(); waited != CUDA_SUCCESS) return waited;
+  const CUresult waited = ops->wait_for_prefetches();
   const std::lock_guard lock(mutex_);
   const auto found = blocks_.find(base);
-  // Another thread's free of the same block, at the same time, released it first.
+  // Defensive: the ledger lets one free of a block through, so none released it meanwhile.
   if (found == blocks_.end()) return CUDA_ERROR_INVALID_VALUE;
-  return release_locked(found);
+  const CUresult freed = waited == CUDA_SUCCESS ? release_locked(found) : waited;
+  if (freed != CUDA_SUCCESS) take_back_locked(base, found->second);
+  return freed;
+}
+
+void PrefetchPlacement::take_back_locked(BlockId id, Block& block) noexcept {
+  Device& state = device_states_[static_cast<std::size_t>(block.device)];
+  bool told = false;
+  try {
+    if (block.rule) state.ruled.emplace(id, *block.rule);
+    state.policy->allocated(id, block.bytes / kGranuleBytes, /*on_device=*/false);
+    told = true;
+    if (block.device_bytes != 0) state.policy->moved(id, block.device_bytes / kGranuleBytes);
+  } catch (const std::bad_alloc&) {
+    // It stays leaving: never moved again, its pages charged where they are.
+    if (told) state.policy->freed(id);
+    state.ruled.erase(id);
+    logging::warn("tiered (prefetch): a block of {} bytes whose free failed stays where it is "
+                  "on device {} for good (out of memory for the policy's books)",
+                  block.bytes, block.device);
+    return;
+  }
+  state.leaving_bytes -= block.device_bytes;
+  block.leaving = false;
 }
 
 CUresult PrefetchPlacement::free_locked(std::map<BlockId, Block>::iterator found) noexcept {
@@ -338,7 +366,11 @@ CUresult PrefetchPlacement::release_locked(std::map<BlockId, Block>::iterator fo
   budgets_.give_device(block.device, block.device_bytes);
   state.on_device_bytes -= block.device_bytes;
   budgets_.give_host(block.bytes);
-  if (!block.leaving) forget_locked(base, state);
+  if (block.leaving) {
+    state.leaving_bytes -= block.device_bytes;
+  } else {
+    forget_locked(base, state);
+  }
   blocks_.erase(found);
   block_count_.fetch_sub(1, std::memory_order_relaxed);
   return CUDA_SUCCESS;
@@ -365,7 +397,8 @@ uint64_t PrefetchPlacement::free_dead_locked(int device, uint64_t bytes,
     if (base == promoting || std::ranges::find(keep, base) != keep.end()) continue;
     const auto block = blocks_.find(base);
     if (block == blocks_.end() || block->second.device != device ||
-        block->second.device_bytes == 0 || !dead_->give_up_if_dead(base))
+        block->second.device_bytes == 0 || block->second.leaving ||
+        !dead_->give_up_if_dead(base))
       continue;
     const uint64_t pages = block->second.bytes;
     const uint64_t room = block->second.device_bytes;  // an eviction in part left the rest

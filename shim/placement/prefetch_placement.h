@@ -106,7 +106,11 @@
 // launch that names it (the program's own race with its free) does not move it. Its budget and
 // its books stay until the driver has it back, so the device is never charged less than it holds.
 // The frees made for the mover's own needs (dead blocks, kept blocks given back) wait under the
-// lock: they happen while it already holds the lock for a launch or an allocation.
+// lock: they happen while it already holds the lock for a launch or an allocation. They pass
+// over leaving blocks. The policy's capacity leaves out a leaving block's pages on the device,
+// which it no longer holds, so that it plans no promotion ahead into room the budget lacks. A
+// free whose wait or cuMemFree fails leaves the block the program's, so the policy and the rules
+// are told of it again, with its pages on the device, and it moves as before.
 //
 // Note [Managed memory and captures begun meanwhile]
 // A stream capture in global mode, on any thread, forbids cuMemAllocManaged and cuMemFree, and
@@ -268,6 +272,12 @@ class PrefetchPlacement {
 
   // False while a stream capture is in progress (PrefetchDevices::may_move()).
   bool may_move() noexcept { return devices_.may_move(); }
+  // PrefetchDevices::hold_off_captures(), for a wait on a program's stream that a capture begun
+  // meanwhile would break. Never around a call into this placement (Note [Managed memory and
+  // captures begun meanwhile]).
+  std::shared_lock<std::shared_mutex> hold_off_captures() noexcept {
+    return devices_.hold_off_captures();
+  }
   // How many blocks the placement holds, and of those how many the books have on the device,
   // wholly or in part (Note [Evicting part of a block] in policies/eviction_policy.h); their
   // whole 2 MiB pages on the device and on the host, as the budgets count them.
@@ -311,6 +321,7 @@ class PrefetchPlacement {
     // Its program's free is waiting for the mover's prefetches (Note [A free waits outside the
     // lock]): nothing moves it or names it to the policy any more.
     bool leaving = false;
+    std::optional<RuleAction> rule;  // the rule it fell under, if any
     std::array<uint64_t, kLastStreams> last_streams{};
     std::size_t streams = 0;
   };
@@ -319,6 +330,8 @@ class PrefetchPlacement {
     std::unique_ptr<policies::EvictionPolicy> policy;
     uint64_t on_device_bytes = 0;  // what the budget is charged for this device's blocks
     uint64_t queued_in = 0;        // promotions maybe still queued (Note [The prefetch mover])
+    // Of on_device_bytes, those of leaving blocks, which the policy no longer holds.
+    uint64_t leaving_bytes = 0;
     std::map<policies::BlockId, RuleAction> ruled;  // the live blocks a rule matched
   };
   static constexpr std::size_t kDevices = 64;
@@ -367,6 +380,10 @@ class PrefetchPlacement {
   CUresult release_locked(std::map<policies::BlockId, Block>::iterator found) noexcept;
   // The policy, the rules and admission forget the block `id` of `state`.
   void forget_locked(policies::BlockId id, Device& state) noexcept;
+  // The program's free of `block` (`id`) failed: the program still has it, so it is the
+  // policy's and the rules' again, with the pages it has on the device (Note [A free waits
+  // outside the lock]).
+  void take_back_locked(policies::BlockId id, Block& block) noexcept;
   static void note_use(Block& block, uint64_t stream) noexcept;
 
   TieredBudgets& budgets_;
@@ -390,6 +407,8 @@ std::optional<bool> PrefetchPlacement::free_unless_capturing(CUdeviceptr base,
   const std::lock_guard lock(mutex_);
   const auto found = blocks_.find(base);
   if (found == blocks_.end()) return std::nullopt;
+  // A leaving block is the program's free's to give back (Note [A free waits outside the lock]).
+  if (found->second.leaving) return false;
   const std::shared_lock captures_held_off = devices_.hold_off_captures();
   if (!devices_.may_move() || !let_go()) return false;
   (void)free_locked(found);

@@ -94,8 +94,14 @@ bool StreamOrderedBlocks::keep(const core::Allocation& block, CUstream stream) n
     return true;
   delete reached;
   if (config_.tiered.mover == TieredMover::kPrefetch) {
-    // Not freed here: its cuMemFree could break a capture in progress (keep() in the header).
-    if (seam_.wait_for(stream)) reuse_.reached(ticket);
+    // Not freed here: its cuMemFree could break a capture in progress (keep() in the header);
+    // nor waited for while one is, or begins, which cuStreamSynchronize would break as well.
+    bool stream_reached = false;
+    {
+      const std::shared_lock captures_held_off = blocks_.hold_off_prefetch_captures();
+      stream_reached = blocks_.prefetch_may_move() && seam_.wait_for(stream);
+    }
+    if (stream_reached) reuse_.reached(ticket);
     return true;
   }
   // Its stream could not say when it gets there: freed as any tiered block, unless a request on

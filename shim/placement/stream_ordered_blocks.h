@@ -141,8 +141,8 @@ class StreamOrderedBlocks final : public DeadBlocks {
   // say when it gets there (its host function could not be queued) stays kept: the caller's
   // cuMemFree would break a capture in progress; its stream is waited for instead, as the free
   // in stream order would, and the block is then reached, for its mover to free when no capture
-  // is in progress (Note [Dead blocks and the prefetch mover]). Should that wait fail too, it
-  // waits for its stream to be found idle.
+  // is in progress (Note [Dead blocks and the prefetch mover]). Should a capture be in progress
+  // (the wait would break it), or the wait fail, it waits for its stream to be found idle.
   bool keep(const core::Allocation& block, CUstream stream) noexcept;
 
   // cuMemPoolTrimTo of `pool` succeeded: if it is a plain pool of a device (PoolBooks::plain()),

@@ -63,6 +63,7 @@ class FakePrefetchOps final : public tiers::PrefetchOps {
   CUresult wait_for_prefetches() noexcept override {
     ++waits;
     if (while_waiting) std::exchange(while_waiting, nullptr)();  // once
+    if (fail_waits) return CUDA_ERROR_LAUNCH_FAILED;
     done = true;
     return CUDA_SUCCESS;
   }
@@ -76,6 +77,7 @@ class FakePrefetchOps final : public tiers::PrefetchOps {
   bool fail_promotions = false;
   bool fail_evictions = false;
   bool fail_releases = false;
+  bool fail_waits = false;  // wait_for_prefetches() fails
   int waits = 0;
   int queries = 0;  // of promotions_done()
   // Runs inside the next wait_for_prefetches(), as the mover's queued work would take time.

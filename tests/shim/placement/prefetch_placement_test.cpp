@@ -381,6 +381,57 @@ TEST_F(PrefetchPlacementTest, AFreeWaitsForTheMoverWithoutHoldingOtherThreadsLau
   for (const CUdeviceptr block : {blocks[1], blocks[2]}) EXPECT_EQ(always.free(block), CUDA_SUCCESS);
 }
 
+// While a free waits for the mover, its block is no victim, and the policy plans without its
+// pages on the device, which the budget still counts.
+TEST_F(PrefetchPlacementTest, ABlockBeingFreedIsNoVictim) {
+  PrefetchPlacement always(budgets_, devices_, always_options());
+  const auto [a, b, c] = three_blocks_in(always);
+  ASSERT_FALSE(on_device_in(always, a));
+  launch_on(always, 1, {b});  // c is now the coldest on the device
+  uint64_t charged_meanwhile = 0;
+  std::vector<Prefetch> moved_meanwhile;
+  ops().while_waiting = [&] {
+    const std::size_t before = ops().prefetches.size();
+    launch_on(always, 5, {a});  // lru promotes a: b must make the room
+    moved_meanwhile.assign(ops().prefetches.begin() + static_cast<std::ptrdiff_t>(before),
+                           ops().prefetches.end());
+    charged_meanwhile = budgets_.device();
+  };
+  ASSERT_EQ(always.free(c), CUDA_SUCCESS);
+  EXPECT_TRUE(std::ranges::none_of(moved_meanwhile, [&](const Prefetch& p) { return p.base == c; }))
+      << "a leaving block is moved no more";
+  EXPECT_TRUE(on_device_in(always, a));
+  EXPECT_FALSE(on_device_in(always, b)) << "the room came from the policy's own blocks";
+  EXPECT_EQ(charged_meanwhile, 2 * kBlock) << "c's pages stayed charged until the driver had them";
+  EXPECT_EQ(budgets_.device(), kBlock);
+  EXPECT_EQ(ops().released, std::vector<CUdeviceptr>{c});
+  for (const CUdeviceptr block : {a, b}) EXPECT_EQ(always.free(block), CUDA_SUCCESS);
+}
+
+// A free that fails, in its wait for the mover or in cuMemFree, leaves the block the program's:
+// the policy has it again, with its pages on the device, and moves it as before.
+TEST_F(PrefetchPlacementTest, ABlockWhoseFreeFailedMovesAsBefore) {
+  for (bool FakePrefetchOps::*failure : {&FakePrefetchOps::fail_waits,
+                                         &FakePrefetchOps::fail_releases}) {
+    SCOPED_TRACE(failure == &FakePrefetchOps::fail_waits ? "the wait failed" : "cuMemFree failed");
+    PrefetchPlacement always(budgets_, devices_, always_options());
+    const auto [a, b, c] = three_blocks_in(always);
+    ASSERT_FALSE(on_device_in(always, a));
+    ops().*failure = true;
+    EXPECT_NE(always.free(c), CUDA_SUCCESS);
+    ops().*failure = false;
+    EXPECT_EQ(budgets_.device(), 2 * kBlock);
+    launch_on(always, 1, {b});  // c is now the coldest: lru evicts it for a
+    launch_on(always, 2, {a});
+    EXPECT_TRUE(on_device_in(always, a));
+    EXPECT_FALSE(on_device_in(always, c)) << "the policy did not have the block back";
+    EXPECT_TRUE(on_device_in(always, b));
+    for (const CUdeviceptr block : {a, b, c}) EXPECT_EQ(always.free(block), CUDA_SUCCESS);
+    EXPECT_EQ(budgets_.device(), 0u);
+    EXPECT_EQ(budgets_.host(), 0u);
+  }
+}
+
 TEST_F(PrefetchPlacementTest, RoomForAnotherAllocationIsMadeByEvictions) {
   const CUdeviceptr a = allocate();
   const CUdeviceptr b = allocate();

@@ -8,7 +8,8 @@ each run moved. Every figure comes from simcuda's cost model: modeled, never mea
 
 Runs: the player without the shim (every block on the device; needs --vram above the trace's
 blocks), then `host` and `managed` mode, then `tiered` mode with each policy (--runs picks
-some). Columns:
+some), once with each mover --mover names (`remap`, the default, and `prefetch`: README, "The
+prefetch mover"; the row says which). Columns:
   ms/step    the player's modeled_ms_per_step: the mean of the played steps after the first
   evicted    bytes tiered mode moved to the host while the player played (from the shim's
   promoted   [trace] file, up to the player's play_end_unix_ns: the final verification's moves
@@ -29,6 +30,7 @@ import sys
 import tempfile
 
 POLICIES = ["lru", "lfu", "largest", "fifo", "learned"]
+MOVERS = ["remap", "prefetch"]
 RUNS = ["no-shim", "host", "managed"] + [f"tiered-{policy}" for policy in POLICIES]
 UNITS = ["B", "KiB", "MiB", "GiB", "TiB"]
 
@@ -40,7 +42,7 @@ def human(count):
     return f"{int(value)} B" if unit == 0 else f"{value:.1f} {UNITS[unit]}"
 
 
-def environment(args, run, directory):
+def environment(args, run, mover, directory):
     env = {key: value for key, value in os.environ.items()
            if not key.startswith(("VRAMSPILL_", "SIMCUDA_"))}
     env.update({"LD_LIBRARY_PATH": args.simcuda, "SIMCUDA_VRAM": args.vram,
@@ -55,7 +57,8 @@ def environment(args, run, directory):
                 "VRAMSPILL_LOG_STATS": "false",
                 "VRAMSPILL_TRACE_FILE": os.path.join(directory, "shim.trace")})
     if policy:
-        env.update({"VRAMSPILL_TIERED_POLICY": policy, "VRAMSPILL_TIERED_WINDOW": args.window})
+        env.update({"VRAMSPILL_TIERED_POLICY": policy, "VRAMSPILL_TIERED_WINDOW": args.window,
+                    "VRAMSPILL_TIERED_MOVER": mover})
     return env
 
 
@@ -75,10 +78,10 @@ def moves_during_play(trace_path, play_end_unix_ns):
     return moved
 
 
-def play(args, run):
+def play(args, run, mover):
     with tempfile.TemporaryDirectory(prefix="play_modes.") as directory:
         result = subprocess.run([args.player, args.trace, "--quiet", *args.player_options],
-                                env=environment(args, run, directory), capture_output=True,
+                                env=environment(args, run, mover, directory), capture_output=True,
                                 text=True, timeout=args.timeout)
         output = result.stdout + result.stderr
         step = re.search(r"^modeled_ms_per_step ([0-9.]+)", result.stdout, re.MULTILINE)
@@ -112,6 +115,9 @@ def main():
                         help="VRAMSPILL_SPILL_HOST_LIMIT (default 16GiB)")
     parser.add_argument("--window", default="safe", choices=["safe", "tracked"],
                         help="VRAMSPILL_TIERED_WINDOW (default safe)")
+    parser.add_argument("--mover", action="append", choices=MOVERS,
+                        help="VRAMSPILL_TIERED_MOVER of the tiered runs (repeatable: each tiered "
+                             "run once per mover; default remap)")
     parser.add_argument("--runs", default=",".join(RUNS),
                         help=f"which runs, comma-separated (default {','.join(RUNS)})")
     parser.add_argument("--timeout", type=float, default=3600, help="seconds per run")
@@ -123,24 +129,28 @@ def main():
     unknown = [run for run in runs if run not in RUNS]
     if unknown:
         parser.error(f"unknown run {unknown[0]!r}: expected some of {', '.join(RUNS)}")
+    movers = args.mover or ["remap"]
+    # Each tiered run once per mover, named by it where that is not the default alone.
+    plays = [(run, mover, f"{run}/{mover}" if mover and movers != ["remap"] else run)
+             for run in runs for mover in (movers if run.startswith("tiered") else [None])]
 
     print(f"{args.trace}: budget {args.budget}, SIMCUDA_VRAM={args.vram}, "
           f"{args.window} window, player options {args.player_options or 'none'}; "
           "times and bytes modeled by simcuda, not measured")
-    print(f"  {'run':<16} {'ms/step':>10} {'evicted':>11} {'promoted':>11} {'in place':>11} "
+    print(f"  {'run':<24} {'ms/step':>10} {'evicted':>11} {'promoted':>11} {'in place':>11} "
           f"{'migrated':>11} {'host s':>7}")
     failed = False
-    for run in runs:
-        row = play(args, run)
+    for run, mover, name in plays:
+        row = play(args, run, mover)
         if "problem" in row:
             failed = True
-            print(f"  {run:<16} FAILED: {row['problem']}\n" +
+            print(f"  {name:<24} FAILED: {row['problem']}\n" +
                   "\n".join("    " + line for line in row["output"].splitlines()[-15:]))
             continue
         moved = row["moved"]
         evicted, promoted = ((human(moved["evict"]), human(moved["promote"]))
                              if moved and run.startswith("tiered") else ("", ""))
-        print(f"  {run:<16} {row['ms']:10.3f} {evicted:>11} {promoted:>11} "
+        print(f"  {name:<24} {row['ms']:10.3f} {evicted:>11} {promoted:>11} "
               f"{human(row['in_place']):>11} {human(row['migrated']):>11} "
               f"{row['seconds']:7.1f}", flush=True)
     sys.exit(1 if failed else 0)

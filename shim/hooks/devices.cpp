@@ -86,4 +86,14 @@ bool is_integrated(int device) {
   return (integrated_devices.load(std::memory_order_relaxed) & device_bit(device)) != 0;
 }
 
+std::optional<bool> concurrent_managed_access(int device) noexcept {
+  const auto get_attribute = VRAMSPILL_REAL(cuDeviceGetAttribute);
+  int concurrent = 0;
+  if (get_attribute == nullptr ||
+      get_attribute(&concurrent, CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS, device) !=
+          CUDA_SUCCESS)
+    return std::nullopt;
+  return concurrent != 0;
+}
+
 }  // namespace vramspill::hooks

@@ -11,6 +11,8 @@
 // for one cuCtxGetDevice) and look the pool's device up (placement/pool_books.h).
 #pragma once
 
+#include <optional>
+
 #include <cuda.h>
 
 #include "hooks/shim_state.h"
@@ -42,5 +44,9 @@ CUresult know_device(ShimState& shim, int device);
 // nothing, so on such a device the shim holds the budget and does not spill: what does not fit
 // is CUDA_ERROR_OUT_OF_MEMORY. Known once know_device() has seen the device.
 bool is_integrated(int device);
+
+// Whether the driver says `device` has concurrent managed access (what the prefetch mover and
+// managed spills need); nullopt when it does not say.
+std::optional<bool> concurrent_managed_access(int device) noexcept;
 
 }  // namespace vramspill::hooks

@@ -13,17 +13,6 @@
 namespace vramspill::hooks {
 namespace {
 
-// Whether the driver says `device` has concurrent managed access; nullopt when it does not say.
-std::optional<bool> concurrent_managed_access(int device) noexcept {
-  const auto get_attribute = VRAMSPILL_REAL(cuDeviceGetAttribute);
-  int concurrent = 0;
-  if (get_attribute == nullptr ||
-      get_attribute(&concurrent, CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS, device) !=
-          CUDA_SUCCESS)
-    return std::nullopt;
-  return concurrent != 0;
-}
-
 // The other devices that may be advised to access `device`'s blocks (Note [Who may reach a
 // managed block] in tiers/driver_prefetch_ops.h): those that can access it as a peer and have
 // concurrent managed access, which the advice requires. None where the driver does not say.

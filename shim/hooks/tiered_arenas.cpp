@@ -73,10 +73,17 @@ tiers::GranuleArena* DriverArenaSource::arena(int device) noexcept {
   if (!why_not) return nullptr;  // asked again next time
   if (!why_not->empty()) {
     state.verdict = Verdict::kNone;
+    // The prefetch mover needs neither VMM nor host-located memory, only concurrent managed
+    // access; it is not chosen for the user, as no GPU has measured it yet (README, "The
+    // prefetch mover").
+    const bool prefetch_could =
+        !is_integrated(device) && concurrent_managed_access(device).value_or(false);
     logging::warn(
         "[spill] mode = \"tiered\" cannot tier device {}: {}; its allocations are "
-        "placed as in \"auto\" mode",
-        device, *why_not);
+        "placed as in \"auto\" mode{}",
+        device, *why_not,
+        prefetch_could ? " ([tiered] mover = \"prefetch\" would tier them as managed memory)"
+                       : "");
     return nullptr;
   }
   const uint64_t keep = config_.keep / tiers::kGranuleBytes;

@@ -1,6 +1,7 @@
 #include "placement/prefetch_placement.h"
 
 #include <algorithm>
+#include <atomic>
 #include <new>
 #include <utility>
 #include <vector>
@@ -112,7 +113,7 @@ bool PrefetchPlacement::evict_locked(BlockId id, Block& block, uint64_t out) noe
     told->evicted(block.device, id, out);
   budgets_.give_device(block.device, out);
   state.on_device_bytes -= out;
-  state.policy->moved(id, from / kGranuleBytes);
+  tell_moved_locked(state, id, from);
   ++stats_.evictions;
   stats_.evicted_bytes += out;
   if (from != 0) ++stats_.evicted_in_part;
@@ -221,7 +222,7 @@ bool PrefetchPlacement::bring_in_locked(BlockId id, Block& block, std::span<cons
     told->promoted(block.device, id, coming);
   state.on_device_bytes += coming;
   state.queued_in += coming;
-  state.policy->moved(id, block.bytes / kGranuleBytes);
+  tell_moved_locked(state, id, block.bytes);
   ++stats_.promotions;
   stats_.promoted_bytes += coming;
   if (ahead) ++stats_.promoted_ahead;
@@ -377,9 +378,29 @@ CUresult PrefetchPlacement::release_locked(std::map<BlockId, Block>::iterator fo
 }
 
 void PrefetchPlacement::forget_locked(BlockId id, Device& state) noexcept {
-  state.policy->freed(id);
+  try {
+    state.policy->freed(id);
+  } catch (const std::bad_alloc&) {
+    policy_out_of_memory();
+  }
   state.ruled.erase(id);
   admission_.forget(id);
+}
+
+void PrefetchPlacement::tell_moved_locked(Device& state, BlockId id,
+                                          uint64_t device_bytes) noexcept {
+  try {
+    state.policy->moved(id, device_bytes / kGranuleBytes);
+  } catch (const std::bad_alloc&) {
+    policy_out_of_memory();
+  }
+}
+
+void PrefetchPlacement::policy_out_of_memory() noexcept {
+  static std::atomic<bool> said{false};
+  if (!said.exchange(true, std::memory_order_relaxed))
+    logging::warn("tiered (prefetch): out of memory for the policy's books; its plans may "
+                  "miss a move the mover made (said once)");
 }
 
 uint64_t PrefetchPlacement::free_dead_locked(int device, uint64_t bytes,

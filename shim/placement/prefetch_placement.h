@@ -380,6 +380,11 @@ class PrefetchPlacement {
   CUresult release_locked(std::map<policies::BlockId, Block>::iterator found) noexcept;
   // The policy, the rules and admission forget the block `id` of `state`.
   void forget_locked(policies::BlockId id, Device& state) noexcept;
+  // Tells the policy the block `id` now has `device_bytes` on the device. A policy's books may
+  // grow as it is told (learned orders the blocks it plans with): out of memory there leaves
+  // them behind the mover's, said once, rather than ending the process on a noexcept path.
+  void tell_moved_locked(Device& state, policies::BlockId id, uint64_t device_bytes) noexcept;
+  static void policy_out_of_memory() noexcept;
   // The program's free of `block` (`id`) failed: the program still has it, so it is the
   // policy's and the rules' again, with the pages it has on the device (Note [A free waits
   // outside the lock]).

@@ -157,7 +157,14 @@ CUresult DriverPrefetchOps::record_eviction(CUdeviceptr base) noexcept {
         return result;
       }
     }
-    return record(left, evictions_.stream);
+    const CUresult recorded = record(left, evictions_.stream);
+    if (recorded != CUDA_SUCCESS) {
+      // It may hold an earlier eviction's end, which the block's next promotion must not take
+      // for this one's.
+      if (const auto destroy_event = VRAMSPILL_REAL(cuEventDestroy_v2)) destroy_event(left);
+      evicted_.erase(base);
+    }
+    return recorded;
   } catch (const std::bad_alloc&) {
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
@@ -184,13 +191,12 @@ CUresult DriverPrefetchOps::prefetch(CUdeviceptr base, uint64_t offset, uint64_t
   // Note [Two lanes]: the orderings between the lanes.
   CUresult result = CUDA_SUCCESS;
   if (!to_device) {
-    if (promotions_.used) result = wait_event(lane.stream, promotions_.done, 0);
+    result = follow(lane, promotions_);
   } else {
     if (const auto left = evicted_.find(base); left != evicted_.end())
       result = wait_event(lane.stream, left->second, 0);
-    if (result == CUDA_SUCCESS && (after_evictions || whole_lane_for_promotions_) &&
-        evictions_.used)
-      result = wait_event(lane.stream, evictions_.done, 0);
+    if (result == CUDA_SUCCESS && (after_evictions || whole_lane_for_promotions_))
+      result = follow(lane, evictions_);
   }
   if (result != CUDA_SUCCESS) return result;
   if (prefetch_v2 != nullptr) {
@@ -208,16 +214,31 @@ CUresult DriverPrefetchOps::prefetch(CUdeviceptr base, uint64_t offset, uint64_t
   if (!to_device) {
     if (const CUresult recorded = record_eviction(base); recorded != CUDA_SUCCESS) {
       lost_an_end(recorded);
-      evicted_.erase(base);
       whole_lane_for_promotions_ = true;
     }
   }
   if (const CUresult recorded = record(lane.done, lane.stream); recorded != CUDA_SUCCESS) {
     lost_an_end(recorded);
-    if (const auto synchronize = VRAMSPILL_REAL(cuStreamSynchronize)) (void)synchronize(lane.stream);
+    (void)wait_for_lane(lane);
+  } else {
+    lane.end_unknown.store(false, std::memory_order_release);
   }
   lane.used.store(true, std::memory_order_release);
   return CUDA_SUCCESS;
+}
+
+CUresult DriverPrefetchOps::follow(const Lane& waiting, Lane& other) noexcept {
+  if (!other.used.load(std::memory_order_acquire)) return CUDA_SUCCESS;
+  if (other.end_unknown.load(std::memory_order_acquire)) return wait_for_lane(other);
+  const auto wait_event = VRAMSPILL_REAL(cuStreamWaitEvent);
+  return wait_event == nullptr ? CUDA_ERROR_NOT_SUPPORTED : wait_event(waiting.stream, other.done, 0);
+}
+
+CUresult DriverPrefetchOps::wait_for_lane(Lane& lane) noexcept {
+  const auto synchronize = VRAMSPILL_REAL(cuStreamSynchronize);
+  const CUresult result = synchronize == nullptr ? CUDA_ERROR_NOT_SUPPORTED : synchronize(lane.stream);
+  lane.end_unknown.store(result != CUDA_SUCCESS, std::memory_order_release);
+  return result;
 }
 
 void DriverPrefetchOps::lost_an_end(CUresult result) noexcept {
@@ -234,19 +255,26 @@ CUresult DriverPrefetchOps::order_stream_after_prefetches(uint64_t stream) noexc
   if (!promotions_.used) return CUDA_SUCCESS;  // nothing was ever promoted
   const std::shared_lock gate(capture_gate_);
   if (capturing(stream)) return CUDA_SUCCESS;  // Note [A capture begun while a move is queued]
+  if (promotions_.end_unknown.load(std::memory_order_acquire)) return wait_for_lane(promotions_);
   // The event is of the primary context; the stream may be of any: the wait crosses contexts.
   return wait_event(reinterpret_cast<CUstream>(stream), promotions_.done, 0);
 }
 
 bool DriverPrefetchOps::promotions_done() noexcept {
   const auto query = VRAMSPILL_REAL(cuEventQuery);
-  return !promotions_.used || (query != nullptr && query(promotions_.done) == CUDA_SUCCESS);
+  if (!promotions_.used) return true;
+  if (promotions_.end_unknown.load(std::memory_order_acquire)) return false;
+  return query != nullptr && query(promotions_.done) == CUDA_SUCCESS;
 }
 
 CUresult DriverPrefetchOps::wait_for_prefetches() noexcept {
   const auto synchronize = VRAMSPILL_REAL(cuEventSynchronize);
-  for (const Lane* lane : {&promotions_, &evictions_}) {
+  for (Lane* lane : {&promotions_, &evictions_}) {
     if (!lane->used.load(std::memory_order_acquire)) continue;
+    if (lane->end_unknown.load(std::memory_order_acquire)) {
+      if (const CUresult result = wait_for_lane(*lane); result != CUDA_SUCCESS) return result;
+      continue;
+    }
     if (synchronize == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
     if (const CUresult result = synchronize(lane->done); result != CUDA_SUCCESS) return result;
   }

@@ -74,10 +74,18 @@ class DriverPrefetchOps final : public PrefetchOps {
     CUevent done = nullptr;
     // Whether `done` was ever recorded; read without the placement's lock by a wait for room.
     std::atomic<bool> used{false};
+    // The last prefetch's end could be neither recorded nor waited for: `done` may be older than
+    // it, so nothing takes the lane as done until the host has seen its stream idle.
+    std::atomic<bool> end_unknown{false};
   };
 
   // The lanes, made at the first prefetch (or device_free()).
   CUresult make_lanes() noexcept;
+  // Makes `waiting` follow what is queued on `other` so far: on the device, through `other`'s
+  // end, or on the host where that end is unknown.
+  CUresult follow(const Lane& waiting, Lane& other) noexcept;
+  // Waits on the host for what is queued on `lane`.
+  CUresult wait_for_lane(Lane& lane) noexcept;
   // Makes `lane` wait for what is queued on the program's `stream` now, through an event of the
   // calling thread's context (an event must be of its stream's context; the wait may cross).
   CUresult queue_after(const Lane& lane, uint64_t stream) noexcept;

@@ -66,6 +66,7 @@ struct ShimState {
   core::VmmTracker vmm;
   core::HostBudget host_budget;  // pinned + managed bytes, against [spill] host_limit
   core::HostAllocations program_pinned;  // the program's own page-locked memory
+  std::atomic<int> captures{0};  // stream captures in progress (hooks/capture_hooks.cpp)
   tiers::ManagedTier managed;
   tiers::HostTier host;
   tiers::DriverHostVmmTier host_vmm;
@@ -76,7 +77,6 @@ struct ShimState {
   core::ParamLayoutCache launch_layouts;  // kernel parameter layouts, per CUfunction
   core::GraphExecUses graph_uses;  // what each executable graph touches (hooks/graph_hooks.cpp)
   // Tiered mode (placement/tiered_blocks.h, hooks/tiered_allocation.h).
-  std::atomic<int> captures{0};  // stream captures in progress (hooks/capture_hooks.cpp)
   // Held exclusively while the driver begins a capture, and shared while the shim records on or
   // waits from a program's stream (driver/stream_capture.h).
   std::shared_mutex capture_gate;
@@ -103,7 +103,7 @@ struct ShimState {
   // submission] in placement/submission_order.h).
   placement::SubmissionOrder submissions;
   // cuMemFreeAsync of a tiered block (Note [Stream-ordered frees on the shim's thread]).
-  tiers::StreamOrderedFrees tiered_frees{this, &free_tiered_block_now};
+  tiers::StreamOrderedFrees tiered_frees{this, &free_tiered_block_now, &captures};
   // Stream-ordered requests' tiered blocks, and those freed for reuse (Note [Reuse in stream
   // order] in tiers/stream_ordered_reuse.h).
   tiers::StreamOrderedReuse tiered_reuse;

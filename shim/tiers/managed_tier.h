@@ -10,6 +10,7 @@
 
 #include <cuda.h>
 
+#include <atomic>
 #include <cstdint>
 #include <optional>
 
@@ -22,8 +23,19 @@ namespace vramspill::tiers {
 
 class ManagedTier final : public SpillTier {
  public:
-  ManagedTier(const SpillConfig& config, core::HostBudget& budget) noexcept
-      : SpillTier("managed memory", core::Route::kSpillManaged), config_(config), budget_(budget) {}
+  // `captures`: the stream captures in progress, during which stream-ordered frees wait (Note
+  // [Stream-ordered frees on the shim's thread] in tiers/stream_ordered_frees.h).
+  ManagedTier(const SpillConfig& config, core::HostBudget& budget,
+              const std::atomic<int>& captures) noexcept
+      : SpillTier("managed memory", core::Route::kSpillManaged),
+        config_(config),
+        budget_(budget),
+        stream_ordered_frees_(
+            this,
+            [](void* tier, CUdeviceptr pointer, uint64_t bytes) {
+              return static_cast<ManagedTier*>(tier)->free_now(pointer, bytes);
+            },
+            &captures) {}
 
   // At exit: no stream-ordered free is in progress once this returns, and none starts.
   void stop_stream_ordered_frees() noexcept { stream_ordered_frees_.stop(); }
@@ -49,9 +61,7 @@ class ManagedTier final : public SpillTier {
 
   const SpillConfig& config_;
   core::HostBudget& budget_;
-  StreamOrderedFrees stream_ordered_frees_{this, [](void* tier, CUdeviceptr pointer, uint64_t bytes) {
-    return static_cast<ManagedTier*>(tier)->free_now(pointer, bytes);
-  }};
+  StreamOrderedFrees stream_ordered_frees_;
 };
 
 }  // namespace vramspill::tiers

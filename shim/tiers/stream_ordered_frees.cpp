@@ -67,6 +67,10 @@ void StreamOrderedFrees::thread_main() noexcept {
   for (;;) {
     changed_.wait(lock, [this] { return stopping_ || !ready_.empty(); });
     if (stopping_) return;
+    if (capturing()) {  // Note [Stream-ordered frees on the shim's thread]
+      changed_.wait_for(lock, kCapturePoll, [this] { return stopping_; });
+      continue;
+    }
     Pending* block = ready_.front();
     ready_.pop_front();
     freeing_ = true;

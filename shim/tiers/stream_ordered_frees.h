@@ -19,10 +19,17 @@
 // by the program's own streams, which is why there is a bound at all).
 // At exit, stop() waits for a free in progress, so that the thread is not inside the driver while
 // it tears down; blocks still queued then are the process's to drop.
+// While a stream capture is in progress (on any thread) the thread frees nothing: cuMemFree, and
+// the waits a free makes, are among the calls a capture in global mode forbids on every thread,
+// and the driver would refuse them and invalidate the capture. The blocks wait, still counted,
+// and are freed once the captures have ended (the thread looks again every kCapturePoll). A
+// capture that begins while a free is already inside the driver is not waited for: that window
+// is one free long, where before it was the whole capture.
 #pragma once
 
 #include <cuda.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -37,7 +44,14 @@ class StreamOrderedFrees {
   // The owner's immediate free, called with the block's context current.
   using FreeNow = CUresult (*)(void* owner, CUdeviceptr pointer, uint64_t bytes);
 
-  StreamOrderedFrees(void* owner, FreeNow free_now) noexcept : owner_(owner), free_now_(free_now) {}
+  // `captures`: the stream captures in progress (hooks/capture_hooks.cpp), during which nothing
+  // is freed; none when null.
+  StreamOrderedFrees(void* owner, FreeNow free_now,
+                     const std::atomic<int>* captures = nullptr) noexcept
+      : owner_(owner), free_now_(free_now), captures_(captures) {}
+
+  // How often the thread looks whether the captures that hold its frees back have ended.
+  static constexpr std::chrono::milliseconds kCapturePoll{2};
   StreamOrderedFrees(const StreamOrderedFrees&) = delete;
   StreamOrderedFrees& operator=(const StreamOrderedFrees&) = delete;
 
@@ -63,8 +77,13 @@ class StreamOrderedFrees {
   bool start_thread_locked() noexcept;
   void thread_main() noexcept;
 
+  bool capturing() const noexcept {
+    return captures_ != nullptr && captures_->load(std::memory_order_acquire) != 0;
+  }
+
   void* owner_;
   FreeNow free_now_;
+  const std::atomic<int>* captures_;
   std::mutex mutex_;
   std::condition_variable changed_;
   std::deque<Pending*> ready_;  // guarded by mutex_

@@ -146,6 +146,29 @@ TEST_F(FreeRoutes, MemAllocFreedByMemFreeAsync) {
   EXPECT_EQ(free_bytes(), expected_free(device_blocks_.size() * kBlock));
 }
 
+// Note [Stream-ordered frees on the shim's thread] in shim/tiers/stream_ordered_frees.h: a
+// spilled block freed in stream order is freed by the shim's own thread, whose cuMemFree would
+// break another stream's capture in global mode: it waits for the capture to end, which ends
+// valid.
+TEST_F(FreeRoutes, AFreeInStreamOrderLeavesACaptureValid) {
+  CUdeviceptr pointer = 0;
+  ASSERT_CU(cuMemAlloc(&pointer, kBlock));
+  ASSERT_NO_FATAL_FAILURE(expect_spilled(pointer));
+  CUstream capturing = nullptr;
+  ASSERT_CU(cuStreamCreate(&capturing, CU_STREAM_NON_BLOCKING));
+  ASSERT_CU(cuStreamBeginCapture(capturing, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  ASSERT_CU(cuMemFreeAsync(pointer, stream_));
+  // Long enough for the shim's thread to have the block: its stream has nothing left to run.
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  CUgraph graph = nullptr;
+  EXPECT_CU(cuStreamEndCapture(capturing, &graph)) << "the free broke the capture";
+  if (graph != nullptr) {
+    EXPECT_CU(cuGraphDestroy(graph));
+  }
+  ASSERT_CU(cuStreamSynchronize(stream_));
+  ASSERT_CU(cuStreamDestroy(capturing));
+}
+
 TEST_F(FreeRoutes, MemAllocAsyncSpillsAndIsFreedInStreamOrder) {
   CUdeviceptr pointer = 0;
   ASSERT_CU(cuMemAllocAsync(&pointer, kBlock, stream_));

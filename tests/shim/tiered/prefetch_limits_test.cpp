@@ -6,7 +6,9 @@
 #include <cuda.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdint>
+#include <thread>
 #include <vector>
 
 #include "tiered_fixture.h"
@@ -144,6 +146,34 @@ TEST_F(PrefetchLimitsTest, AStreamBeingCapturedIsLeftOutOfMoves) {
   ASSERT_CU(cuGraphExecDestroy(exec));
   ASSERT_CU(cuGraphDestroy(graph));
   for (CUdeviceptr block : blocks) ASSERT_CU(cuMemFree(block));
+}
+
+// Note [Stream-ordered frees on the shim's thread] in shim/tiers/stream_ordered_frees.h: a block
+// freed in stream order is freed by the shim's own thread, whose cuMemFree would break another
+// thread's capture in global mode. It waits for the capture to end: the capture ends valid, and
+// then the block goes and its budget comes back.
+TEST_F(PrefetchLimitsTest, AFreeInStreamOrderWaitsForACaptureToEnd) {
+  CUdeviceptr block = 0;
+  ASSERT_CU(cuMemAlloc(&block, kBlock));
+  ASSERT_CU(fill(block, 5, streams_[0]));
+  ASSERT_CU(cuStreamSynchronize(streams_[0]));
+  size_t free_before = 0;
+  size_t total = 0;
+  ASSERT_CU(cuMemGetInfo(&free_before, &total));
+  CUstream capturing = streams_[1];
+  ASSERT_CU(cuStreamBeginCapture(capturing, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  ASSERT_CU(cuMemFreeAsync(block, streams_[0]));
+  // Long enough for the shim's thread to have the block: its stream has nothing left to run.
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  CUgraph graph = nullptr;
+  ASSERT_CU(cuStreamEndCapture(capturing, &graph)) << "the free broke the capture";
+  ASSERT_CU(cuGraphDestroy(graph));
+  size_t free_after = 0;
+  for (int tries = 0; tries < 200 && free_after < free_before + kBlock; ++tries) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    ASSERT_CU(cuMemGetInfo(&free_after, &total));
+  }
+  EXPECT_EQ(free_after, free_before + kBlock) << "the block was not freed after the capture";
 }
 
 // Note [No moves during a capture]: a launch captured on a block moves nothing, and the graph,

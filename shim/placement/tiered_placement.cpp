@@ -135,10 +135,17 @@ const core::RemapWindow::Exclusive& TieredPlacement::MoveWindow::closed() noexce
 
 TieredPlacement::MoveWindow::~MoveWindow() {
   if (!closed_) return;
-  // Note [Evictions ahead of promotions] in tiers/granule_mover.h: no submission may find the
-  // copies of a batch ahead still running in the safe window. A failed wait leaves them to the
-  // driver, whose context is then most likely lost.
-  if (ahead_ != nullptr) (void)ahead_->settle(closed_->exclusive);
+  // Note [Evictions ahead of promotions] in tiers/granule_mover.h: only a batch of the same
+  // window follows a batch ahead's marks, and no submission may find its copies still running
+  // in the safe window. A failed wait leaves them to the driver, whose context is then most
+  // likely lost.
+  if (ahead_ != nullptr) {
+    if (wait_for_ahead_) {
+      (void)ahead_->settle(closed_->exclusive);
+    } else {
+      ahead_->end_batches_ahead(closed_->exclusive);
+    }
+  }
   closed_.reset();  // open again
   const auto open_again = std::chrono::steady_clock::now();
   const std::lock_guard lock(placement_.stats_mutex_);
@@ -172,7 +179,7 @@ tiers::MoveOutcome TieredPlacement::move(int device, Device& state,
       break;
     case Timing::kAhead:
       outcome = state.arena->evict_ahead(moves, window.closed(), tracked_ ? &*tracked_ : nullptr);
-      if (!tracked_) window.settle_before_opening(*state.arena);
+      window.end_batches_ahead_before_opening(*state.arena, /*wait=*/!tracked_);
       break;
   }
   nvtx::evicted(outcome.to_host, outcome.to_host * kGranuleBytes);

@@ -238,9 +238,12 @@ class TieredPlacement {
 
     // Closes the window, if this operation has not yet.
     const core::RemapWindow::Exclusive& closed() noexcept;
-    // `arena` evicted ahead in the safe window (Timing::kAhead): its copies are waited for
-    // before the window opens again.
-    void settle_before_opening(tiers::GranuleArena& arena) noexcept { ahead_ = &arena; }
+    // `arena` evicted ahead (Timing::kAhead): its batches ahead end with the window, and in the
+    // safe window (`wait`) their copies are waited for before it opens again.
+    void end_batches_ahead_before_opening(tiers::GranuleArena& arena, bool wait) noexcept {
+      ahead_ = &arena;
+      wait_for_ahead_ = wait;
+    }
 
    private:
     struct Closed {
@@ -250,6 +253,7 @@ class TieredPlacement {
     };
     TieredPlacement& placement_;
     tiers::GranuleArena* ahead_ = nullptr;
+    bool wait_for_ahead_ = false;
     std::optional<Closed> closed_;
     std::chrono::steady_clock::time_point asked_;
   };

@@ -17,7 +17,8 @@ GranuleArena::~GranuleArena() {
     return;  // the driver keeps everything
   }
   for (auto& [base, block] : blocks_) {
-    if (!block.staged.empty()) unstage(base);
+    // A staged copy still reading its block's address leaves everything to the driver.
+    if (!block.staged.empty() && !unstage(base).copies_over) return;
   }
   for (auto& [base, block] : blocks_) {
     if (unmap_first(base, block.granules, block.granules.size()))
@@ -237,9 +238,11 @@ std::optional<ArenaBlock> GranuleArena::free(CUdeviceptr base) noexcept {
     staged = !found->second.staged.empty();
   }
   const bool copied_into = mover_.copying_into(base);
-  if (staged) unstage(base);  // Note [Staged promotions]
+  // Note [Staged promotions]: the staged copy reads the block's address.
+  const bool staged_copy_over = !staged || unstage(base).copies_over;
   // Note [Moves copied on the stream]: a copy may still write the block's granules.
-  const bool copy_over = !copied_into || ops_.wait_for_copies() == CUDA_SUCCESS;
+  const bool copy_over =
+      staged_copy_over && (!copied_into || ops_.wait_for_copies() == CUDA_SUCCESS);
   if (copied_into && copy_over) retire_copies(true, false);
   {
     const std::lock_guard lock(mutex_);

@@ -314,13 +314,17 @@ class GranuleArena {
   // closed window, with move() or move_on_stream() (Note [Evictions ahead of promotions] in
   // tiers/granule_mover.h): their copies are left running, and the next batch's follow only the
   // runs whose granules they touch. `queued`: as move()'s; null (the safe window), the caller
-  // calls settle() before the window opens again, whatever it moved next.
+  // calls settle() before the window opens again, whatever it moved next, and otherwise
+  // end_batches_ahead().
   MoveOutcome evict_ahead(std::span<const GranuleMove> moves,
                           const core::RemapWindow::Exclusive& window,
                           QueuedWork* queued = nullptr) noexcept;
   // Waits for the copies in flight and retires them: the end of a safe window that evicted
   // ahead. The wait's error when it fails.
   CUresult settle(const core::RemapWindow::Exclusive& window) noexcept;
+  // The end of a tracked window that evicted ahead: no later batch follows its marks (the
+  // copies run on; submissions wait for them as after any move on the stream).
+  void end_batches_ahead(const core::RemapWindow::Exclusive& window) noexcept;
 
   // Makes the work a submission queues next on `stream` wait for the copies in flight into the
   // blocks at `bases` (into any block when `everything`), on the host when `on_host` (Note
@@ -413,8 +417,13 @@ class GranuleArena {
   // Finishes the staged blocks at `bases`: remapped where it can be, unstaged where not.
   void finish(std::span<const uint64_t> bases, QueuedWork* queued, MoveOutcome& outcome);
   // Gives up the staging of the block at `base`: its granules go back to where the block's
-  // address maps them. How many granules went back to the host.
-  uint64_t unstage(CUdeviceptr base);
+  // address maps them. How many granules went back to the host, and whether the staged copy,
+  // which reads the block's address, is over (a failed wait leaves it maybe running).
+  struct Unstaged {
+    uint64_t granules = 0;
+    bool copies_over = true;
+  };
+  Unstaged unstage(CUdeviceptr base);
   // The mover's retire_copies(), with move_mutex_ held.
   void retire_copies(bool all_done, bool window_closed);
   // Once no copy is in flight, no pooled granule is unsettled.

@@ -107,6 +107,8 @@ GranuleMover::Copied GranuleMover::copy_and_remap(std::span<const Slot> slots, C
   if (after_marks) drop_marks();
   if (queued != CUDA_SUCCESS) {
     // Nothing is remapped; the copies queued before the failure may still write new granules.
+    // Marks of a batch ahead cut short are no order for the next batch: it begins an epoch.
+    drop_marks();
     result = queued;
     return {.moved = 0, .in_flight = false, .copies_over = ops_.wait_for_copies() == CUDA_SUCCESS};
   }

@@ -108,6 +108,11 @@ CUresult GranuleArena::settle(const core::RemapWindow::Exclusive& /*window*/) no
   return waited;
 }
 
+void GranuleArena::end_batches_ahead(const core::RemapWindow::Exclusive& /*window*/) noexcept {
+  const std::lock_guard move_lock(move_mutex_);
+  end_of_batches_ahead();
+}
+
 void GranuleArena::end_of_batches_ahead() noexcept {
   batch_ahead_ = false;
   device_waited_ahead_ = false;

@@ -30,9 +30,11 @@ void GranulePools::put(const Granule& piece, bool unsettled) {
 std::optional<Granule> GranulePools::take(GranuleKind kind, uint32_t span) noexcept {
   Pool& pool = pools_[index(kind, span)];
   if (pool.pieces.empty()) return std::nullopt;
+  // The last piece: an unsettled one while there are any (the moves that take pieces this way
+  // queue their copies after those in flight).
   const Granule piece = pool.pieces.back();
   pool.pieces.pop_back();
-  pool.unsettled = std::min(pool.unsettled, pool.pieces.size());
+  if (pool.unsettled > 0) --pool.unsettled;
   return piece;
 }
 

@@ -103,7 +103,7 @@ void GranuleArena::settle_staged(std::span<const GranuleMove> moves, QueuedWork*
     }
   }
   for (const uint64_t base : unstaging) {
-    if (std::ranges::find(finishing, base) == finishing.end()) outcome.to_host += unstage(base);
+    if (std::ranges::find(finishing, base) == finishing.end()) outcome.to_host += unstage(base).granules;
   }
   if (!finishing.empty()) finish(finishing, queued, outcome);
 }
@@ -130,7 +130,7 @@ void GranuleArena::finish(std::span<const uint64_t> bases, QueuedWork* queued,
   if (const CUresult waited = ops_.wait_for_copies(); result == CUDA_SUCCESS) result = waited;
   if (result != CUDA_SUCCESS) {
     // Nothing is remapped: the launch reaches the blocks in place, as if never promoted.
-    for (const uint64_t base : bases) outcome.to_host += unstage(base);
+    for (const uint64_t base : bases) outcome.to_host += unstage(base).granules;
     if (outcome.result == CUDA_SUCCESS) outcome.result = result;
     return;
   }
@@ -153,7 +153,7 @@ void GranuleArena::finish(std::span<const uint64_t> bases, QueuedWork* queued,
   }
 }
 
-uint64_t GranuleArena::unstage(CUdeviceptr base) {
+GranuleArena::Unstaged GranuleArena::unstage(CUdeviceptr base) {
   std::vector<Slot> slots;
   {
     const std::lock_guard lock(mutex_);
@@ -162,10 +162,11 @@ uint64_t GranuleArena::unstage(CUdeviceptr base) {
     for (const Slot& slot : slots) block.granules[slot.index] = slot.from;
   }
   // The staged copy may still write the new granules.
-  if (copies_over_for(slots)) {
+  const bool copies_over = copies_over_for(slots);
+  if (copies_over) {
     for (const Slot& slot : slots) pool_one(slot.to);
   }
-  return slots.size();
+  return {.granules = slots.size(), .copies_over = copies_over};
 }
 
 }  // namespace vramspill::tiers

@@ -557,6 +557,35 @@ TEST_F(TrackedWindowTest, ALaunchsMovesAreCopiedOnTheStreamItWaitsOn) {
   free_all({cold, hot, fresh});
 }
 
+// Note [Evictions ahead of promotions]: in the tracked window too, only a batch of the same
+// window follows the marks of a batch ahead. Here the host limit lets the evictions ahead make
+// too little room, so no promotion follows them; the next window's promotion begins an epoch of
+// its own rather than following stale marks.
+TEST_F(TrackedWindowTest, TheNextWindowFollowsNoMarksOfEvictionsAheadBeforeIt) {
+  FakeBudgets tight{8 * kGranuleBytes, 6 * kGranuleBytes};
+  TieredPlacement placement{tight, arenas_, window_, tracked_options("lru"), &uses_};
+  const CUdeviceptr a = allocate_tracked(4, &placement);
+  const CUdeviceptr x = allocate_tracked(2, &placement);
+  const CUdeviceptr y = allocate_tracked(2, &placement);
+  const CUdeviceptr z = allocate_tracked(4, &placement);  // evicts a: the host holds 4 of 6
+  launch_on(kStreamA, a, &placement);  // x goes ahead; the host limit keeps y; a does not fit
+  ASSERT_EQ(device_granules(x), 0u);
+  ASSERT_EQ(device_granules(y), 2u);
+  ASSERT_EQ(device_granules(a), 0u);
+  const int epochs = ops_.calls(tiers::FakeGranuleOps::kBeginCopies);
+  const int follows = ops_.calls(tiers::FakeGranuleOps::kFollow);
+  launch_on(kStreamA, x, &placement);  // a window of its own: x comes back into free room
+  EXPECT_EQ(device_granules(x), 2u);
+  EXPECT_EQ(ops_.calls(tiers::FakeGranuleOps::kFollow), follows)
+      << "a batch followed the marks of another window's batch ahead";
+  EXPECT_EQ(ops_.calls(tiers::FakeGranuleOps::kBeginCopies), epochs + 1);
+  for (const CUdeviceptr base : {a, x, y, z}) {
+    expect_bytes(base, arena_.block_containing(base)->granules);
+    uses_.untrack(base);
+    EXPECT_EQ(placement.free(0, base), CUDA_SUCCESS);
+  }
+}
+
 TEST_F(TrackedWindowTest, AGraphLaunchMakesTheNextMoveWaitForItsStreamToo) {
   const CUdeviceptr cold = allocate_tracked(4);
   const CUdeviceptr hot = allocate_tracked(4);

@@ -457,6 +457,22 @@ TEST_F(GranuleStageTest, FreeingAStagedBlockGivesEverythingBack) {
   EXPECT_EQ(stats.staged_host_granules, 0u);
 }
 
+// The staged copy reads the block's address: when it cannot be waited for, freeing the block
+// leaves its range and its granules to the driver rather than unmapping or pooling them under
+// the copy.
+TEST_F(GranuleStageTest, FreeingAStagedBlockWhoseCopyCannotBeWaitedForGivesNothingBack) {
+  const CUdeviceptr base = tagged_block(2, 0);
+  stage(base);
+  const std::size_t reservations = ops_.reservations();
+  ops_.fail(Call::kWait, 1, CUDA_ERROR_LAUNCH_FAILED);
+  ASSERT_TRUE(arena_.free(base));
+  EXPECT_TRUE(ops_.misuse().empty()) << ops_.misuse().front();
+  const ArenaStats stats = arena_.stats();
+  EXPECT_EQ(stats.leaked_ranges, 1u);
+  EXPECT_EQ(stats.pooled_host_granules, 0u) << "a granule the copy reads went to the pool";
+  EXPECT_EQ(ops_.reservations(), reservations) << "the block's range was given back";
+}
+
 TEST_F(GranuleStageTest, AStageThatCannotBeOrderedMovesNothing) {
   const CUdeviceptr base = tagged_block(2, 0);
   queued_.order_result = CUDA_ERROR_UNKNOWN;

@@ -251,24 +251,10 @@ CUresult PrefetchPlacement::allocate(int device, uint64_t bytes, CUdeviceptr* ou
   const uint64_t pages = whole_pages(bytes);
   if (!budgets_.take_host(pages)) return CUDA_ERROR_OUT_OF_MEMORY;
   CUdeviceptr base = 0;
-  if (const CUresult result = make_locked(*state, bytes, stream_ordered, &base);
+  if (const CUresult result = make_locked(*state, device, bytes, rule, stream_ordered, &base);
       result != CUDA_SUCCESS) {
     budgets_.give_host(pages);
     return result;
-  }
-  bool told_policy = false;
-  try {
-    Block& block = blocks_[base];
-    block = Block{.device = device, .size = bytes, .bytes = pages, .rule = rule};
-    state->policy->allocated(base, pages / kGranuleBytes, /*on_device=*/false);
-    told_policy = true;
-    if (rule) state->ruled.emplace(base, *rule);
-  } catch (const std::bad_alloc&) {
-    if (told_policy) state->policy->freed(base);
-    blocks_.erase(base);
-    (void)state->ops->release(base);
-    budgets_.give_host(pages);
-    return CUDA_ERROR_OUT_OF_MEMORY;
   }
   block_count_.fetch_add(1, std::memory_order_relaxed);
   // A managed block starts on the host: told so, and its prefetch in as a promotion.
@@ -289,16 +275,35 @@ CUresult PrefetchPlacement::allocate(int device, uint64_t bytes, CUdeviceptr* ou
   return CUDA_SUCCESS;
 }
 
-CUresult PrefetchPlacement::make_locked(Device& state, uint64_t bytes, bool stream_ordered,
-                                        CUdeviceptr* base) noexcept {
-  // Note [Managed memory and captures begun meanwhile]: held through the allocation only; the
-  // bring-in that follows may take the gate again.
+CUresult PrefetchPlacement::make_locked(Device& state, int device, uint64_t bytes,
+                                        std::optional<RuleAction> rule, bool stream_ordered,
+                                        CUdeviceptr* out) noexcept {
+  // Note [Managed memory and captures begun meanwhile]: held through the allocation, and its
+  // release should the books have no room for it; the bring-in that follows may take the gate
+  // again.
   std::shared_lock<std::shared_mutex> captures_held_off;
   if (stream_ordered) {
     captures_held_off = devices_.hold_off_captures();
     if (!devices_.may_move()) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   }
-  return state.ops->allocate(bytes, base);
+  CUdeviceptr base = 0;
+  if (const CUresult made = state.ops->allocate(bytes, &base); made != CUDA_SUCCESS) return made;
+  const uint64_t pages = whole_pages(bytes);
+  bool told_policy = false;
+  try {
+    Block& block = blocks_[base];
+    block = Block{.device = device, .size = bytes, .bytes = pages, .rule = rule};
+    state.policy->allocated(base, pages / kGranuleBytes, /*on_device=*/false);
+    told_policy = true;
+    if (rule) state.ruled.emplace(base, *rule);
+  } catch (const std::bad_alloc&) {
+    if (told_policy) state.policy->freed(base);
+    blocks_.erase(base);
+    (void)state.ops->release(base);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  *out = base;
+  return CUDA_SUCCESS;
 }
 
 std::optional<CUresult> PrefetchPlacement::free(CUdeviceptr base) noexcept {

@@ -369,10 +369,11 @@ class PrefetchPlacement {
                             std::optional<policies::BlockId> promoting) noexcept;
   // Whether the block `id` is dead (DeadBlocks): a promotion would copy bytes nothing reads.
   bool is_dead_locked(policies::BlockId id) noexcept;
-  // cuMemAllocManaged of `bytes` on `state`'s device; with `stream_ordered`, not during a
-  // capture (allocate()).
-  CUresult make_locked(Device& state, uint64_t bytes, bool stream_ordered,
-                       CUdeviceptr* base) noexcept;
+  // A new block of `bytes` on `state`'s device (`device`), in the books as allocate() says:
+  // cuMemAllocManaged, and with `stream_ordered` neither it nor its release, should the books
+  // have no room, during a capture.
+  CUresult make_locked(Device& state, int device, uint64_t bytes, std::optional<RuleAction> rule,
+                       bool stream_ordered, CUdeviceptr* out) noexcept;
   // Frees the block at `found`; the caller has waited for the program's work on it.
   CUresult free_locked(std::map<policies::BlockId, Block>::iterator found) noexcept;
   // free_locked() once the mover's prefetches were waited for: gives the block back to the

@@ -123,19 +123,23 @@ CUresult GranuleArena::take_pieces(std::span<const PieceShape> wanted, std::vect
   }
   // Note [Chunks]: the budgets charged what the pools hold as room, so pooled handles of the
   // other size go back before those wanted are made. Not while a copy in flight may use them
-  // (Note [Moves copied on the stream]): that copy is waited for first.
+  // (Note [Moves copied on the stream]): where the settled ones are too few, the copies are
+  // waited for first.
+  const uint32_t chunk = chunk_sizes().chunk_granules;
   for (const GranuleKind kind : {GranuleKind::kDevice, GranuleKind::kHost}) {
     if (missing_of(kind, false) + missing_of(kind, true) == 0) continue;
-    uint64_t unsettled = 0;
+    bool wait = false;
     {
       const std::lock_guard lock(mutex_);
-      unsettled = pools_.unsettled_granules(kind);
+      wait = pools_.unsettled_granules(kind) != 0 &&
+             (pools_.settled_granules(kind, 1) < missing_of(kind, true) ||
+              pools_.settled_granules(kind, chunk) < missing_of(kind, false));
     }
     // A move holds the move lock in a closed window (an allocation has settled the copies).
-    if (unsettled != 0 && ops_.wait_for_copies() == CUDA_SUCCESS) retire_copies(true, moving);
+    if (wait && ops_.wait_for_copies() == CUDA_SUCCESS) retire_copies(true, moving);
     const std::lock_guard lock(mutex_);
     pools_.take_settled(kind, missing_of(kind, true), 1, other_size);
-    pools_.take_settled(kind, missing_of(kind, false), chunk_sizes().chunk_granules, other_size);
+    pools_.take_settled(kind, missing_of(kind, false), chunk, other_size);
   }
   for (const Granule& piece : other_size) release(piece);
   CUresult result = CUDA_SUCCESS;

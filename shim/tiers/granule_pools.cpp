@@ -21,6 +21,13 @@ uint64_t GranulePools::unsettled_granules(GranuleKind kind) const noexcept {
   return count;
 }
 
+uint64_t GranulePools::settled_granules(GranuleKind kind, uint32_t span) const noexcept {
+  const Pool& pool = pools_[index(kind, span)];
+  uint64_t count = 0;
+  for (std::size_t i = 0; i < pool.settled(); ++i) count += pool.pieces[i].span;
+  return count;
+}
+
 void GranulePools::put(const Granule& piece, bool unsettled) {
   Pool& pool = pools_[index(piece.kind, piece.span)];
   pool.pieces.push_back(piece);

@@ -20,6 +20,8 @@ class GranulePools {
   // Of those, the granules a copy in flight may still use (Note [Moves copied on the stream] in
   // tiers/granule_arena.h).
   uint64_t unsettled_granules(GranuleKind kind) const noexcept;
+  // The granules of `kind` in settled handles holding `span` granules (a chunk's size, or 1).
+  uint64_t settled_granules(GranuleKind kind, uint32_t span) const noexcept;
 
   // Pools a whole handle; `unsettled`: a copy in flight may still use it. Throws std::bad_alloc.
   void put(const Granule& piece, bool unsettled);

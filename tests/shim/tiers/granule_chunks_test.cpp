@@ -223,6 +223,33 @@ TEST_F(ChunkedArenaTest, APooledChunkACopyMayReadIsReleasedAfterTheCopy) {
   expect_tags(small, 2);
 }
 
+// ... but where the pools hold settled chunks enough for the singles wanted, those go back and
+// the copy in flight is not waited for.
+TEST_F(ChunkedArenaTest, SettledChunksGoBackForSinglesWithoutWaitingForACopy) {
+  const CUdeviceptr big = tagged_block(32, 32);
+  const CUdeviceptr small = tagged_block(2, 0);
+  const CUdeviceptr freed = tagged_block(32, 32);
+  ASSERT_TRUE(arena_.free(freed));  // its chunks pooled, settled: no copy uses them
+  FakeQueuedWork queued;
+  {
+    const core::RemapWindow::Exclusive exclusive = window_.close();
+    const std::vector<GranuleMove> evict{{.base = big, .to = kHost, .granules = 0}};
+    EXPECT_EQ(arena_.move_on_stream(evict, exclusive, queued).on_stream, 32u);
+  }
+  ASSERT_GT(ops_.copies_in_flight(), 0u) << "big's chunk is pooled under its copy";
+  const std::size_t before = ops_.sequence().size();
+  move({{.base = small, .to = kDevice, .granules = 0}});
+  const std::vector<Call> moved(ops_.sequence().begin() + static_cast<std::ptrdiff_t>(before),
+                                ops_.sequence().end());
+  const auto released = std::ranges::find(moved, Call::kRelease);
+  ASSERT_NE(released, moved.end()) << "no chunk went back for the singles";
+  EXPECT_EQ(std::find(moved.begin(), released, Call::kWait), released)
+      << "the copy in flight was waited for though settled chunks would do";
+  EXPECT_TRUE(ops_.misuse().empty()) << ops_.misuse().front();
+  expect_tags(big, 32);
+  expect_tags(small, 2);
+}
+
 // Note [Staged promotions]: a stage takes its granules, waiting on the host for the arena's stream
 // where a pooled chunk a copy may read must go back for singles, before it orders that stream
 // after the program's work: the host never waits for the program's kernels in the window.

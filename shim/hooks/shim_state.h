@@ -107,7 +107,7 @@ struct ShimState {
   // Stream-ordered requests' tiered blocks, and those freed for reuse (Note [Reuse in stream
   // order] in tiers/stream_ordered_reuse.h).
   tiers::StreamOrderedReuse tiered_reuse;
-  DriverStreamOrder stream_order;
+  DriverStreamOrder stream_order{captures, capture_gate};
   // Which kept block serves a stream-ordered request, and which go back to the arena (Note
   // [Stream-ordered requests in the arena] in placement/stream_ordered_blocks.h).
   placement::StreamOrderedBlocks stream_ordered_blocks{

@@ -12,12 +12,16 @@ bool DriverStreamOrder::queue_host_function(CUstream stream, CUhostFn run, void*
 
 bool DriverStreamOrder::idle(CUstream stream) noexcept {
   const auto query = VRAMSPILL_REAL(cuStreamQuery);
-  return query != nullptr && query(stream) == CUDA_SUCCESS;
+  const std::shared_lock gate(capture_gate_);
+  return query != nullptr && captures_.load(std::memory_order_acquire) == 0 &&
+         query(stream) == CUDA_SUCCESS;
 }
 
 bool DriverStreamOrder::wait_for(CUstream stream) noexcept {
   const auto synchronize = VRAMSPILL_REAL(cuStreamSynchronize);
-  return synchronize != nullptr && synchronize(stream) == CUDA_SUCCESS;
+  const std::shared_lock gate(capture_gate_);
+  return synchronize != nullptr && captures_.load(std::memory_order_acquire) == 0 &&
+         synchronize(stream) == CUDA_SUCCESS;
 }
 
 std::optional<CUresult> allocate_stream_ordered_tiered(ShimState& shim, int device,

@@ -272,12 +272,6 @@ class PrefetchPlacement {
 
   // False while a stream capture is in progress (PrefetchDevices::may_move()).
   bool may_move() noexcept { return devices_.may_move(); }
-  // PrefetchDevices::hold_off_captures(), for a wait on a program's stream that a capture begun
-  // meanwhile would break. Never around a call into this placement (Note [Managed memory and
-  // captures begun meanwhile]).
-  std::shared_lock<std::shared_mutex> hold_off_captures() noexcept {
-    return devices_.hold_off_captures();
-  }
   // How many blocks the placement holds, and of those how many the books have on the device,
   // wholly or in part (Note [Evicting part of a block] in policies/eviction_policy.h); their
   // whole 2 MiB pages on the device and on the host, as the budgets count them.

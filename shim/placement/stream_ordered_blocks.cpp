@@ -1,5 +1,6 @@
 #include "placement/stream_ordered_blocks.h"
 
+#include <atomic>
 #include <new>
 
 #include "tiers/granule_arena.h"
@@ -25,10 +26,13 @@ struct FreeReached {
 uint64_t reuse_stream_key(CUstream stream) noexcept {
   if (stream == CU_STREAM_LEGACY) return 0;
   if (stream == CU_STREAM_PER_THREAD) {
-    // A thread's own address, odd: never a stream handle (a pointer, or 0 to 2), and distinct
-    // while the thread lives.
-    static thread_local const char self = 0;
-    return reinterpret_cast<uint64_t>(&self) << 1 | 1;
+    // Odd: never a stream handle (a pointer, or 0 to 2). Drawn once per thread, never again:
+    // an address of the thread's own would come back with the next thread glibc gives the dead
+    // one's stack, which would take the dead thread's kept blocks as freed on its own stream.
+    static std::atomic<uint64_t> threads{0};
+    static thread_local const uint64_t key =
+        (threads.fetch_add(1, std::memory_order_relaxed) + 1) << 1 | 1;
+    return key;
   }
   return reinterpret_cast<uint64_t>(stream);
 }
@@ -95,13 +99,8 @@ bool StreamOrderedBlocks::keep(const core::Allocation& block, CUstream stream) n
   delete reached;
   if (config_.tiered.mover == TieredMover::kPrefetch) {
     // Not freed here: its cuMemFree could break a capture in progress (keep() in the header);
-    // nor waited for while one is, or begins, which cuStreamSynchronize would break as well.
-    bool stream_reached = false;
-    {
-      const std::shared_lock captures_held_off = blocks_.hold_off_prefetch_captures();
-      stream_reached = blocks_.prefetch_may_move() && seam_.wait_for(stream);
-    }
-    if (stream_reached) reuse_.reached(ticket);
+    // nor is its stream waited for during one (StreamOrderSeam::wait_for()).
+    if (seam_.wait_for(stream)) reuse_.reached(ticket);
     return true;
   }
   // Its stream could not say when it gets there: freed as any tiered block, unless a request on
@@ -154,9 +153,12 @@ uint64_t StreamOrderedBlocks::kept_limit(int device) const noexcept {
 void StreamOrderedBlocks::find_idle_streams(int device) noexcept {
   constexpr std::size_t kMostStreams = 8;  // a query each, per request that reaches here
   const uint64_t own_default = reuse_stream_key(CU_STREAM_PER_THREAD);
-  for (const uint64_t key : reuse_.unreached_streams(device, kMostStreams)) {
+  const tiers::StreamOrderedReuse::Unreached unreached =
+      reuse_.unreached_streams(device, kMostStreams);
+  for (const uint64_t key : unreached.streams) {
     const std::optional<CUstream> stream = stream_of_key(key, own_default);
-    if (stream && seam_.idle(*stream)) reuse_.stream_idle(key);
+    // A free kept on the stream after the question may be queued behind work the answer missed.
+    if (stream && seam_.idle(*stream)) reuse_.stream_idle(key, unreached.later_tickets);
   }
 }
 

@@ -99,10 +99,10 @@ class StreamOrderSeam {
   // when it could not be queued, and then `run` is never called.
   virtual bool queue_host_function(CUstream stream, CUhostFn run, void* data) noexcept = 0;
   // Whether everything queued on `stream` so far has run (cuStreamQuery); false when the driver
-  // does not say.
+  // does not say, or may not be asked (a capture in progress).
   virtual bool idle(CUstream stream) noexcept = 0;
   // Waits on the host until everything queued on `stream` so far has run (cuStreamSynchronize);
-  // false when the driver could not.
+  // false when the driver could not, or may not be asked (a capture in progress).
   virtual bool wait_for(CUstream stream) noexcept = 0;
 
  protected:

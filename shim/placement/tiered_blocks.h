@@ -18,7 +18,6 @@
 #include <atomic>
 #include <cstdint>
 #include <optional>
-#include <shared_mutex>
 #include <string_view>
 
 #include "config/config.h"
@@ -105,10 +104,6 @@ class TieredBlocks {
   // Whether the prefetch mover may make and free managed memory now: not while a stream capture
   // is in progress, where cuMemAllocManaged and cuMemFree would break a global-mode capture.
   bool prefetch_may_move() noexcept { return prefetch_.may_move(); }
-  // Keeps a capture from beginning while held (PrefetchPlacement::hold_off_captures()).
-  std::shared_lock<std::shared_mutex> hold_off_prefetch_captures() noexcept {
-    return prefetch_.hold_off_captures();
-  }
 
   // Whether any of the block at `base` is on the host: with the prefetch mover, whether the books
   // have it there (not brought in, or evicted); in `device`'s arena, whether a granule of it is.

@@ -65,10 +65,12 @@ void StreamOrderedReuse::reached_locked(Kept& kept) {
   }
 }
 
-std::vector<uint64_t> StreamOrderedReuse::unreached_streams(int device,
-                                                            std::size_t most) const noexcept {
-  std::vector<uint64_t> streams;
+StreamOrderedReuse::Unreached StreamOrderedReuse::unreached_streams(
+    int device, std::size_t most) const noexcept {
+  Unreached unreached;
+  std::vector<uint64_t>& streams = unreached.streams;
   const std::lock_guard lock(mutex_);
+  unreached.later_tickets = next_ticket_;
   try {
     for (const auto& [size, bucket] : kept_) {
       if (size.first != device) continue;
@@ -76,21 +78,21 @@ std::vector<uint64_t> StreamOrderedReuse::unreached_streams(int device,
         if (kept.reached || kept.stream == kNoStream ||
             std::find(streams.begin(), streams.end(), kept.stream) != streams.end())
           continue;
-        if (streams.size() == most) return streams;
+        if (streams.size() == most) return unreached;
         streams.push_back(kept.stream);
       }
     }
   } catch (const std::bad_alloc&) {
     // The streams found so far.
   }
-  return streams;
+  return unreached;
 }
 
-void StreamOrderedReuse::stream_idle(uint64_t stream) noexcept {
+void StreamOrderedReuse::stream_idle(uint64_t stream, uint64_t later_tickets) noexcept {
   const std::lock_guard lock(mutex_);
   for (auto& [size, bucket] : kept_)
     for (auto& [ticket, kept] : bucket)
-      if (kept.stream == stream && !kept.reached) reached_locked(kept);
+      if (kept.stream == stream && !kept.reached && ticket < later_tickets) reached_locked(kept);
 }
 
 std::optional<StreamOrderedReuse::Block> StreamOrderedReuse::withdraw(uint64_t ticket) noexcept {

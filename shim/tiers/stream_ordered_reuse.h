@@ -107,10 +107,16 @@ class StreamOrderedReuse final : public DeadContents {
   std::vector<Block> oldest_reached(int device, uint64_t granules) const noexcept;
 
   // The streams of `device`'s kept blocks whose frees are not known to be reached, at most
-  // `most` (each once).
-  std::vector<uint64_t> unreached_streams(int device, std::size_t most) const noexcept;
-  // Everything queued on `stream` so far has run: its kept blocks' frees are reached.
-  void stream_idle(uint64_t stream) noexcept;
+  // `most` (each once), and the first ticket a free kept after this call gets.
+  struct Unreached {
+    std::vector<uint64_t> streams;
+    uint64_t later_tickets = 0;
+  };
+  Unreached unreached_streams(int device, std::size_t most) const noexcept;
+  // Everything queued on `stream` before it was asked has run: the frees kept on it before that
+  // (tickets below `later_tickets`, from the unreached_streams() that named it) are reached. A
+  // free kept meanwhile, between the question and the answer, may not be.
+  void stream_idle(uint64_t stream, uint64_t later_tickets) noexcept;
 
   // The program is destroying `stream` (or, all_streams_ended(), a context): blocks freed on it
   // wait for reached() whatever stream asks.

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -15,6 +16,7 @@
 #include <string_view>
 #include <thread>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "placement/prefetch_placement.h"
@@ -37,6 +39,8 @@ class FakeStreams final : public StreamOrderSeam {
   std::set<CUstream> idle_streams;
   std::vector<CUstream> asked;
   std::vector<CUstream> waited_for;
+  // Runs inside the next idle(), as another thread may between the question and the answer.
+  std::function<void()> while_asked;
 
   bool queue_host_function(CUstream stream, CUhostFn run, void* data) noexcept override {
     if (!queueing) return false;
@@ -45,6 +49,7 @@ class FakeStreams final : public StreamOrderSeam {
   }
   bool idle(CUstream stream) noexcept override {
     asked.push_back(stream);
+    if (while_asked) std::exchange(while_asked, nullptr)();  // once
     return idle_streams.contains(stream);
   }
   bool wait_for(CUstream stream) noexcept override {
@@ -307,6 +312,33 @@ TEST_F(StreamOrderedBlocksTest, ThePerThreadStreamIsAskedAboutAsItself) {
   streams_.idle_streams.insert(CU_STREAM_PER_THREAD);
   EXPECT_EQ(allocate(2, kTwo), block);
   EXPECT_EQ(streams_.asked, std::vector<CUstream>{CU_STREAM_PER_THREAD});
+}
+
+// A stream found idle has run what was queued before the question: a block another thread
+// launched on and freed on it meanwhile is neither another stream's nor dead.
+TEST_F(StreamOrderedBlocksTest, AFreeKeptWhileItsStreamIsAskedAboutIsNotReachedByTheAnswer) {
+  const CUdeviceptr first = allocate(2, kOne);
+  const CUdeviceptr second = allocate(2, kOne);
+  ASSERT_TRUE(free(first, kOne));
+  streams_.idle_streams.insert(kOne);
+  streams_.while_asked = [&] { ASSERT_TRUE(free(second, kOne)); };
+  EXPECT_EQ(allocate(2, kTwo), first) << "the block freed before the question";
+  EXPECT_FALSE(blocks_->is_dead(second)) << "its kernels may still be running";
+}
+
+// A thread's per-thread default stream is its own, and so is a later thread's, though glibc may
+// give the later thread the stack (and thread-locals) of the one before.
+TEST_F(StreamOrderedBlocksTest, ALaterThreadsDefaultStreamIsNotAnEarlierThreads) {
+  CUdeviceptr freed = 0;
+  std::thread([&] {
+    freed = allocate(2, CU_STREAM_PER_THREAD);
+    ASSERT_TRUE(free(freed, CU_STREAM_PER_THREAD));
+  }).join();
+  ASSERT_NE(freed, 0u);
+  CUdeviceptr taken = 0;
+  std::thread([&] { taken = allocate(2, CU_STREAM_PER_THREAD); }).join();
+  EXPECT_NE(taken, freed) << "the earlier thread's stream may still be using it";
+  EXPECT_EQ(reuse_.stats().same_stream, 0u);
 }
 
 TEST_F(StreamOrderedBlocksTest, ReachedKeptBlocksGoBackWhereTheBudgetHasNoRoom) {

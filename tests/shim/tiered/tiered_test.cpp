@@ -648,6 +648,31 @@ TEST_F(TieredTest, AFreedBlockWaitsForItsStreamBeforeAnotherStreamHasIt) {
   ASSERT_CU(cuMemFreeAsync(third, streams_[1]));
 }
 
+// Reuse in stream order asks the driver whether a stream with kept blocks is past their frees
+// (cuStreamQuery), but not while a capture is in progress: a query of the capturing stream would
+// break the capture. Stream 0 is held at a gate with a kept block's free queued behind it, then
+// begins a capture; another stream's request meanwhile must leave the capture valid.
+TEST_F(TieredTest, AStreamIsNotAskedAboutItsKeptBlocksWhileItCaptures) {
+  CUdeviceptr first = 0;
+  ASSERT_CU(cuMemAllocAsync(&first, kBlock, streams_[0]));
+  Gate gate;
+  ASSERT_CU(cuLaunchHostFunc(streams_[0], &Gate::wait, &gate));
+  ASSERT_CU(cuMemFreeAsync(first, streams_[0]));
+  ASSERT_CU(cuStreamBeginCapture(streams_[0], CU_STREAM_CAPTURE_MODE_GLOBAL));
+  CUdeviceptr second = 0;
+  ASSERT_CU(cuMemAllocAsync(&second, kBlock, streams_[1]));
+  EXPECT_NE(second, first);
+  CUgraph graph = nullptr;
+  EXPECT_CU(cuStreamEndCapture(streams_[0], &graph)) << "the request broke the capture";
+  if (graph != nullptr) {
+    EXPECT_CU(cuGraphDestroy(graph));
+  }
+  gate.open();
+  ASSERT_CU(cuStreamSynchronize(streams_[0]));
+  ASSERT_CU(cuMemFreeAsync(second, streams_[1]));
+  ASSERT_CU(cuStreamSynchronize(streams_[1]));
+}
+
 // The same request on the same stream has the block at once, before the stream gets to the free:
 // stream order puts its work after the work that used the block.
 TEST_F(TieredTest, AFreedBlockServesItsOwnStreamAtOnce) {

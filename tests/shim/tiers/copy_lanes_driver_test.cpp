@@ -172,7 +172,8 @@ TEST_F(CopyLanesTest, WaitingForTheCopiesWaitsForBothLanes) {
   ASSERT_CU(cuEventSynchronize(stop_));
   float waited = 0;
   ASSERT_CU(cuEventElapsedTime(&waited, start_, stop_));
-  EXPECT_GT(waited, 0.9f * one_way) << "modeled: the host waited for the to-host lane";
+  // Had it not waited, the stop would be recorded at about the start: half is the margin.
+  EXPECT_GT(waited, 0.5f * one_way) << "modeled: the host waited for the to-host lane";
   std::vector<uint32_t> seen(kBytes / 4);
   std::memcpy(seen.data(), host_a_, kBytes);
   EXPECT_EQ(seen, a);

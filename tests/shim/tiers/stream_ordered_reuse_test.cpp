@@ -147,14 +147,30 @@ TEST(StreamOrderedReuse, AnIdleStreamHasReachedItsFrees) {
     ASSERT_TRUE(reuse.made(base));
     ASSERT_NE(reuse.keep(0, base, 4, base == 0x1000u ? kStreamA : kStreamB, kNoLimit), 0u);
   }
-  EXPECT_EQ(reuse.unreached_streams(0, 8), (std::vector<uint64_t>{kStreamA, kStreamB}));
-  EXPECT_EQ(reuse.unreached_streams(0, 1).size(), 1u);
-  EXPECT_TRUE(reuse.unreached_streams(1, 8).empty());
-  reuse.stream_idle(kStreamA);
+  const StreamOrderedReuse::Unreached unreached = reuse.unreached_streams(0, 8);
+  EXPECT_EQ(unreached.streams, (std::vector<uint64_t>{kStreamA, kStreamB}));
+  EXPECT_EQ(reuse.unreached_streams(0, 1).streams.size(), 1u);
+  EXPECT_TRUE(reuse.unreached_streams(1, 8).streams.empty());
+  reuse.stream_idle(kStreamA, unreached.later_tickets);
   EXPECT_TRUE(reuse.dead(0x1000));
   EXPECT_FALSE(reuse.dead(0x2000));
-  EXPECT_EQ(reuse.unreached_streams(0, 8), (std::vector<uint64_t>{kStreamB}));
+  EXPECT_EQ(reuse.unreached_streams(0, 8).streams, (std::vector<uint64_t>{kStreamB}));
   EXPECT_EQ(reuse.take(0, 4, 0xC0).value().base, 0x1000u);
+}
+
+// A stream found idle has run what was queued before it was asked: a free kept on it between the
+// question and the answer (another thread's launch and free) is not reached by that answer.
+TEST(StreamOrderedReuse, AFreeKeptAfterTheQuestionIsNotReachedByItsAnswer) {
+  StreamOrderedReuse reuse;
+  ASSERT_TRUE(reuse.made(0x1000));
+  ASSERT_TRUE(reuse.made(0x2000));
+  ASSERT_NE(reuse.keep(0, 0x1000, 4, kStreamA, kNoLimit), 0u);
+  const StreamOrderedReuse::Unreached unreached = reuse.unreached_streams(0, 8);
+  ASSERT_NE(reuse.keep(0, 0x2000, 4, kStreamA, kNoLimit), 0u);  // meanwhile
+  reuse.stream_idle(kStreamA, unreached.later_tickets);
+  EXPECT_TRUE(reuse.dead(0x1000));
+  EXPECT_FALSE(reuse.dead(0x2000)) << "its stream may still run the work before its free";
+  EXPECT_EQ(reuse.unreached_streams(0, 8).streams, (std::vector<uint64_t>{kStreamA}));
 }
 
 TEST(StreamOrderedReuse, AnEndedStreamsBlocksWaitForTheirFrees) {

@@ -17,6 +17,10 @@ CUresult check_capture(CUstream stream, bool& capturing) {
 
 bool DriverSpillFacts::integrated(int device) noexcept { return is_integrated(device); }
 
+bool DriverSpillFacts::capture_in_progress() noexcept {
+  return shim_.captures.load(std::memory_order_acquire) != 0;
+}
+
 void DriverSpillFacts::refresh_host_limit() noexcept { hooks::refresh_host_limit(shim_); }
 
 }  // namespace vramspill::hooks

@@ -21,6 +21,7 @@ class DriverSpillFacts final : public placement::SpillFacts {
   CUresult capturing(CUstream stream, bool& capturing) noexcept override {
     return check_capture(stream, capturing);
   }
+  bool capture_in_progress() noexcept override;
   void refresh_host_limit() noexcept override;
 
  private:

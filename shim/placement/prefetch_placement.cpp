@@ -243,15 +243,14 @@ void PrefetchPlacement::promote_ahead_locked(Device& state, std::span<const Bloc
 }
 
 CUresult PrefetchPlacement::allocate(int device, uint64_t bytes, CUdeviceptr* out,
-                                     std::optional<RuleAction> rule,
-                                     bool stream_ordered) noexcept {
+                                     std::optional<RuleAction> rule) noexcept {
   const std::lock_guard lock(mutex_);
   Device* state = device_state_locked(device);
   if (state == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
   const uint64_t pages = whole_pages(bytes);
   if (!budgets_.take_host(pages)) return CUDA_ERROR_OUT_OF_MEMORY;
   CUdeviceptr base = 0;
-  if (const CUresult result = make_locked(*state, device, bytes, rule, stream_ordered, &base);
+  if (const CUresult result = make_locked(*state, device, bytes, rule, &base);
       result != CUDA_SUCCESS) {
     budgets_.give_host(pages);
     return result;
@@ -276,16 +275,13 @@ CUresult PrefetchPlacement::allocate(int device, uint64_t bytes, CUdeviceptr* ou
 }
 
 CUresult PrefetchPlacement::make_locked(Device& state, int device, uint64_t bytes,
-                                        std::optional<RuleAction> rule, bool stream_ordered,
+                                        std::optional<RuleAction> rule,
                                         CUdeviceptr* out) noexcept {
   // Note [Managed memory and captures begun meanwhile]: held through the allocation, and its
   // release should the books have no room for it; the bring-in that follows may take the gate
   // again.
-  std::shared_lock<std::shared_mutex> captures_held_off;
-  if (stream_ordered) {
-    captures_held_off = devices_.hold_off_captures();
-    if (!devices_.may_move()) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-  }
+  const std::shared_lock captures_held_off = devices_.hold_off_captures();
+  if (!devices_.may_move()) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   CUdeviceptr base = 0;
   if (const CUresult made = state.ops->allocate(bytes, &base); made != CUDA_SUCCESS) return made;
   const uint64_t pages = whole_pages(bytes);

@@ -114,9 +114,11 @@
 //
 // Note [Managed memory and captures begun meanwhile]
 // A stream capture in global mode, on any thread, forbids cuMemAllocManaged and cuMemFree, and
-// a stream-ordered request or free may come while another stream captures (cuMemAllocAsync is
-// allowed then). So a stream-ordered request (allocate()'s `stream_ordered`) and the frees of kept
-// blocks (free_unless_capturing(), DeadBlocks) make or free managed memory only after testing
+// a request or free may come while another stream captures (cuMemAllocAsync is allowed then, and
+// cuMemAlloc in relaxed mode, which the shim cannot tell from global). So a new block
+// (allocate(): during a capture a stream-ordered request goes to its pool, another allocation to
+// the remap mover) and the frees of kept blocks (free_unless_capturing(), DeadBlocks) make or
+// free managed memory only after testing
 // that no capture is in progress, holding the capture gate shared from that test through the
 // driver call, so that no capture begins in between (Note [A capture begun while a move is
 // queued] in tiers/driver_prefetch_ops.h). Placement/stream_ordered_blocks.cpp also tests before it
@@ -227,14 +229,11 @@ class PrefetchPlacement {
   // block falls under, if one does (Note [Rules before the policy] in
   // placement/tiered_placement.h, which this mover follows too). CUDA_ERROR_NOT_SUPPORTED when
   // the device cannot have the mover; CUDA_ERROR_OUT_OF_MEMORY when the host limit cannot take
-  // it; otherwise the driver's error. `stream_ordered`: for a stream-ordered request, which a
-  // stream capture in progress allows, and cuMemAllocManaged would then break it (Note
-  // [Stream-ordered requests in the arena] in placement/stream_ordered_blocks.h):
-  // CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, and nothing made, while one is (Note [Managed memory
-  // and captures begun meanwhile]).
+  // it; CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, and nothing made, while a stream capture is in
+  // progress, which cuMemAllocManaged could break (Note [Managed memory and captures begun
+  // meanwhile]); otherwise the driver's error.
   CUresult allocate(int device, uint64_t bytes, CUdeviceptr* out,
-                    std::optional<RuleAction> rule = std::nullopt,
-                    bool stream_ordered = false) noexcept;
+                    std::optional<RuleAction> rule = std::nullopt) noexcept;
 
   // Frees the block at `base`; the caller has waited for the program's work on it. nullopt when
   // `base` is not one of this placement's blocks.
@@ -364,10 +363,10 @@ class PrefetchPlacement {
   // Whether the block `id` is dead (DeadBlocks): a promotion would copy bytes nothing reads.
   bool is_dead_locked(policies::BlockId id) noexcept;
   // A new block of `bytes` on `state`'s device (`device`), in the books as allocate() says:
-  // cuMemAllocManaged, and with `stream_ordered` neither it nor its release, should the books
-  // have no room, during a capture.
+  // cuMemAllocManaged, and neither it nor its release, should the books have no room, during a
+  // capture (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED).
   CUresult make_locked(Device& state, int device, uint64_t bytes, std::optional<RuleAction> rule,
-                       bool stream_ordered, CUdeviceptr* out) noexcept;
+                       CUdeviceptr* out) noexcept;
   // Frees the block at `found`; the caller has waited for the program's work on it.
   CUresult free_locked(std::map<policies::BlockId, Block>::iterator found) noexcept;
   // free_locked() once the mover's prefetches were waited for: gives the block back to the

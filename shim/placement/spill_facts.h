@@ -15,6 +15,8 @@ class SpillFacts {
   // Whether `stream` is being captured into a graph; the driver's error for a stream it does not
   // know is what the program's call gets too.
   virtual CUresult capturing(CUstream stream, bool& capturing) noexcept = 0;
+  // Whether a stream capture is in progress on any stream of the process.
+  virtual bool capture_in_progress() noexcept = 0;
   // Brings the host limit up to date before a spill reserves host memory (a percent limit follows
   // the memory the job may use, which changes while it runs).
   virtual void refresh_host_limit() noexcept = 0;

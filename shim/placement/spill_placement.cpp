@@ -49,7 +49,14 @@ CUresult SpillPlacement::spill(const SpillRequest& request, const std::string& r
     std::string why;
     const tiers::SpillAllocation allocation{
         .device = request.device, .bytes = request.bytes, .managed_flags = request.managed_flags};
+    // Note [Stream-ordered spills beside a capture]
+    const bool beside_a_capture = request.stream_ordered && facts_.capture_in_progress();
     for (tiers::SpillTier* tier : chain.list()) {
+      if (beside_a_capture && tier->route() == core::Route::kSpillManaged) {
+        why += std::string(why.empty() ? "" : "; ") + tier->name() +
+               ": a stream capture is in progress, and making managed memory could break it";
+        continue;
+      }
       const tiers::SpillOutcome outcome = tier->allocate(allocation, out);
       if (outcome.result != CUDA_SUCCESS) {
         explain(*tier, outcome, request, why);

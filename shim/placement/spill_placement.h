@@ -25,6 +25,15 @@
 // pool; `auto` tries managed memory, then the host pool. Managed memory comes first because the
 // driver migrates its hot pages to the device, where a host-pool block is read over the link on
 // every access.
+//
+// Note [Stream-ordered spills beside a capture]
+// A stream-ordered allocation on a stream that is not being captured is the program's right
+// while another stream captures, in any mode; cuMemAllocManaged is not: a capture in global mode
+// forbids it on every thread, and the driver would refuse it and invalidate that capture. So
+// while any capture is in progress a stream-ordered spill skips managed memory: the host pool
+// takes it, or, where the chain has nothing else (`managed` mode on a device with concurrent
+// managed access), it is refused with CUDA_ERROR_OUT_OF_MEMORY and the log says why. The shim
+// cannot tell a relaxed capture, which would allow it, from a global one.
 #pragma once
 
 #include <cuda.h>

@@ -51,11 +51,7 @@ std::optional<CUresult> StreamOrderedBlocks::allocate(int device, CUmemoryPool p
                                                       CUstream stream, CUdeviceptr* out) noexcept {
   if (config_.spill.mode != SpillMode::kTiered ||
       config_.tiered.stream_ordered != StreamOrderedMode::kArena ||
-      bytes < config_.tiered.min_size || !pools_.plain(device, pool) ||
-      // Another stream's capture forbids the managed allocations and frees this may make (Note
-      // [Stream-ordered requests in the arena]); they test again as they make them (Note
-      // [Managed memory and captures begun meanwhile] in placement/prefetch_placement.h).
-      (config_.tiered.mover == TieredMover::kPrefetch && !blocks_.prefetch_may_move()))
+      bytes < config_.tiered.min_size || !pools_.plain(device, pool))
     return std::nullopt;
   const uint64_t granules = tiers::GranuleArena::granules_for(bytes);
   find_idle_streams(device);

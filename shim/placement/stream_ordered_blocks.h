@@ -42,11 +42,12 @@
 // that never waits for its streams sees these figures vary from run to run.
 // Left to the pools as before: pools with an exportable handle type, a size cap or a special
 // usage (another process or the hardware would need the pool's memory), host-located pools,
-// requests while the stream is being captured (the graph would need a graph memory node), with
-// the prefetch mover requests while any stream is being captured (a request may make or free
-// managed memory, which a global-mode capture forbids; the arena's VMM calls it allows),
+// requests while the stream is being captured (the graph would need a graph memory node),
 // requests below min_size, devices that neither mover can tier, and [tiered] stream_ordered =
-// "pool".
+// "pool". With the prefetch mover a request while another stream is being captured makes no
+// managed memory, which a global-mode capture forbids (and which the pool's spill would make):
+// it reuses a kept block, or becomes a block of the remap mover, whose VMM calls a capture
+// allows (Note [Managed memory and captures begun meanwhile] in placement/prefetch_placement.h).
 // What a tiered block cannot imitate: it belongs to no pool, so CU_POINTER_ATTRIBUTE_MEMPOOL_
 // HANDLE gives none; the pool's attributes (USED_MEM_CURRENT, RESERVED_MEM_CURRENT) do not count
 // it; the release threshold does not give kept blocks back (their mover does, under pressure, and

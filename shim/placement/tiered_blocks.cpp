@@ -18,32 +18,28 @@ bool NativeCallSites::capture(CallStack& stack, std::string_view& why) noexcept 
 
 std::optional<CUresult> TieredBlocks::allocate(int device, uint64_t bytes,
                                                CUdeviceptr* out) noexcept {
-  return allocate_spanning(device, bytes, bytes, /*stream_ordered=*/false, out);
+  return allocate_spanning(device, bytes, bytes, out);
 }
 
 std::optional<CUresult> TieredBlocks::allocate_reusable(int device, uint64_t bytes,
                                                         CUdeviceptr* out) noexcept {
   return allocate_spanning(device, bytes,
-                           tiers::GranuleArena::granules_for(bytes) * tiers::kGranuleBytes,
-                           /*stream_ordered=*/true, out);
+                           tiers::GranuleArena::granules_for(bytes) * tiers::kGranuleBytes, out);
 }
 
 std::optional<CUresult> TieredBlocks::allocate_spanning(int device, uint64_t bytes, uint64_t span,
-                                                        bool stream_ordered,
                                                         CUdeviceptr* out) noexcept {
   if (config_.spill.mode != SpillMode::kTiered || bytes < config_.tiered.min_size)
     return std::nullopt;
   CUdeviceptr base = 0;
   const std::optional<RuleAction> rule = rules_.empty() ? std::nullopt : rule_for(bytes);
-  switch (allocate_prefetched(device, span, rule, stream_ordered, &base)) {
+  switch (allocate_prefetched(device, span, rule, &base)) {
     case CUDA_SUCCESS:
       // A managed block is the driver's allocation of `span`, with no granules beyond it.
       record(device, base, bytes, span);
       *out = base;
       return CUDA_SUCCESS;
-    case CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED:
-      return std::nullopt;  // its pool has it (Note [Stream-ordered requests in the arena])
-    default:
+    default:  // Note [Managed memory and captures begun meanwhile]: the remap mover, maybe
       break;
   }
   const TieredPlacement::Allocated allocated = placement_.allocate(device, bytes, &base, rule);
@@ -58,10 +54,10 @@ std::optional<CUresult> TieredBlocks::allocate_spanning(int device, uint64_t byt
 }
 
 CUresult TieredBlocks::allocate_prefetched(int device, uint64_t bytes,
-                                           std::optional<RuleAction> rule, bool stream_ordered,
+                                           std::optional<RuleAction> rule,
                                            CUdeviceptr* base) noexcept {
   if (config_.tiered.mover != TieredMover::kPrefetch) return CUDA_ERROR_NOT_SUPPORTED;
-  const CUresult result = prefetch_.allocate(device, bytes, base, rule, stream_ordered);
+  const CUresult result = prefetch_.allocate(device, bytes, base, rule);
   if (result != CUDA_SUCCESS && result != CUDA_ERROR_NOT_SUPPORTED &&
       result != CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED && !said_not_prefetched_.exchange(true))
     logging::warn(

@@ -115,15 +115,14 @@ class TieredBlocks {
   std::optional<RuleAction> rule_for(uint64_t bytes) noexcept;
   // Says, the first time each kind of failure happens, what failed and what the shim did instead.
   void explain(const TieredPlacement::Allocated& refused, int device, uint64_t bytes) noexcept;
-  // allocate() of a block of `bytes` whose memory spans `span` bytes (at least `bytes`), for a
-  // stream-ordered request if `stream_ordered` (PrefetchPlacement::allocate()).
+  // allocate() of a block of `bytes` whose memory spans `span` bytes (at least `bytes`).
   std::optional<CUresult> allocate_spanning(int device, uint64_t bytes, uint64_t span,
-                                            bool stream_ordered, CUdeviceptr* out) noexcept;
+                                            CUdeviceptr* out) noexcept;
   // With the prefetch mover, a block of managed memory at *base: CUDA_SUCCESS; or
-  // CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, for a stream-ordered request during a capture, which
-  // no mover takes; any other result when it did not take it.
+  // CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED during a capture (a stream-ordered request then goes
+  // to its pool, another to the remap mover); any other result when it did not take it.
   CUresult allocate_prefetched(int device, uint64_t bytes, std::optional<RuleAction> rule,
-                               bool stream_ordered, CUdeviceptr* base) noexcept;
+                               CUdeviceptr* base) noexcept;
   // Note [A tiered block in the books]; `range`: what the use tracker tracks.
   void record(int device, CUdeviceptr base, uint64_t bytes, uint64_t range) noexcept;
 

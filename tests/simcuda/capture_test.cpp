@@ -255,6 +255,22 @@ TEST_F(CaptureTest, SynchronousCopyDuringGlobalCaptureIsRefused) {
   EXPECT_EQ(read_back(16), std::vector<unsigned char>(16, 0));  // allowed again
 }
 
+// cuMemAllocManaged, as cuMemAlloc, is a call a capture in global mode forbids; in relaxed mode
+// it is allowed.
+TEST_F(CaptureTest, ManagedAllocationDuringGlobalCaptureIsRefused) {
+  CUdeviceptr managed = 0;
+  ASSERT_CU(cuStreamBeginCapture(stream_, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  EXPECT_EQ(cuMemAllocManaged(&managed, 4096, CU_MEM_ATTACH_GLOBAL),
+            CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  expect_invalidated(stream_, device_buffer_);
+  ASSERT_CU(cuStreamBeginCapture(stream_, CU_STREAM_CAPTURE_MODE_RELAXED));
+  EXPECT_CU(cuMemAllocManaged(&managed, 4096, CU_MEM_ATTACH_GLOBAL));
+  CUgraph graph = nullptr;
+  ASSERT_CU(cuStreamEndCapture(stream_, &graph));
+  ASSERT_CU(cuGraphDestroy(graph));
+  ASSERT_CU(cuMemFree(managed));
+}
+
 TEST_F(CaptureTest, SynchronisingWithACapturingStreamIsRefused) {
   for (auto sync : {&cuStreamSynchronize, &cuStreamQuery}) {
     ASSERT_CU(cuStreamBeginCapture(stream_, CU_STREAM_CAPTURE_MODE_RELAXED));

@@ -100,7 +100,9 @@ class FakeFacts final : public SpillFacts {
     capturing = is_capturing;
     return capture_query;
   }
+  bool capture_in_progress() noexcept override { return capture_anywhere; }
   void refresh_host_limit() noexcept override { ++host_limit_refreshes; }
+  bool capture_anywhere = false;
 };
 
 // What `ledger` records of `route` on device 0.

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <initializer_list>
 #include <string>
 #include <vector>
@@ -44,15 +45,14 @@ class PrefetchDeadBlocksTest : public ::testing::Test {
  protected:
   PrefetchDeadBlocksTest() { placement_.set_dead_blocks(&dead_); }
 
-  // Two blocks fill the budget, `b_` used last; `c_` is made while nothing may move, so it stays
-  // on the host.
+  // Two blocks fill the budget, `b_` used last; `c_`, made first, was evicted to the host to
+  // make room for them.
   void SetUp() override {
+    c_ = allocate();
+    ASSERT_TRUE(placement_.make_device_room(0, 2 * kBlock));
     a_ = allocate();
     b_ = allocate();
     launch({b_});
-    devices_.moves = false;
-    c_ = allocate();
-    devices_.moves = true;
     ASSERT_EQ(placement_.device_bytes(c_), 0u);
     ops().prefetches.clear();
   }
@@ -126,10 +126,12 @@ TEST_F(PrefetchDeadBlocksTest, ADeadBlockIsNotBroughtIn) {
 
 // Not even one a [[tiered.rule]] pins, which otherwise comes in whatever the policy says.
 TEST_F(PrefetchDeadBlocksTest, APinnedDeadBlockIsNotBroughtIn) {
-  devices_.moves = false;
+  const std::optional<uint64_t> card_free = ops().free;
+  ops().free = 0;  // so that it is made on the host: the card has no room for it
   CUdeviceptr pinned = 0;
   ASSERT_EQ(placement_.allocate(0, kBlock, &pinned, RuleAction::kPin), CUDA_SUCCESS);
-  devices_.moves = true;
+  ops().free = card_free;
+  ASSERT_EQ(placement_.device_bytes(pinned), 0u);
   dead_.bases = {pinned};
   launch({pinned});
   EXPECT_EQ(placement_.device_bytes(pinned), 0u);

@@ -316,8 +316,11 @@ TEST_F(PrefetchPlacementTest, ThePromotionsStillQueuedCountAgainstTheCardsFreeMe
 }
 
 TEST_F(PrefetchPlacementTest, NothingMovesDuringACapture) {
-  devices_.moves = false;
   const CUdeviceptr a = allocate();
+  ASSERT_TRUE(placement_.make_device_room(0, 2 * kBlock));  // a leaves for the host
+  ASSERT_FALSE(on_device(a));
+  ops().prefetches.clear();
+  devices_.moves = false;
   launch(2, {a});
   EXPECT_FALSE(on_device(a));
   EXPECT_TRUE(ops().prefetches.empty());
@@ -326,6 +329,19 @@ TEST_F(PrefetchPlacementTest, NothingMovesDuringACapture) {
   launch(2, {a});
   EXPECT_TRUE(on_device(a));
   EXPECT_EQ(ops().ordered_streams, std::vector<uint64_t>{2});
+}
+
+// Note [Managed memory and captures begun meanwhile]: a global-mode capture forbids
+// cuMemAllocManaged, so no block is made while one is in progress; the caller gives the
+// allocation to the remap mover.
+TEST_F(PrefetchPlacementTest, NoBlockIsMadeDuringACapture) {
+  devices_.moves = false;
+  CUdeviceptr base = 0;
+  EXPECT_EQ(placement_.allocate(0, kBlock, &base), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  EXPECT_EQ(base, 0u);
+  EXPECT_EQ(budgets_.host(), 0u) << "the host limit was charged for nothing";
+  devices_.moves = true;
+  EXPECT_NE(allocate(), 0u);
 }
 
 TEST_F(PrefetchPlacementTest, APrefetchTheDriverRefusesLeavesTheBlockWhereItWas) {

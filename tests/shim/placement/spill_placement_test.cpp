@@ -140,6 +140,18 @@ TEST_F(SpillPlacementTest, WhatNeverSpillsIsRefusedBeforeAnyTierIsAsked) {
   EXPECT_NE(text.find("its stream is being captured into a graph"), std::string::npos) << text;
 }
 
+// Note [Stream-ordered spills beside a capture]: while another stream captures, a stream-ordered
+// spill makes no managed memory; the host pool takes it, and other spills go on as before.
+TEST_F(SpillPlacementTest, AStreamOrderedSpillBesideACaptureSkipsManagedMemory) {
+  facts_.capture_anywhere = true;
+  EXPECT_EQ(spill(Route::kMemAllocAsync, 4 * kMiB, "over budget", /*stream_ordered=*/true),
+            CUDA_SUCCESS);
+  EXPECT_TRUE(managed_.allocations.empty());
+  EXPECT_EQ(host_.allocations.size(), 1u);
+  EXPECT_EQ(spill(Route::kMemAlloc, 4 * kMiB), CUDA_SUCCESS);
+  EXPECT_EQ(managed_.allocations.size(), 1u) << "not stream-ordered: the program's own call";
+}
+
 TEST_F(SpillPlacementTest, AStreamTheDriverDoesNotKnowGetsTheDriversError) {
   facts_.capture_query = CUDA_ERROR_INVALID_HANDLE;
   EXPECT_EQ(spill(Route::kMemAllocAsync, 4 * kMiB, "over budget", /*stream_ordered=*/true),

@@ -527,8 +527,9 @@ TEST_F(StreamOrderedBlocksTest, WithThePrefetchMoverATrimFreesTheReachedKeptBloc
   EXPECT_EQ(prefetch_.held(0).blocks, 1u);
 }
 
-// While a stream captures, a trim frees nothing (cuMemFree would break a global-mode capture), and
-// a request goes to its pool; the next trim frees what this one left.
+// While a stream captures, a trim frees nothing (cuMemFree would break a global-mode capture),
+// and a request makes no managed memory: the kept block serves it. Once the capture is over, a
+// trim frees what is kept.
 TEST_F(StreamOrderedBlocksTest, WithThePrefetchMoverNothingIsFreedOrMadeDuringACapture) {
   make_prefetched();
   const CUdeviceptr reached = allocate(1, kOne);
@@ -537,23 +538,30 @@ TEST_F(StreamOrderedBlocksTest, WithThePrefetchMoverNothingIsFreedOrMadeDuringAC
   managed_device_.moves = false;
   blocks_->pool_trimmed(fake_pool(1));
   EXPECT_TRUE(managed_.released.empty());
-  EXPECT_EQ(allocate(1, kOne), 0u) << "served as a tiered block during a capture";
+  const std::size_t made = managed_.sizes.size();
+  EXPECT_EQ(allocate(1, kOne), reached) << "the kept block serves during a capture";
+  EXPECT_EQ(managed_.sizes.size(), made);
+  ASSERT_TRUE(free(reached, kOne));
+  streams_.reach(kOne);
   managed_device_.moves = true;
   blocks_->pool_trimmed(fake_pool(1));
   EXPECT_EQ(managed_.released, std::vector<CUdeviceptr>{reached});
 }
 
-// Note [Managed memory and captures begun meanwhile]: a capture that begins right after the
-// request's first test still finds no managed memory made or freed, and every cuMemAllocManaged
-// and cuMemFree of the requests and trims is made holding captures off.
-TEST_F(StreamOrderedBlocksTest, WithThePrefetchMoverACaptureBegunAfterTheTestMakesNothing) {
+// Note [Managed memory and captures begun meanwhile]: a request while a stream captures, with no
+// kept block to serve it, makes no managed memory: it is a block of the remap mover, whose VMM
+// calls a capture allows.
+TEST_F(StreamOrderedBlocksTest, WithThePrefetchMoverARequestDuringACaptureIsARemapBlock) {
   make_prefetched();
-  managed_device_.answers_before_capture = 1;
-  EXPECT_EQ(allocate(1, kOne), 0u) << "to its pool, as during any capture";
-  EXPECT_TRUE(managed_.sizes.empty());
-  EXPECT_EQ(recorded(ledger_, core::Route::kTiered).live_count, 0u);
+  managed_device_.moves = false;
+  EXPECT_NE(allocate(1, kOne), 0u);
+  EXPECT_TRUE(managed_.sizes.empty()) << "managed memory made during a capture";
+  EXPECT_EQ(arena_blocks(), 1u);
+  EXPECT_EQ(recorded(ledger_, core::Route::kTiered).live_count, 1u);
 }
 
+// A capture that begins right after a trim's first test still finds no managed memory freed, and
+// every cuMemAllocManaged and cuMemFree of the requests and trims is made holding captures off.
 TEST_F(StreamOrderedBlocksTest, WithThePrefetchMoverACaptureBegunAfterTheTestFreesNothing) {
   make_prefetched({on_host_at(2)});
   const CUdeviceptr reached = allocate(1, kOne);
@@ -565,8 +573,6 @@ TEST_F(StreamOrderedBlocksTest, WithThePrefetchMoverACaptureBegunAfterTheTestFre
   blocks_->pool_trimmed(fake_pool(1));
   EXPECT_TRUE(managed_.released.empty());
   EXPECT_EQ(reuse_.stats().kept_granules, 3u) << "both still kept";
-  managed_device_.moves = true;
-  managed_device_.answers_before_capture = 1;
   EXPECT_EQ(allocate(2, kTwo), on_host) << "it serves, on the host, rather than be freed";
   EXPECT_TRUE(managed_.released.empty());
   managed_device_.moves = true;

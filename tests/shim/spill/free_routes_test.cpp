@@ -169,6 +169,32 @@ TEST_F(FreeRoutes, AFreeInStreamOrderLeavesACaptureValid) {
   ASSERT_CU(cuStreamDestroy(capturing));
 }
 
+// Note [Stream-ordered spills beside a capture] in shim/placement/spill_placement.h: a
+// stream-ordered request past the budget on a stream that is not captured, while another stream
+// captures in global mode, spills to nothing that breaks the capture (managed memory may not be
+// made then): the host pool takes it, or it is refused, and the capture ends valid.
+TEST_F(FreeRoutes, AStreamOrderedSpillLeavesAnotherStreamsCaptureValid) {
+  CUstream capturing = nullptr;
+  ASSERT_CU(cuStreamCreate(&capturing, CU_STREAM_NON_BLOCKING));
+  ASSERT_CU(cuStreamBeginCapture(capturing, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  CUdeviceptr pointer = 0;
+  const CUresult allocated = cuMemAllocAsync(&pointer, kBlock, stream_);
+  CUgraph graph = nullptr;
+  EXPECT_CU(cuStreamEndCapture(capturing, &graph)) << "the spill broke the capture";
+  if (graph != nullptr) {
+    EXPECT_CU(cuGraphDestroy(graph));
+  }
+  if (allocated == CUDA_SUCCESS) {
+    EXPECT_NO_FATAL_FAILURE(expect_spilled(pointer, Tier::kHost));
+    ASSERT_NO_FATAL_FAILURE(write_and_check(pointer, kBlock, 0x5eed5eedu, stream_));
+    ASSERT_CU(cuMemFreeAsync(pointer, stream_));
+  } else {
+    EXPECT_EQ(allocated, CUDA_ERROR_OUT_OF_MEMORY);
+  }
+  ASSERT_CU(cuStreamSynchronize(stream_));
+  ASSERT_CU(cuStreamDestroy(capturing));
+}
+
 TEST_F(FreeRoutes, MemAllocAsyncSpillsAndIsFreedInStreamOrder) {
   CUdeviceptr pointer = 0;
   ASSERT_CU(cuMemAllocAsync(&pointer, kBlock, stream_));

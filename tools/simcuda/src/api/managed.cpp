@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "core/api.h"
+#include "core/capture.h"
 #include "core/context.h"
 #include "core/device.h"
 #include "core/driver.h"
@@ -175,6 +176,8 @@ SIMCUDA_EXPORT CUresult CUDAAPI cuMemAllocManaged(CUdeviceptr* dptr, size_t byte
   if (context == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
   if (!context->device->attributes().supports(CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY))
     return CUDA_ERROR_NOT_SUPPORTED;
+  // As cudaMalloc, one of the calls a capture in global mode forbids (it may synchronise).
+  if (CUresult refused = simcuda::check_unsafe_call(); refused != CUDA_SUCCESS) return refused;
   return simcuda::allocate_managed(*context, bytesize, flags, dptr);
 }
 

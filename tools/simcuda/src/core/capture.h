@@ -17,7 +17,8 @@
 //   CUDA_ERROR_STREAM_CAPTURE_IMPLICIT and invalidates that capture (cuStreamIsCapturing on the
 //   legacy stream returns the error without invalidating, as documented).
 // - Potentially unsafe calls (synchronous copies and memsets here; check_unsafe_call() is for
-//   other modules' synchronous calls too) follow the thread's capture-interaction mode
+//   other modules' synchronous calls too, and for cuMemAlloc, cuMemAllocManaged and cuMemFree)
+//   follow the thread's capture-interaction mode
 //   (cuThreadExchangeStreamCaptureMode): in GLOBAL mode they are refused while this thread has a
 //   non-RELAXED capture or any other thread a GLOBAL one; in THREAD_LOCAL mode only this thread's
 //   non-RELAXED captures count; RELAXED never refuses. A refusal returns

@@ -527,4 +527,30 @@ TEST(ManagedSupportDeathTest, DevicesWithoutManagedMemoryRefuseIt) {
       ::testing::ExitedWithCode(0), "");
 }
 
+// Without concurrent managed access, a device may not be advised as a range's preferred location
+// or as one that accesses it, and no prefetch may be queued on its streams, whatever the
+// destination; advice naming the host is still taken. The child's exit status: 0 when so.
+int refusals_without_concurrent_access() {
+  const CUdevice device = init_child_with_attributes("CONCURRENT_MANAGED_ACCESS=0", 2);
+  CUdeviceptr managed = 0;
+  if (cuMemAllocManaged(&managed, 4096, CU_MEM_ATTACH_GLOBAL) != CUDA_SUCCESS) return 3;
+  const CUmemLocation on_device{CU_MEM_LOCATION_TYPE_DEVICE, device};
+  const CUmemLocation on_host{CU_MEM_LOCATION_TYPE_HOST, 0};
+  const bool refused =
+      cuMemAdvise(managed, 4096, CU_MEM_ADVISE_SET_PREFERRED_LOCATION, on_device) ==
+          CUDA_ERROR_INVALID_DEVICE &&
+      cuMemAdvise(managed, 4096, CU_MEM_ADVISE_SET_ACCESSED_BY, on_device) ==
+          CUDA_ERROR_INVALID_DEVICE &&
+      cuMemPrefetchAsync(managed, 4096, on_device, 0, nullptr) == CUDA_ERROR_INVALID_DEVICE &&
+      cuMemPrefetchAsync(managed, 4096, on_host, 0, nullptr) == CUDA_ERROR_INVALID_DEVICE;
+  const bool host_taken =
+      cuMemAdvise(managed, 4096, CU_MEM_ADVISE_SET_PREFERRED_LOCATION, on_host) == CUDA_SUCCESS;
+  return refused && host_taken ? 0 : 1;
+}
+
+TEST(ManagedSupportDeathTest, WithoutConcurrentAccessAdviceAndPrefetchesNamingTheDeviceAreRefused) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(std::exit(refusals_without_concurrent_access()), ::testing::ExitedWithCode(0), "");
+}
+
 }  // namespace

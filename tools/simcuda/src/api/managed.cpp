@@ -60,6 +60,10 @@ CUresult location_from_struct(const CUmemLocation& location, int* out) {
   }
 }
 
+bool concurrent_managed_access(const simcuda::Device& device) {
+  return device.attributes().supports(CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS);
+}
+
 CUresult advise(CUdeviceptr address, size_t size, CUmem_advise advice, CUresult location_result,
                 int location) {
   if (CUresult range = check_managed_range(address, size); range != CUDA_SUCCESS) return range;
@@ -70,6 +74,13 @@ CUresult advise(CUdeviceptr address, size_t size, CUmem_advise advice, CUresult 
                              advice != CU_MEM_ADVISE_UNSET_READ_MOSTLY &&
                              advice != CU_MEM_ADVISE_UNSET_PREFERRED_LOCATION;
   if (uses_location && location_result != CUDA_SUCCESS) return location_result;
+  // A device as the preferred location, or as one that accesses the range, must support
+  // concurrent managed access (cuMemAdvise's documentation).
+  const bool names_a_device =
+      (advice == CU_MEM_ADVISE_SET_PREFERRED_LOCATION || advice == CU_MEM_ADVISE_SET_ACCESSED_BY) &&
+      location != kHostLocation;
+  if (names_a_device && !concurrent_managed_access(*Driver::instance()->device(location)))
+    return CUDA_ERROR_INVALID_DEVICE;
   simcuda::advise_managed(address, size, advice, uses_location ? location : kNoLocation);
   return CUDA_SUCCESS;
 }
@@ -82,12 +93,11 @@ CUresult prefetch(CUdeviceptr address, size_t size, CUresult location_result, in
   if (CUresult resolved = simcuda::resolve_stream(handle, null_means, &stream);
       resolved != CUDA_SUCCESS)
     return resolved;
-  // A device destination, and the stream's device, must support concurrent managed access.
-  auto concurrent = [](const simcuda::Device& device) {
-    return device.attributes().supports(CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS);
-  };
-  if (location != kHostLocation && (!concurrent(*Driver::instance()->device(location)) ||
-                                    !concurrent(*stream->context()->device)))
+  // The stream's device must support concurrent managed access, whatever the destination, and
+  // so must a device destination (cuMemPrefetchAsync's documentation).
+  if (!concurrent_managed_access(*stream->context()->device) ||
+      (location != kHostLocation &&
+       !concurrent_managed_access(*Driver::instance()->device(location))))
     return CUDA_ERROR_INVALID_DEVICE;
   // Captured into a graph like any asynchronous work when the stream captures.
   return simcuda::submit_async(*stream, [address, size, location] {

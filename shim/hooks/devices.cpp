@@ -27,11 +27,7 @@ CUresult device_of_context(CUcontext context, int& device) {
 
 // Note [Integrated devices]. A failed query counts as a discrete device: spilling stays on.
 bool query_integrated(int device) {
-  const auto get_attribute = VRAMSPILL_REAL(cuDeviceGetAttribute);
-  int integrated = 0;
-  return get_attribute != nullptr &&
-         get_attribute(&integrated, CU_DEVICE_ATTRIBUTE_INTEGRATED, device) == CUDA_SUCCESS &&
-         integrated != 0;
+  return device_attribute(device, CU_DEVICE_ATTRIBUTE_INTEGRATED).value_or(0) != 0;
 }
 
 }  // namespace
@@ -86,14 +82,19 @@ bool is_integrated(int device) {
   return (integrated_devices.load(std::memory_order_relaxed) & device_bit(device)) != 0;
 }
 
-std::optional<bool> concurrent_managed_access(int device) noexcept {
+std::optional<int> device_attribute(int device, CUdevice_attribute attribute) noexcept {
   const auto get_attribute = VRAMSPILL_REAL(cuDeviceGetAttribute);
-  int concurrent = 0;
-  if (get_attribute == nullptr ||
-      get_attribute(&concurrent, CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS, device) !=
-          CUDA_SUCCESS)
+  int value = 0;
+  if (get_attribute == nullptr || get_attribute(&value, attribute, device) != CUDA_SUCCESS)
     return std::nullopt;
-  return concurrent != 0;
+  return value;
+}
+
+std::optional<bool> concurrent_managed_access(int device) noexcept {
+  const std::optional<int> concurrent =
+      device_attribute(device, CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS);
+  if (!concurrent) return std::nullopt;
+  return *concurrent != 0;
 }
 
 }  // namespace vramspill::hooks

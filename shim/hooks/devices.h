@@ -11,9 +11,9 @@
 // for one cuCtxGetDevice) and look the pool's device up (placement/pool_books.h).
 #pragma once
 
-#include <optional>
-
 #include <cuda.h>
+
+#include <optional>
 
 #include "hooks/shim_state.h"
 
@@ -44,6 +44,9 @@ CUresult know_device(ShimState& shim, int device);
 // nothing, so on such a device the shim holds the budget and does not spill: what does not fit
 // is CUDA_ERROR_OUT_OF_MEMORY. Known once know_device() has seen the device.
 bool is_integrated(int device);
+
+// The driver's `attribute` of `device`; nullopt when it does not say.
+std::optional<int> device_attribute(int device, CUdevice_attribute attribute) noexcept;
 
 // Whether the driver says `device` has concurrent managed access (what the prefetch mover and
 // managed spills need); nullopt when it does not say.

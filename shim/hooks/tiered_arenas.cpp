@@ -30,13 +30,10 @@ std::optional<std::string> DriverArenaSource::unsupported(int device,
                                                           int& host_numa_node) noexcept {
   try {
     if (is_integrated(device)) return "it is an integrated GPU, with no memory of its own";
-    const auto get_attribute = VRAMSPILL_REAL(cuDeviceGetAttribute);
-    int vmm = 0;
-    if (get_attribute == nullptr ||
-        get_attribute(&vmm, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, device) !=
-            CUDA_SUCCESS)
-      return std::nullopt;
-    if (vmm == 0) return "the driver has no virtual memory management (VMM) for it";
+    const std::optional<int> vmm =
+        device_attribute(device, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED);
+    if (!vmm) return std::nullopt;
+    if (*vmm == 0) return "the driver has no virtual memory management (VMM) for it";
     const std::optional<tiers::HostVmmLocation> host = host_vmm_.location(device);
     if (!host) return std::nullopt;
     using Kind = tiers::HostVmmLocation::Kind;

@@ -116,8 +116,7 @@
 // A stream capture in global mode, on any thread, forbids cuMemAllocManaged and cuMemFree, and
 // a request or free may come while another stream captures (cuMemAllocAsync is allowed then, and
 // cuMemAlloc in relaxed mode, which the shim cannot tell from global). So a new block
-// (allocate(): during a capture a stream-ordered request goes to its pool, another allocation to
-// the remap mover) and the frees of kept blocks (free_unless_capturing(), DeadBlocks) make or
+// (allocate(): during a capture the remap mover makes it instead) and the frees of kept blocks (free_unless_capturing(), DeadBlocks) make or
 // free managed memory only after testing
 // that no capture is in progress, holding the capture gate shared from that test through the
 // driver call, so that no capture begins in between (Note [A capture begun while a move is

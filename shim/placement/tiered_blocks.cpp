@@ -33,15 +33,14 @@ std::optional<CUresult> TieredBlocks::allocate_spanning(int device, uint64_t byt
     return std::nullopt;
   CUdeviceptr base = 0;
   const std::optional<RuleAction> rule = rules_.empty() ? std::nullopt : rule_for(bytes);
-  switch (allocate_prefetched(device, span, rule, &base)) {
-    case CUDA_SUCCESS:
-      // A managed block is the driver's allocation of `span`, with no granules beyond it.
-      record(device, base, bytes, span);
-      *out = base;
-      return CUDA_SUCCESS;
-    default:  // Note [Managed memory and captures begun meanwhile]: the remap mover, maybe
-      break;
+  if (allocate_prefetched(device, span, rule, &base) == CUDA_SUCCESS) {
+    // A managed block is the driver's allocation of `span`, with no granules beyond it.
+    record(device, base, bytes, span);
+    *out = base;
+    return CUDA_SUCCESS;
   }
+  // Not the prefetch mover's (a capture in progress among the reasons: Note [Managed memory and
+  // captures begun meanwhile] in placement/prefetch_placement.h): the remap mover's, maybe.
   const TieredPlacement::Allocated allocated = placement_.allocate(device, bytes, &base, rule);
   if (allocated.result == CUDA_ERROR_NOT_SUPPORTED) return std::nullopt;
   if (allocated.result != CUDA_SUCCESS) {

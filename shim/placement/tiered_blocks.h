@@ -119,8 +119,8 @@ class TieredBlocks {
   std::optional<CUresult> allocate_spanning(int device, uint64_t bytes, uint64_t span,
                                             CUdeviceptr* out) noexcept;
   // With the prefetch mover, a block of managed memory at *base: CUDA_SUCCESS; or
-  // CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED during a capture (a stream-ordered request then goes
-  // to its pool, another to the remap mover); any other result when it did not take it.
+  // CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED during a capture; any other result when it did not
+  // take it. Either way the remap mover may take it.
   CUresult allocate_prefetched(int device, uint64_t bytes, std::optional<RuleAction> rule,
                                CUdeviceptr* base) noexcept;
   // Note [A tiered block in the books]; `range`: what the use tracker tracks.

@@ -104,11 +104,11 @@ GranuleMover::Copied GranuleMover::copy_and_remap(std::span<const Slot> slots, C
   const bool after_marks = mode != CopyMode::kAhead && !marked_.empty() && !marks_lost_;
   const CUresult queued =
       copy_into_homes(slots, true, /*marking=*/mode == CopyMode::kAhead, after_marks);
-  if (after_marks) drop_marks();
+  // Followed, or those of a batch ahead cut short, which are no order for the next batch: it
+  // begins an epoch.
+  if (after_marks || queued != CUDA_SUCCESS) drop_marks();
   if (queued != CUDA_SUCCESS) {
     // Nothing is remapped; the copies queued before the failure may still write new granules.
-    // Marks of a batch ahead cut short are no order for the next batch: it begins an epoch.
-    drop_marks();
     result = queued;
     return {.moved = 0, .in_flight = false, .copies_over = ops_.wait_for_copies() == CUDA_SUCCESS};
   }

@@ -2,6 +2,8 @@
 
 #include <atomic>
 #include <new>
+#include <utility>
+#include <vector>
 
 #include "tiers/granule_arena.h"
 
@@ -17,6 +19,19 @@ struct FreeReached {
     // On the driver's callback thread: no CUDA calls, only the books.
     auto* reached = static_cast<FreeReached*>(self);
     reached->reuse->reached(reached->ticket);
+    delete reached;
+  }
+};
+
+// The last host function queued on a stream the program destroys: the frees kept on it that were
+// not reached yet are, once it runs.
+struct FreesReached {
+  tiers::StreamOrderedReuse* reuse;
+  std::vector<uint64_t> tickets;
+
+  static void CUDA_CB run(void* self) noexcept {
+    auto* reached = static_cast<FreesReached*>(self);
+    for (const uint64_t ticket : reached->tickets) reached->reuse->reached(ticket);
     delete reached;
   }
 };
@@ -125,7 +140,12 @@ bool StreamOrderedBlocks::give_up_if_dead(CUdeviceptr base) noexcept {
 }
 
 void StreamOrderedBlocks::stream_ended(CUstream stream) noexcept {
-  reuse_.stream_ended(reuse_stream_key(stream));
+  const std::unique_lock no_questions(questions_);
+  std::vector<uint64_t> unreached = reuse_.stream_ended(reuse_stream_key(stream));
+  if (unreached.empty()) return;
+  auto* reached = new (std::nothrow) FreesReached{&reuse_, std::move(unreached)};
+  if (reached != nullptr && !seam_.queue_host_function(stream, &FreesReached::run, reached))
+    delete reached;  // each waits for its own host function, as before
 }
 
 bool StreamOrderedBlocks::give_back(int device, uint64_t granules) noexcept {
@@ -149,6 +169,8 @@ uint64_t StreamOrderedBlocks::kept_limit(int device) const noexcept {
 void StreamOrderedBlocks::find_idle_streams(int device) noexcept {
   constexpr std::size_t kMostStreams = 8;  // a query each, per request that reaches here
   const uint64_t own_default = reuse_stream_key(CU_STREAM_PER_THREAD);
+  // Another thread may be destroying one of these streams: asked only while none ends.
+  const std::shared_lock asking(questions_);
   const tiers::StreamOrderedReuse::Unreached unreached =
       reuse_.unreached_streams(device, kMostStreams);
   for (const uint64_t key : unreached.streams) {

@@ -81,6 +81,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <shared_mutex>
 #include <vector>
 
 #include "config/config.h"
@@ -143,7 +144,8 @@ class StreamOrderedBlocks final : public DeadBlocks {
   // cuMemFree would break a capture in progress; its stream is waited for instead, as the free
   // in stream order would, and the block is then reached, for its mover to free when no capture
   // is in progress (Note [Dead blocks and the prefetch mover]). Should a capture be in progress
-  // (the wait would break it), or the wait fail, it waits for its stream to be found idle.
+  // (the wait would break it), or the wait fail, it waits for its stream to be found idle, or
+  // to end (stream_ended()).
   bool keep(const core::Allocation& block, CUstream stream) noexcept;
 
   // cuMemPoolTrimTo of `pool` succeeded: if it is a plain pool of a device (PoolBooks::plain()),
@@ -156,6 +158,9 @@ class StreamOrderedBlocks final : public DeadBlocks {
 
   // The program is destroying `stream`, or a context (all its streams): blocks freed on them are
   // taken only once their frees are reached, since a handle may come back for a new stream.
+  // Called before the driver destroys it: a question about the stream another thread is asking
+  // ends first and none follows, and one last host function queued on it reaches the frees kept
+  // there, including any whose own host function could not be queued (keep()).
   void stream_ended(CUstream stream) noexcept;
   void all_streams_ended() noexcept { reuse_.all_streams_ended(); }
 
@@ -178,6 +183,8 @@ class StreamOrderedBlocks final : public DeadBlocks {
   // work (StreamOrderSeam::idle()).
   void find_idle_streams(int device) noexcept;
 
+  // Held shared while streams of kept blocks are asked about, exclusively while one ends.
+  std::shared_mutex questions_;
   const Config& config_;
   const core::Ledger& ledger_;
   TieredBudgets& budgets_;

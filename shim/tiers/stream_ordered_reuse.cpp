@@ -196,11 +196,22 @@ bool StreamOrderedReuse::give_up_if_reached(uint64_t base) noexcept {
   return false;
 }
 
-void StreamOrderedReuse::stream_ended(uint64_t stream) noexcept {
+std::vector<uint64_t> StreamOrderedReuse::stream_ended(uint64_t stream) noexcept {
+  std::vector<uint64_t> unreached;
   const std::lock_guard lock(mutex_);
-  for (auto& [size, bucket] : kept_)
-    for (auto& [ticket, kept] : bucket)
-      if (kept.stream == stream) kept.stream = kNoStream;
+  for (auto& [size, bucket] : kept_) {
+    for (auto& [ticket, kept] : bucket) {
+      if (kept.stream != stream) continue;
+      kept.stream = kNoStream;
+      if (kept.reached) continue;
+      try {
+        unreached.push_back(ticket);
+      } catch (const std::bad_alloc&) {
+        // Left to the host function queued at its free.
+      }
+    }
+  }
+  return unreached;
 }
 
 void StreamOrderedReuse::all_streams_ended() noexcept {

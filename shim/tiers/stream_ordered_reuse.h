@@ -119,8 +119,9 @@ class StreamOrderedReuse final : public DeadContents {
   void stream_idle(uint64_t stream, uint64_t later_tickets) noexcept;
 
   // The program is destroying `stream` (or, all_streams_ended(), a context): blocks freed on it
-  // wait for reached() whatever stream asks.
-  void stream_ended(uint64_t stream) noexcept;
+  // wait for reached() whatever stream asks. Returns the tickets of those not reached yet (those
+  // found when memory runs out), for a last host function on the stream to reach.
+  std::vector<uint64_t> stream_ended(uint64_t stream) noexcept;
   void all_streams_ended() noexcept;
 
   StreamOrderedReuseStats stats() const noexcept;

@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -602,6 +604,44 @@ TEST_F(StreamOrderedBlocksTest, WithThePrefetchMoverAFreeWhoseStreamCannotReport
   streams_.idle_streams.insert(kTwo);
   blocks_->pool_trimmed(fake_pool(1));
   EXPECT_EQ(managed_.released, (std::vector<CUdeviceptr>{waited, not_waited}));
+}
+
+// Nor does it stay kept for good when the program destroys its stream: the last host function
+// queued there reaches it.
+TEST_F(StreamOrderedBlocksTest, AFreeWhoseStreamCannotReportIsReachedOnceItsEndedStreamIs) {
+  make_prefetched();
+  const CUdeviceptr block = allocate(1, kTwo);
+  streams_.queueing = false;
+  streams_.waiting = false;
+  ASSERT_TRUE(free(block, kTwo));
+  streams_.queueing = true;
+  blocks_->stream_ended(kTwo);
+  EXPECT_FALSE(reuse_.is_reached(block)) << "kTwo may still run the work before the free";
+  streams_.reach(kTwo);
+  EXPECT_TRUE(reuse_.is_reached(block));
+}
+
+// A stream is asked about only while it is not being destroyed: the handle would be gone, or
+// another stream's. Its end waits for a question in flight.
+TEST_F(StreamOrderedBlocksTest, AStreamEndsOnlyOnceTheQuestionAboutItIsAnswered) {
+  const CUdeviceptr block = allocate(2, kOne);
+  ASSERT_TRUE(free(block, kOne));
+  std::atomic<bool> ended{false};
+  std::thread ending;
+  bool ended_during_the_question = true;
+  streams_.while_asked = [&] {
+    ending = std::thread([&] {
+      blocks_->stream_ended(kOne);
+      ended = true;
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    ended_during_the_question = ended;
+  };
+  (void)allocate(2, kTwo);
+  ending.join();
+  EXPECT_EQ(streams_.asked, std::vector<CUstream>{kOne});
+  EXPECT_FALSE(ended_during_the_question);
+  EXPECT_TRUE(ended);
 }
 
 // A device the prefetch mover cannot serve keeps its requests in the arena, and a reached kept

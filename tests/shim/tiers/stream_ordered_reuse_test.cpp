@@ -177,7 +177,8 @@ TEST(StreamOrderedReuse, AnEndedStreamsBlocksWaitForTheirFrees) {
   StreamOrderedReuse reuse;
   ASSERT_TRUE(reuse.made(0x1000));
   const uint64_t ticket = reuse.keep(0, 0x1000, 4, kStreamA, kNoLimit);
-  reuse.stream_ended(kStreamA);
+  EXPECT_EQ(reuse.stream_ended(kStreamA), std::vector<uint64_t>{ticket})
+      << "for a last host function on the stream to reach";
   // A new stream may get the ended one's handle: it is not the same stream.
   EXPECT_EQ(reuse.take(0, 4, kStreamA), std::nullopt);
   reuse.reached(ticket);

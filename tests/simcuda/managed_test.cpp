@@ -250,6 +250,47 @@ TEST_F(ManagedTest, PreferredHostAndAccessedByAreReadZeroCopy) {
   ASSERT_CU(cuMemFree(managed));
 }
 
+// Note [Evictions take link time] (core/managed.cpp): room made by evicting written managed pages
+// costs the copy of them to the host, to the prefetch, kernel or allocation that needed it.
+TEST_F(ManagedTest, EvictionsForRoomCostTheirCopyToTheHost) {
+  constexpr uint64_t kNeed = 16 * kMiB;  // 0.3 ms of link time, 8 pages
+  CUdeviceptr filler = 0, wanted = 0;
+  ASSERT_CU(cuMemAllocManaged(&filler, kVram, CU_MEM_ATTACH_GLOBAL));
+  ASSERT_CU(cuMemAllocManaged(&wanted, kNeed, CU_MEM_ATTACH_GLOBAL));
+  std::memset(reinterpret_cast<void*>(wanted), 7, kNeed);
+  const auto fill_vram = [&] {
+    EXPECT_CU(fill(filler, 1, kVram / 4, stream_));
+    EXPECT_CU(cuStreamSynchronize(stream_));
+    EXPECT_EQ(used(), kVram);
+  };
+  const auto prefetch_ms = [&](CUmemLocation to) {
+    return modeled_ms([&] { EXPECT_CU(cuMemPrefetchAsync(wanted, kNeed, to, 0, stream_)); });
+  };
+  const float with_room = prefetch_ms({CU_MEM_LOCATION_TYPE_DEVICE, 0});
+  EXPECT_GT(with_room, 0.2f);
+  EXPECT_GT(prefetch_ms({CU_MEM_LOCATION_TYPE_HOST, 0}), 0.2f);
+
+  fill_vram();
+  EXPECT_GT(prefetch_ms({CU_MEM_LOCATION_TYPE_DEVICE, 0}), 1.8f * with_room)
+      << "its room was 16 MiB of written pages, copied out first";
+  EXPECT_GT(prefetch_ms({CU_MEM_LOCATION_TYPE_HOST, 0}), 0.2f);
+
+  fill_vram();
+  const float migrated_ms = modeled_ms([&] { EXPECT_CU(fill(wanted, 2, kNeed / 4, stream_)); });
+  EXPECT_GT(migrated_ms, 1.8f * with_room) << "the faults waited for the evictions too";
+
+  CUdeviceptr device = 0;
+  fill_vram();
+  const float evicting_ms = modeled_ms([&] { EXPECT_CU(cuMemAlloc(&device, kNeed)); });
+  ASSERT_CU(cuMemFree(device));
+  ASSERT_CU(cuMemFree(filler));
+  const float roomy_ms = modeled_ms([&] { EXPECT_CU(cuMemAlloc(&device, kNeed)); });
+  EXPECT_GT(evicting_ms - roomy_ms, 0.8f * with_room)
+      << "the allocating thread waited for the copies: work it queues after starts later";
+  ASSERT_CU(cuMemFree(device));
+  ASSERT_CU(cuMemFree(wanted));
+}
+
 TEST_F(ManagedTest, PrefetchMovesPagesInStreamOrder) {
   CUdeviceptr managed = 0;
   ASSERT_CU(cuMemAllocManaged(&managed, 3 * kPage, CU_MEM_ATTACH_GLOBAL));

@@ -16,11 +16,13 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <utility>
 #include <vector>
 
 #include "core/context.h"
 #include "core/device.h"
 #include "core/driver.h"
+#include "core/host_clock.h"
 #include "core/kernel_fault.h"
 #include "core/stream.h"
 
@@ -70,6 +72,9 @@ struct State {
 std::atomic<State*> the_state{nullptr};
 std::once_flag state_once;
 thread_local bool thread_holds_lock = false;
+// Bytes the reclaimer copied to the host for the migration or prefetch this thread is making
+// (Note [Evictions take link time]).
+thread_local uint64_t evicted_for_this_thread = 0;
 
 State& state() {
   std::call_once(state_once, [] {
@@ -212,6 +217,15 @@ bool move_to_device(State& state, Device& device, Page& page) {
   return true;
 }
 
+// Note [Evictions take link time]
+// When the driver evicts managed pages for room, it copies each written one back to the host
+// before the room is used: the fault, prefetch or allocation that needed the room waits for the
+// copy. Evictions were free here, so a job whose managed memory outgrew VRAM (`managed` mode
+// with managed_location = "device" or "none", or the prefetch mover past the card's free memory)
+// paid only the inbound half of every swap. Now a kernel's migration and a prefetch pay link time
+// for what they evicted, and so does the host clock of a call that allocated device memory over
+// evictable pages. The eviction is assumed not to overlap the migration that waits for its room.
+
 // The Device reclaimer: evicts `device`'s managed pages, least recently used first, until
 // `bytes` are free. Re-entered from move_to_device's charge with the lock already held.
 uint64_t reclaim(Device& device, uint64_t bytes) {
@@ -223,16 +237,26 @@ uint64_t reclaim(Device& device, uint64_t bytes) {
     thread_holds_lock = true;
   }
   uint64_t freed = 0;
+  uint64_t copied = 0;
   Lru& lru = s.lru[static_cast<size_t>(device.ordinal())];
   while (freed < bytes && lru.oldest != nullptr) {
     Page& victim = *lru.oldest;
     freed += victim.bytes;
-    move_to_host(s, victim);
+    copied += move_to_host(s, victim);
     device.counters().managed_evictions.fetch_add(1, std::memory_order_relaxed);
   }
-  if (!reentered) thread_holds_lock = false;
+  if (reentered) {
+    evicted_for_this_thread += copied;  // the migration or prefetch charges it
+  } else {
+    thread_holds_lock = false;
+    lock.unlock();
+    host_clock_advance(link_seconds(copied));  // an allocation waited for the copies
+  }
   return freed;
 }
+
+// Bytes the reclaimer copied to the host for this thread since the last call.
+uint64_t take_evicted_for_this_thread() { return std::exchange(evicted_for_this_thread, 0); }
 
 void install_hooks() {
   static std::once_flag once;
@@ -319,6 +343,7 @@ double migrate_managed_for_device_access(Device& device, const Allocation& manag
   auto it = s.ranges.find(managed.base);
   if (it == s.ranges.end()) return 0.0;  // freed while the kernel was queued
   uint64_t migrated = 0, faults = 0, zero_copy = 0;
+  (void)take_evicted_for_this_thread();
   const uint64_t me = bit(device.ordinal());
   for_pages(*it->second, address, size, [&](Page& page, uint64_t overlap) {
     if (mapped_where_it_lives(page, device.ordinal())) {
@@ -345,7 +370,7 @@ double migrate_managed_for_device_access(Device& device, const Allocation& manag
     }
   });
   device.counters().link_bytes_zero_copy.fetch_add(zero_copy, std::memory_order_relaxed);
-  return link_seconds(migrated + zero_copy) +
+  return link_seconds(take_evicted_for_this_thread() + migrated + zero_copy) +
          static_cast<double>(faults) * kFaultBatchLatencySeconds;
 }
 
@@ -410,6 +435,7 @@ double prefetch_managed(uint64_t address, uint64_t size, int location) {
   if (range == nullptr) return 0.0;  // freed before the stream got here
   Device* device = location == kHostLocation ? nullptr : Driver::instance()->device(location);
   uint64_t moved = 0;
+  (void)take_evicted_for_this_thread();
   std::vector<Page*> arriving;
   for_pages(*range, address, size, [&](Page& page, uint64_t) {
     page.last_prefetch = location;
@@ -422,7 +448,7 @@ double prefetch_managed(uint64_t address, uint64_t size, int location) {
       arriving.push_back(&page);
     }
   });
-  const double seconds = link_seconds(moved);
+  const double seconds = link_seconds(take_evicted_for_this_thread() + moved);
   // Note [Waiting for a prefetch]: the pages are there once the whole prefetch is.
   for (Page* page : arriving) page->arrives_at = running_work_start() + seconds;
   return seconds;

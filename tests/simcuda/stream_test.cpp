@@ -282,6 +282,37 @@ TEST_F(StreamTest, ElapsedTimeIsTheModeledCopyTime) {
   ASSERT_CU(cuStreamDestroy(stream));
 }
 
+// A wait for an event whose record simcuda has already run still orders the waiting stream in
+// modeled time: its work starts no earlier than the record, however fast simcuda's threads ran.
+TEST_F(StreamTest, AWaitForAnEventAlreadyReachedKeepsTheModeledOrder) {
+  constexpr size_t kBytes = 100 * kMiB;  // ~1.9 ms over the modeled link
+  CUstream producer = nullptr, consumer = nullptr;
+  ASSERT_CU(cuStreamCreate(&producer, CU_STREAM_NON_BLOCKING));
+  ASSERT_CU(cuStreamCreate(&consumer, CU_STREAM_NON_BLOCKING));
+  CUevent uploaded = nullptr, start = nullptr, end = nullptr;
+  ASSERT_CU(cuEventCreate(&uploaded, CU_EVENT_DISABLE_TIMING));
+  ASSERT_CU(cuEventCreate(&start, CU_EVENT_DEFAULT));
+  ASSERT_CU(cuEventCreate(&end, CU_EVENT_DEFAULT));
+  CUdeviceptr target = 0;
+  ASSERT_CU(cuMemAlloc(&target, kBytes));
+  std::vector<unsigned char> host(kBytes, 1);
+  ASSERT_CU(cuEventRecord(start, consumer));
+  ASSERT_CU(cuMemcpyHtoDAsync(target, host.data(), kBytes, producer));
+  ASSERT_CU(cuEventRecord(uploaded, producer));
+  // Another thread's wait: simcuda runs the record, and this thread's modeled clock stays put.
+  std::thread([&] { EXPECT_CU(cuEventSynchronize(uploaded)); }).join();
+  ASSERT_CU(cuStreamWaitEvent(consumer, uploaded, 0));
+  ASSERT_CU(cuEventRecord(end, consumer));
+  ASSERT_CU(cuEventSynchronize(end));
+  float waited_ms = 0;
+  ASSERT_CU(cuEventElapsedTime(&waited_ms, start, end));
+  EXPECT_GT(waited_ms, 1.5f) << "modeled: the consumer waited for the upload";
+  ASSERT_CU(cuMemFree(target));
+  for (CUevent event : {uploaded, start, end}) ASSERT_CU(cuEventDestroy(event));
+  ASSERT_CU(cuStreamDestroy(producer));
+  ASSERT_CU(cuStreamDestroy(consumer));
+}
+
 TEST_F(StreamTest, ElapsedTimeErrorsFollowTheDriver) {
   CUstream stream = nullptr;
   ASSERT_CU(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));

@@ -115,7 +115,12 @@ CUresult wait_event(DefaultStream null_means, CUstream hStream, CUevent hEvent,
   if (record->capture_id != 0) return simcuda::join_capture(*stream, record->capture_id);
   if (CUresult result = simcuda::check_outside_dependency(*stream); result != CUDA_SUCCESS)
     return result;
-  if (!record->point.stream->reached(record->point.sequence))
+  // Work simcuda has run already may still be running by the waiting stream's modeled clock:
+  // what follows the wait starts no earlier than the record did. Skipping the wait, as simcuda
+  // did, made the modeled order depend on how fast its threads ran.
+  if (record->point.stream->reached(record->point.sequence))
+    simcuda::submit(*stream, {}, {}, {}, record->modeled_time->load());
+  else
     simcuda::submit(*stream, {}, {record->point});
   return CUDA_SUCCESS;
 }

@@ -1,5 +1,7 @@
 #include "core/submit.h"
 
+#include <algorithm>
+
 #include "core/capture.h"
 #include "core/context.h"
 #include "core/host_clock.h"
@@ -36,7 +38,7 @@ CUresult resolve_stream(CUstream handle, DefaultStream null_means, Stream** out,
 }
 
 uint64_t submit(Stream& stream, StreamWork work, std::vector<StreamPoint> extra_waits,
-                Footprint footprint) {
+                Footprint footprint, double not_before) {
   Context& context = *stream.context();
   std::vector<StreamPoint> waits = std::move(extra_waits);
   if (stream.kind() == Stream::Kind::kLegacyDefault) {
@@ -45,7 +47,8 @@ uint64_t submit(Stream& stream, StreamWork work, std::vector<StreamPoint> extra_
   } else if (stream.blocking()) {
     waits.push_back(context.legacy_stream().tail());
   }
-  return stream.enqueue(std::move(work), std::move(waits), std::move(footprint), host_clock());
+  return stream.enqueue(std::move(work), std::move(waits), std::move(footprint),
+                        std::max(host_clock(), not_before));
 }
 
 CUresult submit_async(Stream& stream, StreamWork work, Placement* placement, Footprint footprint,

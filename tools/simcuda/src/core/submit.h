@@ -38,11 +38,11 @@ CUresult resolve_stream(CUstream handle, DefaultStream null_means, Stream** out,
 
 // Queues `work` on `stream` after the implicit waits of Note [Default streams] and after
 // `extra_waits`, not before the calling thread's host clock (Note [Host clock] in
-// core/host_clock.h); `footprint` is what it can touch (Note [Remap protocol] in
-// core/remap_check.h). Returns its sequence number on `stream`. Knows nothing of capture: entry
-// points use submit_async() or submit_sync().
+// core/host_clock.h) nor `not_before` (modeled seconds); `footprint` is what it can touch (Note
+// [Remap protocol] in core/remap_check.h). Returns its sequence number on `stream`. Knows nothing
+// of capture: entry points use submit_async() or submit_sync().
 uint64_t submit(Stream& stream, StreamWork work, std::vector<StreamPoint> extra_waits = {},
-                Footprint footprint = {});
+                Footprint footprint = {}, double not_before = 0.0);
 
 // Where submit_async() put a piece of work.
 struct Placement {

@@ -43,10 +43,15 @@ VRAMSPILL_HOOK CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle* handle
 VRAMSPILL_HOOK CUresult CUDAAPI cuMemRetainAllocationHandle(CUmemGenericAllocationHandle* handle,
                                                             void* addr) {
   VRAMSPILL_REAL_OR_RETURN(real, cuMemRetainAllocationHandle);
-  const CUresult result = real(handle, addr);
   const Entry entry;
-  if (ShimState* shim = entry.state(); shim != nullptr && result == CUDA_SUCCESS)
-    shim->vmm_books.retained(*handle);
+  ShimState* shim = entry.state();
+  // A tiered block is cuMemAlloc memory to the program, whose handle the driver refuses. The
+  // granules' handles are the shim's own: one the program held would stay behind on the memory
+  // a move leaves, and keep it alive after the arena lets it go.
+  if (shim != nullptr && shim->tiered.block_containing(reinterpret_cast<CUdeviceptr>(addr)))
+    return CUDA_ERROR_INVALID_VALUE;
+  const CUresult result = real(handle, addr);
+  if (shim != nullptr && result == CUDA_SUCCESS) shim->vmm_books.retained(*handle);
   return result;
 }
 

@@ -303,6 +303,10 @@ TEST_F(TieredTest, QueriesSeeTheWholeAllocation) {
   EXPECT_EQ(size, 3 * kMiB);
   CUipcMemHandle handle;
   EXPECT_EQ(cuIpcGetMemHandle(&handle, block), CUDA_ERROR_INVALID_VALUE);
+  // cuMemAlloc memory to the program, which has no VMM handle: the granules' are the shim's.
+  CUmemGenericAllocationHandle granule = 0;
+  EXPECT_EQ(cuMemRetainAllocationHandle(&granule, reinterpret_cast<void*>(block + kMiB)),
+            CUDA_ERROR_INVALID_VALUE);
   ASSERT_CU(cuMemFree(block));
 
   CUdeviceptr pitched = 0;

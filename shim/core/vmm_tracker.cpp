@@ -47,17 +47,21 @@ void VmmTracker::mapped(uint64_t address, uint64_t size, uint64_t handle) noexce
   }
 }
 
-bool VmmTracker::release(uint64_t handle) noexcept {
+VmmTracker::Released VmmTracker::release(uint64_t handle) noexcept {
   const std::lock_guard guard(mutex_);
   Handle* entry = find_locked(handle);
-  if (entry == nullptr) return true;
-  if (entry->references > 0) --entry->references;
-  const bool freed = entry->references == 0 && entry->mappings == 0;
+  if (entry == nullptr) return {};
+  // A release of a handle with no reference left (released, still mapped) is the program's
+  // error, which the driver refuses: it takes nothing.
+  const Released released{.freed = entry->references == 1 && entry->mappings == 0,
+                          .took_reference = entry->references > 0};
+  if (released.took_reference) --entry->references;
   forget_if_gone_locked(entry);
-  return freed;
+  return released;
 }
 
-void VmmTracker::undo_release(uint64_t handle) noexcept {
+void VmmTracker::undo_release(uint64_t handle, Released released) noexcept {
+  if (!released.took_reference) return;
   const std::lock_guard guard(mutex_);
   if (Handle* entry = find_locked(handle)) {
     ++entry->references;
@@ -78,6 +82,8 @@ VmmTracker::Unmapping VmmTracker::unmap(uint64_t address, uint64_t size) noexcep
     };
     for (const Mapping& m : mappings_)
       if (inside(m)) unmapping.removed.push_back(m);
+    // Everything that can throw comes before the books change.
+    unmapping.freed_handles.reserve(unmapping.removed.size());
     std::erase_if(mappings_, inside);
     for (const Mapping& m : unmapping.removed) {
       Handle* entry = find_locked(m.handle);

@@ -50,11 +50,17 @@ class VmmTracker {
   // cuMemMap succeeded.
   void mapped(uint64_t address, uint64_t size, uint64_t handle) noexcept;
 
-  // Before cuMemRelease: takes one reference and says whether the memory is freed by it (the
-  // last reference, and nothing mapped). An untracked handle (host memory, or one the tracker
-  // could not record) is taken to be freed, as cuMemRelease of an unmapped handle would.
-  bool release(uint64_t handle) noexcept;
-  void undo_release(uint64_t handle) noexcept;
+  // Before cuMemRelease: takes one reference, if the handle has one left, and says whether the
+  // memory is freed by it (the last reference, and nothing mapped). An untracked handle (host
+  // memory, or one the tracker could not record) is taken to be freed, as cuMemRelease of an
+  // unmapped handle would, and has no reference taken.
+  struct Released {
+    bool freed = true;
+    bool took_reference = false;
+  };
+  Released release(uint64_t handle) noexcept;
+  // The driver refused the release: the reference it took, if any, is back.
+  void undo_release(uint64_t handle, Released released) noexcept;
 
   // Before cuMemUnmap: removes the mappings inside [address, address + size).
   Unmapping unmap(uint64_t address, uint64_t size) noexcept;

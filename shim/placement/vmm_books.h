@@ -60,15 +60,16 @@ class VmmBooks {
 
 template <typename Release>
 CUresult VmmBooks::release(uint64_t handle, Release release) {
-  if (!vmm_.release(handle)) {  // still mapped (or referenced): the memory stays counted
+  const core::VmmTracker::Released released = vmm_.release(handle);
+  if (!released.freed) {  // still mapped (or referenced): the memory stays counted
     const CUresult result = release();
-    if (result != CUDA_SUCCESS) vmm_.undo_release(handle);
+    if (result != CUDA_SUCCESS) vmm_.undo_release(handle, released);
     return result;
   }
   const std::optional<core::Allocation> forgotten =
       ledger_.forget(handle, core::KeySpace::kVmmHandle);
   const CUresult result = release();
-  if (result != CUDA_SUCCESS) vmm_.undo_release(handle);
+  if (result != CUDA_SUCCESS) vmm_.undo_release(handle, released);
   if (forgotten) settle(*forgotten, result);
   return result;
 }
@@ -81,8 +82,8 @@ CUresult VmmBooks::unmap(uint64_t address, uint64_t bytes, Unmap unmap) {
     if (auto allocation = ledger_.forget(handle, core::KeySpace::kVmmHandle)) {
       try {
         forgotten.push_back(*allocation);
-      } catch (...) {  // cannot hold it until the driver answers: release it now
-        ledger_.release_forgotten(*allocation);
+      } catch (...) {  // cannot hold it until the driver answers: let it go now
+        settle(*allocation, CUDA_SUCCESS);
       }
     }
   }

@@ -22,6 +22,7 @@ std::string describe(const CUmemLocation& location) {
 
 CUresult VmmSpill::spill(const VmmSpillRequest& request, const std::string& refusal,
                          CUmemGenericAllocationHandle* out) noexcept {
+  bool made = false;
   try {
     if (!relocates_vmm_handles(config_.mode)) {
       // As before this tier existed: the ledger's refusal, or the driver's OUT_OF_MEMORY as it is.
@@ -62,6 +63,7 @@ CUresult VmmSpill::spill(const VmmSpillRequest& request, const std::string& refu
         ledger_.admit(request.device, core::Route::kSpillVmmHost, request.bytes);
     ledger_.on_allocated(admission, *out, request.bytes);
     vmm_.created(*out);  // Note [VMM memory lives until its last mapping goes]
+    made = true;
     if (!refusal.empty()) ledger_.note_over_budget_served(request.device);
     const std::string where = describe(location);
     log_spilled(core::Route::kMemCreate, request.bytes, request.device, where, !refusal.empty());
@@ -70,7 +72,7 @@ CUresult VmmSpill::spill(const VmmSpillRequest& request, const std::string& refu
     return CUDA_SUCCESS;
   } catch (...) {  // a log line could not be built: the answer stands without it
   }
-  return CUDA_ERROR_OUT_OF_MEMORY;
+  return made ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
 
 void VmmSpill::freed(const core::Allocation& spilled) noexcept {

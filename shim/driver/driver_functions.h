@@ -53,10 +53,12 @@
   X(cuMemFreeHost)                               \
   X(cuMemHostUnregister)
 
-// Every submission: launches, copies, memsets, graph launches and host functions, each telling
-// the use tracker what it may touch before it reaches the driver (hooks/submission_hooks.cpp,
-// shim/README.md, "Use tracking"). ctest -R submissions_are_tracked holds this list to every
-// cuLaunch*, cuMemcpy*, cuMemset* and cuGraphLaunch* export of the toolkit's headers.
+// Every submission: launches, copies, memsets, graph launches, host functions, stream memory
+// operations and decompression, each telling the use tracker what it may touch before it reaches
+// the driver (hooks/submission_hooks.cpp, shim/README.md, "Use tracking"). ctest -R
+// submissions_are_tracked holds this list to every cuLaunch*, cuMemcpy*, cuMemset*,
+// cuGraphLaunch*, cuStreamWriteValue*, cuStreamWaitValue*, cuStreamBatchMemOp* and
+// cuMemBatchDecompress* export of the toolkit's headers.
 #define VRAMSPILL_HOOKED_SUBMISSION_FUNCTIONS(X) \
   X(cuLaunchKernel)                              \
   X(cuLaunchKernel_ptsz)                         \
@@ -112,6 +114,8 @@
   X(cuMemcpy3DBatchAsync)                        \
   X(cuMemcpy3DBatchAsync_ptsz)                   \
   X(cuMemcpy3DBatchAsync_v2)                     \
+  X(cuMemcpyBatchAsync_v2_ptsz)                  \
+  X(cuMemcpy3DBatchAsync_v2_ptsz)                \
   X(cuMemsetD8_v2)                               \
   X(cuMemsetD8_v2_ptds)                          \
   X(cuMemsetD16_v2)                              \
@@ -135,7 +139,29 @@
   X(cuMemsetD2D16Async)                          \
   X(cuMemsetD2D16Async_ptsz)                     \
   X(cuMemsetD2D32Async)                          \
-  X(cuMemsetD2D32Async_ptsz)
+  X(cuMemsetD2D32Async_ptsz)                     \
+  X(cuStreamWriteValue32)                        \
+  X(cuStreamWriteValue32_ptsz)                   \
+  X(cuStreamWriteValue32_v2)                     \
+  X(cuStreamWriteValue32_v2_ptsz)                \
+  X(cuStreamWaitValue32)                         \
+  X(cuStreamWaitValue32_ptsz)                    \
+  X(cuStreamWaitValue32_v2)                      \
+  X(cuStreamWaitValue32_v2_ptsz)                 \
+  X(cuStreamWriteValue64)                        \
+  X(cuStreamWriteValue64_ptsz)                   \
+  X(cuStreamWriteValue64_v2)                     \
+  X(cuStreamWriteValue64_v2_ptsz)                \
+  X(cuStreamWaitValue64)                         \
+  X(cuStreamWaitValue64_ptsz)                    \
+  X(cuStreamWaitValue64_v2)                      \
+  X(cuStreamWaitValue64_v2_ptsz)                 \
+  X(cuStreamBatchMemOp)                          \
+  X(cuStreamBatchMemOp_ptsz)                     \
+  X(cuStreamBatchMemOp_v2)                       \
+  X(cuStreamBatchMemOp_v2_ptsz)                  \
+  X(cuMemBatchDecompressAsync)                   \
+  X(cuMemBatchDecompressAsync_ptsz)
 
 // Unloading code: a CUfunction's value may come back for another kernel, so the parameter
 // layouts cached per CUfunction are forgotten (Note [The parameter layout cache]).

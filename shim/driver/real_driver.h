@@ -14,6 +14,7 @@
 #include <atomic>
 
 #include "driver/driver_functions.h"
+#include "driver/undeclared_exports.h"
 
 namespace vramspill::driver {
 

@@ -8,6 +8,7 @@
 #include <iterator>
 
 #include "driver/driver_functions.h"
+#include "driver/undeclared_exports.h"
 #include "hooks/shim_state.h"
 #include "telemetry/log.h"
 

@@ -1,5 +1,5 @@
 // Every submission the driver table lists (VRAMSPILL_HOOKED_SUBMISSION_FUNCTIONS): launches,
-// copies, memsets, graph launches and host functions. Each tells the use tracker which tracked
+// copies, memsets, graph launches, host functions, stream memory operations and decompression. Each tells the use tracker which tracked
 // blocks it may touch, then forwards (shim/README.md, "Use tracking"). With nothing tracked, which
 // is every mode but tiered, a hook costs what a pass-through did plus one load: the state pointer
 // and the tracker's snapshot (hooks/use_tracking.h). ctest -R submissions_are_tracked checks that
@@ -219,6 +219,7 @@ VRAMSPILL_COPY_DESCRIBED_ASYNC(cuMemcpy3DPeerAsync_ptsz, CUDA_MEMCPY3D_PEER)
 VRAMSPILL_COPY_BATCH(cuMemcpyBatchAsync, size_t* failIdx)
 VRAMSPILL_COPY_BATCH(cuMemcpyBatchAsync_ptsz, size_t* failIdx)
 VRAMSPILL_COPY_BATCH(cuMemcpyBatchAsync_v2)
+VRAMSPILL_COPY_BATCH(cuMemcpyBatchAsync_v2_ptsz)
 
 // Each operand may be a pointer or an array, with its own layout: taken as touching everything
 // until tiered mode needs better.
@@ -231,6 +232,7 @@ VRAMSPILL_COPY_BATCH(cuMemcpyBatchAsync_v2)
 VRAMSPILL_COPY_3D_BATCH(cuMemcpy3DBatchAsync, size_t* failIdx)
 VRAMSPILL_COPY_3D_BATCH(cuMemcpy3DBatchAsync_ptsz, size_t* failIdx)
 VRAMSPILL_COPY_3D_BATCH(cuMemcpy3DBatchAsync_v2)
+VRAMSPILL_COPY_3D_BATCH(cuMemcpy3DBatchAsync_v2_ptsz)
 
 // --- Memsets: `count` elements of `element` bytes, in rows `pitch` apart for the 2D forms ---------
 
@@ -277,6 +279,51 @@ VRAMSPILL_MEMSET_2D_ASYNC(cuMemsetD2D16Async, unsigned short, 2)
 VRAMSPILL_MEMSET_2D_ASYNC(cuMemsetD2D16Async_ptsz, unsigned short, 2)
 VRAMSPILL_MEMSET_2D_ASYNC(cuMemsetD2D32Async, unsigned int, 4)
 VRAMSPILL_MEMSET_2D_ASYNC(cuMemsetD2D32Async_ptsz, unsigned int, 4)
+
+// --- Stream memory operations and decompression -------------------------------------------------
+
+// A value written to, or waited for at, one address in stream order.
+#define VRAMSPILL_STREAM_VALUE(name, value_type)                                            \
+  VRAMSPILL_SUBMISSION(name, (CUstream stream, CUdeviceptr addr, value_type value,          \
+                              unsigned int flags),                                          \
+                       (stream, addr, value, flags),                                        \
+                       VRAMSPILL_RANGES(stream, {addr, sizeof(value_type)}))
+VRAMSPILL_STREAM_VALUE(cuStreamWriteValue32, cuuint32_t)
+VRAMSPILL_STREAM_VALUE(cuStreamWriteValue32_ptsz, cuuint32_t)
+VRAMSPILL_STREAM_VALUE(cuStreamWriteValue32_v2, cuuint32_t)
+VRAMSPILL_STREAM_VALUE(cuStreamWriteValue32_v2_ptsz, cuuint32_t)
+VRAMSPILL_STREAM_VALUE(cuStreamWaitValue32, cuuint32_t)
+VRAMSPILL_STREAM_VALUE(cuStreamWaitValue32_ptsz, cuuint32_t)
+VRAMSPILL_STREAM_VALUE(cuStreamWaitValue32_v2, cuuint32_t)
+VRAMSPILL_STREAM_VALUE(cuStreamWaitValue32_v2_ptsz, cuuint32_t)
+VRAMSPILL_STREAM_VALUE(cuStreamWriteValue64, cuuint64_t)
+VRAMSPILL_STREAM_VALUE(cuStreamWriteValue64_ptsz, cuuint64_t)
+VRAMSPILL_STREAM_VALUE(cuStreamWriteValue64_v2, cuuint64_t)
+VRAMSPILL_STREAM_VALUE(cuStreamWriteValue64_v2_ptsz, cuuint64_t)
+VRAMSPILL_STREAM_VALUE(cuStreamWaitValue64, cuuint64_t)
+VRAMSPILL_STREAM_VALUE(cuStreamWaitValue64_ptsz, cuuint64_t)
+VRAMSPILL_STREAM_VALUE(cuStreamWaitValue64_v2, cuuint64_t)
+VRAMSPILL_STREAM_VALUE(cuStreamWaitValue64_v2_ptsz, cuuint64_t)
+
+// Rare enough to be taken as touching everything: batches of the operations above, and the
+// decompression engine's batches, each with addresses and sizes of its own.
+#define VRAMSPILL_STREAM_BATCH_MEM_OP(name)                                                 \
+  VRAMSPILL_SUBMISSION(name, (CUstream stream, unsigned int count,                          \
+                              CUstreamBatchMemOpParams * paramArray, unsigned int flags),   \
+                       (stream, count, paramArray, flags),                                  \
+                       shim->use.record_everything(stream_of(stream), use))
+VRAMSPILL_STREAM_BATCH_MEM_OP(cuStreamBatchMemOp)
+VRAMSPILL_STREAM_BATCH_MEM_OP(cuStreamBatchMemOp_ptsz)
+VRAMSPILL_STREAM_BATCH_MEM_OP(cuStreamBatchMemOp_v2)
+VRAMSPILL_STREAM_BATCH_MEM_OP(cuStreamBatchMemOp_v2_ptsz)
+
+#define VRAMSPILL_DECOMPRESS(name)                                                          \
+  VRAMSPILL_SUBMISSION(name, (CUmemDecompressParams * paramsArray, size_t count,            \
+                              unsigned int flags, size_t * errorIndex, CUstream stream),    \
+                       (paramsArray, count, flags, errorIndex, stream),                     \
+                       shim->use.record_everything(stream_of(stream), use))
+VRAMSPILL_DECOMPRESS(cuMemBatchDecompressAsync)
+VRAMSPILL_DECOMPRESS(cuMemBatchDecompressAsync_ptsz)
 
 // --- Unloading code: forget the layouts of its functions (Note [The parameter layout cache]) ----
 

@@ -313,6 +313,40 @@ TEST_F(StreamTest, AWaitForAnEventAlreadyReachedKeepsTheModeledOrder) {
   ASSERT_CU(cuStreamDestroy(consumer));
 }
 
+// cuStreamWriteValue32/64 write in stream order, through every export (cudart hands out the
+// per-thread form of the 11.7 ABI, which cuda.h does not declare).
+TEST_F(StreamTest, StreamWriteValuesLandInStreamOrder) {
+  CUstream stream = nullptr;
+  ASSERT_CU(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+  CUdeviceptr words = 0;
+  ASSERT_CU(cuMemAlloc(&words, 32));
+  ASSERT_CU(cuMemsetD32Async(words, 0, 8, stream));
+  ASSERT_CU(cuStreamWriteValue32(stream, words, 0xA1, 0));
+  ASSERT_CU(cuStreamWriteValue64(stream, words + 8, 0x1122334455667788ull,
+                                 CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER));
+  using WriteValue32 = CUresult(CUDAAPI*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
+  WriteValue32 per_thread = nullptr;
+  CUdriverProcAddressQueryResult found = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+  ASSERT_CU(cuGetProcAddress("cuStreamWriteValue32", reinterpret_cast<void**>(&per_thread), 12000,
+                             CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, &found));
+  ASSERT_NE(per_thread, nullptr);
+  ASSERT_CU(per_thread(stream, words + 16, 0xB2, 0));
+  ASSERT_CU(cuStreamSynchronize(stream));
+  uint32_t back[6] = {};
+  ASSERT_CU(cuMemcpyDtoH(back, words, sizeof back));
+  EXPECT_EQ(back[0], 0xA1u);
+  EXPECT_EQ(back[1], 0u);
+  EXPECT_EQ(back[2], 0x55667788u);
+  EXPECT_EQ(back[3], 0x11223344u);
+  EXPECT_EQ(back[4], 0xB2u);
+  EXPECT_EQ(back[5], 0u);
+  EXPECT_EQ(cuStreamWriteValue32(stream, words + 2, 1, 0), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuStreamWriteValue64(stream, words + 4, 1, 0), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuStreamWriteValue32(stream, words, 1, 0x80), CUDA_ERROR_INVALID_VALUE);
+  ASSERT_CU(cuMemFree(words));
+  ASSERT_CU(cuStreamDestroy(stream));
+}
+
 TEST_F(StreamTest, ElapsedTimeErrorsFollowTheDriver) {
   CUstream stream = nullptr;
   ASSERT_CU(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));

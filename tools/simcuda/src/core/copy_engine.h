@@ -92,4 +92,8 @@ struct Fill {
 StreamWork fill_work(Context& context, Fill fill);
 Footprint fill_footprint(const Fill& fill);
 
+// The work of cuStreamWriteValue32/64: `bytes` (4 or 8) of `value` written at `address`, costed
+// and faulting as a memset of them.
+StreamWork value_write_work(Context& context, uint64_t address, uint64_t value, unsigned bytes);
+
 }  // namespace simcuda

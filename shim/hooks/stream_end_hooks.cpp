@@ -4,6 +4,7 @@
 // their frees to be reached (Note [Reuse in stream order] in tiers/stream_ordered_reuse.h), and the
 // prefetch mover no longer orders its moves after them (its handle may be gone or reused). A
 // context takes all its streams with it; which ones is not known here, so every slot retires.
+// It takes its modules too, so the launch layouts cached by function are forgotten.
 #include "hooks/hook.h"
 #include "hooks/shim_state.h"
 
@@ -32,6 +33,9 @@ void retire_all() noexcept {
     shim->use.stream_slots().retire_all();
     shim->stream_ordered_blocks.all_streams_ended();
     shim->prefetch.all_streams_ended();
+    // Its modules go with it, unloaded or not: their functions' values may come back for others
+    // (Note [The parameter layout cache] in core/launch_arguments.h).
+    shim->launch_layouts.forget_all();
   }
 }
 

@@ -10,9 +10,11 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include "kernel_test_support.h"
+#include "stream_test_support.h"
 
 namespace {
 
@@ -60,15 +62,14 @@ class ManagedTest : public KernelFixture {
     return held;
   }
 
-  // Prefetches `bytes` at `range` to device 0 on `mover`, and returns once simcuda's worker has
-  // run the prefetch, without moving this thread's modeled clock: in modeled time it is still on
-  // its way.
+  // Prefetches `bytes` at `range` (none of it on the device yet) to device 0 on `mover`, and
+  // returns once simcuda's worker has run the prefetch, without moving this thread's modeled
+  // clock: in modeled time it is still on its way. The device's memory in use tells that it ran
+  // (cuMemGetInfo waits for nothing).
   void prefetch_to_device_and_let_it_run(CUdeviceptr range, uint64_t bytes, CUstream mover) {
+    const size_t before = used();
     ASSERT_CU(cuMemPrefetchAsync(range, bytes, {CU_MEM_LOCATION_TYPE_DEVICE, 0}, 0, mover));
-    int last = -2;
-    while (last != 0)
-      ASSERT_CU(cuMemRangeGetAttribute(&last, sizeof last,
-                                       CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION, range, kPage));
+    while (used() < before + bytes) std::this_thread::yield();
   }
 
   // Modeled milliseconds of the work `queue` queues on stream_.
@@ -289,6 +290,26 @@ TEST_F(ManagedTest, EvictionsForRoomCostTheirCopyToTheHost) {
       << "the allocating thread waited for the copies: work it queues after starts later";
   ASSERT_CU(cuMemFree(device));
   ASSERT_CU(cuMemFree(wanted));
+}
+
+// Note [The last prefetch location] (core/managed.cpp): the location asked for, from the call on,
+// though the stream has not got to the prefetch.
+TEST_F(ManagedTest, TheLastPrefetchLocationIsTheOneAskedFor) {
+  CUdeviceptr managed = 0;
+  ASSERT_CU(cuMemAllocManaged(&managed, kPage, CU_MEM_ATTACH_GLOBAL));
+  int last = 0;
+  {
+    Gate gate;
+    ASSERT_CU(gate.block(stream_));
+    ASSERT_CU(cuMemPrefetchAsync(managed, kPage, {CU_MEM_LOCATION_TYPE_DEVICE, 0}, 0, stream_));
+    ASSERT_CU(cuMemRangeGetAttribute(&last, 4, CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION,
+                                     managed, kPage));
+    EXPECT_EQ(last, 0);
+    EXPECT_EQ(used(), 0u) << "the prefetch has not run";
+  }
+  ASSERT_CU(cuStreamSynchronize(stream_));
+  EXPECT_EQ(used(), kPage);
+  ASSERT_CU(cuMemFree(managed));
 }
 
 TEST_F(ManagedTest, PrefetchMovesPagesInStreamOrder) {

@@ -99,10 +99,16 @@ CUresult prefetch(CUdeviceptr address, size_t size, CUresult location_result, in
       (location != kHostLocation &&
        !concurrent_managed_access(*Driver::instance()->device(location))))
     return CUDA_ERROR_INVALID_DEVICE;
-  // Captured into a graph like any asynchronous work when the stream captures.
-  return simcuda::submit_async(*stream, [address, size, location] {
+  // Captured into a graph like any asynchronous work when the stream captures; then each run of
+  // the graph asks for it (Note [The last prefetch location] in core/managed.cpp).
+  const bool captured = simcuda::stream_is_capturing(*stream);
+  const CUresult queued = simcuda::submit_async(*stream, [address, size, location, captured] {
+    if (captured) simcuda::note_prefetch_request(address, size, location);
     return simcuda::prefetch_managed(address, size, location);
   });
+  if (queued == CUDA_SUCCESS && !captured)
+    simcuda::note_prefetch_request(address, size, location);
+  return queued;
 }
 
 // The two ABIs of cuMemPrefetchAsync: a device ordinal (or CU_DEVICE_CPU), and since 12.2 a

@@ -438,7 +438,6 @@ double prefetch_managed(uint64_t address, uint64_t size, int location) {
   (void)take_evicted_for_this_thread();
   std::vector<Page*> arriving;
   for_pages(*range, address, size, [&](Page& page, uint64_t) {
-    page.last_prefetch = location;
     if (device == nullptr) {
       moved += move_to_host(s, page);
     } else if (page.location != location) {
@@ -452,6 +451,21 @@ double prefetch_managed(uint64_t address, uint64_t size, int location) {
   // Note [Waiting for a prefetch]: the pages are there once the whole prefetch is.
   for (Page* page : arriving) page->arrives_at = running_work_start() + seconds;
   return seconds;
+}
+
+// Note [The last prefetch location]
+// cuMemRangeGetAttribute's LAST_PREFETCH_LOCATION is, as its documentation says, the location the
+// program last asked a prefetch of the range to go to, with no indication of whether that
+// prefetch has completed or even begun. So it changes at the cuMemPrefetchAsync call, not when
+// the stream gets to the prefetch: simcuda changed it when the prefetch ran, so a test could
+// read it as "the pages are there" and pass where a GPU would show them still in flight. A
+// prefetch captured into a graph is asked for each time the graph runs it.
+void note_prefetch_request(uint64_t address, uint64_t size, int location) {
+  State& s = state();
+  Locked lock(s);
+  ManagedRange* range = range_containing(s, address);
+  if (range == nullptr) return;
+  for_pages(*range, address, size, [&](Page& page, uint64_t) { page.last_prefetch = location; });
 }
 
 // Note [Waiting for a prefetch]

@@ -76,6 +76,10 @@ bool handle_managed_host_fault(void* address);
 void advise_managed(uint64_t address, uint64_t size, CUmem_advise advice, int location);
 // Runs on a stream: moves the range's pages to `location`; returns the modeled seconds.
 double prefetch_managed(uint64_t address, uint64_t size, int location);
+// The program asked for a prefetch of the range to `location`: what LAST_PREFETCH_LOCATION
+// reports from now on, whether or not the prefetch has begun (Note [The last prefetch location]
+// in managed.cpp).
+void note_prefetch_request(uint64_t address, uint64_t size, int location);
 
 // What cuMemRangeGetAttribute reports for a range (every page must agree, else kNoLocation).
 struct ManagedRangeAdvice {

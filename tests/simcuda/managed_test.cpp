@@ -497,6 +497,10 @@ TEST_F(ManagedTest, ReadMostlyPagesStayReadableOnTheHost) {
   EXPECT_EQ(used(), kPage);
   EXPECT_EQ(reinterpret_cast<const volatile uint32_t*>(managed)[100], 4u);
   EXPECT_EQ(used(), kPage);  // a read uses the host copy: the device copy stays
+  // A prefetch to the host makes a read-only copy there, which there is: the device's stays.
+  ASSERT_CU(cuMemPrefetchAsync(managed, kPage, {CU_MEM_LOCATION_TYPE_HOST, 0}, 0, stream_));
+  ASSERT_CU(cuStreamSynchronize(stream_));
+  EXPECT_EQ(used(), kPage);
   reinterpret_cast<volatile uint32_t*>(managed)[100] = 5;
   EXPECT_EQ(used(), 0u);  // a write collapses the copies onto the host
   ASSERT_CU(cuMemFree(managed));

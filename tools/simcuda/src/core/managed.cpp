@@ -439,7 +439,9 @@ double prefetch_managed(uint64_t address, uint64_t size, int location) {
   std::vector<Page*> arriving;
   for_pages(*range, address, size, [&](Page& page, uint64_t) {
     if (device == nullptr) {
-      moved += move_to_host(s, page);
+      // A read-mostly page on a device has its read-only host copy, which is all a prefetch to
+      // the host makes of it (cuMemAdvise's documentation): the device keeps its copy.
+      if (!page.host_copy) moved += move_to_host(s, page);
     } else if (page.location != location) {
       const bool has_data = made(page);
       if (!move_to_device(s, *device, page)) return;

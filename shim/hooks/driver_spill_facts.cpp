@@ -21,6 +21,10 @@ bool DriverSpillFacts::capture_in_progress() noexcept {
   return shim_.captures.load(std::memory_order_acquire) != 0;
 }
 
+std::shared_lock<std::shared_mutex> DriverSpillFacts::hold_off_captures() noexcept {
+  return std::shared_lock(shim_.capture_gate);
+}
+
 void DriverSpillFacts::refresh_host_limit() noexcept { hooks::refresh_host_limit(shim_); }
 
 }  // namespace vramspill::hooks

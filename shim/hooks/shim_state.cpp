@@ -170,7 +170,7 @@ void refresh_host_limit(ShimState& shim) noexcept {
 ShimState::ShimState(const Config& loaded) noexcept
     : config(loaded),
       host_budget(host_limit_bytes(config.spill)),
-      managed(config.spill, host_budget, captures),
+      managed(config.spill, host_budget, captures, capture_gate),
       host(config.spill, host_budget),
       spill_facts(*this),
       spill(config.spill, ledger, host_budget, spill_facts, managed, host),

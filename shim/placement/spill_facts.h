@@ -6,6 +6,8 @@
 
 #include <cuda.h>
 
+#include <shared_mutex>
+
 namespace vramspill::placement {
 
 class SpillFacts {
@@ -15,8 +17,10 @@ class SpillFacts {
   // Whether `stream` is being captured into a graph; the driver's error for a stream it does not
   // know is what the program's call gets too.
   virtual CUresult capturing(CUstream stream, bool& capturing) noexcept = 0;
-  // Whether a stream capture is in progress on any stream of the process.
+  // Whether a stream capture is in progress on any stream of the process. Asked holding what
+  // hold_off_captures() returns, the answer stands until that is let go: no capture begins.
   virtual bool capture_in_progress() noexcept = 0;
+  virtual std::shared_lock<std::shared_mutex> hold_off_captures() noexcept = 0;
   // Brings the host limit up to date before a spill reserves host memory (a percent limit follows
   // the memory the job may use, which changes while it runs).
   virtual void refresh_host_limit() noexcept = 0;

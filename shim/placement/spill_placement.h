@@ -33,7 +33,9 @@
 // while any capture is in progress a stream-ordered spill skips managed memory: the host pool
 // takes it, or, where the chain has nothing else (`managed` mode on a device with concurrent
 // managed access), it is refused with CUDA_ERROR_OUT_OF_MEMORY and the log says why. The shim
-// cannot tell a relaxed capture, which would allow it, from a global one.
+// cannot tell a relaxed capture, which would allow it, from a global one. The look and the
+// allocation are made holding the capture gate (SpillFacts::hold_off_captures()), so that no
+// capture begins on another thread in between.
 #pragma once
 
 #include <cuda.h>

@@ -39,7 +39,9 @@
 // then fails). So while any capture is in progress (ArenaSource::may_synchronize) nothing moves:
 // a new block takes device granules only from the room the budget has and host granules beyond
 // it, and launches touch host granules in place. Addresses never change, so a graph that bakes in
-// a tiered block's address stays right whatever moves later.
+// a tiered block's address stays right whatever moves later. A capture may begin on another
+// thread after that look: the device's and the streams' waits are made holding the capture gate,
+// and only while none is in progress (tiers/driver_granule_ops.cpp), or the move stops there.
 //
 // Note [Rules before the policy]
 // A [[tiered.rule]] (placement/tiered_rules.h) decides for the blocks it matches before the

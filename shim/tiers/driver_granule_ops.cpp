@@ -24,8 +24,12 @@ CUmemAccessDesc read_write(int device) {
 }  // namespace
 
 DriverGranuleOps::DriverGranuleOps(int device, int host_numa_node,
-                                   std::shared_mutex* capture_gate) noexcept
-    : device_(device), host_numa_node_(host_numa_node), capture_gate_(capture_gate) {
+                                   std::shared_mutex* capture_gate,
+                                   const std::atomic<int>* captures) noexcept
+    : device_(device),
+      host_numa_node_(host_numa_node),
+      capture_gate_(capture_gate),
+      captures_(captures) {
   try {
     access_.push_back(read_write(device));
     const auto count_devices = VRAMSPILL_REAL(cuDeviceGetCount);
@@ -141,12 +145,24 @@ DriverGranuleOps::~DriverGranuleOps() {
   if (const auto release = VRAMSPILL_REAL(cuDevicePrimaryCtxRelease_v2)) release(device_);
 }
 
+// Note [No moves during a capture] in placement/tiered_placement.h: the mover looked before it
+// began, but a capture may have begun since, on another thread, and the wait would break it. So
+// the wait is made holding the gate, once no capture is in progress; the move then stops.
+template <typename Wait>
+CUresult DriverGranuleOps::unless_capturing(Wait wait) noexcept {
+  std::shared_lock<std::shared_mutex> gate;
+  if (capture_gate_ != nullptr) gate = std::shared_lock(*capture_gate_);
+  if (captures_ != nullptr && captures_->load(std::memory_order_acquire) != 0)
+    return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  return wait();
+}
+
 CUresult DriverGranuleOps::synchronize_device() noexcept {
-  return driver::synchronize_device(device_);
+  return unless_capturing([&] { return driver::synchronize_device(device_); });
 }
 
 CUresult DriverGranuleOps::wait_for_stream_ends(std::span<const StreamEnd> ends) noexcept {
-  return driver::wait_for_stream_ends(device_, ends);
+  return unless_capturing([&] { return driver::wait_for_stream_ends(device_, ends); });
 }
 
 CUresult DriverGranuleOps::make_copy_streams() noexcept {

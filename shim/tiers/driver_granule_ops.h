@@ -25,10 +25,11 @@ class DriverGranuleOps final : public GranuleOps {
   // Device granules on `device`; host granules on the host NUMA node `host_numa_node`
   // (CU_MEM_LOCATION_TYPE_HOST_NUMA), or anywhere on the host (CU_MEM_LOCATION_TYPE_HOST) when
   // it is negative. `capture_gate`: held shared while a program's stream is made to wait
-  // (driver/stream_capture.h); null where no program captures (the tools and tests of the arena
-  // alone).
-  DriverGranuleOps(int device, int host_numa_node,
-                   std::shared_mutex* capture_gate = nullptr) noexcept;
+  // (driver/stream_capture.h), and while the device or a program's stream is waited for, which
+  // is done only when `captures` (the stream captures in progress, hooks/capture_hooks.cpp) is 0;
+  // both null where no program captures (the tools and tests of the arena alone).
+  DriverGranuleOps(int device, int host_numa_node, std::shared_mutex* capture_gate = nullptr,
+                   const std::atomic<int>* captures = nullptr) noexcept;
   // Gives back the copy stream and the primary context it lives in.
   ~DriverGranuleOps();
   DriverGranuleOps(const DriverGranuleOps&) = delete;
@@ -71,10 +72,15 @@ class DriverGranuleOps final : public GranuleOps {
   // follow, and ends the epoch; in the primary context.
   CUresult join_lanes() noexcept;
   void count_call() noexcept { vmm_calls_.fetch_add(1, std::memory_order_relaxed); }
+  // `wait()`'s result, made holding the capture gate; CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED,
+  // without it, while a capture is in progress.
+  template <typename Wait>
+  CUresult unless_capturing(Wait wait) noexcept;
 
   int device_;
   int host_numa_node_;
   std::shared_mutex* capture_gate_;
+  const std::atomic<int>* captures_;
   // Note [Who may reach a granule]: the device and its peers.
   std::vector<CUmemAccessDesc> access_;
   // The stream of `lane`.

@@ -23,10 +23,11 @@ namespace vramspill::tiers {
 
 class ManagedTier final : public SpillTier {
  public:
-  // `captures`: the stream captures in progress, during which stream-ordered frees wait (Note
-  // [Stream-ordered frees on the shim's thread] in tiers/stream_ordered_frees.h).
+  // `captures`: the stream captures in progress, during which stream-ordered frees wait, and
+  // `capture_gate` the gate they begin under (Note [Stream-ordered frees on the shim's thread] in
+  // tiers/stream_ordered_frees.h).
   ManagedTier(const SpillConfig& config, core::HostBudget& budget,
-              const std::atomic<int>& captures) noexcept
+              const std::atomic<int>& captures, std::shared_mutex& capture_gate) noexcept
       : SpillTier("managed memory", core::Route::kSpillManaged),
         config_(config),
         budget_(budget),
@@ -35,7 +36,7 @@ class ManagedTier final : public SpillTier {
             [](void* tier, CUdeviceptr pointer, uint64_t bytes) {
               return static_cast<ManagedTier*>(tier)->free_now(pointer, bytes);
             },
-            &captures) {}
+            &captures, &capture_gate) {}
 
   // At exit: no stream-ordered free is in progress once this returns, and none starts.
   void stop_stream_ordered_frees() noexcept { stream_ordered_frees_.stop(); }

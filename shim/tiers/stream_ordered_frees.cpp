@@ -67,7 +67,11 @@ void StreamOrderedFrees::thread_main() noexcept {
   for (;;) {
     changed_.wait(lock, [this] { return stopping_ || !ready_.empty(); });
     if (stopping_) return;
-    if (capturing()) {  // Note [Stream-ordered frees on the shim's thread]
+    // Note [Stream-ordered frees on the shim's thread]: held through the free.
+    std::shared_lock<std::shared_mutex> captures_held_off;
+    if (capture_gate_ != nullptr) captures_held_off = std::shared_lock(*capture_gate_);
+    if (capturing()) {
+      captures_held_off = {};
       changed_.wait_for(lock, kCapturePoll, [this] { return stopping_; });
       continue;
     }

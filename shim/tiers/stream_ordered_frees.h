@@ -23,8 +23,8 @@
 // the waits a free makes, are among the calls a capture in global mode forbids on every thread,
 // and the driver would refuse them and invalidate the capture. The blocks wait, still counted,
 // and are freed once the captures have ended (the thread looks again every kCapturePoll). A
-// capture that begins while a free is already inside the driver is not waited for: that window
-// is one free long, where before it was the whole capture.
+// capture cannot begin between the look and the free: the thread holds the capture gate, which
+// every cuStreamBeginCapture takes exclusively, from one through the other.
 #pragma once
 
 #include <cuda.h>
@@ -35,6 +35,7 @@
 #include <cstdint>
 #include <deque>
 #include <mutex>
+#include <shared_mutex>
 #include <thread>
 
 namespace vramspill::tiers {
@@ -45,10 +46,11 @@ class StreamOrderedFrees {
   using FreeNow = CUresult (*)(void* owner, CUdeviceptr pointer, uint64_t bytes);
 
   // `captures`: the stream captures in progress (hooks/capture_hooks.cpp), during which nothing
-  // is freed; none when null.
-  StreamOrderedFrees(void* owner, FreeNow free_now,
-                     const std::atomic<int>* captures = nullptr) noexcept
-      : owner_(owner), free_now_(free_now), captures_(captures) {}
+  // is freed; none when null. `capture_gate`: held shared from that look through the free, so
+  // that no capture begins in between (every cuStreamBeginCapture holds it exclusively).
+  StreamOrderedFrees(void* owner, FreeNow free_now, const std::atomic<int>* captures = nullptr,
+                     std::shared_mutex* capture_gate = nullptr) noexcept
+      : owner_(owner), free_now_(free_now), captures_(captures), capture_gate_(capture_gate) {}
 
   // How often the thread looks whether the captures that hold its frees back have ended.
   static constexpr std::chrono::milliseconds kCapturePoll{2};
@@ -84,6 +86,7 @@ class StreamOrderedFrees {
   void* owner_;
   FreeNow free_now_;
   const std::atomic<int>* captures_;
+  std::shared_mutex* capture_gate_;
   std::mutex mutex_;
   std::condition_variable changed_;
   std::deque<Pending*> ready_;  // guarded by mutex_

@@ -5,8 +5,10 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <optional>
+#include <shared_mutex>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -33,6 +35,7 @@ class FakeTier final : public tiers::SpillTier {
   std::vector<tiers::SpillAllocation> allocations;
   std::vector<CUdeviceptr> frees;
   std::vector<CUdeviceptr> stream_ordered_frees;
+  std::function<void()> while_allocating;  // runs inside each allocate()
 
  private:
   std::optional<bool> do_query_support(int) noexcept override {
@@ -42,6 +45,7 @@ class FakeTier final : public tiers::SpillTier {
   tiers::SpillOutcome do_allocate(const tiers::SpillAllocation& request,
                                   CUdeviceptr* out) noexcept override {
     allocations.push_back(request);
+    if (while_allocating) while_allocating();
     if (answer.result == CUDA_SUCCESS) {
       *out = next_pointer_;
       next_pointer_ += request.bytes;
@@ -101,6 +105,10 @@ class FakeFacts final : public SpillFacts {
     return capture_query;
   }
   bool capture_in_progress() noexcept override { return capture_anywhere; }
+  std::shared_lock<std::shared_mutex> hold_off_captures() noexcept override {
+    return std::shared_lock(capture_gate);
+  }
+  std::shared_mutex capture_gate;
   void refresh_host_limit() noexcept override { ++host_limit_refreshes; }
   bool capture_anywhere = false;
 };

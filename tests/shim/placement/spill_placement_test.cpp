@@ -152,6 +152,22 @@ TEST_F(SpillPlacementTest, AStreamOrderedSpillBesideACaptureSkipsManagedMemory) 
   EXPECT_EQ(managed_.allocations.size(), 1u) << "not stream-ordered: the program's own call";
 }
 
+// ... and no capture begins between that look and the allocation: the spill holds the gate
+// every cuStreamBeginCapture takes.
+TEST_F(SpillPlacementTest, AStreamOrderedSpillHoldsCapturesOffUntilItIsMade) {
+  bool held_off = false;
+  managed_.while_allocating = [&] {
+    held_off = !facts_.capture_gate.try_lock();
+    if (!held_off) facts_.capture_gate.unlock();
+  };
+  EXPECT_EQ(spill(Route::kMemAllocAsync, 4 * kMiB, "over budget", /*stream_ordered=*/true),
+            CUDA_SUCCESS);
+  ASSERT_EQ(managed_.allocations.size(), 1u);
+  EXPECT_TRUE(held_off);
+  EXPECT_EQ(spill(Route::kMemAlloc, 4 * kMiB), CUDA_SUCCESS);
+  EXPECT_FALSE(held_off) << "the program's own call holds nothing off";
+}
+
 TEST_F(SpillPlacementTest, AStreamTheDriverDoesNotKnowGetsTheDriversError) {
   facts_.capture_query = CUDA_ERROR_INVALID_HANDLE;
   EXPECT_EQ(spill(Route::kMemAllocAsync, 4 * kMiB, "over budget", /*stream_ordered=*/true),

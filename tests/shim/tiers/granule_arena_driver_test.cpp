@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <shared_mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -55,6 +56,25 @@ class GranuleArenaDriverTest : public KernelFixture {
   std::optional<DriverGranuleOps> ops_;
   std::optional<GranuleArena> arena_;
 };
+
+// Note [No moves during a capture]: a capture may begin after the mover looked, so its waits look
+// again, holding the capture gate, and are refused while one is in progress.
+TEST_F(GranuleArenaDriverTest, NoWaitIsMadeWhileACaptureIsInProgress) {
+  std::shared_mutex gate;
+  std::atomic<int> captures{1};
+  int node = -1;
+  ASSERT_CU(cuDeviceGetAttribute(&node, CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID, device_));
+  DriverGranuleOps ops(device_, node, &gate, &captures);
+  CUstream stream = nullptr;
+  ASSERT_CU(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+  const StreamEnd ends[] = {{.stream = reinterpret_cast<uint64_t>(stream), .event = 0}};
+  EXPECT_EQ(ops.synchronize_device(), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  EXPECT_EQ(ops.wait_for_stream_ends(ends), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  captures = 0;
+  EXPECT_CU(ops.synchronize_device());
+  EXPECT_CU(ops.wait_for_stream_ends(ends));
+  ASSERT_CU(cuStreamDestroy(stream));
+}
 
 TEST_F(GranuleArenaDriverTest, ABlockAcrossDeviceAndHostIsOneRangeByteExact) {
   const size_t before = used();

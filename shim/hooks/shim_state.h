@@ -18,6 +18,7 @@
 #include <string>
 
 #include "config/config.h"
+#include "core/capture_origins.h"
 #include "core/ledger.h"
 #include "core/host_allocations.h"
 #include "core/host_budget.h"
@@ -67,6 +68,7 @@ struct ShimState {
   core::HostBudget host_budget;  // pinned + managed bytes, against [spill] host_limit
   core::HostAllocations program_pinned;  // the program's own page-locked memory
   std::atomic<int> captures{0};  // stream captures in progress (hooks/capture_hooks.cpp)
+  core::CaptureOrigins capture_origins{captures};  // guarded by capture_gate, held exclusively
   tiers::ManagedTier managed;
   tiers::HostTier host;
   tiers::DriverHostVmmTier host_vmm;
@@ -103,7 +105,7 @@ struct ShimState {
   // submission] in placement/submission_order.h).
   placement::SubmissionOrder submissions;
   // cuMemFreeAsync of a tiered block (Note [Stream-ordered frees on the shim's thread]).
-  tiers::StreamOrderedFrees tiered_frees{this, &free_tiered_block_now, &captures};
+  tiers::StreamOrderedFrees tiered_frees{this, &free_tiered_block_now, &captures, &capture_gate};
   // Stream-ordered requests' tiered blocks, and those freed for reuse (Note [Reuse in stream
   // order] in tiers/stream_ordered_reuse.h).
   tiers::StreamOrderedReuse tiered_reuse;

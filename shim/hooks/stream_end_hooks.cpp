@@ -4,7 +4,12 @@
 // their frees to be reached (Note [Reuse in stream order] in tiers/stream_ordered_reuse.h), and the
 // prefetch mover no longer orders its moves after them (its handle may be gone or reused). A
 // context takes all its streams with it; which ones is not known here, so every slot retires.
-// It takes its modules too, so the launch layouts cached by function are forgotten.
+// It takes its modules too, so the launch layouts cached by function are forgotten. A capture
+// begun on a stream the program destroys ends with it (Note [Counting captures] in
+// core/capture_origins.h); one begun in a context the program destroys is not uncounted, since
+// which streams were the context's is not known here: moves and frees then wait for good.
+#include <mutex>
+
 #include "hooks/hook.h"
 #include "hooks/shim_state.h"
 
@@ -39,6 +44,19 @@ void retire_all() noexcept {
   }
 }
 
+// The driver destroys `stream`: a capture begun on it ends with it (Note [Counting captures] in
+// core/capture_origins.h). The gate is held across the call, so that no capture begins on the
+// handle, new again, before the old one's is uncounted.
+CUresult destroy_stream(CUstream stream, CUresult (*real)(CUstream)) noexcept {
+  const Entry entry;
+  ShimState* shim = entry.state();
+  if (shim == nullptr) return real(stream);
+  const std::unique_lock gate(shim->capture_gate);
+  const CUresult result = real(stream);
+  if (result == CUDA_SUCCESS) shim->capture_origins.ended(reinterpret_cast<uint64_t>(stream));
+  return result;
+}
+
 }  // namespace
 
 // Each hook retires, then lets the driver destroy: `retiring` is retire(...) or retire_all().
@@ -49,8 +67,17 @@ void retire_all() noexcept {
     return real(parameter);                                      \
   }
 
-VRAMSPILL_RETIRING_HOOK(cuStreamDestroy, CUstream, hStream, retire(hStream))
-VRAMSPILL_RETIRING_HOOK(cuStreamDestroy_v2, CUstream, hStream, retire(hStream))
+VRAMSPILL_HOOK CUresult CUDAAPI cuStreamDestroy(CUstream hStream) {
+  VRAMSPILL_REAL_OR_RETURN(real, cuStreamDestroy);
+  retire(hStream);
+  return destroy_stream(hStream, real);
+}
+
+VRAMSPILL_HOOK CUresult CUDAAPI cuStreamDestroy_v2(CUstream hStream) {
+  VRAMSPILL_REAL_OR_RETURN(real, cuStreamDestroy_v2);
+  retire(hStream);
+  return destroy_stream(hStream, real);
+}
 VRAMSPILL_RETIRING_HOOK(cuCtxDestroy_v2, CUcontext, ctx, retire_all())
 VRAMSPILL_RETIRING_HOOK(cuDevicePrimaryCtxReset, CUdevice, dev, retire_all())
 VRAMSPILL_RETIRING_HOOK(cuDevicePrimaryCtxReset_v2, CUdevice, dev, retire_all())

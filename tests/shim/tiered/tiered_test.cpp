@@ -429,6 +429,26 @@ TEST_F(CaptureTest, ACaptureIntoAGraphIsCountedToo) {
   });
 }
 
+// Note [Counting captures] in shim/core/capture_origins.h: a capture whose stream the program
+// destroys ends with it. Counted still, it would keep every block where it is for the rest of
+// the process; here blocks move both ways after it (its ctest requires the summary to say so).
+TEST_F(TieredTest, ACaptureEndsWithItsDestroyedStream) {
+  CUstream doomed = nullptr;
+  ASSERT_CU(cuStreamCreate(&doomed, CU_STREAM_NON_BLOCKING));
+  ASSERT_CU(cuStreamBeginCapture(doomed, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  ASSERT_CU(cuStreamDestroy(doomed));  // never ended
+  std::vector<CUdeviceptr> blocks(5);  // one more than the budget
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    ASSERT_CU(cuMemAlloc(&blocks[i], kBlock));
+    ASSERT_CU(fill(blocks[i], static_cast<uint32_t>(i), streams_[0]));
+  }
+  ASSERT_CU(fill(blocks[0], 9, streams_[0]));  // evicted for the last one: it comes back
+  ASSERT_CU(cuCtxSynchronize());
+  expect_block(blocks[0], 9);
+  for (size_t i = 1; i < blocks.size(); ++i) expect_block(blocks[i], static_cast<uint32_t>(i));
+  for (const CUdeviceptr block : blocks) ASSERT_CU(cuMemFree(block));
+}
+
 // Note [A capture begun while a move is queued] in shim/tiers/driver_prefetch_ops.h, for the
 // tracked window: a capture the shim has not counted (begun here behind its back, as one begun on
 // another thread after a submission's driver call would be) gets no event of the window recorded

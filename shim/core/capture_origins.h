@@ -1,0 +1,60 @@
+// The stream captures in progress, by the stream each began on (hooks/capture_hooks.cpp), and
+// their count, which tiered mode and the spill paths read before any call a capture forbids.
+//
+// Note [Counting captures]
+// A capture is counted when a cuStreamBeginCapture (any of its forms) succeeds, and uncounted
+// when the stream it began on stops capturing: at a cuStreamEndCapture of that stream, whatever
+// it returns (an invalidated capture ends too), or when the program destroys that stream. A count
+// kept without the streams uncounted a capture only at an end it saw, so a capture whose stream
+// was destroyed never ended (which stopped tiered mode's moves and the shim's frees for the rest
+// of the process), and an end on a stream that merely took part in another's capture could
+// uncount that one. Every change is made holding the capture gate exclusively (ShimState), so
+// the count never changes under a caller that holds the gate shared; an end and the look at its
+// stream after it are made under the same hold, so a capture another thread begins on that stream
+// in between cannot look like this one going on. A per-thread default stream is one key for
+// every thread: each capture of one is an entry, and an end takes one.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <vector>
+
+namespace vramspill::core {
+
+class CaptureOrigins {
+ public:
+  // `count`: the captures in progress, kept equal to the entries here.
+  explicit CaptureOrigins(std::atomic<int>& count) noexcept : count_(count) {}
+  CaptureOrigins(const CaptureOrigins&) = delete;
+  CaptureOrigins& operator=(const CaptureOrigins&) = delete;
+
+  // A capture began on `stream`. Counted even when the list cannot grow: then it never ends,
+  // which holds moves and frees off for good rather than break a capture.
+  void begun(uint64_t stream) noexcept {
+    count_.fetch_add(1, std::memory_order_acq_rel);
+    try {
+      streams_.push_back(stream);
+    } catch (...) {
+    }
+  }
+
+  // The capture begun on `stream` ended, or `stream` is gone; nothing when none began there.
+  void ended(uint64_t stream) noexcept {
+    const auto found = std::find(streams_.begin(), streams_.end(), stream);
+    if (found == streams_.end()) return;
+    *found = streams_.back();  // their order does not matter
+    streams_.pop_back();
+    count_.fetch_sub(1, std::memory_order_acq_rel);
+  }
+
+  bool began_on(uint64_t stream) const noexcept {
+    return std::find(streams_.begin(), streams_.end(), stream) != streams_.end();
+  }
+
+ private:
+  std::atomic<int>& count_;
+  std::vector<uint64_t> streams_;
+};
+
+}  // namespace vramspill::core

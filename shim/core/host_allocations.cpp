@@ -1,11 +1,14 @@
 #include "core/host_allocations.h"
 
+#include <utility>
+
 namespace vramspill::core {
 
-bool HostAllocations::add(uint64_t address, uint64_t bytes) noexcept {
+bool HostAllocations::add(uint64_t address, uint64_t bytes, uint64_t* replaced) noexcept {
   const std::lock_guard guard(mutex_);
   try {
-    bytes_[address] = bytes;
+    const uint64_t before = std::exchange(bytes_[address], bytes);
+    if (replaced != nullptr) *replaced = before;
     return true;
   } catch (...) {
     return false;

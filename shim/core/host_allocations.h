@@ -13,8 +13,10 @@ namespace vramspill::core {
 
 class HostAllocations {
  public:
-  // Records `bytes` at `address`; false if it could not be recorded (out of memory).
-  bool add(uint64_t address, uint64_t bytes) noexcept;
+  // Records `bytes` at `address`; false if it could not be recorded (out of memory). What was
+  // recorded there before (memory the driver freed without a call the shim saw: a context
+  // destroyed with it) goes into *replaced, or 0.
+  bool add(uint64_t address, uint64_t bytes, uint64_t* replaced = nullptr) noexcept;
   // Removes and returns the bytes recorded at `address`; nullopt if none are.
   std::optional<uint64_t> remove(uint64_t address) noexcept;
 

@@ -15,8 +15,11 @@ void count_pinned(CUresult result, const void* address, uint64_t bytes) {
   const Entry entry;
   ShimState* shim = entry.state();
   if (shim == nullptr || result != CUDA_SUCCESS || address == nullptr) return;
-  if (shim->program_pinned.add(reinterpret_cast<uint64_t>(address), bytes))
-    shim->host_budget.charge(bytes);
+  uint64_t replaced = 0;
+  if (!shim->program_pinned.add(reinterpret_cast<uint64_t>(address), bytes, &replaced)) return;
+  shim->host_budget.charge(bytes);
+  // The memory last pinned at this address was freed with its context, unseen: its bytes go.
+  shim->host_budget.release(replaced);
 }
 
 // Forgets the memory before the driver's free (another thread may pin the same address at once)

@@ -7,6 +7,7 @@
 //   physical  the driver's figures, untouched;
 //   virtual   the budget view plus the host limit: total adds the whole limit, free what is
 //             left of it (nothing is added when [spill] mode = "off").
+#include <algorithm>
 #include <limits>
 #include <optional>
 
@@ -49,6 +50,9 @@ VRAMSPILL_HOOK CUresult CUDAAPI cuMemGetInfo_v2(size_t* free, size_t* total) {
     *free = saturating_add(*free, shim->host_budget.available() + pool.pinned_bytes -
                                       pool.used_bytes);
     *total = saturating_add(*total, shim->host_budget.limit());
+    // A percent limit that fell below what the pool keeps pinned would leave free above total,
+    // and a framework's total - free wraps.
+    *free = std::min(*free, *total);
   }
   return result;
 }

@@ -17,6 +17,7 @@ void log_not_spilled(const std::string& refusal, const SpillRequest& request,
 
 CUresult SpillPlacement::spill(const SpillRequest& request, const std::string& refusal,
                                CUdeviceptr* out) noexcept {
+  bool spilled = false;
   try {
     if (config_.mode == SpillMode::kOff) {
       // The driver's own OUT_OF_MEMORY passes as it is, as without vramspill.
@@ -69,6 +70,7 @@ CUresult SpillPlacement::spill(const SpillRequest& request, const std::string& r
       // a failure (the allocation would be lost to the program and held forever).
       const core::Admission admission = ledger_.admit(request.device, tier->route(), request.bytes);
       ledger_.on_allocated(admission, *out, request.bytes);
+      spilled = true;
       if (!refusal.empty()) ledger_.note_over_budget_served(request.device);
       log_spilled(request.route, request.bytes, request.device, tier->name(), !refusal.empty());
       nvtx::spilled(request.bytes, request.device, tier->name());
@@ -82,7 +84,7 @@ CUresult SpillPlacement::spill(const SpillRequest& request, const std::string& r
     log_not_spilled(refusal, request, why);
   } catch (...) {  // a log line could not be built: the answer stands without it
   }
-  return CUDA_ERROR_OUT_OF_MEMORY;
+  return spilled ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
 
 SpillPlacement::Chain SpillPlacement::chain_for(const SpillRequest& request) {

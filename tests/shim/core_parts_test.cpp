@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "core/allocation_table.h"
+#include "core/host_allocations.h"
 #include "util/bytes.h"
 #include "core/route.h"
 
@@ -51,6 +52,19 @@ TEST(Routes, EachRouteHasItsOwnDriverNameAndKeySpace) {
 
 // Random inserts and erases against std::unordered_map: exercises growth and the backward shift
 // of Note [Allocation table layout], with keys dense enough to form long probe clusters.
+// Memory pinned again at an address whose last pinning the shim never saw freed (its context
+// went with it) replaces it: the caller gives the old bytes back.
+TEST(HostAllocations, PinningAnAddressAgainReportsWhatItReplaces) {
+  HostAllocations pinned;
+  uint64_t replaced = 7;
+  ASSERT_TRUE(pinned.add(0x1000, 64, &replaced));
+  EXPECT_EQ(replaced, 0u);
+  ASSERT_TRUE(pinned.add(0x1000, 32, &replaced));
+  EXPECT_EQ(replaced, 64u);
+  EXPECT_EQ(pinned.remove(0x1000), 32u);
+  EXPECT_EQ(pinned.remove(0x1000), std::nullopt);
+}
+
 TEST(AllocationTable, AgreesWithAReferenceMapUnderChurn) {
   AllocationTable table;
   std::unordered_map<uint64_t, uint64_t> reference;  // key -> bytes, pointer space only

@@ -3,8 +3,8 @@
 # device machine runs exactly this): build, the gpu-labelled tests (the demo programs on the GPU,
 # the train demo spilling and tiered under the shim, PyTorch under the shim when torch is
 # installed), the hook benchmark against the real driver, what tiered mode's moves cost
-# (tier_probe), the rate of tiered mode's own mover (mover_probe), and the demo. Run with --help for
-# details.
+# (tier_probe), the rate of tiered mode's own mover (mover_probe), which calls break a capture
+# (capture_probe), and the demo. Run with --help for details.
 set -uo pipefail
 # shellcheck source=tools/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -33,7 +33,10 @@ On a machine with an NVIDIA driver:
      costs the work behind it, and the step by which a fresh stream-ordered pool grows
   5. mover_probe (build-gpu/bin/mover_probe): the rate tiered mode's own mover reaches, 1 GiB
      each way in one remap window, and its VMM calls per GiB moved
-  6. tools/demo.sh --no-build against build-gpu/
+  6. capture_probe (build-gpu/bin/capture_probe): which driver calls, made on another thread,
+     break a stream capture in global mode (what simcuda must refuse, and the shim keep off
+     while one is in progress)
+  7. tools/demo.sh --no-build against build-gpu/
 Each step's output is printed; the summary at the end says which failed. Exits 77 without a
 driver.
 EOF
@@ -73,6 +76,7 @@ run_step "hook benchmark" env VRAMSPILL_LOG_LEVEL=warn HOOK_BENCH_DRIVER=system 
   --benchmark_report_aggregates_only=true --benchmark_min_time=0.3
 run_step "tier probe" "$build_dir/bin/tier_probe" --kernels "$build_dir/simcuda/vs_kernels.fatbin"
 run_step "mover probe" "$build_dir/bin/mover_probe"
+run_step "capture probe" "$build_dir/bin/capture_probe"
 run_step "demo" env BUILD_DIR="$build_dir" "$VRAMSPILL_ROOT/tools/demo.sh" --no-build
 
 step "Summary"

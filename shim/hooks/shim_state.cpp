@@ -171,7 +171,7 @@ ShimState::ShimState(const Config& loaded) noexcept
     : config(loaded),
       host_budget(host_limit_bytes(config.spill)),
       managed(config.spill, host_budget, captures, capture_gate),
-      host(config.spill, host_budget),
+      host(config.spill, host_budget, captures, capture_gate),
       spill_facts(*this),
       spill(config.spill, ledger, host_budget, spill_facts, managed, host),
       vmm_spill(config.spill, ledger, vmm, host_budget, spill_facts, host_vmm),

@@ -460,6 +460,24 @@ void HostPool::grower_main() noexcept {
       return growth_requested_ || release_requested_ || stopping_;
     });
     if (stopping_) break;
+    // What when_quiet holds off comes before the pool's lock, as on the allocating threads.
+    lock.unlock();
+    bool stepped = true;
+    if (ops_.when_quiet == nullptr) {
+      background_step();
+    } else {
+      stepped = ops_.when_quiet(ops_.context, &HostPool::run_background_step, this);
+    }
+    lock.lock();
+    if (!stepped) grower_wake_.wait_for(lock, kQuietPoll, [this] { return stopping_; });
+  }
+  growth_requested_ = false;
+  pin_done_.notify_all();
+}
+
+void HostPool::background_step() noexcept {
+  std::unique_lock lock(mutex_);
+  if (!stopping_) {
     if (growth_requested_) {
       // First: an allocation may be waiting for this pin.
       if (pins_in_flight_ == 0 && free_room_locked() < options_.low_water_bytes) {
@@ -472,13 +490,11 @@ void HostPool::grower_main() noexcept {
       } else {
         growth_requested_ = false;
       }
-    } else {  // Note [Unpinning off the stream's callback]
+    } else if (release_requested_) {  // Note [Unpinning off the stream's callback]
       release_requested_ = false;
       release_idle(lock);
     }
-    pin_done_.notify_all();
   }
-  growth_requested_ = false;
   pin_done_.notify_all();
 }
 

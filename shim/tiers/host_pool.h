@@ -156,6 +156,7 @@
 // block as it was.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <map>
@@ -289,6 +290,13 @@ class HostPool {
   void unpin_unlocked(std::unique_lock<std::mutex>& lock, const Region& retired) noexcept;
   void unpin(const Region& region) noexcept;
   void grower_main() noexcept;
+  // One round of the background thread's work, holding the lock: a pin ahead, or unpins.
+  void background_step() noexcept;
+  static void run_background_step(void* pool) noexcept {
+    static_cast<HostPool*>(pool)->background_step();
+  }
+  // How soon the background thread tries again when the driver may not be asked now.
+  static constexpr std::chrono::milliseconds kQuietPoll{2};
   bool on_background_thread() const noexcept {
     return std::this_thread::get_id() == grower_.get_id();
   }

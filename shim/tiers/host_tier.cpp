@@ -60,12 +60,16 @@ struct HostTier::PendingFree {
   void* block;
 };
 
-HostTier::HostTier(const SpillConfig& config, core::HostBudget& budget) noexcept
+HostTier::HostTier(const SpillConfig& config, core::HostBudget& budget,
+                   const std::atomic<int>& captures, std::shared_mutex& capture_gate) noexcept
     : SpillTier("the pinned host pool", core::Route::kSpillHost),
       budget_(budget),
+      captures_(captures),
+      capture_gate_(capture_gate),
       memlock_limit_(memlock_limit(config)),
       pool_(pool_options(config, budget.limit()),
-            PinnedMemoryOps{this, &HostTier::pin, &HostTier::unpin}, budget) {}
+            PinnedMemoryOps{this, &HostTier::pin, &HostTier::unpin, &HostTier::when_quiet},
+            budget) {}
 
 std::optional<bool> HostTier::do_query_support(int device) noexcept {
   const std::optional<int> unified = device_attribute(CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING, device);
@@ -203,6 +207,14 @@ bool HostTier::pin_reserved(std::size_t bytes, void** base) noexcept {
     if (mapped != CUDA_SUCCESS || !same_address) pinned = false;
   }
   return pinned;
+}
+
+bool HostTier::when_quiet(void* self, void (*step)(void* pool), void* pool) {
+  auto* tier = static_cast<HostTier*>(self);
+  const std::shared_lock captures_held_off(tier->capture_gate_);
+  if (tier->captures_.load(std::memory_order_acquire) != 0) return false;
+  step(pool);
+  return true;
 }
 
 bool HostTier::unpin(void* self, void* base, std::size_t bytes) {

@@ -17,6 +17,16 @@
 // that resets that device (cudaDeviceReset, cuDevicePrimaryCtxReset) frees the pool's memory
 // under its live blocks, as it frees the program's own allocations.
 //
+// Note [The pool's thread and captures]
+// The pool pins ahead of need and unpins idle regions on its own thread, whenever the program's
+// spills and frees ask for it: possibly while the program captures a stream in global mode on
+// another thread. Whether the driver forbids cuMemHostAlloc and cuMemFreeHost then is not
+// measured (tools/demo/capture_probe.c measures it on a GPU); vLLM reported cudaHostRegister on
+// a background thread refused during a capture, which invalidated it. So the pool's thread makes
+// neither while a capture is in progress: it holds the capture gate through each round of its
+// work, once no capture is in progress, and otherwise tries again a little later. A spill then
+// pins on the allocating thread, as it does when the pool's thread is behind.
+//
 // Note [Freeing spilled host blocks]
 // A block goes back to the pool only when no queued work can still touch it, or a later spill
 // would hand the same bytes to another allocation under a running kernel. cuMemFree_v2 waits for
@@ -30,6 +40,7 @@
 #include <atomic>
 #include <cstdint>
 #include <optional>
+#include <shared_mutex>
 
 #include "config/config.h"
 #include "core/host_budget.h"
@@ -40,7 +51,10 @@ namespace vramspill::tiers {
 
 class HostTier final : public SpillTier {
  public:
-  HostTier(const SpillConfig& config, core::HostBudget& budget) noexcept;
+  // `captures`: the stream captures in progress (hooks/capture_hooks.cpp); `capture_gate`: held
+  // exclusively while one begins (Note [The pool's thread and captures]).
+  HostTier(const SpillConfig& config, core::HostBudget& budget, const std::atomic<int>& captures,
+           std::shared_mutex& capture_gate) noexcept;
 
   // The start of the pool block that holds `address`; nullopt when no block does. Costs one
   // relaxed load while nothing has been pinned.
@@ -58,7 +72,17 @@ class HostTier final : public SpillTier {
   // A pool block; refused when the pool cannot grow (host budget, RLIMIT_MEMLOCK, pinning
   // refused).
   SpillOutcome do_allocate(const SpillAllocation& request, CUdeviceptr* out) noexcept override;
-  // Note [Freeing spilled host blocks]: waits for `device`'s work (the device the block was
+  // Note [The pool's thread and captures]
+// The pool pins ahead of need and unpins idle regions on its own thread, whenever the program's
+// spills and frees ask for it: possibly while the program captures a stream in global mode on
+// another thread. Whether the driver forbids cuMemHostAlloc and cuMemFreeHost then is not
+// measured (tools/demo/capture_probe.c measures it on a GPU); vLLM reported cudaHostRegister on
+// a background thread refused during a capture, which invalidated it. So the pool's thread makes
+// neither while a capture is in progress: it holds the capture gate through each round of its
+// work, once no capture is in progress, and otherwise tries again a little later. A spill then
+// pins on the allocating thread, as it does when the pool's thread is behind.
+//
+// Note [Freeing spilled host blocks]: waits for `device`'s work (the device the block was
   // spilled for), then frees. CUDA_ERROR_INVALID_VALUE for a pointer not in the pool.
   CUresult do_free(CUdeviceptr pointer, uint64_t bytes, int device) noexcept override;
   CUresult do_free_in_stream_order(CUdeviceptr pointer, uint64_t bytes,
@@ -68,12 +92,17 @@ class HostTier final : public SpillTier {
   // Counts `bytes` against RLIMIT_MEMLOCK if they fit under it.
   bool reserve_locked_memory(uint64_t bytes) noexcept;
   static bool pin(void* self, std::size_t bytes, void** base);
+  // PinnedMemoryOps::when_quiet: the step, holding the capture gate, unless a capture is in
+  // progress.
+  static bool when_quiet(void* self, void (*step)(void* pool), void* pool);
   // False with `*base` set: pinned but unusable, for the pool to give back (pinned_memory_ops.h).
   bool pin_reserved(std::size_t bytes, void** base) noexcept;
   static bool unpin(void* self, void* base, std::size_t bytes);
   static void CUDA_CB free_from_stream(void* block);
 
   core::HostBudget& budget_;
+  const std::atomic<int>& captures_;
+  std::shared_mutex& capture_gate_;
   // Where the pool pins (Note [The pool's context]): the primary context of the first spilling
   // device, retained for the life of the process, and that device's NUMA node.
   std::atomic<CUcontext> context_{nullptr};

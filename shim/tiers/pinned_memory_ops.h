@@ -24,6 +24,12 @@ struct PinnedMemoryOps {
   // Gives back exactly what one successful pin() returned; false if the memory could not be
   // given back (it then stays counted against the host budget).
   bool (*unpin)(void* context, void* base, std::size_t bytes) = nullptr;
+  // Runs `step(pool)`, the pool's background thread's pins ahead or unpins, and returns true if
+  // the driver may be asked for them now; false, without running it, if not: the thread tries
+  // again a little later. Null: always now. The shim's says no while a stream capture is in
+  // progress, and holds captures off through the step (tiers/host_tier.h, Note [The pool's thread
+  // and captures]).
+  bool (*when_quiet)(void* context, void (*step)(void* pool), void* pool) = nullptr;
 };
 
 }  // namespace vramspill::tiers

@@ -28,6 +28,11 @@ class FakePinnedMemory {
   }
 
   PinnedMemoryOps ops() { return {this, &FakePinnedMemory::pin, &FakePinnedMemory::unpin}; }
+  // With a say in when the pool's background thread may call: while `quiet` is false it may not.
+  PinnedMemoryOps ops_when_quiet() {
+    return {this, &FakePinnedMemory::pin, &FakePinnedMemory::unpin, &FakePinnedMemory::when_quiet};
+  }
+  std::atomic<bool> quiet{true};
 
   std::atomic<bool> fail{false};
   // Pins succeed but report the memory unusable (as when the device cannot map it): false with
@@ -85,6 +90,11 @@ class FakePinnedMemory {
   }
 
  private:
+  static bool when_quiet(void* self, void (*step)(void* pool), void* pool) {
+    if (!static_cast<FakePinnedMemory*>(self)->quiet) return false;
+    step(pool);
+    return true;
+  }
   static bool pin(void* context, std::size_t bytes, void** base) {
     auto* self = static_cast<FakePinnedMemory*>(context);
     if (self->delay.count() > 0) std::this_thread::sleep_for(self->delay);

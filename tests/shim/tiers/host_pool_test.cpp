@@ -288,6 +288,30 @@ TEST(HostPool, DeferredFreesUnpinOnTheBackgroundThread) {
   EXPECT_EQ(budget.used(), 1 * kMiB);
 }
 
+// Note [The pool's thread and captures] in shim/tiers/host_tier.h: while the driver may not be
+// asked (a stream capture in progress), the background thread neither pins ahead nor unpins;
+// it does both once it may.
+TEST(HostPool, TheBackgroundThreadWaitsUntilItMayCallTheDriver) {
+  core::HostBudget budget;
+  FakePinnedMemory fake;
+  fake.quiet = false;
+  HostPoolOptions options = small_steps(true);
+  options.release_idle_above = 0;
+  HostPool pool(options, fake.ops_when_quiet(), budget);
+  pool.warm_up();
+  void* large = pool.allocate(4 * kMiB);  // a region of its own, pinned on this thread
+  ASSERT_NE(large, nullptr);
+  ASSERT_TRUE(pool.free(large, HostPool::Unpinning::kLater).has_value());
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(fake.pins(), 1) << "no pin ahead";
+  EXPECT_EQ(fake.unpins(), 0) << "no unpin";
+  fake.quiet = true;
+  pool.wait_for_background_work();
+  EXPECT_EQ(fake.unpins(), 1);
+  EXPECT_EQ(fake.unpins_by(std::this_thread::get_id()), 0);
+  EXPECT_EQ(fake.pins(), 2) << "the step ahead";
+}
+
 TEST(HostPool, IdleRegionsBelowTheThresholdStayPinned) {
   core::HostBudget budget;
   FakePinnedMemory fake;

@@ -10,6 +10,7 @@
 // which streams were the context's is not known here: moves and frees then wait for good.
 #include <mutex>
 
+#include "driver/stream_capture.h"
 #include "hooks/hook.h"
 #include "hooks/shim_state.h"
 
@@ -46,11 +47,14 @@ void retire_all() noexcept {
 
 // The driver destroys `stream`: a capture begun on it ends with it (Note [Counting captures] in
 // core/capture_origins.h). The gate is held across the call, so that no capture begins on the
-// handle, new again, before the old one's is uncounted.
+// handle, new again, before the old one's is uncounted; only for a stream being captured, since
+// the gate waits for every call the shim holds captures off through (a wait for the device
+// among them), and cuStreamDestroy is documented to return at once.
 CUresult destroy_stream(CUstream stream, CUresult (*real)(CUstream)) noexcept {
   const Entry entry;
   ShimState* shim = entry.state();
-  if (shim == nullptr) return real(stream);
+  if (shim == nullptr || !vramspill::driver::stream_capturing(reinterpret_cast<uint64_t>(stream)))
+    return real(stream);
   const std::unique_lock gate(shim->capture_gate);
   const CUresult result = real(stream);
   if (result == CUDA_SUCCESS) shim->capture_origins.ended(reinterpret_cast<uint64_t>(stream));

@@ -1,13 +1,18 @@
 #include "hooks/stream_ordered_tiered.h"
 
 #include "driver/real_driver.h"
+#include "driver/stream_capture.h"
 #include "hooks/driver_stream_order.h"
 
 namespace vramspill::hooks {
 
 bool DriverStreamOrder::queue_host_function(CUstream stream, CUhostFn run, void* data) noexcept {
   const auto launch_host_func = VRAMSPILL_REAL(cuLaunchHostFunc);
-  return launch_host_func != nullptr && launch_host_func(stream, run, data) == CUDA_SUCCESS;
+  // On a stream being captured the function would join the graph, and run only if it does.
+  const std::shared_lock gate(capture_gate_);
+  return launch_host_func != nullptr &&
+         !driver::stream_capturing(reinterpret_cast<uint64_t>(stream)) &&
+         launch_host_func(stream, run, data) == CUDA_SUCCESS;
 }
 
 bool DriverStreamOrder::idle(CUstream stream) noexcept {

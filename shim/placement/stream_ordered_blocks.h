@@ -98,7 +98,8 @@ namespace vramspill::placement {
 class StreamOrderSeam {
  public:
   // Queues `run(data)` on `stream`, after the work queued there so far (cuLaunchHostFunc); false
-  // when it could not be queued, and then `run` is never called.
+  // when it could not be queued (or the stream is being captured, where it would join the
+  // graph), and then `run` is never called.
   virtual bool queue_host_function(CUstream stream, CUhostFn run, void* data) noexcept = 0;
   // Whether everything queued on `stream` so far has run (cuStreamQuery); false when the driver
   // does not say, or may not be asked (a capture in progress).

@@ -69,6 +69,12 @@ CUresult TrackedWork::settle(std::span<const uint64_t> bases, tiers::GranuleOps&
         stream_waits_.fetch_add(1, std::memory_order_relaxed);
         return CUDA_SUCCESS;
       }
+      // A capture began since the mover looked (Note [No moves during a capture]): the move
+      // stops, and the next one waits for these streams.
+      if (result == CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED) {
+        uses_.put_back_streams(queued);
+        return result;
+      }
       static constinit std::atomic<bool> said{false};
       if (!said.exchange(true))
         logging::warn(

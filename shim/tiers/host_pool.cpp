@@ -75,13 +75,13 @@ std::optional<uint64_t> HostPool::allocate_shared(std::unique_lock<std::mutex>& 
     const Take taken = take_locked(size, block);
     if (taken == Take::kTaken) return block;
     if (taken == Take::kFailed) return std::nullopt;
-    if (!unpinning_ && (pins_in_flight_ > 0 || growth_requested_)) {
+    if (!unpinning_ && (pins_in_flight_ > 0 || (growth_requested_ && !held_off_))) {
       // A step is being pinned, or about to be (ahead of need, but not far enough ahead): wait
       // for it rather than pin another; but never for an unpin (Note [Unpinning off the
-      // allocating thread]).
+      // allocating thread]), nor for a background thread the driver may not be asked by now.
       ++counters_.waits_for_background_pin;
       pin_done_.wait(lock, [this] {
-        return unpinning_ || (pins_in_flight_ == 0 && !growth_requested_);
+        return unpinning_ || (pins_in_flight_ == 0 && (!growth_requested_ || held_off_));
       });
       continue;
     }
@@ -469,7 +469,12 @@ void HostPool::grower_main() noexcept {
       stepped = ops_.when_quiet(ops_.context, &HostPool::run_background_step, this);
     }
     lock.lock();
-    if (!stepped) grower_wake_.wait_for(lock, kQuietPoll, [this] { return stopping_; });
+    // Held off, the thread lets allocations that would wait for it pin for themselves.
+    held_off_ = !stepped;
+    if (!stepped) {
+      pin_done_.notify_all();
+      grower_wake_.wait_for(lock, kQuietPoll, [this] { return stopping_; });
+    }
   }
   growth_requested_ = false;
   pin_done_.notify_all();

@@ -318,6 +318,7 @@ class HostPool {
   bool release_requested_ = false;  // idle regions to unpin on the background thread
   int pins_in_flight_ = 0;  // step pins (background or synchronous) running
   bool unpinning_ = false;  // the background thread is unpinning: no allocation waits for it
+  bool held_off_ = false;   // its last round was refused (PinnedMemoryOps::when_quiet): ditto
   bool background_pin_failed_ = false;  // no retry ahead of need until memory is freed
   bool stopping_ = false;
 

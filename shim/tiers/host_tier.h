@@ -24,8 +24,11 @@
 // measured (tools/demo/capture_probe.c measures it on a GPU); vLLM reported cudaHostRegister on
 // a background thread refused during a capture, which invalidated it. So the pool's thread makes
 // neither while a capture is in progress: it holds the capture gate through each round of its
-// work, once no capture is in progress, and otherwise tries again a little later. A spill then
-// pins on the allocating thread, as it does when the pool's thread is behind.
+// work, once no capture is in progress, and otherwise tries again a little later; meanwhile an
+// allocation that would have waited for its pin pins on its own thread (HostPool::held_off_).
+// That pin, and the cuMemFreeHost of a free that unpins at once, are still made whatever
+// captures are in progress: a stream-ordered spill beside a capture may pin, which would break
+// the capture if the driver forbids it (capture_probe will tell).
 //
 // Note [Freeing spilled host blocks]
 // A block goes back to the pool only when no queued work can still touch it, or a later spill
@@ -72,17 +75,7 @@ class HostTier final : public SpillTier {
   // A pool block; refused when the pool cannot grow (host budget, RLIMIT_MEMLOCK, pinning
   // refused).
   SpillOutcome do_allocate(const SpillAllocation& request, CUdeviceptr* out) noexcept override;
-  // Note [The pool's thread and captures]
-// The pool pins ahead of need and unpins idle regions on its own thread, whenever the program's
-// spills and frees ask for it: possibly while the program captures a stream in global mode on
-// another thread. Whether the driver forbids cuMemHostAlloc and cuMemFreeHost then is not
-// measured (tools/demo/capture_probe.c measures it on a GPU); vLLM reported cudaHostRegister on
-// a background thread refused during a capture, which invalidated it. So the pool's thread makes
-// neither while a capture is in progress: it holds the capture gate through each round of its
-// work, once no capture is in progress, and otherwise tries again a little later. A spill then
-// pins on the allocating thread, as it does when the pool's thread is behind.
-//
-// Note [Freeing spilled host blocks]: waits for `device`'s work (the device the block was
+  // Note [Freeing spilled host blocks]: waits for `device`'s work (the device the block was
   // spilled for), then frees. CUDA_ERROR_INVALID_VALUE for a pointer not in the pool.
   CUresult do_free(CUdeviceptr pointer, uint64_t bytes, int device) noexcept override;
   CUresult do_free_in_stream_order(CUdeviceptr pointer, uint64_t bytes,

@@ -105,7 +105,7 @@ struct ShimState {
   // submission] in placement/submission_order.h).
   placement::SubmissionOrder submissions;
   // cuMemFreeAsync of a tiered block (Note [Stream-ordered frees on the shim's thread]).
-  tiers::StreamOrderedFrees tiered_frees{this, &free_tiered_block_now, &captures, &capture_gate};
+  tiers::StreamOrderedFrees tiered_frees{this, &free_tiered_block_now, &captures};
   // Stream-ordered requests' tiered blocks, and those freed for reuse (Note [Reuse in stream
   // order] in tiers/stream_ordered_reuse.h).
   tiers::StreamOrderedReuse tiered_reuse;

@@ -148,10 +148,16 @@ DriverGranuleOps::~DriverGranuleOps() {
 // Note [No moves during a capture] in placement/tiered_placement.h: the mover looked before it
 // began, but a capture may have begun since, on another thread, and the wait would break it. So
 // the wait is made holding the gate, once no capture is in progress; the move then stops.
+// Called under the placement's and the arena's locks: the gate is only tried, never waited for,
+// so that no thread holding it and taking those locks can close a cycle. Held exclusively (a
+// capture is beginning), it counts as the capture in progress it is about to be.
 template <typename Wait>
 CUresult DriverGranuleOps::unless_capturing(Wait wait) noexcept {
   std::shared_lock<std::shared_mutex> gate;
-  if (capture_gate_ != nullptr) gate = std::shared_lock(*capture_gate_);
+  if (capture_gate_ != nullptr) {
+    gate = std::shared_lock(*capture_gate_, std::try_to_lock);
+    if (!gate.owns_lock()) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  }
   if (captures_ != nullptr && captures_->load(std::memory_order_acquire) != 0)
     return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   return wait();

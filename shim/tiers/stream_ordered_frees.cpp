@@ -67,9 +67,15 @@ void StreamOrderedFrees::thread_main() noexcept {
   for (;;) {
     changed_.wait(lock, [this] { return stopping_ || !ready_.empty(); });
     if (stopping_) return;
-    // Note [Stream-ordered frees on the shim's thread]: held through the free.
+    // Note [Stream-ordered frees on the shim's thread]: held through the free, and taken without
+    // this queue's lock, which a spill holding the gate may wait for (wait_for_a_due_free()).
     std::shared_lock<std::shared_mutex> captures_held_off;
-    if (capture_gate_ != nullptr) captures_held_off = std::shared_lock(*capture_gate_);
+    if (capture_gate_ != nullptr) {
+      lock.unlock();
+      captures_held_off = std::shared_lock(*capture_gate_);
+      lock.lock();
+      if (stopping_ || ready_.empty()) continue;
+    }
     if (capturing()) {
       captures_held_off = {};
       changed_.wait_for(lock, kCapturePoll, [this] { return stopping_; });

@@ -6,6 +6,9 @@
  * decides what simcuda must refuse, and what the shim must keep off while one is in progress.
  * A plain driver-API program (no shim): tools/gpu-check.sh runs it on a GPU, a test on simcuda.
  *
+ * The VMM calls are the remap mover's, which it makes beside captures on the assumption that a
+ * capture allows them.
+ *
  * For each call: thread A begins a capture of stream S in CU_STREAM_CAPTURE_MODE_GLOBAL and
  * captures a memset into it; thread B, in the default (global) mode, makes the call; thread A
  * captures another memset and ends the capture. A row says what the call returned and whether
@@ -22,6 +25,7 @@
 #include <string.h>
 
 #define BYTES ((size_t)4 << 20)
+#define GRANULE ((size_t)2 << 20)
 
 typedef struct {
   CUcontext context;
@@ -31,6 +35,9 @@ typedef struct {
   CUdeviceptr managed;     /* managed memory, for prefetch, advice and cuMemFree */
   void* pinned;            /* page-locked memory, for cuMemFreeHost */
   void* pageable;          /* ordinary host memory, for cuMemHostRegister */
+  CUdeviceptr reserved;    /* a reserved range of one granule, for the VMM calls */
+  CUmemGenericAllocationHandle handle;  /* a granule's handle, unmapped; 0 once released */
+  int mapped;              /* `handle` is mapped at `reserved` */
   CUresult result;         /* what the probed call returned */
   CUdeviceptr made;        /* what an allocating call made, freed after the capture */
   void* made_host;
@@ -77,6 +84,45 @@ static CUresult probe_advise(Row* row) {
   const CUmemLocation host = {CU_MEM_LOCATION_TYPE_HOST, 0};
   return cuMemAdvise(row->managed, BYTES, CU_MEM_ADVISE_SET_PREFERRED_LOCATION, host);
 }
+static CUmemAllocationProp granule_prop(void) {
+  CUmemAllocationProp prop;
+  memset(&prop, 0, sizeof prop);
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  CUdevice device = 0;
+  cuCtxGetDevice(&device);
+  prop.location.id = device;
+  return prop;
+}
+static CUresult map_granule(Row* row) {
+  CUresult result = cuMemMap(row->reserved, GRANULE, 0, row->handle, 0);
+  if (result != CUDA_SUCCESS) return result;
+  row->mapped = 1;
+  CUmemAccessDesc access;
+  memset(&access, 0, sizeof access);
+  access.location = granule_prop().location;
+  access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  return cuMemSetAccess(row->reserved, GRANULE, &access, 1);
+}
+static CUresult probe_create(Row* row) {
+  (void)row;
+  const CUmemAllocationProp prop = granule_prop();
+  CUmemGenericAllocationHandle made = 0;
+  const CUresult result = cuMemCreate(&made, GRANULE, &prop, 0);
+  if (result == CUDA_SUCCESS) cuMemRelease(made);  /* release is probed on its own */
+  return result;
+}
+static CUresult probe_release(Row* row) {
+  const CUresult result = cuMemRelease(row->handle);
+  if (result == CUDA_SUCCESS) row->handle = 0;
+  return result;
+}
+static CUresult probe_map(Row* row) { return map_granule(row); }
+static CUresult probe_unmap(Row* row) {
+  const CUresult result = cuMemUnmap(row->reserved, GRANULE);
+  if (result == CUDA_SUCCESS) row->mapped = 0;
+  return result;
+}
 static CUresult probe_stream_synchronize(Row* row) { return cuStreamSynchronize(row->other); }
 static CUresult probe_stream_query(Row* row) { return cuStreamQuery(row->other); }
 static CUresult probe_event_query(Row* row) { return cuEventQuery(row->recorded); }
@@ -94,25 +140,30 @@ static CUresult probe_record(Row* row) { return cuEventRecord(row->recorded, row
 typedef struct {
   const char* name;
   Probe probe;
+  Probe prepare;  /* before the capture, if not null */
 } Case;
 
 static const Case kCases[] = {
-    {"cuMemHostAlloc", probe_host_alloc},
-    {"cuMemFreeHost", probe_free_host},
-    {"cuMemHostRegister", probe_host_register},
-    {"cuMemAlloc", probe_alloc},
-    {"cuMemAllocManaged", probe_alloc_managed},
-    {"cuMemFree (device memory)", probe_free},
-    {"cuMemFree (managed memory)", probe_free_managed},
-    {"cuMemPrefetchAsync (another stream)", probe_prefetch},
-    {"cuMemAdvise", probe_advise},
-    {"cuStreamSynchronize (another stream)", probe_stream_synchronize},
-    {"cuStreamQuery (another stream)", probe_stream_query},
-    {"cuEventQuery (recorded on another stream)", probe_event_query},
-    {"cuEventSynchronize (recorded on another stream)", probe_event_synchronize},
-    {"cuEventRecord (another stream)", probe_record},
-    {"cuLaunchHostFunc (another stream)", probe_host_function},
-    {"cuCtxSynchronize", probe_ctx_synchronize},
+    {"cuMemHostAlloc", probe_host_alloc, NULL},
+    {"cuMemFreeHost", probe_free_host, NULL},
+    {"cuMemHostRegister", probe_host_register, NULL},
+    {"cuMemAlloc", probe_alloc, NULL},
+    {"cuMemAllocManaged", probe_alloc_managed, NULL},
+    {"cuMemFree (device memory)", probe_free, NULL},
+    {"cuMemFree (managed memory)", probe_free_managed, NULL},
+    {"cuMemPrefetchAsync (another stream)", probe_prefetch, NULL},
+    {"cuMemAdvise", probe_advise, NULL},
+    {"cuStreamSynchronize (another stream)", probe_stream_synchronize, NULL},
+    {"cuStreamQuery (another stream)", probe_stream_query, NULL},
+    {"cuEventQuery (recorded on another stream)", probe_event_query, NULL},
+    {"cuEventSynchronize (recorded on another stream)", probe_event_synchronize, NULL},
+    {"cuEventRecord (another stream)", probe_record, NULL},
+    {"cuLaunchHostFunc (another stream)", probe_host_function, NULL},
+    {"cuCtxSynchronize", probe_ctx_synchronize, NULL},
+    {"cuMemCreate (a 2 MiB granule)", probe_create, NULL},
+    {"cuMemRelease (an unmapped granule)", probe_release, NULL},
+    {"cuMemMap + cuMemSetAccess", probe_map, NULL},
+    {"cuMemUnmap", probe_unmap, map_granule},
 };
 
 typedef struct {
@@ -161,6 +212,10 @@ static int probe_row(CUcontext context, const Case* c, CUdeviceptr scratch) {
   CHECK("cuMemAlloc", cuMemAlloc(&row.device, BYTES));
   CHECK("cuMemAllocManaged", cuMemAllocManaged(&row.managed, BYTES, CU_MEM_ATTACH_GLOBAL));
   CHECK("cuMemHostAlloc", cuMemHostAlloc(&row.pinned, BYTES, CU_MEMHOSTALLOC_PORTABLE));
+  const CUmemAllocationProp prop = granule_prop();
+  CHECK("cuMemAddressReserve", cuMemAddressReserve(&row.reserved, GRANULE, GRANULE, 0, 0));
+  CHECK("cuMemCreate", cuMemCreate(&row.handle, GRANULE, &prop, 0));
+  if (c->prepare != NULL) CHECK("preparing the row", c->prepare(&row));
   CHECK("cuMemsetD32Async", cuMemsetD32Async(row.device, 1, BYTES / 4, row.other));
   CHECK("cuEventRecord", cuEventRecord(row.recorded, row.other));
   CHECK("cuCtxSynchronize", cuCtxSynchronize());
@@ -193,6 +248,9 @@ static int probe_row(CUcontext context, const Case* c, CUdeviceptr scratch) {
   if (row.pinned != NULL) CHECK("cuMemFreeHost", cuMemFreeHost(row.pinned));
   if (row.managed != 0) CHECK("cuMemFree", cuMemFree(row.managed));
   if (row.device != 0) CHECK("cuMemFree", cuMemFree(row.device));
+  if (row.mapped) CHECK("cuMemUnmap", cuMemUnmap(row.reserved, GRANULE));
+  if (row.handle != 0) CHECK("cuMemRelease", cuMemRelease(row.handle));
+  CHECK("cuMemAddressFree", cuMemAddressFree(row.reserved, GRANULE));
   CHECK("cuEventDestroy", cuEventDestroy(row.recorded));
   CHECK("cuStreamDestroy", cuStreamDestroy(row.other));
   CHECK("cuStreamDestroy", cuStreamDestroy(capturing));

@@ -396,8 +396,10 @@ static RetainFunction driver_retain(void) {
   void* driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
   Dlsym libc_dlsym = NULL;
   if (libc != NULL) {
-    libc_dlsym = (Dlsym)dlvsym(libc, "dlsym", "GLIBC_2.34");
-    if (libc_dlsym == NULL) libc_dlsym = (Dlsym)dlvsym(libc, "dlsym", "GLIBC_2.2.5");
+    /* The versions dlsym has had: since glibc 2.34, and before it on x86-64 and on aarch64. */
+    static const char* const kVersions[] = {"GLIBC_2.34", "GLIBC_2.2.5", "GLIBC_2.17"};
+    for (size_t i = 0; i < sizeof kVersions / sizeof kVersions[0] && libc_dlsym == NULL; ++i)
+      libc_dlsym = (Dlsym)dlvsym(libc, "dlsym", kVersions[i]);
   }
   if (libc_dlsym != NULL && driver != NULL)
     found = (RetainFunction)libc_dlsym(driver, "cuMemRetainAllocationHandle");

@@ -8,6 +8,7 @@
 // other.
 #include <mutex>
 
+#include "driver/stream_capture.h"
 #include "hooks/hook.h"
 #include "hooks/shim_state.h"
 
@@ -15,14 +16,6 @@ using vramspill::hooks::Entry;
 using vramspill::hooks::ShimState;
 
 namespace {
-
-CUstreamCaptureStatus capture_status(CUstream stream) {
-  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
-  const auto is_capturing = VRAMSPILL_REAL(cuStreamIsCapturing);
-  if (is_capturing == nullptr || is_capturing(stream, &status) != CUDA_SUCCESS)
-    return CU_STREAM_CAPTURE_STATUS_NONE;
-  return status;
-}
 
 uint64_t key(CUstream stream) { return reinterpret_cast<uint64_t>(stream); }
 
@@ -45,9 +38,10 @@ CUresult end_capture(CUstream stream, End end) {
   if (shim == nullptr) return end();
   const std::unique_lock gate(shim->capture_gate);
   // A per-thread default stream is every thread's key: another thread's may be capturing.
-  const bool was_capturing = capture_status(stream) != CU_STREAM_CAPTURE_STATUS_NONE;
+  // A stream the driver cannot answer for counts as capturing: nothing ends by its answer.
+  const bool was_capturing = vramspill::driver::stream_capturing(key(stream));
   const CUresult result = end();
-  if (was_capturing && capture_status(stream) == CU_STREAM_CAPTURE_STATUS_NONE)
+  if (was_capturing && !vramspill::driver::stream_capturing(key(stream)))
     shim->capture_origins.ended(key(stream));
   return result;
 }

@@ -1,7 +1,7 @@
 // Whether a program's stream may take the shim's own work now: an event recorded on a stream
 // being captured into a graph becomes part of the capture, and a wait from it on an event recorded
 // outside invalidates the capture (Note [A capture begun while a move is queued] in
-// tiers/driver_prefetch_ops.h). Callers ask holding the capture gate shared (ShimState's), which
+// tiers/driver_prefetch_ops.h). Callers ask holding the capture gate (core/capture_gate.h), which
 // every cuStreamBeginCapture hook holds exclusively, so no capture begins between the answer and
 // the record or wait it allows.
 #pragma once

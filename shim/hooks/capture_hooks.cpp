@@ -25,9 +25,9 @@ CUresult begin_capture(CUstream stream, Begin begin) {
   const Entry entry;
   ShimState* shim = entry.state();
   if (shim == nullptr) return begin();
-  const std::unique_lock gate(shim->capture_gate);
+  const auto changing = shim->captures.change();
   const CUresult result = begin();
-  if (result == CUDA_SUCCESS) shim->capture_origins.begun(key(stream));
+  if (result == CUDA_SUCCESS) shim->captures.begun(key(stream));
   return result;
 }
 
@@ -36,13 +36,13 @@ CUresult end_capture(CUstream stream, End end) {
   const Entry entry;
   ShimState* shim = entry.state();
   if (shim == nullptr) return end();
-  const std::unique_lock gate(shim->capture_gate);
+  const auto changing = shim->captures.change();
   // A per-thread default stream is every thread's key: another thread's may be capturing.
   // A stream the driver cannot answer for counts as capturing: nothing ends by its answer.
   const bool was_capturing = vramspill::driver::stream_capturing(key(stream));
   const CUresult result = end();
   if (was_capturing && !vramspill::driver::stream_capturing(key(stream)))
-    shim->capture_origins.ended(key(stream));
+    shim->captures.ended(key(stream));
   return result;
 }
 

@@ -18,11 +18,11 @@ CUresult check_capture(CUstream stream, bool& capturing) {
 bool DriverSpillFacts::integrated(int device) noexcept { return is_integrated(device); }
 
 bool DriverSpillFacts::capture_in_progress() noexcept {
-  return shim_.captures.load(std::memory_order_acquire) != 0;
+  return shim_.captures.capturing();
 }
 
-std::shared_lock<std::shared_mutex> DriverSpillFacts::hold_off_captures() noexcept {
-  return std::shared_lock(shim_.capture_gate);
+core::CaptureGate::Hold DriverSpillFacts::hold_off_captures() noexcept {
+  return shim_.captures.hold();
 }
 
 void DriverSpillFacts::refresh_host_limit() noexcept { hooks::refresh_host_limit(shim_); }

@@ -22,7 +22,7 @@ class DriverSpillFacts final : public placement::SpillFacts {
     return check_capture(stream, capturing);
   }
   bool capture_in_progress() noexcept override;
-  std::shared_lock<std::shared_mutex> hold_off_captures() noexcept override;
+  core::CaptureGate::Hold hold_off_captures() noexcept override;
   void refresh_host_limit() noexcept override;
 
  private:

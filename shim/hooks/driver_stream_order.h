@@ -4,9 +4,7 @@
 
 #include <cuda.h>
 
-#include <atomic>
-#include <shared_mutex>
-
+#include "core/capture_gate.h"
 #include "placement/stream_ordered_blocks.h"
 
 namespace vramspill::hooks {
@@ -17,18 +15,15 @@ namespace vramspill::hooks {
 // host functions, or the next question.
 class DriverStreamOrder final : public placement::StreamOrderSeam {
  public:
-  // `captures`: the stream captures in progress (hooks/capture_hooks.cpp); `capture_gate`: held
-  // exclusively while the driver begins one, so none begins between the look and the call.
-  DriverStreamOrder(const std::atomic<int>& captures, std::shared_mutex& capture_gate) noexcept
-      : captures_(captures), capture_gate_(capture_gate) {}
+  // `captures`: Note [The capture gate].
+  explicit DriverStreamOrder(core::CaptureGate& captures) noexcept : captures_(captures) {}
 
   bool queue_host_function(CUstream stream, CUhostFn run, void* data) noexcept override;
   bool idle(CUstream stream) noexcept override;
   bool wait_for(CUstream stream) noexcept override;
 
  private:
-  const std::atomic<int>& captures_;
-  std::shared_mutex& capture_gate_;
+  core::CaptureGate& captures_;
 };
 
 }  // namespace vramspill::hooks

@@ -8,10 +8,8 @@
 #pragma once
 
 #include <array>
-#include <atomic>
 #include <memory>
 #include <mutex>
-#include <shared_mutex>
 
 #include "placement/prefetch_placement.h"
 #include "tiers/driver_prefetch_ops.h"
@@ -20,20 +18,15 @@ namespace vramspill::hooks {
 
 class DriverPrefetchDevices final : public placement::PrefetchDevices {
  public:
-  // `captures`: the stream captures in progress (hooks/capture_hooks.cpp). `capture_gate`:
-  // held exclusively while the driver begins a capture, and shared by the mover while it records
-  // on or waits from a program's stream (Note [A capture begun while a move is queued] in
-  // tiers/driver_prefetch_ops.h).
-  DriverPrefetchDevices(const std::atomic<int>& captures, std::shared_mutex& capture_gate) noexcept
-      : captures_(captures), capture_gate_(capture_gate) {}
+  // `captures`: held by the mover while it records on or waits from a program's stream (Note [A
+  // capture begun while a move is queued] in tiers/driver_prefetch_ops.h).
+  explicit DriverPrefetchDevices(core::CaptureGate& captures) noexcept : captures_(captures) {}
   DriverPrefetchDevices(const DriverPrefetchDevices&) = delete;
   DriverPrefetchDevices& operator=(const DriverPrefetchDevices&) = delete;
 
   tiers::PrefetchOps* ops(int device) noexcept override;
-  bool may_move() noexcept override { return captures_.load(std::memory_order_acquire) == 0; }
-  std::shared_lock<std::shared_mutex> hold_off_captures() noexcept override {
-    return std::shared_lock(capture_gate_);
-  }
+  bool may_move() noexcept override { return !captures_.capturing(); }
+  core::CaptureGate::Hold hold_off_captures() noexcept override { return captures_.hold(); }
 
  private:
   enum class Verdict : uint8_t { kUnknown, kMover, kNone };
@@ -43,8 +36,7 @@ class DriverPrefetchDevices final : public placement::PrefetchDevices {
   };
   static constexpr std::size_t kDevices = 64;
 
-  const std::atomic<int>& captures_;
-  std::shared_mutex& capture_gate_;
+  core::CaptureGate& captures_;
   std::mutex mutex_;
   std::array<Device, kDevices> devices_{};
 };

@@ -170,22 +170,22 @@ void refresh_host_limit(ShimState& shim) noexcept {
 ShimState::ShimState(const Config& loaded) noexcept
     : config(loaded),
       host_budget(host_limit_bytes(config.spill)),
-      managed(config.spill, host_budget, captures, capture_gate),
-      host(config.spill, host_budget, captures, capture_gate),
+      managed(config.spill, host_budget, captures),
+      host(config.spill, host_budget, captures),
       spill_facts(*this),
       spill(config.spill, ledger, host_budget, spill_facts, managed, host),
       vmm_spill(config.spill, ledger, vmm, host_budget, spill_facts, host_vmm),
       tiered_budgets(ledger, host_budget),
       // tiered_reuse is made later, and asked only once blocks move.
-      arenas(config.tiered, host_vmm, captures, capture_gate, tiered_reuse),
+      arenas(config.tiered, host_vmm, captures, tiered_reuse),
       tiered(tiered_budgets, arenas, window,
              {.policy = config.tiered.policy, .window = config.tiered.window}, &use),
-      prefetch_devices(captures, capture_gate),
+      prefetch_devices(captures),
       prefetch(tiered_budgets, prefetch_devices,
                {.policy = config.tiered.policy, .admission = config.tiered.admission}),
       tiered_rules(config.tiered.rules),
       tiered_blocks(config, ledger, use, host_budget, tiered, prefetch, tiered_rules, call_sites),
-      submission_events(capture_gate),
+      submission_events(captures),
       submissions(tiered, window, use, captures, config.tiered, submission_events,
                   config.tiered.mover == TieredMover::kPrefetch ? &prefetch : nullptr) {
   // Note [Dead blocks and the prefetch mover] in placement/stream_ordered_blocks.h

@@ -18,7 +18,7 @@
 #include <string>
 
 #include "config/config.h"
-#include "core/capture_origins.h"
+#include "core/capture_gate.h"
 #include "core/ledger.h"
 #include "core/host_allocations.h"
 #include "core/host_budget.h"
@@ -67,8 +67,9 @@ struct ShimState {
   core::VmmTracker vmm;
   core::HostBudget host_budget;  // pinned + managed bytes, against [spill] host_limit
   core::HostAllocations program_pinned;  // the program's own page-locked memory
-  std::atomic<int> captures{0};  // stream captures in progress (hooks/capture_hooks.cpp)
-  core::CaptureOrigins capture_origins{captures};  // guarded by capture_gate, held exclusively
+  // The stream captures in progress (hooks/capture_hooks.cpp) and the gate that holds new ones
+  // off (Note [The capture gate]).
+  core::CaptureGate captures;
   tiers::ManagedTier managed;
   tiers::HostTier host;
   tiers::DriverHostVmmTier host_vmm;
@@ -79,9 +80,6 @@ struct ShimState {
   core::ParamLayoutCache launch_layouts;  // kernel parameter layouts, per CUfunction
   core::GraphExecUses graph_uses;  // what each executable graph touches (hooks/graph_hooks.cpp)
   // Tiered mode (placement/tiered_blocks.h, hooks/tiered_allocation.h).
-  // Held exclusively while the driver begins a capture, and shared while the shim records on or
-  // waits from a program's stream (driver/stream_capture.h).
-  std::shared_mutex capture_gate;
   core::RemapWindow window;      // Note [Remap window]
   placement::LedgerTieredBudgets tiered_budgets;
   DriverArenaSource arenas;
@@ -109,7 +107,7 @@ struct ShimState {
   // Stream-ordered requests' tiered blocks, and those freed for reuse (Note [Reuse in stream
   // order] in tiers/stream_ordered_reuse.h).
   tiers::StreamOrderedReuse tiered_reuse;
-  DriverStreamOrder stream_order{captures, capture_gate};
+  DriverStreamOrder stream_order{captures};
   // Which kept block serves a stream-ordered request, and which go back to the arena (Note
   // [Stream-ordered requests in the arena] in placement/stream_ordered_blocks.h).
   placement::StreamOrderedBlocks stream_ordered_blocks{

@@ -55,9 +55,9 @@ CUresult destroy_stream(CUstream stream, CUresult (*real)(CUstream)) noexcept {
   ShimState* shim = entry.state();
   if (shim == nullptr || !vramspill::driver::stream_capturing(reinterpret_cast<uint64_t>(stream)))
     return real(stream);
-  const std::unique_lock gate(shim->capture_gate);
+  const auto changing = shim->captures.change();
   const CUresult result = real(stream);
-  if (result == CUDA_SUCCESS) shim->capture_origins.ended(reinterpret_cast<uint64_t>(stream));
+  if (result == CUDA_SUCCESS) shim->captures.ended(reinterpret_cast<uint64_t>(stream));
   return result;
 }
 

@@ -9,7 +9,7 @@ namespace vramspill::hooks {
 bool DriverStreamOrder::queue_host_function(CUstream stream, CUhostFn run, void* data) noexcept {
   const auto launch_host_func = VRAMSPILL_REAL(cuLaunchHostFunc);
   // On a stream being captured the function would join the graph, and run only if it does.
-  const std::shared_lock gate(capture_gate_);
+  const auto held = captures_.hold();
   return launch_host_func != nullptr &&
          !driver::stream_capturing(reinterpret_cast<uint64_t>(stream)) &&
          launch_host_func(stream, run, data) == CUDA_SUCCESS;
@@ -17,16 +17,14 @@ bool DriverStreamOrder::queue_host_function(CUstream stream, CUhostFn run, void*
 
 bool DriverStreamOrder::idle(CUstream stream) noexcept {
   const auto query = VRAMSPILL_REAL(cuStreamQuery);
-  const std::shared_lock gate(capture_gate_);
-  return query != nullptr && captures_.load(std::memory_order_acquire) == 0 &&
-         query(stream) == CUDA_SUCCESS;
+  const auto held = captures_.hold_if_none();
+  return query != nullptr && held.owns_lock() && query(stream) == CUDA_SUCCESS;
 }
 
 bool DriverStreamOrder::wait_for(CUstream stream) noexcept {
   const auto synchronize = VRAMSPILL_REAL(cuStreamSynchronize);
-  const std::shared_lock gate(capture_gate_);
-  return synchronize != nullptr && captures_.load(std::memory_order_acquire) == 0 &&
-         synchronize(stream) == CUDA_SUCCESS;
+  const auto held = captures_.hold_if_none();
+  return synchronize != nullptr && held.owns_lock() && synchronize(stream) == CUDA_SUCCESS;
 }
 
 std::optional<CUresult> allocate_stream_ordered_tiered(ShimState& shim, int device,

@@ -28,7 +28,7 @@ bool DriverSubmissionEvents::record(uint64_t event, uint64_t stream) noexcept {
   const auto record_event = VRAMSPILL_REAL(cuEventRecord);
   // A stream that began capturing after the submission's driver call, unknown to the shim's
   // count, would take the event into its graph, where later moves could not wait for it.
-  const std::shared_lock gate(capture_gate_);
+  const auto held = captures_.hold();
   return record_event != nullptr && !driver::stream_capturing(stream) &&
          record_event(reinterpret_cast<CUevent>(event), reinterpret_cast<CUstream>(stream)) ==
              CUDA_SUCCESS;

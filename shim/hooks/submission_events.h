@@ -3,18 +3,16 @@
 #pragma once
 
 #include <cstdint>
-#include <shared_mutex>
 
+#include "core/capture_gate.h"
 #include "placement/submission_order.h"
 
 namespace vramspill::hooks {
 
 class DriverSubmissionEvents final : public placement::SubmissionEvents {
  public:
-  // `capture_gate`: held shared while an event is recorded on a program's stream
-  // (driver/stream_capture.h).
-  explicit DriverSubmissionEvents(std::shared_mutex& capture_gate) noexcept
-      : capture_gate_(capture_gate) {}
+  // `captures`: held while an event is recorded on a program's stream (Note [The capture gate]).
+  explicit DriverSubmissionEvents(core::CaptureGate& captures) noexcept : captures_(captures) {}
 
   uint64_t current_context() noexcept override;
   uint64_t create() noexcept override;
@@ -22,7 +20,7 @@ class DriverSubmissionEvents final : public placement::SubmissionEvents {
   void destroy(uint64_t event) noexcept override;
 
  private:
-  std::shared_mutex& capture_gate_;
+  core::CaptureGate& captures_;
 };
 
 }  // namespace vramspill::hooks

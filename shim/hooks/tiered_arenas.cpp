@@ -85,7 +85,7 @@ tiers::GranuleArena* DriverArenaSource::arena(int device) noexcept {
   }
   const uint64_t keep = config_.keep / tiers::kGranuleBytes;
   state.ops.reset(new (std::nothrow)
-                      tiers::DriverGranuleOps(device, host_numa_node, &capture_gate_, &captures_));
+                      tiers::DriverGranuleOps(device, host_numa_node, &captures_));
   if (state.ops == nullptr) return nullptr;
   state.arena.reset(new (std::nothrow) tiers::GranuleArena(
       *state.ops, {.keep_device_granules = keep, .keep_host_granules = keep, .dead = &dead_}));

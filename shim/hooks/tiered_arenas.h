@@ -13,7 +13,6 @@
 #pragma once
 
 #include <array>
-#include <atomic>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -28,24 +27,16 @@ namespace vramspill::hooks {
 
 class DriverArenaSource final : public placement::ArenaSource {
  public:
-  // `captures`: the stream captures in progress (hooks/capture_hooks.cpp); `capture_gate`:
-  // driver/stream_capture.h. `dead`: the blocks whose moves need no copy (Note [Moves of dead
+  // `captures`: Note [The capture gate]. `dead`: the blocks whose moves need no copy (Note [Moves of dead
   // contents] in tiers/granule_arena.h).
   DriverArenaSource(const TieredConfig& config, tiers::HostVmmTier& host_vmm,
-                    const std::atomic<int>& captures, std::shared_mutex& capture_gate,
-                    const tiers::DeadContents& dead) noexcept
-      : config_(config),
-        host_vmm_(host_vmm),
-        captures_(captures),
-        capture_gate_(capture_gate),
-        dead_(dead) {}
+                    core::CaptureGate& captures, const tiers::DeadContents& dead) noexcept
+      : config_(config), host_vmm_(host_vmm), captures_(captures), dead_(dead) {}
   DriverArenaSource(const DriverArenaSource&) = delete;
   DriverArenaSource& operator=(const DriverArenaSource&) = delete;
 
   tiers::GranuleArena* arena(int device) noexcept override;
-  bool may_synchronize() noexcept override {
-    return captures_.load(std::memory_order_acquire) == 0;
-  }
+  bool may_synchronize() noexcept override { return !captures_.capturing(); }
 
  private:
   enum class Verdict : uint8_t { kUnknown, kArena, kNone };
@@ -62,8 +53,7 @@ class DriverArenaSource final : public placement::ArenaSource {
 
   const TieredConfig& config_;
   tiers::HostVmmTier& host_vmm_;
-  const std::atomic<int>& captures_;
-  std::shared_mutex& capture_gate_;
+  core::CaptureGate& captures_;
   const tiers::DeadContents& dead_;
   std::mutex mutex_;
   std::array<Device, kDevices> devices_{};

@@ -280,7 +280,7 @@ CUresult PrefetchPlacement::make_locked(Device& state, int device, uint64_t byte
   // Note [Managed memory and captures begun meanwhile]: held through the allocation, and its
   // release should the books have no room for it; the bring-in that follows may take the gate
   // again.
-  const std::shared_lock captures_held_off = devices_.hold_off_captures();
+  const auto captures_held_off = devices_.hold_off_captures();
   if (!devices_.may_move()) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   CUdeviceptr base = 0;
   if (const CUresult made = state.ops->allocate(bytes, &base); made != CUDA_SUCCESS) return made;
@@ -410,7 +410,7 @@ uint64_t PrefetchPlacement::free_dead_locked(int device, uint64_t bytes,
   if (dead_ == nullptr) return 0;
   // cuMemFree would break a capture in progress (a global one, from any thread): none begins
   // while this is held.
-  const std::shared_lock captures_held_off = devices_.hold_off_captures();
+  const auto captures_held_off = devices_.hold_off_captures();
   if (!devices_.may_move()) return 0;
   uint64_t freed = 0;
   for (const uint64_t base : dead_->dead()) {

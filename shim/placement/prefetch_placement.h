@@ -140,10 +140,10 @@
 #include <mutex>
 #include <optional>
 #include <span>
-#include <shared_mutex>
 #include <string>
 #include <vector>
 
+#include "core/capture_gate.h"
 #include "core/memory_events.h"
 #include "core/use_tracker.h"
 #include "placement/promotion_admission.h"
@@ -166,7 +166,7 @@ class PrefetchDevices {
   // Keeps a capture from beginning while the lock it returns is held, so that what may_move()
   // says stays true meanwhile (Note [A capture begun while a move is queued] in
   // tiers/driver_prefetch_ops.h); by default, where no program captures, holds nothing.
-  virtual std::shared_lock<std::shared_mutex> hold_off_captures() noexcept { return {}; }
+  virtual core::CaptureGate::Hold hold_off_captures() noexcept { return {}; }
 
  protected:
   PrefetchDevices() = default;
@@ -407,7 +407,7 @@ std::optional<bool> PrefetchPlacement::free_unless_capturing(CUdeviceptr base,
   if (found == blocks_.end()) return std::nullopt;
   // A leaving block is the program's free's to give back (Note [A free waits outside the lock]).
   if (found->second.leaving) return false;
-  const std::shared_lock captures_held_off = devices_.hold_off_captures();
+  const auto captures_held_off = devices_.hold_off_captures();
   if (!devices_.may_move() || !let_go()) return false;
   (void)free_locked(found);
   return true;

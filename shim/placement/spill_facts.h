@@ -6,7 +6,7 @@
 
 #include <cuda.h>
 
-#include <shared_mutex>
+#include "core/capture_gate.h"
 
 namespace vramspill::placement {
 
@@ -20,7 +20,7 @@ class SpillFacts {
   // Whether a stream capture is in progress on any stream of the process. Asked holding what
   // hold_off_captures() returns, the answer stands until that is let go: no capture begins.
   virtual bool capture_in_progress() noexcept = 0;
-  virtual std::shared_lock<std::shared_mutex> hold_off_captures() noexcept = 0;
+  virtual core::CaptureGate::Hold hold_off_captures() noexcept = 0;
   // Brings the host limit up to date before a spill reserves host memory (a percent limit follows
   // the memory the job may use, which changes while it runs).
   virtual void refresh_host_limit() noexcept = 0;

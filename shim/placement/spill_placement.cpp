@@ -52,7 +52,7 @@ CUresult SpillPlacement::spill(const SpillRequest& request, const std::string& r
         .device = request.device, .bytes = request.bytes, .managed_flags = request.managed_flags};
     // Note [Stream-ordered spills beside a capture]: no capture begins between the look and the
     // allocation.
-    std::shared_lock<std::shared_mutex> captures_held_off;
+    core::CaptureGate::Hold captures_held_off;
     if (request.stream_ordered) captures_held_off = facts_.hold_off_captures();
     const bool beside_a_capture = request.stream_ordered && facts_.capture_in_progress();
     for (tiers::SpillTier* tier : chain.list()) {

@@ -15,10 +15,10 @@
 // tested without a driver (tests/shim/placement/submission_order_test.cpp).
 #pragma once
 
-#include <atomic>
 #include <cstdint>
 
 #include "config/config.h"
+#include "core/capture_gate.h"
 #include "core/remap_window.h"
 #include "core/stream_slots.h"
 #include "core/use_tracker.h"
@@ -54,7 +54,7 @@ class SubmissionOrder {
   // `prefetch`: with [tiered] mover = "prefetch", the placement of the blocks that are managed
   // memory, told of each submission before the remap mover is (Note [The prefetch mover]).
   SubmissionOrder(TieredPlacement& placement, core::RemapWindow& window, core::UseTracker& use,
-                  const std::atomic<int>& captures, const TieredConfig& config,
+                  const core::CaptureGate& captures, const TieredConfig& config,
                   SubmissionEvents& events, PrefetchPlacement* prefetch = nullptr) noexcept
       : placement_(placement),
         prefetch_(prefetch),
@@ -89,13 +89,13 @@ class SubmissionOrder {
 
  private:
   void finish(const Passage& passage) noexcept;
-  bool capturing() const noexcept { return captures_.load(std::memory_order_acquire) != 0; }
+  bool capturing() const noexcept { return captures_.capturing(); }
 
   TieredPlacement& placement_;
   PrefetchPlacement* prefetch_;
   core::RemapWindow& window_;
   core::UseTracker& use_;
-  const std::atomic<int>& captures_;
+  const core::CaptureGate& captures_;
   const TieredConfig& config_;
   SubmissionEvents& events_;
 };

@@ -3,7 +3,6 @@
 #include <array>
 #include <mutex>
 #include <new>
-#include <shared_mutex>
 
 #include "driver/context_scope.h"
 #include "driver/device_work.h"
@@ -24,12 +23,8 @@ CUmemAccessDesc read_write(int device) {
 }  // namespace
 
 DriverGranuleOps::DriverGranuleOps(int device, int host_numa_node,
-                                   std::shared_mutex* capture_gate,
-                                   const std::atomic<int>* captures) noexcept
-    : device_(device),
-      host_numa_node_(host_numa_node),
-      capture_gate_(capture_gate),
-      captures_(captures) {
+                                   core::CaptureGate* captures) noexcept
+    : device_(device), host_numa_node_(host_numa_node), captures_(captures) {
   try {
     access_.push_back(read_write(device));
     const auto count_devices = VRAMSPILL_REAL(cuDeviceGetCount);
@@ -153,13 +148,11 @@ DriverGranuleOps::~DriverGranuleOps() {
 // capture is beginning), it counts as the capture in progress it is about to be.
 template <typename Wait>
 CUresult DriverGranuleOps::unless_capturing(Wait wait) noexcept {
-  std::shared_lock<std::shared_mutex> gate;
-  if (capture_gate_ != nullptr) {
-    gate = std::shared_lock(*capture_gate_, std::try_to_lock);
-    if (!gate.owns_lock()) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  core::CaptureGate::Hold held;
+  if (captures_ != nullptr) {
+    held = captures_->try_hold_if_none();
+    if (!held.owns_lock()) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   }
-  if (captures_ != nullptr && captures_->load(std::memory_order_acquire) != 0)
-    return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   return wait();
 }
 
@@ -351,8 +344,8 @@ CUresult DriverGranuleOps::order_stream_after(uint64_t stream, uint64_t event,
   const auto synchronize = VRAMSPILL_REAL(cuEventSynchronize);
   const auto copied = reinterpret_cast<CUevent>(event);
   if (!on_host && wait_event != nullptr) {
-    std::shared_lock<std::shared_mutex> gate;
-    if (capture_gate_ != nullptr) gate = std::shared_lock(*capture_gate_);
+    core::CaptureGate::Hold held;
+    if (captures_ != nullptr) held = captures_->hold();
     // The event is of the arena's context; the stream may be of any: the wait crosses contexts.
     // A stream that captures unknown to the shim would take the wait into its graph, which the
     // event, recorded outside, invalidates: the host waits instead.

@@ -13,9 +13,9 @@
 
 #include <atomic>
 #include <mutex>
-#include <shared_mutex>
 #include <vector>
 
+#include "core/capture_gate.h"
 #include "tiers/granule_ops.h"
 
 namespace vramspill::tiers {
@@ -24,12 +24,11 @@ class DriverGranuleOps final : public GranuleOps {
  public:
   // Device granules on `device`; host granules on the host NUMA node `host_numa_node`
   // (CU_MEM_LOCATION_TYPE_HOST_NUMA), or anywhere on the host (CU_MEM_LOCATION_TYPE_HOST) when
-  // it is negative. `capture_gate`: held shared while a program's stream is made to wait
-  // (driver/stream_capture.h), and while the device or a program's stream is waited for, which
-  // is done only when `captures` (the stream captures in progress, hooks/capture_hooks.cpp) is 0;
-  // both null where no program captures (the tools and tests of the arena alone).
-  DriverGranuleOps(int device, int host_numa_node, std::shared_mutex* capture_gate = nullptr,
-                   const std::atomic<int>* captures = nullptr) noexcept;
+  // it is negative. `captures` (Note [The capture gate]): held while a program's stream is made
+  // to wait, and while the device or a program's stream is waited for, which is done only when
+  // no capture is in progress; null where no program captures (the tools and tests of the arena
+  // alone).
+  DriverGranuleOps(int device, int host_numa_node, core::CaptureGate* captures = nullptr) noexcept;
   // Gives back the copy stream and the primary context it lives in.
   ~DriverGranuleOps();
   DriverGranuleOps(const DriverGranuleOps&) = delete;
@@ -79,8 +78,7 @@ class DriverGranuleOps final : public GranuleOps {
 
   int device_;
   int host_numa_node_;
-  std::shared_mutex* capture_gate_;
-  const std::atomic<int>* captures_;
+  core::CaptureGate* captures_;
   // Note [Who may reach a granule]: the device and its peers.
   std::vector<CUmemAccessDesc> access_;
   // The stream of `lane`.

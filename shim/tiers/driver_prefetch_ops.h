@@ -41,10 +41,10 @@
 #include <cuda.h>
 
 #include <atomic>
-#include <shared_mutex>
 #include <unordered_map>
 #include <vector>
 
+#include "core/capture_gate.h"
 #include "tiers/prefetch_ops.h"
 
 namespace vramspill::tiers {
@@ -52,9 +52,9 @@ namespace vramspill::tiers {
 class DriverPrefetchOps final : public PrefetchOps {
  public:
   // `peers`: the other devices whose kernels may reach this device's blocks in place (Note [Who
-  // may reach a managed block]). `capture_gate`: Note [A capture begun while a move is queued].
-  DriverPrefetchOps(int device, std::vector<int> peers, std::shared_mutex& capture_gate) noexcept
-      : device_(device), peers_(std::move(peers)), capture_gate_(capture_gate) {}
+  // may reach a managed block]). `captures`: Note [A capture begun while a move is queued].
+  DriverPrefetchOps(int device, std::vector<int> peers, core::CaptureGate& captures) noexcept
+      : device_(device), peers_(std::move(peers)), captures_(captures) {}
   // Gives back the streams, their events and the primary context they live in.
   ~DriverPrefetchOps() override;
 
@@ -97,7 +97,7 @@ class DriverPrefetchOps final : public PrefetchOps {
 
   const int device_;
   const std::vector<int> peers_;
-  std::shared_mutex& capture_gate_;
+  core::CaptureGate& captures_;
   CUcontext primary_ = nullptr;
   Lane promotions_;
   Lane evictions_;

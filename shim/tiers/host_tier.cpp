@@ -61,11 +61,10 @@ struct HostTier::PendingFree {
 };
 
 HostTier::HostTier(const SpillConfig& config, core::HostBudget& budget,
-                   const std::atomic<int>& captures, std::shared_mutex& capture_gate) noexcept
+                   core::CaptureGate& captures) noexcept
     : SpillTier("the pinned host pool", core::Route::kSpillHost),
       budget_(budget),
       captures_(captures),
-      capture_gate_(capture_gate),
       memlock_limit_(memlock_limit(config)),
       pool_(pool_options(config, budget.limit()),
             PinnedMemoryOps{this, &HostTier::pin, &HostTier::unpin, &HostTier::when_quiet},
@@ -211,8 +210,8 @@ bool HostTier::pin_reserved(std::size_t bytes, void** base) noexcept {
 
 bool HostTier::when_quiet(void* self, void (*step)(void* pool), void* pool) {
   auto* tier = static_cast<HostTier*>(self);
-  const std::shared_lock captures_held_off(tier->capture_gate_);
-  if (tier->captures_.load(std::memory_order_acquire) != 0) return false;
+  const auto captures_held_off = tier->captures_.hold_if_none();
+  if (!captures_held_off.owns_lock()) return false;
   step(pool);
   return true;
 }

@@ -43,9 +43,9 @@
 #include <atomic>
 #include <cstdint>
 #include <optional>
-#include <shared_mutex>
 
 #include "config/config.h"
+#include "core/capture_gate.h"
 #include "core/host_budget.h"
 #include "tiers/host_pool.h"
 #include "tiers/spill_tier.h"
@@ -54,10 +54,9 @@ namespace vramspill::tiers {
 
 class HostTier final : public SpillTier {
  public:
-  // `captures`: the stream captures in progress (hooks/capture_hooks.cpp); `capture_gate`: held
-  // exclusively while one begins (Note [The pool's thread and captures]).
-  HostTier(const SpillConfig& config, core::HostBudget& budget, const std::atomic<int>& captures,
-           std::shared_mutex& capture_gate) noexcept;
+  // `captures`: Note [The pool's thread and captures].
+  HostTier(const SpillConfig& config, core::HostBudget& budget,
+           core::CaptureGate& captures) noexcept;
 
   // The start of the pool block that holds `address`; nullopt when no block does. Costs one
   // relaxed load while nothing has been pinned.
@@ -94,8 +93,7 @@ class HostTier final : public SpillTier {
   static void CUDA_CB free_from_stream(void* block);
 
   core::HostBudget& budget_;
-  const std::atomic<int>& captures_;
-  std::shared_mutex& capture_gate_;
+  core::CaptureGate& captures_;
   // Where the pool pins (Note [The pool's context]): the primary context of the first spilling
   // device, retained for the life of the process, and that device's NUMA node.
   std::atomic<CUcontext> context_{nullptr};

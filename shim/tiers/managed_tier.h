@@ -10,7 +10,6 @@
 
 #include <cuda.h>
 
-#include <atomic>
 #include <cstdint>
 #include <optional>
 
@@ -23,11 +22,10 @@ namespace vramspill::tiers {
 
 class ManagedTier final : public SpillTier {
  public:
-  // `captures`: the stream captures in progress, during which stream-ordered frees wait, and
-  // `capture_gate` the gate they begin under (Note [Stream-ordered frees on the shim's thread] in
-  // tiers/stream_ordered_frees.h).
+  // `captures`: held through each stream-ordered free (Note [Stream-ordered frees on the shim's
+  // thread] in tiers/stream_ordered_frees.h).
   ManagedTier(const SpillConfig& config, core::HostBudget& budget,
-              const std::atomic<int>& captures, std::shared_mutex& capture_gate) noexcept
+              core::CaptureGate& captures) noexcept
       : SpillTier("managed memory", core::Route::kSpillManaged),
         config_(config),
         budget_(budget),
@@ -36,7 +34,7 @@ class ManagedTier final : public SpillTier {
             [](void* tier, CUdeviceptr pointer, uint64_t bytes) {
               return static_cast<ManagedTier*>(tier)->free_now(pointer, bytes);
             },
-            &captures, &capture_gate) {}
+            &captures, StreamOrderedFrees::Gate::kHeldThroughFree) {}
 
   // At exit: no stream-ordered free is in progress once this returns, and none starts.
   void stop_stream_ordered_frees() noexcept { stream_ordered_frees_.stop(); }

@@ -62,22 +62,26 @@ bool StreamOrderedFrees::start_thread_locked() noexcept {
   return !thread_failed_;
 }
 
+bool StreamOrderedFrees::hold_off_captures(core::CaptureGate::Hold& held) noexcept {
+  if (captures_ == nullptr) return true;
+  if (gate_ == Gate::kLookOnly) return !captures_->capturing();
+  held = captures_->hold_if_none();
+  return held.owns_lock();
+}
+
 void StreamOrderedFrees::thread_main() noexcept {
   std::unique_lock lock(mutex_);
   for (;;) {
     changed_.wait(lock, [this] { return stopping_ || !ready_.empty(); });
     if (stopping_) return;
-    // Note [Stream-ordered frees on the shim's thread]: held through the free, and taken without
-    // this queue's lock, which a spill holding the gate may wait for (wait_for_a_due_free()).
-    std::shared_lock<std::shared_mutex> captures_held_off;
-    if (capture_gate_ != nullptr) {
-      lock.unlock();
-      captures_held_off = std::shared_lock(*capture_gate_);
-      lock.lock();
-      if (stopping_ || ready_.empty()) continue;
-    }
-    if (capturing()) {
-      captures_held_off = {};
+    // Note [Stream-ordered frees on the shim's thread]: the gate is taken without this queue's
+    // lock, which a spill holding the gate may wait for (wait_for_a_due_free()).
+    core::CaptureGate::Hold captures_held_off;
+    lock.unlock();
+    const bool may_free = hold_off_captures(captures_held_off);
+    lock.lock();
+    if (stopping_ || ready_.empty()) continue;
+    if (!may_free) {
       changed_.wait_for(lock, kCapturePoll, [this] { return stopping_; });
       continue;
     }

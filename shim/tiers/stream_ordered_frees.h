@@ -23,8 +23,8 @@
 // the waits a free makes, are among the calls a capture in global mode forbids on every thread,
 // and the driver would refuse them and invalidate the capture. The blocks wait, still counted,
 // and are freed once the captures have ended (the thread looks again every kCapturePoll). A
-// capture cannot begin between the look and the free where the owner gives the capture gate
-// (the managed tier's frees): the thread holds it, which every cuStreamBeginCapture takes
+// capture cannot begin between the look and the free where the owner asks for the capture gate
+// to be held through the free (the managed tier's frees): the thread holds it, which every cuStreamBeginCapture takes
 // exclusively, from one through the other. Tiered blocks' frees take the placements' own locks,
 // under which those placements take the gate; so that no thread takes the two in the other
 // order, their frees are made without it, and a capture that begins while one of them is inside
@@ -34,14 +34,14 @@
 
 #include <cuda.h>
 
-#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <mutex>
-#include <shared_mutex>
 #include <thread>
+
+#include "core/capture_gate.h"
 
 namespace vramspill::tiers {
 
@@ -50,12 +50,14 @@ class StreamOrderedFrees {
   // The owner's immediate free, called with the block's context current.
   using FreeNow = CUresult (*)(void* owner, CUdeviceptr pointer, uint64_t bytes);
 
-  // `captures`: the stream captures in progress (hooks/capture_hooks.cpp), during which nothing
-  // is freed; none when null. `capture_gate`: held shared from that look through the free, so
-  // that no capture begins in between (every cuStreamBeginCapture holds it exclusively).
-  StreamOrderedFrees(void* owner, FreeNow free_now, const std::atomic<int>* captures = nullptr,
-                     std::shared_mutex* capture_gate = nullptr) noexcept
-      : owner_(owner), free_now_(free_now), captures_(captures), capture_gate_(capture_gate) {}
+  // Whether the capture gate is held from the look at the captures through the free, so that
+  // none begins in between (Note [Stream-ordered frees on the shim's thread]).
+  enum class Gate : uint8_t { kLookOnly, kHeldThroughFree };
+
+  // `captures`: the stream captures in progress, during which nothing is freed; none when null.
+  StreamOrderedFrees(void* owner, FreeNow free_now, core::CaptureGate* captures = nullptr,
+                     Gate gate = Gate::kLookOnly) noexcept
+      : owner_(owner), free_now_(free_now), captures_(captures), gate_(gate) {}
 
   // How often the thread looks whether the captures that hold its frees back have ended.
   static constexpr std::chrono::milliseconds kCapturePoll{2};
@@ -84,14 +86,13 @@ class StreamOrderedFrees {
   bool start_thread_locked() noexcept;
   void thread_main() noexcept;
 
-  bool capturing() const noexcept {
-    return captures_ != nullptr && captures_->load(std::memory_order_acquire) != 0;
-  }
+  // The gate, held when gate_ asks, unless a capture is in progress; false while one is.
+  bool hold_off_captures(core::CaptureGate::Hold& held) noexcept;
 
   void* owner_;
   FreeNow free_now_;
-  const std::atomic<int>* captures_;
-  std::shared_mutex* capture_gate_;
+  core::CaptureGate* captures_;
+  Gate gate_;
   std::mutex mutex_;
   std::condition_variable changed_;
   std::deque<Pending*> ready_;  // guarded by mutex_

@@ -1,10 +1,14 @@
 // Note [Counting captures] (shim/core/capture_origins.h): captures counted by the stream each
-// began on, so that only an end on that stream, or its destruction, uncounts one.
+// began on, so that only an end on that stream, or its destruction, uncounts one. Note [The
+// capture gate] (shim/core/capture_gate.h): the gate is held only when no capture is in progress.
 #include "core/capture_origins.h"
 
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <thread>
+
+#include "core/capture_gate.h"
 
 namespace vramspill::core {
 namespace {
@@ -37,6 +41,44 @@ TEST(CaptureOrigins, EachPerThreadStreamCaptureIsAnEntryOfItsOwn) {
   EXPECT_TRUE(origins.began_on(kPerThread));
   origins.ended(kPerThread);
   EXPECT_EQ(count, 0);
+}
+
+void begin(CaptureGate& captures, uint64_t stream) {
+  const auto changing = captures.change();
+  captures.begun(stream);
+}
+
+void end(CaptureGate& captures, uint64_t stream) {
+  const auto changing = captures.change();
+  captures.ended(stream);
+}
+
+TEST(CaptureGate, IsHeldOnlyWhileNoCaptureIsInProgress) {
+  CaptureGate captures;
+  EXPECT_TRUE(captures.hold_if_none().owns_lock());
+  begin(captures, kStream);
+  EXPECT_TRUE(captures.capturing());
+  EXPECT_FALSE(captures.hold_if_none().owns_lock());
+  EXPECT_FALSE(captures.try_hold_if_none().owns_lock());
+  EXPECT_TRUE(captures.hold().owns_lock()) << "a plain hold does not ask";
+  end(captures, kOther);
+  EXPECT_FALSE(captures.hold_if_none().owns_lock()) << "ended on a stream it did not begin on";
+  end(captures, kStream);
+  EXPECT_FALSE(captures.capturing());
+  EXPECT_TRUE(captures.hold_if_none().owns_lock());
+  EXPECT_TRUE(captures.try_hold_if_none().owns_lock());
+}
+
+// The try form never waits: a capture beginning or ending (the gate held exclusively) counts as
+// one in progress, even when the count is already 0.
+TEST(CaptureGate, TheTryFormRefusesWhileACaptureBeginsOrEnds) {
+  CaptureGate captures;
+  begin(captures, kStream);
+  const auto changing = captures.change();
+  captures.ended(kStream);
+  bool held = true;
+  std::thread([&] { held = captures.try_hold_if_none().owns_lock(); }).join();
+  EXPECT_FALSE(held);
 }
 
 }  // namespace

@@ -847,7 +847,7 @@ class SubmissionOrderTest : public TrackedWindowTest {
   }
 
   FakeSubmissionEvents events_;
-  std::atomic<int> captures_{0};
+  core::CaptureGate captures_;
   TieredConfig config_;
   SubmissionOrder order_{tracked_, window_, uses_, captures_, config_, events_};
 };
@@ -876,11 +876,15 @@ TEST_F(SubmissionOrderTest, EveryFewSubmissionsOfAStreamRecordAnEventOnIt) {
 
 TEST_F(SubmissionOrderTest, DuringACaptureNoEventIsRecorded) {
   const CUdeviceptr block = allocate_tracked(1);
-  captures_ = 1;
+  const auto change_captures = [&](bool begun) {
+    const auto changing = captures_.change();
+    begun ? captures_.begun(kStreamB) : captures_.ended(kStreamB);
+  };
+  change_captures(/*begun=*/true);
   for (uint64_t i = 0; i < 2 * core::StreamSlots::kRecordEvery; ++i) submit_on(kStreamA, block);
   EXPECT_EQ(events_.created, 0);
   EXPECT_TRUE(events_.records.empty());
-  captures_ = 0;
+  change_captures(/*begun=*/false);
   free_all({block});
 }
 

@@ -7,7 +7,6 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
-#include <shared_mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -60,17 +59,29 @@ class GranuleArenaDriverTest : public KernelFixture {
 // Note [No moves during a capture]: a capture may begin after the mover looked, so its waits look
 // again, holding the capture gate, and are refused while one is in progress.
 TEST_F(GranuleArenaDriverTest, NoWaitIsMadeWhileACaptureIsInProgress) {
-  std::shared_mutex gate;
-  std::atomic<int> captures{1};
+  core::CaptureGate captures;
+  constexpr uint64_t kCapturing = 0x7000;
+  {
+    const auto changing = captures.change();
+    captures.begun(kCapturing);
+  }
   int node = -1;
   ASSERT_CU(cuDeviceGetAttribute(&node, CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID, device_));
-  DriverGranuleOps ops(device_, node, &gate, &captures);
+  DriverGranuleOps ops(device_, node, &captures);
   CUstream stream = nullptr;
   ASSERT_CU(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
   const StreamEnd ends[] = {{.stream = reinterpret_cast<uint64_t>(stream), .event = 0}};
   EXPECT_EQ(ops.synchronize_device(), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
   EXPECT_EQ(ops.wait_for_stream_ends(ends), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
-  captures = 0;
+  {
+    const auto changing = captures.change();
+    captures.ended(kCapturing);
+    // Another thread's wait while the capture ends: not waited for (the mover holds locks that
+    // a thread holding the gate may take), so refused as if the capture went on.
+    CUresult while_ending = CUDA_SUCCESS;
+    std::thread([&] { while_ending = ops.synchronize_device(); }).join();
+    EXPECT_EQ(while_ending, CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  }
   EXPECT_CU(ops.synchronize_device());
   EXPECT_CU(ops.wait_for_stream_ends(ends));
   ASSERT_CU(cuStreamDestroy(stream));

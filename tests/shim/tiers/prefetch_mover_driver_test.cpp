@@ -12,7 +12,6 @@
 #include <cstdint>
 #include <cstdlib>
 #include <random>
-#include <shared_mutex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -44,12 +43,12 @@ int last_prefetch_location(CUdeviceptr address, uint64_t bytes) {
 
 class OneDevice final : public PrefetchDevices {
  public:
-  explicit OneDevice(int device) : ops_(device, /*peers=*/{}, capture_gate_) {}
+  explicit OneDevice(int device) : ops_(device, /*peers=*/{}, captures_) {}
   tiers::PrefetchOps* ops(int) noexcept override { return &ops_; }
   bool may_move() noexcept override { return true; }
 
  private:
-  std::shared_mutex capture_gate_;  // no capture begins here
+  core::CaptureGate captures_;  // no capture begins here
   tiers::DriverPrefetchOps ops_;
 };
 
@@ -210,8 +209,8 @@ TEST_P(PrefetchMoverDriverTest, AnEvictionFollowsThePromotionQueuedBeforeIt) {
 using DriverPrefetchOpsTest = KernelFixture;
 
 TEST_F(DriverPrefetchOpsTest, APromotionFollowsTheEvictionOfItsBlocksLastPage) {
-  std::shared_mutex capture_gate;  // no capture begins here
-  tiers::DriverPrefetchOps ops(device_, /*peers=*/{}, capture_gate);
+  core::CaptureGate captures;  // no capture begins here
+  tiers::DriverPrefetchOps ops(device_, /*peers=*/{}, captures);
   CUstream stream = nullptr;
   ASSERT_CU(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
   constexpr uint64_t kBusyWords = 16 * kMiB;
@@ -247,8 +246,8 @@ TEST_F(DriverPrefetchOpsTest, ALaneWhoseEndIsUnknownIsNotDone) {
   const char* failing = std::getenv("SIMCUDA_FAIL");
   if (failing == nullptr || std::string_view(failing).find("cuEventRecord@1") == std::string_view::npos)
     GTEST_SKIP() << "needs SIMCUDA_FAIL (ctest tiers.prefetch_lane_end_unknown)";
-  std::shared_mutex capture_gate;  // no capture begins here
-  tiers::DriverPrefetchOps ops(device_, /*peers=*/{}, capture_gate);
+  core::CaptureGate captures;  // no capture begins here
+  tiers::DriverPrefetchOps ops(device_, /*peers=*/{}, captures);
   CUdeviceptr block = 0;
   ASSERT_EQ(ops.allocate(kBlock, &block), CUDA_SUCCESS);
   ASSERT_EQ(ops.prefetch(block, 0, kBlock, /*to_device=*/true, {}, /*after_evictions=*/false),

@@ -53,9 +53,9 @@
 
 namespace vramspill::hooks {
 
-// Frees a tiered block at once, in the current context (hooks/tiered_allocation.cpp): what
+// Frees `device`'s tiered block at `base` at once (hooks/tiered_allocation.cpp): what
 // ShimState::tiered_frees' thread calls once the block's stream is past its cuMemFreeAsync.
-CUresult free_tiered_block_now(void* shim, CUdeviceptr base, uint64_t bytes);
+CUresult free_tiered_block_now(void* shim, CUdeviceptr base, uint64_t bytes, int device);
 
 struct ShimState {
   explicit ShimState(const Config& loaded) noexcept;

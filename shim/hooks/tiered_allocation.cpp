@@ -67,21 +67,19 @@ CUresult DriverTieredSeam::free_block(const core::Allocation& block,
   }
   if (stream) {
     if (keep_for_reuse(shim_, block, *stream)) return CUDA_SUCCESS;
-    return shim_.tiered_frees.free_in_stream_order(block.key, block.bytes, *stream);
+    return shim_.tiered_frees.free_in_stream_order(block.key, block.bytes, block.device, *stream);
   }
   shim_.stream_ordered_blocks.forgotten(block.key);
   if (const CUresult waited = driver::synchronize_device(block.device); waited != CUDA_SUCCESS)
     return waited;
-  return free_tiered_block_now(&shim_, block.key, block.bytes);
+  return free_tiered_block_now(&shim_, block.key, block.bytes, block.device);
 }
 
-CUresult free_tiered_block_now(void* shim_state, CUdeviceptr base, uint64_t /*bytes*/) {
-  auto& shim = *static_cast<ShimState*>(shim_state);
-  const auto current_device = VRAMSPILL_REAL(cuCtxGetDevice);
-  CUdevice device = 0;
-  if (current_device == nullptr || current_device(&device) != CUDA_SUCCESS)
-    return CUDA_ERROR_INVALID_CONTEXT;
-  return shim.tiered_blocks.free(device, base);
+// The block's own device, not the current one: a program may free any device's memory with
+// another device current, as the driver allows under unified addressing.
+CUresult free_tiered_block_now(void* shim_state, CUdeviceptr base, uint64_t /*bytes*/,
+                               int device) {
+  return static_cast<ShimState*>(shim_state)->tiered_blocks.free(device, base);
 }
 
 std::string tiered_summary(ShimState& shim) noexcept {

@@ -146,7 +146,7 @@ CUresult SpillPlacement::free(const core::Allocation& spilled, CUstream stream,
     if (const CUresult result = facts_.capturing(stream, capturing); result != CUDA_SUCCESS)
       return result;
     if (capturing) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-    return tier->free_in_stream_order(spilled.key, spilled.bytes, stream);
+    return tier->free_in_stream_order(spilled.key, spilled.bytes, spilled.device, stream);
   }
   return tier->free(spilled.key, spilled.bytes, spilled.device);
 }

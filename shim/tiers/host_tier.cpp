@@ -128,7 +128,7 @@ CUresult HostTier::do_free(CUdeviceptr pointer, uint64_t /*bytes*/, int device) 
 }
 
 CUresult HostTier::do_free_in_stream_order(CUdeviceptr pointer, uint64_t /*bytes*/,
-                                           CUstream stream) noexcept {
+                                           int /*device*/, CUstream stream) noexcept {
   if (!pool_.owns(reinterpret_cast<void*>(pointer))) return CUDA_ERROR_INVALID_VALUE;
   const auto launch_host_func = VRAMSPILL_REAL(cuLaunchHostFunc);
   auto* pending = new (std::nothrow) PendingFree{this, reinterpret_cast<void*>(pointer)};

@@ -77,7 +77,7 @@ class HostTier final : public SpillTier {
   // Note [Freeing spilled host blocks]: waits for `device`'s work (the device the block was
   // spilled for), then frees. CUDA_ERROR_INVALID_VALUE for a pointer not in the pool.
   CUresult do_free(CUdeviceptr pointer, uint64_t bytes, int device) noexcept override;
-  CUresult do_free_in_stream_order(CUdeviceptr pointer, uint64_t bytes,
+  CUresult do_free_in_stream_order(CUdeviceptr pointer, uint64_t bytes, int device,
                                    CUstream stream) noexcept override;
   CUresult pool_block(int device, uint64_t bytes, CUdeviceptr* out) noexcept;
 

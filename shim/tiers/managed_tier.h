@@ -31,7 +31,7 @@ class ManagedTier final : public SpillTier {
         budget_(budget),
         stream_ordered_frees_(
             this,
-            [](void* tier, CUdeviceptr pointer, uint64_t bytes) {
+            [](void* tier, CUdeviceptr pointer, uint64_t bytes, int /*device*/) {
               return static_cast<ManagedTier*>(tier)->free_now(pointer, bytes);
             },
             &captures, StreamOrderedFrees::Gate::kHeldThroughFree) {}
@@ -50,9 +50,9 @@ class ManagedTier final : public SpillTier {
   CUresult do_free(CUdeviceptr pointer, uint64_t bytes, int device) noexcept override;
   // The same once the work queued on `stream` has run, without waiting for it (Note
   // [Stream-ordered frees on the shim's thread] in tiers/stream_ordered_frees.h).
-  CUresult do_free_in_stream_order(CUdeviceptr pointer, uint64_t bytes,
+  CUresult do_free_in_stream_order(CUdeviceptr pointer, uint64_t bytes, int device,
                                    CUstream stream) noexcept override {
-    return stream_ordered_frees_.free_in_stream_order(pointer, bytes, stream);
+    return stream_ordered_frees_.free_in_stream_order(pointer, bytes, device, stream);
   }
 
   CUresult free_now(CUdeviceptr pointer, uint64_t bytes) noexcept;

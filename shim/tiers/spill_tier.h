@@ -63,8 +63,9 @@ class SpillTier {
     return do_free(pointer, bytes, device);
   }
   // The same once the work queued on `stream` before the call has run, without waiting for it.
-  CUresult free_in_stream_order(CUdeviceptr pointer, uint64_t bytes, CUstream stream) noexcept {
-    return do_free_in_stream_order(pointer, bytes, stream);
+  CUresult free_in_stream_order(CUdeviceptr pointer, uint64_t bytes, int device,
+                                CUstream stream) noexcept {
+    return do_free_in_stream_order(pointer, bytes, device, stream);
   }
 
  protected:
@@ -76,7 +77,7 @@ class SpillTier {
   virtual std::optional<bool> do_query_support(int device) noexcept = 0;
   virtual SpillOutcome do_allocate(const SpillAllocation& request, CUdeviceptr* out) noexcept = 0;
   virtual CUresult do_free(CUdeviceptr pointer, uint64_t bytes, int device) noexcept = 0;
-  virtual CUresult do_free_in_stream_order(CUdeviceptr pointer, uint64_t bytes,
+  virtual CUresult do_free_in_stream_order(CUdeviceptr pointer, uint64_t bytes, int device,
                                            CUstream stream) noexcept = 0;
 
   static constexpr std::size_t kDevices = 64;

@@ -9,8 +9,8 @@
 
 namespace vramspill::tiers {
 
-CUresult StreamOrderedFrees::free_in_stream_order(CUdeviceptr pointer, uint64_t bytes,
-                                            CUstream stream) noexcept {
+CUresult StreamOrderedFrees::free_in_stream_order(CUdeviceptr pointer, uint64_t bytes, int device,
+                                                  CUstream stream) noexcept {
   const auto launch_host_func = VRAMSPILL_REAL(cuLaunchHostFunc);
   const auto get_current = VRAMSPILL_REAL(cuCtxGetCurrent);
   CUcontext context = nullptr;
@@ -19,7 +19,7 @@ CUresult StreamOrderedFrees::free_in_stream_order(CUdeviceptr pointer, uint64_t 
     const std::lock_guard lock(mutex_);
     thread_ready = start_thread_locked();
   }
-  auto* pending = new (std::nothrow) Pending{this, pointer, bytes, nullptr};
+  auto* pending = new (std::nothrow) Pending{this, pointer, bytes, device, nullptr};
   if (thread_ready && pending != nullptr && launch_host_func != nullptr &&
       get_current != nullptr && get_current(&context) == CUDA_SUCCESS && context != nullptr) {
     pending->context = context;
@@ -31,7 +31,7 @@ CUresult StreamOrderedFrees::free_in_stream_order(CUdeviceptr pointer, uint64_t 
   if (const auto synchronize = VRAMSPILL_REAL(cuStreamSynchronize)) {
     if (const CUresult result = synchronize(stream); result != CUDA_SUCCESS) return result;
   }
-  return free_now_(owner_, pointer, bytes);
+  return free_now_(owner_, pointer, bytes, device);
 }
 
 void CUDA_CB StreamOrderedFrees::hand_over(void* pending) noexcept {
@@ -93,10 +93,10 @@ void StreamOrderedFrees::thread_main() noexcept {
     {
       // cuMemFree needs the block's context current; this thread has none of its own.
       const driver::ContextScope scope(block->context);
-      result = free_now_(owner_, block->pointer, block->bytes);
+      result = free_now_(owner_, block->pointer, block->bytes, block->device);
     }
     if (result != CUDA_SUCCESS)
-      logging::debug("stream-ordered free of managed spill {:#x} failed with error {}",
+      logging::debug("stream-ordered free of {:#x} failed with error {}",
                      block->pointer, static_cast<int>(result));
     delete block;
     lock.lock();

@@ -47,8 +47,9 @@ namespace vramspill::tiers {
 
 class StreamOrderedFrees {
  public:
-  // The owner's immediate free, called with the block's context current.
-  using FreeNow = CUresult (*)(void* owner, CUdeviceptr pointer, uint64_t bytes);
+  // The owner's immediate free of a block of `device`, called in the context current at its
+  // cuMemFreeAsync.
+  using FreeNow = CUresult (*)(void* owner, CUdeviceptr pointer, uint64_t bytes, int device);
 
   // Whether the capture gate is held from the look at the captures through the free, so that
   // none begins in between (Note [Stream-ordered frees on the shim's thread]).
@@ -64,8 +65,10 @@ class StreamOrderedFrees {
   StreamOrderedFrees(const StreamOrderedFrees&) = delete;
   StreamOrderedFrees& operator=(const StreamOrderedFrees&) = delete;
 
-  // Frees `pointer` once the work queued on `stream` before this call has run.
-  CUresult free_in_stream_order(CUdeviceptr pointer, uint64_t bytes, CUstream stream) noexcept;
+  // Frees `pointer`, a block of `device`, once the work queued on `stream` before this call has
+  // run.
+  CUresult free_in_stream_order(CUdeviceptr pointer, uint64_t bytes, int device,
+                                CUstream stream) noexcept;
 
   // Waits up to `patience` for one of the frees whose streams are past them to complete; false
   // when none is due or in progress, or none completed in time.
@@ -79,6 +82,7 @@ class StreamOrderedFrees {
     StreamOrderedFrees* queue;
     CUdeviceptr pointer;
     uint64_t bytes;
+    int device;  // the block's, which need not be the context's
     CUcontext context;
   };
 

@@ -56,7 +56,7 @@ class FakeTier final : public tiers::SpillTier {
     frees.push_back(pointer);
     return CUDA_SUCCESS;
   }
-  CUresult do_free_in_stream_order(CUdeviceptr pointer, uint64_t, CUstream) noexcept override {
+  CUresult do_free_in_stream_order(CUdeviceptr pointer, uint64_t, int, CUstream) noexcept override {
     stream_ordered_frees.push_back(pointer);
     return CUDA_SUCCESS;
   }

@@ -643,6 +643,46 @@ TEST_F(TieredTest, AStreamOrderedFreeDoesNotWaitForItsStream) {
   EXPECT_EQ(free_now, free_at_start) << "the block's granules were not given back";
 }
 
+// A program may free one device's block with another device's context current (the driver finds
+// an allocation by its address): the shim gives the block back to its own device's arena, both
+// at once and in stream order, where it once looked in the current device's and refused.
+TEST_F(TieredTest, ABlockFreedWithAnotherDeviceCurrentGoesBack) {
+  int devices = 0;
+  ASSERT_CU(cuDeviceGetCount(&devices));
+  if (devices < 2) GTEST_SKIP() << "needs two devices (ctest tiered.free_with_another_device_*)";
+  size_t free_at_start = 0;
+  size_t total = 0;
+  ASSERT_CU(cuMemGetInfo(&free_at_start, &total));
+  CUdeviceptr at_once = 0;
+  CUdeviceptr in_order = 0;
+  ASSERT_CU(cuMemAlloc(&at_once, kBlock));
+  ASSERT_CU(cuMemAlloc(&in_order, kBlock));
+  ASSERT_CU(fill(at_once, 1, streams_[0]));
+  ASSERT_CU(fill(in_order, 2, streams_[0]));
+  ASSERT_CU(cuStreamSynchronize(streams_[0]));
+  CUdevice other = 0;
+  CUcontext other_context = nullptr;
+  ASSERT_CU(cuDeviceGet(&other, 1));
+  ASSERT_CU(cuDevicePrimaryCtxRetain(&other_context, other));
+  ASSERT_CU(cuCtxPushCurrent(other_context));
+  CUstream other_stream = nullptr;
+  ASSERT_CU(cuStreamCreate(&other_stream, CU_STREAM_NON_BLOCKING));
+  EXPECT_CU(cuMemFree(at_once));
+  EXPECT_CU(cuMemFreeAsync(in_order, other_stream));
+  EXPECT_CU(cuStreamSynchronize(other_stream));
+  EXPECT_CU(cuStreamDestroy(other_stream));
+  CUcontext popped = nullptr;
+  ASSERT_CU(cuCtxPopCurrent(&popped));
+  EXPECT_CU(cuDevicePrimaryCtxRelease(other));
+  // The shim's free thread gives the second block's granules back once its stream is past it.
+  size_t free_now = 0;
+  for (int tries = 0; tries < 1000 && free_now != free_at_start; ++tries) {
+    ASSERT_CU(cuMemGetInfo(&free_now, &total));
+    if (free_now != free_at_start) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ(free_now, free_at_start) << "a block's granules were not given back";
+}
+
 // Note [Stream-ordered requests in tiered mode] with Note [No moves during a capture]: a
 // stream-ordered request on a captured stream that finds the budget full of tiered blocks may get
 // room only from granules the arena holds idle, never from evictions, whose synchronisation would

@@ -34,11 +34,20 @@ ArgumentsRead query_layout(CUfunction function, const LayoutQueries& queries,
                            ParamLayout& layout) noexcept {
   if (queries.function == nullptr && queries.kernel == nullptr)
     return ArgumentsRead::kNoLayoutQuery;
+  const auto as_kernel = reinterpret_cast<CUkernel>(function);
   if (queries.function != nullptr) {
     const ArgumentsRead read = query_layout_with(queries.function, function, layout);
-    if (read != ArgumentsRead::kLayoutRefused || queries.kernel == nullptr) return read;
+    if (queries.kernel == nullptr) return read;
+    if (read == ArgumentsRead::kRead && layout.count == 0) {
+      // No parameters, or a CUkernel taken for a function without any.
+      ParamLayout kernel_layout;
+      if (query_layout_with(queries.kernel, as_kernel, kernel_layout) == ArgumentsRead::kRead)
+        layout = kernel_layout;
+      return ArgumentsRead::kRead;
+    }
+    if (read != ArgumentsRead::kLayoutRefused) return read;
   }
-  return query_layout_with(queries.kernel, reinterpret_cast<CUkernel>(function), layout);
+  return query_layout_with(queries.kernel, as_kernel, layout);
 }
 
 // The packed buffer of `extra`, as one run of its whole words.

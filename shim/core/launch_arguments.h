@@ -25,7 +25,11 @@
 // a CUkernel with CUDA_ERROR_INVALID_HANDLE; cuKernelGetParamInfo reads it (both since CUDA 12.4,
 // measured on an H200 with CUDA 13.0). So the layout is asked of cuFuncGetParamInfo first and,
 // when it refuses the handle, of cuKernelGetParamInfo; a handle is one or the other, and the
-// cache keeps a layout whichever query gave it. cuKernelGetFunction then cuFuncGetParamInfo
+// cache keeps a layout whichever query gave it. A function the first query finds without
+// parameters is asked of the second as well: a driver that answered a CUkernel's first query as
+// it answers a function's past its last parameter (CUDA_ERROR_INVALID_VALUE, not the
+// CUDA_ERROR_INVALID_HANDLE measured) would otherwise have its launches touch nothing, and tiered
+// mode would move their blocks under them. cuKernelGetFunction then cuFuncGetParamInfo
 // would also work, but needs a current context and is one call more.
 // A launch whose layout still cannot be read (neither query exists, as before CUDA 12.4; both
 // refuse the handle; more than kMaxParams parameters; an `extra` key this does not know) may

@@ -22,6 +22,8 @@ struct FakeKernel {
   std::vector<ParamLayout::Param> params;
   CUresult failure = CUDA_SUCCESS;  // what every query answers, if not success
   bool library_kernel = false;      // a CUkernel handle, not a CUfunction
+  // A CUkernel whose function query answers as a function's past its last parameter would.
+  bool seen_by_the_function_query_as_having_none = false;
 };
 std::vector<FakeKernel> fake_kernels;
 int queries = 0;
@@ -33,6 +35,8 @@ CUresult answer(const void* handle, bool asked_as_kernel, size_t index, size_t* 
                 size_t* size) {
   const FakeKernel& kernel = fake_kernels.at((reinterpret_cast<uintptr_t>(handle) - 0x1000) / 64);
   if (kernel.failure != CUDA_SUCCESS) return kernel.failure;
+  if (kernel.library_kernel && !asked_as_kernel && kernel.seen_by_the_function_query_as_having_none)
+    return CUDA_ERROR_INVALID_VALUE;
   if (kernel.library_kernel != asked_as_kernel) return CUDA_ERROR_INVALID_HANDLE;
   if (index >= kernel.params.size()) return CUDA_ERROR_INVALID_VALUE;
   *offset = kernel.params[index].offset;
@@ -194,6 +198,24 @@ TEST_F(LaunchArguments, NoParametersNoWords) {
   fake_kernels[0].params.clear();
   EXPECT_EQ(read_launch(function_of(0), nullptr, nullptr), ArgumentsRead::kRead);
   EXPECT_EQ(words.count, 0u);
+  EXPECT_EQ(queries, 0) << "a null kernelParams is the driver's to refuse";
+  void* none[] = {nullptr};
+  EXPECT_EQ(read_launch(function_of(0), none, nullptr), ArgumentsRead::kRead);
+  EXPECT_EQ(words.count, 0u);
+  EXPECT_EQ(read_launch(function_of(0), none, nullptr), ArgumentsRead::kRead);
+  EXPECT_EQ(queries, 1) << "no parameters is a layout, cached";
+  EXPECT_EQ(kernel_queries, 1) << "a function without parameters is asked as a kernel once";
+}
+
+// Note [Kernels launched as functions]: a driver that answered a CUkernel's cuFuncGetParamInfo as
+// a function's without parameters would leave its pointers unread; the kernel query reads them.
+TEST_F(LaunchArguments, AKernelTheFunctionQuerySeesWithoutParametersIsReadAsAKernel) {
+  fake_kernels[0].library_kernel = true;
+  fake_kernels[0].seen_by_the_function_query_as_having_none = true;
+  EXPECT_EQ(read_launch(function_of(0), params, nullptr), ArgumentsRead::kRead);
+  uint64_t scale_word = 0;
+  std::memcpy(&scale_word, &p, 8);
+  EXPECT_EQ(read(), (std::vector<uint64_t>{0xA000, scale_word, 0xB000, 0xC000}));
 }
 
 // Decoding and lookup together, as the launch hook does them: 8 parameters, two of them

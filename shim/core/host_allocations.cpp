@@ -15,6 +15,15 @@ bool HostAllocations::add(uint64_t address, uint64_t bytes, uint64_t* replaced) 
   }
 }
 
+bool HostAllocations::put_back(uint64_t address, uint64_t bytes) noexcept {
+  const std::lock_guard guard(mutex_);
+  try {
+    return bytes_.try_emplace(address, bytes).second;
+  } catch (...) {
+    return false;
+  }
+}
+
 std::optional<uint64_t> HostAllocations::remove(uint64_t address) noexcept {
   const std::lock_guard guard(mutex_);
   const auto it = bytes_.find(address);

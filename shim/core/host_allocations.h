@@ -19,6 +19,10 @@ class HostAllocations {
   bool add(uint64_t address, uint64_t bytes, uint64_t* replaced = nullptr) noexcept;
   // Removes and returns the bytes recorded at `address`; nullopt if none are.
   std::optional<uint64_t> remove(uint64_t address) noexcept;
+  // Records again what remove() gave, for a free the driver refused; false, recording nothing,
+  // when `address` holds a record again (the driver did free it, and the address was pinned
+  // anew: that record is the live one) or this is out of memory.
+  bool put_back(uint64_t address, uint64_t bytes) noexcept;
 
  private:
   std::mutex mutex_;

@@ -180,23 +180,27 @@ void Ledger::release_forgotten(const Allocation& entry) noexcept { release(entry
 void Ledger::reinstate(const Allocation& entry) noexcept {
   const uint64_t hash = AllocationTable::hash(entry.space(), entry.key);
   Shard& s = shard(hash);
-  Allocation stale;
-  bool replaced = false;
+  bool handed_out_again = false;
   try {
     const std::lock_guard guard(s.lock);
-    replaced = s.table.insert(entry.key, entry.bytes, entry.device, entry.route, hash, stale);
-    --s.counts[static_cast<std::size_t>(entry.device)][route_index(entry.route)].frees;
-    if (replaced)
-      ++s.counts[static_cast<std::size_t>(stale.device)][route_index(stale.route)].frees;
+    Allocation live;
+    // The key was handed out again meanwhile: the driver did free it after all, and the entry
+    // there now is the live allocation's.
+    handed_out_again = s.table.find(entry.space(), entry.key, hash, live);
+    if (!handed_out_again) {
+      Allocation unused;
+      s.table.insert(entry.key, entry.bytes, entry.device, entry.route, hash, unused);
+      --s.counts[static_cast<std::size_t>(entry.device)][route_index(entry.route)].frees;
+    }
   } catch (...) {
     // The table could not grow: the allocation stays untracked, so its bytes must not stay held.
     note_internal_error();
     release(entry);
     return;
   }
-  if (replaced) {  // the key was handed out again meanwhile: the driver did free it after all
+  if (handed_out_again) {
     missed_frees_.fetch_add(1, kRelaxed);
-    release(stale);
+    release(entry);
   }
 }
 

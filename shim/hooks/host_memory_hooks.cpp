@@ -35,8 +35,8 @@ CUresult uncount_pinned(const void* address, Free free) {
   if (!bytes) return result;
   if (result == CUDA_SUCCESS) {
     shim->host_budget.release(*bytes);
-  } else if (!shim->program_pinned.add(key, *bytes)) {
-    shim->host_budget.release(*bytes);  // cannot track it any more: stop counting it
+  } else if (!shim->program_pinned.put_back(key, *bytes)) {
+    shim->host_budget.release(*bytes);  // not tracked any more: stop counting it
   }
   return result;
 }

@@ -65,6 +65,20 @@ TEST(HostAllocations, PinningAnAddressAgainReportsWhatItReplaces) {
   EXPECT_EQ(pinned.remove(0x1000), std::nullopt);
 }
 
+// A free the driver refused puts its record back, unless the address was pinned again meanwhile:
+// then the new record is the live one.
+TEST(HostAllocations, ARecordPutBackNeverReplacesALiveOne) {
+  HostAllocations pinned;
+  ASSERT_TRUE(pinned.add(0x1000, 64));
+  const std::optional<uint64_t> removed = pinned.remove(0x1000);
+  ASSERT_EQ(removed, 64u);
+  EXPECT_TRUE(pinned.put_back(0x1000, *removed));
+  EXPECT_EQ(pinned.remove(0x1000), 64u);
+  ASSERT_TRUE(pinned.add(0x1000, 32));  // pinned anew before the refused free's record came back
+  EXPECT_FALSE(pinned.put_back(0x1000, 64));
+  EXPECT_EQ(pinned.remove(0x1000), 32u);
+}
+
 TEST(AllocationTable, AgreesWithAReferenceMapUnderChurn) {
   AllocationTable table;
   std::unordered_map<uint64_t, uint64_t> reference;  // key -> bytes, pointer space only

@@ -346,6 +346,27 @@ TEST(LedgerFrees, AReinstatedAllocationIsLiveAgain) {
   EXPECT_EQ(ledger.internal_errors(), 0u);
 }
 
+// A free the driver said failed, but which freed: the key handed out again before the entry came
+// back is the live allocation's, and keeps its entry; the old one's bytes go.
+TEST(LedgerFrees, AReinstatedEntryNeverReplacesTheKeysLiveAllocation) {
+  Ledger ledger;
+  ledger.set_device(0, kGiB, kGiB);
+  ASSERT_TRUE(allocate(ledger, 0, Route::kMemAlloc, 0x1000, 100));
+  const std::optional<Allocation> forgotten = ledger.forget(0x1000, KeySpace::kPointer);
+  ASSERT_TRUE(forgotten.has_value());
+  ASSERT_TRUE(allocate(ledger, 0, Route::kMemAllocManaged, 0x1000, 30));
+  ledger.reinstate(*forgotten);
+  EXPECT_EQ(ledger.missed_frees(), 1u);
+  const DeviceSnapshot d = ledger.snapshot(0);
+  EXPECT_EQ(d.held_bytes, 30u);
+  EXPECT_EQ(d.routes[route_index(Route::kMemAllocManaged)].live_count, 1u);
+  EXPECT_EQ(d.routes[route_index(Route::kMemAlloc)].live_count, 0u);
+  const std::optional<Allocation> freed = ledger.on_freed(0x1000);
+  ASSERT_TRUE(freed.has_value());
+  EXPECT_EQ(freed->route, Route::kMemAllocManaged);
+  EXPECT_EQ(ledger.snapshot(0).held_bytes, 0u);
+}
+
 TEST(LedgerFrees, AKeyHandedOutAgainReplacesTheStaleEntry) {
   Ledger ledger;
   ledger.set_device(0, kGiB, kGiB);

@@ -39,11 +39,14 @@ ArgumentsRead query_layout(CUfunction function, const LayoutQueries& queries,
     const ArgumentsRead read = query_layout_with(queries.function, function, layout);
     if (queries.kernel == nullptr) return read;
     if (read == ArgumentsRead::kRead && layout.count == 0) {
-      // No parameters, or a CUkernel taken for a function without any.
+      // No parameters, or a CUkernel taken for a function without any: a kernel query that
+      // refuses the handle says which, and any other failure of it stands.
       ParamLayout kernel_layout;
-      if (query_layout_with(queries.kernel, as_kernel, kernel_layout) == ArgumentsRead::kRead)
-        layout = kernel_layout;
-      return ArgumentsRead::kRead;
+      const ArgumentsRead as_kernel_read =
+          query_layout_with(queries.kernel, as_kernel, kernel_layout);
+      if (as_kernel_read == ArgumentsRead::kRead) layout = kernel_layout;
+      return as_kernel_read == ArgumentsRead::kLayoutRefused ? ArgumentsRead::kRead
+                                                             : as_kernel_read;
     }
     if (read != ArgumentsRead::kLayoutRefused) return read;
   }

@@ -200,7 +200,8 @@ void Ledger::reinstate(const Allocation& entry) noexcept {
   }
   if (handed_out_again) {
     missed_frees_.fetch_add(1, kRelaxed);
-    release(entry);
+    // Untold: the trace has the key's new allocation already, which replaces it there too.
+    uncount(entry);
   }
 }
 
@@ -211,11 +212,16 @@ std::optional<Allocation> Ledger::on_freed(uint64_t key, KeySpace space) noexcep
 }
 
 void Ledger::release(const Allocation& entry) noexcept {
+  if (!uncount(entry)) return;
+  if (MemoryEvents* told = events()) told->freed(entry);
+}
+
+bool Ledger::uncount(const Allocation& entry) noexcept {
   DeviceState* d = state(entry.device);
-  if (d == nullptr) return;  // never recorded: on_allocated rejects such devices
+  if (d == nullptr) return false;  // never recorded: on_allocated rejects such devices
   subtract(d->live[route_index(entry.route)], entry.bytes);
   if (counts_against_device(entry.route)) subtract(d->held, entry.bytes);
-  if (MemoryEvents* told = events()) told->freed(entry);
+  return true;
 }
 
 void Ledger::subtract(std::atomic<uint64_t>& counter, uint64_t bytes) noexcept {

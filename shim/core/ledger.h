@@ -288,8 +288,11 @@ class Ledger {
   // Replaces (or adds, or for 0 removes) `pool_key`'s entry and returns the old one (reserved 0
   // when there was none). Caller holds pools_mutex_; may throw std::bad_alloc.
   Pool replace_pool_figure_locked(int device, uint64_t pool_key, uint64_t reserved_bytes);
-  // Undoes an entry's live and held bytes (a free, or a stale entry replaced).
+  // Undoes an entry's live and held bytes (a free, or a stale entry replaced), and tells the
+  // trace it was freed.
   void release(const Allocation& entry) noexcept;
+  // The same, untold; false for an entry of a device never recorded.
+  bool uncount(const Allocation& entry) noexcept;
   std::string refusal_text(int device, Route route, uint64_t bytes, uint64_t pool_free_reserved,
                            uint64_t needed) const;
   std::string device_summary(const DeviceSnapshot& device) const;

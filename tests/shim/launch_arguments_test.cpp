@@ -216,6 +216,10 @@ TEST_F(LaunchArguments, AKernelTheFunctionQuerySeesWithoutParametersIsReadAsAKer
   uint64_t scale_word = 0;
   std::memcpy(&scale_word, &p, 8);
   EXPECT_EQ(read(), (std::vector<uint64_t>{0xA000, scale_word, 0xB000, 0xC000}));
+  // One with more parameters than are read is unreadable, not without parameters.
+  fake_kernels.push_back(fake_kernels[0]);
+  fake_kernels[1].params.assign(ParamLayout::kMaxParams + 1, {0, 4});
+  EXPECT_EQ(read_launch(function_of(1), params, nullptr), ArgumentsRead::kTooManyParameters);
 }
 
 // Decoding and lookup together, as the launch hook does them: 8 parameters, two of them

@@ -74,32 +74,40 @@ ArgumentsRead extra_words(void** extra, LaunchWords& words) noexcept {
 
 }  // namespace
 
-bool ParamLayoutCache::find(const Entry& entry, uintptr_t function, uint32_t generation,
-                            ParamLayout& layout) const noexcept {
+std::optional<ArgumentsRead> ParamLayoutCache::find(const Entry& entry, uintptr_t function,
+                                                    uint32_t generation,
+                                                    ParamLayout& layout) const noexcept {
   const uint32_t version = entry.version.load(std::memory_order_acquire);
   if ((version & 1) != 0 || entry.function.load(std::memory_order_acquire) != function ||
       entry.generation.load(std::memory_order_acquire) != generation)
-    return false;
-  layout.count = entry.count.load(std::memory_order_acquire);
-  if (layout.count > ParamLayout::kMaxParams) return false;
+    return std::nullopt;
+  const uint32_t count = entry.count.load(std::memory_order_acquire);
+  if (count == kTooManyParameters) {
+    if (entry.version.load(std::memory_order_relaxed) != version) return std::nullopt;
+    return ArgumentsRead::kTooManyParameters;
+  }
+  if (count > ParamLayout::kMaxParams) return std::nullopt;
+  layout.count = count;
   for (uint32_t index = 0; index < layout.count; ++index) {
     const uint32_t packed = entry.params[index].load(std::memory_order_acquire);
     layout.params[index] = {static_cast<uint16_t>(packed >> 16),
                             static_cast<uint16_t>(packed & 0xFFFF)};
   }
-  return entry.version.load(std::memory_order_relaxed) == version;
+  if (entry.version.load(std::memory_order_relaxed) != version) return std::nullopt;
+  return ArgumentsRead::kRead;
 }
 
 void ParamLayoutCache::store(Entry& entry, uintptr_t function, uint32_t generation,
-                             const ParamLayout& layout) noexcept {
+                             uint32_t count, const ParamLayout& layout) noexcept {
   uint32_t version = entry.version.load(std::memory_order_relaxed);
   if ((version & 1) != 0 ||
       !entry.version.compare_exchange_strong(version, version + 1, std::memory_order_acquire))
     return;  // another thread is writing it
   entry.function.store(function, std::memory_order_release);
   entry.generation.store(generation, std::memory_order_release);
-  entry.count.store(layout.count, std::memory_order_release);
-  for (uint32_t index = 0; index < layout.count; ++index)
+  entry.count.store(count, std::memory_order_release);
+  const uint32_t stored = count == kTooManyParameters ? 0 : count;
+  for (uint32_t index = 0; index < stored; ++index)
     entry.params[index].store(
         static_cast<uint32_t>(layout.params[index].offset) << 16 | layout.params[index].size,
         std::memory_order_release);
@@ -111,9 +119,12 @@ ArgumentsRead ParamLayoutCache::layout(CUfunction function, const LayoutQueries&
   const auto key = reinterpret_cast<uintptr_t>(function);
   const uint32_t generation = generation_.load(std::memory_order_relaxed);
   Entry& entry = entries_[entry_index(key)];
-  if (find(entry, key, generation, layout)) return ArgumentsRead::kRead;
+  if (const std::optional<ArgumentsRead> cached = find(entry, key, generation, layout))
+    return *cached;
   const ArgumentsRead read = query_layout(function, queries, layout);
-  if (read == ArgumentsRead::kRead) store(entry, key, generation, layout);
+  if (read == ArgumentsRead::kRead) store(entry, key, generation, layout.count, layout);
+  if (read == ArgumentsRead::kTooManyParameters)
+    store(entry, key, generation, kTooManyParameters, layout);
   return read;
 }
 

@@ -25,7 +25,8 @@
 // a CUkernel with CUDA_ERROR_INVALID_HANDLE; cuKernelGetParamInfo reads it (both since CUDA 12.4,
 // measured on an H200 with CUDA 13.0). So the layout is asked of cuFuncGetParamInfo first and,
 // when it refuses the handle, of cuKernelGetParamInfo; a handle is one or the other, and the
-// cache keeps a layout whichever query gave it. A function the first query finds without
+// cache keeps a layout whichever query gave it (and that a kernel has more than kMaxParams
+// parameters, which no launch of it changes). A function the first query finds without
 // parameters is asked of the second as well: a driver that answered a CUkernel's first query as
 // it answers a function's past its last parameter (CUDA_ERROR_INVALID_VALUE, not the
 // CUDA_ERROR_INVALID_HANDLE measured) would otherwise have its launches touch nothing, and tiered
@@ -56,6 +57,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 
 #include "core/use_tracker.h"
 
@@ -82,7 +84,11 @@ const char* describe(ArgumentsRead read) noexcept;
 
 // Where a kernel's parameters lie in its parameter space.
 struct ParamLayout {
-  static constexpr size_t kMaxParams = 64;
+  // torch.compile's foreach kernels (a compiled optimizer step) take up to 370 parameters, most
+  // of them pointers (Inductor's MAX_NUM_ARGS), and Triton adds its own; a launch of more is
+  // unreadable, so touches everything. 512 costs 8 KiB of stack a launch (LaunchWords) and
+  // 256 KiB for the cache.
+  static constexpr size_t kMaxParams = 512;
   // No default member initialisers: a layout is built on every launch, and clearing all
   // kMaxParams entries would cost more than reading the few that are set.
   struct Param {
@@ -105,17 +111,22 @@ class ParamLayoutCache {
   void forget_all() noexcept { generation_.fetch_add(1, std::memory_order_relaxed); }
 
  private:
+  // An entry's count for a function with more than kMaxParams parameters.
+  static constexpr uint32_t kTooManyParameters = UINT32_MAX;
   struct alignas(64) Entry {
     std::atomic<uint32_t> version{0};  // odd while being written
     std::atomic<uint32_t> generation{0};
     std::atomic<uintptr_t> function{0};
-    std::atomic<uint32_t> count{0};
+    std::atomic<uint32_t> count{0};  // or kTooManyParameters
     std::array<std::atomic<uint32_t>, ParamLayout::kMaxParams> params{};  // offset << 16 | size
   };
 
-  bool find(const Entry& entry, uintptr_t function, uint32_t generation,
-            ParamLayout& layout) const noexcept;
-  void store(Entry& entry, uintptr_t function, uint32_t generation,
+  // The layout cached for `function` (kRead), that it has too many parameters, or nullopt when
+  // the entry holds neither.
+  std::optional<ArgumentsRead> find(const Entry& entry, uintptr_t function, uint32_t generation,
+                                    ParamLayout& layout) const noexcept;
+  // `count`: the layout's, or kTooManyParameters (and no parameter is stored).
+  void store(Entry& entry, uintptr_t function, uint32_t generation, uint32_t count,
              const ParamLayout& layout) noexcept;
 
   std::atomic<uint32_t> generation_{1};  // entries start at 0: never a hit

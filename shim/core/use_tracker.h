@@ -93,9 +93,11 @@ struct AddressRange {
 
 // `words` 8-byte words at `bytes`, which need not be aligned: one parameter of a launch, read
 // where the program put it (Note [Reading a launch's arguments] in core/launch_arguments.h).
+// No default member initialisers: a launch's LaunchWords holds ParamLayout::kMaxParams of them
+// on the stack, set only as far as its count, and clearing them all would cost every launch.
 struct WordRun {
-  const void* bytes = nullptr;
-  size_t words = 0;
+  const void* bytes;
+  size_t words;
 };
 
 // Kernel launches recorded since the tracker was made, and how many of them could not be read

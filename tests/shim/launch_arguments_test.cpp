@@ -185,13 +185,42 @@ TEST_F(LaunchArguments, AnUnreadableLayoutMeansEverything) {
   EXPECT_EQ(kernel_queries, 1);
   EXPECT_EQ(read_launch(function_of(0), params, nullptr, LayoutQueries{}),  // before CUDA 12.4
             ArgumentsRead::kNoLayoutQuery);
-  fake_kernels[0] = {std::vector<ParamLayout::Param>(ParamLayout::kMaxParams + 1, {0, 4})};
-  EXPECT_EQ(read_launch(function_of(0), params, nullptr), ArgumentsRead::kTooManyParameters);
-  // A failure is not cached: the next launch of the handle asks again.
+  // A refusal is not cached: the next launch of the handle asks again.
   fake_kernels[0] = {{{0, 8}}};
   void* one[] = {&a};
   EXPECT_EQ(read_launch(function_of(0), one, nullptr), ArgumentsRead::kRead);
   EXPECT_EQ(read(), std::vector<uint64_t>{0xA000});
+}
+
+// More parameters than are read is the kernel's for good: cached, so that its launches do not
+// each ask kMaxParams + 1 questions.
+TEST_F(LaunchArguments, TooManyParametersIsAskedOnce) {
+  fake_kernels[0] = {std::vector<ParamLayout::Param>(ParamLayout::kMaxParams + 1, {0, 4})};
+  EXPECT_EQ(read_launch(function_of(0), params, nullptr), ArgumentsRead::kTooManyParameters);
+  EXPECT_EQ(queries, static_cast<int>(ParamLayout::kMaxParams + 1));
+  EXPECT_EQ(read_launch(function_of(0), params, nullptr), ArgumentsRead::kTooManyParameters);
+  EXPECT_EQ(queries, static_cast<int>(ParamLayout::kMaxParams + 1));
+  cache.forget_all();  // its module unloaded: the handle may be another kernel's now
+  fake_kernels[0] = {{{0, 8}}};
+  void* one[] = {&a};
+  EXPECT_EQ(read_launch(function_of(0), one, nullptr), ArgumentsRead::kRead);
+  EXPECT_EQ(read(), std::vector<uint64_t>{0xA000});
+}
+
+// A compiled optimizer step's foreach kernel: hundreds of pointer parameters, each read.
+TEST_F(LaunchArguments, AForeachKernelsHundredsOfPointersAreRead) {
+  constexpr size_t kPointers = 372;
+  std::vector<ParamLayout::Param> layout;
+  std::vector<uint64_t> pointers(kPointers);
+  std::vector<void*> pointer_params(kPointers);
+  for (size_t index = 0; index < kPointers; ++index) {
+    layout.push_back({static_cast<uint16_t>(8 * index), 8});
+    pointers[index] = 0x100000 + 0x1000 * index;
+    pointer_params[index] = &pointers[index];
+  }
+  fake_kernels[0] = {layout};
+  EXPECT_EQ(read_launch(function_of(0), pointer_params.data(), nullptr), ArgumentsRead::kRead);
+  EXPECT_EQ(read(), pointers);
 }
 
 TEST_F(LaunchArguments, NoParametersNoWords) {

@@ -234,6 +234,48 @@ TEST_F(TieredTest, AValueWrittenInStreamOrderKeepsItsBlockUntilItIsWritten) {
   EXPECT_CU(cuMemFree(newcomer));
 }
 
+// ... and a wait for a value reads it: a cuStreamWaitValue32 on the least recently used block,
+// queued behind a host function that holds its stream, makes it used, and keeps it where it is
+// until the wait has run (the value it waits for is there already). Were the wait not recorded,
+// that block would be evicted, and remapped under the wait (simcuda aborts on that).
+TEST_F(TieredTest, AValueWaitedForInStreamOrderKeepsItsBlockUntilTheWaitHasRun) {
+  std::vector<CUdeviceptr> blocks(4);  // the whole 16 MiB budget; the first is used least recently
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    ASSERT_CU(cuMemAlloc(&blocks[i], kBlock));
+    ASSERT_CU(fill(blocks[i], static_cast<uint32_t>(i + 1), streams_[0]));
+  }
+  ASSERT_CU(cuCtxSynchronize());  // the fill before the write, which is on another stream
+  ASSERT_CU(cuStreamWriteValue32(streams_[1], blocks[0] + 4, 0xfeed, 0));
+  ASSERT_CU(cuCtxSynchronize());
+  for (size_t i = 1; i < blocks.size(); ++i)  // the first is the least recently used again
+    ASSERT_CU(fill(blocks[i], static_cast<uint32_t>(i + 1), streams_[0]));
+  ASSERT_CU(cuCtxSynchronize());
+  std::atomic<bool> released{false};
+  const CUhostFn hold = [](void* flag) {
+    while (!static_cast<std::atomic<bool>*>(flag)->load()) std::this_thread::yield();
+  };
+  // On a stream with no other work, which nothing but the wait would make the move wait for.
+  ASSERT_CU(cuLaunchHostFunc(streams_[2], hold, &released));
+  ASSERT_CU(cuStreamWaitValue32(streams_[2], blocks[0] + 4, 0xfeed, CU_STREAM_WAIT_VALUE_EQ));
+  std::thread releaser([&released] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    released.store(true);
+  });
+  CUdeviceptr newcomer = 0;
+  const CUresult allocated = cuMemAlloc(&newcomer, kBlock);  // evicts a block
+  releaser.join();
+  ASSERT_CU(allocated);
+  ASSERT_CU(cuCtxSynchronize());
+  uint32_t words[3] = {};
+  ASSERT_CU(cuMemcpyDtoH(words, blocks[0], sizeof words));
+  EXPECT_EQ(words[0], 1u);
+  EXPECT_EQ(words[1], 0xfeedu);
+  EXPECT_EQ(words[2], 1u);
+  for (size_t i = 1; i < blocks.size(); ++i) expect_block(blocks[i], static_cast<uint32_t>(i + 1));
+  for (const CUdeviceptr block : blocks) EXPECT_CU(cuMemFree(block));
+  EXPECT_CU(cuMemFree(newcomer));
+}
+
 // Kernels as the CUDA runtime launches them: CUkernel handles from a library, passed to the
 // launch calls as CUfunction (Note [Kernels launched as functions] in
 // shim/core/launch_arguments.h). The shim must read every one (the summary counts none

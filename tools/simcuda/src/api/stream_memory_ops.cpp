@@ -1,8 +1,12 @@
 // Stream memory operations: cuStreamWriteValue32/64 write a value into memory in stream order,
-// in all four of each one's exports (the 8.0 and 11.7 ABIs, each with a per-thread form, which
-// cuda.h does not declare for 11.7: cudart hands it out as cuStreamWriteValue32_v2_ptsz).
-// cuStreamWaitValue32/64 and cuStreamBatchMemOp stay the generated stubs' CUDA_ERROR_NOT_SUPPORTED:
-// a wait that blocks a stream until another writes would need the stream workers to poll memory.
+// cuStreamWaitValue32/64 hold the stream until a value in memory meets a condition (Note
+// [Waiting for a value] in core/copy_engine.h), and cuStreamBatchMemOp queues several of them as
+// one piece of work, in order. Each in every export it has: the 8.0 and 11.7 ABIs, each with a
+// per-thread form (cuda.h declares none for 11.7: cudart hands out cuStreamWriteValue32_v2_ptsz
+// and the like). CU_STREAM_WAIT_VALUE_FLUSH and CU_STREAM_MEM_OP_FLUSH_REMOTE_WRITES are
+// CUDA_ERROR_NOT_SUPPORTED, as on a device whose CAN_FLUSH_REMOTE_WRITES is 0.
+#include <vector>
+
 #include "core/api.h"
 #include "core/context.h"
 #include "core/copy_engine.h"
@@ -13,32 +17,159 @@ using simcuda::Stream;
 
 namespace {
 
-template <typename Value>
-CUresult write_value(DefaultStream null_means, CUstream hStream, CUdeviceptr addr, Value value,
-                     unsigned int flags) {
+// One operation, checked, ready to queue: its work and the bytes it touches.
+struct ValueOperation {
+  simcuda::StreamWork work;
+  simcuda::AddressRange range;
+};
+
+CUresult write_operation(Stream& stream, CUdeviceptr addr, uint64_t value, unsigned bytes,
+                         unsigned int flags, ValueOperation* out) {
   if ((flags & ~static_cast<unsigned int>(CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER)) != 0 ||
-      addr % sizeof(Value) != 0)
+      addr % bytes != 0)
     return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult result = simcuda::check_range(addr, bytes, simcuda::Access::kWrite);
+      result != CUDA_SUCCESS)
+    return result;
+  *out = {simcuda::value_write_work(*stream.context(), addr, value, bytes), {addr, bytes}};
+  return CUDA_SUCCESS;
+}
+
+CUresult wait_operation(Stream& stream, CUdeviceptr addr, uint64_t value, unsigned bytes,
+                        unsigned int flags, ValueOperation* out) {
+  if ((flags & CU_STREAM_WAIT_VALUE_FLUSH) != 0) return CUDA_ERROR_NOT_SUPPORTED;
+  if (flags > CU_STREAM_WAIT_VALUE_NOR || addr % bytes != 0) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult result = simcuda::check_range(addr, bytes, simcuda::Access::kRead);
+      result != CUDA_SUCCESS)
+    return result;
+  *out = {simcuda::value_wait_work(*stream.context(), addr, value, bytes, flags), {addr, bytes}};
+  return CUDA_SUCCESS;
+}
+
+// Queues `operations` on `stream` as one piece of work, run in order.
+CUresult queue(Stream& stream, std::vector<ValueOperation> operations, const char* what) {
+  simcuda::Footprint footprint{what, {}};
+  std::vector<simcuda::StreamWork> works;
+  for (ValueOperation& operation : operations) {
+    footprint.ranges.push_back(operation.range);
+    works.push_back(std::move(operation.work));
+  }
+  simcuda::StreamWork all = works.size() == 1 ? std::move(works.front())
+                                              : [works = std::move(works)] {
+                                                  double took = 0.0;
+                                                  for (const simcuda::StreamWork& work : works)
+                                                    took += work();
+                                                  return took;
+                                                };
+  return simcuda::submit_async(stream, std::move(all), nullptr, std::move(footprint));
+}
+
+template <typename Value, auto make_operation>
+CUresult value_operation(DefaultStream null_means, CUstream hStream, CUdeviceptr addr,
+                         Value value, unsigned int flags, const char* what) {
   Stream* stream = nullptr;
   if (CUresult result = simcuda::resolve_stream(hStream, null_means, &stream);
       result != CUDA_SUCCESS)
     return result;
-  if (CUresult result = simcuda::check_range(addr, sizeof(Value), simcuda::Access::kWrite);
+  ValueOperation operation;
+  if (CUresult result = make_operation(*stream, addr, value, sizeof(Value), flags, &operation);
       result != CUDA_SUCCESS)
     return result;
-  return simcuda::submit_async(
-      *stream, simcuda::value_write_work(*stream->context(), addr, value, sizeof(Value)), nullptr,
-      {"stream write value", {{addr, sizeof(Value)}}});
+  std::vector<ValueOperation> operations;
+  operations.push_back(std::move(operation));
+  return queue(*stream, std::move(operations), what);
+}
+
+template <typename Value>
+CUresult write_value(DefaultStream null_means, CUstream hStream, CUdeviceptr addr, Value value,
+                     unsigned int flags) {
+  return value_operation<Value, write_operation>(null_means, hStream, addr, value, flags,
+                                                 "stream write value");
+}
+
+template <typename Value>
+CUresult wait_value(DefaultStream null_means, CUstream hStream, CUdeviceptr addr, Value value,
+                    unsigned int flags) {
+  return value_operation<Value, wait_operation>(null_means, hStream, addr, value, flags,
+                                                "stream wait value");
+}
+
+// One entry of a batch; a barrier is nothing more here, where memory is coherent anyway.
+CUresult batch_operation(Stream& stream, const CUstreamBatchMemOpParams& params, bool barriers,
+                         std::vector<ValueOperation>& operations) {
+  ValueOperation operation;
+  CUresult result = CUDA_SUCCESS;
+  switch (params.operation) {
+    case CU_STREAM_MEM_OP_WRITE_VALUE_32:
+      result = write_operation(stream, params.writeValue.address, params.writeValue.value, 4,
+                               params.writeValue.flags, &operation);
+      break;
+    case CU_STREAM_MEM_OP_WRITE_VALUE_64:
+      result = write_operation(stream, params.writeValue.address, params.writeValue.value64, 8,
+                               params.writeValue.flags, &operation);
+      break;
+    case CU_STREAM_MEM_OP_WAIT_VALUE_32:
+      result = wait_operation(stream, params.waitValue.address, params.waitValue.value, 4,
+                              params.waitValue.flags, &operation);
+      break;
+    case CU_STREAM_MEM_OP_WAIT_VALUE_64:
+      result = wait_operation(stream, params.waitValue.address, params.waitValue.value64, 8,
+                              params.waitValue.flags, &operation);
+      break;
+    case CU_STREAM_MEM_OP_FLUSH_REMOTE_WRITES:
+      return CUDA_ERROR_NOT_SUPPORTED;
+    case CU_STREAM_MEM_OP_BARRIER:
+      return barriers ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;  // the 11.7 ABI's alone
+    default:
+      return CUDA_ERROR_INVALID_VALUE;
+  }
+  if (result == CUDA_SUCCESS) operations.push_back(std::move(operation));
+  return result;
+}
+
+// `barriers`: the ABI knows CU_STREAM_MEM_OP_BARRIER (11.7 and later).
+template <bool barriers>
+CUresult batch(DefaultStream null_means, CUstream hStream, unsigned int count,
+               CUstreamBatchMemOpParams* paramArray, unsigned int flags) {
+  if (count == 0 || paramArray == nullptr || flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  Stream* stream = nullptr;
+  if (CUresult result = simcuda::resolve_stream(hStream, null_means, &stream);
+      result != CUDA_SUCCESS)
+    return result;
+  std::vector<ValueOperation> operations;
+  for (unsigned int index = 0; index < count; ++index) {
+    if (CUresult result = batch_operation(*stream, paramArray[index], barriers, operations);
+        result != CUDA_SUCCESS)
+      return result;
+  }
+  if (operations.empty()) return CUDA_SUCCESS;  // barriers alone
+  return queue(*stream, std::move(operations), "stream batch memory operation");
 }
 
 }  // namespace
 
-#define SIMCUDA_WRITE_VALUE_EXPORTS(name, pt_name, value_type)                                   \
-  SIMCUDA_DEFAULT_STREAM_EXPORTS(name, pt_name, write_value<value_type>,                         \
-                                 (CUstream stream, CUdeviceptr addr, value_type value,           \
-                                  unsigned int flags),                                           \
+#define SIMCUDA_VALUE_EXPORTS(name, pt_name, impl, value_type)                                    \
+  SIMCUDA_DEFAULT_STREAM_EXPORTS(name, pt_name, impl<value_type>,                                 \
+                                 (CUstream stream, CUdeviceptr addr, value_type value,            \
+                                  unsigned int flags),                                            \
                                  stream, addr, value, flags)
-SIMCUDA_WRITE_VALUE_EXPORTS(cuStreamWriteValue32, cuStreamWriteValue32_ptsz, cuuint32_t)
-SIMCUDA_WRITE_VALUE_EXPORTS(cuStreamWriteValue32_v2, cuStreamWriteValue32_v2_ptsz, cuuint32_t)
-SIMCUDA_WRITE_VALUE_EXPORTS(cuStreamWriteValue64, cuStreamWriteValue64_ptsz, cuuint64_t)
-SIMCUDA_WRITE_VALUE_EXPORTS(cuStreamWriteValue64_v2, cuStreamWriteValue64_v2_ptsz, cuuint64_t)
+SIMCUDA_VALUE_EXPORTS(cuStreamWriteValue32, cuStreamWriteValue32_ptsz, write_value, cuuint32_t)
+SIMCUDA_VALUE_EXPORTS(cuStreamWriteValue32_v2, cuStreamWriteValue32_v2_ptsz, write_value,
+                      cuuint32_t)
+SIMCUDA_VALUE_EXPORTS(cuStreamWriteValue64, cuStreamWriteValue64_ptsz, write_value, cuuint64_t)
+SIMCUDA_VALUE_EXPORTS(cuStreamWriteValue64_v2, cuStreamWriteValue64_v2_ptsz, write_value,
+                      cuuint64_t)
+SIMCUDA_VALUE_EXPORTS(cuStreamWaitValue32, cuStreamWaitValue32_ptsz, wait_value, cuuint32_t)
+SIMCUDA_VALUE_EXPORTS(cuStreamWaitValue32_v2, cuStreamWaitValue32_v2_ptsz, wait_value,
+                      cuuint32_t)
+SIMCUDA_VALUE_EXPORTS(cuStreamWaitValue64, cuStreamWaitValue64_ptsz, wait_value, cuuint64_t)
+SIMCUDA_VALUE_EXPORTS(cuStreamWaitValue64_v2, cuStreamWaitValue64_v2_ptsz, wait_value,
+                      cuuint64_t)
+
+#define SIMCUDA_BATCH_EXPORTS(name, pt_name, barriers)                                          \
+  SIMCUDA_DEFAULT_STREAM_EXPORTS(name, pt_name, batch<barriers>,                                \
+                                 (CUstream stream, unsigned int count,                          \
+                                  CUstreamBatchMemOpParams * paramArray, unsigned int flags),   \
+                                 stream, count, paramArray, flags)
+SIMCUDA_BATCH_EXPORTS(cuStreamBatchMemOp, cuStreamBatchMemOp_ptsz, false)
+SIMCUDA_BATCH_EXPORTS(cuStreamBatchMemOp_v2, cuStreamBatchMemOp_v2_ptsz, true)

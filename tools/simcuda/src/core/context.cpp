@@ -36,6 +36,7 @@ Context::Context(Device* device_, unsigned int flags_, bool primary_)
       id_(next_context_id.fetch_add(1, std::memory_order_relaxed)) {}
 
 Context::~Context() {
+  ending.store(true, std::memory_order_release);
   synchronize();
   // Streams are destroyed (joined) before the context they point to.
   streams_.clear();

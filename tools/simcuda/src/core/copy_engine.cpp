@@ -1,9 +1,13 @@
 #include "core/copy_engine.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
 
 #include "core/context.h"
 #include "core/device_memory.h"
@@ -151,6 +155,49 @@ void write_value(void* data) {
   std::memcpy(device_view(write.address), &write.value, write.bytes);  // the low bytes for 4
 }
 
+void read_value(void* data) {
+  auto& read = *static_cast<GuardedValue*>(data);
+  std::memcpy(&read.value, device_view(read.address), read.bytes);  // the low bytes for 4
+}
+
+// How often a waiting stream reads its value again (Note [Waiting for a value]).
+constexpr std::chrono::microseconds kValuePoll{50};
+
+// Whether `seen` meets the wait's `condition` against `value`, compared as `bytes` wide.
+bool value_meets(uint64_t seen, uint64_t value, unsigned bytes, unsigned condition) {
+  const uint64_t mask = bytes == 4 ? 0xFFFF'FFFFull : ~0ull;
+  seen &= mask;
+  value &= mask;
+  switch (condition) {
+    case CU_STREAM_WAIT_VALUE_GEQ:  // cyclic: the difference, as a signed number, is not negative
+      return bytes == 4 ? static_cast<int32_t>(static_cast<uint32_t>(seen - value)) >= 0
+                        : static_cast<int64_t>(seen - value) >= 0;
+    case CU_STREAM_WAIT_VALUE_EQ:
+      return seen == value;
+    case CU_STREAM_WAIT_VALUE_AND:
+      return (seen & value) != 0;
+    case CU_STREAM_WAIT_VALUE_NOR:
+      return (~(seen | value) & mask) != 0;
+    default:
+      return false;
+  }
+}
+
+// When cuStreamWriteValue last wrote each address, on the modeled clock.
+std::mutex value_writes_mutex;
+std::unordered_map<uint64_t, double> value_writes;  // guarded by value_writes_mutex
+
+void note_value_written(uint64_t address, double when) {
+  const std::lock_guard lock(value_writes_mutex);
+  value_writes[address] = when;
+}
+
+double value_written_at(uint64_t address) {
+  const std::lock_guard lock(value_writes_mutex);
+  const auto found = value_writes.find(address);
+  return found != value_writes.end() ? found->second : 0.0;
+}
+
 }  // namespace
 
 StreamWork copy_work(Context& context, Copy2D copy,
@@ -199,7 +246,25 @@ StreamWork value_write_work(Context& context, uint64_t address, uint64_t value, 
     if (poisoned(context)) return 0.0;
     GuardedValue write{address, value, bytes};
     if (!run_or_poison(context, "stream write value", write_value, &write)) return 0.0;
-    return account_access(*context.device, Engine::kKernel, address, bytes, Access::kWrite);
+    const double took =
+        account_access(*context.device, Engine::kKernel, address, bytes, Access::kWrite);
+    note_value_written(address, running_work_start() + took);
+    return took;
+  };
+}
+
+StreamWork value_wait_work(Context& context, uint64_t address, uint64_t value, unsigned bytes,
+                           unsigned condition) {
+  install_fault_handler();
+  return [&context, address, value, bytes, condition] {
+    GuardedValue read{address, 0, bytes};
+    for (;;) {
+      if (poisoned(context) || context.ending.load(std::memory_order_acquire)) return 0.0;
+      if (!run_or_poison(context, "stream wait value", read_value, &read)) return 0.0;
+      if (value_meets(read.value, value, bytes, condition)) break;
+      std::this_thread::sleep_for(kValuePoll);
+    }
+    return std::max(0.0, value_written_at(address) - running_work_start());
   };
 }
 

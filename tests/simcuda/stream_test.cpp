@@ -348,33 +348,47 @@ TEST_F(StreamTest, StreamWriteValuesLandInStreamOrder) {
   ASSERT_CU(cuStreamDestroy(stream));
 }
 
+// Stream memory operations on 16 zeroed words, on a stream of their own.
+class StreamValueTest : public StreamTest {
+ protected:
+  void SetUp() override {
+    StreamTest::SetUp();
+    ASSERT_CU(cuStreamCreate(&stream_, CU_STREAM_NON_BLOCKING));
+    ASSERT_CU(cuMemAlloc(&words_, 64));
+    ASSERT_CU(cuMemsetD32(words_, 0, 16));
+    ASSERT_CU(cuCtxSynchronize());  // the memset is asynchronous to the host, on the legacy stream
+  }
+  void TearDown() override {
+    EXPECT_CU(cuMemFree(words_));
+    EXPECT_CU(cuStreamDestroy(stream_));
+    StreamTest::TearDown();
+  }
+  CUstream stream_ = nullptr;
+  CUdeviceptr words_ = 0;
+};
+
 // Note [Waiting for a value]: a wait holds its stream until another stream's write meets it, and
 // the waiting stream's later work, in modeled time too, comes after that write.
-TEST_F(StreamTest, AWaitForAValueHoldsItsStreamUntilTheValueIsWritten) {
-  CUstream waiting = nullptr, writing = nullptr;
-  ASSERT_CU(cuStreamCreate(&waiting, CU_STREAM_NON_BLOCKING));
+TEST_F(StreamValueTest, AWaitHoldsItsStreamUntilTheValueIsWritten) {
+  CUstream writing = nullptr;
   ASSERT_CU(cuStreamCreate(&writing, CU_STREAM_NON_BLOCKING));
-  CUdeviceptr words = 0;
-  ASSERT_CU(cuMemAlloc(&words, 64));
-  ASSERT_CU(cuMemsetD32(words, 0, 16));
-  ASSERT_CU(cuCtxSynchronize());  // the memset is asynchronous to the host, on the legacy stream
   CUevent start = nullptr, written = nullptr, after = nullptr;
   for (CUevent* event : {&start, &written, &after}) ASSERT_CU(cuEventCreate(event, CU_EVENT_DEFAULT));
   ASSERT_CU(cuEventRecord(start, writing));
-  ASSERT_CU(cuStreamWaitValue32(waiting, words, 7, CU_STREAM_WAIT_VALUE_GEQ));
-  ASSERT_CU(cuStreamWriteValue32(waiting, words + 4, 1, 0));  // runs once the wait is met
-  ASSERT_CU(cuEventRecord(after, waiting));
+  ASSERT_CU(cuStreamWaitValue32(stream_, words_, 7, CU_STREAM_WAIT_VALUE_GEQ));
+  ASSERT_CU(cuStreamWriteValue32(stream_, words_ + 4, 1, 0));  // runs once the wait is met
+  ASSERT_CU(cuEventRecord(after, stream_));
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  EXPECT_EQ(cuStreamQuery(waiting), CUDA_ERROR_NOT_READY);
+  EXPECT_EQ(cuStreamQuery(stream_), CUDA_ERROR_NOT_READY);
   // The writer first spends modeled time on a memset, so the write lands later there.
   CUdeviceptr big = 0;
   ASSERT_CU(cuMemAlloc(&big, 64 << 20));
   ASSERT_CU(cuMemsetD32Async(big, 0, (64 << 20) / 4, writing));
-  ASSERT_CU(cuStreamWriteValue32(writing, words, 8, 0));  // GEQ 7: met
+  ASSERT_CU(cuStreamWriteValue32(writing, words_, 8, 0));  // GEQ 7: met
   ASSERT_CU(cuEventRecord(written, writing));
-  ASSERT_CU(cuStreamSynchronize(waiting));
+  ASSERT_CU(cuStreamSynchronize(stream_));
   uint32_t back[2] = {};
-  ASSERT_CU(cuMemcpyDtoH(back, words, sizeof back));
+  ASSERT_CU(cuMemcpyDtoH(back, words_, sizeof back));
   EXPECT_EQ(back[0], 8u);
   EXPECT_EQ(back[1], 1u);
   float to_written = 0, to_after = 0;
@@ -384,64 +398,47 @@ TEST_F(StreamTest, AWaitForAValueHoldsItsStreamUntilTheValueIsWritten) {
   EXPECT_GE(to_after, to_written) << "the waiting stream goes on after the write, modeled";
   for (CUevent event : {start, written, after}) ASSERT_CU(cuEventDestroy(event));
   ASSERT_CU(cuMemFree(big));
-  ASSERT_CU(cuMemFree(words));
-  ASSERT_CU(cuStreamDestroy(waiting));
   ASSERT_CU(cuStreamDestroy(writing));
 }
 
-TEST_F(StreamTest, WaitConditionsFollowTheDriver) {
-  CUstream stream = nullptr;
-  ASSERT_CU(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
-  CUdeviceptr words = 0;
-  ASSERT_CU(cuMemAlloc(&words, 16));
-  ASSERT_CU(cuMemsetD32(words, 0, 4));
-  ASSERT_CU(cuCtxSynchronize());  // the memset is asynchronous to the host, on the legacy stream
-  ASSERT_CU(cuStreamWriteValue32(stream, words, 0xFFFFFFF0u, 0));
-  ASSERT_CU(cuStreamWriteValue64(stream, words + 8, 0x0F, 0));
+TEST_F(StreamValueTest, WaitConditionsFollowTheDriver) {
+  ASSERT_CU(cuStreamWriteValue32(stream_, words_, 0xFFFFFFF0u, 0));
+  ASSERT_CU(cuStreamWriteValue64(stream_, words_ + 8, 0x0F, 0));
   // Each is already met, so the stream runs through: GEQ is cyclic (0xFFFFFFF0 - 0xFFFFFF00 is
   // not negative), AND wants a common bit, NOR a bit set in neither.
-  ASSERT_CU(cuStreamWaitValue32(stream, words, 0xFFFFFF00u, CU_STREAM_WAIT_VALUE_GEQ));
-  ASSERT_CU(cuStreamWaitValue32(stream, words, 0xFFFFFFF0u, CU_STREAM_WAIT_VALUE_EQ));
-  ASSERT_CU(cuStreamWaitValue32(stream, words, 0x10, CU_STREAM_WAIT_VALUE_AND));
-  ASSERT_CU(cuStreamWaitValue32(stream, words, 0x0, CU_STREAM_WAIT_VALUE_NOR));
-  ASSERT_CU(cuStreamWaitValue64(stream, words + 8, 0x0E, CU_STREAM_WAIT_VALUE_GEQ));
-  ASSERT_CU(cuStreamWaitValue64(stream, words + 8, 0xF0, CU_STREAM_WAIT_VALUE_NOR));
-  ASSERT_CU(cuStreamSynchronize(stream));
-  EXPECT_EQ(cuStreamWaitValue32(stream, words + 2, 1, 0), CUDA_ERROR_INVALID_VALUE);
-  EXPECT_EQ(cuStreamWaitValue64(stream, words + 4, 1, 0), CUDA_ERROR_INVALID_VALUE);
-  EXPECT_EQ(cuStreamWaitValue32(stream, words, 1, 4), CUDA_ERROR_INVALID_VALUE);
-  EXPECT_EQ(cuStreamWaitValue32(stream, words, 1, CU_STREAM_WAIT_VALUE_FLUSH),
+  ASSERT_CU(cuStreamWaitValue32(stream_, words_, 0xFFFFFF00u, CU_STREAM_WAIT_VALUE_GEQ));
+  ASSERT_CU(cuStreamWaitValue32(stream_, words_, 0xFFFFFFF0u, CU_STREAM_WAIT_VALUE_EQ));
+  ASSERT_CU(cuStreamWaitValue32(stream_, words_, 0x10, CU_STREAM_WAIT_VALUE_AND));
+  ASSERT_CU(cuStreamWaitValue32(stream_, words_, 0x0, CU_STREAM_WAIT_VALUE_NOR));
+  ASSERT_CU(cuStreamWaitValue64(stream_, words_ + 8, 0x0E, CU_STREAM_WAIT_VALUE_GEQ));
+  ASSERT_CU(cuStreamWaitValue64(stream_, words_ + 8, 0xF0, CU_STREAM_WAIT_VALUE_NOR));
+  ASSERT_CU(cuStreamSynchronize(stream_));
+  EXPECT_EQ(cuStreamWaitValue32(stream_, words_ + 2, 1, 0), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuStreamWaitValue64(stream_, words_ + 4, 1, 0), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuStreamWaitValue32(stream_, words_, 1, 4), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuStreamWaitValue32(stream_, words_, 1, CU_STREAM_WAIT_VALUE_FLUSH),
             CUDA_ERROR_NOT_SUPPORTED);
-  ASSERT_CU(cuMemFree(words));
-  ASSERT_CU(cuStreamDestroy(stream));
 }
 
 // A batch runs its operations in order, as one piece of work.
-TEST_F(StreamTest, ABatchOfMemoryOperationsRunsInOrder) {
-  CUstream stream = nullptr;
-  ASSERT_CU(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
-  CUdeviceptr words = 0;
-  ASSERT_CU(cuMemAlloc(&words, 16));
-  ASSERT_CU(cuMemsetD32(words, 0, 4));
-  ASSERT_CU(cuCtxSynchronize());  // the memset is asynchronous to the host, on the legacy stream
+TEST_F(StreamValueTest, ABatchOfMemoryOperationsRunsInOrder) {
   CUstreamBatchMemOpParams operations[4] = {};
-  operations[0].writeValue = {CU_STREAM_MEM_OP_WRITE_VALUE_32, words, {3}, 0, 0};
-  operations[1].waitValue = {CU_STREAM_MEM_OP_WAIT_VALUE_32, words, {3}, CU_STREAM_WAIT_VALUE_EQ, 0};
+  operations[0].writeValue = {CU_STREAM_MEM_OP_WRITE_VALUE_32, words_, {3}, 0, 0};
+  operations[1].waitValue = {CU_STREAM_MEM_OP_WAIT_VALUE_32, words_, {3}, CU_STREAM_WAIT_VALUE_EQ,
+                             0};
   operations[2].memoryBarrier = {CU_STREAM_MEM_OP_BARRIER, CU_STREAM_MEMORY_BARRIER_TYPE_GPU};
-  operations[3].writeValue = {CU_STREAM_MEM_OP_WRITE_VALUE_64, words + 8, {}, 0, 0};
+  operations[3].writeValue = {CU_STREAM_MEM_OP_WRITE_VALUE_64, words_ + 8, {}, 0, 0};
   operations[3].writeValue.value64 = 0x1122334455667788ull;
-  ASSERT_CU(cuStreamBatchMemOp(stream, 4, operations, 0));
-  ASSERT_CU(cuStreamSynchronize(stream));
+  ASSERT_CU(cuStreamBatchMemOp(stream_, 4, operations, 0));
+  ASSERT_CU(cuStreamSynchronize(stream_));
   uint64_t back[2] = {};
-  ASSERT_CU(cuMemcpyDtoH(back, words, sizeof back));
+  ASSERT_CU(cuMemcpyDtoH(back, words_, sizeof back));
   EXPECT_EQ(back[0], 3u);
   EXPECT_EQ(back[1], 0x1122334455667788ull);
-  EXPECT_EQ(cuStreamBatchMemOp(stream, 0, operations, 0), CUDA_ERROR_INVALID_VALUE);
-  EXPECT_EQ(cuStreamBatchMemOp(stream, 4, operations, 1), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuStreamBatchMemOp(stream_, 0, operations, 0), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuStreamBatchMemOp(stream_, 4, operations, 1), CUDA_ERROR_INVALID_VALUE);
   operations[0].operation = CU_STREAM_MEM_OP_FLUSH_REMOTE_WRITES;
-  EXPECT_EQ(cuStreamBatchMemOp(stream, 1, operations, 0), CUDA_ERROR_NOT_SUPPORTED);
-  ASSERT_CU(cuMemFree(words));
-  ASSERT_CU(cuStreamDestroy(stream));
+  EXPECT_EQ(cuStreamBatchMemOp(stream_, 1, operations, 0), CUDA_ERROR_NOT_SUPPORTED);
 }
 
 TEST_F(StreamTest, ElapsedTimeErrorsFollowTheDriver) {

@@ -198,82 +198,78 @@ TEST_F(TieredTest, AnUnreadableLaunchKeepsItsBlockUntilItRuns) {
   EXPECT_CU(cuMemFree(newcomer));
 }
 
-// A stream memory operation names its address as a copy does. A value written in stream order
-// (cuStreamWriteValue32), queued behind a host function that holds its stream, into the least
-// recently used block; then that block must be evicted for room. Were the write not recorded,
-// the tracked window would remap the block under it (simcuda aborts on that).
-TEST_F(TieredTest, AValueWrittenInStreamOrderKeepsItsBlockUntilItIsWritten) {
-  std::vector<CUdeviceptr> blocks(4);  // the whole 16 MiB budget; the first is used least recently
-  for (size_t i = 0; i < blocks.size(); ++i) {
-    ASSERT_CU(cuMemAlloc(&blocks[i], kBlock));
-    ASSERT_CU(fill(blocks[i], static_cast<uint32_t>(i + 1), streams_[0]));
+// A stream memory operation names its address as a copy does. Each test queues one on a block,
+// behind a host function that holds its stream, and then allocates a block, which evicts one.
+class StreamValueTest : public TieredTest {
+ protected:
+  // The whole 16 MiB budget in four blocks, each filled with its number (from 1); the first is
+  // used least recently.
+  void fill_the_budget() {
+    for (size_t i = 0; i < blocks_.size(); ++i) {
+      ASSERT_CU(cuMemAlloc(&blocks_[i], kBlock));
+      ASSERT_CU(fill(blocks_[i], static_cast<uint32_t>(i + 1), streams_[0]));
+    }
+    ASSERT_CU(cuCtxSynchronize());
   }
-  ASSERT_CU(cuCtxSynchronize());
-  std::atomic<bool> released{false};
-  const CUhostFn hold = [](void* flag) {
-    while (!static_cast<std::atomic<bool>*>(flag)->load()) std::this_thread::yield();
-  };
-  ASSERT_CU(cuLaunchHostFunc(streams_[0], hold, &released));
-  ASSERT_CU(cuStreamWriteValue32(streams_[0], blocks[0] + 4, 0xfeed, 0));
-  std::thread releaser([&released] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    released.store(true);
+
+  // Holds `stream` with a host function for 200 ms, queues `operation` behind it, and allocates
+  // one block more meanwhile; then checks that the first block holds 0xfeed in its second word
+  // and every block what it should, and frees them.
+  template <typename Operation>
+  void allocate_behind_a_held(CUstream stream, Operation operation) {
+    std::atomic<bool> released{false};
+    const CUhostFn hold = [](void* flag) {
+      while (!static_cast<std::atomic<bool>*>(flag)->load()) std::this_thread::yield();
+    };
+    ASSERT_CU(cuLaunchHostFunc(stream, hold, &released));
+    ASSERT_CU(operation());
+    std::thread releaser([&released] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      released.store(true);
+    });
+    CUdeviceptr newcomer = 0;
+    const CUresult allocated = cuMemAlloc(&newcomer, kBlock);  // evicts a block
+    releaser.join();
+    ASSERT_CU(allocated);
+    ASSERT_CU(cuCtxSynchronize());
+    uint32_t words[3] = {};
+    ASSERT_CU(cuMemcpyDtoH(words, blocks_[0], sizeof words));
+    EXPECT_EQ(words[0], 1u);
+    EXPECT_EQ(words[1], 0xfeedu);
+    EXPECT_EQ(words[2], 1u);
+    for (size_t i = 1; i < blocks_.size(); ++i)
+      expect_block(blocks_[i], static_cast<uint32_t>(i + 1));
+    for (const CUdeviceptr block : blocks_) EXPECT_CU(cuMemFree(block));
+    EXPECT_CU(cuMemFree(newcomer));
+  }
+
+  std::vector<CUdeviceptr> blocks_ = std::vector<CUdeviceptr>(4);
+};
+
+// A value written in stream order (cuStreamWriteValue32) into the least recently used block:
+// were the write not recorded, that block would be evicted, and the tracked window would remap
+// it under the write (simcuda aborts on that).
+TEST_F(StreamValueTest, AValueWrittenInStreamOrderKeepsItsBlockUntilItIsWritten) {
+  fill_the_budget();
+  allocate_behind_a_held(streams_[0], [&] {
+    return cuStreamWriteValue32(streams_[0], blocks_[0] + 4, 0xfeed, 0);
   });
-  CUdeviceptr newcomer = 0;
-  const CUresult allocated = cuMemAlloc(&newcomer, kBlock);  // evicts a block
-  releaser.join();
-  ASSERT_CU(allocated);
-  ASSERT_CU(cuCtxSynchronize());
-  uint32_t words[3] = {};
-  ASSERT_CU(cuMemcpyDtoH(words, blocks[0], sizeof words));
-  EXPECT_EQ(words[0], 1u);
-  EXPECT_EQ(words[1], 0xfeedu);
-  EXPECT_EQ(words[2], 1u);
-  for (size_t i = 1; i < blocks.size(); ++i) expect_block(blocks[i], static_cast<uint32_t>(i + 1));
-  for (const CUdeviceptr block : blocks) EXPECT_CU(cuMemFree(block));
-  EXPECT_CU(cuMemFree(newcomer));
 }
 
-// ... and a wait for a value reads it: a cuStreamWaitValue32 on the least recently used block,
-// queued behind a host function that holds its stream, makes it used, and keeps it where it is
-// until the wait has run (the value it waits for is there already). Were the wait not recorded,
-// that block would be evicted, and remapped under the wait (simcuda aborts on that).
-TEST_F(TieredTest, AValueWaitedForInStreamOrderKeepsItsBlockUntilTheWaitHasRun) {
-  std::vector<CUdeviceptr> blocks(4);  // the whole 16 MiB budget; the first is used least recently
-  for (size_t i = 0; i < blocks.size(); ++i) {
-    ASSERT_CU(cuMemAlloc(&blocks[i], kBlock));
-    ASSERT_CU(fill(blocks[i], static_cast<uint32_t>(i + 1), streams_[0]));
-  }
-  ASSERT_CU(cuCtxSynchronize());  // the fill before the write, which is on another stream
-  ASSERT_CU(cuStreamWriteValue32(streams_[1], blocks[0] + 4, 0xfeed, 0));
+// ... and a wait for a value reads it: a cuStreamWaitValue32 on the least recently used block
+// makes it used, and keeps it where it is until the wait has run (the value it waits for is there
+// already). Were the wait not recorded, that block would be evicted, and remapped under the wait.
+TEST_F(StreamValueTest, AValueWaitedForInStreamOrderKeepsItsBlockUntilTheWaitHasRun) {
+  fill_the_budget();
+  ASSERT_CU(cuStreamWriteValue32(streams_[1], blocks_[0] + 4, 0xfeed, 0));
   ASSERT_CU(cuCtxSynchronize());
-  for (size_t i = 1; i < blocks.size(); ++i)  // the first is the least recently used again
-    ASSERT_CU(fill(blocks[i], static_cast<uint32_t>(i + 1), streams_[0]));
+  for (size_t i = 1; i < blocks_.size(); ++i)  // the first is the least recently used again
+    ASSERT_CU(fill(blocks_[i], static_cast<uint32_t>(i + 1), streams_[0]));
   ASSERT_CU(cuCtxSynchronize());
-  std::atomic<bool> released{false};
-  const CUhostFn hold = [](void* flag) {
-    while (!static_cast<std::atomic<bool>*>(flag)->load()) std::this_thread::yield();
-  };
   // On a stream with no other work, which nothing but the wait would make the move wait for.
-  ASSERT_CU(cuLaunchHostFunc(streams_[2], hold, &released));
-  ASSERT_CU(cuStreamWaitValue32(streams_[2], blocks[0] + 4, 0xfeed, CU_STREAM_WAIT_VALUE_EQ));
-  std::thread releaser([&released] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    released.store(true);
+  allocate_behind_a_held(streams_[2], [&] {
+    return cuStreamWaitValue32(streams_[2], blocks_[0] + 4, 0xfeed, CU_STREAM_WAIT_VALUE_EQ);
   });
-  CUdeviceptr newcomer = 0;
-  const CUresult allocated = cuMemAlloc(&newcomer, kBlock);  // evicts a block
-  releaser.join();
-  ASSERT_CU(allocated);
-  ASSERT_CU(cuCtxSynchronize());
-  uint32_t words[3] = {};
-  ASSERT_CU(cuMemcpyDtoH(words, blocks[0], sizeof words));
-  EXPECT_EQ(words[0], 1u);
-  EXPECT_EQ(words[1], 0xfeedu);
-  EXPECT_EQ(words[2], 1u);
-  for (size_t i = 1; i < blocks.size(); ++i) expect_block(blocks[i], static_cast<uint32_t>(i + 1));
-  for (const CUdeviceptr block : blocks) EXPECT_CU(cuMemFree(block));
-  EXPECT_CU(cuMemFree(newcomer));
 }
 
 // Kernels as the CUDA runtime launches them: CUkernel handles from a library, passed to the

@@ -99,22 +99,21 @@ CUresult batch_operation(Stream& stream, const CUstreamBatchMemOpParams& params,
                          std::vector<ValueOperation>& operations) {
   ValueOperation operation;
   CUresult result = CUDA_SUCCESS;
+  const bool wide = params.operation == CU_STREAM_MEM_OP_WRITE_VALUE_64 ||
+                    params.operation == CU_STREAM_MEM_OP_WAIT_VALUE_64;
+  // A write's and a wait's parameters have the same fields.
+  const auto make = [&](auto make_operation, const auto& fields) {
+    return make_operation(stream, fields.address, wide ? fields.value64 : fields.value,
+                          wide ? 8u : 4u, fields.flags, &operation);
+  };
   switch (params.operation) {
     case CU_STREAM_MEM_OP_WRITE_VALUE_32:
-      result = write_operation(stream, params.writeValue.address, params.writeValue.value, 4,
-                               params.writeValue.flags, &operation);
-      break;
     case CU_STREAM_MEM_OP_WRITE_VALUE_64:
-      result = write_operation(stream, params.writeValue.address, params.writeValue.value64, 8,
-                               params.writeValue.flags, &operation);
+      result = make(write_operation, params.writeValue);
       break;
     case CU_STREAM_MEM_OP_WAIT_VALUE_32:
-      result = wait_operation(stream, params.waitValue.address, params.waitValue.value, 4,
-                              params.waitValue.flags, &operation);
-      break;
     case CU_STREAM_MEM_OP_WAIT_VALUE_64:
-      result = wait_operation(stream, params.waitValue.address, params.waitValue.value64, 8,
-                              params.waitValue.flags, &operation);
+      result = make(wait_operation, params.waitValue);
       break;
     case CU_STREAM_MEM_OP_FLUSH_REMOTE_WRITES:
       return CUDA_ERROR_NOT_SUPPORTED;
@@ -153,18 +152,14 @@ CUresult batch(DefaultStream null_means, CUstream hStream, unsigned int count,
                                  (CUstream stream, CUdeviceptr addr, value_type value,            \
                                   unsigned int flags),                                            \
                                  stream, addr, value, flags)
-SIMCUDA_VALUE_EXPORTS(cuStreamWriteValue32, cuStreamWriteValue32_ptsz, write_value, cuuint32_t)
-SIMCUDA_VALUE_EXPORTS(cuStreamWriteValue32_v2, cuStreamWriteValue32_v2_ptsz, write_value,
-                      cuuint32_t)
-SIMCUDA_VALUE_EXPORTS(cuStreamWriteValue64, cuStreamWriteValue64_ptsz, write_value, cuuint64_t)
-SIMCUDA_VALUE_EXPORTS(cuStreamWriteValue64_v2, cuStreamWriteValue64_v2_ptsz, write_value,
-                      cuuint64_t)
-SIMCUDA_VALUE_EXPORTS(cuStreamWaitValue32, cuStreamWaitValue32_ptsz, wait_value, cuuint32_t)
-SIMCUDA_VALUE_EXPORTS(cuStreamWaitValue32_v2, cuStreamWaitValue32_v2_ptsz, wait_value,
-                      cuuint32_t)
-SIMCUDA_VALUE_EXPORTS(cuStreamWaitValue64, cuStreamWaitValue64_ptsz, wait_value, cuuint64_t)
-SIMCUDA_VALUE_EXPORTS(cuStreamWaitValue64_v2, cuStreamWaitValue64_v2_ptsz, wait_value,
-                      cuuint64_t)
+// Both ABIs of `name`, each with its per-thread form.
+#define SIMCUDA_VALUE_FAMILY(name, impl, value_type)                  \
+  SIMCUDA_VALUE_EXPORTS(name, name##_ptsz, impl, value_type)          \
+  SIMCUDA_VALUE_EXPORTS(name##_v2, name##_v2_ptsz, impl, value_type)
+SIMCUDA_VALUE_FAMILY(cuStreamWriteValue32, write_value, cuuint32_t)
+SIMCUDA_VALUE_FAMILY(cuStreamWriteValue64, write_value, cuuint64_t)
+SIMCUDA_VALUE_FAMILY(cuStreamWaitValue32, wait_value, cuuint32_t)
+SIMCUDA_VALUE_FAMILY(cuStreamWaitValue64, wait_value, cuuint64_t)
 
 #define SIMCUDA_BATCH_EXPORTS(name, pt_name, barriers)                                          \
   SIMCUDA_DEFAULT_STREAM_EXPORTS(name, pt_name, batch<barriers>,                                \

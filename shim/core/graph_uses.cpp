@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <utility>
 
 #include "core/copy_ranges.h"
@@ -145,12 +146,13 @@ NodeUses read_kernel(const CUDA_KERNEL_NODE_PARAMS_v2& params, const GraphQuerie
   // launch's handle does (Note [Kernels launched as functions]).
   const CUfunction function =
       params.func != nullptr ? params.func : reinterpret_cast<CUfunction>(params.kern);
-  LaunchWords words;
+  // On the heap: 8 KiB, and nodes are read recursively (a child graph's), off the launch path.
+  const auto words = std::make_unique<LaunchWords>();
   if (argument_words(function, params.kernelParams, params.extra, layouts, queries.layouts,
-                     words) != ArgumentsRead::kRead)
+                     *words) != ArgumentsRead::kRead)
     return unread_node(GraphRead::kKernelUnread);
   NodeUses uses;
-  for (const WordRun& run : words.view()) {
+  for (const WordRun& run : words->view()) {
     const auto* bytes = static_cast<const unsigned char*>(run.bytes);
     for (size_t index = 0; index < run.words; ++index) {
       uint64_t word;  // the parameters need not be aligned in the node's memory

@@ -158,7 +158,7 @@ const char* describe(ArgumentsRead read) noexcept {
     case ArgumentsRead::kLayoutRefused:
       return "the driver's layout queries refused the handle";
     case ArgumentsRead::kTooManyParameters:
-      return "the kernel has more parameters than the shim reads (64)";
+      return "the kernel has more parameters than the shim reads (512)";
     case ArgumentsRead::kUnknownExtraKey:
       return "the launch's `extra` holds a key the shim does not know";
   }

@@ -387,6 +387,7 @@ TEST_F(StreamValueTest, AWaitHoldsItsStreamUntilTheValueIsWritten) {
   ASSERT_CU(cuStreamWriteValue32(writing, words_, 8, 0));  // GEQ 7: met
   ASSERT_CU(cuEventRecord(written, writing));
   ASSERT_CU(cuStreamSynchronize(stream_));
+  ASSERT_CU(cuEventSynchronize(written));  // recorded after the write, which the wait saw
   uint32_t back[2] = {};
   ASSERT_CU(cuMemcpyDtoH(back, words_, sizeof back));
   EXPECT_EQ(back[0], 8u);
@@ -439,6 +440,37 @@ TEST_F(StreamValueTest, ABatchOfMemoryOperationsRunsInOrder) {
   EXPECT_EQ(cuStreamBatchMemOp(stream_, 4, operations, 1), CUDA_ERROR_INVALID_VALUE);
   operations[0].operation = CU_STREAM_MEM_OP_FLUSH_REMOTE_WRITES;
   EXPECT_EQ(cuStreamBatchMemOp(stream_, 1, operations, 0), CUDA_ERROR_NOT_SUPPORTED);
+}
+
+// Captured, a stream memory operation is a batch memory operation node, as on the driver, which
+// the shim cannot read and so takes as touching everything (shim/core/graph_uses.cpp).
+TEST_F(StreamValueTest, ACapturedOperationIsABatchMemoryOperationNode) {
+  ASSERT_CU(cuStreamBeginCapture(stream_, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+  ASSERT_CU(cuStreamWriteValue32(stream_, words_, 5, 0));
+  CUgraph graph = nullptr;
+  ASSERT_CU(cuStreamEndCapture(stream_, &graph));
+  CUgraphNode node = nullptr;
+  size_t count = 1;
+  ASSERT_CU(cuGraphGetNodes(graph, &node, &count));
+  ASSERT_EQ(count, 1u);
+  CUgraphNodeType type = CU_GRAPH_NODE_TYPE_EMPTY;
+  ASSERT_CU(cuGraphNodeGetType(node, &type));
+  EXPECT_EQ(type, CU_GRAPH_NODE_TYPE_BATCH_MEM_OP);
+  ASSERT_CU(cuGraphDestroy(graph));
+}
+
+// A wait that nothing will meet does not hang its context's destruction here (on a GPU it would).
+TEST_F(StreamTest, AWaitNeverMetEndsWithItsContext) {
+  CUcontext own = nullptr;
+  ASSERT_CU(cuCtxCreate(&own, nullptr, 0, device_));
+  CUstream stream = nullptr;
+  ASSERT_CU(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+  CUdeviceptr word = 0;
+  ASSERT_CU(cuMemAlloc(&word, 4));
+  ASSERT_CU(cuMemsetD32(word, 0, 1));
+  ASSERT_CU(cuCtxSynchronize());
+  ASSERT_CU(cuStreamWaitValue32(stream, word, 1, CU_STREAM_WAIT_VALUE_EQ));
+  EXPECT_CU(cuCtxDestroy(own));
 }
 
 TEST_F(StreamTest, ElapsedTimeErrorsFollowTheDriver) {

@@ -5,11 +5,13 @@
 // per-thread form (cuda.h declares none for 11.7: cudart hands out cuStreamWriteValue32_v2_ptsz
 // and the like). CU_STREAM_WAIT_VALUE_FLUSH and CU_STREAM_MEM_OP_FLUSH_REMOTE_WRITES are
 // CUDA_ERROR_NOT_SUPPORTED, as on a device whose CAN_FLUSH_REMOTE_WRITES is 0.
+#include <memory>
 #include <vector>
 
 #include "core/api.h"
 #include "core/context.h"
 #include "core/copy_engine.h"
+#include "core/graph_nodes.h"
 #include "core/submit.h"
 
 using simcuda::DefaultStream;
@@ -46,7 +48,9 @@ CUresult wait_operation(Stream& stream, CUdeviceptr addr, uint64_t value, unsign
   return CUDA_SUCCESS;
 }
 
-// Queues `operations` on `stream` as one piece of work, run in order.
+// Queues `operations` on `stream` as one piece of work, run in order, each starting on the
+// modeled clock where the one before ended. Captured, it is a batch memory operation node, as
+// on the driver.
 CUresult queue(Stream& stream, std::vector<ValueOperation> operations, const char* what) {
   simcuda::Footprint footprint{what, {}};
   std::vector<simcuda::StreamWork> works;
@@ -57,11 +61,19 @@ CUresult queue(Stream& stream, std::vector<ValueOperation> operations, const cha
   simcuda::StreamWork all = works.size() == 1 ? std::move(works.front())
                                               : [works = std::move(works)] {
                                                   double took = 0.0;
-                                                  for (const simcuda::StreamWork& work : works)
-                                                    took += work();
+                                                  for (const simcuda::StreamWork& work : works) {
+                                                    const double one = work();
+                                                    simcuda::running_work_took(one);
+                                                    took += one;
+                                                  }
+                                                  // The stream's worker, or a graph, counts it.
+                                                  simcuda::running_work_took(-took);
                                                   return took;
                                                 };
-  return simcuda::submit_async(stream, std::move(all), nullptr, std::move(footprint));
+  auto node = std::make_shared<simcuda::GraphNode>();
+  node->type = CU_GRAPH_NODE_TYPE_BATCH_MEM_OP;
+  return simcuda::submit_async(stream, std::move(all), nullptr, std::move(footprint),
+                               std::move(node));
 }
 
 template <typename Value, auto make_operation>
@@ -130,7 +142,9 @@ CUresult batch_operation(Stream& stream, const CUstreamBatchMemOpParams& params,
 template <bool barriers>
 CUresult batch(DefaultStream null_means, CUstream hStream, unsigned int count,
                CUstreamBatchMemOpParams* paramArray, unsigned int flags) {
-  if (count == 0 || paramArray == nullptr || flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  // The driver takes fewer than 256 operations a batch.
+  if (count == 0 || count >= 256 || paramArray == nullptr || flags != 0)
+    return CUDA_ERROR_INVALID_VALUE;
   Stream* stream = nullptr;
   if (CUresult result = simcuda::resolve_stream(hStream, null_means, &stream);
       result != CUDA_SUCCESS)

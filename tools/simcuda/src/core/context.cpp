@@ -145,6 +145,7 @@ void destroy_context(Context* context) {
   forget_context_captures(context);
   forget_context_events(context);
   // So does its memory, once the work still queued that may use it has run.
+  context->ending.store(true, std::memory_order_release);
   context->synchronize();
   release_context_memory(*context);
   // Peer access from it and to it ends (Note [Peer access] in peer_access.h); its own kernels,

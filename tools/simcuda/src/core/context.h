@@ -25,8 +25,8 @@ struct Context {
   int primary_retains = 0;  // primary contexts only; guarded by the context table's lock
   // A fault in a kernel (CUDA_ERROR_ILLEGAL_ADDRESS) poisons the context, as on a GPU.
   std::atomic<CUresult> sticky_error{CUDA_SUCCESS};
-  // Set as the context is destroyed: a stream waiting for a value no one will write gives up
-  // then (Note [Waiting for a value] in copy_engine.h), so destroying it does not hang.
+  // Set while the context is destroyed or reset: a stream waiting for a value no one will write
+  // gives up then (Note [Waiting for a value] in copy_engine.h), so neither hangs.
   std::atomic<bool> ending{false};
 
   // Streams. The legacy default stream exists from the start; created streams are kept (also

@@ -183,19 +183,24 @@ bool value_meets(uint64_t seen, uint64_t value, unsigned bytes, unsigned conditi
   }
 }
 
-// When cuStreamWriteValue last wrote each address, on the modeled clock.
+// What cuStreamWriteValue last wrote at each address, and when, on the modeled clock.
+struct ValueWrite {
+  uint64_t value;
+  double when;
+};
 std::mutex value_writes_mutex;
-std::unordered_map<uint64_t, double> value_writes;  // guarded by value_writes_mutex
+std::unordered_map<uint64_t, ValueWrite> value_writes;  // guarded by value_writes_mutex
 
-void note_value_written(uint64_t address, double when) {
+void note_value_written(uint64_t address, uint64_t value, double when) {
   const std::lock_guard lock(value_writes_mutex);
-  value_writes[address] = when;
+  value_writes[address] = {value, when};
 }
 
-double value_written_at(uint64_t address) {
+// When `seen` was written at `address` by a cuStreamWriteValue; 0 when something else wrote it.
+double value_written_at(uint64_t address, uint64_t seen) {
   const std::lock_guard lock(value_writes_mutex);
   const auto found = value_writes.find(address);
-  return found != value_writes.end() ? found->second : 0.0;
+  return found != value_writes.end() && found->second.value == seen ? found->second.when : 0.0;
 }
 
 }  // namespace
@@ -244,11 +249,12 @@ StreamWork value_write_work(Context& context, uint64_t address, uint64_t value, 
   install_fault_handler();
   return [&context, address, value, bytes] {
     if (poisoned(context)) return 0.0;
-    GuardedValue write{address, value, bytes};
-    if (!run_or_poison(context, "stream write value", write_value, &write)) return 0.0;
+    // Told before the value can be seen, so that a wait that sees it finds when it landed.
     const double took =
         account_access(*context.device, Engine::kKernel, address, bytes, Access::kWrite);
-    note_value_written(address, running_work_start() + took);
+    note_value_written(address, value, running_work_start() + took);
+    GuardedValue write{address, value, bytes};
+    if (!run_or_poison(context, "stream write value", write_value, &write)) return 0.0;
     return took;
   };
 }
@@ -264,7 +270,7 @@ StreamWork value_wait_work(Context& context, uint64_t address, uint64_t value, u
       if (value_meets(read.value, value, bytes, condition)) break;
       std::this_thread::sleep_for(kValuePoll);
     }
-    return std::max(0.0, value_written_at(address) - running_work_start());
+    return std::max(0.0, value_written_at(address, read.value) - running_work_start());
   };
 }
 

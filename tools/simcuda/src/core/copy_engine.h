@@ -100,10 +100,10 @@ StreamWork value_write_work(Context& context, uint64_t address, uint64_t value, 
 // cuStreamWaitValue32/64 hold their stream until the `bytes` (4 or 8) at `address` meet
 // `condition` (CU_STREAM_WAIT_VALUE_GEQ, _EQ, _AND or _NOR) against `value`. The stream's worker
 // reads the memory every 50 us (guarded: a fault poisons the context, as a copy's does) until they
-// do, or until its context is destroyed, which a GPU's never-met wait would hang instead. The
-// wait's modeled end is when a cuStreamWriteValue last wrote the address, if that is after the
-// wait's modeled start; a value written by a kernel, a copy or the host ends it at its start
-// (assumed: nothing here tells when those wrote it).
+// do, or until its context is destroyed or reset, which a GPU's never-met wait would hang
+// instead. The wait's modeled end is when a cuStreamWriteValue wrote the value it saw, if that is
+// after the wait's modeled start; a value written by a kernel, a copy or the host ends it at its
+// start (assumed: nothing here tells when those wrote it).
 StreamWork value_wait_work(Context& context, uint64_t address, uint64_t value, unsigned bytes,
                            unsigned condition);
 

@@ -75,6 +75,13 @@ NodeUses read_node(CUgraphNode node, const GraphQueries& queries, ParamLayoutCac
         return unread_node(GraphRead::kQueryFailed);
       return read_memset(params);
     }
+    case CU_GRAPH_NODE_TYPE_BATCH_MEM_OP: {
+      if (queries.memory_operations == nullptr) return unread_node(GraphRead::kNoQuery);
+      CUDA_BATCH_MEM_OP_NODE_PARAMS params{};
+      if (queries.memory_operations(node, &params) != CUDA_SUCCESS)
+        return unread_node(GraphRead::kQueryFailed);
+      return read_memory_operations(params.paramArray, params.count);
+    }
     case CU_GRAPH_NODE_TYPE_GRAPH: {
       if (queries.child == nullptr) return unread_node(GraphRead::kNoQuery);
       CUgraph child = nullptr;
@@ -174,6 +181,34 @@ NodeUses read_memset(const CUDA_MEMSET_NODE_PARAMS& params) {
   NodeUses uses;
   if (const AddressRange range = memset_range(params); range.size != 0)
     uses.ranges.push_back(range);
+  return uses;
+}
+
+NodeUses read_memory_operations(const CUstreamBatchMemOpParams* operations, unsigned count) {
+  if (count != 0 && operations == nullptr) return unread_node(GraphRead::kQueryFailed);
+  NodeUses uses;
+  for (unsigned index = 0; index < count; ++index) {
+    const CUstreamBatchMemOpParams& operation = operations[index];
+    switch (operation.operation) {
+      case CU_STREAM_MEM_OP_WAIT_VALUE_32:
+        uses.ranges.push_back({operation.waitValue.address, 4});
+        break;
+      case CU_STREAM_MEM_OP_WAIT_VALUE_64:
+        uses.ranges.push_back({operation.waitValue.address, 8});
+        break;
+      case CU_STREAM_MEM_OP_WRITE_VALUE_32:
+        uses.ranges.push_back({operation.writeValue.address, 4});
+        break;
+      case CU_STREAM_MEM_OP_WRITE_VALUE_64:
+        uses.ranges.push_back({operation.writeValue.address, 8});
+        break;
+      case CU_STREAM_MEM_OP_FLUSH_REMOTE_WRITES:
+      case CU_STREAM_MEM_OP_BARRIER:
+        break;  // they name no memory
+      default:
+        return unread_node(GraphRead::kUnknownNodeType);
+    }
+  }
   return uses;
 }
 

@@ -9,16 +9,19 @@
 //   read with the launch reader (Note [Reading a launch's arguments] in core/launch_arguments.h)
 //   and copied, since the words must outlive the call;
 // - memcpy and memset nodes: the linear ranges they name (core/copy_ranges.h);
+// - batch memory operation nodes (cuGraphBatchMemOpNodeGetParams; what capturing
+//   cuStreamWriteValue, cuStreamWaitValue or cuStreamBatchMemOp makes): the 4 or 8 bytes each
+//   write or wait names;
 // - child graph nodes: their graph's nodes, recursively, as one node of the parent;
 // - empty, host, event record and wait nodes, and memory allocation and free nodes, touch no
 //   tracked block: graph memory belongs to the graph, never to a tiered block, and a kernel that
 //   uses it passes its address, which names no block;
-// - anything else (a conditional node, external semaphores, batch memory operations, a node type
-//   newer than this code), a query the driver lacks or refuses, or a kernel whose layout cannot
+// - anything else (a conditional node, external semaphores, a memory operation newer than this
+//   code, a node type newer than this code), a query the driver lacks or refuses, or a kernel whose layout cannot
 //   be read makes the whole graph "may touch everything", as before, with the reason for the log.
 // The reading is kept per node of the instantiated graph, so that cuGraphExecKernelNodeSetParams
-// and the memcpy, memset and child graph setters replace one node's reading with the new
-// parameters'; cuGraphExecUpdate reads the new graph whole. A node the table does not know (the
+// and the memcpy, memset, batch memory operation and child graph setters replace one node's
+// reading with the new parameters'; cuGraphExecUpdate reads the new graph whole. A node the table does not know (the
 // exec was instantiated while nothing was tracked), or a setter it cannot read, makes the exec
 // touch everything. Addresses are kept as read: a block freed after instantiation is no longer
 // tracked, so its words name nothing, or name a new block allocated at the same address, which
@@ -46,6 +49,7 @@ struct GraphQueries {
   CUresult (*memcpy)(CUgraphNode node, CUDA_MEMCPY3D* params) = nullptr;
   CUresult (*memset)(CUgraphNode node, CUDA_MEMSET_NODE_PARAMS* params) = nullptr;
   CUresult (*child)(CUgraphNode node, CUgraph* graph) = nullptr;
+  CUresult (*memory_operations)(CUgraphNode node, CUDA_BATCH_MEM_OP_NODE_PARAMS* params) = nullptr;
   LayoutQueries layouts;
 };
 
@@ -90,6 +94,8 @@ NodeUses read_kernel(const CUDA_KERNEL_NODE_PARAMS_v2& params, const GraphQuerie
                      ParamLayoutCache& layouts);
 NodeUses read_memcpy(const CUDA_MEMCPY3D& params);
 NodeUses read_memset(const CUDA_MEMSET_NODE_PARAMS& params);
+// `count` operations of a batch memory operation node (Note [Reading a graph]).
+NodeUses read_memory_operations(const CUstreamBatchMemOpParams* operations, unsigned count);
 // A child graph as one node: every node of `graph` merged.
 NodeUses read_child(CUgraph graph, const GraphQueries& queries, ParamLayoutCache& layouts);
 

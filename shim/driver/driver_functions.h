@@ -199,6 +199,7 @@
   X(cuGraphExecKernelNodeSetParams_v2)      \
   X(cuGraphExecMemcpyNodeSetParams)         \
   X(cuGraphExecMemsetNodeSetParams)         \
+  X(cuGraphExecBatchMemOpNodeSetParams)     \
   X(cuGraphExecChildGraphNodeSetParams)     \
   X(cuGraphExecNodeSetParams)               \
   X(cuGraphExecUpdate)                      \
@@ -258,7 +259,8 @@
   Y(cuGraphKernelNodeGetParams_v2)    \
   Y(cuGraphMemcpyNodeGetParams)       \
   Y(cuGraphMemsetNodeGetParams)       \
-  Y(cuGraphChildGraphNodeGetGraph)
+  Y(cuGraphChildGraphNodeGetGraph)    \
+  Y(cuGraphBatchMemOpNodeGetParams)
 
 #define VRAMSPILL_HOOKED_FUNCTIONS(X)       \
   VRAMSPILL_HOOKED_ALLOCATION_FUNCTIONS(X)  \

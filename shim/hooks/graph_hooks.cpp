@@ -26,6 +26,7 @@ vramspill::core::GraphQueries graph_queries() noexcept {
           .memcpy = VRAMSPILL_REAL(cuGraphMemcpyNodeGetParams),
           .memset = VRAMSPILL_REAL(cuGraphMemsetNodeGetParams),
           .child = VRAMSPILL_REAL(cuGraphChildGraphNodeGetGraph),
+          .memory_operations = VRAMSPILL_REAL(cuGraphBatchMemOpNodeGetParams),
           .layouts = {.function = VRAMSPILL_REAL(cuFuncGetParamInfo),
                       .kernel = VRAMSPILL_REAL(cuKernelGetParamInfo)}};
 }
@@ -131,6 +132,8 @@ NodeUses read_node_params(ShimState& shim, const CUgraphNodeParams& p) {
                                            .height = p.memset.height});
     case CU_GRAPH_NODE_TYPE_GRAPH:
       return vramspill::core::read_child(p.graph.graph, graph_queries(), shim.launch_layouts);
+    case CU_GRAPH_NODE_TYPE_BATCH_MEM_OP:
+      return vramspill::core::read_memory_operations(p.memOp.paramArray, p.memOp.count);
     default:
       return vramspill::core::uses_of_type(p.type);
   }
@@ -225,6 +228,14 @@ cuGraphExecMemsetNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode,
   VRAMSPILL_REAL_OR_RETURN(real, cuGraphExecMemsetNodeSetParams);
   return node_set(real(hGraphExec, hNode, memsetParams, ctx), hGraphExec, hNode,
                   [&](ShimState&) { return vramspill::core::read_memset(*memsetParams); });
+}
+
+VRAMSPILL_HOOK CUresult CUDAAPI cuGraphExecBatchMemOpNodeSetParams(
+    CUgraphExec hGraphExec, CUgraphNode hNode, const CUDA_BATCH_MEM_OP_NODE_PARAMS* nodeParams) {
+  VRAMSPILL_REAL_OR_RETURN(real, cuGraphExecBatchMemOpNodeSetParams);
+  return node_set(real(hGraphExec, hNode, nodeParams), hGraphExec, hNode, [&](ShimState&) {
+    return vramspill::core::read_memory_operations(nodeParams->paramArray, nodeParams->count);
+  });
 }
 
 VRAMSPILL_HOOK CUresult CUDAAPI cuGraphExecChildGraphNodeSetParams(CUgraphExec hGraphExec,

@@ -19,6 +19,7 @@ struct FakeNode {
   CUDA_MEMCPY3D copy{};
   CUDA_MEMSET_NODE_PARAMS fill{};
   CUgraph child = nullptr;
+  CUDA_BATCH_MEM_OP_NODE_PARAMS operations{};
   bool refuse = false;  // its getter fails
 };
 
@@ -77,6 +78,8 @@ GraphQueries all_queries() {
           .memcpy = fake_getter<&FakeNode::copy, CU_GRAPH_NODE_TYPE_MEMCPY>,
           .memset = fake_getter<&FakeNode::fill, CU_GRAPH_NODE_TYPE_MEMSET>,
           .child = fake_getter<&FakeNode::child, CU_GRAPH_NODE_TYPE_GRAPH>,
+          .memory_operations =
+              fake_getter<&FakeNode::operations, CU_GRAPH_NODE_TYPE_BATCH_MEM_OP>,
           .layouts = {.function = fake_param_info, .kernel = nullptr}};
 }
 
@@ -146,6 +149,31 @@ TEST_F(GraphUsesTest, KernelsCopiesAndMemsetsNameWhatTheyTouch) {
   EXPECT_EQ(uses.ranges[1].base, 0xD000u);  // its source
   EXPECT_EQ(uses.ranges[2].base, 0xE000u);  // the memset, 16 elements of 4 bytes
   EXPECT_EQ(uses.ranges[2].size, 64u);
+}
+
+// What capturing cuStreamWriteValue32, cuStreamWaitValue64 and a flush makes: each write and
+// wait names its 4 or 8 bytes; a memory operation newer than this code makes the node unread.
+TEST_F(GraphUsesTest, MemoryOperationsNameTheirValues) {
+  CUstreamBatchMemOpParams operations[3] = {};
+  operations[0].writeValue = {CU_STREAM_MEM_OP_WRITE_VALUE_32, 0xA000, {1}, 0, 0};
+  operations[1].waitValue = {CU_STREAM_MEM_OP_WAIT_VALUE_64, 0xB000, {2}, 0, 0};
+  operations[2].flushRemoteWrites = {CU_STREAM_MEM_OP_FLUSH_REMOTE_WRITES, 0};
+  const CUgraph graph = graph_handle(1);
+  FakeNode node{.type = CU_GRAPH_NODE_TYPE_BATCH_MEM_OP};
+  node.operations = {.ctx = nullptr, .count = 3, .paramArray = operations, .flags = 0};
+  add_node(graph, node);
+  const GraphUses uses = merged(graph, all_queries());
+  ASSERT_EQ(uses.read, GraphRead::kRead);
+  ASSERT_EQ(uses.ranges.size(), 2u);
+  EXPECT_EQ(uses.ranges[0].base, 0xA000u);
+  EXPECT_EQ(uses.ranges[0].size, 4u);
+  EXPECT_EQ(uses.ranges[1].base, 0xB000u);
+  EXPECT_EQ(uses.ranges[1].size, 8u);
+  operations[2].operation = static_cast<CUstreamBatchMemOpType>(99);
+  EXPECT_EQ(read_memory_operations(operations, 3).read, GraphRead::kUnknownNodeType);
+  GraphQueries without_getter = all_queries();
+  without_getter.memory_operations = nullptr;
+  EXPECT_EQ(merged(graph, without_getter).read, GraphRead::kNoQuery);
 }
 
 TEST_F(GraphUsesTest, NodesThatTouchNoBlockAddNothing) {

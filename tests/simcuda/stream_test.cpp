@@ -456,6 +456,13 @@ TEST_F(StreamValueTest, ACapturedOperationIsABatchMemoryOperationNode) {
   CUgraphNodeType type = CU_GRAPH_NODE_TYPE_EMPTY;
   ASSERT_CU(cuGraphNodeGetType(node, &type));
   EXPECT_EQ(type, CU_GRAPH_NODE_TYPE_BATCH_MEM_OP);
+  CUDA_BATCH_MEM_OP_NODE_PARAMS params{};
+  ASSERT_CU(cuGraphBatchMemOpNodeGetParams(node, &params));
+  ASSERT_EQ(params.count, 1u);
+  EXPECT_EQ(params.paramArray[0].operation, CU_STREAM_MEM_OP_WRITE_VALUE_32);
+  EXPECT_EQ(params.paramArray[0].writeValue.address, words_);
+  EXPECT_EQ(params.paramArray[0].writeValue.value, 5u);
+  EXPECT_EQ(cuGraphMemsetNodeGetParams(node, nullptr), CUDA_ERROR_INVALID_VALUE);
   ASSERT_CU(cuGraphDestroy(graph));
 }
 

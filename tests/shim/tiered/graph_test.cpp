@@ -67,10 +67,13 @@ class TieredGraphTest : public TieredTest {
 };
 
 TEST_F(TieredGraphTest, ACapturedGraphKeepsEveryByteWhileItsBlocksMove) {
-  CUdeviceptr input = 0, output = 0, copied = 0, filled = 0;
-  for (CUdeviceptr* block : {&input, &output, &copied, &filled})
+  CUdeviceptr input = 0, output = 0, copied = 0, filled = 0, stamped = 0;
+  for (CUdeviceptr* block : {&input, &output, &copied, &filled, &stamped})
     ASSERT_CU(cuMemAlloc(block, kBlock));
   constexpr uint32_t kFilled = 0x5EED5EED;
+  constexpr uint32_t kStamp = 0x57A4;
+  ASSERT_CU(fill(stamped, 0, streams_[0]));
+  ASSERT_CU(cuStreamSynchronize(streams_[0]));
 
   CUstream stream = streams_[0];
   ASSERT_CU(cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL));
@@ -80,6 +83,7 @@ TEST_F(TieredGraphTest, ACapturedGraphKeepsEveryByteWhileItsBlocksMove) {
   ASSERT_CU(copy(output, scratch, stream));
   ASSERT_CU(cuMemcpyDtoDAsync(copied, output, kBlock, stream));
   ASSERT_CU(cuMemsetD32Async(filled, kFilled, kWords, stream));
+  ASSERT_CU(cuStreamWriteValue32(stream, stamped + 4, kStamp, 0));  // a memory operation node
   ASSERT_CU(cuMemFreeAsync(scratch, stream));
   CUgraph graph = nullptr;
   ASSERT_CU(cuStreamEndCapture(stream, &graph));
@@ -97,11 +101,16 @@ TEST_F(TieredGraphTest, ACapturedGraphKeepsEveryByteWhileItsBlocksMove) {
     expect_block(copied, value);
     expect_block(filled, kFilled);
     expect_block(input, value);
+    uint32_t stamp[3] = {};
+    ASSERT_CU(cuMemcpyDtoH(stamp, stamped, sizeof stamp));
+    EXPECT_EQ(stamp[0], 0u);
+    EXPECT_EQ(stamp[1], kStamp);
+    EXPECT_EQ(stamp[2], 0u);
     expect_others(round);
   }
   EXPECT_CU(cuGraphExecDestroy(exec));
   EXPECT_CU(cuGraphDestroy(graph));
-  for (CUdeviceptr block : {input, output, copied, filled}) EXPECT_CU(cuMemFree(block));
+  for (CUdeviceptr block : {input, output, copied, filled, stamped}) EXPECT_CU(cuMemFree(block));
 }
 
 // An exec captured as filling `first_` with 0xAAAA and updated to fill `second_` with 0xBBBB:

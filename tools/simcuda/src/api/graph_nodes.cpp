@@ -143,6 +143,22 @@ SIMCUDA_EXPORT CUresult CUDAAPI cuGraphMemsetNodeGetParams(CUgraphNode hNode,
   return CUDA_SUCCESS;
 }
 
+// The node's own array, valid while the node is, as the driver's.
+SIMCUDA_EXPORT CUresult CUDAAPI cuGraphBatchMemOpNodeGetParams(
+    CUgraphNode hNode, CUDA_BATCH_MEM_OP_NODE_PARAMS* nodeParams_out) {
+  SIMCUDA_ENTER("cuGraphBatchMemOpNodeGetParams");
+  if (nodeParams_out == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  std::shared_ptr<GraphNode> node;
+  if (CUresult result = node_of_type(hNode, CU_GRAPH_NODE_TYPE_BATCH_MEM_OP, &node);
+      result != CUDA_SUCCESS)
+    return result;
+  *nodeParams_out = {.ctx = node->context,
+                     .count = static_cast<unsigned int>(node->memory_operations.size()),
+                     .paramArray = node->memory_operations.data(),
+                     .flags = 0};
+  return CUDA_SUCCESS;
+}
+
 SIMCUDA_EXPORT CUresult CUDAAPI cuGraphExecKernelNodeSetParams(
     CUgraphExec hGraphExec, CUgraphNode hNode, const CUDA_KERNEL_NODE_PARAMS_v1* nodeParams) {
   SIMCUDA_ENTER("cuGraphExecKernelNodeSetParams");

@@ -19,10 +19,12 @@ using simcuda::Stream;
 
 namespace {
 
-// One operation, checked, ready to queue: its work and the bytes it touches.
+// One operation, checked, ready to queue: its work, the bytes it touches, and what a graph node
+// of it says.
 struct ValueOperation {
   simcuda::StreamWork work;
   simcuda::AddressRange range;
+  CUstreamBatchMemOpParams params;
 };
 
 CUresult write_operation(Stream& stream, CUdeviceptr addr, uint64_t value, unsigned bytes,
@@ -33,7 +35,11 @@ CUresult write_operation(Stream& stream, CUdeviceptr addr, uint64_t value, unsig
   if (CUresult result = simcuda::check_range(addr, bytes, simcuda::Access::kWrite);
       result != CUDA_SUCCESS)
     return result;
-  *out = {simcuda::value_write_work(*stream.context(), addr, value, bytes), {addr, bytes}};
+  CUstreamBatchMemOpParams params{};
+  params.writeValue = {bytes == 4 ? CU_STREAM_MEM_OP_WRITE_VALUE_32 : CU_STREAM_MEM_OP_WRITE_VALUE_64,
+                       addr, {}, flags, 0};
+  params.writeValue.value64 = value;  // the low half is `value` for 4 bytes
+  *out = {simcuda::value_write_work(*stream.context(), addr, value, bytes), {addr, bytes}, params};
   return CUDA_SUCCESS;
 }
 
@@ -44,7 +50,12 @@ CUresult wait_operation(Stream& stream, CUdeviceptr addr, uint64_t value, unsign
   if (CUresult result = simcuda::check_range(addr, bytes, simcuda::Access::kRead);
       result != CUDA_SUCCESS)
     return result;
-  *out = {simcuda::value_wait_work(*stream.context(), addr, value, bytes, flags), {addr, bytes}};
+  CUstreamBatchMemOpParams params{};
+  params.waitValue = {bytes == 4 ? CU_STREAM_MEM_OP_WAIT_VALUE_32 : CU_STREAM_MEM_OP_WAIT_VALUE_64,
+                      addr, {}, flags, 0};
+  params.waitValue.value64 = value;
+  *out = {simcuda::value_wait_work(*stream.context(), addr, value, bytes, flags), {addr, bytes},
+          params};
   return CUDA_SUCCESS;
 }
 
@@ -54,9 +65,13 @@ CUresult wait_operation(Stream& stream, CUdeviceptr addr, uint64_t value, unsign
 CUresult queue(Stream& stream, std::vector<ValueOperation> operations, const char* what) {
   simcuda::Footprint footprint{what, {}};
   std::vector<simcuda::StreamWork> works;
+  auto node = std::make_shared<simcuda::GraphNode>();
+  node->type = CU_GRAPH_NODE_TYPE_BATCH_MEM_OP;
+  node->context = stream.context()->handle();
   for (ValueOperation& operation : operations) {
     footprint.ranges.push_back(operation.range);
     works.push_back(std::move(operation.work));
+    node->memory_operations.push_back(operation.params);
   }
   simcuda::StreamWork all = works.size() == 1 ? std::move(works.front())
                                               : [works = std::move(works)] {
@@ -70,8 +85,6 @@ CUresult queue(Stream& stream, std::vector<ValueOperation> operations, const cha
                                                   simcuda::running_work_took(-took);
                                                   return took;
                                                 };
-  auto node = std::make_shared<simcuda::GraphNode>();
-  node->type = CU_GRAPH_NODE_TYPE_BATCH_MEM_OP;
   return simcuda::submit_async(stream, std::move(all), nullptr, std::move(footprint),
                                std::move(node));
 }

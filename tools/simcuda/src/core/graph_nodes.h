@@ -47,6 +47,8 @@ struct GraphNode {
   CUDA_MEMSET_NODE_PARAMS fill{};  // CU_GRAPH_NODE_TYPE_MEMSET
   CUdeviceptr address = 0;         // CU_GRAPH_NODE_TYPE_MEM_ALLOC and _MEM_FREE
   size_t bytes = 0;                // CU_GRAPH_NODE_TYPE_MEM_ALLOC
+  CUcontext context = nullptr;     // CU_GRAPH_NODE_TYPE_BATCH_MEM_OP: its context and operations
+  std::vector<CUstreamBatchMemOpParams> memory_operations;
   std::vector<AddressRange> touches;  // its work's footprint when captured (Note [Remap protocol])
 };
 

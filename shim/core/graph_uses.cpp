@@ -191,17 +191,15 @@ NodeUses read_memory_operations(const CUstreamBatchMemOpParams* operations, unsi
     const CUstreamBatchMemOpParams& operation = operations[index];
     switch (operation.operation) {
       case CU_STREAM_MEM_OP_WAIT_VALUE_32:
-        uses.ranges.push_back({operation.waitValue.address, 4});
-        break;
       case CU_STREAM_MEM_OP_WAIT_VALUE_64:
-        uses.ranges.push_back({operation.waitValue.address, 8});
-        break;
       case CU_STREAM_MEM_OP_WRITE_VALUE_32:
-        uses.ranges.push_back({operation.writeValue.address, 4});
+      case CU_STREAM_MEM_OP_WRITE_VALUE_64: {
+        // A write's fields begin as a wait's do (their structs' common initial sequence).
+        const bool wide = operation.operation == CU_STREAM_MEM_OP_WAIT_VALUE_64 ||
+                          operation.operation == CU_STREAM_MEM_OP_WRITE_VALUE_64;
+        uses.ranges.push_back({operation.waitValue.address, wide ? 8u : 4u});
         break;
-      case CU_STREAM_MEM_OP_WRITE_VALUE_64:
-        uses.ranges.push_back({operation.writeValue.address, 8});
-        break;
+      }
       case CU_STREAM_MEM_OP_FLUSH_REMOTE_WRITES:
       case CU_STREAM_MEM_OP_BARRIER:
         break;  // they name no memory

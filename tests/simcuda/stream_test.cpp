@@ -442,8 +442,8 @@ TEST_F(StreamValueTest, ABatchOfMemoryOperationsRunsInOrder) {
   EXPECT_EQ(cuStreamBatchMemOp(stream_, 1, operations, 0), CUDA_ERROR_NOT_SUPPORTED);
 }
 
-// Captured, a stream memory operation is a batch memory operation node, as on the driver, which
-// the shim cannot read and so takes as touching everything (shim/core/graph_uses.cpp).
+// Captured, a stream memory operation is a batch memory operation node, as on the driver, whose
+// operations the shim reads (Note [Reading a graph] in shim/core/graph_uses.h).
 TEST_F(StreamValueTest, ACapturedOperationIsABatchMemoryOperationNode) {
   ASSERT_CU(cuStreamBeginCapture(stream_, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
   ASSERT_CU(cuStreamWriteValue32(stream_, words_, 5, 0));

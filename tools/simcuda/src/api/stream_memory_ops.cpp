@@ -27,34 +27,36 @@ struct ValueOperation {
   CUstreamBatchMemOpParams params;
 };
 
-CUresult write_operation(Stream& stream, CUdeviceptr addr, uint64_t value, unsigned bytes,
-                         unsigned int flags, ValueOperation* out) {
-  if ((flags & ~static_cast<unsigned int>(CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER)) != 0 ||
-      addr % bytes != 0)
-    return CUDA_ERROR_INVALID_VALUE;
-  if (CUresult result = simcuda::check_range(addr, bytes, simcuda::Access::kWrite);
-      result != CUDA_SUCCESS)
-    return result;
-  CUstreamBatchMemOpParams params{};
-  params.writeValue = {bytes == 4 ? CU_STREAM_MEM_OP_WRITE_VALUE_32 : CU_STREAM_MEM_OP_WRITE_VALUE_64,
-                       addr, {}, flags, 0};
-  params.writeValue.value64 = value;  // the low half is `value` for 4 bytes
-  *out = {simcuda::value_write_work(*stream.context(), addr, value, bytes), {addr, bytes}, params};
-  return CUDA_SUCCESS;
+bool is_write(CUstreamBatchMemOpType type) {
+  return type == CU_STREAM_MEM_OP_WRITE_VALUE_32 || type == CU_STREAM_MEM_OP_WRITE_VALUE_64;
 }
 
-CUresult wait_operation(Stream& stream, CUdeviceptr addr, uint64_t value, unsigned bytes,
-                        unsigned int flags, ValueOperation* out) {
-  if ((flags & CU_STREAM_WAIT_VALUE_FLUSH) != 0) return CUDA_ERROR_NOT_SUPPORTED;
-  if (flags > CU_STREAM_WAIT_VALUE_NOR || addr % bytes != 0) return CUDA_ERROR_INVALID_VALUE;
-  if (CUresult result = simcuda::check_range(addr, bytes, simcuda::Access::kRead);
+unsigned width(CUstreamBatchMemOpType type) {
+  return type == CU_STREAM_MEM_OP_WRITE_VALUE_64 || type == CU_STREAM_MEM_OP_WAIT_VALUE_64 ? 8 : 4;
+}
+
+// A write or a wait of `type`, checked as the driver checks it.
+CUresult value_operation(Stream& stream, CUstreamBatchMemOpType type, CUdeviceptr addr,
+                         uint64_t value, unsigned int flags, ValueOperation* out) {
+  const bool write = is_write(type);
+  const unsigned bytes = width(type);
+  if (!write && (flags & CU_STREAM_WAIT_VALUE_FLUSH) != 0) return CUDA_ERROR_NOT_SUPPORTED;
+  const bool known_flags =
+      write ? (flags & ~static_cast<unsigned int>(CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER)) == 0
+            : flags <= CU_STREAM_WAIT_VALUE_NOR;
+  if (!known_flags || addr % bytes != 0) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult result = simcuda::check_range(
+          addr, bytes, write ? simcuda::Access::kWrite : simcuda::Access::kRead);
       result != CUDA_SUCCESS)
     return result;
+  simcuda::Context& context = *stream.context();
+  // What a graph node says of it; a write's fields are laid out as a wait's.
   CUstreamBatchMemOpParams params{};
-  params.waitValue = {bytes == 4 ? CU_STREAM_MEM_OP_WAIT_VALUE_32 : CU_STREAM_MEM_OP_WAIT_VALUE_64,
-                      addr, {}, flags, 0};
-  params.waitValue.value64 = value;
-  *out = {simcuda::value_wait_work(*stream.context(), addr, value, bytes, flags), {addr, bytes},
+  params.waitValue = {type, addr, {}, flags, 0};
+  params.waitValue.value64 = value;  // the low half is `value` for 4 bytes
+  *out = {write ? simcuda::value_write_work(context, addr, value, bytes)
+                : simcuda::value_wait_work(context, addr, value, bytes, flags),
+          {addr, bytes},
           params};
   return CUDA_SUCCESS;
 }
@@ -89,34 +91,37 @@ CUresult queue(Stream& stream, std::vector<ValueOperation> operations, const cha
                                std::move(node));
 }
 
-template <typename Value, auto make_operation>
-CUresult value_operation(DefaultStream null_means, CUstream hStream, CUdeviceptr addr,
-                         Value value, unsigned int flags, const char* what) {
+// One write or wait, queued alone: `write` picks which, and the value's size its width.
+template <typename Value, bool write>
+CUresult one_operation(DefaultStream null_means, CUstream hStream, CUdeviceptr addr, Value value,
+                       unsigned int flags) {
+  constexpr bool wide = sizeof(Value) == 8;
+  constexpr CUstreamBatchMemOpType type =
+      write ? (wide ? CU_STREAM_MEM_OP_WRITE_VALUE_64 : CU_STREAM_MEM_OP_WRITE_VALUE_32)
+            : (wide ? CU_STREAM_MEM_OP_WAIT_VALUE_64 : CU_STREAM_MEM_OP_WAIT_VALUE_32);
   Stream* stream = nullptr;
   if (CUresult result = simcuda::resolve_stream(hStream, null_means, &stream);
       result != CUDA_SUCCESS)
     return result;
   ValueOperation operation;
-  if (CUresult result = make_operation(*stream, addr, value, sizeof(Value), flags, &operation);
+  if (CUresult result = value_operation(*stream, type, addr, value, flags, &operation);
       result != CUDA_SUCCESS)
     return result;
   std::vector<ValueOperation> operations;
   operations.push_back(std::move(operation));
-  return queue(*stream, std::move(operations), what);
+  return queue(*stream, std::move(operations), write ? "stream write value" : "stream wait value");
 }
 
 template <typename Value>
 CUresult write_value(DefaultStream null_means, CUstream hStream, CUdeviceptr addr, Value value,
                      unsigned int flags) {
-  return value_operation<Value, write_operation>(null_means, hStream, addr, value, flags,
-                                                 "stream write value");
+  return one_operation<Value, true>(null_means, hStream, addr, value, flags);
 }
 
 template <typename Value>
 CUresult wait_value(DefaultStream null_means, CUstream hStream, CUdeviceptr addr, Value value,
                     unsigned int flags) {
-  return value_operation<Value, wait_operation>(null_means, hStream, addr, value, flags,
-                                                "stream wait value");
+  return one_operation<Value, false>(null_means, hStream, addr, value, flags);
 }
 
 // One entry of a batch; a barrier is nothing more here, where memory is coherent anyway.
@@ -124,22 +129,18 @@ CUresult batch_operation(Stream& stream, const CUstreamBatchMemOpParams& params,
                          std::vector<ValueOperation>& operations) {
   ValueOperation operation;
   CUresult result = CUDA_SUCCESS;
-  const bool wide = params.operation == CU_STREAM_MEM_OP_WRITE_VALUE_64 ||
-                    params.operation == CU_STREAM_MEM_OP_WAIT_VALUE_64;
-  // A write's and a wait's parameters have the same fields.
-  const auto make = [&](auto make_operation, const auto& fields) {
-    return make_operation(stream, fields.address, wide ? fields.value64 : fields.value,
-                          wide ? 8u : 4u, fields.flags, &operation);
-  };
   switch (params.operation) {
     case CU_STREAM_MEM_OP_WRITE_VALUE_32:
     case CU_STREAM_MEM_OP_WRITE_VALUE_64:
-      result = make(write_operation, params.writeValue);
-      break;
     case CU_STREAM_MEM_OP_WAIT_VALUE_32:
-    case CU_STREAM_MEM_OP_WAIT_VALUE_64:
-      result = make(wait_operation, params.waitValue);
+    case CU_STREAM_MEM_OP_WAIT_VALUE_64: {
+      // A write's fields begin as a wait's do (their structs' common initial sequence).
+      const auto& fields = params.waitValue;
+      result = value_operation(stream, params.operation, fields.address,
+                               width(params.operation) == 8 ? fields.value64 : fields.value,
+                               fields.flags, &operation);
       break;
+    }
     case CU_STREAM_MEM_OP_FLUSH_REMOTE_WRITES:
       return CUDA_ERROR_NOT_SUPPORTED;
     case CU_STREAM_MEM_OP_BARRIER:

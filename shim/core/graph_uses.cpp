@@ -189,14 +189,18 @@ NodeUses read_memory_operations(const CUstreamBatchMemOpParams* operations, unsi
   NodeUses uses;
   for (unsigned index = 0; index < count; ++index) {
     const CUstreamBatchMemOpParams& operation = operations[index];
-    switch (operation.operation) {
+    // The tag read as the integer it is: one newer than cuda.h's enum is no value of the enum.
+    static_assert(sizeof(CUstreamBatchMemOpType) == sizeof(uint32_t));
+    uint32_t tag = 0;
+    std::memcpy(&tag, &operation, sizeof tag);
+    switch (tag) {
       case CU_STREAM_MEM_OP_WAIT_VALUE_32:
       case CU_STREAM_MEM_OP_WAIT_VALUE_64:
       case CU_STREAM_MEM_OP_WRITE_VALUE_32:
       case CU_STREAM_MEM_OP_WRITE_VALUE_64: {
         // A write's fields begin as a wait's do (their structs' common initial sequence).
-        const bool wide = operation.operation == CU_STREAM_MEM_OP_WAIT_VALUE_64 ||
-                          operation.operation == CU_STREAM_MEM_OP_WRITE_VALUE_64;
+        const bool wide =
+            tag == CU_STREAM_MEM_OP_WAIT_VALUE_64 || tag == CU_STREAM_MEM_OP_WRITE_VALUE_64;
         uses.ranges.push_back({operation.waitValue.address, wide ? 8u : 4u});
         break;
       }

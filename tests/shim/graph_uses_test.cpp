@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <vector>
 
@@ -169,7 +170,8 @@ TEST_F(GraphUsesTest, MemoryOperationsNameTheirValues) {
   EXPECT_EQ(uses.ranges[0].size, 4u);
   EXPECT_EQ(uses.ranges[1].base, 0xB000u);
   EXPECT_EQ(uses.ranges[1].size, 8u);
-  operations[2].operation = static_cast<CUstreamBatchMemOpType>(99);
+  const uint32_t newer = 99;  // an operation newer than this code (written as the driver would)
+  std::memcpy(&operations[2], &newer, sizeof newer);
   EXPECT_EQ(read_memory_operations(operations, 3).read, GraphRead::kUnknownNodeType);
   GraphQueries without_getter = all_queries();
   without_getter.memory_operations = nullptr;

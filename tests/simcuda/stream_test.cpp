@@ -5,6 +5,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <cstring>
 #include <fstream>
 #include <string>
 #include <thread>
@@ -440,6 +441,9 @@ TEST_F(StreamValueTest, ABatchOfMemoryOperationsRunsInOrder) {
   EXPECT_EQ(cuStreamBatchMemOp(stream_, 4, operations, 1), CUDA_ERROR_INVALID_VALUE);
   operations[0].operation = CU_STREAM_MEM_OP_FLUSH_REMOTE_WRITES;
   EXPECT_EQ(cuStreamBatchMemOp(stream_, 1, operations, 0), CUDA_ERROR_NOT_SUPPORTED);
+  const uint32_t unknown = 99;  // no operation of cuda.h's, written as a program could
+  std::memcpy(&operations[0], &unknown, sizeof unknown);
+  EXPECT_EQ(cuStreamBatchMemOp(stream_, 1, operations, 0), CUDA_ERROR_INVALID_VALUE);
 }
 
 // Captured, a stream memory operation is a batch memory operation node, as on the driver, whose

@@ -5,6 +5,7 @@
 // per-thread form (cuda.h declares none for 11.7: cudart hands out cuStreamWriteValue32_v2_ptsz
 // and the like). CU_STREAM_WAIT_VALUE_FLUSH and CU_STREAM_MEM_OP_FLUSH_REMOTE_WRITES are
 // CUDA_ERROR_NOT_SUPPORTED, as on a device whose CAN_FLUSH_REMOTE_WRITES is 0.
+#include <cstring>
 #include <memory>
 #include <vector>
 
@@ -129,7 +130,11 @@ CUresult batch_operation(Stream& stream, const CUstreamBatchMemOpParams& params,
                          std::vector<ValueOperation>& operations) {
   ValueOperation operation;
   CUresult result = CUDA_SUCCESS;
-  switch (params.operation) {
+  // The tag read as the integer it is: a program's unknown one is no value of cuda.h's enum.
+  static_assert(sizeof(CUstreamBatchMemOpType) == sizeof(uint32_t));
+  uint32_t tag = 0;
+  std::memcpy(&tag, &params, sizeof tag);
+  switch (tag) {
     case CU_STREAM_MEM_OP_WRITE_VALUE_32:
     case CU_STREAM_MEM_OP_WRITE_VALUE_64:
     case CU_STREAM_MEM_OP_WAIT_VALUE_32:

@@ -2,17 +2,17 @@
 // their count, which tiered mode and the spill paths read before any call a capture forbids.
 //
 // Note [Counting captures]
-// A capture is counted when a cuStreamBeginCapture (any of its forms) succeeds, and uncounted
-// when the stream it began on stops capturing: at a cuStreamEndCapture of that stream, whatever
-// it returns (an invalidated capture ends too), or when the program destroys that stream. A count
-// kept without the streams uncounted a capture only at an end it saw, so a capture whose stream
-// was destroyed never ended (which stopped tiered mode's moves and the shim's frees for the rest
-// of the process), and an end on a stream that merely took part in another's capture could
-// uncount that one. Every change is made holding the capture gate exclusively
-// (core/capture_gate.h), so the count never changes under a caller that holds the gate shared; an
-// end and the look at its stream after it are made under the same hold, so a capture another
-// thread begins on that stream in between cannot look like this one going on. A per-thread default stream is one key for
-// every thread: each capture of one is an entry, and an end takes one.
+// A capture is counted when a cuStreamBeginCapture (any of its forms) succeeds, and uncounted when
+// the stream it began on stops capturing: at a cuStreamEndCapture of that stream, whatever it
+// returns (an invalidated capture ends too), or when the program destroys that stream. A count kept
+// without the streams uncounted a capture only at an end it saw, so a capture whose stream was
+// destroyed never ended (which stopped tiered mode's moves and the shim's frees for the rest of the
+// process), and an end on a stream that merely took part in another's capture could uncount that
+// one. Every change is made holding the capture gate exclusively (core/capture_gate.h), so the
+// count never changes under a caller that holds the gate shared; an end and the look at its stream
+// after it are made under the same hold, so a capture another thread begins on that stream in
+// between cannot look like this one going on. A per-thread default stream is one key for every
+// thread: each capture of one is an entry, and an end takes one.
 #pragma once
 
 #include <algorithm>

@@ -17,15 +17,16 @@
 //   tracked block: graph memory belongs to the graph, never to a tiered block, and a kernel that
 //   uses it passes its address, which names no block;
 // - anything else (a conditional node, external semaphores, a memory operation newer than this
-//   code, a node type newer than this code), a query the driver lacks or refuses, or a kernel whose layout cannot
-//   be read makes the whole graph "may touch everything", as before, with the reason for the log.
+//   code, a node type newer than this code), a query the driver lacks or refuses, or a kernel whose
+//   layout cannot be read makes the whole graph "may touch everything", as before, with the reason
+//   for the log.
 // The reading is kept per node of the instantiated graph, so that cuGraphExecKernelNodeSetParams
-// and the memcpy, memset, batch memory operation and child graph setters replace one node's
-// reading with the new parameters'; cuGraphExecUpdate reads the new graph whole. A node the table does not know (the
-// exec was instantiated while nothing was tracked), or a setter it cannot read, makes the exec
-// touch everything. Addresses are kept as read: a block freed after instantiation is no longer
-// tracked, so its words name nothing, or name a new block allocated at the same address, which
-// only makes that block look used.
+// and the memcpy, memset, batch memory operation and child graph setters replace one node's reading
+// with the new parameters'; cuGraphExecUpdate reads the new graph whole. A node the table does not
+// know (the exec was instantiated while nothing was tracked), or a setter it cannot read, makes the
+// exec touch everything. Addresses are kept as read: a block freed after instantiation is no longer
+// tracked, so its words name nothing, or name a new block allocated at the same address, which only
+// makes that block look used.
 #pragma once
 
 #include <cuda.h>

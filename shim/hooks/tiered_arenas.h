@@ -27,8 +27,8 @@ namespace vramspill::hooks {
 
 class DriverArenaSource final : public placement::ArenaSource {
  public:
-  // `captures`: Note [The capture gate]. `dead`: the blocks whose moves need no copy (Note [Moves of dead
-  // contents] in tiers/granule_arena.h).
+  // `captures`: Note [The capture gate]. `dead`: the blocks whose moves need no copy (Note [Moves
+  // of dead contents] in tiers/granule_arena.h).
   DriverArenaSource(const TieredConfig& config, tiers::HostVmmTier& host_vmm,
                     core::CaptureGate& captures, const tiers::DeadContents& dead) noexcept
       : config_(config), host_vmm_(host_vmm), captures_(captures), dead_(dead) {}

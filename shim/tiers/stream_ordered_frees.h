@@ -20,16 +20,15 @@
 // At exit, stop() waits for a free in progress, so that the thread is not inside the driver while
 // it tears down; blocks still queued then are the process's to drop.
 // While a stream capture is in progress (on any thread) the thread frees nothing: cuMemFree, and
-// the waits a free makes, are among the calls a capture in global mode forbids on every thread,
-// and the driver would refuse them and invalidate the capture. The blocks wait, still counted,
-// and are freed once the captures have ended (the thread looks again every kCapturePoll). A
-// capture cannot begin between the look and the free where the owner asks for the capture gate
-// to be held through the free (the managed tier's frees): the thread holds it, which every cuStreamBeginCapture takes
+// the waits a free makes, are among the calls a capture in global mode forbids on every thread, and
+// the driver would refuse them and invalidate the capture. The blocks wait, still counted, and are
+// freed once the captures have ended (the thread looks again every kCapturePoll). A capture cannot
+// begin between the look and the free where the owner asks for the capture gate to be held through
+// the free (the managed tier's frees): the thread holds it, which every cuStreamBeginCapture takes
 // exclusively, from one through the other. Tiered blocks' frees take the placements' own locks,
-// under which those placements take the gate; so that no thread takes the two in the other
-// order, their frees are made without it, and a capture that begins while one of them is inside
-// the driver is not waited for: that window is one free long, where before it was the whole
-// capture.
+// under which those placements take the gate; so that no thread takes the two in the other order,
+// their frees are made without it, and a capture that begins while one of them is inside the driver
+// is not waited for: that window is one free long, where before it was the whole capture.
 #pragma once
 
 #include <cuda.h>

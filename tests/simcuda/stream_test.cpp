@@ -374,7 +374,8 @@ TEST_F(StreamValueTest, AWaitHoldsItsStreamUntilTheValueIsWritten) {
   CUstream writing = nullptr;
   ASSERT_CU(cuStreamCreate(&writing, CU_STREAM_NON_BLOCKING));
   CUevent start = nullptr, written = nullptr, after = nullptr;
-  for (CUevent* event : {&start, &written, &after}) ASSERT_CU(cuEventCreate(event, CU_EVENT_DEFAULT));
+  for (CUevent* event : {&start, &written, &after})
+    ASSERT_CU(cuEventCreate(event, CU_EVENT_DEFAULT));
   ASSERT_CU(cuEventRecord(start, writing));
   ASSERT_CU(cuStreamWaitValue32(stream_, words_, 7, CU_STREAM_WAIT_VALUE_GEQ));
   ASSERT_CU(cuStreamWriteValue32(stream_, words_ + 4, 1, 0));  // runs once the wait is met

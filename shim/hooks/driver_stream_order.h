@@ -1,8 +1,11 @@
 // Reuse in stream order's part of the real driver (placement/stream_ordered_blocks.h):
-// cuLaunchHostFunc, cuStreamQuery and cuStreamSynchronize (hooks/stream_ordered_tiered.cpp).
+// cuLaunchHostFunc, cuStreamQuery, cuStreamSynchronize and cuCtxGetCurrent
+// (hooks/stream_ordered_tiered.cpp).
 #pragma once
 
 #include <cuda.h>
+
+#include <cstdint>
 
 #include "core/capture_gate.h"
 #include "placement/stream_ordered_blocks.h"
@@ -21,6 +24,7 @@ class DriverStreamOrder final : public placement::StreamOrderSeam {
   bool queue_host_function(CUstream stream, CUhostFn run, void* data) noexcept override;
   bool idle(CUstream stream) noexcept override;
   bool wait_for(CUstream stream) noexcept override;
+  uint64_t current_context() noexcept override;
 
  private:
   core::CaptureGate& captures_;

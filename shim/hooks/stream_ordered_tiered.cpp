@@ -27,6 +27,13 @@ bool DriverStreamOrder::wait_for(CUstream stream) noexcept {
   return synchronize != nullptr && held.owns_lock() && synchronize(stream) == CUDA_SUCCESS;
 }
 
+uint64_t DriverStreamOrder::current_context() noexcept {
+  const auto get_current = VRAMSPILL_REAL(cuCtxGetCurrent);
+  CUcontext context = nullptr;
+  if (get_current == nullptr || get_current(&context) != CUDA_SUCCESS) return 0;
+  return reinterpret_cast<uint64_t>(context);
+}
+
 std::optional<CUresult> allocate_stream_ordered_tiered(ShimState& shim, int device,
                                                        CUmemoryPool pool, uint64_t bytes,
                                                        CUstream stream, CUdeviceptr* out) noexcept {

@@ -1,5 +1,6 @@
 #include "placement/stream_ordered_blocks.h"
 
+#include <array>
 #include <atomic>
 #include <new>
 #include <utility>
@@ -36,27 +37,54 @@ struct FreesReached {
   }
 };
 
-// The identity of `stream` for reuse in stream order: the legacy stream's handles as one, and the
-// per-thread default stream as the calling thread's own.
-uint64_t reuse_stream_key(CUstream stream) noexcept {
-  if (stream == CU_STREAM_LEGACY) return 0;
-  if (stream == CU_STREAM_PER_THREAD) {
-    // Odd: never a stream handle (a pointer, or 0 to 2). Drawn once per thread, never again:
-    // an address of the thread's own would come back with the next thread glibc gives the dead
-    // one's stack, which would take the dead thread's kept blocks as freed on its own stream.
-    static std::atomic<uint64_t> threads{0};
-    static thread_local const uint64_t key =
-        (threads.fetch_add(1, std::memory_order_relaxed) + 1) << 1 | 1;
-    return key;
-  }
+// Note [Which stream a key names]
+// A kept block is taken at once by a request on the stream it was freed on, and a stream found
+// idle has reached the frees kept on it, so a key must name one stream. A stream the program made
+// is its handle. The legacy stream and the per-thread default stream are each one handle in every
+// context, but a stream of each context (each thread's, for the per-thread one): a block of
+// device 0 freed on the legacy stream with device 0's context current and asked for on the legacy
+// stream with device 1's (cuMemAllocFromPoolAsync may name another device's pool) is another
+// stream's, and device 1's legacy stream found idle says nothing of device 0's. So their keys
+// carry the context: the legacy stream's is the context's address with bit 1 set (a handle or a
+// context is an aligned address, and 0 or a pointer is never one); the per-thread stream's an odd
+// number drawn once per thread and context, never again (an address of the thread's own would
+// come back with the next thread glibc gives the dead one's stack, which would take the dead
+// thread's kept blocks as freed on its own stream).
+constexpr uint64_t kLegacyBit = 2;
+
+uint64_t legacy_stream_key(uint64_t context) noexcept { return context | kLegacyBit; }
+
+uint64_t per_thread_stream_key(uint64_t context) noexcept {
+  struct Drawn {
+    uint64_t context = 0;
+    uint64_t key = 0;  // 0: none drawn
+  };
+  static std::atomic<uint64_t> drawn{0};
+  // A thread names a few contexts (one a device); a ninth forgets the first, whose stream is then
+  // met as a new one, whose kept blocks wait for their frees to be reached.
+  static thread_local std::array<Drawn, 8> keys{};
+  static thread_local std::size_t next = 0;
+  for (const Drawn& known : keys)
+    if (known.key != 0 && known.context == context) return known.key;
+  const uint64_t key = (drawn.fetch_add(1, std::memory_order_relaxed) + 1) << 1 | 1;
+  keys[next++ % keys.size()] = {context, key};
+  return key;
+}
+
+// The key of `stream` named with `context` current (Note [Which stream a key names]).
+uint64_t reuse_stream_key(CUstream stream, uint64_t context) noexcept {
+  if (stream == nullptr || stream == CU_STREAM_LEGACY) return legacy_stream_key(context);
+  if (stream == CU_STREAM_PER_THREAD) return per_thread_stream_key(context);
   return reinterpret_cast<uint64_t>(stream);
 }
 
-// The stream reuse_stream_key() gave `key` for, if this thread may ask the driver about it: a
-// per-thread default stream only by its own thread.
-std::optional<CUstream> stream_of_key(uint64_t key, uint64_t own_default) noexcept {
-  if (key == own_default) return CU_STREAM_PER_THREAD;
-  if ((key & 1) != 0) return std::nullopt;
+// The stream `key` names, if this thread may ask the driver about it with `context` current: a
+// per-thread default stream only by its own thread, and it or the legacy stream only in their
+// context.
+std::optional<CUstream> stream_of_key(uint64_t key, uint64_t context) noexcept {
+  if (key == per_thread_stream_key(context)) return CU_STREAM_PER_THREAD;
+  if (key == legacy_stream_key(context)) return CU_STREAM_LEGACY;
+  if ((key & (1 | kLegacyBit)) != 0) return std::nullopt;
   return reinterpret_cast<CUstream>(key);
 }
 
@@ -71,7 +99,7 @@ std::optional<CUresult> StreamOrderedBlocks::allocate(int device, CUmemoryPool p
   const uint64_t granules = tiers::GranuleArena::granules_for(bytes);
   find_idle_streams(device);
   if (const std::optional<tiers::StreamOrderedReuse::Taken> kept =
-          reuse_.take(device, granules, reuse_stream_key(stream))) {
+          reuse_.take(device, granules, reuse_stream_key(stream, seam_.current_context()))) {
     // Its first launch would promote it, copying bytes nothing will read: a new block is made on
     // the device instead, where evicting kept blocks copies nothing (Note [Moves of dead
     // contents] in tiers/granule_arena.h), and a new managed block's pages are made where they
@@ -102,7 +130,7 @@ std::optional<CUresult> StreamOrderedBlocks::allocate(int device, CUmemoryPool p
 bool StreamOrderedBlocks::keep(const core::Allocation& block, CUstream stream) noexcept {
   const uint64_t ticket =
       reuse_.keep(block.device, block.key, tiers::GranuleArena::granules_for(block.bytes),
-                  reuse_stream_key(stream), kept_limit(block.device));
+                  reuse_stream_key(stream, seam_.current_context()), kept_limit(block.device));
   if (ticket == 0) return false;
   auto* reached = new (std::nothrow) FreeReached{&reuse_, ticket};
   if (reached != nullptr && seam_.queue_host_function(stream, &FreeReached::run, reached))
@@ -141,7 +169,8 @@ bool StreamOrderedBlocks::give_up_if_dead(CUdeviceptr base) noexcept {
 
 void StreamOrderedBlocks::stream_ended(CUstream stream) noexcept {
   const std::unique_lock no_questions(questions_);
-  std::vector<uint64_t> unreached = reuse_.stream_ended(reuse_stream_key(stream));
+  std::vector<uint64_t> unreached =
+      reuse_.stream_ended(reuse_stream_key(stream, seam_.current_context()));
   if (unreached.empty()) return;
   auto* reached = new (std::nothrow) FreesReached{&reuse_, std::move(unreached)};
   if (reached != nullptr && !seam_.queue_host_function(stream, &FreesReached::run, reached))
@@ -165,16 +194,17 @@ uint64_t StreamOrderedBlocks::kept_limit(int device) const noexcept {
 }
 
 // Asked, rather than left to the host functions, so that what the shim decides does not hang on
-// when the driver's thread runs them. A per-thread default stream is asked only by its own thread.
+// when the driver's thread runs them. A per-thread default stream is asked only by its own thread,
+// and it and the legacy stream only in their context.
 void StreamOrderedBlocks::find_idle_streams(int device) noexcept {
   constexpr std::size_t kMostStreams = 8;  // a query each, per request that reaches here
-  const uint64_t own_default = reuse_stream_key(CU_STREAM_PER_THREAD);
+  const uint64_t context = seam_.current_context();
   // Another thread may be destroying one of these streams: asked only while none ends.
   const std::shared_lock asking(questions_);
   const tiers::StreamOrderedReuse::Unreached unreached =
       reuse_.unreached_streams(device, kMostStreams);
   for (const uint64_t key : unreached.streams) {
-    const std::optional<CUstream> stream = stream_of_key(key, own_default);
+    const std::optional<CUstream> stream = stream_of_key(key, context);
     // A free kept on the stream after the question may be queued behind work the answer missed.
     if (stream && seam_.idle(*stream)) reuse_.stream_idle(key, unreached.later_tickets);
   }

@@ -107,6 +107,9 @@ class StreamOrderSeam {
   // Waits on the host until everything queued on `stream` so far has run (cuStreamSynchronize);
   // false when the driver could not, or may not be asked (a capture in progress).
   virtual bool wait_for(CUstream stream) noexcept = 0;
+  // The calling thread's current context, as a number (cuCtxGetCurrent); 0 when none. The legacy
+  // and per-thread default streams are one of each context (Note [Which stream a key names]).
+  virtual uint64_t current_context() noexcept = 0;
 
  protected:
   StreamOrderSeam() = default;

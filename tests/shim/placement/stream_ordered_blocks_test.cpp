@@ -38,6 +38,7 @@ class FakeStreams final : public StreamOrderSeam {
  public:
   bool queueing = true;  // false: cuLaunchHostFunc fails
   bool waiting = true;   // false: cuStreamSynchronize fails
+  uint64_t context = 0x1000;  // the calling thread's context
   std::set<CUstream> idle_streams;
   std::vector<CUstream> asked;
   std::vector<CUstream> waited_for;
@@ -58,6 +59,7 @@ class FakeStreams final : public StreamOrderSeam {
     waited_for.push_back(stream);
     return waiting;
   }
+  uint64_t current_context() noexcept override { return context; }
 
   // `stream` runs the host functions queued on it.
   void reach(CUstream stream) {
@@ -298,6 +300,32 @@ TEST_F(StreamOrderedBlocksTest, TheLegacyStreamsHandlesAreOneStream) {
   const CUdeviceptr block = allocate(2, CU_STREAM_LEGACY);
   ASSERT_TRUE(free(block, CU_STREAM_LEGACY));
   EXPECT_EQ(allocate(2, nullptr), block);
+}
+
+// Each context has a legacy stream of its own (Note [Which stream a key names]): another
+// device's context may ask for a block of this device's pool on its legacy stream, which is not
+// ordered after the free, and a question in that context says nothing of this one's.
+TEST_F(StreamOrderedBlocksTest, TheLegacyStreamOfAnotherContextIsAnotherStream) {
+  const CUdeviceptr block = allocate(2, CU_STREAM_LEGACY);
+  ASSERT_TRUE(free(block, CU_STREAM_LEGACY));
+  streams_.context = 0x2000;
+  streams_.idle_streams.insert(CU_STREAM_LEGACY);  // the other context's legacy stream
+  EXPECT_NE(allocate(2, CU_STREAM_LEGACY), block) << "the first context's stream may still use it";
+  EXPECT_TRUE(streams_.asked.empty()) << "its stream cannot be asked about from here";
+  streams_.context = 0x1000;
+  EXPECT_EQ(allocate(2, nullptr), block);
+}
+
+TEST_F(StreamOrderedBlocksTest, ThePerThreadStreamOfAnotherContextIsAnotherStream) {
+  const CUdeviceptr block = allocate(2, CU_STREAM_PER_THREAD);
+  ASSERT_TRUE(free(block, CU_STREAM_PER_THREAD));
+  streams_.context = 0x2000;
+  streams_.idle_streams.insert(CU_STREAM_PER_THREAD);
+  EXPECT_NE(allocate(2, CU_STREAM_PER_THREAD), block);
+  EXPECT_TRUE(streams_.asked.empty());
+  streams_.context = 0x1000;
+  EXPECT_EQ(allocate(2, CU_STREAM_PER_THREAD), block) << "its own stream, in its own context";
+  EXPECT_EQ(reuse_.stats().same_stream, 1u);
 }
 
 TEST_F(StreamOrderedBlocksTest, AStreamFoundIdleHasReachedItsFrees) {

@@ -17,6 +17,13 @@ std::optional<uint64_t> pool_reserved(CUmemoryPool pool) {
   return value;
 }
 
+// A step of a give-back that fails is made once more: the block and the stream were good a moment
+// ago, and a pool left grown past the budget is what the give-back exists to prevent.
+template <typename Step>
+bool twice(const Step& step) {
+  return step() == CUDA_SUCCESS || step() == CUDA_SUCCESS;
+}
+
 class DriverPoolQueries final : public placement::PoolQueries {
  public:
   constexpr DriverPoolQueries() = default;
@@ -40,42 +47,8 @@ class DriverPoolQueries final : public placement::PoolQueries {
   }
 };
 
-class DriverPoolDriver final : public placement::PoolDriver {
- public:
-  constexpr DriverPoolDriver() = default;
-
-  std::optional<placement::PoolUsage> usage(CUmemoryPool pool) noexcept override {
-    const auto get_attribute = VRAMSPILL_REAL(cuMemPoolGetAttribute);
-    const std::optional<uint64_t> reserved = pool_reserved(pool);
-    cuuint64_t used = 0;
-    if (!reserved || get_attribute(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &used) != CUDA_SUCCESS)
-      return std::nullopt;
-    return placement::PoolUsage{.reserved = *reserved, .used = used};
-  }
-
-  // A step that fails is made once more: the block and the stream were good a moment ago, and a
-  // pool left grown past the budget is what this exists to prevent.
-  bool give_back(CUmemoryPool pool, CUdeviceptr block, CUstream stream) noexcept override {
-    const auto free_async = VRAMSPILL_REAL(cuMemFreeAsync);
-    const auto synchronize = VRAMSPILL_REAL(cuStreamSynchronize);
-    const auto trim = VRAMSPILL_REAL(cuMemPoolTrimTo);
-    if (free_async == nullptr || synchronize == nullptr || trim == nullptr) return false;
-    bool capturing = false;
-    if (check_capture(stream, capturing) == CUDA_SUCCESS && capturing) return false;
-    const auto twice = [](const auto& step) {
-      return step() == CUDA_SUCCESS || step() == CUDA_SUCCESS;
-    };
-    if (!twice([&] { return free_async(block, stream); })) return false;
-    // Trimming before the free has run would release nothing. An error that persists (a fault in
-    // earlier work) is the program's to find at its next call.
-    if (twice([&] { return synchronize(stream); })) trim(pool, 0);
-    return true;
-  }
-};
-
 constinit DriverPoolQueries driver_pool_queries;
 constinit placement::PoolBooks books{driver_pool_queries};
-constinit DriverPoolDriver driver_pool_driver;
 
 }  // namespace
 
@@ -90,6 +63,32 @@ CUresult current_pool(int device, CUmemoryPool& pool) {
 
 placement::PoolBooks& pool_books() noexcept { return books; }
 
-placement::PoolDriver& pool_driver() noexcept { return driver_pool_driver; }
+std::optional<placement::PoolUsage> DriverPoolDriver::usage(CUmemoryPool pool) noexcept {
+  const auto get_attribute = VRAMSPILL_REAL(cuMemPoolGetAttribute);
+  const std::optional<uint64_t> reserved = pool_reserved(pool);
+  cuuint64_t used = 0;
+  if (!reserved || get_attribute(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &used) != CUDA_SUCCESS)
+    return std::nullopt;
+  return placement::PoolUsage{.reserved = *reserved, .used = used};
+}
+
+bool DriverPoolDriver::free_for_trim(CUmemoryPool /*pool*/, CUdeviceptr block,
+                                     CUstream stream) noexcept {
+  const auto free_async = VRAMSPILL_REAL(cuMemFreeAsync);
+  if (free_async == nullptr || captures_.capturing()) return false;
+  bool capturing = false;
+  if (check_capture(stream, capturing) == CUDA_SUCCESS && capturing) return false;
+  return twice([&] { return free_async(block, stream); });
+}
+
+void DriverPoolDriver::trim_once_freed(CUmemoryPool pool, CUstream stream) noexcept {
+  const auto synchronize = VRAMSPILL_REAL(cuStreamSynchronize);
+  const auto trim = VRAMSPILL_REAL(cuMemPoolTrimTo);
+  const auto held = captures_.hold_if_none();
+  if (synchronize == nullptr || trim == nullptr || !held.owns_lock()) return;
+  // Trimming before the free has run would release nothing. An error that persists (a fault in
+  // earlier work) is the program's to find at its next call.
+  if (twice([&] { return synchronize(stream); })) trim(pool, 0);
+}
 
 }  // namespace vramspill::hooks

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <optional>
 
+#include "core/capture_gate.h"
 #include "placement/pool_books.h"
 #include "placement/pool_exchange.h"
 
@@ -24,7 +25,19 @@ CUresult current_pool(int device, CUmemoryPool& pool);
 // The pools the process has shown the shim, whose figures are read from the real driver.
 placement::PoolBooks& pool_books() noexcept;
 
-// What a stream-ordered exchange asks of the real driver (placement/pool_exchange.h).
-placement::PoolDriver& pool_driver() noexcept;
+// What a stream-ordered exchange asks of the real driver (placement/pool_exchange.h). A give-back
+// makes no wait while a capture is in progress, nor lets one begin while it waits (Note [The
+// capture gate]).
+class DriverPoolDriver final : public placement::PoolDriver {
+ public:
+  explicit DriverPoolDriver(core::CaptureGate& captures) noexcept : captures_(captures) {}
+
+  std::optional<placement::PoolUsage> usage(CUmemoryPool pool) noexcept override;
+  bool free_for_trim(CUmemoryPool pool, CUdeviceptr block, CUstream stream) noexcept override;
+  void trim_once_freed(CUmemoryPool pool, CUstream stream) noexcept override;
+
+ private:
+  core::CaptureGate& captures_;
+};
 
 }  // namespace vramspill::hooks

@@ -93,9 +93,10 @@ struct ShimState {
   // Tiered blocks and their books (Note [A tiered block in the books]).
   placement::TieredBlocks tiered_blocks;
   DriverTieredSeam tiered_seam{*this};
+  DriverPoolDriver pool_driver{captures};
   // Every allocation and free once its hook has entered (hooks/admission.h).
   placement::AdmissionFlow admission{
-      config.spill, ledger, pool_books(), pool_driver(), spill, vmm_spill, tiered_seam};
+      config.spill, ledger, pool_books(), pool_driver, spill, vmm_spill, tiered_seam};
   // The program's VMM handles once made: their references, mappings and frees.
   placement::VmmBooks vmm_books{ledger, vmm, admission, vmm_spill};
   DriverSubmissionEvents submission_events;

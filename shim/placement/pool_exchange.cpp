@@ -45,15 +45,24 @@ bool PoolExchange::settle(core::Admission& admission, CUdeviceptr block, CUstrea
   if (ledger_.settle_pool_growth(admission, pool_key(pool_), grown)) return true;
   // A block that stays the program's keeps the growth, taken as it is (graph allocations do not
   // normally grow the pool at all).
-  if (!driver_.give_back(pool_, block, stream)) {
+  if (!driver_.free_for_trim(pool_, block, stream)) {
     ledger_.cancel(admission);
     admission.reserved_bytes = 0;
     ledger_.set_pool_reserved(device_, pool_key(pool_), grown);
     return true;
   }
+  ledger_.cancel(admission);
+  // Note [Waiting outside the pool's lock]
+  // The trim must follow the free, so the stream is waited for; under the lock, which pools share
+  // (PoolBooks::lock()), every request on those pools would wait for this stream's queue, and
+  // one whose thread queues the work this stream waits for (a collective's peer on another
+  // device, a stream-memory-op flag) would never come. Other requests meanwhile see the pool's
+  // reserve as the driver has it, grown until the trim: the memory it holds.
+  lock_.unlock();
+  driver_.trim_once_freed(pool_, stream);
+  lock_.lock();
   const uint64_t trimmed = reserved_now(0);
   ledger_.set_pool_reserved(device_, pool_key(pool_), trimmed);
-  ledger_.cancel(admission);
   // Trimming gave back more than this request's growth: unused reserve that could not serve the
   // request was what filled the budget, and a second attempt may fit.
   retry = trimmed < reserved_at_admission_;

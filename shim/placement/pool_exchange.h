@@ -1,6 +1,6 @@
 // One stream-ordered request against one pool, from reading the pool's figure to settling its
 // growth (Note [Stream-ordered pools in the budget] in core/ledger.h), with the pool's lock held
-// throughout (PoolBooks::lock()). The driver's part comes through PoolDriver (hooks/
+// throughout (PoolBooks::lock()) but for the wait before a trim. The driver's part comes through PoolDriver (hooks/
 // pool_tracking.cpp on the real driver, fakes in tests/shim/placement/admission_flow_test.cpp).
 #pragma once
 
@@ -27,11 +27,15 @@ class PoolDriver {
   // The pool's figures, or nullopt when the driver does not say (Note [A pool figure the driver
   // does not give] in placement/pool_books.h).
   virtual std::optional<PoolUsage> usage(CUmemoryPool pool) noexcept = 0;
-  // Frees `block` on `stream`, waits for the stream, so that the free has happened, and trims
-  // `pool` of its unused reserve: a request that grew the pool past the budget leaves nothing
-  // behind. False when the block stays the program's: it could not be freed, or `stream` is being
-  // captured (waiting for it would invalidate the program's graph).
-  virtual bool give_back(CUmemoryPool pool, CUdeviceptr block, CUstream stream) noexcept = 0;
+  // Frees `block` on `stream`, so that a request that grew `pool` past the budget leaves nothing
+  // behind once trim_once_freed() has run. False when the block stays the program's: it could
+  // not be freed, or a stream capture is in progress (the wait that follows could invalidate the
+  // program's graph).
+  virtual bool free_for_trim(CUmemoryPool pool, CUdeviceptr block, CUstream stream) noexcept = 0;
+  // Waits for `stream` to reach that free, then trims `pool` of its unused reserve; neither when
+  // a capture has begun since. Called without the pool's lock (Note [Waiting outside the pool's
+  // lock] in placement/pool_exchange.cpp).
+  virtual void trim_once_freed(CUmemoryPool pool, CUstream stream) noexcept = 0;
 
  protected:
   PoolDriver() = default;
@@ -55,7 +59,7 @@ class PoolExchange {
   uint64_t growth() const { return growth_; }
 
   // After a successful driver call under `admission`: true once the pool's growth is in the
-  // budget. False when it does not fit: the block has been given back (PoolDriver::give_back()),
+  // budget. False when it does not fit: the block has been given back (PoolDriver::free_for_trim()),
   // the admission cancelled, and `admission.refusal` says why; `retry` is whether trimming freed
   // room worth a second attempt.
   bool settle(core::Admission& admission, CUdeviceptr block, CUstream stream, bool& retry);

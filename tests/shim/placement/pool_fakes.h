@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <vector>
@@ -41,18 +42,21 @@ class FakePoolDriver final : public PoolDriver {
   bool give_back_result = true;             // false: the block stays the program's
   std::map<CUmemoryPool, uint64_t> used_after_give_back;
   std::vector<CUdeviceptr> given_back;
+  std::function<void()> while_trimming;  // runs in trim_once_freed(), before the trim
 
   std::optional<PoolUsage> usage(CUmemoryPool pool) noexcept override {
     const auto found = pools.find(pool);
     if (found == pools.end()) return std::nullopt;
     return found->second;
   }
-  bool give_back(CUmemoryPool pool, CUdeviceptr block, CUstream) noexcept override {
+  bool free_for_trim(CUmemoryPool, CUdeviceptr block, CUstream) noexcept override {
     given_back.push_back(block);
-    if (!give_back_result) return false;
+    return give_back_result;
+  }
+  void trim_once_freed(CUmemoryPool pool, CUstream) noexcept override {
+    if (while_trimming) while_trimming();
     const uint64_t used = used_after_give_back[pool];
     pools[pool] = PoolUsage{.reserved = used, .used = used};  // trimmed to what is handed out
-    return true;
   }
 };
 

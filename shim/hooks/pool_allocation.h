@@ -60,8 +60,11 @@ CUresult pool_allocation(core::Route route, CUdeviceptr* dptr, size_t bytesize, 
             allocate_stream_ordered_tiered(*shim, device, pool, bytesize, stream, dptr))
       return *tiered;
   }
-  const placement::SpillTarget spill_target{
-      .out = dptr, .bytes = bytesize, .stream = stream, .stream_ordered = true};
+  const placement::SpillTarget spill_target{.out = dptr,
+                                            .bytes = bytesize,
+                                            .stream = stream,
+                                            .stream_ordered = true,
+                                            .exportable_pool = pool_books().exportable(pool)};
   return shim->admission.allocate_from_pool(route, device, pool, bytesize, spill_target, call);
 }
 

@@ -16,10 +16,13 @@ CUresult AdmissionFlow::refuse_or_spill(const core::Admission& admission,
                                         const SpillTarget& spill_target) {
   if (spill_target.vmm != nullptr)
     return vmm_spill_.spill(*spill_target.vmm, admission.refusal, spill_target.handle_out);
-  if (spill_target.out == nullptr) {
+  if (!spill_target.may_spill()) {
     if (!admission.admitted) {
       // The refusal names the route: "cuMemAlloc of 1.0 GiB (...) on device 0 refused: ...".
-      logging::limited(LogLevel::kWarn, RateKey::kOverBudget, "{}", admission.refusal);
+      logging::limited(LogLevel::kWarn, RateKey::kOverBudget, "{}{}", admission.refusal,
+                       spill_target.exportable_pool
+                           ? " (not spilled: its pool's memory may be imported by another process)"
+                           : "");
     }
     return CUDA_ERROR_OUT_OF_MEMORY;
   }

@@ -78,8 +78,12 @@ struct SpillTarget {
   // Linear allocations tiered mode may take instead (placement/tiered_blocks.h), at `bytes`
   // into `out` (and `pitch` into `pitch_out`).
   bool may_tier = false;
+  // From a pool whose memory other processes may import (an exportable handle type): never
+  // spilled, as memory bound for another process never is (cuMemPoolExportPointer would refuse
+  // the spill, or the importer would not get it), but refused like any request over the budget.
+  bool exportable_pool = false;
 
-  bool may_spill() const { return out != nullptr || vmm != nullptr; }
+  bool may_spill() const { return (out != nullptr && !exportable_pool) || vmm != nullptr; }
 };
 
 // Stands for a request the ledger admitted but the driver refused for want of memory.

@@ -39,14 +39,18 @@ std::optional<int> PoolBooks::device_of(CUmemoryPool pool) noexcept {
 void PoolBooks::created(CUmemoryPool pool, const CUmemPoolProps& props) noexcept {
   const bool on_device = props.location.type == CU_MEM_LOCATION_TYPE_DEVICE;
   track(on_device ? props.location.id : kHostLocatedPool, pool);
-  const bool plain = on_device && props.handleTypes == CU_MEM_HANDLE_TYPE_NONE &&
-                     props.maxSize == 0 && props.usage == 0;
+  // A managed pool's memory (CUDA 13) is the program's to touch from the host too.
+  const bool plain = on_device && props.allocType == CU_MEM_ALLOCATION_TYPE_PINNED &&
+                     props.handleTypes == CU_MEM_HANDLE_TYPE_NONE && props.maxSize == 0 &&
+                     props.usage == 0;
   for (TrackedPool& slot : tracked_) {
     const CUmemoryPool seen = slot.pool.load(std::memory_order_acquire);
     if (seen == nullptr) return;  // past the pools tracked: not known to be plain
     if (seen == pool) {
       slot.plain.store(plain, std::memory_order_relaxed);
       slot.size_cap.store(props.maxSize, std::memory_order_relaxed);
+      slot.exportable.store(props.handleTypes != CU_MEM_HANDLE_TYPE_NONE,
+                            std::memory_order_relaxed);
       return;
     }
   }
@@ -59,6 +63,15 @@ uint64_t PoolBooks::size_cap(CUmemoryPool pool) const noexcept {
     if (seen == pool) return slot.size_cap.load(std::memory_order_relaxed);
   }
   return 0;
+}
+
+bool PoolBooks::exportable(CUmemoryPool pool) const noexcept {
+  for (const TrackedPool& slot : tracked_) {
+    const CUmemoryPool seen = slot.pool.load(std::memory_order_acquire);
+    if (seen == nullptr) return false;
+    if (seen == pool) return slot.exportable.load(std::memory_order_relaxed);
+  }
+  return false;
 }
 
 bool PoolBooks::plain(int device, CUmemoryPool pool) noexcept {

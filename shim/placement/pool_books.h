@@ -67,14 +67,18 @@ class PoolBooks {
   void created(CUmemoryPool pool, const CUmemPoolProps& props) noexcept;
 
   // Whether `pool` is `device`'s default pool or one the program created there with plain
-  // properties (no exportable handle type, no size cap, no special usage): what tiered mode may
-  // serve from its arena (Note [Stream-ordered requests in the arena] in
-  // placement/stream_ordered_blocks.h).
+  // properties (pinned memory, not managed; no exportable handle type, no size cap, no special
+  // usage): what tiered mode may serve from its arena (Note [Stream-ordered requests in the
+  // arena] in placement/stream_ordered_blocks.h).
   bool plain(int device, CUmemoryPool pool) noexcept;
 
   // The size cap cuMemPoolCreate gave `pool` (CUmemPoolProps::maxSize); 0 for none, and for a
   // pool the books do not know.
   uint64_t size_cap(CUmemoryPool pool) const noexcept;
+
+  // Whether cuMemPoolCreate gave `pool` a handle type another process can import its memory by;
+  // false for a pool the books do not know.
+  bool exportable(CUmemoryPool pool) const noexcept;
 
   // cuMemPoolDestroy succeeded: the pool's memory no longer counts.
   void destroyed(core::Ledger& ledger, CUmemoryPool pool) noexcept;
@@ -102,6 +106,7 @@ class PoolBooks {
     // Made by cuMemPoolCreate on the device with no exportable handle and no cap (plain()).
     std::atomic<bool> plain{false};
     std::atomic<uint64_t> size_cap{0};  // maxSize, 0 for none
+    std::atomic<bool> exportable{false};  // made with a handle type other processes import
   };
 
   std::mutex& mutex_of(CUmemoryPool pool) noexcept;

@@ -41,7 +41,8 @@
 // to managed memory every step. What is given back depends on which frees are reached, so a job
 // that never waits for its streams sees these figures vary from run to run.
 // Left to the pools as before: pools with an exportable handle type, a size cap or a special
-// usage (another process or the hardware would need the pool's memory), host-located pools,
+// usage (another process or the hardware would need the pool's memory), managed pools (the
+// program may touch their memory from the host), host-located pools,
 // requests while the stream is being captured (the graph would need a graph memory node),
 // requests below min_size, devices that neither mover can tier, and [tiered] stream_ordered =
 // "pool". With the prefetch mover a request while another stream is being captured makes no

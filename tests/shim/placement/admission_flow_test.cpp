@@ -43,7 +43,10 @@ class AdmissionFlowTest : public AdmissionFlowFixture {
   // `growths` (0 once they run out) and hands out the request, or answers `driver_result`.
   CUresult allocate_from(CUmemoryPool pool, uint64_t bytes, std::vector<uint64_t> growths,
                          CUresult driver_result = CUDA_SUCCESS) {
-    const SpillTarget target{.out = &pointer_, .bytes = bytes, .stream_ordered = true};
+    const SpillTarget target{.out = &pointer_,
+                             .bytes = bytes,
+                             .stream_ordered = true,
+                             .exportable_pool = pools_.exportable(pool)};
     std::size_t call = 0;
     return flow_.allocate_from_pool(Route::kMemAllocFromPoolAsync, 0, pool, bytes, target, [&] {
       ++driver_calls_;
@@ -238,6 +241,20 @@ TEST_F(AdmissionFlowTest, AChunkTheBudgetCannotHoldSpillsBeforeTheDriverIsAsked)
   EXPECT_EQ(driver_calls_, 0) << "4 MiB fit, the 32 MiB chunk does not";
   ASSERT_EQ(managed_.allocations.size(), 1u);
   EXPECT_EQ(pointer_, 0x100000000u);
+}
+
+TEST_F(AdmissionFlowTest, ARequestOfAnExportablePoolOverTheBudgetIsRefusedNotSpilled) {
+  ledger_.on_allocated(ledger_.admit(0, Route::kMemAlloc, 40 * kMiB), 0x9000000, 40 * kMiB);
+  const CUmemoryPool pool = pool_with(0, 0);
+  CUmemPoolProps exportable = pool_props(CU_MEM_LOCATION_TYPE_DEVICE, 0);
+  exportable.handleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+  pools_.created(pool, exportable);
+  EXPECT_EQ(allocate_from(pool, 4 * kMiB, {}), CUDA_ERROR_OUT_OF_MEMORY);
+  EXPECT_EQ(driver_calls_, 0);
+  EXPECT_TRUE(managed_.allocations.empty()) << "another process may import the pool's memory";
+  EXPECT_NE(log_.text().find("not spilled: its pool's memory may be imported by another process"),
+            std::string::npos)
+      << log_.text();
 }
 
 TEST_F(AdmissionFlowTest, ACappedPoolIsChargedTheGrowthItsCapAllows) {

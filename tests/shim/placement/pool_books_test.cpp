@@ -53,11 +53,17 @@ TEST_F(PoolBooksTest, OnlyDefaultPoolsAndPlainCreatedOnesArePlain) {
   books_.created(fake_pool(2), exported);
   books_.created(fake_pool(3), capped);
   books_.created(fake_pool(4), pool_props(CU_MEM_LOCATION_TYPE_HOST, 0));
+  // CUDA 13's managed pools: the program may touch their memory from the host, which an arena
+  // block of tiered mode is not.
+  CUmemPoolProps managed = pool_props(CU_MEM_LOCATION_TYPE_DEVICE, 0);
+  managed.allocType = CU_MEM_ALLOCATION_TYPE_MANAGED;
+  books_.created(fake_pool(6), managed);
   EXPECT_TRUE(books_.plain(0, fake_pool(10)));
   EXPECT_TRUE(books_.plain(0, fake_pool(1)));
   EXPECT_FALSE(books_.plain(0, fake_pool(2)));
   EXPECT_FALSE(books_.plain(0, fake_pool(3)));
   EXPECT_FALSE(books_.plain(0, fake_pool(4)));
+  EXPECT_FALSE(books_.plain(0, fake_pool(6)));
   EXPECT_FALSE(books_.plain(0, fake_pool(5))) << "unknown";
   EXPECT_FALSE(books_.plain(1, nullptr)) << "a device whose default pool the driver does not give";
 }

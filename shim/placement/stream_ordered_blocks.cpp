@@ -177,6 +177,11 @@ void StreamOrderedBlocks::stream_ended(CUstream stream) noexcept {
     delete reached;  // each waits for its own host function, as before
 }
 
+void StreamOrderedBlocks::all_streams_ended() noexcept {
+  const std::unique_lock no_questions(questions_);
+  reuse_.all_streams_ended();
+}
+
 bool StreamOrderedBlocks::give_back(int device, uint64_t granules) noexcept {
   bool any = false;
   for (const Kept& block : reuse_.oldest_reached(device, granules)) {

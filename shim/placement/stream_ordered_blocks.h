@@ -167,7 +167,7 @@ class StreamOrderedBlocks final : public DeadBlocks {
   // ends first and none follows, and one last host function queued on it reaches the frees kept
   // there, including any whose own host function could not be queued (keep()).
   void stream_ended(CUstream stream) noexcept;
-  void all_streams_ended() noexcept { reuse_.all_streams_ended(); }
+  void all_streams_ended() noexcept;
 
   // Kept blocks whose frees were reached are given up to the prefetch mover, which frees them
   // for room (Note [Dead blocks and the prefetch mover]).

@@ -672,6 +672,28 @@ TEST_F(StreamOrderedBlocksTest, AStreamEndsOnlyOnceTheQuestionAboutItIsAnswered)
   EXPECT_TRUE(ended);
 }
 
+// A context's streams end with it: their questions are answered first, as for one stream.
+TEST_F(StreamOrderedBlocksTest, AContextsStreamsEndOnlyOnceTheQuestionAboutOneIsAnswered) {
+  const CUdeviceptr block = allocate(2, kOne);
+  ASSERT_TRUE(free(block, kOne));
+  std::atomic<bool> ended{false};
+  std::thread ending;
+  bool ended_during_the_question = true;
+  streams_.while_asked = [&] {
+    ending = std::thread([&] {
+      blocks_->all_streams_ended();
+      ended = true;
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    ended_during_the_question = ended;
+  };
+  (void)allocate(2, kTwo);
+  ending.join();
+  EXPECT_EQ(streams_.asked, std::vector<CUstream>{kOne});
+  EXPECT_FALSE(ended_during_the_question);
+  EXPECT_TRUE(ended);
+}
+
 // A device the prefetch mover cannot serve keeps its requests in the arena, and a reached kept
 // block with host granules still goes back there.
 TEST_F(StreamOrderedBlocksTest, WithThePrefetchMoverADeviceItCannotServeUsesTheArena) {

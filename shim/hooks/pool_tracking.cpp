@@ -81,14 +81,18 @@ bool DriverPoolDriver::free_for_trim(CUmemoryPool /*pool*/, CUdeviceptr block,
   return twice([&] { return free_async(block, stream); });
 }
 
-void DriverPoolDriver::trim_once_freed(CUmemoryPool pool, CUstream stream) noexcept {
+bool DriverPoolDriver::wait_for_free(CUstream stream) noexcept {
   const auto synchronize = VRAMSPILL_REAL(cuStreamSynchronize);
-  const auto trim = VRAMSPILL_REAL(cuMemPoolTrimTo);
   const auto held = captures_.hold_if_none();
-  if (synchronize == nullptr || trim == nullptr || !held.owns_lock()) return;
-  // Trimming before the free has run would release nothing. An error that persists (a fault in
-  // earlier work) is the program's to find at its next call.
-  if (twice([&] { return synchronize(stream); })) trim(pool, 0);
+  // An error that persists (a fault in earlier work) is the program's to find at its next call.
+  return synchronize != nullptr && held.owns_lock() &&
+         twice([&] { return synchronize(stream); });
+}
+
+void DriverPoolDriver::trim(CUmemoryPool pool) noexcept {
+  // Looked at, not held: the capture gate is never taken under a pool's lock.
+  const auto trim_to = VRAMSPILL_REAL(cuMemPoolTrimTo);
+  if (trim_to != nullptr && !captures_.capturing()) trim_to(pool, 0);
 }
 
 }  // namespace vramspill::hooks

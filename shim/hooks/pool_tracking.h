@@ -34,7 +34,8 @@ class DriverPoolDriver final : public placement::PoolDriver {
 
   std::optional<placement::PoolUsage> usage(CUmemoryPool pool) noexcept override;
   bool free_for_trim(CUmemoryPool pool, CUdeviceptr block, CUstream stream) noexcept override;
-  void trim_once_freed(CUmemoryPool pool, CUstream stream) noexcept override;
+  bool wait_for_free(CUstream stream) noexcept override;
+  void trim(CUmemoryPool pool) noexcept override;
 
  private:
   core::CaptureGate& captures_;

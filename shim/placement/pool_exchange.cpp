@@ -51,16 +51,21 @@ bool PoolExchange::settle(core::Admission& admission, CUdeviceptr block, CUstrea
     ledger_.set_pool_reserved(device_, pool_key(pool_), grown);
     return true;
   }
-  ledger_.cancel(admission);
   // Note [Waiting outside the pool's lock]
   // The trim must follow the free, so the stream is waited for; under the lock, which pools share
   // (PoolBooks::lock()), every request on those pools would wait for this stream's queue, and
   // one whose thread queues the work this stream waits for (a collective's peer on another
-  // device, a stream-memory-op flag) would never come. Other requests meanwhile see the pool's
-  // reserve as the driver has it, grown until the trim: the memory it holds.
+  // device, a stream-memory-op flag) would never come. Meanwhile the books hold the pool at its
+  // grown reserve, the memory the device holds until the trim, so that no request is admitted
+  // into room the pool has taken. The trim itself is made with the lock held again, when no
+  // request is between its admission and its driver call: one admitted against the unused
+  // reserve would otherwise see that reserve trimmed under it.
+  ledger_.set_pool_reserved(device_, pool_key(pool_), grown);
+  ledger_.cancel(admission);
   lock_.unlock();
-  driver_.trim_once_freed(pool_, stream);
+  const bool freed = driver_.wait_for_free(stream);
   lock_.lock();
+  if (freed) driver_.trim(pool_);
   const uint64_t trimmed = reserved_now(0);
   ledger_.set_pool_reserved(device_, pool_key(pool_), trimmed);
   // Trimming gave back more than this request's growth: unused reserve that could not serve the

@@ -27,15 +27,20 @@ class PoolDriver {
   // The pool's figures, or nullopt when the driver does not say (Note [A pool figure the driver
   // does not give] in placement/pool_books.h).
   virtual std::optional<PoolUsage> usage(CUmemoryPool pool) noexcept = 0;
-  // Frees `block` on `stream`, so that a request that grew `pool` past the budget leaves nothing
-  // behind once trim_once_freed() has run. False when the block stays the program's: it could
-  // not be freed, or a stream capture is in progress (the wait that follows could invalidate the
-  // program's graph).
+  // A request that grew `pool` past the budget leaves nothing behind in three steps: its block is
+  // freed on its stream, the stream waited for, so that the free has happened, and the pool
+  // trimmed of its unused reserve.
+  // Frees `block` on `stream`; false when the block stays the program's: it could not be freed,
+  // or a stream capture is in progress (the wait that follows could invalidate the program's
+  // graph).
   virtual bool free_for_trim(CUmemoryPool pool, CUdeviceptr block, CUstream stream) noexcept = 0;
-  // Waits for `stream` to reach that free, then trims `pool` of its unused reserve; neither when
-  // a capture has begun since. Called without the pool's lock (Note [Waiting outside the pool's
-  // lock] in placement/pool_exchange.cpp).
-  virtual void trim_once_freed(CUmemoryPool pool, CUstream stream) noexcept = 0;
+  // Waits for `stream` to reach that free, without the pool's lock (Note [Waiting outside the
+  // pool's lock] in placement/pool_exchange.cpp); false when it could not, or a capture has
+  // begun since.
+  virtual bool wait_for_free(CUstream stream) noexcept = 0;
+  // Trims `pool` of its unused reserve, with the pool's lock held again; not while a capture is
+  // in progress.
+  virtual void trim(CUmemoryPool pool) noexcept = 0;
 
  protected:
   PoolDriver() = default;

@@ -280,19 +280,22 @@ TEST_F(AdmissionFlowTest, AGrowthPastTheBudgetIsGivenBackAndTheRequestSpills) {
 }
 
 // Note [Waiting outside the pool's lock]: another request on a pool that shares the lock goes
-// on while the stream is waited for.
+// on while the stream is waited for, and the books meanwhile hold the pool's grown reserve.
 TEST_F(AdmissionFlowTest, TheWaitBeforeATrimHoldsNoPoolsLock) {
   ledger_.on_allocated(ledger_.admit(0, Route::kMemAlloc, 20 * kMiB), 0x9000000, 20 * kMiB);
   const CUmemoryPool pool = pool_with(0, 0);
   std::future<void> other_request;  // outlives the exchange, which may hold the lock it wants
   bool other_request_went_on = false;
-  pool_driver_.while_trimming = [&] {
+  uint64_t reserve_while_waiting = 0;
+  pool_driver_.while_waiting = [&] {
+    reserve_while_waiting = ledger_.snapshot(0).pool_reserved_bytes;
     other_request = std::async(std::launch::async, [&] { (void)pools_.lock(pool); });
     other_request_went_on =
         other_request.wait_for(std::chrono::seconds(10)) == std::future_status::ready;
   };
   ASSERT_EQ(allocate_from(pool, 8 * kMiB, {48 * kMiB}), CUDA_SUCCESS);
   EXPECT_TRUE(other_request_went_on);
+  EXPECT_EQ(reserve_while_waiting, 48 * kMiB) << "the device holds it until the trim";
   EXPECT_EQ(ledger_.snapshot(0).pool_reserved_bytes, 0u) << "the trim's figure, read after it";
 }
 

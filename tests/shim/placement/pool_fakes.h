@@ -42,7 +42,7 @@ class FakePoolDriver final : public PoolDriver {
   bool give_back_result = true;             // false: the block stays the program's
   std::map<CUmemoryPool, uint64_t> used_after_give_back;
   std::vector<CUdeviceptr> given_back;
-  std::function<void()> while_trimming;  // runs in trim_once_freed(), before the trim
+  std::function<void()> while_waiting;  // runs in wait_for_free()
 
   std::optional<PoolUsage> usage(CUmemoryPool pool) noexcept override {
     const auto found = pools.find(pool);
@@ -53,8 +53,11 @@ class FakePoolDriver final : public PoolDriver {
     given_back.push_back(block);
     return give_back_result;
   }
-  void trim_once_freed(CUmemoryPool pool, CUstream) noexcept override {
-    if (while_trimming) while_trimming();
+  bool wait_for_free(CUstream) noexcept override {
+    if (while_waiting) while_waiting();
+    return true;
+  }
+  void trim(CUmemoryPool pool) noexcept override {
     const uint64_t used = used_after_give_back[pool];
     pools[pool] = PoolUsage{.reserved = used, .used = used};  // trimmed to what is handed out
   }

@@ -9,6 +9,8 @@
 set -uo pipefail
 # shellcheck source=tools/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+# --pack's file as the caller named it, before the cd below.
+[[ ${1:-} == --pack && -n ${2:-} ]] && set -- --pack "$(realpath -m -- "$2")"
 cd "$VRAMSPILL_ROOT" || exit 1
 
 usage() {
@@ -56,7 +58,9 @@ case ${1:-} in
   --no-build) build=0 ;;
   --pack)
     [[ -f ${2:-} ]] || die "--pack needs the file tools/gpu-pack.sh made"
-    tar -C / -xzf "$2" || die "could not unpack $2"
+    # An earlier pack's tree goes first: its traces and files deleted since must not run again.
+    rm -rf /tmp/vramspill-gpu/main
+    tar -C / -xzf "$2" tmp/vramspill-gpu/main || die "could not unpack $2"
     # The pack holds one tree, at the path gpu-pack.sh built it (Note [A fixed place for the
     # pack] in tools/gpu-pack.sh).
     exec /tmp/vramspill-gpu/main/tools/gpu-check.sh --no-build ;;

@@ -54,7 +54,7 @@ traces=()
 while [[ $# -gt 0 ]]; do
   case $1 in
     -h | --help) usage; exit 0 ;;
-    --out) [[ $# -ge 2 ]] || die "--out needs a file"; out=$2; shift ;;
+    --out) [[ $# -ge 2 ]] || die "--out needs a file"; out=$(realpath -m -- "$2"); shift ;;
     --trace)
       [[ $# -ge 2 && $2 == *:* ]] || die "--trace needs BUDGET:FILE, e.g. 3GiB:job.trace"
       [[ -f ${2#*:} ]] || die "--trace: no such file: ${2#*:}"
@@ -76,8 +76,12 @@ build_dir=$PACK_ROOT/build-gpu
 step "Building in $build_dir"
 cmake_args=(-DCMAKE_BUILD_TYPE=Release)
 [[ -f $build_dir/CMakeCache.txt ]] || cmake_args+=(-G Ninja)
-# The python3 tests run with: the GPU machine's own is /usr/bin/python3, not this one's.
-[[ -x /usr/bin/python3 ]] && cmake_args+=(-DPython3_EXECUTABLE=/usr/bin/python3)
+# The python3 the tests run: whichever is first on PATH, there as here (the GPU machine's holds
+# PyTorch, at a path of its own), rather than this machine's path to it.
+mkdir -p "$build_dir"
+printf '#!/bin/sh\nexec python3 "$@"\n' >"$build_dir/python3-on-path"
+chmod +x "$build_dir/python3-on-path"
+cmake_args+=(-DPython3_EXECUTABLE="$build_dir/python3-on-path")
 cmake -S "$PACK_ROOT" -B "$build_dir" "${cmake_args[@]}" >/dev/null
 cmake --build "$build_dir" --parallel "$JOBS" --target "${TARGETS[@]}"
 [[ -f $build_dir/simcuda/vs_kernels.fatbin ]] ||
@@ -88,6 +92,7 @@ rm -rf "$build_dir/pack-libs" "$build_dir/pack-traces"
 mkdir -p "$build_dir/pack-libs" "$build_dir/pack-traces"
 missing=0
 for program in "${PROGRAMS[@]}"; do
+  [[ -f $build_dir/$program ]] || die "the build made no $program"
   while read -r name path; do
     [[ $name =~ $SYSTEM_LIBRARIES ]] && continue
     if [[ ${program##*/} != "$MAY_NEED_PACKED" ]]; then
@@ -106,6 +111,7 @@ ls "$build_dir/pack-libs"
 
 for trace in "${traces[@]}"; do
   name=$(basename "${trace#*:}" .trace)
+  [[ ! -e $build_dir/pack-traces/$name.trace ]] || die "two traces named $name.trace"
   cp "${trace#*:}" "$build_dir/pack-traces/$name.trace"
   echo "${trace%%:*}" >"$build_dir/pack-traces/$name.budget"
 done

@@ -102,10 +102,15 @@ def link_bytes(directory):
 def play(args, run, mover):
     kernels = ["--kernels", args.kernels] if args.kernels else []
     with tempfile.TemporaryDirectory(prefix="play_modes.") as directory:
-        result = subprocess.run([args.player, args.trace, "--quiet", *kernels,
-                                 *args.player_options],
-                                env=environment(args, run, mover, directory), capture_output=True,
-                                text=True, timeout=args.timeout)
+        try:
+            result = subprocess.run([args.player, args.trace, "--quiet", *kernels,
+                                     *args.player_options],
+                                    env=environment(args, run, mover, directory),
+                                    capture_output=True, text=True, timeout=args.timeout)
+        except subprocess.TimeoutExpired as expired:
+            output = "".join(part.decode(errors="replace") if isinstance(part, bytes) else part
+                             for part in (expired.stdout, expired.stderr) if part)
+            return {"problem": f"stopped after {args.timeout:g} s (--timeout)", "output": output}
         output = result.stdout + result.stderr
         step = re.search(r"^(modeled|measured)_ms_per_step ([0-9.]+)", result.stdout,
                          re.MULTILINE)

@@ -306,12 +306,7 @@ void Ledger::set_pool_reserved(int device, uint64_t pool_key, uint64_t reserved_
     // The mutex orders concurrent reports for one pool, so the deltas applied to the counters
     // replay the list's own sequence of figures.
     const std::lock_guard guard(pools_mutex_);
-    const Pool old = replace_pool_figure_locked(device, pool_key, reserved_bytes);
-    if (old.reserved != 0) {
-      DeviceState* previous = state(old.device);
-      subtract(previous->pool_reserved, old.reserved);
-      subtract(previous->held, old.reserved);
-    }
+    uncount_pool_locked(replace_pool_figure_locked(device, pool_key, reserved_bytes));
     d->pool_reserved.fetch_add(reserved_bytes, kRelaxed);
     raise_peak(*d, d->held.fetch_add(reserved_bytes, kRelaxed) + reserved_bytes);
   } catch (...) {
@@ -367,6 +362,19 @@ bool Ledger::settle_pool_growth(Admission& admission, uint64_t pool_key,
     note_internal_error();
     return true;
   }
+}
+
+void Ledger::forget_pool(uint64_t pool_key) noexcept {
+  const std::lock_guard guard(pools_mutex_);
+  // A figure of 0 removes the pool's entry, which allocates nothing.
+  uncount_pool_locked(replace_pool_figure_locked(0, pool_key, 0));
+}
+
+void Ledger::uncount_pool_locked(const Pool& old) noexcept {
+  if (old.reserved == 0) return;
+  DeviceState* device = state(old.device);
+  subtract(device->pool_reserved, old.reserved);
+  subtract(device->held, old.reserved);
 }
 
 Ledger::Pool Ledger::replace_pool_figure_locked(int device, uint64_t pool_key,

@@ -186,6 +186,9 @@ class Ledger {
   // the pool (cuMemPoolDestroy).
   void set_pool_reserved(int device, uint64_t pool_key, uint64_t reserved_bytes) noexcept;
 
+  // Forgets the pool `pool_key` (cuMemPoolDestroy) on whichever device it was counted.
+  void forget_pool(uint64_t pool_key) noexcept;
+
   // The ledger's figure for the pool `pool_key`: what it was last told (0 for a pool it does not
   // know).
   uint64_t pool_figure(uint64_t pool_key) const noexcept;
@@ -288,6 +291,8 @@ class Ledger {
   // Replaces (or adds, or for 0 removes) `pool_key`'s entry and returns the old one (reserved 0
   // when there was none). Caller holds pools_mutex_; may throw std::bad_alloc.
   Pool replace_pool_figure_locked(int device, uint64_t pool_key, uint64_t reserved_bytes);
+  // Takes the figure `old` had off its device's counters; pools_mutex_ held.
+  void uncount_pool_locked(const Pool& old) noexcept;
   // Undoes an entry's live and held bytes (a free, or a stale entry replaced), and tells the
   // trace it was freed.
   void release(const Allocation& entry) noexcept;

@@ -51,6 +51,7 @@ void PoolBooks::created(CUmemoryPool pool, const CUmemPoolProps& props) noexcept
       slot.size_cap.store(props.maxSize, std::memory_order_relaxed);
       slot.exportable.store(props.handleTypes != CU_MEM_HANDLE_TYPE_NONE,
                             std::memory_order_relaxed);
+      slot.destroyed.store(false, std::memory_order_relaxed);  // a destroyed pool's handle, reused
       return;
     }
   }
@@ -86,10 +87,14 @@ bool PoolBooks::plain(int device, CUmemoryPool pool) noexcept {
 }
 
 void PoolBooks::destroyed(core::Ledger& ledger, CUmemoryPool pool) noexcept {
-  const std::optional<int> device = device_of(pool);
-  if (!device || *device == kHostLocatedPool) return;
+  if (pool == nullptr) return;
+  for (TrackedPool& slot : tracked_) {
+    const CUmemoryPool seen = slot.pool.load(std::memory_order_acquire);
+    if (seen == nullptr) break;
+    if (seen == pool) slot.destroyed.store(true, std::memory_order_relaxed);
+  }
   const std::lock_guard held(mutex_of(pool));
-  ledger.set_pool_reserved(*device, pool_key(pool), 0);
+  ledger.forget_pool(pool_key(pool));
 }
 
 void PoolBooks::track(int device, CUmemoryPool pool) noexcept {
@@ -121,7 +126,7 @@ void PoolBooks::refresh(core::Ledger& ledger) noexcept {
     const CUmemoryPool pool = slot.pool.load(std::memory_order_acquire);
     if (pool == nullptr) return;
     const int device = slot.device.load(std::memory_order_relaxed);
-    if (device == kHostLocatedPool) continue;
+    if (device == kHostLocatedPool || slot.destroyed.load(std::memory_order_relaxed)) continue;
     const std::unique_lock held(mutex_of(pool), std::try_to_lock);
     if (!held.owns_lock()) continue;
     if (const std::optional<uint64_t> reserved = queries_.reserved(pool))

@@ -80,7 +80,9 @@ class PoolBooks {
   // false for a pool the books do not know.
   bool exportable(CUmemoryPool pool) const noexcept;
 
-  // cuMemPoolDestroy succeeded: the pool's memory no longer counts.
+  // cuMemPoolDestroy succeeded: the pool's memory no longer counts, on whichever device it was
+  // (a pool past the tracked ones included), and the driver is not asked about it again. What
+  // the driver keeps for blocks still outstanding until they are freed is not counted.
   void destroyed(core::Ledger& ledger, CUmemoryPool pool) noexcept;
 
   // Remembers `pool` (of `device`, or kHostLocatedPool) for refresh() and device_of().
@@ -107,6 +109,8 @@ class PoolBooks {
     std::atomic<bool> plain{false};
     std::atomic<uint64_t> size_cap{0};  // maxSize, 0 for none
     std::atomic<bool> exportable{false};  // made with a handle type other processes import
+    // Destroyed, and not made again since: its handle is not asked about (refresh()).
+    std::atomic<bool> destroyed{false};
   };
 
   std::mutex& mutex_of(CUmemoryPool pool) noexcept;

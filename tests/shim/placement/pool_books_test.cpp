@@ -122,6 +122,28 @@ TEST_F(PoolBooksTest, ADestroyedPoolLeavesTheBudget) {
   EXPECT_EQ(pool_bytes(0), 0u);
 }
 
+TEST_F(PoolBooksTest, ADestroyedPoolIsNotAskedAboutUntilItsHandleIsMadeAgain) {
+  books_.created(fake_pool(1), pool_props(CU_MEM_LOCATION_TYPE_DEVICE, 0));
+  queries_.reserved_bytes = {{fake_pool(1), 32 * kMiB}};
+  books_.destroyed(ledger_, fake_pool(1));
+  books_.refresh(ledger_);
+  EXPECT_EQ(queries_.reserved_queries, 0) << "its handle is dead";
+  EXPECT_EQ(pool_bytes(0), 0u);
+  books_.created(fake_pool(1), pool_props(CU_MEM_LOCATION_TYPE_DEVICE, 0));
+  books_.refresh(ledger_);
+  EXPECT_EQ(pool_bytes(0), 32 * kMiB) << "a new pool with the same handle";
+}
+
+// A pool the books cannot place still had its figure told by its requests' exchanges.
+TEST_F(PoolBooksTest, APoolPastTheTrackedOnesLeavesTheBudgetWhenDestroyed) {
+  for (std::uintptr_t id = 1; id <= PoolBooks::kTrackedPoolCount; ++id)
+    books_.track(0, fake_pool(id));
+  ledger_.set_pool_reserved(1, reinterpret_cast<uint64_t>(fake_pool(1000)), 32 * kMiB);
+  books_.destroyed(ledger_, fake_pool(1000));
+  EXPECT_EQ(pool_bytes(1), 0u);
+  EXPECT_EQ(ledger_.snapshot(1).held_bytes, 0u);
+}
+
 TEST_F(PoolBooksTest, PoolsPastTheTrackedOnesAreNotPlaced) {
   for (std::uintptr_t id = 1; id <= PoolBooks::kTrackedPoolCount; ++id)
     books_.track(0, fake_pool(id));

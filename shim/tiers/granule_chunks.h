@@ -1,9 +1,11 @@
 // How the granule arena backs a large block with chunks: physical handles of several granules.
 //
 // Note [Chunks]
-// A move maps each handle with a cuMemMap of its own (the driver maps a handle whole, from offset
-// 0 only), so a block backed granule by granule costs a map per 2 MiB each time it moves: 512
-// per GiB, beside one unmap and one access call per run. A block of at least
+// A move maps each handle with a cuMemMap of its own (the shim maps a handle whole, from offset
+// 0: cuda.h says both that a nonzero offset must be a multiple of the granularity and that it
+// must currently be zero; tier_probe's "offsets" rows ask a GPU), so a block backed granule by
+// granule costs a map per 2 MiB each time it moves: 512 per GiB, beside one unmap and one access
+// call per run. A block of at least
 // ChunkSizes::chunked_block_granules (64 MiB; ArenaOptions::chunks) is backed instead by chunks
 // of ChunkSizes::chunk_granules (16 granules, 32 MiB) where whole chunks fit, and by single
 // granules for the rest, so that it moves with a map per 32 MiB:

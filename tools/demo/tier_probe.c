@@ -18,6 +18,10 @@
  *              several mappings, and what a call per run instead of per granule saves);
  *   chunks     host time per MiB to map, set access to and unmap one handle of 2, 32 and
  *              64 MiB (what physical chunks larger than a granule would save);
+ *   offsets    whether cuMemMap takes a granule of a 32 MiB handle at a nonzero offset, and
+ *              maps the bytes at that offset (cuda.h says both "a multiple of the granularity"
+ *              and "currently must be zero"): whether a pooled chunk could back single granules
+ *              (shim/tiers/granule_chunks.h, Note [Chunks]);
  *   reads      bytes a second a kernel (vs_axpy_f32, y on the device) reads x from device
  *              memory, from host-located VMM granules (an evicted block touched in place) and
  *              from pinned zero-copy memory (host mode's spill pool);
@@ -103,9 +107,9 @@ static int usage(FILE* to, int status) {
           "Measures what tiered mode's moves cost here: pinned copies against the mover's\n"
           "copies between VMM granules, copies both ways at once, one granule's\n"
           "map/set-access/unmap, one call over runs of 1, 8 and 64 granules, handles of 2, 32\n"
-          "and 64 MiB, a kernel's reads of device, host-located VMM and pinned zero-copy\n"
-          "memory, cuMemAlloc/cuMemFree by size, a managed spill made and freed, and a\n"
-          "fresh pool's growth.\n"
+          "and 64 MiB, a handle mapped from a nonzero offset, a kernel's reads of device,\n"
+          "host-located VMM and pinned zero-copy memory, cuMemAlloc/cuMemFree by size, a\n"
+          "managed spill made and freed, and a fresh pool's growth.\n"
           "  --kernels PATH  module with the vs_* kernels (build/simcuda/vs_kernels.fatbin);\n"
           "                  needed on a GPU for the reads (on simcuda any image loads)\n"
           "  --granules N    2 MiB granules per transfer (default 64: 128 MiB)\n"
@@ -516,6 +520,55 @@ static void probe_runs_and_chunks(const Probe* probe, const Options* options) {
   }
 }
 
+/* Whether cuMemMap maps granule 1 of a 32 MiB handle at `location` on its own, and whether the
+ * bytes seen there are those at the handle's offset 2 MiB (written through a mapping of the whole
+ * handle). Prints one line. */
+static void offset_map(const Probe* probe, CUmemLocation location, const char* kind) {
+  const size_t bytes = (size_t)32 << 20;
+  CUmemAllocationProp prop;
+  memset(&prop, 0, sizeof prop);
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location = location;
+  CUmemGenericAllocationHandle handle = 0;
+  CUdeviceptr whole = 0;
+  CUdeviceptr part = 0;
+  MUST(cuMemCreate(&handle, bytes, &prop, 0));
+  MUST(cuMemAddressReserve(&whole, bytes, GRANULE, 0, 0));
+  MUST(cuMemAddressReserve(&part, GRANULE, GRANULE, 0, 0));
+  MUST(cuMemMap(whole, bytes, 0, handle, 0));
+  MUST(cuMemSetAccess(whole, bytes, &probe->access, 1));
+  MUST(cuMemsetD8Async(whole, 0x11, bytes, probe->stream));
+  MUST(cuMemsetD8Async(whole + GRANULE, 0xab, GRANULE, probe->stream));
+  MUST(cuStreamSynchronize(probe->stream));
+  const CUresult mapped = cuMemMap(part, GRANULE, GRANULE, handle, 0);
+  printf("  %-6s granule at offset 2 MiB of a 32 MiB handle: cuMemMap -> %s", kind,
+         error_name(mapped));
+  if (mapped == CUDA_SUCCESS) {
+    unsigned char seen[4096];
+    MUST(cuMemSetAccess(part, GRANULE, &probe->access, 1));
+    MUST(cuMemcpyDtoH(seen, part + GRANULE / 2, sizeof seen));
+    size_t at_offset = 0;
+    for (size_t i = 0; i < sizeof seen; ++i) at_offset += seen[i] == 0xab;
+    printf(", %s\n", at_offset == sizeof seen ? "maps the bytes at that offset"
+                                                : "maps other bytes than the offset's");
+    MUST(cuMemUnmap(part, GRANULE));
+  } else {
+    printf("\n");
+  }
+  MUST(cuMemUnmap(whole, bytes));
+  MUST(cuMemAddressFree(part, GRANULE));
+  MUST(cuMemAddressFree(whole, bytes));
+  MUST(cuMemRelease(handle));
+}
+
+static void probe_offsets(const Probe* probe) {
+  CUmemLocation device_location = {CU_MEM_LOCATION_TYPE_DEVICE, probe->device};
+  printf("a handle mapped from a nonzero offset%s\n",
+         probe->simulated ? " (simcuda's answer, an assumption)" : "");
+  offset_map(probe, device_location, "device");
+  offset_map(probe, probe->host, "host");
+}
+
 static void probe_reads(const Probe* probe, const Options* options, Range* host_range) {
   const size_t bytes = options->granules * GRANULE;
   CUmodule module;
@@ -820,6 +873,7 @@ int main(int argc, char** argv) {
   probe_both_directions(&probe, &options, &device_range, &host_range);
   probe_remaps(&probe, &options);
   probe_runs_and_chunks(&probe, &options);
+  probe_offsets(&probe);
   probe_reads(&probe, &options, &host_range);
   probe_allocations(&probe, &options, kLinear);
   probe_allocations(&probe, &options, kManagedSpill);

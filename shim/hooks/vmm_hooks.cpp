@@ -79,5 +79,10 @@ VRAMSPILL_HOOK CUresult CUDAAPI cuMemUnmap(CUdeviceptr ptr, size_t size) {
   const Entry entry;
   ShimState* shim = entry.state();
   if (shim == nullptr) return real(ptr, size);
+  // cuMemAlloc memory to the program, which the driver would not unmap: unmapped, the shim's
+  // granules would leave the block (and the next move) faulting.
+  if (size != 0 && (shim->tiered.block_containing(ptr) ||
+                    shim->tiered.block_containing(ptr + size - 1)))
+    return CUDA_ERROR_INVALID_VALUE;
   return shim->vmm_books.unmap(ptr, size, [&] { return real(ptr, size); });
 }

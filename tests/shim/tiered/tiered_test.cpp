@@ -381,6 +381,9 @@ TEST_F(TieredTest, QueriesSeeTheWholeAllocation) {
   CUmemGenericAllocationHandle granule = 0;
   EXPECT_EQ(cuMemRetainAllocationHandle(&granule, reinterpret_cast<void*>(block + kMiB)),
             CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemUnmap(block, 2 * kMiB), CUDA_ERROR_INVALID_VALUE);
+  std::vector<uint8_t> bytes(3 * kMiB, 0x33);
+  ASSERT_CU(cuMemcpyHtoD(block, bytes.data(), bytes.size()));  // still mapped
   ASSERT_CU(cuMemFree(block));
 
   CUdeviceptr pitched = 0;

@@ -25,8 +25,9 @@ class DriverPrefetchDevices final : public placement::PrefetchDevices {
   DriverPrefetchDevices& operator=(const DriverPrefetchDevices&) = delete;
 
   tiers::PrefetchOps* ops(int device) noexcept override;
-  bool may_move() noexcept override { return !captures_.capturing(); }
-  core::CaptureGate::Hold hold_off_captures() noexcept override { return captures_.hold(); }
+  core::CaptureGate::Hold hold_if_may_move() noexcept override {
+    return captures_.hold_if_none();
+  }
 
  private:
   enum class Verdict : uint8_t { kUnknown, kMover, kNone };

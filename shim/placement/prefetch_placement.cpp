@@ -266,7 +266,8 @@ CUresult PrefetchPlacement::allocate(int device, uint64_t bytes, CUdeviceptr* ou
   // writes land; the policy may evict others for it (nothing to keep: no launch is at hand).
   // One a rule prefers on the host stays there, and so does one that memory ran out for here.
   try {
-    if (devices_.may_move() && rule != RuleAction::kPreferHost)
+    const auto captures_held_off = devices_.hold_if_may_move();
+    if (captures_held_off.owns_lock() && rule != RuleAction::kPreferHost)
       bring_in_locked(base, blocks_.at(base), {});
   } catch (const std::bad_alloc&) {
   }
@@ -278,10 +279,10 @@ CUresult PrefetchPlacement::make_locked(Device& state, int device, uint64_t byte
                                         std::optional<RuleAction> rule,
                                         CUdeviceptr* out) noexcept {
   // Note [Managed memory and captures begun meanwhile]: held through the allocation, and its
-  // release should the books have no room for it; the bring-in that follows may take the gate
+  // release should the books have no room for it; the bring-in that follows takes the gate
   // again.
-  const auto captures_held_off = devices_.hold_off_captures();
-  if (!devices_.may_move()) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  const auto captures_held_off = devices_.hold_if_may_move();
+  if (!captures_held_off.owns_lock()) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   CUdeviceptr base = 0;
   if (const CUresult made = state.ops->allocate(bytes, &base); made != CUDA_SUCCESS) return made;
   const uint64_t pages = whole_pages(bytes);
@@ -410,8 +411,8 @@ uint64_t PrefetchPlacement::free_dead_locked(int device, uint64_t bytes,
   if (dead_ == nullptr) return 0;
   // cuMemFree would break a capture in progress (a global one, from any thread): none begins
   // while this is held.
-  const auto captures_held_off = devices_.hold_off_captures();
-  if (!devices_.may_move()) return 0;
+  const auto captures_held_off = devices_.hold_if_may_move();
+  if (!captures_held_off.owns_lock()) return 0;
   uint64_t freed = 0;
   for (const uint64_t base : dead_->dead()) {
     if (freed >= bytes) break;
@@ -446,7 +447,9 @@ void PrefetchPlacement::before_submission(const core::SubmissionUse& use) noexce
   if (block_count_.load(std::memory_order_relaxed) == 0 || use.count == 0) return;
   try {
     const std::lock_guard lock(mutex_);
-    const bool may_move = devices_.may_move();
+    // Held through the queries, waits and prefetches below, so that no capture begins among them.
+    const auto captures_held_off = devices_.hold_if_may_move();
+    const bool may_move = captures_held_off.owns_lock();
     // The blocks of each device (a submission rarely names more than one device's).
     for (std::size_t d = 0; d < kDevices; ++d) {
       Device& state = device_states_[d];
@@ -514,10 +517,14 @@ void PrefetchPlacement::before_submission(const core::SubmissionUse& use) noexce
 bool PrefetchPlacement::make_device_room(int device, uint64_t bytes) noexcept {
   if (block_count_.load(std::memory_order_relaxed) == 0) return false;
   tiers::PrefetchOps* evicted_by = nullptr;
+  // Held through the evictions and the wait for them, without the lock as with it.
+  core::CaptureGate::Hold captures_held_off;
   try {
     const std::lock_guard lock(mutex_);
     Device* state = device_state_locked(device);
-    if (state == nullptr || !devices_.may_move()) return false;
+    if (state == nullptr) return false;
+    captures_held_off = devices_.hold_if_may_move();
+    if (!captures_held_off.owns_lock()) return false;
     tell_policy_of_capacity_locked(device, *state);
     const uint64_t evictions = stats_.evictions;
     // The room is the budget's: the allocation that wants it is the driver's to place.

@@ -160,13 +160,13 @@ class PrefetchDevices {
   // Null when the device cannot have the prefetch mover (no concurrent managed access, or an
   // integrated device); the caller then tiers its blocks with the remap mover where it can.
   virtual tiers::PrefetchOps* ops(int device) noexcept = 0;
-  // False while a stream capture is in progress: an event recorded on a capturing stream would
-  // be captured into its graph, so nothing moves (Note [No moves during a capture]).
-  virtual bool may_move() noexcept = 0;
-  // Keeps a capture from beginning while the lock it returns is held, so that what may_move()
-  // says stays true meanwhile (Note [A capture begun while a move is queued] in
-  // tiers/driver_prefetch_ops.h); by default, where no program captures, holds nothing.
-  virtual core::CaptureGate::Hold hold_off_captures() noexcept { return {}; }
+  // Whether moves may be made: a hold that owns its lock while no stream capture is in
+  // progress, and keeps one from beginning for as long as it lives, through every query, wait,
+  // record and free the move makes (Note [A capture begun while a move is queued] in
+  // tiers/driver_prefetch_ops.h); an empty one while a capture is in progress, when nothing
+  // moves (Note [No moves during a capture]): an event recorded on a capturing stream would be
+  // captured into its graph, and in global mode a query or a wait from any thread breaks it.
+  virtual core::CaptureGate::Hold hold_if_may_move() noexcept = 0;
 
  protected:
   PrefetchDevices() = default;
@@ -268,8 +268,8 @@ class PrefetchPlacement {
   // block), as an arena block with host granules.
   std::optional<bool> any_on_host(CUdeviceptr base) const noexcept;
 
-  // False while a stream capture is in progress (PrefetchDevices::may_move()).
-  bool may_move() noexcept { return devices_.may_move(); }
+  // False while a stream capture is in progress, as of now (PrefetchDevices::hold_if_may_move()).
+  bool may_move() noexcept { return devices_.hold_if_may_move().owns_lock(); }
   // How many blocks the placement holds, and of those how many the books have on the device,
   // wholly or in part (Note [Evicting part of a block] in policies/eviction_policy.h); their
   // whole 2 MiB pages on the device and on the host, as the budgets count them.
@@ -407,8 +407,8 @@ std::optional<bool> PrefetchPlacement::free_unless_capturing(CUdeviceptr base,
   if (found == blocks_.end()) return std::nullopt;
   // A leaving block is the program's free's to give back (Note [A free waits outside the lock]).
   if (found->second.leaving) return false;
-  const auto captures_held_off = devices_.hold_off_captures();
-  if (!devices_.may_move() || !let_go()) return false;
+  const auto captures_held_off = devices_.hold_if_may_move();
+  if (!captures_held_off.owns_lock() || !let_go()) return false;
   (void)free_locked(found);
   return true;
 }

@@ -6,8 +6,10 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <shared_mutex>
 #include <span>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -45,6 +47,7 @@ class FakePrefetchOps final : public tiers::PrefetchOps {
   }
   CUresult prefetch(CUdeviceptr base, uint64_t offset, uint64_t bytes, bool to_device,
                     std::span<const uint64_t> after, bool after_evictions) noexcept override {
+    note_gate();
     if (to_device && fail_promotions) return CUDA_ERROR_INVALID_VALUE;
     if (!to_device && fail_evictions) return CUDA_ERROR_INVALID_VALUE;
     prefetches.push_back(
@@ -53,14 +56,17 @@ class FakePrefetchOps final : public tiers::PrefetchOps {
     return CUDA_SUCCESS;
   }
   CUresult order_stream_after_prefetches(uint64_t stream) noexcept override {
+    note_gate();
     ordered_streams.push_back(stream);
     return CUDA_SUCCESS;
   }
   bool promotions_done() noexcept override {
+    note_gate();
     ++queries;
     return done;
   }
   CUresult wait_for_prefetches() noexcept override {
+    note_gate();
     ++waits;
     if (while_waiting) std::exchange(while_waiting, nullptr)();  // once
     if (fail_waits) return CUDA_ERROR_LAUNCH_FAILED;
@@ -82,18 +88,37 @@ class FakePrefetchOps final : public tiers::PrefetchOps {
   int queries = 0;  // of promotions_done()
   // Runs inside the next wait_for_prefetches(), as the mover's queued work would take time.
   std::function<void()> while_waiting;
+  // Set: each query, wait, prefetch and stream order notes in gate_held whether a capture could
+  // begin meanwhile (whether another thread could not take `gate` exclusively).
+  std::shared_mutex* gate = nullptr;
+  std::vector<bool> gate_held;
 
  private:
+  void note_gate() {
+    if (gate == nullptr) return;
+    bool taken = false;
+    std::thread([&] {
+      taken = gate->try_lock();
+      if (taken) gate->unlock();
+    }).join();
+    gate_held.push_back(!taken);
+  }
+
   CUdeviceptr next_ = uint64_t{1} << 40;
 };
 
 class FakeDevices final : public PrefetchDevices {
  public:
   tiers::PrefetchOps* ops(int device) noexcept override { return device == 0 ? &ops_ : nullptr; }
-  bool may_move() noexcept override { return moves; }
+  core::CaptureGate::Hold hold_if_may_move() noexcept override {
+    core::CaptureGate::Hold held(gate);
+    if (!moves) held.unlock();
+    return held;
+  }
 
   FakePrefetchOps& fake() { return ops_; }
-  bool moves = true;
+  bool moves = true;  // false: as while a stream capture is in progress
+  std::shared_mutex gate;  // what a capture's begin would take exclusively
 
  private:
   FakePrefetchOps ops_;

@@ -464,6 +464,22 @@ TEST_F(PrefetchPlacementTest, RoomForAnotherAllocationIsMadeByEvictions) {
   EXPECT_FALSE(placement_.make_device_room(0, 4 * kBlock));  // more than the budget
 }
 
+// Note [The capture gate]: a capture another thread begins between the look and the driver's
+// call would be broken by it, so the query of an arriving block's promotion, the evictions that
+// make room and the wait for them are all made holding the gate.
+TEST_F(PrefetchPlacementTest, TheMoversQueriesAndWaitsAreMadeHoldingCapturesOff) {
+  const CUdeviceptr a = allocate();  // brought in at its allocation: arriving
+  const CUdeviceptr b = allocate();
+  ops().gate = &devices_.gate;
+  launch(3, {a});  // asks whether a has arrived, and waits for it on the device
+  launch(4, {b});
+  ASSERT_TRUE(placement_.make_device_room(0, kGranuleBytes));  // evicts a and waits for it
+  EXPECT_GE(ops().queries, 1);
+  EXPECT_GE(ops().waits, 1);
+  EXPECT_GE(ops().gate_held.size(), 4u);
+  EXPECT_EQ(ops().gate_held, std::vector<bool>(ops().gate_held.size(), true));
+}
+
 // Room for another allocation is the budget's alone: the card's free memory (which counts
 // promotions still in flight) is for the mover's own promotions.
 TEST_F(PrefetchPlacementTest, RoomForAnotherAllocationIsNotHeldBackByTheCard) {

@@ -160,16 +160,15 @@ class ManagedDevice final : public PrefetchDevices {
   tiers::PrefetchOps* ops(int device) noexcept override {
     return device == 0 && serves ? &managed : nullptr;
   }
-  bool may_move() noexcept override {
+  std::shared_lock<std::shared_mutex> hold_if_may_move() noexcept override {
     if (moves && answers_before_capture && (*answers_before_capture)-- == 0) moves = false;
-    return moves;
-  }
-  std::shared_lock<std::shared_mutex> hold_off_captures() noexcept override {
-    return std::shared_lock(gate_);
+    std::shared_lock held(gate_);
+    if (!moves) held.unlock();
+    return held;
   }
   bool moves = true;  // false: as while a stream capture is in progress
-  // A capture begins once may_move() has said true this many more times: a capture another
-  // thread begins right after a test.
+  // A capture begins once hold_if_may_move() has said yes this many more times: a capture
+  // another thread begins right after a test.
   std::optional<int> answers_before_capture;
 };
 

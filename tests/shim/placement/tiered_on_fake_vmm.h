@@ -24,7 +24,7 @@ namespace vramspill::placement {
 class NoPrefetchDevices final : public PrefetchDevices {
  public:
   tiers::PrefetchOps* ops(int) noexcept override { return nullptr; }
-  bool may_move() noexcept override { return true; }
+  core::CaptureGate::Hold hold_if_may_move() noexcept override { return {}; }
 };
 
 struct TieredOnFakeVmm {

@@ -45,7 +45,9 @@ class OneDevice final : public PrefetchDevices {
  public:
   explicit OneDevice(int device) : ops_(device, /*peers=*/{}, captures_) {}
   tiers::PrefetchOps* ops(int) noexcept override { return &ops_; }
-  bool may_move() noexcept override { return true; }
+  core::CaptureGate::Hold hold_if_may_move() noexcept override {
+    return captures_.hold_if_none();
+  }
 
  private:
   core::CaptureGate captures_;  // no capture begins here

@@ -517,6 +517,7 @@ void PrefetchPlacement::before_submission(const core::SubmissionUse& use) noexce
 bool PrefetchPlacement::make_device_room(int device, uint64_t bytes) noexcept {
   if (block_count_.load(std::memory_order_relaxed) == 0) return false;
   tiers::PrefetchOps* evicted_by = nullptr;
+  bool made = false;
   // Held through the evictions and the wait for them, without the lock as with it.
   core::CaptureGate::Hold captures_held_off;
   try {
@@ -528,21 +529,22 @@ bool PrefetchPlacement::make_device_room(int device, uint64_t bytes) noexcept {
     tell_policy_of_capacity_locked(device, *state);
     const uint64_t evictions = stats_.evictions;
     // The room is the budget's: the allocation that wants it is the driver's to place.
-    if (!make_room_locked(device, *state, bytes, {}, std::nullopt)) return false;
+    made = make_room_locked(device, *state, bytes, {}, std::nullopt);
     if (stats_.evictions != evictions) evicted_by = state->ops;
   } catch (const std::bad_alloc&) {
     return false;
   }
   // The budget took the evicted bytes back as their prefetches were queued, but the pages leave
-  // the device only once those run, and the driver is asked for the room as soon as this returns.
-  // Waited for without the lock, which every submission takes.
-  if (evicted_by == nullptr) return true;
+  // the device only once those run, and the driver is asked for the room as soon as this returns:
+  // by this thread, or by another that the budget admits into that room (also when the evictions
+  // fell short of the room asked). Waited for without the lock, which every submission takes.
+  if (evicted_by == nullptr) return made;
   if (const CUresult waited = evicted_by->wait_for_prefetches(); waited != CUDA_SUCCESS) {
     logging::debug("tiered (prefetch): waiting for evictions failed ({})",
                    static_cast<int>(waited));
     return false;
   }
-  return true;
+  return made;
 }
 
 void PrefetchPlacement::stream_ended(uint64_t stream) noexcept {

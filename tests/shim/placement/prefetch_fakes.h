@@ -49,7 +49,9 @@ class FakePrefetchOps final : public tiers::PrefetchOps {
                     std::span<const uint64_t> after, bool after_evictions) noexcept override {
     note_gate();
     if (to_device && fail_promotions) return CUDA_ERROR_INVALID_VALUE;
-    if (!to_device && fail_evictions) return CUDA_ERROR_INVALID_VALUE;
+    if (!to_device && (fail_evictions ||
+                       (evictions_before_refusal && (*evictions_before_refusal)-- <= 0)))
+      return CUDA_ERROR_INVALID_VALUE;
     prefetches.push_back(
         {base, bytes, to_device, {after.begin(), after.end()}, after_evictions, offset});
     done = false;
@@ -82,6 +84,7 @@ class FakePrefetchOps final : public tiers::PrefetchOps {
   bool done = true;
   bool fail_promotions = false;
   bool fail_evictions = false;
+  std::optional<int> evictions_before_refusal;  // the driver refuses every eviction past these
   bool fail_releases = false;
   bool fail_waits = false;  // wait_for_prefetches() fails
   int waits = 0;

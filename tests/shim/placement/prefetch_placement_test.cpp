@@ -480,6 +480,19 @@ TEST_F(PrefetchPlacementTest, TheMoversQueriesAndWaitsAreMadeHoldingCapturesOff)
   EXPECT_EQ(ops().gate_held, std::vector<bool>(ops().gate_held.size(), true));
 }
 
+// Evictions queued before the driver refused the next gave their room back to the budget, which
+// may admit another thread's allocation into it: their pages must have left first, though the
+// room asked for was not made.
+TEST_F(PrefetchPlacementTest, RoomThatFellShortStillWaitsForTheEvictionsMade) {
+  const CUdeviceptr a = allocate();
+  const CUdeviceptr b = allocate();
+  ops().evictions_before_refusal = 1;
+  const int waits = ops().waits;
+  EXPECT_FALSE(placement_.make_device_room(0, 2 * kBlock));
+  EXPECT_NE(on_device(a), on_device(b)) << "one went before the driver refused the other";
+  EXPECT_EQ(ops().waits, waits + 1);
+}
+
 // Room for another allocation is the budget's alone: the card's free memory (which counts
 // promotions still in flight) is for the mover's own promotions.
 TEST_F(PrefetchPlacementTest, RoomForAnotherAllocationIsNotHeldBackByTheCard) {

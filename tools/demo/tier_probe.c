@@ -185,14 +185,19 @@ static int host_location(CUdevice device, CUmemLocation* location) {
   return attribute_or_zero(CU_DEVICE_ATTRIBUTE_HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, device);
 }
 
-static CUmemGenericAllocationHandle create_granule(CUmemLocation location) {
+/* A physical handle of `bytes` at `location`, as the granule arena makes them. */
+static CUmemGenericAllocationHandle create_handle(CUmemLocation location, size_t bytes) {
   CUmemAllocationProp prop;
   memset(&prop, 0, sizeof prop);
   prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
   prop.location = location;
   CUmemGenericAllocationHandle handle = 0;
-  MUST(cuMemCreate(&handle, GRANULE, &prop, 0));
+  MUST(cuMemCreate(&handle, bytes, &prop, 0));
   return handle;
+}
+
+static CUmemGenericAllocationHandle create_granule(CUmemLocation location) {
+  return create_handle(location, GRANULE);
 }
 
 static Range map_range(const Probe* probe, CUmemLocation location, size_t granules) {
@@ -466,14 +471,9 @@ static void run_costs(const Probe* probe, CUmemLocation location, size_t run, in
 /* Host microseconds per MiB to map, set access to and unmap one handle of `bytes`. */
 static double chunk_cost(const Probe* probe, CUmemLocation location, size_t bytes,
                          int repeats) {
-  CUmemAllocationProp prop;
-  memset(&prop, 0, sizeof prop);
-  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-  prop.location = location;
-  CUmemGenericAllocationHandle handle = 0;
+  const CUmemGenericAllocationHandle handle = create_handle(location, bytes);
   CUdeviceptr base = 0;
   float samples[1000];
-  MUST(cuMemCreate(&handle, bytes, &prop, 0));
   MUST(cuMemAddressReserve(&base, bytes, GRANULE, 0, 0));
   for (int round = 0; round < repeats; ++round) {
     double mark = host_mark(probe);
@@ -525,14 +525,9 @@ static void probe_runs_and_chunks(const Probe* probe, const Options* options) {
  * handle). Prints one line. */
 static void offset_map(const Probe* probe, CUmemLocation location, const char* kind) {
   const size_t bytes = (size_t)32 << 20;
-  CUmemAllocationProp prop;
-  memset(&prop, 0, sizeof prop);
-  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-  prop.location = location;
-  CUmemGenericAllocationHandle handle = 0;
+  const CUmemGenericAllocationHandle handle = create_handle(location, bytes);
   CUdeviceptr whole = 0;
   CUdeviceptr part = 0;
-  MUST(cuMemCreate(&handle, bytes, &prop, 0));
   MUST(cuMemAddressReserve(&whole, bytes, GRANULE, 0, 0));
   MUST(cuMemAddressReserve(&part, GRANULE, GRANULE, 0, 0));
   MUST(cuMemMap(whole, bytes, 0, handle, 0));

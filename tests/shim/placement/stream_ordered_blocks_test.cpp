@@ -225,6 +225,28 @@ class StreamOrderedBlocksTest : public ::testing::Test {
     if (!bytes) return std::nullopt;
     return *bytes != 0;
   }
+  // A block is kept on kOne, and a request on kTwo asks about kOne; meanwhile another thread runs
+  // `end`, which must not return before the question is answered.
+  void expect_an_end_to_wait_for_the_question(const std::function<void()>& end) {
+    const CUdeviceptr block = allocate(2, kOne);
+    ASSERT_TRUE(free(block, kOne));
+    std::atomic<bool> ended{false};
+    std::thread ending;
+    bool ended_during_the_question = true;
+    streams_.while_asked = [&] {
+      ending = std::thread([&] {
+        end();
+        ended = true;
+      });
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      ended_during_the_question = ended;
+    };
+    (void)allocate(2, kTwo);
+    ending.join();
+    EXPECT_EQ(streams_.asked, std::vector<CUstream>{kOne});
+    EXPECT_FALSE(ended_during_the_question);
+    EXPECT_TRUE(ended);
+  }
   // Stream-ordered blocks with the prefetch mover, under `rules`.
   void make_prefetched(std::vector<TieredRule> rules = {}) {
     config_.tiered.mover = TieredMover::kPrefetch;
@@ -651,46 +673,12 @@ TEST_F(StreamOrderedBlocksTest, AFreeWhoseStreamCannotReportIsReachedOnceItsEnde
 // A stream is asked about only while it is not being destroyed: the handle would be gone, or
 // another stream's. Its end waits for a question in flight.
 TEST_F(StreamOrderedBlocksTest, AStreamEndsOnlyOnceTheQuestionAboutItIsAnswered) {
-  const CUdeviceptr block = allocate(2, kOne);
-  ASSERT_TRUE(free(block, kOne));
-  std::atomic<bool> ended{false};
-  std::thread ending;
-  bool ended_during_the_question = true;
-  streams_.while_asked = [&] {
-    ending = std::thread([&] {
-      blocks_->stream_ended(kOne);
-      ended = true;
-    });
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    ended_during_the_question = ended;
-  };
-  (void)allocate(2, kTwo);
-  ending.join();
-  EXPECT_EQ(streams_.asked, std::vector<CUstream>{kOne});
-  EXPECT_FALSE(ended_during_the_question);
-  EXPECT_TRUE(ended);
+  expect_an_end_to_wait_for_the_question([&] { blocks_->stream_ended(kOne); });
 }
 
 // A context's streams end with it: their questions are answered first, as for one stream.
 TEST_F(StreamOrderedBlocksTest, AContextsStreamsEndOnlyOnceTheQuestionAboutOneIsAnswered) {
-  const CUdeviceptr block = allocate(2, kOne);
-  ASSERT_TRUE(free(block, kOne));
-  std::atomic<bool> ended{false};
-  std::thread ending;
-  bool ended_during_the_question = true;
-  streams_.while_asked = [&] {
-    ending = std::thread([&] {
-      blocks_->all_streams_ended();
-      ended = true;
-    });
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    ended_during_the_question = ended;
-  };
-  (void)allocate(2, kTwo);
-  ending.join();
-  EXPECT_EQ(streams_.asked, std::vector<CUstream>{kOne});
-  EXPECT_FALSE(ended_during_the_question);
-  EXPECT_TRUE(ended);
+  expect_an_end_to_wait_for_the_question([&] { blocks_->all_streams_ended(); });
 }
 
 // A device the prefetch mover cannot serve keeps its requests in the arena, and a reached kept

@@ -69,7 +69,7 @@ tiers::PrefetchOps* DriverPrefetchDevices::ops(int device) noexcept {
   try {
     std::vector<int> peers = peers_of(device);
     reached = peers_said(peers);
-    state.ops.reset(new tiers::DriverPrefetchOps(device, std::move(peers), captures_));
+    state.ops.reset(new tiers::DriverPrefetchOps(device, std::move(peers)));
   } catch (const std::bad_alloc&) {
     return nullptr;
   }

@@ -409,10 +409,6 @@ uint64_t PrefetchPlacement::free_dead_locked(int device, uint64_t bytes,
                                              std::span<const BlockId> keep,
                                              std::optional<BlockId> promoting) noexcept {
   if (dead_ == nullptr) return 0;
-  // cuMemFree would break a capture in progress (a global one, from any thread): none begins
-  // while this is held.
-  const auto captures_held_off = devices_.hold_if_may_move();
-  if (!captures_held_off.owns_lock()) return 0;
   uint64_t freed = 0;
   for (const uint64_t base : dead_->dead()) {
     if (freed >= bytes) break;

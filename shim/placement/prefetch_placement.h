@@ -122,12 +122,17 @@
 // driver call, so that no capture begins in between (Note [A capture begun while a move is
 // queued] in tiers/driver_prefetch_ops.h). Placement/stream_ordered_blocks.cpp also tests before it
 // starts, but only to skip the work: a capture may begin right after that test.
-// The gate is taken inside this placement's lock, as the mover's records on the program's
-// streams and its dead-block frees take it, and never held around a call into the placement: a
-// thread holding it that waited for the lock, while the lock's holder waited for the gate behind
-// a capture about to begin, would deadlock. Nor does any thread take it twice (shared twice on
-// one thread is undefined for std::shared_mutex, and deadlocks behind a waiting capture): the
-// hold ends before the mover brings a new block in, which may take it again.
+// Every decision to move holds it the same way, from the test through each query, wait, record
+// and free the move makes (PrefetchDevices::hold_if_may_move()): a launch's promotions and the
+// question whether they have arrived, a new block's bring-in, the room made for another
+// allocation and the wait for its evictions. The calls they make (the evictions, the dead-block
+// frees, the mover's records on the program's streams) take it no more: their callers hold it.
+// The gate is taken inside this placement's lock and never held around a call into the
+// placement: a thread holding it that waited for the lock, while the lock's holder waited for the
+// gate behind a capture about to begin, would deadlock. Nor does any thread take it twice
+// (shared twice on one thread is undefined for std::shared_mutex, and deadlocks behind a waiting
+// capture wherever readers wait for a waiting writer): make_locked's hold ends before the
+// bring-in that follows takes it.
 #pragma once
 
 #include <cuda.h>
@@ -338,7 +343,9 @@ class PrefetchPlacement {
   bool card_takes_locked(Device& state, uint64_t bytes, uint64_t leaving,
                          bool after_evictions) noexcept;
   // Brings `id` to the device, evicting what the policy names (none of `keep`) for room. A
-  // promotion `ahead` of its launch that finds no room is not counted as refused.
+  // promotion `ahead` of its launch that finds no room is not counted as refused. This, and the
+  // calls below that move or free, are made holding the capture gate while no capture is in
+  // progress (Note [Managed memory and captures begun meanwhile]).
   bool bring_in_locked(policies::BlockId id, Block& block, std::span<const policies::BlockId> keep,
                        bool ahead = false);
   // Prefetches what the policy names for the launches to come (Note [Promoting ahead] in
@@ -355,8 +362,7 @@ class PrefetchPlacement {
   // Evicts the last `out` bytes of `block`'s pages on the device.
   bool evict_locked(policies::BlockId id, Block& block, uint64_t out) noexcept;
   // Frees dead blocks of `device` on the device (DeadBlocks), other than those the caller holds
-  // (`keep`, `promoting`), until `bytes` are free; the bytes of the device's pages freed. None
-  // while a capture is in progress.
+  // (`keep`, `promoting`), until `bytes` are free; the bytes of the device's pages freed.
   uint64_t free_dead_locked(int device, uint64_t bytes, std::span<const policies::BlockId> keep,
                             std::optional<policies::BlockId> promoting) noexcept;
   // Whether the block `id` is dead (DeadBlocks): a promotion would copy bytes nothing reads.

@@ -132,7 +132,6 @@ CUresult DriverPrefetchOps::queue_after(const Lane& lane, uint64_t stream) noexc
   if (create_event == nullptr || record == nullptr || wait_event == nullptr ||
       destroy_event == nullptr)
     return CUDA_ERROR_NOT_SUPPORTED;
-  const auto held = captures_.hold();
   if (capturing(stream)) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   CUevent used = nullptr;
   if (const CUresult result = create_event(&used, CU_EVENT_DISABLE_TIMING); result != CUDA_SUCCESS)
@@ -253,7 +252,6 @@ CUresult DriverPrefetchOps::order_stream_after_prefetches(uint64_t stream) noexc
   const auto wait_event = VRAMSPILL_REAL(cuStreamWaitEvent);
   if (wait_event == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
   if (!promotions_.used) return CUDA_SUCCESS;  // nothing was ever promoted
-  const auto held = captures_.hold();
   if (capturing(stream)) return CUDA_SUCCESS;  // Note [A capture begun while a move is queued]
   if (promotions_.end_unknown.load(std::memory_order_acquire)) return wait_for_lane(promotions_);
   // The event is of the primary context; the stream may be of any: the wait crosses contexts.

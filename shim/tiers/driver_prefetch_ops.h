@@ -28,8 +28,9 @@
 // placement/tiered_placement.h), but a capture may begin on another thread between that test and
 // the records. So each record or wait on a program's stream is made holding the capture gate
 // shared, which the cuStreamBeginCapture hooks hold exclusively while the driver begins a capture
-// (hooks/capture_hooks.cpp), and only once cuStreamIsCapturing has said the stream is not
-// capturing; an error counts as capturing (the legacy stream answers
+// (hooks/capture_hooks.cpp): the placement holds it from its test through every call of a move
+// (PrefetchDevices::hold_if_may_move()), so these calls never take it again, and each is made
+// only once cuStreamIsCapturing has said the stream is not capturing; an error counts as capturing (the legacy stream answers
 // CUDA_ERROR_STREAM_CAPTURE_IMPLICIT while another stream captures, where a record on it would
 // invalidate that capture). A capturing stream is left out, said once: the move is not ordered
 // after its work, or the launch does not wait for the move. Managed memory is coherent, so that
@@ -44,7 +45,6 @@
 #include <unordered_map>
 #include <vector>
 
-#include "core/capture_gate.h"
 #include "tiers/prefetch_ops.h"
 
 namespace vramspill::tiers {
@@ -52,9 +52,9 @@ namespace vramspill::tiers {
 class DriverPrefetchOps final : public PrefetchOps {
  public:
   // `peers`: the other devices whose kernels may reach this device's blocks in place (Note [Who
-  // may reach a managed block]). `captures`: Note [A capture begun while a move is queued].
-  DriverPrefetchOps(int device, std::vector<int> peers, core::CaptureGate& captures) noexcept
-      : device_(device), peers_(std::move(peers)), captures_(captures) {}
+  // may reach a managed block]).
+  DriverPrefetchOps(int device, std::vector<int> peers) noexcept
+      : device_(device), peers_(std::move(peers)) {}
   // Gives back the streams, their events and the primary context they live in.
   ~DriverPrefetchOps() override;
 
@@ -97,7 +97,6 @@ class DriverPrefetchOps final : public PrefetchOps {
 
   const int device_;
   const std::vector<int> peers_;
-  core::CaptureGate& captures_;
   CUcontext primary_ = nullptr;
   Lane promotions_;
   Lane evictions_;

@@ -33,9 +33,13 @@ class PrefetchOps {
   // eviction follows every promotion queued before it, a promotion follows the last eviction of
   // any part of its block, and all queued evictions only when `after_evictions` (the card needs
   // their room).
+  // The caller holds the capture gate, so that no capture begins among the records this makes
+  // on program streams (Note [A capture begun while a move is queued] in
+  // tiers/driver_prefetch_ops.h).
   virtual CUresult prefetch(CUdeviceptr base, uint64_t offset, uint64_t bytes, bool to_device,
                             std::span<const uint64_t> after, bool after_evictions) noexcept = 0;
-  // Makes `stream` wait, on the device, for every promotion queued so far.
+  // Makes `stream` wait, on the device, for every promotion queued so far; the caller holds the
+  // capture gate, as for prefetch().
   virtual CUresult order_stream_after_prefetches(uint64_t stream) noexcept = 0;
   // Whether every promotion queued so far has run (without waiting).
   virtual bool promotions_done() noexcept = 0;

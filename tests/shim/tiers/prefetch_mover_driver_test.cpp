@@ -43,7 +43,7 @@ int last_prefetch_location(CUdeviceptr address, uint64_t bytes) {
 
 class OneDevice final : public PrefetchDevices {
  public:
-  explicit OneDevice(int device) : ops_(device, /*peers=*/{}, captures_) {}
+  explicit OneDevice(int device) : ops_(device, /*peers=*/{}) {}
   tiers::PrefetchOps* ops(int) noexcept override { return &ops_; }
   core::CaptureGate::Hold hold_if_may_move() noexcept override {
     return captures_.hold_if_none();
@@ -211,8 +211,7 @@ TEST_P(PrefetchMoverDriverTest, AnEvictionFollowsThePromotionQueuedBeforeIt) {
 using DriverPrefetchOpsTest = KernelFixture;
 
 TEST_F(DriverPrefetchOpsTest, APromotionFollowsTheEvictionOfItsBlocksLastPage) {
-  core::CaptureGate captures;  // no capture begins here
-  tiers::DriverPrefetchOps ops(device_, /*peers=*/{}, captures);
+  tiers::DriverPrefetchOps ops(device_, /*peers=*/{});
   CUstream stream = nullptr;
   ASSERT_CU(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
   constexpr uint64_t kBusyWords = 16 * kMiB;
@@ -248,8 +247,7 @@ TEST_F(DriverPrefetchOpsTest, ALaneWhoseEndIsUnknownIsNotDone) {
   const char* failing = std::getenv("SIMCUDA_FAIL");
   if (failing == nullptr || std::string_view(failing).find("cuEventRecord@1") == std::string_view::npos)
     GTEST_SKIP() << "needs SIMCUDA_FAIL (ctest tiers.prefetch_lane_end_unknown)";
-  core::CaptureGate captures;  // no capture begins here
-  tiers::DriverPrefetchOps ops(device_, /*peers=*/{}, captures);
+  tiers::DriverPrefetchOps ops(device_, /*peers=*/{});
   CUdeviceptr block = 0;
   ASSERT_EQ(ops.allocate(kBlock, &block), CUDA_SUCCESS);
   ASSERT_EQ(ops.prefetch(block, 0, kBlock, /*to_device=*/true, {}, /*after_evictions=*/false),

@@ -51,7 +51,6 @@ void PoolBooks::created(CUmemoryPool pool, const CUmemPoolProps& props) noexcept
       slot.size_cap.store(props.maxSize, std::memory_order_relaxed);
       slot.exportable.store(props.handleTypes != CU_MEM_HANDLE_TYPE_NONE,
                             std::memory_order_relaxed);
-      slot.destroyed.store(false, std::memory_order_relaxed);  // a destroyed pool's handle, reused
       return;
     }
   }
@@ -103,7 +102,9 @@ void PoolBooks::track(int device, CUmemoryPool pool) noexcept {
     const CUmemoryPool seen = slot.pool.load(std::memory_order_acquire);
     if (seen == nullptr) break;
     if (seen == pool) {
-      slot.device.store(device, std::memory_order_relaxed);  // a reused handle may move
+      // A destroyed pool's handle handed out again: a live pool, which may be elsewhere.
+      slot.device.store(device, std::memory_order_relaxed);
+      slot.destroyed.store(false, std::memory_order_relaxed);
       return;
     }
   }

@@ -109,7 +109,8 @@ class PoolBooks {
     std::atomic<bool> plain{false};
     std::atomic<uint64_t> size_cap{0};  // maxSize, 0 for none
     std::atomic<bool> exportable{false};  // made with a handle type other processes import
-    // Destroyed, and not made again since: its handle is not asked about (refresh()).
+    // Destroyed, and not seen again since (created, or in an exchange): its handle is not asked
+    // about (refresh()).
     std::atomic<bool> destroyed{false};
   };
 

@@ -132,6 +132,11 @@ TEST_F(PoolBooksTest, ADestroyedPoolIsNotAskedAboutUntilItsHandleIsMadeAgain) {
   books_.created(fake_pool(1), pool_props(CU_MEM_LOCATION_TYPE_DEVICE, 0));
   books_.refresh(ledger_);
   EXPECT_EQ(pool_bytes(0), 32 * kMiB) << "a new pool with the same handle";
+  // Destroyed on one thread while another made a pool with its handle and used it at once.
+  books_.destroyed(ledger_, fake_pool(1));
+  books_.track(1, fake_pool(1));  // a request's exchange
+  books_.refresh(ledger_);
+  EXPECT_EQ(pool_bytes(1), 32 * kMiB) << "the pool in use is alive, and on device 1";
 }
 
 // A pool the books cannot place still had its figure told by its requests' exchanges.

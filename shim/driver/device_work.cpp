@@ -36,6 +36,19 @@ CUresult synchronize_device(int device) {
   return in_context_of(device, [&] { return synchronize(); });
 }
 
+CUresult synchronize_device_if_active(int device) {
+  const auto get_device = VRAMSPILL_REAL(cuCtxGetDevice);
+  const auto get_state = VRAMSPILL_REAL(cuDevicePrimaryCtxGetState);
+  if (get_device == nullptr || get_state == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
+  CUdevice current = -1;
+  unsigned int flags = 0;
+  int active = 0;
+  if (!(get_device(&current) == CUDA_SUCCESS && current == device) &&
+      (get_state(device, &flags, &active) != CUDA_SUCCESS || active == 0))
+    return CUDA_SUCCESS;
+  return synchronize_device(device);
+}
+
 CUresult wait_for_stream_ends(int device, std::span<const StreamEnd> ends) {
   const auto synchronize_stream = VRAMSPILL_REAL(cuStreamSynchronize);
   const auto synchronize_event = VRAMSPILL_REAL(cuEventSynchronize);

@@ -15,6 +15,10 @@ namespace vramspill::driver {
 // Work in other contexts of the device is not waited for.
 CUresult synchronize_device(int device);
 
+// As synchronize_device(), but only where the device is in use: the calling thread's context is
+// on it or its primary context is active. None is made for it (an inactive device has no work).
+CUresult synchronize_device_if_active(int device);
+
 // Waits, for each of `ends`, for its event, or without one for the work queued so far on its
 // stream (0 is the legacy stream of the context synchronize_device() would choose).
 CUresult wait_for_stream_ends(int device, std::span<const StreamEnd> ends);

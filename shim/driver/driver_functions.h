@@ -223,6 +223,7 @@
   Y(cuCtxPushCurrent_v2)              \
   Y(cuCtxPopCurrent_v2)               \
   Y(cuDevicePrimaryCtxRetain)         \
+  Y(cuDevicePrimaryCtxGetState)       \
   Y(cuDeviceGetAttribute)             \
   Y(cuDeviceGetCount)                 \
   Y(cuDeviceGet)                      \

@@ -156,8 +156,19 @@ CUresult DriverGranuleOps::unless_capturing(Wait wait) noexcept {
   return wait();
 }
 
+// Note [Who may reach a granule]: a peer's kernels and copies may be using the granules that are
+// about to move, and the device's own work is not theirs, so "the whole device" is each device
+// that reaches them and is in use.
 CUresult DriverGranuleOps::synchronize_device() noexcept {
-  return unless_capturing([&] { return driver::synchronize_device(device_); });
+  return unless_capturing([&] {
+    CUresult result = driver::synchronize_device(device_);
+    for (const CUmemAccessDesc& reach : access_) {
+      const int peer = reach.location.id;
+      if (result == CUDA_SUCCESS && peer != device_)
+        result = driver::synchronize_device_if_active(peer);
+    }
+    return result;
+  });
 }
 
 CUresult DriverGranuleOps::wait_for_stream_ends(std::span<const StreamEnd> ends) noexcept {

@@ -70,8 +70,8 @@ class GranuleOps {
   // mostly these (Note [Granule homes] in tiers/granule_homes.h).
   virtual uint64_t vmm_calls() const noexcept = 0;
 
-  // Waits for all the work queued on the device (cuCtxSynchronize): nothing queued before a
-  // remap may run after it.
+  // Waits for all the work queued on the device (cuCtxSynchronize), and on each peer in use that
+  // may reach its granules: nothing queued before a remap may run after it.
   virtual CUresult synchronize_device() noexcept = 0;
   // Waits, on each stream of `ends`, for its event, or without one for all the work queued on
   // it so far: the tracked window's narrower wait (Note [The tracked window] in

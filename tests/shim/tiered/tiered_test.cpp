@@ -724,6 +724,58 @@ TEST_F(TieredTest, ABlockFreedWithAnotherDeviceCurrentGoesBack) {
   EXPECT_EQ(free_now, free_at_start) << "a block's granules were not given back";
 }
 
+// Note [Who may reach a granule]: another device's work on a block, through peer access, is
+// waited for before the block moves, as the block's own device's is. Device 1's write of the
+// block is queued behind a wait that a thread ends 200 ms later, while device 0 makes room for
+// new blocks by evicting it at once: simcuda reports a remap under the queued write.
+TEST_F(TieredTest, APeersWorkOnABlockIsWaitedForBeforeTheBlockMoves) {
+  int devices = 0;
+  ASSERT_CU(cuDeviceGetCount(&devices));
+  if (devices < 2) GTEST_SKIP() << "needs two devices (ctest tiered.peer_work_*)";
+  CUdeviceptr block = 0;
+  ASSERT_CU(cuMemAlloc(&block, kBlock));
+  ASSERT_CU(fill(block, 1, streams_[0]));
+  ASSERT_CU(cuStreamSynchronize(streams_[0]));
+  void* flag = nullptr;
+  ASSERT_CU(cuMemHostAlloc(&flag, sizeof(uint32_t),
+                           CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE));
+  std::atomic_ref<uint32_t>(*static_cast<uint32_t*>(flag)).store(0);
+  CUdevice other = 0;
+  CUcontext other_context = nullptr;
+  ASSERT_CU(cuDeviceGet(&other, 1));
+  ASSERT_CU(cuDevicePrimaryCtxRetain(&other_context, other));
+  ASSERT_CU(cuCtxPushCurrent(other_context));
+  CUstream other_stream = nullptr;
+  ASSERT_CU(cuStreamCreate(&other_stream, CU_STREAM_NON_BLOCKING));
+  ASSERT_CU(cuStreamWaitValue32(other_stream, reinterpret_cast<CUdeviceptr>(flag), 1,
+                                CU_STREAM_WAIT_VALUE_GEQ));
+  constexpr uint32_t kWritten = 7;
+  ASSERT_CU(cuMemsetD32Async(block, kWritten, kWords, other_stream));
+  CUcontext popped = nullptr;
+  ASSERT_CU(cuCtxPopCurrent(&popped));
+  std::thread later([flag] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    std::atomic_ref<uint32_t>(*static_cast<uint32_t*>(flag)).store(1);
+  });
+  // The budget holds four blocks: the fourth made now evicts the least recently used, the first.
+  std::vector<CUdeviceptr> made(4);
+  for (CUdeviceptr& next : made) {
+    ASSERT_CU(cuMemAlloc(&next, kBlock));
+    ASSERT_CU(fill(next, 2, streams_[0]));
+  }
+  later.join();
+  ASSERT_CU(cuStreamSynchronize(streams_[0]));
+  ASSERT_CU(cuCtxPushCurrent(other_context));
+  EXPECT_CU(cuStreamSynchronize(other_stream));
+  EXPECT_CU(cuStreamDestroy(other_stream));
+  ASSERT_CU(cuCtxPopCurrent(&popped));
+  EXPECT_CU(cuDevicePrimaryCtxRelease(other));
+  EXPECT_CU(cuMemFreeHost(flag));
+  expect_block(block, kWritten);
+  for (const CUdeviceptr next : made) ASSERT_CU(cuMemFree(next));
+  ASSERT_CU(cuMemFree(block));
+}
+
 // Note [Stream-ordered requests in tiered mode] with Note [No moves during a capture]: a
 // stream-ordered request on a captured stream that finds the budget full of tiered blocks may get
 // room only from granules the arena holds idle, never from evictions, whose synchronisation would

@@ -17,6 +17,9 @@ void VmmTracker::forget_if_gone_locked(Handle* entry) noexcept {
 
 void VmmTracker::created(uint64_t handle) noexcept {
   const std::lock_guard guard(mutex_);
+  // A value the driver hands out again was freed: a mapping still recorded for it is one whose
+  // unmap the books missed, and must not count against the new handle.
+  std::erase_if(mappings_, [&](const Mapping& m) { return m.handle == handle; });
   try {
     if (Handle* entry = find_locked(handle)) {
       *entry = Handle{.handle = handle, .references = 1, .mappings = 0};  // a reused value

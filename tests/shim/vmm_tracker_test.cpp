@@ -33,6 +33,20 @@ TEST(VmmTracker, AMappedHandleIsFreedByItsLastUnmap) {
   EXPECT_EQ(tracker.mappings(), 0u);
 }
 
+// A handle value the driver hands out again is a new allocation, whatever the books still held of
+// the old one: its mappings are the new one's alone.
+TEST(VmmTracker, AReusedHandleValueOwesNothingToTheOldOnesMappings) {
+  VmmTracker tracker;
+  tracker.created(11);
+  tracker.mapped(kBase, 2 * kMiB, 11);  // an unmap the books never saw
+  tracker.created(11);
+  EXPECT_EQ(tracker.mappings(), 0u);
+  tracker.mapped(kBase + 4 * kMiB, 2 * kMiB, 11);
+  EXPECT_TRUE(tracker.unmap(kBase, 2 * kMiB).freed_handles.empty()) << "nothing there now";
+  EXPECT_FALSE(tracker.release(11).freed) << "still mapped";
+  EXPECT_EQ(tracker.unmap(kBase + 4 * kMiB, 2 * kMiB).freed_handles, std::vector<uint64_t>{11});
+}
+
 TEST(VmmTracker, EachRetainNeedsItsOwnRelease) {
   VmmTracker tracker;
   tracker.created(11);

@@ -98,6 +98,20 @@ StreamSlots::Mark StreamSlots::begin_call(uint64_t bit) noexcept {
   return {bit, marks_.fetch_add(1, std::memory_order_seq_cst) + 1};
 }
 
+bool StreamSlots::names_legacy_stream(uint64_t stream) noexcept {
+  return stream == 0 || stream == legacy_stream();
+}
+
+void StreamSlots::submitted_in(const Mark& mark, uint64_t stream, uint64_t context) noexcept {
+  const auto slot = slot_of(mark.bit);
+  if (!slot || context == 0 || !names_legacy_stream(stream)) return;
+  Ring& ring = rings_[*slot];
+  uint64_t first_context = 0;
+  if (!ring.context.compare_exchange_strong(first_context, context, std::memory_order_relaxed) &&
+      first_context != context)
+    ring.mixed.store(true, std::memory_order_relaxed);
+}
+
 std::optional<StreamSlots::Recording> StreamSlots::end_call(const Mark& mark) noexcept {
   const auto slot = slot_of(mark.bit);
   if (!slot) return std::nullopt;

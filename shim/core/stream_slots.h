@@ -43,7 +43,10 @@
 // the rings with the window closed, when no submission is recording. A ring keeps the context its
 // first event was recorded in; an event of another context (each context has a legacy stream,
 // and all of them share the legacy stream's slot) is not kept, and the slot then means the whole
-// device for good, as its events no longer say whose work they follow. No event is recorded
+// device for good, as its events no longer say whose work they follow. So does a submission to
+// the legacy stream with another context current (submitted_in()): told at its mark, not at an
+// event, since a move between two events would otherwise wait for the first context's event
+// after a use queued in the second. No event is recorded
 // while a stream capture is in progress, nor on a stream the driver says captures (one that began
 // after the shim's test: driver/stream_capture.h): it would be captured into the graph, where no
 // move could wait for it, and one on the legacy stream would invalidate a global-mode capture.
@@ -113,6 +116,11 @@ class StreamSlots {
   Mark begin_call(uint64_t bit) noexcept;
   // The highest mark handed out so far: every later submission gets a higher one.
   uint64_t last_mark() const noexcept { return marks_.load(std::memory_order_seq_cst); }
+  // A submission marked `mark` on `stream` was made with `context` current: on the legacy stream,
+  // a second context makes its slot the whole device (Note [Last uses by event]). Never blocks.
+  void submitted_in(const Mark& mark, uint64_t stream, uint64_t context) noexcept;
+  // Whether `stream` (as bit_of() takes it) is the legacy stream, whose slot every context shares.
+  static bool names_legacy_stream(uint64_t stream) noexcept;
   // After the driver call, still inside the window: the event to record if one is due (then
   // recorded() must follow), else nullopt and the submission is counted out of its slot.
   std::optional<Recording> end_call(const Mark& mark) noexcept;

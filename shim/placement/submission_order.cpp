@@ -20,6 +20,9 @@ SubmissionOrder::Passage SubmissionOrder::submit(const core::SubmissionUse& use)
   // Note [The tracked window]: inside the window, so that no move can miss this work.
   if (config_.window == WindowMode::kTracked) {
     mark = use_.mark_streams(use);
+    // One slot for every context's legacy stream: a second context's use must mark it.
+    if (mark.bit != 0 && core::StreamSlots::names_legacy_stream(use.stream))
+      use_.stream_slots().submitted_in(mark, use.stream, events_.current_context());
     if (use.count != 0 || use.everything) placement_.order_after_copies(use, capturing());
   }
   return Passage(*this, std::move(entered), mark, use.stream);

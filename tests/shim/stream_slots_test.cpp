@@ -106,6 +106,27 @@ TEST(StreamSlots, EventsFromTwoContextsOnOneSlotMeanTheWholeDevice) {
   EXPECT_TRUE(slots.waiting_for(legacy, 1).whole_device);
 }
 
+// A use queued on the legacy stream in a second context, between two events of the first: the
+// first context's next event says nothing of it, so the slot is the whole device from its mark.
+TEST(StreamSlots, ALegacyStreamUseInASecondContextMeansTheWholeDevice) {
+  StreamSlots slots;
+  const uint64_t legacy = slots.bit_of(0);
+  for (int i = 0; i < 4; ++i) submit(slots, legacy);  // the first context's, with an event
+  const StreamSlots::Mark first = slots.begin_call(legacy);
+  slots.submitted_in(first, 0, kContext);
+  ASSERT_FALSE(slots.end_call(first));
+  EXPECT_FALSE(slots.waiting_for(legacy, first.value).whole_device) << "one context so far";
+  const StreamSlots::Mark second = slots.begin_call(legacy);
+  slots.submitted_in(second, 0, kContext + 1);
+  (void)slots.end_call(second);
+  EXPECT_TRUE(slots.waiting_for(legacy, second.value).whole_device);
+  const uint64_t named = slots.bit_of(kStreamA);  // a stream of its own context only
+  const StreamSlots::Mark other = slots.begin_call(named);
+  slots.submitted_in(other, kStreamA, kContext + 1);
+  (void)slots.end_call(other);
+  EXPECT_FALSE(slots.waiting_for(named, other.value).whole_device);
+}
+
 TEST(StreamSlots, NoEventIsRecordedWhileAnEarlierSubmissionOfTheStreamIsInItsCall) {
   StreamSlots slots;
   const uint64_t a = slots.bit_of(kStreamA);

@@ -88,8 +88,7 @@ std::optional<uint64_t> HostPool::allocate_shared(std::unique_lock<std::mutex>& 
     // The pool is truly empty for this size (Note [Pinning ahead of need]): pin here, and claim
     // the block from the new region so no other thread can take its room first. Near the host
     // limit, a whole step may not fit where the block alone does.
-    const uint64_t available = align_down(budget_.available(), options_.granularity);
-    const uint64_t region_bytes = std::max(size, std::min(options_.step_bytes, available));
+    const uint64_t region_bytes = std::max(size, std::min(options_.step_bytes, room_to_pin()));
     ++pins_in_flight_;
     const std::optional<uint64_t> claimed = grow(lock, region_bytes, size, Growth::kStepNow);
     --pins_in_flight_;
@@ -480,6 +479,12 @@ void HostPool::grower_main() noexcept {
   pin_done_.notify_all();
 }
 
+uint64_t HostPool::room_to_pin() const noexcept {
+  uint64_t room = budget_.available();
+  if (ops_.room != nullptr) room = std::min(room, ops_.room(ops_.context));
+  return align_down(room, options_.granularity);
+}
+
 void HostPool::background_step() noexcept {
   std::unique_lock lock(mutex_);
   if (!stopping_) {
@@ -487,7 +492,8 @@ void HostPool::background_step() noexcept {
       // First: an allocation may be waiting for this pin.
       if (pins_in_flight_ == 0 && free_room_locked() < options_.low_water_bytes) {
         ++pins_in_flight_;
-        const bool grown = grow(lock, options_.step_bytes, 0, Growth::kStepAhead).has_value();
+        const uint64_t step = std::min(options_.step_bytes, room_to_pin());
+        const bool grown = step != 0 && grow(lock, step, 0, Growth::kStepAhead).has_value();
         --pins_in_flight_;
         if (!grown) background_pin_failed_ = true;
         // A burst of allocations may have used the new room while it was pinned: keep going.

@@ -292,6 +292,9 @@ class HostPool {
   void grower_main() noexcept;
   // One round of the background thread's work, holding the lock: a pin ahead, or unpins.
   void background_step() noexcept;
+  // The most a new step may pin: the host budget's room and the pinning limit's
+  // (PinnedMemoryOps::room), to the granularity.
+  uint64_t room_to_pin() const noexcept;
   static void run_background_step(void* pool) noexcept {
     static_cast<HostPool*>(pool)->background_step();
   }

@@ -67,7 +67,8 @@ HostTier::HostTier(const SpillConfig& config, core::HostBudget& budget,
       captures_(captures),
       memlock_limit_(memlock_limit(config)),
       pool_(pool_options(config, budget.limit()),
-            PinnedMemoryOps{this, &HostTier::pin, &HostTier::unpin, &HostTier::when_quiet},
+            PinnedMemoryOps{this, &HostTier::pin, &HostTier::unpin, &HostTier::when_quiet,
+                            &HostTier::room_to_lock},
             budget) {}
 
 std::optional<bool> HostTier::do_query_support(int device) noexcept {
@@ -160,6 +161,12 @@ bool HostTier::reserve_locked_memory(uint64_t bytes) noexcept {
     }
   } while (!pinned_bytes_.compare_exchange_weak(pinned, pinned + bytes, std::memory_order_relaxed));
   return true;
+}
+
+uint64_t HostTier::room_to_lock(void* self) {
+  const auto* tier = static_cast<const HostTier*>(self);
+  const uint64_t pinned = tier->pinned_bytes_.load(std::memory_order_relaxed);
+  return pinned < tier->memlock_limit_ ? tier->memlock_limit_ - pinned : 0;
 }
 
 bool HostTier::pin(void* self, std::size_t bytes, void** base) {

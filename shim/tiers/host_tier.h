@@ -90,6 +90,9 @@ class HostTier final : public SpillTier {
   // False with `*base` set: pinned but unusable, for the pool to give back (pinned_memory_ops.h).
   bool pin_reserved(std::size_t bytes, void** base) noexcept;
   static bool unpin(void* self, void* base, std::size_t bytes);
+  // PinnedMemoryOps::room: what RLIMIT_MEMLOCK leaves (Note [RLIMIT_MEMLOCK and the host limit]
+  // in tiers/host_tier.cpp).
+  static uint64_t room_to_lock(void* self);
   static void CUDA_CB free_from_stream(void* block);
 
   core::HostBudget& budget_;

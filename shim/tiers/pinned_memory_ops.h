@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 namespace vramspill::tiers {
 
@@ -30,6 +31,11 @@ struct PinnedMemoryOps {
   // progress, and holds captures off through the step (tiers/host_tier.h, Note [The pool's thread
   // and captures]).
   bool (*when_quiet)(void* context, void (*step)(void* pool), void* pool) = nullptr;
+  // The most bytes pin() may still take, beside the host budget's own room: the shim's says what
+  // RLIMIT_MEMLOCK leaves (tiers/host_tier.cpp). Null: the host budget alone. A region the pool
+  // pins ahead of need is no larger than this, so that a small block is not refused for a step
+  // the limit cannot hold.
+  uint64_t (*room)(void* context) = nullptr;
 };
 
 }  // namespace vramspill::tiers

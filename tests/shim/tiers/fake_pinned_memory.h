@@ -33,6 +33,18 @@ class FakePinnedMemory {
     return {this, &FakePinnedMemory::pin, &FakePinnedMemory::unpin, &FakePinnedMemory::when_quiet};
   }
   std::atomic<bool> quiet{true};
+  // With a limit on what may be pinned beside the host budget (as RLIMIT_MEMLOCK): `room` bytes
+  // more than are pinned now.
+  PinnedMemoryOps ops_with_room() {
+    PinnedMemoryOps with_room = ops();
+    with_room.room = [](void* self) -> uint64_t {
+      auto* fake = static_cast<FakePinnedMemory*>(self);
+      const uint64_t pinned = fake->outstanding_bytes();
+      return pinned < fake->room ? fake->room - pinned : 0;
+    };
+    return with_room;
+  }
+  std::atomic<uint64_t> room{UINT64_MAX};
 
   std::atomic<bool> fail{false};
   // Pins succeed but report the memory unusable (as when the device cannot map it): false with

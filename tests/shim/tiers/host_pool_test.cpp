@@ -74,6 +74,27 @@ TEST(HostPool, BlocksAreAlignedLikeCuMemAllocAndDisjoint) {
   }
 }
 
+// Note [RLIMIT_MEMLOCK and the host limit]: a small block under a pinning limit smaller than a
+// step gets a region the limit holds, ahead of need as at need, rather than a refusal for the
+// step it cannot.
+TEST(HostPool, AStepIsNoLargerThanThePinningLimitLeaves) {
+  for (const bool background : {false, true}) {
+    core::HostBudget budget;
+    FakePinnedMemory fake;
+    fake.room = 256 * kKiB;  // a step is 1 MiB
+    HostPool pool(small_steps(background), fake.ops_with_room(), budget);
+    void* first = pool.allocate(4 * kKiB);
+    ASSERT_NE(first, nullptr) << "background " << background;
+    void* second = pool.allocate(100 * kKiB);
+    ASSERT_NE(second, nullptr) << "background " << background;
+    pool.wait_for_background_work();
+    for (const std::size_t bytes : fake.pin_sizes()) EXPECT_LE(bytes, 256 * kKiB);
+    EXPECT_LE(fake.outstanding_bytes(), 256 * kKiB);
+    pool.free(first);
+    pool.free(second);
+  }
+}
+
 TEST(HostPool, FreeReturnsTheRoundedSizeAndNulloptForAnythingNotAllocated) {
   core::HostBudget budget;
   FakePinnedMemory fake;

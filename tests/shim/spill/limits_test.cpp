@@ -182,8 +182,21 @@ class MemlockLimit : public Limits {
   }
 };
 
+// Spills up to RLIMIT_MEMLOCK are pinned, in steps no larger than it leaves (Note [RLIMIT_MEMLOCK
+// and the host limit]); the one past it is a clean CUDA_ERROR_OUT_OF_MEMORY.
 TEST_F(MemlockLimit, PinningPastRlimitMemlockIsOutOfMemory) {
-  ASSERT_NO_FATAL_FAILURE(expect_first_spill_refused());
+  rlimit limit{};
+  ASSERT_EQ(getrlimit(RLIMIT_MEMLOCK, &limit), 0);
+  ASSERT_NO_FATAL_FAILURE(fill_device_with_patterns());
+  CUdeviceptr pointer = 0;
+  const uint64_t fitting = limit.rlim_cur / kBlock;
+  for (uint64_t spill = 0; spill < fitting; ++spill) {
+    ASSERT_CU(allocate_block(static_cast<uint32_t>(20 + spill), pointer));
+    EXPECT_EQ(tier_of(pointer), Tier::kHost) << tier_name(tier_of(pointer));
+  }
+  EXPECT_EQ(allocate_block(7, pointer), CUDA_ERROR_OUT_OF_MEMORY);
+  EXPECT_EQ(pointer, 0u);
+  ASSERT_NO_FATAL_FAILURE(expect_all_intact());
 }
 
 // SIMCUDA_FAIL=cuMemAlloc_v2@2=CUDA_ERROR_OUT_OF_MEMORY,cuMemAlloc_v2@3=CUDA_ERROR_INVALID_VALUE:

@@ -5,8 +5,12 @@
 // allocated the block. So for an address inside a live host-pool block, the range a query reports
 // (base and size: cuMemGetAddressRange, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR and _RANGE_SIZE) is
 // the block's, as it would have been for the device allocation it stands in for. The same goes
-// for a tiered block, which the driver knows as separately mapped 2 MiB granules. Everything else
-// is the driver's own answer.
+// for a tiered block, which the driver knows as separately mapped 2 MiB granules. So is the device
+// of a host-pool block (CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, and _CONTEXT: its primary context):
+// the pool pins in the primary context of the first device that spilled, and a block spilled for
+// another device would otherwise name that one, which frameworks take as the tensor's device
+// (PyTorch's from_blob and __cuda_array_interface__ imports). Everything else is the driver's own
+// answer.
 //
 // Note [Pointer queries in the remap window]
 // A move of the remap mover unmaps a tiered block's granules for a moment before it maps their
@@ -30,6 +34,8 @@ namespace {
 struct Extent {
   CUdeviceptr base = 0;
   size_t size = 0;
+  int device = 0;          // the device it was allocated for
+  bool host_pool = false;  // a host-pool block: the driver names the pool's device
 };
 
 // The allocation a spilled host-pool block or a tiered block stands for, if `address` lies in one.
@@ -47,18 +53,46 @@ std::optional<Extent> stand_in_block(CUdeviceptr address) {
   // The ledger has the size the program asked for; the block may be rounded up.
   const auto allocation = shim->ledger.find(*start);
   if (!allocation || allocation->route != route) return std::nullopt;
-  return Extent{.base = *start, .size = allocation->bytes};
+  return Extent{.base = *start,
+                .size = allocation->bytes,
+                .device = allocation->device,
+                .host_pool = route == vramspill::core::Route::kSpillHost};
 }
 
-// Rewrites a range attribute the driver answered for the pool's region.
-void correct_range(CUpointer_attribute attribute, void* data, const Extent& block) {
+// The primary context of `device`, which the program holds while it has memory there.
+CUcontext primary_context(int device) {
+  const auto retain = VRAMSPILL_REAL(cuDevicePrimaryCtxRetain);
+  const auto release = VRAMSPILL_REAL(cuDevicePrimaryCtxRelease_v2);
+  CUcontext context = nullptr;
+  if (retain == nullptr || release == nullptr || retain(&context, device) != CUDA_SUCCESS)
+    return nullptr;
+  release(device);
+  return context;
+}
+
+// Rewrites an attribute the driver answered for the pool's region or device.
+void correct(CUpointer_attribute attribute, void* data, const Extent& block) {
   if (attribute == CU_POINTER_ATTRIBUTE_RANGE_START_ADDR) *static_cast<CUdeviceptr*>(data) = block.base;
   if (attribute == CU_POINTER_ATTRIBUTE_RANGE_SIZE) *static_cast<size_t*>(data) = block.size;
+  if (!block.host_pool) return;
+  if (attribute == CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL) *static_cast<int*>(data) = block.device;
+  if (attribute == CU_POINTER_ATTRIBUTE_CONTEXT) {
+    if (const CUcontext context = primary_context(block.device))
+      *static_cast<CUcontext*>(data) = context;
+  }
 }
 
+// The block's extent is its own whatever the driver answered (it may not describe page-locked
+// host memory); its device is corrected only in an answer the driver gave.
 bool is_range_attribute(CUpointer_attribute attribute) {
   return attribute == CU_POINTER_ATTRIBUTE_RANGE_START_ADDR ||
          attribute == CU_POINTER_ATTRIBUTE_RANGE_SIZE;
+}
+
+// The attributes correct() may rewrite: only queries of these look up the block.
+bool is_corrected(CUpointer_attribute attribute) {
+  return is_range_attribute(attribute) || attribute == CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL ||
+         attribute == CU_POINTER_ATTRIBUTE_CONTEXT;
 }
 
 // The driver's answer to `query` about `address`, asked inside the remap window where the address
@@ -95,9 +129,10 @@ VRAMSPILL_HOOK CUresult CUDAAPI cuPointerGetAttribute(void* data, CUpointer_attr
                                                       CUdeviceptr ptr) {
   VRAMSPILL_REAL_OR_RETURN(real, cuPointerGetAttribute);
   const CUresult result = asked_while_still(ptr, [&] { return real(data, attribute, ptr); });
-  if (data == nullptr || !is_range_attribute(attribute)) return result;
-  if (const std::optional<Extent> block = stand_in_block(ptr)) {
-    correct_range(attribute, data, *block);
+  if (data == nullptr || !is_corrected(attribute)) return result;
+  if (const std::optional<Extent> block = stand_in_block(ptr);
+      block && (result == CUDA_SUCCESS || is_range_attribute(attribute))) {
+    correct(attribute, data, *block);
     return CUDA_SUCCESS;
   }
   return result;
@@ -110,12 +145,12 @@ VRAMSPILL_HOOK CUresult CUDAAPI cuPointerGetAttributes(unsigned int numAttribute
   const CUresult result =
       asked_while_still(ptr, [&] { return real(numAttributes, attributes, data, ptr); });
   if (result != CUDA_SUCCESS) return result;  // NULL arrays included: the driver checked them
-  bool asks_range = false;
+  bool asks_corrected = false;
   for (unsigned int i = 0; i < numAttributes; ++i)
-    asks_range = asks_range || is_range_attribute(attributes[i]);
-  if (!asks_range) return result;
+    asks_corrected = asks_corrected || is_corrected(attributes[i]);
+  if (!asks_corrected) return result;
   if (const std::optional<Extent> block = stand_in_block(ptr)) {
-    for (unsigned int i = 0; i < numAttributes; ++i) correct_range(attributes[i], data[i], *block);
+    for (unsigned int i = 0; i < numAttributes; ++i) correct(attributes[i], data[i], *block);
   }
   return result;
 }

@@ -212,6 +212,36 @@ TEST_F(MultiDevice, FreedOnAnotherThreadWithAnotherDeviceCurrent) {
   EXPECT_EQ(free_on(3), budget_);
 }
 
+// A block spilled for a device names that device and its context, as the device allocation it
+// stands in for would, though the host pool pinned it in the context of the first device that
+// spilled (device 0 here).
+TEST_F(MultiDevice, ASpilledBlockNamesTheDeviceItWasAllocatedFor) {
+  for (const int device : {0, 2}) ASSERT_NO_FATAL_FAILURE(fill(device));
+  CUdeviceptr first = 0;
+  use(0);
+  ASSERT_CU(cuMemAlloc(&first, kBlock));
+  CUdeviceptr second = 0;
+  use(2);
+  ASSERT_CU(cuMemAlloc(&second, kBlock));
+  ASSERT_EQ(tier_of(second), spill::expected_tier());
+  int ordinal = -1;
+  ASSERT_CU(cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, second));
+  EXPECT_EQ(ordinal, 2);
+  CUcontext context = nullptr;
+  CUpointer_attribute asked[] = {CU_POINTER_ATTRIBUTE_CONTEXT, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL};
+  ordinal = -1;
+  void* answers[] = {&context, &ordinal};
+  ASSERT_CU(cuPointerGetAttributes(2, asked, answers, second));
+  EXPECT_EQ(context, contexts_[2]);
+  EXPECT_EQ(ordinal, 2);
+  ASSERT_CU(cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, first));
+  EXPECT_EQ(ordinal, 0);
+  EXPECT_CU(cuMemFree(second));
+  use(0);
+  EXPECT_CU(cuMemFree(first));
+  for (const int device : {0, 2}) free_held(device);
+}
+
 // A block device 0 spilled, written by a kernel of device 1 and copied to device 1's memory.
 TEST_F(MultiDevice, PeerDeviceReachesASpilledBlock) {
   ASSERT_NO_FATAL_FAILURE(fill(0));

@@ -13,11 +13,23 @@ void log_not_spilled(const std::string& refusal, const SpillRequest& request,
   placement::log_not_spilled(refusal, request.route, request.bytes, request.device, why);
 }
 
+// The errors by which the driver refuses a call that a stream capture forbids.
+bool is_capture_error(CUresult result) {
+  return result == CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED ||
+         result == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED ||
+         result == CUDA_ERROR_STREAM_CAPTURE_IMPLICIT ||
+         result == CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD;
+}
+
 }  // namespace
 
 CUresult SpillPlacement::spill(const SpillRequest& request, const std::string& refusal,
                                CUdeviceptr* out) noexcept {
   bool spilled = false;
+  // A tier the driver refused because a stream capture forbids the call: the program gets that
+  // error, as it would have from the driver's own allocation then, not an out-of-memory that a
+  // framework answers by freeing its cache and trying again, with more calls the capture forbids.
+  CUresult capture_refusal = CUDA_SUCCESS;
   try {
     if (config_.mode == SpillMode::kOff) {
       // The driver's own OUT_OF_MEMORY passes as it is, as without vramspill.
@@ -63,6 +75,8 @@ CUresult SpillPlacement::spill(const SpillRequest& request, const std::string& r
       }
       const tiers::SpillOutcome outcome = tier->allocate(allocation, out);
       if (outcome.result != CUDA_SUCCESS) {
+        if (capture_refusal == CUDA_SUCCESS && is_capture_error(outcome.result))
+          capture_refusal = outcome.result;
         explain(*tier, outcome, request, why);
         continue;
       }
@@ -84,7 +98,8 @@ CUresult SpillPlacement::spill(const SpillRequest& request, const std::string& r
     log_not_spilled(refusal, request, why);
   } catch (...) {  // a log line could not be built: the answer stands without it
   }
-  return spilled ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+  if (spilled) return CUDA_SUCCESS;
+  return capture_refusal != CUDA_SUCCESS ? capture_refusal : CUDA_ERROR_OUT_OF_MEMORY;
 }
 
 SpillPlacement::Chain SpillPlacement::chain_for(const SpillRequest& request) {

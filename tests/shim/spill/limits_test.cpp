@@ -152,6 +152,19 @@ TEST_F(Limits, EveryTierFailingIsOutOfMemory) {
   ASSERT_NO_FATAL_FAILURE(expect_all_intact());
 }
 
+// SIMCUDA_FAIL=cuMemAllocManaged@1=CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED,cuMemHostAlloc@1=... in
+// auto mode, as another thread's global-mode capture refuses both: the program gets the capture's
+// error, as from the driver's own cuMemAlloc then, not out of memory; and the next spill works.
+TEST_F(Limits, ACaptureRefusingEveryTierIsTheCapturesError) {
+  ASSERT_NO_FATAL_FAILURE(fill_device_with_patterns());
+  CUdeviceptr pointer = 0;
+  EXPECT_EQ(allocate_block(7, pointer), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  EXPECT_EQ(pointer, 0u);
+  ASSERT_CU(allocate_block(8, pointer));
+  EXPECT_EQ(tier_of(pointer), Tier::kManaged) << tier_name(tier_of(pointer));
+  ASSERT_NO_FATAL_FAILURE(expect_all_intact());
+}
+
 // A host limit below one block: neither tier has room, every spill is a clean
 // CUDA_ERROR_OUT_OF_MEMORY, and nothing on the device is lost.
 TEST_F(Limits, NoHostRoomIsOutOfMemory) {

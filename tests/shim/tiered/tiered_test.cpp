@@ -684,6 +684,16 @@ TEST_F(TieredTest, AStreamOrderedFreeDoesNotWaitForItsStream) {
   EXPECT_EQ(free_now, free_at_start) << "the block's granules were not given back";
 }
 
+constexpr CUdevice kDeviceOne = 1;
+
+// Retains device 1's primary context into `context`, makes it current (the caller pops it) and
+// makes a stream of its own there.
+void enter_device_one(CUcontext& context, CUstream& stream) {
+  ASSERT_CU(cuDevicePrimaryCtxRetain(&context, kDeviceOne));
+  ASSERT_CU(cuCtxPushCurrent(context));
+  ASSERT_CU(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+}
+
 // A program may free one device's block with another device's context current (the driver finds
 // an allocation by its address): the shim gives the block back to its own device's arena, both
 // at once and in stream order, where it once looked in the current device's and refused.
@@ -701,20 +711,16 @@ TEST_F(TieredTest, ABlockFreedWithAnotherDeviceCurrentGoesBack) {
   ASSERT_CU(fill(at_once, 1, streams_[0]));
   ASSERT_CU(fill(in_order, 2, streams_[0]));
   ASSERT_CU(cuStreamSynchronize(streams_[0]));
-  CUdevice other = 0;
   CUcontext other_context = nullptr;
-  ASSERT_CU(cuDeviceGet(&other, 1));
-  ASSERT_CU(cuDevicePrimaryCtxRetain(&other_context, other));
-  ASSERT_CU(cuCtxPushCurrent(other_context));
   CUstream other_stream = nullptr;
-  ASSERT_CU(cuStreamCreate(&other_stream, CU_STREAM_NON_BLOCKING));
+  ASSERT_NO_FATAL_FAILURE(enter_device_one(other_context, other_stream));
   EXPECT_CU(cuMemFree(at_once));
   EXPECT_CU(cuMemFreeAsync(in_order, other_stream));
   EXPECT_CU(cuStreamSynchronize(other_stream));
   EXPECT_CU(cuStreamDestroy(other_stream));
   CUcontext popped = nullptr;
   ASSERT_CU(cuCtxPopCurrent(&popped));
-  EXPECT_CU(cuDevicePrimaryCtxRelease(other));
+  EXPECT_CU(cuDevicePrimaryCtxRelease(kDeviceOne));
   // The shim's free thread gives the second block's granules back once its stream is past it.
   size_t free_now = 0;
   for (int tries = 0; tries < 1000 && free_now != free_at_start; ++tries) {
@@ -740,13 +746,9 @@ TEST_F(TieredTest, APeersWorkOnABlockIsWaitedForBeforeTheBlockMoves) {
   ASSERT_CU(cuMemHostAlloc(&flag, sizeof(uint32_t),
                            CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE));
   std::atomic_ref<uint32_t>(*static_cast<uint32_t*>(flag)).store(0);
-  CUdevice other = 0;
   CUcontext other_context = nullptr;
-  ASSERT_CU(cuDeviceGet(&other, 1));
-  ASSERT_CU(cuDevicePrimaryCtxRetain(&other_context, other));
-  ASSERT_CU(cuCtxPushCurrent(other_context));
   CUstream other_stream = nullptr;
-  ASSERT_CU(cuStreamCreate(&other_stream, CU_STREAM_NON_BLOCKING));
+  ASSERT_NO_FATAL_FAILURE(enter_device_one(other_context, other_stream));
   ASSERT_CU(cuStreamWaitValue32(other_stream, reinterpret_cast<CUdeviceptr>(flag), 1,
                                 CU_STREAM_WAIT_VALUE_GEQ));
   constexpr uint32_t kWritten = 7;
@@ -769,7 +771,7 @@ TEST_F(TieredTest, APeersWorkOnABlockIsWaitedForBeforeTheBlockMoves) {
   EXPECT_CU(cuStreamSynchronize(other_stream));
   EXPECT_CU(cuStreamDestroy(other_stream));
   ASSERT_CU(cuCtxPopCurrent(&popped));
-  EXPECT_CU(cuDevicePrimaryCtxRelease(other));
+  EXPECT_CU(cuDevicePrimaryCtxRelease(kDeviceOne));
   EXPECT_CU(cuMemFreeHost(flag));
   expect_block(block, kWritten);
   for (const CUdeviceptr next : made) ASSERT_CU(cuMemFree(next));

@@ -82,9 +82,14 @@ uint64_t reuse_stream_key(CUstream stream, uint64_t context) noexcept {
 // per-thread default stream only by its own thread, and it or the legacy stream only in their
 // context.
 std::optional<CUstream> stream_of_key(uint64_t key, uint64_t context) noexcept {
-  if (key == per_thread_stream_key(context)) return CU_STREAM_PER_THREAD;
-  if (key == legacy_stream_key(context)) return CU_STREAM_LEGACY;
-  if ((key & (1 | kLegacyBit)) != 0) return std::nullopt;
+  if ((key & 1) != 0) {  // a per-thread stream's: this thread's key looked up only then
+    if (key == per_thread_stream_key(context)) return CU_STREAM_PER_THREAD;
+    return std::nullopt;
+  }
+  if ((key & kLegacyBit) != 0) {
+    if (key == legacy_stream_key(context)) return CU_STREAM_LEGACY;
+    return std::nullopt;
+  }
   return reinterpret_cast<CUstream>(key);
 }
 

@@ -270,6 +270,9 @@ class TieredPlacement {
   bool charge(int device, Device& state, uint64_t device_granules, uint64_t host_granules);
   // Trims the arena and sets the charges to what it holds now.
   void settle(int device, Device& state);
+  // Note [Held past the charge] (in the .cpp): the arena holds `device_bytes` and `host_bytes`,
+  // more than was charged for one of them.
+  void charge_what_was_not(int device, Device& state, uint64_t device_bytes, uint64_t host_bytes);
   // Tells the policy how many device granules tiered blocks may hold now (Note [The policy's
   // capacity]).
   void tell_policy_of_capacity(int device, Device& state);

@@ -14,10 +14,12 @@
 #include <utility>
 #include <vector>
 
+#include "config/config.h"
 #include "core/use_tracker.h"
 #include "fake_tiered_budgets.h"
 #include "one_arena.h"
 #include "placement/submission_order.h"
+#include "telemetry/log.h"
 #include "../tiers/fake_granule_ops.h"
 
 namespace vramspill::placement {
@@ -60,6 +62,18 @@ class TieredPlacementTest : public ::testing::Test {
   }
   uint64_t device_granules(CUdeviceptr base) {
     return arena_.block_containing(base)->device_granules;
+  }
+  // What `body` logs. The logger writes to the copy of standard error it took when it was made,
+  // so it is made again on the captured one, and again once the capture is over.
+  template <typename Body>
+  static std::string logged_by(Body&& body) {
+    ::testing::internal::CaptureStderr();
+    logging::configure(default_config().log);
+    body();
+    logging::flush();
+    std::string log = ::testing::internal::GetCapturedStderr();
+    logging::configure(default_config().log);
+    return log;
   }
   void expect_bytes(CUdeviceptr base, uint64_t granules) {
     for (uint64_t i = 0; i < granules; ++i)
@@ -218,6 +232,23 @@ TEST_F(TieredPlacementTest, FreesGiveTheBudgetsBack) {
   EXPECT_EQ(placement_.free(0, b), CUDA_ERROR_INVALID_VALUE);
 }
 
+// Note [Held past the charge]: in a user's job, granules the arena holds uncharged are taken
+// from the budget when it settles, so that the budget is never given back bytes it never took.
+TEST_F(TieredPlacementTest, WhatTheArenaHoldsUnchargedIsTakenWhenItSettles) {
+  TieredPlacement placement{budgets_, arenas_, window_, {.policy = "lru"}};  // counts and drops
+  const CUdeviceptr charged = allocate_in(placement, 2);
+  CUdeviceptr uncharged = 0;
+  ASSERT_EQ(arena_.allocate(3 * kGranuleBytes, 3, &uncharged), CUDA_SUCCESS);  // behind its back
+  const std::string log =
+      logged_by([&] { ASSERT_EQ(placement.free(0, charged), CUDA_SUCCESS); });
+  EXPECT_NE(log.find("held 2097152 device and 0 host bytes its budgets had not been charged for"),
+            std::string::npos)
+      << log;
+  EXPECT_EQ(budgets_.device(), 3 * kGranuleBytes);
+  ASSERT_EQ(placement.free(0, uncharged), CUDA_SUCCESS);
+  EXPECT_EQ(budgets_.device(), 0u);
+}
+
 // [[tiered.rule]] actions (Note [Rules before the policy]).
 TEST_F(TieredPlacementTest, APinnedBlockIsNeverEvicted) {
   const CUdeviceptr pinned = allocate(4, RuleAction::kPin);
@@ -368,16 +399,17 @@ TEST_F(TieredPlacementTest, TheLogSaysWhatTheLearnedPolicyLearned) {
     ASSERT_EQ(learned.allocate(0, 4 * kGranuleBytes, &base).result, CUDA_SUCCESS);
     blocks.push_back(base);
   }
-  ::testing::internal::CaptureStderr();
-  // It locks once the period has repeated over a whole window of 16 launches (Note [Finding the
-  // period] in policies/period_finder.h), and two launches out of step end it.
-  for (int round = 0; round < 7; ++round) {
-    for (const CUdeviceptr block : blocks)
-      learned.before_launch(0, ++sequence_, 1, std::vector<policies::BlockId>{block});
-  }
-  for (int i = 0; i < 2; ++i)
-    learned.before_launch(0, ++sequence_, 1, std::vector<policies::BlockId>{blocks[1], blocks[2]});
-  const std::string log = ::testing::internal::GetCapturedStderr();
+  const std::string log = logged_by([&] {
+    // It locks once the period has repeated over a whole window of 16 launches (Note [Finding
+    // the period] in policies/period_finder.h), and two launches out of step end it.
+    for (int round = 0; round < 7; ++round) {
+      for (const CUdeviceptr block : blocks)
+        learned.before_launch(0, ++sequence_, 1, std::vector<policies::BlockId>{block});
+    }
+    for (int i = 0; i < 2; ++i)
+      learned.before_launch(0, ++sequence_, 1,
+                            std::vector<policies::BlockId>{blocks[1], blocks[2]});
+  });
   EXPECT_NE(log.find("tiered policy learned on device 0: locked on a period of 3 launches"),
             std::string::npos)
       << log;
@@ -663,6 +695,42 @@ TEST_F(TrackedWindowTest, WhatLearnedBringsInAheadIsStagedAndFinishedAtItsLaunch
   }
   uses_.untrack(cold);
   EXPECT_EQ(learned.free(0, cold), CUDA_SUCCESS);
+}
+
+// Note [Staged promotions]: a block staged only in part (the driver ran out of memory for the
+// rest) is brought in whole by the launch that touches it, and the granules beyond the staged
+// ones are charged to the device budget like any promotion's, however full the budget is then.
+TEST_F(TrackedWindowTest, APartlyStagedBlockIsChargedForWhatItsLaunchBringsIn) {
+  TieredPlacement learned{budgets_, arenas_, window_, tracked_options("learned"), &uses_};
+  std::vector<CUdeviceptr> loop;
+  for (int i = 0; i < 5; ++i) loop.push_back(allocate_tracked(2, &learned));  // 10 on 8
+  const auto launch_in = [&](CUdeviceptr block) { launch_on(kStreamA, block, &learned); };
+  for (int round = 0; round < 5; ++round) std::ranges::for_each(loop, launch_in);  // locked
+  const CUdeviceptr gone = allocate_tracked(4, &learned);
+  uses_.untrack(gone);
+  ASSERT_EQ(learned.free(0, gone), CUDA_SUCCESS);  // room the driver must back anew
+  // The launch's own block takes the first two granules made, the block ahead one of two.
+  ops_.fail(tiers::FakeGranuleOps::kCreate, 4);
+  launch_in(loop[0]);
+  launch_in(loop[1]);
+  const auto partly_staged = std::ranges::find_if(loop, [&](CUdeviceptr block) {
+    const auto held = arena_.block_containing(block);
+    return held->staged_granules != 0 && held->host_granules() != 0;
+  });
+  ASSERT_NE(partly_staged, loop.end());
+  const CUdeviceptr filler = allocate_tracked(budgets_.device_room(0) / kGranuleBytes, &learned);
+  ASSERT_EQ(budgets_.device_room(0), 0u);
+  launch_in(*partly_staged);
+  EXPECT_EQ(arena_.block_containing(*partly_staged)->device_granules, 2u);
+  const tiers::ArenaStats held = arena_.stats();
+  EXPECT_LE(held.device_granules + held.pooled_device_granules, 8u) << "past the device budget";
+  EXPECT_EQ(budgets_.device(), (held.device_granules + held.pooled_device_granules) * kGranuleBytes);
+  loop.push_back(filler);
+  for (const CUdeviceptr block : loop) {
+    expect_bytes(block, arena_.block_containing(block)->granules);
+    uses_.untrack(block);
+    EXPECT_EQ(learned.free(0, block), CUDA_SUCCESS);
+  }
 }
 
 // Note [The tracked window]: with arenas on two devices the wait is the safe one, and the bits

@@ -208,12 +208,33 @@ TEST(PrometheusMetricsTest, a_job_that_has_published_nothing_has_only_its_start_
 }
 
 TEST(PrometheusMetricsTest, jobs_with_the_same_pid_are_different_series) {
-  // Two jobs in different PID namespaces, both pid 1 (Note [Stats liveness]).
+  // Two jobs in different PID namespaces, both pid 1 (Note [Stats liveness]), whose files have
+  // the same name in two directories.
   const std::string text = render_prometheus_metrics({live_job(1, "a"), live_job(1, "a")});
   EXPECT_TRUE(contains(text, "\nvramspill_spills_total{pid=\"1\",command=\"a\",device=\"0\"} 3\n"))
       << text;
   EXPECT_TRUE(
       contains(text, "\nvramspill_spills_total{pid=\"1-1\",command=\"a\",device=\"0\"} 3\n"))
+      << text;
+}
+
+TEST(PrometheusMetricsTest, a_jobs_pid_label_is_its_files_name) {
+  // The directory lists the second job's file first (`-` sorts before `.`): each job still keeps
+  // the label its file names, whoever came first.
+  StatsEntry first = live_job(1, "a");
+  StatsEntry second = live_job(1, "a");
+  second.path = "/run/user/1000/vramspill/1-1.stats";
+  second.snapshot.devices[0].spills = 5;
+  StatsEntry tenth = live_job(1, "a");
+  tenth.path = "/run/user/1000/vramspill/1-10.stats";
+  const std::string text = render_prometheus_metrics({second, tenth, first});
+  EXPECT_TRUE(contains(text, "\nvramspill_spills_total{pid=\"1\",command=\"a\",device=\"0\"} 3\n"))
+      << text;
+  EXPECT_TRUE(
+      contains(text, "\nvramspill_spills_total{pid=\"1-1\",command=\"a\",device=\"0\"} 5\n"))
+      << text;
+  EXPECT_TRUE(
+      contains(text, "\nvramspill_spills_total{pid=\"1-10\",command=\"a\",device=\"0\"} 3\n"))
       << text;
 }
 

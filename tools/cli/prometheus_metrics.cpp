@@ -145,25 +145,36 @@ void sample(std::string& out, const char* name, const std::string& labels, const
   out += '\n';
 }
 
-// A live job and its labels. Jobs in different PID namespaces can have the same pid (their files
-// are `<pid>.stats`, `<pid>-1.stats`, ...: Note [Stats liveness]); the second is labelled
-// pid="<pid>-1", and so on, so that no two jobs' series are the same series.
+// A live job and its labels. Jobs in different PID namespaces can have the same pid; their files
+// are `<pid>.stats`, `<pid>-1.stats`, ... (Note [Stats liveness]), and the pid label is the
+// file's name without `.stats`: a job keeps its series while others of its pid come and go,
+// and no two jobs' series are the same series. A file named otherwise is labelled with its pid,
+// and `-1`, `-2`, ... after the first of that label.
 struct LabelledJob {
   const StatsSnapshot* job;
   std::string labels;  // pid="...",command="..."
 };
 
+std::string pid_label(const StatsEntry& entry) {
+  const std::string pid = std::to_string(entry.snapshot.pid);
+  std::string_view name = entry.path;
+  name.remove_prefix(name.rfind('/') + 1);  // npos + 1: no directory
+  if (!name.ends_with(".stats")) return pid;
+  name.remove_suffix(std::string_view(".stats").size());
+  const bool numbered = name.starts_with(pid + "-") && name.size() > pid.size() + 1 &&
+                        name.find_first_not_of("0123456789", pid.size() + 1) == name.npos;
+  return name == pid || numbered ? std::string(name) : pid;
+}
+
 std::vector<LabelledJob> live_jobs(const std::vector<StatsEntry>& entries) {
   std::vector<LabelledJob> jobs;
-  std::map<uint64_t, int> seen;
+  std::map<std::string, int> seen;
   for (const StatsEntry& entry : entries) {
     if (entry.state != StatsState::kLive) continue;
-    const StatsSnapshot& job = entry.snapshot;
-    const int before = seen[job.pid]++;
-    std::string pid = std::to_string(job.pid);
-    if (before > 0) pid.append("-").append(std::to_string(before));
-    jobs.push_back(
-        {&job, "pid=\"" + pid + "\",command=\"" + prometheus_label_value(job.command) + "\""});
+    std::string pid = pid_label(entry);
+    if (const int before = seen[pid]++; before > 0) pid.append("-").append(std::to_string(before));
+    jobs.push_back({&entry.snapshot, "pid=\"" + pid + "\",command=\"" +
+                                         prometheus_label_value(entry.snapshot.command) + "\""});
   }
   return jobs;
 }

@@ -28,9 +28,22 @@ if(NOT CUDAToolkit_FOUND OR NOT TARGET CUDA::cuda_driver OR NOT VRAMSPILL_CUDA_I
   message(FATAL_ERROR
     "The NVIDIA CUDA toolkit was not found or is incomplete (needed: cuda.h, cudaTypedefs.h and "
     "the stub libcuda.so; found: CUDAToolkit_FOUND=${CUDAToolkit_FOUND}, include dir "
-    "'${CUDAToolkit_INCLUDE_DIRS}'). Install it (NVIDIA's apt repository: cuda-toolkit-13-0; or "
-    "Debian's nvidia-cuda-toolkit) and point the build at it with -DCUDAToolkit_ROOT=/path/to/cuda "
+    "'${CUDAToolkit_INCLUDE_DIRS}'). Install it (NVIDIA's apt repository: cuda-toolkit-13-0; the "
+    "distributions' nvidia-cuda-toolkit is too old) and point the build at it with -DCUDAToolkit_ROOT=/path/to/cuda "
     "or CUDA_HOME; tools/install-deps.sh explains the options.")
+endif()
+# The shim hooks entry points that only CUDA 13.0's headers declare (shim/driver/undeclared_exports.h);
+# older headers would fail deep in the build. Keep in step with MIN_CUDA_VERSION in
+# tools/install-deps.sh.
+file(STRINGS "${VRAMSPILL_CUDA_INCLUDE_DIR}/cuda.h" vramspill_cuda_version_line
+     REGEX "^#define CUDA_VERSION [0-9]+")
+string(REGEX MATCH "[0-9]+$" vramspill_cuda_version "${vramspill_cuda_version_line}")
+if(NOT vramspill_cuda_version OR vramspill_cuda_version LESS 13000)
+  message(FATAL_ERROR
+    "The CUDA headers in ${VRAMSPILL_CUDA_INCLUDE_DIR} are older than CUDA 13.0 (CUDA_VERSION "
+    "'${vramspill_cuda_version}'), which the build needs. Install cuda-toolkit-13-0 from NVIDIA's "
+    "apt repository and point the build at it with -DCUDAToolkit_ROOT=/path/to/cuda or CUDA_HOME; "
+    "tools/install-deps.sh explains the options.")
 endif()
 message(STATUS "CUDA ${CUDAToolkit_VERSION}: headers ${VRAMSPILL_CUDA_INCLUDE_DIR}, "
                "driver stub ${CUDA_cuda_driver_LIBRARY}")

@@ -38,11 +38,12 @@ TEST_PACKAGES=(
 # Test packages installed on Debian only. chromium: a real browser for the report's test
 # (tests/cli/report_job_test.py), which opens its pages in headless Chromium; large (a few
 # hundred MB with its libraries). Ubuntu ships Chromium only as a snap, which containers cannot
-# run: there the test fails unless REPORT_TEST_ALLOW_MISSING_BROWSER=1.
+# run: there the test skips.
 DEBIAN_ONLY_TEST_PACKAGES=(
   chromium
 )
 MIN_CMAKE_VERSION=3.25   # keep in step with cmake_minimum_required in CMakeLists.txt
+MIN_CUDA_VERSION=13000   # cuda.h's CUDA_VERSION; keep in step with cmake/VramspillDependencies.cmake
 
 set -euo pipefail
 
@@ -75,14 +76,13 @@ err() { printf '%s: error: %s\n' "$prog" "$*" >&2; }
 
 cuda_help() {
   cat >&2 <<'EOF'
-The NVIDIA CUDA toolkit is required: its headers (cuda.h, cudaTypedefs.h) and its stub libcuda.so,
-which test programs link like any CUDA application. nvcc is optional (without it the test of the
-real CUDA runtime is skipped). No GPU or NVIDIA driver is needed: tests run on simcuda.
-  - NVIDIA's apt repository (https://developer.nvidia.com/cuda-downloads: Linux > x86_64 >
-    Debian or Ubuntu > deb (network)), then:
+The NVIDIA CUDA toolkit 13.0 or later is required: its headers (cuda.h, cudaTypedefs.h) and its
+stub libcuda.so, which test programs link like any CUDA application. nvcc is optional (without it
+the test of the real CUDA runtime is skipped). No GPU or NVIDIA driver is needed: tests run on
+simcuda. The distributions' own nvidia-cuda-toolkit packages are older (11.x, 12.0): install
+from NVIDIA's apt repository (https://developer.nvidia.com/cuda-downloads: Linux > x86_64 >
+Debian or Ubuntu > deb (network)), then:
         sudo apt-get install cuda-toolkit-13-0
-  - or, for an older CUDA, the distribution's package (Debian: non-free; Ubuntu: multiverse):
-        sudo apt-get install nvidia-cuda-toolkit
 If the toolkit is installed somewhere other than /usr/local/cuda, point the build at it:
         export CUDA_HOME=/path/to/cuda          # read by this script and by the CMake build
    or   cmake -DCUDAToolkit_ROOT=/path/to/cuda ...
@@ -195,9 +195,13 @@ if [[ -z $cuda_include ]]; then
   exit 1
 fi
 cuda_version=$(sed -n 's/^#define CUDA_VERSION \([0-9]*\).*/\1/p' "$cuda_include/cuda.h" | head -n 1)
-if [[ -n $cuda_version ]]; then
-  cuda_version="$((cuda_version / 1000)).$((cuda_version % 1000 / 10))"
+# The shim hooks entry points that only CUDA 13.0's headers declare (shim/driver/undeclared_exports.h).
+if [[ -z $cuda_version || $cuda_version -lt $MIN_CUDA_VERSION ]]; then
+  err "the CUDA headers in $cuda_include are ${cuda_version:+CUDA $((cuda_version / 1000)).$((cuda_version % 1000 / 10)), }older than the CUDA 13.0 the build needs."
+  cuda_help
+  exit 1
 fi
+cuda_version="$((cuda_version / 1000)).$((cuda_version % 1000 / 10))"
 
 what="build dependencies"
 [[ $tests -eq 1 ]] && what="build and test dependencies"

@@ -260,7 +260,7 @@ ParsedOption parse_size_or_percent(std::string_view text) {
   }
   const std::optional<uint64_t> bytes = parse_size(text);
   if (!bytes) return failure("not a size");
-  if (*bytes == 0) return failure("a budget of 0 bytes allows nothing");
+  if (*bytes == 0) return failure("0 bytes allows nothing");
   return success(Budget::bytes(*bytes));
 }
 

@@ -170,9 +170,15 @@ TEST_F(CliTest, run_options_set_the_shims_variables_and_are_checked) {
   EXPECT_TRUE(result.exited(0)) << result.describe();
   EXPECT_EQ(result.out, "1GiB debug");
 
+  // A bad value is told as the option that gave it, not as the variable it would have become.
   result = run_sh({"--budget", "lots"}, "true");
   EXPECT_TRUE(result.exited(2)) << result.describe();
-  EXPECT_TRUE(contains(result.err, "VRAMSPILL_DEVICE_BUDGET")) << result.err;
+  EXPECT_TRUE(contains(result.err, "--budget 'lots': not a size; expected a size")) << result.err;
+  EXPECT_FALSE(contains(result.err, "VRAMSPILL_DEVICE_BUDGET")) << result.err;
+  result = run_sh({"--set", "spill.host_limit=0"}, "true");
+  EXPECT_TRUE(result.exited(2)) << result.describe();
+  EXPECT_TRUE(contains(result.err, "--set spill.host_limit='0': 0 bytes allows nothing"))
+      << result.err;
 
   result = run_sh({"--set", "log.levl=debug"}, "true");
   EXPECT_TRUE(result.exited(2)) << result.describe();
@@ -417,7 +423,17 @@ TEST_F(CliStatTest, stat_pid_selects_one_process) {
 }
 
 TEST_F(CliStatTest, stat_says_when_there_are_no_processes) {
-  RunResult result = vramspill({"stat", "--once", "--directory", directory()});  // missing
+  // A directory named on the command line must exist: a typo is not "no processes".
+  RunResult result = vramspill({"stat", "--once", "--directory", directory()});
+  EXPECT_TRUE(result.exited(2)) << result.describe();
+  EXPECT_TRUE(contains(result.err, "Directory does not exist: " + directory())) << result.err;
+  // The exporter's may be made later, by the jobs it serves; it says so.
+  result = vramspill({"exporter", "--once", "--directory", directory()});
+  EXPECT_TRUE(result.exited(0)) << result.describe();
+  EXPECT_TRUE(contains(result.err, directory() + " is not a directory (yet)")) << result.err;
+
+  std::filesystem::create_directories(directory());
+  result = vramspill({"stat", "--once", "--directory", directory()});
   EXPECT_TRUE(result.exited(0)) << result.describe();
   EXPECT_EQ(result.out, "no processes under vramspill\n");
 

@@ -61,7 +61,7 @@ class EndingSignalTest : public StatsJobTest {
     EXPECT_TRUE(job.wait_ready());
     stats_path_ = stats_file_of(job.pid());
     EXPECT_TRUE(wait_for_entry(stats_path_, job, has_figures).has_value());
-    kill(job.pid(), signal);
+    EXPECT_TRUE(job.signal(signal));
     // Standard input stays open until the job has ended: closing it would end the job's wait,
     // and the job could exit by itself before the signal ends it.
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
@@ -106,7 +106,7 @@ TEST_F(EndingSignalTest, a_handler_of_the_programs_own_is_left_to_decide) {
   Job job = start({}, /*own_handler=*/true);
   ASSERT_GT(job.pid(), 0);
   ASSERT_TRUE(job.wait_ready());
-  kill(job.pid(), SIGTERM);
+  ASSERT_TRUE(job.signal(SIGTERM));
   EXPECT_TRUE(contains(job.wait_for_output("handled\n"), "handled\n"));
   const RunResult result = job.finish();
   EXPECT_TRUE(result.exited(0)) << result.describe();

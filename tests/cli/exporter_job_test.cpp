@@ -62,7 +62,7 @@ class ExporterJobTest : public vramspill::testing::StatsJobTest {
 
   // Stops it with `signal`; how it ended.
   RunResult stop_exporter(int signal) {
-    kill(exporter_->pid(), signal);
+    EXPECT_TRUE(exporter_->signal(signal));
     return exporter_->finish();
   }
 

@@ -101,6 +101,13 @@ class Job {
 
   pid_t pid() const { return pid_; }
 
+  // Sends `signal` to the job while it runs; false once it has been reaped, or never started.
+  // Never kill(pid(), ...): pid() is -1 then, and kill(-1, ...) signals every process the user
+  // may signal, the test runner and its shell among them.
+  bool signal(int signal) {
+    return pid_ > 0 && !ended_ && kill(pid_, signal) == 0;
+  }
+
   // Whether the job printed "ready" (it has allocated its blocks).
   bool wait_ready() { return contains(wait_for_output("ready\n"), "ready\n"); }
 

@@ -116,7 +116,7 @@ TEST_F(StatsJobTest, stat_deletes_the_file_of_a_killed_job) {
   ASSERT_TRUE(job.wait_ready()) << job.finish().describe();
   const std::string path = stats_file_of(job.pid());
   ASSERT_TRUE(wait_for_entry(path, job, has_figures).has_value()) << job.finish().describe();
-  ASSERT_EQ(kill(job.pid(), SIGKILL), 0);
+  ASSERT_TRUE(job.signal(SIGKILL));
   EXPECT_EQ(job.finish().signal, SIGKILL);
   ASSERT_TRUE(fs::exists(path));
 

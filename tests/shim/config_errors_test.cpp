@@ -106,7 +106,10 @@ TEST(ConfigErrors, PercentOutOfRangeAndZeroBudget) {
   EXPECT_THAT(toml_error("[device]\nbudget = \"0%\"\n", path),
               HasSubstr("a percent must be above 0 and at most 100"));
   EXPECT_THAT(toml_error("[device]\nbudget = 0\n", path),
-              HasSubstr("a budget of 0 bytes allows nothing"));
+              HasSubstr("bad value '0' for device.budget at " + path + ":2:10: 0 bytes allows nothing"));
+  EXPECT_THAT(env_error({"VRAMSPILL_SPILL_HOST_LIMIT=0"}),
+              HasSubstr("bad value '0' for spill.host_limit in VRAMSPILL_SPILL_HOST_LIMIT: 0 bytes "
+                        "allows nothing; expected a size"));
 }
 
 TEST(ConfigErrors, EnumListsTheValidChoices) {

@@ -10,10 +10,12 @@
 #include <charconv>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <future>
 #include <iostream>
 #include <mutex>
 #include <optional>
+#include <system_error>
 #include <vector>
 
 #include "prometheus_metrics.h"
@@ -177,7 +179,8 @@ void add_exporter_options(CLI::App& app, ExporterOptions& options) {
   app.add_flag("--once", options.once,
                "Print the metrics once on standard output and exit, serving nothing.");
   app.add_option("--directory", options.directory,
-                 "Read the stats files in DIR instead of the default locations.")
+                 "Read the stats files in DIR instead of the default locations. It may be "
+                 "made after the exporter starts (a warning says so when it is missing).")
       ->type_name("DIR");
   app.footer(
       "Serves GET /metrics in Prometheus's text format (and a line pointing there at /; "
@@ -197,13 +200,19 @@ void add_exporter_options(CLI::App& app, ExporterOptions& options) {
       "vramspill_device_memory_bytes, vramspill_device_limit_bytes, vramspill_device_held_bytes, "
       "vramspill_device_peak_bytes, vramspill_device_spilled_bytes (tier managed or host), "
       "vramspill_spills_total, vramspill_refusals_total, vramspill_tiered_block_bytes (location "
-      "device or host). A second job with the same pid (another PID namespace) is labelled "
-      "pid=\"PID-1\", and so on.\n\n"
+      "device or host). A second job with the same pid (another PID namespace) writes "
+      "PID-1.stats and is labelled pid=\"PID-1\", and so on: the label is the file's name.\n\n"
       "Exit status: 0 (after --once, or stopped by a signal); 1 when it cannot listen; 2 for a "
       "usage error.");
 }
 
 int run_exporter_command(const ExporterOptions& options) {
+  // Jobs may make it later, so a missing directory is not an error; but a typo should not serve
+  // "no jobs" in silence.
+  if (std::error_code ignored; !options.directory.empty() &&
+                               !std::filesystem::is_directory(options.directory, ignored))
+    std::cerr << kProgram << ": warning: " << options.directory
+              << " is not a directory (yet): no jobs until it is\n";
   if (options.once) {
     std::vector<std::string> reported;
     std::cout << render_prometheus_metrics(scan_stats_directories(

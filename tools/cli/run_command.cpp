@@ -148,19 +148,26 @@ std::string preload_value(const std::string& library, const std::optional<std::s
 }
 
 // --budget, --mode and --set as VRAMSPILL_* variables; false (reported) on an unknown key.
+// Each value is checked here, so that a bad one is reported with the option the user gave, not
+// the variable it becomes.
 bool apply_settings(const RunOptions& options, Environment& environment) {
-  std::vector<std::pair<std::string, std::string>> settings;  // "section.key", value
-  if (!options.budget.empty()) settings.emplace_back("device.budget", options.budget);
-  if (!options.mode.empty()) settings.emplace_back("spill.mode", options.mode);
+  struct Setting {
+    std::string name;  // "section.key"
+    std::string value;
+    std::string given;  // the option, for errors
+  };
+  std::vector<Setting> settings;
+  if (!options.budget.empty()) settings.push_back({"device.budget", options.budget, "--budget"});
+  if (!options.mode.empty()) settings.push_back({"spill.mode", options.mode, "--mode"});
   for (const std::string& setting : options.settings) {
     const std::size_t equals = setting.find('=');
     if (equals == std::string::npos) {
       fail(kRunBadInput, "--set '" + setting + "': expected SECTION.KEY=VALUE");
       return false;
     }
-    settings.emplace_back(setting.substr(0, equals), setting.substr(equals + 1));
+    settings.push_back({setting.substr(0, equals), setting.substr(equals + 1), "--set"});
   }
-  for (const auto& [name, value] : settings) {
+  for (const auto& [name, value, given] : settings) {
     const std::size_t dot = name.find('.');
     const OptionSpec* option =
         dot == std::string::npos ? nullptr : find_option(name.substr(0, dot), name.substr(dot + 1));
@@ -173,6 +180,11 @@ bool apply_settings(const RunOptions& options, Environment& environment) {
       message += "; the options are:";
       for (const std::string& item : known) message += " " + item;
       fail(kRunBadInput, message);
+      return false;
+    }
+    if (const ParsedOption parsed = parse_option_text(*option, value); !parsed.ok()) {
+      fail(kRunBadInput, given + " " + (given == "--set" ? name + "=" : "") + "'" + value +
+                             "': " + parsed.problem + "; expected " + expected_text(*option));
       return false;
     }
     environment.set(env_name(*option), value);

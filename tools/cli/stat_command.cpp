@@ -56,7 +56,9 @@ CLI::App* add_stat_command(CLI::App& app, StatOptions& options) {
       ->check(CLI::PositiveNumber.description(""))
       ->type_name("PID");
   stat->add_option("--directory", options.directory,
-                   "Read the stats files in DIR instead of the default locations.")
+                   "Read the stats files in DIR, which must exist, instead of the default "
+                   "locations.")
+      ->check(CLI::ExistingDirectory.description(""))
       ->type_name("DIR");
   stat->footer(
       "Each process under the shim publishes its figures in a file only its user can read: "

@@ -7,8 +7,11 @@
  * definition after the object that called me". A C++ override that calls the real dlsym becomes
  * that caller, and another preloaded library asking for RTLD_NEXT would be handed the wrong
  * object (itself, sometimes, and recurse). So the entry is a few instructions that tail-jump to
- * glibc's dlsym for every name that does not start with "cu", leaving the caller's return
- * address in place. Only driver names take the C++ path (vramspill_dlsym_driver_symbol).
+ * glibc's dlsym for every name that is not shaped like a driver export, leaving the caller's
+ * return address in place. Only "cu" and a capital letter (cuInit, cuMemAlloc_v2, and the like)
+ * take the C++ path (vramspill_dlsym_driver_symbol): "cu" alone would also send it the
+ * runtime's and the libraries' names (cudaMalloc, cublasCreate_v2, cudnnCreate, curand...) and
+ * the C library's cuserid, whose interposers then found themselves as the next definition.
  * The very first call of any other name finds glibc's dlsym first (vramspill_resolve_real_dlsym,
  * called with the arguments saved) and then tail-jumps to it like every later call: answering it
  * from C++ would make the shim the caller, and an interposer preloaded after the shim whose
@@ -31,7 +34,11 @@ vramspill_dlsym_entry_default:
     cmpb    $0x63, (%rsi)                 /* 'c' */
     jne     .Lforward
     cmpb    $0x75, 1(%rsi)                /* 'u' */
-    je      .Ldriver
+    jne     .Lforward
+    movzbl  2(%rsi), %eax                 /* rax is scratch here, and set again below */
+    subl    $0x41, %eax                   /* 'A' */
+    cmpl    $25, %eax                     /* up to 'Z' */
+    jbe     .Ldriver
 .Lforward:
     movq    vramspill_real_dlsym_pointer(%rip), %rax
     testq   %rax, %rax
@@ -65,7 +72,11 @@ vramspill_dlsym_entry_default:
     b.ne    .Lforward
     ldrb    w9, [x1, #1]
     cmp     w9, #0x75                     /* 'u' */
-    b.eq    .Ldriver
+    b.ne    .Lforward
+    ldrb    w9, [x1, #2]
+    sub     w9, w9, #0x41                 /* 'A' */
+    cmp     w9, #25                       /* up to 'Z' */
+    b.ls    .Ldriver
 .Lforward:
     adrp    x9, vramspill_real_dlsym_pointer
     ldr     x9, [x9, :lo12:vramspill_real_dlsym_pointer]

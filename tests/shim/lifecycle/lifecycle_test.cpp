@@ -264,7 +264,8 @@ TEST(Dlsym, RtldNextFromAnotherPreloadedLibraryIsRelativeToIt) {
   const std::string probe = LIFECYCLE_NEXT_PROBE;
   const std::string expected =
       "getpid matches the kernel: yes\n"
-      "probe: calls=1 recursions=0 next=libc.so.6\n"
+      "probe getpid: calls=1 recursions=0 next=libc.so.6\n"
+      "probe cuserid: calls=1 recursions=0 next=libc.so.6\n"
       "RTLD_NEXT puts: " +
       puts_provider() +
       "\n"

@@ -14,13 +14,13 @@ bool is_own_address(const void* address) {
   return own.dli_fbase == other.dli_fbase;
 }
 
-void* find_real_function(const char* name) {
+FoundFunction find_real_function(const char* name) {
   void* driver = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
-  if (driver == nullptr) return nullptr;
+  if (driver == nullptr) return {};
   void* function = real_dlsym()(driver, name);
   dlclose(driver);  // drops only the reference RTLD_NOLOAD took
-  if (function == nullptr || is_own_address(function)) return nullptr;
-  return function;
+  if (function != nullptr && is_own_address(function)) function = nullptr;
+  return {.function = function, .driver_loaded = true};
 }
 
 }  // namespace vramspill::driver

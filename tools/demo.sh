@@ -4,6 +4,7 @@
 set -euo pipefail
 # shellcheck source=tools/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+caller_dir=$PWD   # where a relative --config is found
 cd "$VRAMSPILL_ROOT"
 
 usage() {
@@ -49,6 +50,11 @@ Environment:
 EOF
 }
 
+# A path as the caller meant it, from the directory the script was started in.
+from_caller() {
+  if [[ $1 == /* ]]; then printf '%s' "$1"; else printf '%s/%s' "$caller_dir" "$1"; fi
+}
+
 force_sim=0
 build=1
 config=conf/demo.toml
@@ -60,10 +66,10 @@ while [[ $# -gt 0 ]]; do
     --no-build) build=0 ;;
     --config)
       [[ $# -ge 2 ]] || { printf 'demo.sh: --config needs a file\n' >&2; exit 2; }
-      config=$2
+      config=$(from_caller "$2")
       shift
       ;;
-    --config=*) config=${1#--config=} ;;
+    --config=*) config=$(from_caller "${1#--config=}") ;;
     --) shift; demo_args=("$@"); break ;;
     *) printf 'demo.sh: unknown argument %s\n' "$1" >&2; usage >&2; exit 2 ;;
   esac

@@ -10,7 +10,7 @@ set -uo pipefail
 # shellcheck source=tools/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 # --pack's file as the caller named it, before the cd below.
-[[ ${1:-} == --pack && -n ${2:-} ]] && set -- --pack "$(realpath -m -- "$2")"
+[[ ${1:-} == --pack && -n ${2:-} ]] && set -- --pack "$(realpath -m -- "$2")" "${@:3}"
 cd "$VRAMSPILL_ROOT" || exit 1
 
 usage() {
@@ -58,6 +58,7 @@ case ${1:-} in
   --no-build) build=0 ;;
   --pack)
     [[ -f ${2:-} ]] || die "--pack needs the file tools/gpu-pack.sh made"
+    [[ $# -eq 2 ]] || die "unexpected argument '$3' (see --help)"
     # An earlier pack's tree goes first: its traces and files deleted since must not run again.
     rm -rf /tmp/vramspill-gpu/main
     tar -C / -xzf "$2" tmp/vramspill-gpu/main || die "could not unpack $2"
@@ -67,6 +68,7 @@ case ${1:-} in
   "") ;;
   *) die "unknown argument '$1' (see --help)" ;;
 esac
+[[ $# -le 1 ]] || die "unexpected argument '$2' (see --help)"
 if [[ ! -e /proc/driver/nvidia/version ]]; then
   echo "gpu-check.sh: no NVIDIA driver on this machine (/proc/driver/nvidia/version): nothing to do"
   exit 77

@@ -97,6 +97,17 @@ TEST(CliHelp, stat_help_documents_options_and_columns) {
     EXPECT_TRUE(contains(result.out, part)) << part << " missing from\n" << result.out;
 }
 
+// The README's words: a request over the budget is not a refusal, which is only one that failed.
+TEST(CliHelp, report_and_export_help_say_requests_over_the_budget) {
+  for (const char* command : {"report", "export"}) {
+    const RunResult result = vramspill({command, "--help"});
+    ASSERT_TRUE(result.exited(0)) << result.describe();
+    EXPECT_TRUE(contains(result.out, "requests over the budget")) << command << "\n" << result.out;
+    EXPECT_FALSE(contains(result.out, "refusals")) << command << "\n" << result.out;
+  }
+  EXPECT_TRUE(contains(vramspill({"report", "--help"}).out, "up to three charts"));
+}
+
 TEST(CliHelp, version_and_usage_errors) {
   const RunResult version = vramspill({"--version"});
   ASSERT_TRUE(version.exited(0)) << version.describe();

@@ -249,7 +249,7 @@ TEST(DoctorReport, usage_errors_exit_2_and_help_documents_the_checks) {
   const RunResult help = run_with({"doctor", "--help"}, {});
   ASSERT_TRUE(help.exited(0)) << help.describe();
   for (const char* part : {"--json", "--quiet", "--driver", "--root", "--memlock", "memlock",
-                           "swappiness", "pcie", "vramspill_doctor_version", "Exit status"})
+                           "swappiness", "pcie", "vramspill_doctor_version", "\"figures\"", "Exit status"})
     EXPECT_TRUE(contains(help.out, part)) << part << " missing from\n" << help.out;
 }
 

@@ -68,7 +68,8 @@ CLI::App* add_doctor_command(CLI::App& app, DoctorOptions& options) {
       "does not work here.\n\n"
       "JSON: {\"vramspill_doctor_version\": 1, \"blocked\": BOOL, \"findings\": [{\"check\": "
       "NAME, \"gpu\": INDEX or null, \"verdict\": \"ok\"|\"warn\"|\"block\", \"message\": TEXT, "
-      "\"fix\": TEXT or \"\"}, ...]}\n\n"
+      "\"fix\": TEXT or \"\", \"figures\": {NAME: NUMBER or null, ...}}, ...]}; each "
+      "figure's name carries its unit (mem_total_bytes, pcie_speed_gts).\n\n"
       "Exit status: 0 when nothing blocks spilling, 1 when something does, 2 for a usage error.");
   return doctor;
 }

@@ -574,10 +574,10 @@ void TieredPlacement::before_submission(uint64_t sequence, uint32_t stream,
   });
 }
 
-void TieredPlacement::order_after_copies(const core::SubmissionUse& use, bool on_host) noexcept {
+void TieredPlacement::order_after_copies(const core::SubmissionUse& use, bool capturing) noexcept {
   const std::span<const uint64_t> bases(use.bases.data(), use.count);
   any_device([&](int, Device& state) {
-    if (state.arena->order_after_copies(use.stream, bases, use.everything, on_host) !=
+    if (state.arena->order_after_copies(use.stream, bases, use.everything, capturing) !=
         CUDA_SUCCESS) {
       static constinit std::atomic<bool> said{false};
       if (!said.exchange(true))

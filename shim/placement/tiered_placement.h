@@ -196,8 +196,9 @@ class TieredPlacement {
 
   // Makes `use`'s stream wait for the copies in flight into the blocks it may touch (Note [Moves
   // copied on the stream] in tiers/granule_arena.h): inside the window, before its driver call.
-  // `on_host`: a capture is in progress, so the host waits instead.
-  void order_after_copies(const core::SubmissionUse& use, bool on_host) noexcept;
+  // `capturing`: a capture is in progress (Note [Copies and captures] in
+  // tiers/driver_granule_ops.cpp).
+  void order_after_copies(const core::SubmissionUse& use, bool capturing) noexcept;
 
   // The base of the live block whose range holds `address`, on any device.
   std::optional<CUdeviceptr> block_containing(CUdeviceptr address) noexcept;

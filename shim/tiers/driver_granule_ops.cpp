@@ -7,7 +7,6 @@
 #include "driver/context_scope.h"
 #include "driver/device_work.h"
 #include "driver/real_driver.h"
-#include "driver/stream_capture.h"
 
 namespace vramspill::tiers {
 namespace {
@@ -349,22 +348,40 @@ void DriverGranuleOps::drop_event(uint64_t event) noexcept {
     destroy(reinterpret_cast<CUevent>(event));
 }
 
+// Note [Copies and captures]
+// A submission to a stream being captured into a graph queues nothing now: its work runs when
+// the graph is launched, and that launch, a submission of the blocks the graph names (or of
+// every block, for a graph that could not be read), waits for the copies in flight then. So a
+// capturing stream waits for nothing here; a wait would take the copy's event, recorded outside
+// the capture, into it, which invalidates it (CUDA_ERROR_STREAM_CAPTURE_ISOLATION). Any other
+// stream waits on the device, also while another stream captures. The host waits only where the
+// device cannot, and never while a capture is in progress: cuEventSynchronize beside a capture
+// is a potentially unsafe call, which invalidates a global-mode capture (PyTorch's NCCL watchdog
+// broke its captures with cudaEventQuery: pytorch/pytorch#104487). Such a stream (the legacy
+// stream, which answers CUDA_ERROR_STREAM_CAPTURE_IMPLICIT while a blocking stream captures)
+// gets the error, and the submission may read the block before its bytes are there: the
+// program's own call on that stream breaks the capture in any case.
 CUresult DriverGranuleOps::order_stream_after(uint64_t stream, uint64_t event,
-                                              bool on_host) noexcept {
+                                              bool capturing) noexcept {
   const auto wait_event = VRAMSPILL_REAL(cuStreamWaitEvent);
   const auto synchronize = VRAMSPILL_REAL(cuEventSynchronize);
+  const auto is_capturing = VRAMSPILL_REAL(cuStreamIsCapturing);
+  if (wait_event == nullptr || synchronize == nullptr || is_capturing == nullptr)
+    return CUDA_ERROR_NOT_SUPPORTED;
   const auto copied = reinterpret_cast<CUevent>(event);
-  if (!on_host && wait_event != nullptr) {
-    core::CaptureGate::Hold held;
-    if (captures_ != nullptr) held = captures_->hold();
-    // The event is of the arena's context; the stream may be of any: the wait crosses contexts.
-    // A stream that captures unknown to the shim would take the wait into its graph, which the
-    // event, recorded outside, invalidates: the host waits instead.
-    if (!driver::stream_capturing(stream) &&
-        wait_event(reinterpret_cast<CUstream>(stream), copied, 0) == CUDA_SUCCESS)
-      return CUDA_SUCCESS;
-  }
-  return synchronize != nullptr ? synchronize(copied) : CUDA_ERROR_NOT_SUPPORTED;
+  // No capture begins or ends between the look at the stream and the wait.
+  core::CaptureGate::Hold held;
+  if (captures_ != nullptr) held = captures_->hold();
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  const CUresult asked = is_capturing(reinterpret_cast<CUstream>(stream), &status);
+  if (asked == CUDA_SUCCESS && status != CU_STREAM_CAPTURE_STATUS_NONE) return CUDA_SUCCESS;
+  // The event is of the arena's context; the stream may be of any: the wait crosses contexts.
+  if (asked == CUDA_SUCCESS &&
+      wait_event(reinterpret_cast<CUstream>(stream), copied, 0) == CUDA_SUCCESS)
+    return CUDA_SUCCESS;
+  if (capturing || (captures_ != nullptr && captures_->capturing()))
+    return asked != CUDA_SUCCESS ? asked : CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  return synchronize(copied);
 }
 
 }  // namespace vramspill::tiers

@@ -327,10 +327,11 @@ class GranuleArena {
   void end_batches_ahead(const core::RemapWindow::Exclusive& window) noexcept;
 
   // Makes the work a submission queues next on `stream` wait for the copies in flight into the
-  // blocks at `bases` (into any block when `everything`), on the host when `on_host` (Note
-  // [Moves copied on the stream]). Called inside the window, before the driver call.
+  // blocks at `bases` (into any block when `everything`); `capturing`: a capture is in progress
+  // (Notes [Moves copied on the stream], and [Copies and captures] in
+  // tiers/driver_granule_ops.cpp). Called inside the window, before the driver call.
   CUresult order_after_copies(uint64_t stream, std::span<const uint64_t> bases, bool everything,
-                              bool on_host) noexcept;
+                              bool capturing) noexcept;
 
   // Gives pooled granules beyond what is kept back to the driver (Note [What the pools keep]).
   void trim() noexcept;

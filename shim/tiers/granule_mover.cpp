@@ -347,7 +347,7 @@ bool GranuleMover::copying_into(CUdeviceptr base) const {
 }
 
 CUresult GranuleMover::order_after_copies(uint64_t stream, std::span<const uint64_t> bases,
-                                          bool everything, bool on_host) noexcept {
+                                          bool everything, bool capturing) noexcept {
   if (copies_pending_.load(std::memory_order_acquire) == 0) return CUDA_SUCCESS;
   std::array<uint64_t, kMaxCopiesInFlight> events{};
   std::size_t count = 0;
@@ -364,7 +364,7 @@ CUresult GranuleMover::order_after_copies(uint64_t stream, std::span<const uint6
   // the waits.
   CUresult result = CUDA_SUCCESS;
   for (std::size_t i = 0; i < count; ++i) {
-    const CUresult waited = ops_.order_stream_after(stream, events[i], on_host);
+    const CUresult waited = ops_.order_stream_after(stream, events[i], capturing);
     if (result == CUDA_SUCCESS) result = waited;
   }
   return result;

@@ -112,10 +112,10 @@ class GranuleMover {
   // Whether a copy in flight writes what the block at `base` maps.
   bool copying_into(CUdeviceptr base) const;
   // Makes the work a submission queues next on `stream` wait for the copies in flight into the
-  // blocks at `bases` (into any block when `everything`), on the host when `on_host`. Called
-  // inside the window, before the driver call.
+  // blocks at `bases` (into any block when `everything`); `capturing`: a capture is in
+  // progress. Called inside the window, before the driver call.
   CUresult order_after_copies(uint64_t stream, std::span<const uint64_t> bases, bool everything,
-                              bool on_host) noexcept;
+                              bool capturing) noexcept;
   // A stage ordered its copies after work whose stream bits it took (Note [Staged promotions]):
   // until the arena's stream is waited for, a move must wait for it before it remaps.
   void stage_took_queued_work() noexcept { stage_waits_queued_ = true; }

@@ -268,8 +268,8 @@ void GranuleArena::forget_unsettled() {
 }
 
 CUresult GranuleArena::order_after_copies(uint64_t stream, std::span<const uint64_t> bases,
-                                          bool everything, bool on_host) noexcept {
-  return mover_.order_after_copies(stream, bases, everything, on_host);
+                                          bool everything, bool capturing) noexcept {
+  return mover_.order_after_copies(stream, bases, everything, capturing);
 }
 
 }  // namespace vramspill::tiers

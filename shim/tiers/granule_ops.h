@@ -107,8 +107,10 @@ class GranuleOps {
   virtual void drop_event(uint64_t event) noexcept = 0;
   // Makes the work queued next on `stream` (a stream of the calling thread, as a submission names
   // it) wait for the copies before `event`: on the device (cuStreamWaitEvent), or on the host
-  // (cuEventSynchronize) where that fails or where `on_host` says the stream may not wait.
-  virtual CUresult order_stream_after(uint64_t stream, uint64_t event, bool on_host) noexcept = 0;
+  // (cuEventSynchronize) where that fails and `capturing` (a capture in progress) does not
+  // forbid it; a stream being captured queues nothing now and waits for nothing (Note [Copies
+  // and captures] in tiers/driver_granule_ops.cpp).
+  virtual CUresult order_stream_after(uint64_t stream, uint64_t event, bool capturing) noexcept = 0;
 
  protected:
   GranuleOps() = default;

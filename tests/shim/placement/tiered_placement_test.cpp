@@ -583,7 +583,7 @@ TEST_F(TrackedWindowTest, ALaunchsMovesAreCopiedOnTheStreamItWaitsOn) {
   EXPECT_EQ(ops_.calls(tiers::FakeGranuleOps::kWait), host_waits);
   ASSERT_FALSE(ops_.stream_orders().empty());
   EXPECT_EQ(ops_.stream_orders().back().stream, kStreamB);
-  EXPECT_FALSE(ops_.stream_orders().back().on_host);
+  EXPECT_FALSE(ops_.stream_orders().back().capturing);
   EXPECT_EQ(tracked_.stats().streamed_granules, 12u) << "cold out for fresh, then one out, cold in";
   for (const CUdeviceptr block : {cold, hot, fresh}) expect_bytes(block, 4);
   free_all({cold, hot, fresh});

@@ -110,19 +110,21 @@ TEST_F(PrefetchLimitsTest, APeerKernelReachesADeviceBlockWhereItIs) {
 }
 
 // Note [A capture begun while a move is queued] in shim/tiers/driver_prefetch_ops.h. A capture
-// the shim has not counted yet (begun here behind its back, as one begun on another thread after
-// the move was decided would be) lets blocks move while a stream captures: the launch captured on it promotes a block on the host, and a
-// launch on another stream evicts blocks last used on the capturing stream. Neither move may
-// record on or wait from the capturing stream: the capture ends valid, its graph replays exact
-// bytes, and so does the other stream's launch.
+// the shim has not counted (begun here behind its back) lets blocks move while a stream
+// captures: the launch captured on it promotes a block on the host, and a launch on another
+// stream evicts blocks last used on the capturing stream. Neither move may record on or wait
+// from the capturing stream: the capture ends valid, its graph replays exact bytes, and so does
+// the other stream's launch. The capture is relaxed: in the other modes the moves' own queries
+// and waits beside it would break it as well, which only counting it prevents.
 TEST_F(PrefetchLimitsTest, AStreamBeingCapturedIsLeftOutOfMoves) {
-  const auto begin_capture_v1 = behind_the_shim<CUresult (*)(CUstream)>("cuStreamBeginCapture");
-  ASSERT_NE(begin_capture_v1, nullptr);
+  const auto begin_capture =
+      behind_the_shim<CUresult (*)(CUstream, CUstreamCaptureMode)>("cuStreamBeginCapture_v2");
+  ASSERT_NE(begin_capture, nullptr);
   CUstream capturing = streams_[1];
   std::vector<CUdeviceptr> blocks = twice_the_budget(capturing);
   ASSERT_EQ(last_prefetch_location(blocks[0]), CU_DEVICE_CPU) << "block 0 is not on the host";
 
-  ASSERT_CU(begin_capture_v1(capturing));
+  ASSERT_CU(begin_capture(capturing, CU_STREAM_CAPTURE_MODE_RELAXED));
   ASSERT_CU(fill(blocks[0], 100, capturing));
   ASSERT_CU(fill(blocks[1], 101, streams_[0]));
   // The other stream was not drawn into the capture (through a wait on a move recorded in it):

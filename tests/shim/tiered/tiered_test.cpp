@@ -470,6 +470,38 @@ TEST_F(CaptureTest, ACaptureIntoAGraphIsCountedToo) {
   });
 }
 
+// Note [Copies and captures] in shim/tiers/driver_granule_ops.cpp: a launch captured on one
+// stream, of a block whose promotion is still being copied (the tracked window copies on the
+// device, after the window), neither waits on the host, which beside a capture breaks it (as a
+// query broke PyTorch's captures: pytorch/pytorch#104487), nor on the device, which would take
+// an event recorded outside the capture into it. Its graph, launched later, waits for the copy.
+TEST_F(CaptureTest, ACapturedLaunchOfABlockBeingCopiedLeavesTheCaptureValid) {
+  std::vector<CUdeviceptr> blocks(5);  // one more than the budget: the first goes to the host
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    ASSERT_CU(cuMemAlloc(&blocks[i], kBlock));
+    ASSERT_CU(fill(blocks[i], static_cast<uint32_t>(i), streams_[1]));
+  }
+  ASSERT_CU(fill(blocks[0], 10, streams_[1]));  // brought back, its copy left listed
+  ASSERT_CU(cuStreamSynchronize(streams_[1]));    // before the graph's fill, on another stream
+  CUstream capturing = streams_[0];
+  ASSERT_CU(cuStreamBeginCapture(capturing, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  ASSERT_CU(fill(blocks[0], 20, capturing));
+  ASSERT_CU(fill(blocks[1], 21, streams_[1]));  // beside the capture: waits on the device
+  CUgraph graph = nullptr;
+  ASSERT_CU(cuStreamEndCapture(capturing, &graph));
+  ASSERT_NE(graph, nullptr);
+  CUgraphExec exec = nullptr;
+  ASSERT_CU(cuGraphInstantiate(&exec, graph, 0));
+  ASSERT_CU(cuGraphLaunch(exec, capturing));
+  ASSERT_CU(cuCtxSynchronize());
+  expect_block(blocks[0], 20);
+  expect_block(blocks[1], 21);
+  for (size_t i = 2; i < blocks.size(); ++i) expect_block(blocks[i], static_cast<uint32_t>(i));
+  ASSERT_CU(cuGraphExecDestroy(exec));
+  ASSERT_CU(cuGraphDestroy(graph));
+  for (const CUdeviceptr block : blocks) ASSERT_CU(cuMemFree(block));
+}
+
 // Note [Counting captures] in shim/core/capture_origins.h: a capture whose stream the program
 // destroys ends with it. Counted still, it would keep every block where it is for the rest of
 // the process; here blocks move both ways after it (its ctest requires the summary to say so).

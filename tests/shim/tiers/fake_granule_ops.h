@@ -98,11 +98,11 @@ class FakeGranuleOps final : public GranuleOps {
   // Events record_copies() made and drop_event() did not give back.
   std::size_t live_events() const { return live_events_.size(); }
   // What order_stream_after() was asked, in order: a submission's stream, the event it waits for,
-  // and whether on the host.
+  // and whether a capture was in progress.
   struct StreamOrder {
     uint64_t stream = 0;
     uint64_t event = 0;
-    bool on_host = false;
+    bool capturing = false;
   };
   const std::vector<StreamOrder>& stream_orders() const { return stream_orders_; }
   const std::vector<std::string>& misuse() const { return misuse_; }
@@ -357,11 +357,11 @@ class FakeGranuleOps final : public GranuleOps {
     const std::lock_guard lock(mutex_);
     if (live_events_.erase(event) == 0) misuse_.push_back("drop of an event never recorded");
   }
-  CUresult order_stream_after(uint64_t stream, uint64_t event, bool on_host) noexcept override {
+  CUresult order_stream_after(uint64_t stream, uint64_t event, bool capturing) noexcept override {
     const std::lock_guard lock(mutex_);
     if (CUresult failure = injected(kOrderStream); failure != CUDA_SUCCESS) return failure;
     if (!live_events_.contains(event)) misuse_.push_back("a wait for an event given back");
-    stream_orders_.push_back({.stream = stream, .event = event, .on_host = on_host});
+    stream_orders_.push_back({.stream = stream, .event = event, .capturing = capturing});
     return CUDA_SUCCESS;
   }
   CUresult queue_copies_after(std::span<const uint64_t> events) noexcept override {

@@ -92,7 +92,7 @@ TEST_F(GranuleStreamMoveTest, SubmissionsThatMayTouchTheBlockWaitForItsCopy) {
   ASSERT_EQ(waits.size(), 1u);
   EXPECT_EQ(waits_of({other}), std::vector<uint64_t>{}) << "another block's work goes on";
   EXPECT_EQ(waits_of({}, true), waits) << "a submission that cannot say what it touches waits";
-  EXPECT_FALSE(ops_.stream_orders().back().on_host);
+  EXPECT_FALSE(ops_.stream_orders().back().capturing);
 }
 
 TEST_F(GranuleStreamMoveTest, WhatIsCopiedRetiresInTheNextWindowAndNotBefore) {
@@ -294,14 +294,14 @@ TEST_F(GranuleStreamMoveTest, AfterAStageAMoveInTheWindowWaitsForTheArenasStream
   expect_tags(needed, 1);
 }
 
-TEST_F(GranuleStreamMoveTest, DuringACaptureTheHostWaits) {
+TEST_F(GranuleStreamMoveTest, TheOpsAreToldOfACaptureInProgress) {
   const CUdeviceptr base = tagged_block(1, 0);
   move_on_stream({base});
   const std::array<uint64_t, 1> touched{base};
   const core::RemapWindow::Submission submission = window_.enter();
   EXPECT_EQ(arena_.order_after_copies(kStream, touched, false, true), CUDA_SUCCESS);
   ASSERT_EQ(ops_.stream_orders().size(), 1u);
-  EXPECT_TRUE(ops_.stream_orders().front().on_host);
+  EXPECT_TRUE(ops_.stream_orders().front().capturing);
 }
 
 TEST_F(GranuleStreamMoveTest, AnOrderThatFailsIsReported) {

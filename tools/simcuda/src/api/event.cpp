@@ -72,6 +72,8 @@ bool reached(const EventRecord& record) {
 CUresult query(CUevent hEvent) {
   std::optional<EventRecord> record;
   if (CUresult result = completed_record(hEvent, &record); result != CUDA_SUCCESS) return result;
+  // Potentially unsafe beside a capture, like a synchronisation (Note [Stream capture]).
+  if (CUresult refused = simcuda::check_unsafe_call(); refused != CUDA_SUCCESS) return refused;
   if (!record) return CUDA_SUCCESS;
   if (!reached(*record)) return CUDA_ERROR_NOT_READY;
   // As a GPU answers at the thread's clock (Note [Host clock]).
@@ -86,6 +88,7 @@ CUresult synchronize(CUevent hEvent) {
   std::shared_ptr<Event> event;
   if (CUresult result = completed_record(hEvent, &record, &event); result != CUDA_SUCCESS)
     return result;
+  if (CUresult refused = simcuda::check_unsafe_call(); refused != CUDA_SUCCESS) return refused;
   if (record) {
     record->point.stream->wait_until(record->point.sequence);
     simcuda::host_clock_observe(record->modeled_time->load());

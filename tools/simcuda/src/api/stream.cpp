@@ -68,9 +68,9 @@ std::vector<simcuda::StreamPoint> sync_points(Stream& stream) {
 CUresult resolve_for_sync(DefaultStream null_means, CUstream hStream, Stream** stream) {
   if (CUresult result = resolve_stream(hStream, null_means, stream); result != CUDA_SUCCESS)
     return result;
-  if ((*stream)->kind() == Stream::Kind::kLegacyDefault) {
-    if (CUresult result = simcuda::check_unsafe_call(); result != CUDA_SUCCESS) return result;
-  }
+  // Any stream's, not only the legacy one's: a query or synchronisation is potentially unsafe
+  // beside a capture (Note [Stream capture]).
+  if (CUresult result = simcuda::check_unsafe_call(); result != CUDA_SUCCESS) return result;
   return simcuda::check_sync(**stream);
 }
 

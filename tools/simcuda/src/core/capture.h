@@ -17,7 +17,10 @@
 //   CUDA_ERROR_STREAM_CAPTURE_IMPLICIT and invalidates that capture (cuStreamIsCapturing on the
 //   legacy stream returns the error without invalidating, as documented).
 // - Potentially unsafe calls (synchronous copies and memsets here; check_unsafe_call() is for
-//   other modules' synchronous calls too, and for cuMemAlloc, cuMemAllocManaged and cuMemFree)
+//   other modules' synchronous calls too, for queries and synchronisations of any stream or
+//   event, and for cuMemAlloc, cuMemAllocManaged and cuMemFree: PyTorch's NCCL watchdog thread
+//   broke global-mode captures with cudaEventQuery of events recorded before them, which a
+//   thread-local mode on the watchdog mended, pytorch/pytorch#104487 and #148594)
 //   follow the thread's capture-interaction mode
 //   (cuThreadExchangeStreamCaptureMode): in GLOBAL mode they are refused while this thread has a
 //   non-RELAXED capture or any other thread a GLOBAL one; in THREAD_LOCAL mode only this thread's

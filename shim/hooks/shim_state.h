@@ -98,7 +98,7 @@ struct ShimState {
   placement::AdmissionFlow admission{
       config.spill, ledger, pool_books(), pool_driver, spill, vmm_spill, tiered_seam};
   // The program's VMM handles once made: their references, mappings and frees.
-  placement::VmmBooks vmm_books{ledger, vmm, admission, vmm_spill};
+  placement::VmmBooks vmm_books{ledger, vmm, admission, vmm_spill, host_budget};
   DriverSubmissionEvents submission_events;
   // Every submission's way to the driver in tiered mode (Note [One way through for a
   // submission] in placement/submission_order.h).

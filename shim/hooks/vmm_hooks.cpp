@@ -2,7 +2,9 @@
 // device-located physical memory counts against the budget from cuMemCreate until the driver
 // frees it, which is at the last cuMemRelease or the last cuMemUnmap, whichever comes later
 // (Note [VMM memory lives until its last mapping goes] in core/vmm_tracker.h). Host-located
-// physical memory the program asks for takes no device memory and is forwarded untouched. A
+// physical memory the program asks for takes no device memory; it is pinned memory, which counts
+// against the host limit as long (Note [The program's host-located handles] in
+// placement/vmm_books.h). A
 // device-located cuMemCreate that does not fit may be made host-located instead, charged to the
 // host budget until the driver frees it (Note [Host-located VMM spills] in placement/vmm_spill.h).
 // The books are placement's (placement/vmm_books.h).
@@ -21,9 +23,13 @@ VRAMSPILL_HOOK CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle* handle
   const auto create = [&] { return real(handle, size, prop, flags); };
   const Entry entry;
   ShimState* shim = entry.state();
-  if (shim == nullptr || prop == nullptr || handle == nullptr ||
-      prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
-    return create();
+  if (shim == nullptr || prop == nullptr || handle == nullptr) return create();
+  if (prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE) {
+    const CUresult result = create();
+    if (result == CUDA_SUCCESS && prop->location.type != CU_MEM_LOCATION_TYPE_INVALID)
+      shim->vmm_books.created_on_host(*handle, size);
+    return result;
+  }
   const vramspill::placement::VmmSpillRequest spill{
       .device = prop->location.id, .bytes = size, .prop = prop, .flags = flags};
   if (const CUresult result = vramspill::hooks::know_device(*shim, prop->location.id);

@@ -4,14 +4,25 @@
 // the last cuMemUnmap, whichever comes later (Note [VMM memory lives until its last mapping goes]
 // in core/vmm_tracker.h). The driver's call is the hook's function object, so unit tests drive
 // this with fakes (tests/shim/placement/vmm_books_test.cpp).
+//
+// Note [The program's host-located handles]
+// A cuMemCreate of host memory (CU_MEM_LOCATION_TYPE_HOST, HOST_NUMA; NCCL makes its host
+// buffers so) takes no device memory, but it is pinned memory, which [spill] host_limit counts
+// as it counts the program's cuMemHostAlloc: charged, never refused (the driver has made it),
+// from the call until the driver frees it, which is when a device-located handle leaves the
+// ledger. Uncounted, the pinned pool and the spills could grow to the whole limit beside it and
+// bring the container's OOM killer the limit is there to keep away.
 #pragma once
 
 #include <cuda.h>
 
 #include <cstdint>
+#include <mutex>
 #include <optional>
+#include <utility>
 #include <vector>
 
+#include "core/host_budget.h"
 #include "core/ledger.h"
 #include "core/vmm_tracker.h"
 #include "placement/admission_flow.h"
@@ -23,14 +34,21 @@ class VmmBooks {
  public:
   // Each reference must outlive this (all are the shim state's).
   VmmBooks(core::Ledger& ledger, core::VmmTracker& vmm, AdmissionFlow& admission,
-           VmmSpill& vmm_spill) noexcept
-      : ledger_(ledger), vmm_(vmm), admission_(admission), vmm_spill_(vmm_spill) {}
+           VmmSpill& vmm_spill, core::HostBudget& host_budget) noexcept
+      : ledger_(ledger),
+        vmm_(vmm),
+        admission_(admission),
+        vmm_spill_(vmm_spill),
+        host_budget_(host_budget) {}
   VmmBooks(const VmmBooks&) = delete;
   VmmBooks& operator=(const VmmBooks&) = delete;
 
   // The driver succeeded: cuMemCreate made `handle`, cuMemRetainAllocationHandle gave another
   // reference to it, cuMemMap mapped it at [address, address + bytes).
   void created(uint64_t handle) noexcept { vmm_.created(handle); }
+  // cuMemCreate made `handle` of `bytes` host-located, as the program asked (Note [The program's
+  // host-located handles]).
+  void created_on_host(uint64_t handle, uint64_t bytes) noexcept;
   void retained(uint64_t handle) noexcept { vmm_.retained(handle); }
   void mapped(uint64_t address, uint64_t bytes, uint64_t handle) noexcept {
     vmm_.mapped(address, bytes, handle);
@@ -51,11 +69,19 @@ class VmmBooks {
   // After the driver's answer to the call that frees a handle's memory: a host-located spill gives
   // its host budget back too.
   void settle(const core::Allocation& forgotten, CUresult result) noexcept;
+  // A host-located handle of the program's leaves the books before the call that frees it (its
+  // bytes; nullopt for any other handle), and after the driver's answer gives its bytes back
+  // to the host budget or, refused, is in the books again.
+  std::optional<uint64_t> forget_on_host(uint64_t handle) noexcept;
+  void settle_on_host(uint64_t handle, uint64_t bytes, CUresult result) noexcept;
 
   core::Ledger& ledger_;
   core::VmmTracker& vmm_;
   AdmissionFlow& admission_;
   VmmSpill& vmm_spill_;
+  core::HostBudget& host_budget_;
+  std::mutex on_host_mutex_;
+  std::vector<std::pair<uint64_t, uint64_t>> on_host_;  // handle, bytes; guarded by on_host_mutex_
 };
 
 template <typename Release>
@@ -68,9 +94,11 @@ CUresult VmmBooks::release(uint64_t handle, Release release) {
   }
   const std::optional<core::Allocation> forgotten =
       ledger_.forget(handle, core::KeySpace::kVmmHandle);
+  const std::optional<uint64_t> on_host = forget_on_host(handle);
   const CUresult result = release();
   if (result != CUDA_SUCCESS) vmm_.undo_release(handle, released);
   if (forgotten) settle(*forgotten, result);
+  if (on_host) settle_on_host(handle, *on_host, result);
   return result;
 }
 
@@ -78,6 +106,7 @@ template <typename Unmap>
 CUresult VmmBooks::unmap(uint64_t address, uint64_t bytes, Unmap unmap) {
   const core::VmmTracker::Unmapping unmapping = vmm_.unmap(address, bytes);
   std::vector<core::Allocation> forgotten;
+  std::vector<std::pair<uint64_t, uint64_t>> forgotten_on_host;
   for (uint64_t handle : unmapping.freed_handles) {
     if (auto allocation = ledger_.forget(handle, core::KeySpace::kVmmHandle)) {
       try {
@@ -86,10 +115,18 @@ CUresult VmmBooks::unmap(uint64_t address, uint64_t bytes, Unmap unmap) {
         settle(*allocation, CUDA_SUCCESS);
       }
     }
+    if (const std::optional<uint64_t> on_host = forget_on_host(handle)) {
+      try {
+        forgotten_on_host.emplace_back(handle, *on_host);
+      } catch (...) {  // as above
+        settle_on_host(handle, *on_host, CUDA_SUCCESS);
+      }
+    }
   }
   const CUresult result = unmap();
   if (result != CUDA_SUCCESS) vmm_.undo_unmap(unmapping);
   for (const core::Allocation& allocation : forgotten) settle(allocation, result);
+  for (const auto& [handle, on_host] : forgotten_on_host) settle_on_host(handle, on_host, result);
   return result;
 }
 

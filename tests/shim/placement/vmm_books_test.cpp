@@ -32,7 +32,7 @@ class VmmBooksTest : public AdmissionFlowFixture {
     return [result] { return result; };
   }
 
-  VmmBooks books_{ledger_, vmm_, flow_, vmm_spill_};
+  VmmBooks books_{ledger_, vmm_, flow_, vmm_spill_, host_budget_};
   uint64_t next_handle_ = 0x9000;
 };
 
@@ -82,6 +82,31 @@ TEST_F(VmmBooksTest, AHostLocatedSpillGivesItsHostBudgetBackWhenItGoes) {
   ASSERT_EQ(books_.unmap(kAddress, 16 * kMiB, answer(CUDA_SUCCESS)), CUDA_SUCCESS);
   EXPECT_EQ(host_budget_.used(), 0u);
   EXPECT_EQ(recorded(ledger_, Route::kSpillVmmHost).live_bytes, 0u);
+}
+
+// Note [The program's host-located handles]: counted against the host limit, never refused,
+// from cuMemCreate until the driver frees the memory; a refused call keeps the charge.
+TEST_F(VmmBooksTest, AProgramsHostLocatedHandleCountsAgainstTheHostLimitWhileItLives) {
+  const uint64_t handle = next_handle_++;
+  books_.created_on_host(handle, 32 * kMiB);
+  EXPECT_EQ(host_budget_.used(), 32 * kMiB);
+  EXPECT_EQ(held(), 0u) << "no device memory";
+  books_.mapped(kAddress, 32 * kMiB, handle);
+  ASSERT_EQ(books_.release(handle, answer(CUDA_SUCCESS)), CUDA_SUCCESS);
+  EXPECT_EQ(host_budget_.used(), 32 * kMiB) << "still mapped";
+  EXPECT_EQ(books_.unmap(kAddress, 32 * kMiB, answer(CUDA_ERROR_INVALID_CONTEXT)),
+            CUDA_ERROR_INVALID_CONTEXT);
+  EXPECT_EQ(host_budget_.used(), 32 * kMiB) << "the driver kept it";
+  ASSERT_EQ(books_.unmap(kAddress, 32 * kMiB, answer(CUDA_SUCCESS)), CUDA_SUCCESS);
+  EXPECT_EQ(host_budget_.used(), 0u);
+
+  // Unmapped, it goes at its release; a value handed out again owes nothing to the old handle.
+  const uint64_t again = next_handle_++;
+  books_.created_on_host(again, 4 * kMiB);
+  books_.created_on_host(again, 8 * kMiB);
+  EXPECT_EQ(host_budget_.used(), 8 * kMiB);
+  ASSERT_EQ(books_.release(again, answer(CUDA_SUCCESS)), CUDA_SUCCESS);
+  EXPECT_EQ(host_budget_.used(), 0u);
 }
 
 }  // namespace

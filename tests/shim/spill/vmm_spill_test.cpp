@@ -162,4 +162,23 @@ TEST_F(VmmSpill, SpilledHandlesHoldTheHostLimitUntilTheDriverFreesThem) {
   EXPECT_EQ(free_bytes(), expected_free(device_handles_ * kBlock));
 }
 
+// Note [The program's host-located handles] in shim/placement/vmm_books.h: a host-located
+// handle the program makes itself takes no device memory but is pinned memory, counted against
+// the host limit while it lives: here it leaves room for one spill, not two.
+TEST_F(VmmSpill, TheProgramsOwnHostHandlesLeaveLessOfTheHostLimitForSpills) {
+  ASSERT_NO_FATAL_FAILURE(fill_device_with_handles());
+  CUmemAllocationProp host_prop = device_prop(device_);
+  host_prop.location = {CU_MEM_LOCATION_TYPE_HOST_NUMA, 0};
+  CUmemGenericAllocationHandle own = 0;
+  ASSERT_CU(cuMemCreate(&own, kBlock, &host_prop, 0));
+  CUmemGenericAllocationHandle spilled = 0;
+  CUmemGenericAllocationHandle refused = 0;
+  ASSERT_CU(create(spilled));
+  EXPECT_EQ(location_of(spilled), expected_location());
+  EXPECT_EQ(create(refused), CUDA_ERROR_OUT_OF_MEMORY) << "the program's handle holds the rest";
+  ASSERT_CU(cuMemRelease(own));
+  ASSERT_CU(create(refused));
+  EXPECT_EQ(location_of(refused), expected_location());
+}
+
 }  // namespace

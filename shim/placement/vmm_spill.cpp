@@ -1,5 +1,7 @@
 #include "placement/vmm_spill.h"
 
+#include <optional>
+
 #include "placement/spill_log.h"
 #include "telemetry/log.h"
 #include "telemetry/nvtx.h"
@@ -79,7 +81,27 @@ void VmmSpill::freed(const core::Allocation& spilled) noexcept {
   host_budget_.release(spilled.bytes);
 }
 
-std::string VmmSpill::kept_on_device(const CUmemAllocationProp& prop) {
+void VmmSpill::multicast_used() noexcept {
+  if (multicast_used_.exchange(true, std::memory_order_relaxed)) return;
+  logging::info(
+      "the program uses multicast objects (NVLink SHARP, as NCCL's NVLS does): from now on its "
+      "cuMemCreate handles stay device memory, which is all a multicast object binds; past the "
+      "budget they are refused rather than spilled (said once)");
+}
+
+void VmmSpill::bind_refused(uint64_t handle, CUresult result) noexcept {
+  const std::optional<core::Allocation> found = ledger_.find(handle, core::KeySpace::kVmmHandle);
+  if (!found || found->route != core::Route::kSpillVmmHost) return;
+  logging::warn(
+      "cuMulticastBindMem of a {} handle refused (CUresult {}): vramspill made it host-located, "
+      "over the budget of device {}, before the program first used a multicast object, which "
+      "binds only device memory; give the job a larger [device] budget",
+      format_bytes(found->bytes), static_cast<int>(result), found->device);
+}
+
+std::string VmmSpill::kept_on_device(const CUmemAllocationProp& prop) const {
+  if (multicast_used_.load(std::memory_order_relaxed))
+    return "the program uses multicast objects, which bind only device memory";
   const auto handle_types = static_cast<unsigned int>(prop.requestedHandleTypes);
   if ((handle_types & ~static_cast<unsigned int>(CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)) != 0) {
     return "the program asked for exportable handles (requestedHandleTypes " +

@@ -33,7 +33,9 @@
 //     HOST_NUMA, which cuda.h does not bar from IPC, so the program's
 //     cuMemExportToShareableHandle works as before; HOST memory is "not IPC capable" (cuMemCreate
 //     refuses the request), so without a NUMA node such a request does not spill;
-//   - a usage (CU_MEM_CREATE_USAGE_TILE_POOL for sparse arrays, HW_DECOMPRESS): device roles.
+//   - a usage (CU_MEM_CREATE_USAGE_TILE_POOL for sparse arrays, HW_DECOMPRESS): device roles;
+//   - any handle once the program has used a multicast object (Note [Multicast binds device
+//     memory]).
 // gpuDirectRDMACapable does spill: PyTorch's expandable segments set it on every handle where
 // the device has GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED (measured on an H200), whether or not
 // a network adapter will ever read them, and refusing it made the job fail with
@@ -52,6 +54,18 @@
 // integrated device, not below [spill] min_size, and not past the host limit, which the handle
 // is charged to from cuMemCreate until the driver frees it (the last cuMemRelease or cuMemUnmap:
 // Note [VMM memory lives until its last mapping goes]).
+//
+// Note [Multicast binds device memory]
+// A multicast object (NVLink SHARP through NVSwitch) binds only memory "created on one of the
+// devices that was added to the multicast team" (cuda.h, cuMulticastBindMem). NCCL's NVLS
+// buffers ask for POSIX file descriptors on one node, as PyTorch's expandable segments do, so
+// the request alone does not tell them apart; but NCCL makes or imports the object and adds its
+// device (cuMulticastCreate, cuMulticastAddDevice) before it creates the memory it binds. So
+// from the first such call on, no cuMemCreate handle of the process spills: past the budget it
+// is refused with CUDA_ERROR_OUT_OF_MEMORY, which the log explains, where a host-located handle
+// would have failed at the bind (NCCL then fails the job with a message about the fabric). A
+// handle spilled before the program first used multicast (PyTorch's symmetric memory makes its
+// memory first) cannot be bound; the log says so at the bind, which the driver refuses.
 #pragma once
 
 #include <cuda.h>
@@ -105,9 +119,15 @@ class VmmSpill {
   // budget has its bytes back.
   void freed(const core::Allocation& spilled) noexcept;
 
+  // The program made or joined a multicast object (Note [Multicast binds device memory]).
+  void multicast_used() noexcept;
+  // The driver refused to bind `handle` to a multicast object: if the handle is a spill, the log
+  // says why (Note [Multicast binds device memory]).
+  void bind_refused(uint64_t handle, CUresult result) noexcept;
+
  private:
   // Why `prop` must stay device memory, or empty (Note [Host-located VMM spills]).
-  static std::string kept_on_device(const CUmemAllocationProp& prop);
+  std::string kept_on_device(const CUmemAllocationProp& prop) const;
   // Why `device` gives no host location for it, or empty (then `location` holds it).
   std::string no_location(int device, const CUmemAllocationProp& prop, CUmemLocation& location);
   // After a spill of `request` to `where`: what is said once per job (Note [Host-located VMM
@@ -122,6 +142,7 @@ class VmmSpill {
   tiers::HostVmmTier& tier_;
   std::atomic<bool> told_mode_{false};  // `host` or `managed` sent a handle to host VMM memory
   std::atomic<bool> told_rdma_{false};  // a handle that asked for GPUDirect RDMA spilled
+  std::atomic<bool> multicast_used_{false};
 };
 
 }  // namespace vramspill::placement

@@ -7,6 +7,7 @@
 #include "core/context.h"
 #include "core/device.h"
 #include "core/driver.h"
+#include "core/multicast.h"
 #include "core/remap_check.h"
 
 using simcuda::Device;
@@ -104,7 +105,9 @@ SIMCUDA_EXPORT CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle* handle
 
 SIMCUDA_EXPORT CUresult CUDAAPI cuMemRelease(CUmemGenericAllocationHandle handle) {
   SIMCUDA_ENTER("cuMemRelease");
-  return simcuda::vmm_release(handle);
+  // A multicast object is released like an allocation handle (Note [Multicast objects]).
+  const CUresult released = simcuda::vmm_release(handle);
+  return released == CUDA_SUCCESS ? released : simcuda::multicast_release(handle);
 }
 
 SIMCUDA_EXPORT CUresult CUDAAPI cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,

@@ -58,6 +58,8 @@ constexpr NamedAttribute kAttributes[] = {
     {"CAN_USE_STREAM_WAIT_VALUE_NOR", CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_WAIT_VALUE_NOR, 1},
     {"INTEGRATED", CU_DEVICE_ATTRIBUTE_INTEGRATED, 0},
     {"TCC_DRIVER", CU_DEVICE_ATTRIBUTE_TCC_DRIVER, 0},
+    // A card without NVSwitch (Note [Multicast objects] in api/multicast.cpp).
+    {"MULTICAST_SUPPORTED", CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED, 0},
 };
 
 }  // namespace

@@ -198,12 +198,14 @@ CUresult vmm_release(CUmemGenericAllocationHandle handle) {
   return CUDA_SUCCESS;
 }
 
-CUresult vmm_properties(CUmemGenericAllocationHandle handle, CUmemAllocationProp* out) {
+CUresult vmm_properties(CUmemGenericAllocationHandle handle, CUmemAllocationProp* out,
+                        uint64_t* size) {
   State& s = state();
   std::lock_guard lock(s.mutex);
   auto it = s.handles.find(handle);
   if (it == s.handles.end() || it->second.references == 0) return CUDA_ERROR_INVALID_VALUE;
   *out = it->second.prop;
+  if (size != nullptr) *size = it->second.size;
   return CUDA_SUCCESS;
 }
 

@@ -42,7 +42,9 @@ CUresult vmm_free_reservation(uint64_t address, uint64_t size);
 CUresult vmm_create(uint64_t size, const CUmemAllocationProp& prop, int device,
                     CUmemGenericAllocationHandle* out);
 CUresult vmm_release(CUmemGenericAllocationHandle handle);
-CUresult vmm_properties(CUmemGenericAllocationHandle handle, CUmemAllocationProp* out);
+// `size`, when not null, gets the handle's size.
+CUresult vmm_properties(CUmemGenericAllocationHandle handle, CUmemAllocationProp* out,
+                        uint64_t* size = nullptr);
 CUresult vmm_retain(uint64_t address, CUmemGenericAllocationHandle* out);
 
 // On success, `*granules` counts the granules of the range by their memory's location (what the

@@ -244,7 +244,9 @@ VRAMSPILL_HOOK CUresult CUDAAPI cuArray3DCreate_v2(CUarray* pHandle,
                                                    const CUDA_ARRAY3D_DESCRIPTOR* pAllocateArray) {
   VRAMSPILL_REAL_OR_RETURN(real, cuArray3DCreate_v2);
   const auto create = [&] { return real(pHandle, pAllocateArray); };
-  if (pHandle == nullptr || pAllocateArray == nullptr) return create();
+  if (pHandle == nullptr || pAllocateArray == nullptr ||
+      !vramspill::hooks::array_owns_memory(*pAllocateArray))
+    return create();
   const CUDA_ARRAY3D_DESCRIPTOR& d = *pAllocateArray;
   return array_creation(pHandle,
                         array_bytes(d.Width, d.Height, d.Depth, d.NumChannels, d.Format), create);

@@ -19,7 +19,9 @@ VRAMSPILL_HOOK CUresult CUDAAPI cuMipmappedArrayCreate(
     unsigned int numMipmapLevels) {
   VRAMSPILL_REAL_OR_RETURN(real, cuMipmappedArrayCreate);
   const auto create = [&] { return real(pHandle, pMipmappedArrayDesc, numMipmapLevels); };
-  if (pHandle == nullptr || pMipmappedArrayDesc == nullptr) return create();
+  if (pHandle == nullptr || pMipmappedArrayDesc == nullptr ||
+      !vramspill::hooks::array_owns_memory(*pMipmappedArrayDesc))
+    return create();
   const CUDA_ARRAY3D_DESCRIPTOR& d = *pMipmappedArrayDesc;
   const std::optional<uint64_t> bytes = vramspill::mipmapped_array_bytes(
       d, vramspill::mipmap_level_count(d, numMipmapLevels),

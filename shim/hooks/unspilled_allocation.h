@@ -33,6 +33,13 @@ inline uint64_t array_bytes(size_t width, size_t height, size_t depth, unsigned 
          array_element_bytes(channels, format);
 }
 
+// Whether an array of descriptor `d` owns memory: a sparse or deferred-mapping one owns none
+// until the program maps tile-pool handles into it (cuMemMapArrayAsync), and those handles are
+// cuMemCreate's, charged there; charged here too, they would count twice.
+inline bool array_owns_memory(const CUDA_ARRAY3D_DESCRIPTOR& d) {
+  return (d.Flags & (CUDA_ARRAY3D_SPARSE | CUDA_ARRAY3D_DEFERRED_MAPPING)) == 0;
+}
+
 // cuArrayCreate, cuArray3DCreate and cuMipmappedArrayCreate: `*handle` (a CUarray or a
 // CUmipmappedArray) names the array until its destroy.
 template <typename Handle, typename Create>

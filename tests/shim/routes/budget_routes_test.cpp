@@ -333,6 +333,22 @@ TEST_P(BudgetAcrossRoutes, GlobalScopeLookupsFindTheHooks) {
   EXPECT_TRUE(is_export(dlsym(RTLD_DEFAULT, "cuDeviceGetCount"), "cuDeviceGetCount", false));
 }
 
+// A sparse or deferred-mapping array owns no memory until tile-pool handles (charged as the
+// cuMemCreate handles they are) are mapped into it: the shim charges nothing and the answer is
+// the driver's, under the budget or past it (simcuda implements neither kind: NOT_SUPPORTED).
+TEST_P(BudgetAcrossRoutes, ArraysThatOwnNoMemoryAreTheDriversToAnswer) {
+  for (const unsigned int flags : {CUDA_ARRAY3D_SPARSE, CUDA_ARRAY3D_DEFERRED_MAPPING}) {
+    CUDA_ARRAY3D_DESCRIPTOR d = array_3d(512 * kMiB);
+    d.Flags = flags;
+    CUarray array = nullptr;
+    EXPECT_EQ(cuArray3DCreate(&array, &d), CUDA_ERROR_NOT_SUPPORTED) << "flags " << flags;
+    CUmipmappedArray mipmapped = nullptr;
+    EXPECT_EQ(cuMipmappedArrayCreate(&mipmapped, &d, 2), CUDA_ERROR_NOT_SUPPORTED)
+        << "flags " << flags;
+  }
+  EXPECT_EQ(free_bytes(), under_shim() ? kBudget : kDeviceMemory);
+}
+
 INSTANTIATE_TEST_SUITE_P(Once, BudgetAcrossRoutes, ::testing::Values(kRoutes[0]),
                          [](const ::testing::TestParamInfo<Route>&) {
                            return std::string("mixed");

@@ -54,6 +54,16 @@ class VmmBooks {
     vmm_.mapped(address, bytes, handle);
   }
 
+  // Note [One release or unmap at a time]
+  // The books change before the driver's call (another thread may get the same handle value the
+  // moment the memory is freed) and are put back if the driver refuses. Two such calls on two
+  // threads would each read the other's unfinished change: an unmap's mappings gone, a release
+  // of the same handle takes its memory to be freed and settles it, and should the unmap then
+  // fail, its mapping comes back to a handle the books have forgotten, counted nowhere. So
+  // releases and unmaps go one at a time, each through its driver call (PyTorch and NCCL make
+  // them under locks of their own in any case); maps and creates, recorded after the driver's
+  // answer, need not wait.
+
   // cuMemRelease of `handle` by `release()`: its memory leaves the books if this was what kept
   // it, before the call (another thread may get the same handle value at once), and counts again
   // if the driver refuses.
@@ -80,12 +90,14 @@ class VmmBooks {
   AdmissionFlow& admission_;
   VmmSpill& vmm_spill_;
   core::HostBudget& host_budget_;
+  std::mutex changing_;  // Note [One release or unmap at a time]
   std::mutex on_host_mutex_;
   std::vector<std::pair<uint64_t, uint64_t>> on_host_;  // handle, bytes; guarded by on_host_mutex_
 };
 
 template <typename Release>
 CUresult VmmBooks::release(uint64_t handle, Release release) {
+  const std::lock_guard one_at_a_time(changing_);
   const core::VmmTracker::Released released = vmm_.release(handle);
   if (!released.freed) {  // still mapped (or referenced): the memory stays counted
     const CUresult result = release();
@@ -104,6 +116,7 @@ CUresult VmmBooks::release(uint64_t handle, Release release) {
 
 template <typename Unmap>
 CUresult VmmBooks::unmap(uint64_t address, uint64_t bytes, Unmap unmap) {
+  const std::lock_guard one_at_a_time(changing_);
   const core::VmmTracker::Unmapping unmapping = vmm_.unmap(address, bytes);
   std::vector<core::Allocation> forgotten;
   std::vector<std::pair<uint64_t, uint64_t>> forgotten_on_host;

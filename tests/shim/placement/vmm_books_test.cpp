@@ -7,6 +7,9 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <thread>
+
 #include "admission_fakes.h"
 
 namespace vramspill::placement {
@@ -82,6 +85,25 @@ TEST_F(VmmBooksTest, AHostLocatedSpillGivesItsHostBudgetBackWhenItGoes) {
   ASSERT_EQ(books_.unmap(kAddress, 16 * kMiB, answer(CUDA_SUCCESS)), CUDA_SUCCESS);
   EXPECT_EQ(host_budget_.used(), 0u);
   EXPECT_EQ(recorded(ledger_, Route::kSpillVmmHost).live_bytes, 0u);
+}
+
+// Note [One release or unmap at a time]: a release on another thread while an unmap of the
+// handle's last mapping is with the driver waits for the driver's answer; here the driver refuses
+// the unmap, so the mapping is back and the release must leave the memory counted.
+TEST_F(VmmBooksTest, AReleaseWaitsForAnUnmapTheDriverIsAnswering) {
+  const uint64_t handle = create(8 * kMiB);
+  books_.mapped(kAddress, 8 * kMiB, handle);
+  std::thread releasing;
+  const CUresult unmapped = books_.unmap(kAddress, 8 * kMiB, [&] {
+    releasing = std::thread([&] { EXPECT_EQ(books_.release(handle, answer(CUDA_SUCCESS)), CUDA_SUCCESS); });
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the release had its chance
+    return CUDA_ERROR_INVALID_VALUE;
+  });
+  releasing.join();
+  EXPECT_EQ(unmapped, CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(held(), 8 * kMiB) << "the still mapped memory left the books";
+  ASSERT_EQ(books_.unmap(kAddress, 8 * kMiB, answer(CUDA_SUCCESS)), CUDA_SUCCESS);
+  EXPECT_EQ(held(), 0u);
 }
 
 // Note [The program's host-located handles]: counted against the host limit, never refused,

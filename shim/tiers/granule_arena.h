@@ -114,9 +114,10 @@
 // the use tracker does not know moves in the window). From then on every submission that may
 // touch one of those blocks, and every one that cannot say what it touches, makes its stream wait
 // for the event before its driver call (order_after_copies(), inside the window: the launch that
-// asked for a promotion is the first), so the kernel finds the bytes there; while a capture is in
-// progress a wait would be captured into the graph, and the host waits instead. The window is
-// closed only for the mappings, not for the copy.
+// asked for a promotion is the first), so the kernel finds the bytes there; a submission to a
+// stream being captured waits for nothing, its graph's launch waiting for the copies instead
+// (Note [Copies and captures] in tiers/driver_granule_ops.cpp). The window is closed only for
+// the mappings, not for the copy.
 // The old granules go to the pools at once, though the copy may still read them at their homes
 // (and a remap that failed leaves new ones that the copy may still write): whatever
 // takes them next on the arena's streams (a move, a stage) copies into them after the copy in

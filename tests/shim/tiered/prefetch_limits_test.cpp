@@ -133,20 +133,12 @@ TEST_F(PrefetchLimitsTest, AStreamBeingCapturedIsLeftOutOfMoves) {
   ASSERT_CU(cuStreamIsCapturing(streams_[0], &status));
   EXPECT_EQ(status, CU_STREAM_CAPTURE_STATUS_NONE);
   ASSERT_CU(cuStreamSynchronize(streams_[0]));
-  CUgraph graph = nullptr;
-  ASSERT_CU(cuStreamEndCapture(capturing, &graph));
-  ASSERT_NE(graph, nullptr);
-  CUgraphExec exec = nullptr;
-  ASSERT_CU(cuGraphInstantiate(&exec, graph, 0));
-  ASSERT_CU(cuGraphLaunch(exec, capturing));
-  ASSERT_CU(cuCtxSynchronize());
+  ASSERT_NO_FATAL_FAILURE(replay_capture(capturing));
 
   expect_block(blocks[0], 100);
   expect_block(blocks[1], 101);
   for (size_t index = 2; index < blocks.size(); ++index)
     expect_block(blocks[index], static_cast<uint32_t>(index));
-  ASSERT_CU(cuGraphExecDestroy(exec));
-  ASSERT_CU(cuGraphDestroy(graph));
   for (CUdeviceptr block : blocks) ASSERT_CU(cuMemFree(block));
 }
 

@@ -56,6 +56,20 @@ class TieredTest : public ::testing::Test {
     }
   }
 
+  // Ends the capture on `stream`, which must have made a graph, and launches that graph once on
+  // the same stream, waiting for the whole context before it is destroyed.
+  void replay_capture(CUstream stream) {
+    CUgraph graph = nullptr;
+    ASSERT_CU(cuStreamEndCapture(stream, &graph));
+    ASSERT_NE(graph, nullptr);
+    CUgraphExec exec = nullptr;
+    ASSERT_CU(cuGraphInstantiate(&exec, graph, 0));
+    ASSERT_CU(cuGraphLaunch(exec, stream));
+    ASSERT_CU(cuCtxSynchronize());
+    ASSERT_CU(cuGraphExecDestroy(exec));
+    ASSERT_CU(cuGraphDestroy(graph));
+  }
+
   CUresult fill(CUdeviceptr block, uint32_t value, CUstream stream) {
     uint64_t count = kWords;
     void* params[] = {&block, &value, &count};

@@ -487,18 +487,10 @@ TEST_F(CaptureTest, ACapturedLaunchOfABlockBeingCopiedLeavesTheCaptureValid) {
   ASSERT_CU(cuStreamBeginCapture(capturing, CU_STREAM_CAPTURE_MODE_GLOBAL));
   ASSERT_CU(fill(blocks[0], 20, capturing));
   ASSERT_CU(fill(blocks[1], 21, streams_[1]));  // beside the capture: waits on the device
-  CUgraph graph = nullptr;
-  ASSERT_CU(cuStreamEndCapture(capturing, &graph));
-  ASSERT_NE(graph, nullptr);
-  CUgraphExec exec = nullptr;
-  ASSERT_CU(cuGraphInstantiate(&exec, graph, 0));
-  ASSERT_CU(cuGraphLaunch(exec, capturing));
-  ASSERT_CU(cuCtxSynchronize());
+  ASSERT_NO_FATAL_FAILURE(replay_capture(capturing));
   expect_block(blocks[0], 20);
   expect_block(blocks[1], 21);
   for (size_t i = 2; i < blocks.size(); ++i) expect_block(blocks[i], static_cast<uint32_t>(i));
-  ASSERT_CU(cuGraphExecDestroy(exec));
-  ASSERT_CU(cuGraphDestroy(graph));
   for (const CUdeviceptr block : blocks) ASSERT_CU(cuMemFree(block));
 }
 

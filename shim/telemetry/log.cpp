@@ -83,7 +83,7 @@ std::shared_ptr<spdlog::logger> make_logger(const LogConfig& config, std::string
   int fd = config.file.empty()
                ? -1
                : telemetry::open_owned_file(config.file, O_WRONLY | O_APPEND, fallback_reason);
-  if (fd < 0) fd = telemetry::owned_copy(STDERR_FILENO);  // -1 when standard error is closed
+  if (fd < 0) fd = telemetry::standard_error_copy();  // -1: none the program started with
   spdlog::sink_ptr sink = std::make_shared<DescriptorSink>(fd);
   auto logger = std::make_shared<spdlog::logger>(std::string(kLoggerName), std::move(sink));
   logger->set_pattern(std::string(kPattern));

@@ -19,6 +19,12 @@ int owned_copy(int fd) noexcept {
   return fcntl(fd, F_DUPFD_CLOEXEC, 3);  // EINVAL: the limit is below kFirstOwnDescriptor
 }
 
+int standard_error_copy() noexcept {
+  const int flags = fcntl(STDERR_FILENO, F_GETFD);
+  if (flags < 0 || (flags & FD_CLOEXEC) != 0) return -1;
+  return owned_copy(STDERR_FILENO);
+}
+
 int open_owned_file(const std::string& path, int flags, std::string& problem) noexcept {
   const int opened = open_regular_file(path, flags | O_CREAT, 0666, problem);
   if (opened < 0) return -1;

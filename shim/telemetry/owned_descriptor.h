@@ -9,6 +9,11 @@
 // which a line written to descriptor 2 would corrupt. So:
 // - With descriptor 2 closed when the logger is set up, the log goes nowhere (a [log] file
 //   still works). A standard error the program opens or replaces later is not the shim's.
+// - Nor is a descriptor 2 that is close-on-exec when the logger is set up, which is when the
+//   program first reaches the driver, long after it started: an inherited standard error came
+//   through an exec, so it cannot be close-on-exec, but a file the program opened after closing
+//   its standard error took number 2, and Python opens every file close-on-exec (PEP 446).
+//   (A file opened without the flag cannot be told from a standard error by its descriptor.)
 // - The shim's descriptors are close-on-exec (an executed program starts its own shim) and
 //   numbered kFirstOwnDescriptor or above: never 0-2, and above the numbers that shells and
 //   scripts redirect by number (`exec 3>file`, `3>&1`), which a program may dup2() onto.
@@ -38,6 +43,10 @@ int owned_copy(int fd) noexcept;
 int open_owned_file(const std::string& path, int flags, std::string& problem) noexcept;
 
 // An owned descriptor and the file it was set up with (Note [The shim's own descriptors]).
+// A copy of standard error for the log, owned as above; -1 when descriptor 2 is closed or
+// close-on-exec (then it is not the standard error the program started with).
+int standard_error_copy() noexcept;
+
 class OwnedDescriptor {
  public:
   // Takes `fd` (-1: none, every write is dropped).

@@ -113,6 +113,18 @@ int closed_stderr_file(const char* path) {
   return 0;  // the exit summary is logged after this
 }
 
+// Descriptor 2 closed, and a file the program opens close-on-exec (as Python opens every file)
+// takes it before the shim starts: the shim must not take it for standard error.
+int stderr_taken_before_the_shim(const char* path) {
+  CHECK(!is_open(STDERR_FILENO));
+  const int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  CHECK(fd == STDERR_FILENO);
+  CHECK_CU(cuInit(0));
+  allocate_spill_and_verify();
+  std::printf("descriptor 2 is %s\n", path);
+  return 0;  // the exit summary is logged after this
+}
+
 int closed_stderr_device() {
   CHECK(!is_open(STDERR_FILENO));
   CHECK_CU(cuInit(0));
@@ -134,7 +146,12 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (mode == "closed-stderr-file" && argc == 3) return closed_stderr_file(argv[2]);
+  if (mode == "stderr-taken-before-the-shim" && argc == 3)
+    return stderr_taken_before_the_shim(argv[2]);
   if (mode == "closed-stderr-device") return closed_stderr_device();
-  std::printf("usage: %s init | spill | closed-stderr-file PATH | closed-stderr-device\n", argv[0]);
+  std::printf(
+      "usage: %s init | spill | closed-stderr-file PATH | stderr-taken-before-the-shim PATH | "
+      "closed-stderr-device\n",
+      argv[0]);
   return 2;
 }

@@ -23,14 +23,18 @@ using vramspill::testing::RunResult;
 // --- Note [The shim's own descriptors] ----------------------------------------------------------
 
 TEST_F(JobSafety, LogNeverReachesAFileTheJobOpensAsDescriptor2) {
-  const std::string path = (root_ / "program-output").string();
-  const RunResult result = run({"closed-stderr-file", path}, kSpillingJob, true);
-  ASSERT_TRUE(result.exited(0)) << result.describe();
-  EXPECT_TRUE(contains(result.out, "descriptor 2 is " + path)) << result.out;
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream written;
-  written << in.rdbuf();
-  EXPECT_EQ(written.str(), "") << "the shim wrote into the job's file";
+  // Opened after the shim started, and before it: close-on-exec (Note [The shim's own
+  // descriptors]).
+  for (const char* mode : {"closed-stderr-file", "stderr-taken-before-the-shim"}) {
+    const std::string path = (root_ / "program-output").string();
+    const RunResult result = run({mode, path}, kSpillingJob, true);
+    ASSERT_TRUE(result.exited(0)) << mode << ": " << result.describe();
+    EXPECT_TRUE(contains(result.out, "descriptor 2 is " + path)) << result.out;
+    std::ifstream in(path, std::ios::binary);
+    std::stringstream written;
+    written << in.rdbuf();
+    EXPECT_EQ(written.str(), "") << mode << ": the shim wrote into the job's file";
+  }
 }
 
 TEST_F(JobSafety, LogNeverReachesDeviceMemoryOnDescriptor2) {

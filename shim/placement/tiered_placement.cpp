@@ -217,6 +217,9 @@ tiers::MoveOutcome TieredPlacement::move(int device, Device& state,
     case Timing::kStaged:
       outcome = state.arena->stage(moves, window.closed(), *tracked_);
       break;
+    case Timing::kFinish:
+      outcome = state.arena->finish_staged(moves, window.closed(), tracked_ ? &*tracked_ : nullptr);
+      break;
     case Timing::kOnStream:
       outcome = state.arena->move_on_stream(moves, window.closed(), *tracked_);
       break;
@@ -425,25 +428,35 @@ void TieredPlacement::before_launch(int device, uint64_t sequence, uint32_t stre
   try {
     state->policy->used(sequence, stream, blocks);
     log_learning(device, *state);
+    const bool may_move = arenas_.may_synchronize();  // Note [No moves during a capture]
+    MoveWindow window(*this);
+    // The staged blocks the launch touches are finished first (Note [Staged promotions]): only
+    // their staged granules, which were charged when they were staged. What a block staged in
+    // part (the driver had too little memory for the rest) still has on the host is then a
+    // promotion like any other, charged below; one that stays on the host leaves the staged
+    // part finished all the same. During a capture the launch reaches them in place, and the
+    // next one finishes them.
+    std::vector<GranuleMove> staged;
+    for (const CUdeviceptr base : blocks) {
+      const auto block = state->arena->block_containing(base);
+      if (may_move && block && block->base == base && block->staged_granules != 0)
+        staged.push_back({.base = base, .to = GranuleKind::kDevice, .granules = 0});
+    }
+    if (!staged.empty()) {
+      promoting = true;
+      move(device, *state, staged, window, Timing::kFinish);
+      tell_policy_of_moves(*state, staged);
+    }
     // The blocks to bring in, and how many granules they need, decided first: one window makes
     // room for all of them and one moves them.
     std::vector<GranuleMove> promotions;
-    std::vector<GranuleMove> staged;  // to finish before the launch (Note [Staged promotions])
     uint64_t needed = 0;
     uint64_t refused = 0;
     uint64_t ahead = 0;  // promotions for later launches (Note [Promoting ahead])
     bool capacity_known = false;
     for (const CUdeviceptr base : blocks) {
       const auto block = state->arena->block_containing(base);
-      if (!block || block->base != base) continue;
-      // A block staged in part (the driver had too little memory for the rest) goes with the
-      // promotions, whose move finishes what was staged first: what it brings in beyond that
-      // is charged like any promotion's.
-      if (block->host_granules() == 0) {
-        if (block->staged_granules != 0)
-          staged.push_back({.base = base, .to = GranuleKind::kDevice, .granules = 0});
-        continue;
-      }
+      if (!block || block->base != base || block->host_granules() == 0) continue;
       if (std::any_of(promotions.begin(), promotions.end(),
                       [&](const GranuleMove& move) { return move.base == base; }))
         continue;
@@ -462,16 +475,9 @@ void TieredPlacement::before_launch(int device, uint64_t sequence, uint32_t stre
       promotions.push_back(promotion_of(*block));
       needed += promotions.back().granules;
     }
-    if (!arenas_.may_synchronize()) {  // Note [No moves during a capture]
+    if (!may_move) {
       refused += promotions.size();
       promotions.clear();
-      staged.clear();  // the launch reaches them in place; the next one finishes them
-    }
-    MoveWindow window(*this);
-    if (!staged.empty()) {
-      promoting = true;
-      move(device, *state, staged, window);
-      tell_policy_of_moves(*state, staged);
     }
     if (!promotions.empty()) {
       promoting = true;

@@ -311,7 +311,9 @@ class TieredPlacement {
   // two in the tracked window only. kAhead: evictions whose copies the promotions moved next
   // overlap (Note [Evictions ahead of promotions] in tiers/granule_mover.h); in the safe window
   // the arena is settled before the window opens.
-  enum class Timing : uint8_t { kNow, kStaged, kOnStream, kAhead };
+  // kFinish: the staged blocks among the moves are finished, and nothing else moves (Note
+  // [Staged promotions] in tiers/granule_arena.h).
+  enum class Timing : uint8_t { kNow, kStaged, kOnStream, kAhead, kFinish };
   tiers::MoveOutcome move(int device, Device& state, std::span<const tiers::GranuleMove> moves,
                           MoveWindow& window, Timing timing = Timing::kNow);
   // Tells `events` how many bytes of each block in `moves` moved, from the device granules each

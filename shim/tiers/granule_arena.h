@@ -300,6 +300,12 @@ class GranuleArena {
   MoveOutcome move(std::span<const GranuleMove> moves, const core::RemapWindow::Exclusive& window,
                    QueuedWork* queued = nullptr) noexcept;
 
+  // Finishes the staged blocks `moves` promote, and moves nothing else (Note [Staged
+  // promotions]): what move() does first. `queued`: as move()'s.
+  MoveOutcome finish_staged(std::span<const GranuleMove> moves,
+                            const core::RemapWindow::Exclusive& window,
+                            QueuedWork* queued = nullptr) noexcept;
+
   // Stages the promotions among `moves` (Note [Staged promotions]); blocks staged already, and
   // evictions, are skipped. Counted as moved to the device.
   MoveOutcome stage(std::span<const GranuleMove> moves, const core::RemapWindow::Exclusive& window,

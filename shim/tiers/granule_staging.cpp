@@ -89,6 +89,20 @@ bool GranuleArena::copies_over_for(std::span<const Slot> slots) {
   return false;
 }
 
+MoveOutcome GranuleArena::finish_staged(std::span<const GranuleMove> moves,
+                                        const core::RemapWindow::Exclusive& /*window*/,
+                                        QueuedWork* queued) noexcept {
+  MoveOutcome outcome;
+  const std::lock_guard move_lock(move_mutex_);
+  const GranuleMover::CallCounter counted(mover_);
+  try {
+    settle_staged(moves, queued, outcome);
+  } catch (const std::bad_alloc&) {
+    outcome.result = CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  return outcome;
+}
+
 void GranuleArena::settle_staged(std::span<const GranuleMove> moves, QueuedWork* queued,
                                  MoveOutcome& outcome) {
   std::vector<uint64_t> finishing;  // bases, as QueuedWork takes them

@@ -698,39 +698,74 @@ TEST_F(TrackedWindowTest, WhatLearnedBringsInAheadIsStagedAndFinishedAtItsLaunch
 }
 
 // Note [Staged promotions]: a block staged only in part (the driver ran out of memory for the
-// rest) is brought in whole by the launch that touches it, and the granules beyond the staged
-// ones are charged to the device budget like any promotion's, however full the budget is then.
-TEST_F(TrackedWindowTest, APartlyStagedBlockIsChargedForWhatItsLaunchBringsIn) {
-  TieredPlacement learned{budgets_, arenas_, window_, tracked_options("learned"), &uses_};
-  std::vector<CUdeviceptr> loop;
-  for (int i = 0; i < 5; ++i) loop.push_back(allocate_tracked(2, &learned));  // 10 on 8
-  const auto launch_in = [&](CUdeviceptr block) { launch_on(kStreamA, block, &learned); };
-  for (int round = 0; round < 5; ++round) std::ranges::for_each(loop, launch_in);  // locked
-  const CUdeviceptr gone = allocate_tracked(4, &learned);
-  uses_.untrack(gone);
-  ASSERT_EQ(learned.free(0, gone), CUDA_SUCCESS);  // room the driver must back anew
-  // The launch's own block takes the first two granules made, the block ahead one of two.
-  ops_.fail(tiers::FakeGranuleOps::kCreate, 4);
-  launch_in(loop[0]);
-  launch_in(loop[1]);
-  const auto partly_staged = std::ranges::find_if(loop, [&](CUdeviceptr block) {
-    const auto held = arena_.block_containing(block);
-    return held->staged_granules != 0 && held->host_granules() != 0;
-  });
-  ASSERT_NE(partly_staged, loop.end());
-  const CUdeviceptr filler = allocate_tracked(budgets_.device_room(0) / kGranuleBytes, &learned);
-  ASSERT_EQ(budgets_.device_room(0), 0u);
-  launch_in(*partly_staged);
-  EXPECT_EQ(arena_.block_containing(*partly_staged)->device_granules, 2u);
-  const tiers::ArenaStats held = arena_.stats();
-  EXPECT_LE(held.device_granules + held.pooled_device_granules, 8u) << "past the device budget";
-  EXPECT_EQ(budgets_.device(), (held.device_granules + held.pooled_device_granules) * kGranuleBytes);
-  loop.push_back(filler);
-  for (const CUdeviceptr block : loop) {
-    expect_bytes(block, arena_.block_containing(block)->granules);
-    uses_.untrack(block);
-    EXPECT_EQ(learned.free(0, block), CUDA_SUCCESS);
+// rest), with the budget then filled. Its launch finishes the staged part and charges what it
+// brings in beyond it like any promotion, however full the budget is.
+class PartlyStagedTest : public TrackedWindowTest {
+ protected:
+  void SetUp() override {
+    for (int i = 0; i < 5; ++i) loop_.push_back(allocate_tracked(2, &learned_));  // 10 on 8
+    for (int round = 0; round < 5; ++round) {  // locked after a window of 16 launches
+      for (const CUdeviceptr block : loop_) launch_in(block);
+    }
+    const CUdeviceptr gone = allocate_tracked(4, &learned_);
+    uses_.untrack(gone);
+    ASSERT_EQ(learned_.free(0, gone), CUDA_SUCCESS);  // room the driver must back anew
+    // The launch's own block takes the first two granules made, the block ahead one of two.
+    ops_.fail(tiers::FakeGranuleOps::kCreate, 4);
+    launch_in(loop_[0]);
+    launch_in(loop_[1]);
+    const auto found = std::ranges::find_if(loop_, [&](CUdeviceptr block) {
+      const auto held = arena_.block_containing(block);
+      return held->staged_granules != 0 && held->host_granules() != 0;
+    });
+    ASSERT_NE(found, loop_.end());
+    partly_staged_ = *found;
+    filler_ = allocate_tracked(budgets_.device_room(0) / kGranuleBytes, &learned_);
+    ASSERT_EQ(budgets_.device_room(0), 0u);
   }
+  void TearDown() override {
+    const tiers::ArenaStats held = arena_.stats();
+    EXPECT_LE(held.device_granules + held.pooled_device_granules, 8u) << "past the device budget";
+    loop_.push_back(filler_);
+    for (const CUdeviceptr block : loop_) {
+      expect_bytes(block, arena_.block_containing(block)->granules);
+      uses_.untrack(block);
+      EXPECT_EQ(learned_.free(0, block), CUDA_SUCCESS);
+    }
+    TrackedWindowTest::TearDown();
+  }
+  void launch_in(CUdeviceptr block) { launch_on(kStreamA, block, &learned_); }
+
+  TieredPlacement learned_{budgets_, arenas_, window_, tracked_options("learned"), &uses_};
+  std::vector<CUdeviceptr> loop_;
+  CUdeviceptr partly_staged_ = 0;
+  CUdeviceptr filler_ = 0;
+};
+
+TEST_F(PartlyStagedTest, ItsLaunchIsChargedForWhatItBringsIn) {
+  launch_in(partly_staged_);
+  EXPECT_EQ(arena_.block_containing(partly_staged_)->device_granules, 2u);
+  EXPECT_EQ(arena_.block_containing(partly_staged_)->staged_granules, 0u);
+}
+
+// What the block still has on the host cannot come in (the launch needs every block on the
+// device, and the budget is full): its staged part is finished all the same.
+TEST_F(PartlyStagedTest, ItsStagedPartIsFinishedWhenTheRestStaysOnTheHost) {
+  core::SubmissionUse use;
+  std::vector<uint64_t> words;
+  for (const CUdeviceptr block : loop_) {
+    if (block == partly_staged_ || arena_.block_containing(block)->device_granules != 0)
+      words.push_back(block + 64);
+  }
+  words.push_back(filler_ + 64);
+  uses_.record_words(kStreamA, words, use);
+  learned_.before_submission(use.sequence, static_cast<uint32_t>(kStreamA),
+                             std::span(use.blocks.data(), use.count));
+  learned_.order_after_copies(use, false);
+  end_submission(use);
+  const auto block = arena_.block_containing(partly_staged_);
+  EXPECT_EQ(block->staged_granules, 0u) << "the staged granules were never remapped";
+  EXPECT_EQ(block->device_granules, 1u);
 }
 
 // Note [The tracked window]: with arenas on two devices the wait is the safe one, and the bits

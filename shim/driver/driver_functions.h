@@ -37,9 +37,9 @@
   X(cuMemMap)                                    \
   X(cuMemUnmap)                                  \
   X(cuMemRetainAllocationHandle)                 \
-  X(cuMulticastCreate)                           \
   X(cuMulticastAddDevice)                        \
   X(cuMulticastBindMem)                          \
+  X(cuMulticastBindAddr)                         \
   X(cuMemGetInfo_v2)                             \
   X(cuArrayCreate_v2)                            \
   X(cuArray3DCreate_v2)                          \

@@ -4,9 +4,9 @@
 // (Note [VMM memory lives until its last mapping goes] in core/vmm_tracker.h). Host-located
 // physical memory the program asks for takes no device memory; it is pinned memory, which counts
 // against the host limit as long (Note [The program's host-located handles] in
-// placement/vmm_books.h). A
-// device-located cuMemCreate that does not fit may be made host-located instead, charged to the
-// host budget until the driver frees it (Note [Host-located VMM spills] in placement/vmm_spill.h).
+// placement/vmm_books.h). A device-located cuMemCreate that does not fit may be made
+// host-located instead, charged to the host budget until the driver frees it (Note
+// [Host-located VMM spills] in placement/vmm_spill.h).
 // The books are placement's (placement/vmm_books.h).
 #include "hooks/admission.h"
 #include "hooks/hook.h"
@@ -77,7 +77,10 @@ VRAMSPILL_HOOK CUresult CUDAAPI cuMemRelease(CUmemGenericAllocationHandle handle
   const Entry entry;
   ShimState* shim = entry.state();
   if (shim == nullptr) return real(handle);
-  return shim->vmm_books.release(handle, [&] { return real(handle); });
+  const CUresult result = shim->vmm_books.release(handle, [&] { return real(handle); });
+  // A multicast object is released so too (Note [Multicast binds device memory]).
+  if (result == CUDA_SUCCESS) shim->vmm_spill.multicast_released(handle);
+  return result;
 }
 
 VRAMSPILL_HOOK CUresult CUDAAPI cuMemUnmap(CUdeviceptr ptr, size_t size) {

@@ -81,12 +81,35 @@ void VmmSpill::freed(const core::Allocation& spilled) noexcept {
   host_budget_.release(spilled.bytes);
 }
 
-void VmmSpill::multicast_used() noexcept {
-  if (multicast_used_.exchange(true, std::memory_order_relaxed)) return;
-  logging::info(
-      "the program uses multicast objects (NVLink SHARP, as NCCL's NVLS does): from now on its "
-      "cuMemCreate handles stay device memory, which is all a multicast object binds; past the "
-      "budget they are refused rather than spilled (said once)");
+void VmmSpill::multicast_device_added(uint64_t object) noexcept {
+  try {
+    const std::lock_guard lock(multicast_mutex_);
+    ++unbound_[object];
+    pending_binds_.fetch_add(1, std::memory_order_relaxed);
+  } catch (const std::bad_alloc&) {  // no room to remember it: its handles may spill
+    return;
+  }
+  if (!told_multicast_.exchange(true, std::memory_order_relaxed))
+    logging::info(
+        "the program uses multicast objects (NVLink SHARP, as NCCL's NVLS does): while one "
+        "waits for its memory, cuMemCreate handles stay device memory, which is all a multicast "
+        "object binds, and past the budget are refused rather than spilled (said once)");
+}
+
+void VmmSpill::multicast_bound(uint64_t object) noexcept {
+  const std::lock_guard lock(multicast_mutex_);
+  const auto found = unbound_.find(object);
+  if (found == unbound_.end()) return;
+  pending_binds_.fetch_sub(1, std::memory_order_relaxed);
+  if (--found->second == 0) unbound_.erase(found);
+}
+
+void VmmSpill::multicast_released(uint64_t object) noexcept {
+  const std::lock_guard lock(multicast_mutex_);
+  const auto found = unbound_.find(object);
+  if (found == unbound_.end()) return;
+  pending_binds_.fetch_sub(found->second, std::memory_order_relaxed);
+  unbound_.erase(found);
 }
 
 void VmmSpill::bind_refused(uint64_t handle, CUresult result) noexcept {
@@ -94,14 +117,14 @@ void VmmSpill::bind_refused(uint64_t handle, CUresult result) noexcept {
   if (!found || found->route != core::Route::kSpillVmmHost) return;
   logging::warn(
       "cuMulticastBindMem of a {} handle refused (CUresult {}): vramspill made it host-located, "
-      "over the budget of device {}, before the program first used a multicast object, which "
-      "binds only device memory; give the job a larger [device] budget",
+      "over the budget of device {}, before a multicast object was waiting for memory, and a "
+      "multicast object binds only device memory; give the job a larger [device] budget",
       format_bytes(found->bytes), static_cast<int>(result), found->device);
 }
 
 std::string VmmSpill::kept_on_device(const CUmemAllocationProp& prop) const {
-  if (multicast_used_.load(std::memory_order_relaxed))
-    return "the program uses multicast objects, which bind only device memory";
+  if (pending_binds_.load(std::memory_order_relaxed) != 0)
+    return "a multicast object of the program waits for its memory, and binds only device memory";
   const auto handle_types = static_cast<unsigned int>(prop.requestedHandleTypes);
   if ((handle_types & ~static_cast<unsigned int>(CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)) != 0) {
     return "the program asked for exportable handles (requestedHandleTypes " +

@@ -34,8 +34,8 @@
 //     cuMemExportToShareableHandle works as before; HOST memory is "not IPC capable" (cuMemCreate
 //     refuses the request), so without a NUMA node such a request does not spill;
 //   - a usage (CU_MEM_CREATE_USAGE_TILE_POOL for sparse arrays, HW_DECOMPRESS): device roles;
-//   - any handle once the program has used a multicast object (Note [Multicast binds device
-//     memory]).
+//   - any handle while a multicast object of the program waits for its memory (Note [Multicast
+//     binds device memory]).
 // gpuDirectRDMACapable does spill: PyTorch's expandable segments set it on every handle where
 // the device has GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED (measured on an H200), whether or not
 // a network adapter will ever read them, and refusing it made the job fail with
@@ -59,19 +59,24 @@
 // A multicast object (NVLink SHARP through NVSwitch) binds only memory "created on one of the
 // devices that was added to the multicast team" (cuda.h, cuMulticastBindMem). NCCL's NVLS
 // buffers ask for POSIX file descriptors on one node, as PyTorch's expandable segments do, so
-// the request alone does not tell them apart; but NCCL makes or imports the object and adds its
-// device (cuMulticastCreate, cuMulticastAddDevice) before it creates the memory it binds. So
-// from the first such call on, no cuMemCreate handle of the process spills: past the budget it
-// is refused with CUDA_ERROR_OUT_OF_MEMORY, which the log explains, where a host-located handle
-// would have failed at the bind (NCCL then fails the job with a message about the fabric). A
-// handle spilled before the program first used multicast (PyTorch's symmetric memory makes its
-// memory first) cannot be bound; the log says so at the bind, which the driver refuses.
+// the request alone does not tell them apart; but NCCL adds its device to the object
+// (cuMulticastAddDevice) before it creates the memory it then binds (cuMulticastBindMem). So
+// between the two, while a device added to an object of the process has no memory bound yet,
+// no cuMemCreate handle of the process spills: past the budget it is refused with
+// CUDA_ERROR_OUT_OF_MEMORY, which the log explains, where a host-located handle would have
+// failed at the bind (NCCL then fails the job with a message about the fabric). Once every
+// added device has its memory bound (or the object is released), handles spill again: the rest
+// of the job, PyTorch's expandable segments included, keeps its spills. A handle spilled before
+// its bind was pending (PyTorch's symmetric memory makes its memory first) cannot be bound; the
+// log says so at the bind, which the driver refuses.
 #pragma once
 
 #include <cuda.h>
 
 #include <atomic>
 #include <cstdint>
+#include <map>
+#include <mutex>
 #include <string>
 
 #include "config/config.h"
@@ -119,10 +124,13 @@ class VmmSpill {
   // budget has its bytes back.
   void freed(const core::Allocation& spilled) noexcept;
 
-  // The program made or joined a multicast object (Note [Multicast binds device memory]).
-  void multicast_used() noexcept;
+  // Note [Multicast binds device memory]: the driver added a device to the multicast object
+  // `object`, bound memory to it, or released it.
+  void multicast_device_added(uint64_t object) noexcept;
+  void multicast_bound(uint64_t object) noexcept;
+  void multicast_released(uint64_t object) noexcept;
   // The driver refused to bind `handle` to a multicast object: if the handle is a spill, the log
-  // says why (Note [Multicast binds device memory]).
+  // says why.
   void bind_refused(uint64_t handle, CUresult result) noexcept;
 
  private:
@@ -142,7 +150,10 @@ class VmmSpill {
   tiers::HostVmmTier& tier_;
   std::atomic<bool> told_mode_{false};  // `host` or `managed` sent a handle to host VMM memory
   std::atomic<bool> told_rdma_{false};  // a handle that asked for GPUDirect RDMA spilled
-  std::atomic<bool> multicast_used_{false};
+  std::atomic<bool> told_multicast_{false};
+  std::mutex multicast_mutex_;
+  std::map<uint64_t, uint64_t> unbound_;  // object: added devices with no memory bound yet
+  std::atomic<uint64_t> pending_binds_{0};  // their sum, read without the lock
 };
 
 }  // namespace vramspill::placement

@@ -181,12 +181,12 @@ TEST_F(VmmSpill, TheProgramsOwnHostHandlesLeaveLessOfTheHostLimitForSpills) {
   EXPECT_EQ(location_of(refused), expected_location());
 }
 
-// Note [Multicast binds device memory] in shim/placement/vmm_spill.h: a handle spilled before the
-// program first used a multicast object cannot be bound to one (the driver refuses, the log says
-// why), and from that first use on no handle spills. Its own process: the first use is for good.
+// Note [Multicast binds device memory] in shim/placement/vmm_spill.h: a handle spilled before a
+// multicast object waited for memory cannot be bound to it (the driver refuses, the log says
+// why); while one waits no handle spills, and once its memory is bound they spill again.
 class VmmSpillMulticast : public VmmSpill {};
 
-TEST_F(VmmSpillMulticast, NoHandleSpillsOnceTheProgramUsesMulticast) {
+TEST_F(VmmSpillMulticast, NoHandleSpillsWhileAMulticastObjectWaitsForItsMemory) {
   ASSERT_NO_FATAL_FAILURE(fill_device_with_handles());
   CUmemGenericAllocationHandle spilled = 0;
   ASSERT_CU(create(spilled));
@@ -200,12 +200,15 @@ TEST_F(VmmSpillMulticast, NoHandleSpillsOnceTheProgramUsesMulticast) {
   ASSERT_CU(cuMulticastAddDevice(object, device_));
   EXPECT_EQ(cuMulticastBindMem(object, 0, spilled, 0, kBlock, 0), CUDA_ERROR_INVALID_DEVICE);
   CUmemGenericAllocationHandle refused = 0;
-  EXPECT_EQ(create(refused), CUDA_ERROR_OUT_OF_MEMORY) << "spilled although multicast is in use";
+  EXPECT_EQ(create(refused), CUDA_ERROR_OUT_OF_MEMORY) << "spilled while a bind is pending";
   ASSERT_NO_FATAL_FAILURE(release(handles_.front()));  // room on the device: it binds there
   CUmemGenericAllocationHandle bound = 0;
   ASSERT_CU(create(bound));
   ASSERT_EQ(location_of(bound), CU_MEM_LOCATION_TYPE_DEVICE);
   ASSERT_CU(cuMulticastBindMem(object, 0, bound, 0, kBlock, 0));
+  CUmemGenericAllocationHandle spilled_again = 0;
+  ASSERT_CU(create(spilled_again)) << "the bind is done: handles spill again";
+  EXPECT_EQ(location_of(spilled_again), expected_location());
   ASSERT_CU(cuMulticastUnbind(object, device_, 0, kBlock));
   ASSERT_CU(cuMemRelease(object));
 }

@@ -60,7 +60,7 @@ while [[ $# -gt 0 ]]; do
       [[ -f ${2#*:} ]] || die "--trace: no such file: ${2#*:}"
       # The shim's size syntax (shim/util/sizes.cpp) or a percent: a typo found here costs no
       # GPU time, where every run of the trace would fail on it.
-      [[ ${2%%:*} =~ ^[0-9]+(\.[0-9]+)?\ *([KMGT]i?B|[KMGT]|B|%)?$ ]] ||
+      [[ ${2%%:*} =~ ^([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?([KMGT]i?B|[KMGT]|B|%)?$ ]] ||
         die "--trace: '${2%%:*}' is not a budget (a size such as 3GiB, 512MiB, 1.5GB, or a percent)"
       traces+=("$2"); shift ;;
     *) die "unknown argument '$1' (see --help)" ;;

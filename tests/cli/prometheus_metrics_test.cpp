@@ -238,6 +238,22 @@ TEST(PrometheusMetricsTest, a_jobs_pid_label_is_its_files_name) {
       << text;
 }
 
+TEST(PrometheusMetricsTest, jobs_of_one_file_name_in_two_directories_get_distinct_labels) {
+  StatsEntry first = live_job(7, "a");
+  first.path = "/run/user/1000/vramspill/7.stats";
+  StatsEntry numbered = live_job(7, "a");
+  numbered.path = "/run/user/1000/vramspill/7-1.stats";
+  StatsEntry fallback = live_job(7, "a");
+  fallback.path = "/tmp/vramspill-1000/7.stats";
+  const std::string text = render_prometheus_metrics({first, numbered, fallback});
+  for (const char* pid : {"7", "7-1", "7-2"}) {
+    EXPECT_TRUE(contains(text, std::string("vramspill_spills_total{pid=\"") + pid +
+                                   "\",command=\"a\",device=\"0\"} 3\n"))
+        << pid << "\n"
+        << text;
+  }
+}
+
 TEST(PrometheusMetricsTest, no_jobs_is_every_family_without_samples) {
   const std::string text = render_prometheus_metrics({});
   EXPECT_TRUE(contains(text, "\nvramspill_jobs 0\n")) << text;

@@ -21,4 +21,5 @@ pack=$(mktemp)
 trap 'rm -f "$pack"' EXIT
 expect_refused "unexpected argument 'extra'" "$tools/gpu-check.sh" --pack "$pack" extra
 expect_refused "'3GiBB' is not a budget" "$tools/gpu-pack.sh" --trace "3GiBB:$pack"
+expect_refused "'3 GiB' is not a budget" "$tools/gpu-pack.sh" --trace "3 GiB:$pack"
 exit $((failures > 0))

@@ -3,6 +3,7 @@
 #include <charconv>
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string_view>
 
 #include "prometheus_label.h"
@@ -167,14 +168,25 @@ std::string pid_label(const StatsEntry& entry) {
 }
 
 std::vector<LabelledJob> live_jobs(const std::vector<StatsEntry>& entries) {
-  std::vector<LabelledJob> jobs;
-  std::map<std::string, int> seen;
+  std::vector<const StatsEntry*> live;
+  std::set<std::string> taken;  // the labels files name, kept by the first job of each
   for (const StatsEntry& entry : entries) {
     if (entry.state != StatsState::kLive) continue;
-    std::string pid = pid_label(entry);
-    if (const int before = seen[pid]++; before > 0) pid.append("-").append(std::to_string(before));
-    jobs.push_back({&entry.snapshot, "pid=\"" + pid + "\",command=\"" +
-                                         prometheus_label_value(entry.snapshot.command) + "\""});
+    live.push_back(&entry);
+    taken.insert(pid_label(entry));
+  }
+  std::vector<LabelledJob> jobs;
+  std::set<std::string> used;
+  for (const StatsEntry* entry : live) {
+    const std::string named = pid_label(*entry);
+    std::string pid = named;
+    // Two files of one name (in the two default directories): the second job takes the first
+    // `-N` no file names and no job has taken.
+    for (int n = 1; used.contains(pid) || (pid != named && taken.contains(pid)); ++n)
+      pid = named + "-" + std::to_string(n);
+    used.insert(pid);
+    jobs.push_back({&entry->snapshot, "pid=\"" + pid + "\",command=\"" +
+                                          prometheus_label_value(entry->snapshot.command) + "\""});
   }
   return jobs;
 }

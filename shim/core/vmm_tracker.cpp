@@ -118,6 +118,15 @@ void VmmTracker::undo_unmap(const Unmapping& unmapping) noexcept {
   }
 }
 
+std::optional<uint64_t> VmmTracker::handle_at(uint64_t address) const noexcept {
+  const std::lock_guard lock(mutex_);
+  for (const Mapping& mapping : mappings_) {
+    if (address >= mapping.address && address - mapping.address < mapping.size)
+      return mapping.handle;
+  }
+  return std::nullopt;
+}
+
 std::size_t VmmTracker::tracked_handles() const noexcept {
   const std::lock_guard guard(mutex_);
   return handles_.size();

@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 namespace vramspill::core {
@@ -65,6 +66,9 @@ class VmmTracker {
   // Before cuMemUnmap: removes the mappings inside [address, address + size).
   Unmapping unmap(uint64_t address, uint64_t size) noexcept;
   void undo_unmap(const Unmapping& unmapping) noexcept;
+
+  // The handle mapped at `address`, if the tracker knows one.
+  std::optional<uint64_t> handle_at(uint64_t address) const noexcept;
 
   std::size_t tracked_handles() const noexcept;
   std::size_t mappings() const noexcept;

@@ -37,9 +37,11 @@
   X(cuMemMap)                                    \
   X(cuMemUnmap)                                  \
   X(cuMemRetainAllocationHandle)                 \
+  X(cuMulticastCreate)                           \
   X(cuMulticastAddDevice)                        \
   X(cuMulticastBindMem)                          \
   X(cuMulticastBindAddr)                         \
+  X(cuMulticastUnbind)                           \
   X(cuMemGetInfo_v2)                             \
   X(cuArrayCreate_v2)                            \
   X(cuArray3DCreate_v2)                          \

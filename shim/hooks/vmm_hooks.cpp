@@ -77,10 +77,15 @@ VRAMSPILL_HOOK CUresult CUDAAPI cuMemRelease(CUmemGenericAllocationHandle handle
   const Entry entry;
   ShimState* shim = entry.state();
   if (shim == nullptr) return real(handle);
-  const CUresult result = shim->vmm_books.release(handle, [&] { return real(handle); });
-  // A multicast object is released so too (Note [Multicast binds device memory]).
-  if (result == CUDA_SUCCESS) shim->vmm_spill.multicast_released(handle);
-  return result;
+  return shim->vmm_books.release(handle, [&] {
+    // A multicast object is released so too, and leaves its books before the driver may hand
+    // its value out again (Note [Multicast binds device memory]).
+    vramspill::placement::MulticastBooks& multicast = shim->vmm_spill.multicast();
+    const auto object = multicast.take(handle);
+    const CUresult result = real(handle);
+    if (object && result != CUDA_SUCCESS) multicast.put_back(handle, *object);
+    return result;
+  });
 }
 
 VRAMSPILL_HOOK CUresult CUDAAPI cuMemUnmap(CUdeviceptr ptr, size_t size) {

@@ -82,13 +82,7 @@ void VmmSpill::freed(const core::Allocation& spilled) noexcept {
 }
 
 void VmmSpill::multicast_device_added(uint64_t object) noexcept {
-  try {
-    const std::lock_guard lock(multicast_mutex_);
-    ++unbound_[object];
-    pending_binds_.fetch_add(1, std::memory_order_relaxed);
-  } catch (const std::bad_alloc&) {  // no room to remember it: its handles may spill
-    return;
-  }
+  if (!multicast_.device_added(object)) return;  // no room to remember it: its handles may spill
   if (!told_multicast_.exchange(true, std::memory_order_relaxed))
     logging::info(
         "the program uses multicast objects (NVLink SHARP, as NCCL's NVLS does): while one "
@@ -96,34 +90,18 @@ void VmmSpill::multicast_device_added(uint64_t object) noexcept {
         "object binds, and past the budget are refused rather than spilled (said once)");
 }
 
-void VmmSpill::multicast_bound(uint64_t object) noexcept {
-  const std::lock_guard lock(multicast_mutex_);
-  const auto found = unbound_.find(object);
-  if (found == unbound_.end()) return;
-  pending_binds_.fetch_sub(1, std::memory_order_relaxed);
-  if (--found->second == 0) unbound_.erase(found);
-}
-
-void VmmSpill::multicast_released(uint64_t object) noexcept {
-  const std::lock_guard lock(multicast_mutex_);
-  const auto found = unbound_.find(object);
-  if (found == unbound_.end()) return;
-  pending_binds_.fetch_sub(found->second, std::memory_order_relaxed);
-  unbound_.erase(found);
-}
-
 void VmmSpill::bind_refused(uint64_t handle, CUresult result) noexcept {
   const std::optional<core::Allocation> found = ledger_.find(handle, core::KeySpace::kVmmHandle);
   if (!found || found->route != core::Route::kSpillVmmHost) return;
   logging::warn(
-      "cuMulticastBindMem of a {} handle refused (CUresult {}): vramspill made it host-located, "
+      "a bind of a {} handle to a multicast object refused (CUresult {}): vramspill made it host-located, "
       "over the budget of device {}, before a multicast object was waiting for memory, and a "
       "multicast object binds only device memory; give the job a larger [device] budget",
       format_bytes(found->bytes), static_cast<int>(result), found->device);
 }
 
 std::string VmmSpill::kept_on_device(const CUmemAllocationProp& prop) const {
-  if (pending_binds_.load(std::memory_order_relaxed) != 0)
+  if (multicast_.waiting())
     return "a multicast object of the program waits for its memory, and binds only device memory";
   const auto handle_types = static_cast<unsigned int>(prop.requestedHandleTypes);
   if ((handle_types & ~static_cast<unsigned int>(CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)) != 0) {

@@ -61,28 +61,29 @@
 // buffers ask for POSIX file descriptors on one node, as PyTorch's expandable segments do, so
 // the request alone does not tell them apart; but NCCL adds its device to the object
 // (cuMulticastAddDevice) before it creates the memory it then binds (cuMulticastBindMem). So
-// between the two, while a device added to an object of the process has no memory bound yet,
-// no cuMemCreate handle of the process spills: past the budget it is refused with
-// CUDA_ERROR_OUT_OF_MEMORY, which the log explains, where a host-located handle would have
-// failed at the bind (NCCL then fails the job with a message about the fabric). Once every
-// added device has its memory bound (or the object is released), handles spill again: the rest
-// of the job, PyTorch's expandable segments included, keeps its spills. A handle spilled before
-// its bind was pending (PyTorch's symmetric memory makes its memory first) cannot be bound; the
-// log says so at the bind, which the driver refuses.
+// between the two, while an object of the process waits for memory, no cuMemCreate handle of
+// the process spills: past the budget it is refused with CUDA_ERROR_OUT_OF_MEMORY, which the log
+// explains, where a host-located handle would have failed at the bind (NCCL then fails the job
+// with a message about the fabric). An object waits from the first device added to it until
+// every device added has bound its whole size (memory may be bound piece by piece, at several
+// offsets); one whose size is not known, imported from the process that made it, waits until it
+// is released. Then handles spill again: the rest of the job, PyTorch's expandable segments
+// included, keeps its spills (placement/multicast_books.h keeps the objects). A handle spilled
+// before an object waited (PyTorch's symmetric memory makes its memory first) cannot be bound;
+// the log says so at the bind, which the driver refuses.
 #pragma once
 
 #include <cuda.h>
 
 #include <atomic>
 #include <cstdint>
-#include <map>
-#include <mutex>
 #include <string>
 
 #include "config/config.h"
 #include "core/host_budget.h"
 #include "core/ledger.h"
 #include "core/vmm_tracker.h"
+#include "placement/multicast_books.h"
 #include "placement/spill_facts.h"
 #include "tiers/host_vmm_tier.h"
 
@@ -124,11 +125,10 @@ class VmmSpill {
   // budget has its bytes back.
   void freed(const core::Allocation& spilled) noexcept;
 
-  // Note [Multicast binds device memory]: the driver added a device to the multicast object
-  // `object`, bound memory to it, or released it.
+  // Note [Multicast binds device memory]: the program's multicast objects, which the hooks keep
+  // up to date; the driver added a device to `object` (said once).
+  MulticastBooks& multicast() noexcept { return multicast_; }
   void multicast_device_added(uint64_t object) noexcept;
-  void multicast_bound(uint64_t object) noexcept;
-  void multicast_released(uint64_t object) noexcept;
   // The driver refused to bind `handle` to a multicast object: if the handle is a spill, the log
   // says why.
   void bind_refused(uint64_t handle, CUresult result) noexcept;
@@ -151,9 +151,7 @@ class VmmSpill {
   std::atomic<bool> told_mode_{false};  // `host` or `managed` sent a handle to host VMM memory
   std::atomic<bool> told_rdma_{false};  // a handle that asked for GPUDirect RDMA spilled
   std::atomic<bool> told_multicast_{false};
-  std::mutex multicast_mutex_;
-  std::map<uint64_t, uint64_t> unbound_;  // object: added devices with no memory bound yet
-  std::atomic<uint64_t> pending_binds_{0};  // their sum, read without the lock
+  MulticastBooks multicast_;
 };
 
 }  // namespace vramspill::placement

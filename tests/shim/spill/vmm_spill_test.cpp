@@ -183,7 +183,8 @@ TEST_F(VmmSpill, TheProgramsOwnHostHandlesLeaveLessOfTheHostLimitForSpills) {
 
 // Note [Multicast binds device memory] in shim/placement/vmm_spill.h: a handle spilled before a
 // multicast object waited for memory cannot be bound to it (the driver refuses, the log says
-// why); while one waits no handle spills, and once its memory is bound they spill again.
+// why); while one waits no handle spills, also between the pieces of memory bound to it one by
+// one, and once its whole size is bound they spill again.
 class VmmSpillMulticast : public VmmSpill {};
 
 TEST_F(VmmSpillMulticast, NoHandleSpillsWhileAMulticastObjectWaitsForItsMemory) {
@@ -191,25 +192,36 @@ TEST_F(VmmSpillMulticast, NoHandleSpillsWhileAMulticastObjectWaitsForItsMemory) 
   CUmemGenericAllocationHandle spilled = 0;
   ASSERT_CU(create(spilled));
   ASSERT_EQ(location_of(spilled), expected_location());
+  const CUdeviceptr spilled_at = map(spilled);
 
   CUmulticastObjectProp prop{};
   prop.numDevices = 1;
-  prop.size = kBlock;
+  prop.size = 2 * kBlock;  // bound in two pieces
   CUmemGenericAllocationHandle object = 0;
   ASSERT_CU(cuMulticastCreate(&object, &prop));
   ASSERT_CU(cuMulticastAddDevice(object, device_));
   EXPECT_EQ(cuMulticastBindMem(object, 0, spilled, 0, kBlock, 0), CUDA_ERROR_INVALID_DEVICE);
+  EXPECT_EQ(cuMulticastBindAddr(object, 0, spilled_at, kBlock, 0), CUDA_ERROR_INVALID_DEVICE);
   CUmemGenericAllocationHandle refused = 0;
   EXPECT_EQ(create(refused), CUDA_ERROR_OUT_OF_MEMORY) << "spilled while a bind is pending";
-  ASSERT_NO_FATAL_FAILURE(release(handles_.front()));  // room on the device: it binds there
-  CUmemGenericAllocationHandle bound = 0;
-  ASSERT_CU(create(bound));
-  ASSERT_EQ(location_of(bound), CU_MEM_LOCATION_TYPE_DEVICE);
-  ASSERT_CU(cuMulticastBindMem(object, 0, bound, 0, kBlock, 0));
+
+  ASSERT_NO_FATAL_FAILURE(release(handles_[0]));  // room on the device: it binds there
+  CUmemGenericAllocationHandle first = 0;
+  ASSERT_CU(create(first));
+  ASSERT_EQ(location_of(first), CU_MEM_LOCATION_TYPE_DEVICE);
+  ASSERT_CU(cuMulticastBindMem(object, 0, first, 0, kBlock, 0));
+  EXPECT_EQ(create(refused), CUDA_ERROR_OUT_OF_MEMORY) << "half the object is still unbound";
+  ASSERT_NO_FATAL_FAILURE(release(handles_[0]));
+  CUmemGenericAllocationHandle second = 0;
+  ASSERT_CU(create(second));
+  ASSERT_EQ(location_of(second), CU_MEM_LOCATION_TYPE_DEVICE);
+  ASSERT_CU(cuMulticastBindAddr(object, kBlock, map(second), kBlock, 0));
+
   CUmemGenericAllocationHandle spilled_again = 0;
-  ASSERT_CU(create(spilled_again)) << "the bind is done: handles spill again";
+  ASSERT_CU(create(spilled_again)) << "the object is bound whole: handles spill again";
   EXPECT_EQ(location_of(spilled_again), expected_location());
   ASSERT_CU(cuMulticastUnbind(object, device_, 0, kBlock));
+  ASSERT_CU(cuMulticastUnbind(object, device_, kBlock, kBlock));
   ASSERT_CU(cuMemRelease(object));
 }
 

@@ -13,7 +13,8 @@
 // without NVSwitch; SIMCUDA_ATTRS sets it) join a team. Simplifications: both granularities are
 // one 2 MiB granule (assumed), the multicast range itself is not simulated (cuMemMap refuses a
 // multicast handle as it refuses any handle it does not know, so nothing reads or reduces
-// through it), cuMulticastBindAddr is not implemented, and a released object's bindings go with it.
+// through it), cuMulticastBindAddr takes the memory from the start of the handle mapped at the
+// address, and a released object's bindings go with it.
 #include <cuda.h>
 
 #include <cstdint>
@@ -114,29 +115,54 @@ SIMCUDA_EXPORT CUresult CUDAAPI cuMulticastAddDevice(CUmemGenericAllocationHandl
   return CUDA_SUCCESS;
 }
 
+namespace {
+
+// cuMulticastBindMem's checks and books, which cuMulticastBindAddr shares.
+CUresult bind(CUmemGenericAllocationHandle object_handle, size_t object_offset,
+              CUmemGenericAllocationHandle memory_handle, size_t memory_offset, size_t size,
+              unsigned long long flags) {
+  if (flags != 0 || size == 0 || !granular(object_offset) || !granular(memory_offset) ||
+      !granular(size))
+    return CUDA_ERROR_INVALID_VALUE;
+  CUmemAllocationProp memory{};
+  uint64_t memory_size = 0;
+  if (simcuda::vmm_properties(memory_handle, &memory, &memory_size) != CUDA_SUCCESS ||
+      memory_offset + size > memory_size)
+    return CUDA_ERROR_INVALID_VALUE;
+  const std::lock_guard lock(multicast_mutex);
+  const auto found = objects.find(object_handle);
+  if (found == objects.end()) return CUDA_ERROR_INVALID_VALUE;
+  MulticastObject& object = found->second;
+  if (object_offset + size > object.size) return CUDA_ERROR_INVALID_VALUE;
+  if (memory.location.type != CU_MEM_LOCATION_TYPE_DEVICE ||
+      !object.team.contains(memory.location.id))
+    return CUDA_ERROR_INVALID_DEVICE;
+  object.bindings[object_offset] = Binding{.device = memory.location.id, .size = size};
+  return CUDA_SUCCESS;
+}
+
+}  // namespace
+
 SIMCUDA_EXPORT CUresult CUDAAPI cuMulticastBindMem(CUmemGenericAllocationHandle mcHandle,
                                                    size_t mcOffset,
                                                    CUmemGenericAllocationHandle memHandle,
                                                    size_t memOffset, size_t size,
                                                    unsigned long long flags) {
   SIMCUDA_ENTER("cuMulticastBindMem");
-  if (flags != 0 || size == 0 || !granular(mcOffset) || !granular(memOffset) || !granular(size))
-    return CUDA_ERROR_INVALID_VALUE;
-  CUmemAllocationProp memory{};
-  uint64_t memory_size = 0;
-  if (simcuda::vmm_properties(memHandle, &memory, &memory_size) != CUDA_SUCCESS ||
-      memOffset + size > memory_size)
-    return CUDA_ERROR_INVALID_VALUE;
-  const std::lock_guard lock(multicast_mutex);
-  const auto found = objects.find(mcHandle);
-  if (found == objects.end()) return CUDA_ERROR_INVALID_VALUE;
-  MulticastObject& object = found->second;
-  if (mcOffset + size > object.size) return CUDA_ERROR_INVALID_VALUE;
-  if (memory.location.type != CU_MEM_LOCATION_TYPE_DEVICE ||
-      !object.team.contains(memory.location.id))
-    return CUDA_ERROR_INVALID_DEVICE;
-  object.bindings[mcOffset] = Binding{.device = memory.location.id, .size = size};
-  return CUDA_SUCCESS;
+  return bind(mcHandle, mcOffset, memHandle, memOffset, size, flags);
+}
+
+// The memory mapped at `memptr`, from the start of its handle (a bind at an address inside a
+// mapping is checked as one from the handle's start: a simplification of the Note).
+SIMCUDA_EXPORT CUresult CUDAAPI cuMulticastBindAddr(CUmemGenericAllocationHandle mcHandle,
+                                                    size_t mcOffset, CUdeviceptr memptr,
+                                                    size_t size, unsigned long long flags) {
+  SIMCUDA_ENTER("cuMulticastBindAddr");
+  CUmemGenericAllocationHandle memory = 0;
+  if (simcuda::vmm_retain(memptr, &memory) != CUDA_SUCCESS) return CUDA_ERROR_INVALID_VALUE;
+  const CUresult result = bind(mcHandle, mcOffset, memory, 0, size, flags);
+  (void)simcuda::vmm_release(memory);  // the reference the lookup took
+  return result;
 }
 
 SIMCUDA_EXPORT CUresult CUDAAPI cuMulticastUnbind(CUmemGenericAllocationHandle mcHandle,

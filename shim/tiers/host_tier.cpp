@@ -171,6 +171,11 @@ uint64_t HostTier::room_to_lock(void* self) {
 
 bool HostTier::pin(void* self, std::size_t bytes, void** base) {
   auto* tier = static_cast<HostTier*>(self);
+  // Note [The pool's thread and captures]: no pin beside a capture, on any thread; the
+  // allocation then finds no room in the pool. The pool's thread and a stream-ordered spill hold
+  // the capture gate already (so the answer holds until the pin is made), and taking it again
+  // on the same thread is not allowed.
+  if (tier->captures_.capturing()) return false;
   if (!tier->reserve_locked_memory(bytes)) return false;
   const bool usable = tier->pin_reserved(bytes, base);
   // Pinned but unusable memory stays counted until the pool unpins it.

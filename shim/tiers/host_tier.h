@@ -25,10 +25,12 @@
 // a background thread refused during a capture, which invalidated it. So the pool's thread makes
 // neither while a capture is in progress: it holds the capture gate through each round of its
 // work, once no capture is in progress, and otherwise tries again a little later; meanwhile an
-// allocation that would have waited for its pin pins on its own thread (HostPool::held_off_).
-// That pin, and the cuMemFreeHost of a free that unpins at once, are still made whatever
-// captures are in progress: a stream-ordered spill beside a capture may pin, which would break
-// the capture if the driver forbids it (capture_probe will tell).
+// allocation that would have waited for its pin pins on its own thread (HostPool::held_off_),
+// but not beside a capture either: a stream-ordered spill beside one (which holds the gate
+// through its allocation: Note [Stream-ordered spills beside a capture]) is refused when the
+// pool has no room (simcuda refuses pins beside a capture, as the driver refused vLLM's). The cuMemFreeHost of a free that unpins at once is still made whatever
+// captures are in progress (a free beside a capture is rare: capture_probe will tell whether
+// the driver forbids it).
 //
 // Note [Freeing spilled host blocks]
 // A block goes back to the pool only when no queued work can still touch it, or a later spill

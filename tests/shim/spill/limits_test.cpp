@@ -165,6 +165,29 @@ TEST_F(Limits, ACaptureRefusingEveryTierIsTheCapturesError) {
   ASSERT_NO_FATAL_FAILURE(expect_all_intact());
 }
 
+// Note [The pool's thread and captures] in shim/tiers/host_tier.h: a stream-ordered request over
+// the budget on a stream that is not captured, while another stream captures in global mode,
+// does not pin on its own thread (pinning beside a capture breaks it): the pool has no room
+// without a pin, so the request is refused, and the capture ends with its graph.
+TEST_F(Limits, AStreamOrderedSpillBesideACaptureDoesNotPin) {
+  ASSERT_NO_FATAL_FAILURE(fill_device_with_patterns());
+  CUstream capturing = nullptr;
+  ASSERT_CU(cuStreamCreate(&capturing, CU_STREAM_NON_BLOCKING));
+  ASSERT_CU(cuStreamBeginCapture(capturing, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  CUdeviceptr pointer = 0;
+  EXPECT_NE(cuMemAllocAsync(&pointer, kBlock, stream_), CUDA_SUCCESS) << "a pin was made";
+  CUgraph graph = nullptr;
+  EXPECT_CU(cuStreamEndCapture(capturing, &graph));
+  EXPECT_NE(graph, nullptr) << "the capture was broken";
+  if (graph != nullptr) {
+    EXPECT_CU(cuGraphDestroy(graph));
+  }
+  ASSERT_CU(cuStreamDestroy(capturing));
+  ASSERT_CU(allocate_block(9, pointer)) << "no capture: the pool pins again";
+  EXPECT_EQ(tier_of(pointer), Tier::kHost) << tier_name(tier_of(pointer));
+  ASSERT_NO_FATAL_FAILURE(expect_all_intact());
+}
+
 // A host limit below one block: neither tier has room, every spill is a clean
 // CUDA_ERROR_OUT_OF_MEMORY, and nothing on the device is lost.
 TEST_F(Limits, NoHostRoomIsOutOfMemory) {

@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 
 #include "core/api.h"
+#include "core/capture.h"
 #include "core/context.h"
 #include "core/device.h"
 #include "core/device_memory.h"
@@ -52,11 +53,14 @@ CUresult host_alloc(void** pp, size_t bytesize, unsigned int flags) {
 
 SIMCUDA_EXPORT CUresult CUDAAPI cuMemHostAlloc(void** pp, size_t bytesize, unsigned int Flags) {
   SIMCUDA_ENTER("cuMemHostAlloc");
+  // Pinning and unpinning are potentially unsafe beside a capture (Note [Stream capture]).
+  if (CUresult refused = simcuda::check_unsafe_call(); refused != CUDA_SUCCESS) return refused;
   return host_alloc(pp, bytesize, Flags);
 }
 
 SIMCUDA_EXPORT CUresult CUDAAPI cuMemAllocHost_v2(void** pp, size_t bytesize) {
   SIMCUDA_ENTER("cuMemAllocHost_v2");
+  if (CUresult refused = simcuda::check_unsafe_call(); refused != CUDA_SUCCESS) return refused;
   return host_alloc(pp, bytesize, 0);
 }
 
@@ -66,6 +70,7 @@ SIMCUDA_EXPORT CUresult CUDAAPI cuMemFreeHost(void* p) {
   const uint64_t address = reinterpret_cast<uint64_t>(p);
   const std::optional<Allocation> found = driver.allocations().find_exact(address);
   if (!found || found->kind != MemoryKind::kHostPinned) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult refused = simcuda::check_unsafe_call(); refused != CUDA_SUCCESS) return refused;
   // Work still queued may read or write the buffer: the driver waits for it, and so do we.
   found->context->synchronize();
   if (!driver.allocations().remove(address)) return CUDA_ERROR_INVALID_VALUE;
@@ -80,6 +85,7 @@ SIMCUDA_EXPORT CUresult CUDAAPI cuMemHostRegister_v2(void* p, size_t bytesize,
     return CUDA_ERROR_INVALID_VALUE;
   Context* context = simcuda::current_context();
   if (context == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  if (CUresult refused = simcuda::check_unsafe_call(); refused != CUDA_SUCCESS) return refused;
   Driver& driver = *Driver::instance();
   const uint64_t base = reinterpret_cast<uint64_t>(p);
   if (driver.addresses().contains(base)) return CUDA_ERROR_INVALID_VALUE;  // not host memory
@@ -106,6 +112,7 @@ SIMCUDA_EXPORT CUresult CUDAAPI cuMemHostUnregister(void* p) {
   const std::optional<Allocation> found = driver.allocations().find_exact(address);
   if (!found || found->kind != MemoryKind::kHostRegistered)
     return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
+  if (CUresult refused = simcuda::check_unsafe_call(); refused != CUDA_SUCCESS) return refused;
   found->context->synchronize();
   if (!driver.allocations().remove(address)) return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
   simcuda::release_host_memory(*found);

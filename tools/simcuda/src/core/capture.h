@@ -18,7 +18,8 @@
 //   legacy stream returns the error without invalidating, as documented).
 // - Potentially unsafe calls (synchronous copies and memsets here; check_unsafe_call() is for
 //   other modules' synchronous calls too, for queries and synchronisations of any stream or
-//   event, and for cuMemAlloc, cuMemAllocManaged and cuMemFree: PyTorch's NCCL watchdog thread
+//   event, for pinning and unpinning host memory (vLLM saw cudaHostRegister refused so,
+//   vllm-project/vllm#46933), and for cuMemAlloc, cuMemAllocManaged and cuMemFree: PyTorch's NCCL watchdog thread
 //   broke global-mode captures with cudaEventQuery of events recorded before them, which a
 //   thread-local mode on the watchdog mended, pytorch/pytorch#104487 and #148594)
 //   follow the thread's capture-interaction mode

@@ -438,8 +438,9 @@ void TieredPlacement::before_launch(int device, uint64_t sequence, uint32_t stre
     // next one finishes them.
     std::vector<GranuleMove> staged;
     for (const CUdeviceptr base : blocks) {
+      if (!may_move || !state->arena->any_staged()) break;  // the launch path's common case
       const auto block = state->arena->block_containing(base);
-      if (may_move && block && block->base == base && block->staged_granules != 0)
+      if (block && block->base == base && block->staged_granules != 0)
         staged.push_back({.base = base, .to = GranuleKind::kDevice, .granules = 0});
     }
     if (!staged.empty()) {

@@ -382,8 +382,10 @@ bool GranuleArena::check_invariants(std::string* problem) const {
     return granule.home != 0 && !homes.insert(granule.home).second;
   };
   uint64_t held = 0;
+  uint64_t staged_blocks = 0;
   CUdeviceptr previous_end = 0;
   for (const auto& [base, block] : blocks_) {
+    if (!block.staged.empty()) ++staged_blocks;
     if (base % kGranuleBytes != 0) return fail("a block's range is not granule-aligned");
     if (base < previous_end) return fail("two blocks' ranges overlap");
     if (block.granules.size() != granules_for(block.bytes))
@@ -425,6 +427,8 @@ bool GranuleArena::check_invariants(std::string* problem) const {
       ++held;
     }
   });
+  if (staged_blocks != staged_blocks_.load(std::memory_order_relaxed))
+    return fail("the count of staged blocks is not the books'");
   if (!pooled_whole) return fail("part of a chunk is pooled");
   if (!pooled_once) return fail("a pooled granule is also in use");
   if (!homes_apart) return fail("two granules share a home");

@@ -290,6 +290,10 @@ class GranuleArena {
   // The live block that holds `address`, anywhere in its range.
   std::optional<ArenaBlock> block_containing(CUdeviceptr address) const noexcept;
 
+  // Whether any block is staged (Note [Staged promotions]), without the lock: a launch's test
+  // before it looks for staged blocks among its own.
+  bool any_staged() const noexcept { return staged_blocks_.load(std::memory_order_relaxed) != 0; }
+
   // How many granules an eviction of `granules` (0: all) of the block at `base` moves, rounded up
   // to whole chunks (Note [Chunks] in tiers/granule_chunks.h): what its host granules cost.
   uint64_t eviction_granules(CUdeviceptr base, uint64_t granules) const noexcept;
@@ -464,6 +468,7 @@ class GranuleArena {
   uint64_t released_ = 0;
   uint64_t leaked_granules_ = 0;
   uint64_t leaked_ranges_ = 0;
+  std::atomic<uint64_t> staged_blocks_{0};  // blocks whose `staged` is not empty; set under mutex_
 };
 
 }  // namespace vramspill::tiers

@@ -68,6 +68,7 @@ bool GranuleArena::stage_block(std::span<const Slot> slots, uint64_t since, CUre
       const std::lock_guard lock(mutex_);
       Block& block = blocks_.at(slots.front().block);
       block.staged.assign(slots.begin(), slots.end());
+      staged_blocks_.fetch_add(1, std::memory_order_relaxed);
       block.staged_since = since;
       for (const Slot& slot : slots) block.granules[slot.index] = slot.to;
       return true;
@@ -155,6 +156,7 @@ void GranuleArena::finish(std::span<const uint64_t> bases, QueuedWork* queued,
       const std::lock_guard lock(mutex_);
       Block& block = blocks_.at(bases[i]);
       block.staged.clear();
+      staged_blocks_.fetch_sub(1, std::memory_order_relaxed);
       // The slots that did not move keep their old granules.
       for (std::size_t j = moved; j < slots.size(); ++j) {
         block.granules[slots[j].index] = slots[j].from;
@@ -173,6 +175,7 @@ GranuleArena::Unstaged GranuleArena::unstage(CUdeviceptr base) {
     const std::lock_guard lock(mutex_);
     Block& block = blocks_.at(base);
     slots.swap(block.staged);
+    if (!slots.empty()) staged_blocks_.fetch_sub(1, std::memory_order_relaxed);
     for (const Slot& slot : slots) block.granules[slot.index] = slot.from;
   }
   // The staged copy may still write the new granules.

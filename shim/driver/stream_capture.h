@@ -9,20 +9,28 @@
 #include <cuda.h>
 
 #include <cstdint>
+#include <optional>
 
 #include "driver/real_driver.h"
 
 namespace vramspill::driver {
 
-// cuStreamIsCapturing's answer for `stream`; one the driver refuses counts as capturing (the
-// legacy stream answers CUDA_ERROR_STREAM_CAPTURE_IMPLICIT while another stream captures, where a
-// record on it would invalidate that capture). A driver without captures has none.
-inline bool stream_capturing(uint64_t stream) noexcept {
+// cuStreamIsCapturing's answer for `stream`: whether it captures, or nullopt where the driver
+// refuses to say (the legacy stream answers CUDA_ERROR_STREAM_CAPTURE_IMPLICIT while another
+// stream captures). A driver without captures has none.
+inline std::optional<bool> stream_capture_status(uint64_t stream) noexcept {
   const auto is_capturing = VRAMSPILL_REAL(cuStreamIsCapturing);
   if (is_capturing == nullptr) return false;
   CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
-  return is_capturing(reinterpret_cast<CUstream>(stream), &status) != CUDA_SUCCESS ||
-         status != CU_STREAM_CAPTURE_STATUS_NONE;
+  if (is_capturing(reinterpret_cast<CUstream>(stream), &status) != CUDA_SUCCESS)
+    return std::nullopt;
+  return status != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
+// Whether `stream` may be capturing: a refused answer counts as capturing (a record on the legacy
+// stream would invalidate the capture that made it refuse).
+inline bool stream_capturing(uint64_t stream) noexcept {
+  return stream_capture_status(stream).value_or(true);
 }
 
 }  // namespace vramspill::driver

@@ -94,9 +94,10 @@ void VmmSpill::bind_refused(uint64_t handle, CUresult result) noexcept {
   const std::optional<core::Allocation> found = ledger_.find(handle, core::KeySpace::kVmmHandle);
   if (!found || found->route != core::Route::kSpillVmmHost) return;
   logging::warn(
-      "a bind of a {} handle to a multicast object refused (CUresult {}): vramspill made it host-located, "
-      "over the budget of device {}, before a multicast object was waiting for memory, and a "
-      "multicast object binds only device memory; give the job a larger [device] budget",
+      "a bind of a {} handle to a multicast object refused (CUresult {}): vramspill made it "
+      "host-located, over the budget of device {}, before a multicast object was waiting for "
+      "memory, and a multicast object binds only device memory; give the job a larger [device] "
+      "budget",
       format_bytes(found->bytes), static_cast<int>(result), found->device);
 }
 

@@ -3,10 +3,12 @@
 #include <array>
 #include <mutex>
 #include <new>
+#include <optional>
 
 #include "driver/context_scope.h"
 #include "driver/device_work.h"
 #include "driver/real_driver.h"
+#include "driver/stream_capture.h"
 
 namespace vramspill::tiers {
 namespace {
@@ -365,22 +367,19 @@ CUresult DriverGranuleOps::order_stream_after(uint64_t stream, uint64_t event,
                                               bool capturing) noexcept {
   const auto wait_event = VRAMSPILL_REAL(cuStreamWaitEvent);
   const auto synchronize = VRAMSPILL_REAL(cuEventSynchronize);
-  const auto is_capturing = VRAMSPILL_REAL(cuStreamIsCapturing);
-  if (wait_event == nullptr || synchronize == nullptr || is_capturing == nullptr)
-    return CUDA_ERROR_NOT_SUPPORTED;
+  if (wait_event == nullptr || synchronize == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
   const auto copied = reinterpret_cast<CUevent>(event);
   // No capture begins or ends between the look at the stream and the wait.
   core::CaptureGate::Hold held;
   if (captures_ != nullptr) held = captures_->hold();
-  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
-  const CUresult asked = is_capturing(reinterpret_cast<CUstream>(stream), &status);
-  if (asked == CUDA_SUCCESS && status != CU_STREAM_CAPTURE_STATUS_NONE) return CUDA_SUCCESS;
+  const std::optional<bool> stream_captures = driver::stream_capture_status(stream);
+  if (stream_captures == true) return CUDA_SUCCESS;
   // The event is of the arena's context; the stream may be of any: the wait crosses contexts.
-  if (asked == CUDA_SUCCESS &&
+  if (stream_captures == false &&
       wait_event(reinterpret_cast<CUstream>(stream), copied, 0) == CUDA_SUCCESS)
     return CUDA_SUCCESS;
   if (capturing || (captures_ != nullptr && captures_->capturing()))
-    return asked != CUDA_SUCCESS ? asked : CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   return synchronize(copied);
 }
 

@@ -1,5 +1,5 @@
 // Device linear memory, pinned host memory and pointer attributes on simcuda (1 GiB default), and
-// what destroying a context does to the memory allocated in it.
+// what destroying a context, or resetting the primary one, does to the memory allocated in it.
 #include <cstring>
 #include <vector>
 
@@ -233,6 +233,51 @@ TEST_F(MemoryTest, DestroyingAContextFreesItsMemory) {
   ASSERT_CU(cuMemAllocAsync(&again, 5 * kMiB, nullptr));
   ASSERT_CU(cuMemFreeAsync(again, nullptr));
   ASSERT_CU(cuCtxSynchronize());
+  EXPECT_EQ(used(), before);
+}
+
+// cuDevicePrimaryCtxReset destroys all allocations and resets all state of the primary context
+// (cuda.h), as cuCtxDestroy does a created one's, but the context stays: still retained, its
+// handle current and usable, empty (Note [Resetting a primary context] in core/context.cpp).
+TEST_F(MemoryTest, ResettingThePrimaryContextFreesItsMemoryAndKeepsIt) {
+  const size_t before = used();
+  CUstream stream = nullptr;
+  CUevent event = nullptr;
+  ASSERT_CU(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+  ASSERT_CU(cuEventCreate(&event, CU_EVENT_DEFAULT));
+  CUdeviceptr device = 0, managed = 0;
+  void* pinned = nullptr;
+  ASSERT_CU(cuMemAlloc(&device, 3 * kMiB));
+  ASSERT_CU(cuMemAllocManaged(&managed, 4 * kMiB, CU_MEM_ATTACH_GLOBAL));
+  ASSERT_CU(cuMemPrefetchAsync(managed, 4 * kMiB, {CU_MEM_LOCATION_TYPE_DEVICE, 0}, 0, stream));
+  ASSERT_CU(cuMemHostAlloc(&pinned, 64 * 1024, CU_MEMHOSTALLOC_PORTABLE));
+  ASSERT_CU(cuMemsetD8Async(device, 1, 3 * kMiB, stream));
+  ASSERT_CU(cuEventRecord(event, stream));
+  EXPECT_GT(used(), before);
+
+  ASSERT_CU(cuDevicePrimaryCtxReset(device_));
+  EXPECT_EQ(used(), before);
+  EXPECT_EQ(cuMemFree(device), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemFree(managed), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemFreeHost(pinned), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuStreamQuery(stream), CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(cuEventQuery(event), CUDA_ERROR_INVALID_HANDLE);
+
+  unsigned int flags = 0;
+  int active = 0;
+  ASSERT_CU(cuDevicePrimaryCtxGetState(device_, &flags, &active));
+  EXPECT_EQ(active, 1) << "a reset does not release the context";
+  CUcontext current = nullptr;
+  ASSERT_CU(cuCtxGetCurrent(&current));
+  EXPECT_EQ(current, context_);
+  CUdeviceptr again = 0;
+  ASSERT_CU(cuMemAlloc(&again, kMiB));
+  ASSERT_CU(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+  ASSERT_CU(cuMemsetD8Async(again, 2, kMiB, stream));
+  ASSERT_CU(cuStreamSynchronize(stream));
+  EXPECT_EQ(download(again, 1)[0], 2);
+  ASSERT_CU(cuStreamDestroy(stream));
+  ASSERT_CU(cuMemFree(again));
   EXPECT_EQ(used(), before);
 }
 

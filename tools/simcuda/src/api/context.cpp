@@ -40,10 +40,7 @@ CUresult release_primary(CUdevice dev) {
 CUresult reset_primary(CUdevice dev) {
   Device* device = device_or_null(dev);
   if (device == nullptr) return CUDA_ERROR_INVALID_DEVICE;
-  simcuda::Context& primary = *device->primary_context();
-  primary.ending.store(true, std::memory_order_release);
-  primary.synchronize();
-  primary.ending.store(false, std::memory_order_release);
+  simcuda::reset_primary_context(device->primary_context());
   return CUDA_SUCCESS;
 }
 

@@ -66,6 +66,12 @@ void Context::retire_stream(Stream* stream) {
   stream->retire();
 }
 
+void Context::retire_created_streams() {
+  std::lock_guard lock(streams_mutex_);
+  for (Stream* stream : live_streams_) stream->retire();
+  live_streams_.clear();
+}
+
 bool Context::owns_stream(const Stream* stream) {
   std::lock_guard lock(streams_mutex_);
   return std::find(live_streams_.begin(), live_streams_.end(), stream) != live_streams_.end();
@@ -135,23 +141,44 @@ void register_primary_context(Context* context) {
   live_contexts().insert(context);
 }
 
+// What a context takes with it when it ends, destroyed or reset: captures, graphs and events,
+// then its memory once the work still queued that may use it has run, then peer access from it
+// and to it (Note [Peer access] in peer_access.h); its own kernels, which the synchronisation ran,
+// kept theirs to the end.
+namespace {
+void end_context_state(Context* context) {
+  forget_context_captures(context);
+  forget_context_events(context);
+  context->ending.store(true, std::memory_order_release);
+  context->synchronize();
+  release_context_memory(*context);
+  forget_peer_access(*context);
+}
+}  // namespace
+
 void destroy_context(Context* context) {
   {
     std::lock_guard lock(live_contexts_mutex);
     live_contexts().erase(context);
   }
   std::erase(context_stack, context);
-  // Handles that point into the context's streams die with it, as in the driver.
-  forget_context_captures(context);
-  forget_context_events(context);
-  // So does its memory, once the work still queued that may use it has run.
-  context->ending.store(true, std::memory_order_release);
-  context->synchronize();
-  release_context_memory(*context);
-  // Peer access from it and to it ends (Note [Peer access] in peer_access.h); its own kernels,
-  // which the synchronisation ran, kept theirs to the end.
-  forget_peer_access(*context);
+  end_context_state(context);
   delete context;
+}
+
+// Note [Resetting a primary context]
+// cuDevicePrimaryCtxReset "destroys all allocations and resets all state on the primary
+// context" (cuda.h), whoever else still uses it: its streams, events, graphs and memory go as
+// when a created context is destroyed, and their handles are refused from then on. The context
+// itself stays, with its retain count and flags (the driver documents that a reset does not
+// release it, and that other modules may still release their reference), so its handle stays
+// usable and the next use finds an empty context. Its modules stay loaded (simcuda's functions
+// serve every context), and a sticky error stays (the documentation says to restart the
+// process): neither is measured.
+void reset_primary_context(Context* primary) {
+  end_context_state(primary);
+  primary->retire_created_streams();
+  primary->ending.store(false, std::memory_order_release);
 }
 
 void for_each_context(const std::function<void(Context&)>& visit) {

@@ -35,6 +35,7 @@ struct Context {
   Stream& per_thread_stream();  // the calling thread's per-thread default stream
   Stream* create_stream(unsigned int flags, int priority);
   void retire_stream(Stream* stream);
+  void retire_created_streams();  // a reset: every stream the program created is destroyed
   bool owns_stream(const Stream* stream);
   // Points that mark all work queued so far on every stream that is blocking w.r.t. the legacy
   // stream (the legacy stream's implicit synchronisation).
@@ -65,6 +66,8 @@ Context* context_from_handle(CUcontext handle);
 Context* create_context(Device* device, unsigned int flags);
 void register_primary_context(Context* context);
 void destroy_context(Context* context);
+// cuDevicePrimaryCtxReset (Note [Resetting a primary context] in context.cpp).
+void reset_primary_context(Context* primary);
 // Calls `visit` on each live context; none is destroyed meanwhile (the statistics at exit).
 void for_each_context(const std::function<void(Context&)>& visit);
 

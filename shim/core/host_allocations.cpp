@@ -33,4 +33,15 @@ std::optional<uint64_t> HostAllocations::remove(uint64_t address) noexcept {
   return bytes;
 }
 
+uint64_t HostAllocations::forget_freed(bool (*freed)(uint64_t address)) noexcept {
+  const std::lock_guard guard(mutex_);
+  uint64_t bytes = 0;
+  std::erase_if(bytes_, [&](const auto& record) {
+    if (!freed(record.first)) return false;
+    bytes += record.second;
+    return true;
+  });
+  return bytes;
+}
+
 }  // namespace vramspill::core

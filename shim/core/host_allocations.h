@@ -23,6 +23,9 @@ class HostAllocations {
   // when `address` holds a record again (the driver did free it, and the address was pinned
   // anew: that record is the live one) or this is out of memory.
   bool put_back(uint64_t address, uint64_t bytes) noexcept;
+  // Forgets every record whose memory `freed(address)` says the driver no longer holds (a device
+  // reset took it with its context) and returns their bytes.
+  uint64_t forget_freed(bool (*freed)(uint64_t address)) noexcept;
 
  private:
   std::mutex mutex_;

@@ -480,4 +480,30 @@ std::vector<Allocation> Ledger::largest(int device, std::size_t count) const noe
   return top;
 }
 
+std::vector<Allocation> Ledger::all_of(int device) const noexcept {
+  std::vector<Allocation> all;
+  for (const Shard& s : shards_) {
+    // Room is made outside the shard's lock, as in largest(): nothing allocates under it.
+    for (std::size_t room = 0;;) {
+      {
+        const std::lock_guard guard(s.lock);
+        if (all.capacity() - all.size() >= s.table.size()) {
+          s.table.for_each([&](const Allocation& entry) {
+            if (entry.device == device) all.push_back(entry);
+          });
+          break;
+        }
+        room = all.size() + s.table.size();
+      }
+      try {
+        all.reserve(room + room / 4);
+      } catch (const std::bad_alloc&) {
+        note_internal_error();
+        return {};
+      }
+    }
+  }
+  return all;
+}
+
 }  // namespace vramspill::core

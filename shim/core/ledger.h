@@ -221,6 +221,9 @@ class Ledger {
   // Up to `count` live allocations holding memory of `device`, largest first (spilled ones are
   // not among them).
   std::vector<Allocation> largest(int device, std::size_t count) const noexcept;
+  // Every live allocation of `device`, spilled ones included, in no order; empty if the list
+  // cannot be made (out of memory, counted as an internal error).
+  std::vector<Allocation> all_of(int device) const noexcept;
 
   // For the exit log, one line, e.g. "device 0: peak 3.2 GiB of 20.0 GiB budget (cuMemAlloc
   // 3.0 GiB, stream-ordered pools 0.2 GiB); routes seen: cuMemAlloc x120, cuMemAllocAsync x8;

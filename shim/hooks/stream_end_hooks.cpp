@@ -7,10 +7,13 @@
 // It takes its modules too, so the launch layouts cached by function are forgotten. A capture
 // begun on a stream the program destroys ends with it (Note [Counting captures] in
 // core/capture_origins.h); one begun in a context the program destroys is not uncounted, since
-// which streams were the context's is not known here: moves and frees then wait for good.
+// which streams were the context's is not known here: moves and frees then wait for good. A reset
+// of a primary context also takes its memory (Note [Resetting the device] in hooks/device_reset.h).
 #include <mutex>
+#include <vector>
 
 #include "driver/stream_capture.h"
+#include "hooks/device_reset.h"
 #include "hooks/hook.h"
 #include "hooks/shim_state.h"
 
@@ -61,6 +64,20 @@ CUresult destroy_stream(CUstream stream, CUresult (*real)(CUstream)) noexcept {
   return result;
 }
 
+// The driver resets `device`'s primary context: its streams retire first, and what its memory
+// was leaves the books after.
+CUresult reset_device(CUdevice device, CUresult (*real)(CUdevice)) noexcept {
+  retire_all();
+  const Entry entry;
+  ShimState* shim = entry.state();
+  if (shim == nullptr) return real(device);
+  const std::vector<vramspill::core::Allocation> held =
+      vramspill::hooks::held_before_reset(*shim, device);
+  const CUresult result = real(device);
+  if (result == CUDA_SUCCESS) vramspill::hooks::forget_what_the_reset_freed(*shim, device, held);
+  return result;
+}
+
 }  // namespace
 
 // Each hook retires, then lets the driver destroy: `retiring` is retire(...) or retire_all().
@@ -83,8 +100,17 @@ VRAMSPILL_HOOK CUresult CUDAAPI cuStreamDestroy_v2(CUstream hStream) {
   return destroy_stream(hStream, real);
 }
 VRAMSPILL_RETIRING_HOOK(cuCtxDestroy_v2, CUcontext, ctx, retire_all())
-VRAMSPILL_RETIRING_HOOK(cuDevicePrimaryCtxReset, CUdevice, dev, retire_all())
-VRAMSPILL_RETIRING_HOOK(cuDevicePrimaryCtxReset_v2, CUdevice, dev, retire_all())
+
+VRAMSPILL_HOOK CUresult CUDAAPI cuDevicePrimaryCtxReset(CUdevice dev) {
+  VRAMSPILL_REAL_OR_RETURN(real, cuDevicePrimaryCtxReset);
+  return reset_device(dev, real);
+}
+
+VRAMSPILL_HOOK CUresult CUDAAPI cuDevicePrimaryCtxReset_v2(CUdevice dev) {
+  VRAMSPILL_REAL_OR_RETURN(real, cuDevicePrimaryCtxReset_v2);
+  return reset_device(dev, real);
+}
+
 // Which release drops the last reference cannot be told beforehand, and after it the streams may
 // be gone: every release retires the slots (a later move then waits for the whole device once).
 VRAMSPILL_RETIRING_HOOK(cuDevicePrimaryCtxRelease, CUdevice, dev, retire_all())

@@ -43,6 +43,7 @@
 #include <cstdint>
 #include <limits>
 #include <optional>
+#include <span>
 
 #include "config/config.h"
 #include "core/ledger.h"
@@ -167,6 +168,16 @@ class AdmissionFlow {
   // driver refused, it is live again.
   void settle_free(const core::Allocation& forgotten, CUresult result);
 
+  // After the driver reset a device's primary context (Note [Resetting the device] in
+  // hooks/device_reset.h): each of `held`, the ledger's allocations of that device just before,
+  // that went with the context is forgotten as a free forgets it, but nothing is asked to free
+  // it. A spill went if its tier says so (tiers::SpillTier::forget_if_lost), one of the driver's
+  // own if `memory_freed(key)` says the driver no longer knows it. VMM handles and arrays, which
+  // outlive contexts, and tiered blocks (TieredPlacement's to settle) stay. Returns how many
+  // went.
+  template <typename MemoryFreed>
+  std::size_t forget_reset(std::span<const core::Allocation> held, MemoryFreed memory_freed);
+
  private:
   const SpillConfig& config_;
   core::Ledger& ledger_;
@@ -270,6 +281,28 @@ CUresult AdmissionFlow::forget_then_free(uint64_t key, core::KeySpace space, Fre
     result = free();
   if (forgotten) settle_free(*forgotten, result);
   return result;
+}
+
+template <typename MemoryFreed>
+std::size_t AdmissionFlow::forget_reset(std::span<const core::Allocation> held,
+                                        MemoryFreed memory_freed) {
+  std::size_t gone = 0;
+  for (const core::Allocation& entry : held) {
+    if (entry.space() != core::KeySpace::kPointer || entry.route == core::Route::kTiered)
+      continue;
+    if (!core::is_spill_route(entry.route) && !memory_freed(entry.key)) continue;
+    const std::optional<core::Allocation> forgotten = ledger_.forget(entry.key);
+    if (!forgotten) continue;  // freed since
+    // Another allocation that took the key since is not the one judged.
+    if (forgotten->route != entry.route ||
+        (core::is_spill_route(entry.route) && !spill_.forget_if_lost(*forgotten))) {
+      ledger_.reinstate(*forgotten);
+      continue;
+    }
+    settle_free(*forgotten, CUDA_SUCCESS);
+    ++gone;
+  }
+  return gone;
 }
 
 }  // namespace vramspill::placement

@@ -166,4 +166,9 @@ CUresult SpillPlacement::free(const core::Allocation& spilled, CUstream stream,
   return tier->free(spilled.key, spilled.bytes, spilled.device);
 }
 
+bool SpillPlacement::forget_if_lost(const core::Allocation& spilled) noexcept {
+  tiers::SpillTier* tier = tier_holding(spilled.route);
+  return tier != nullptr && tier->forget_if_lost(spilled.key, spilled.bytes);
+}
+
 }  // namespace vramspill::placement

@@ -88,6 +88,8 @@ class SpillPlacement {
   // ordered, once the work queued on `stream` has run. A stream-ordered free on a capturing
   // stream is refused (Note [What spills]) and the allocation stays live.
   CUresult free(const core::Allocation& spilled, CUstream stream, bool stream_ordered) noexcept;
+  // After a reset of its device: tiers::SpillTier::forget_if_lost, in the spill's tier.
+  bool forget_if_lost(const core::Allocation& spilled) noexcept;
 
  private:
   // The tiers to try, best first (Note [The spill chain]).

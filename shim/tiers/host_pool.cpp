@@ -252,22 +252,12 @@ std::optional<uint64_t> HostPool::free(void* block, Unpinning unpinning) noexcep
   const uint64_t size = it->second;
   blocks_.erase(it);
   ++counters_.frees;
-  Region& region = region_of_locked(address)->second;
-  if (!region.own) {
-    try {
-      free_space_.give_back(address, size, region.start, region.start + region.bytes);
-    } catch (...) {
-      ++counters_.internal_errors;  // Note [Failure inside the pool]: the range is lost
-      return size;
-    }
-    background_pin_failed_ = false;  // room came back: pinning ahead may work again
-  }
-  region.used -= size;
-  used_bytes_ -= size;
-  if (region.used == 0) idle_bytes_ += region.bytes;
+  const Region* region = give_back_locked(address, size);
+  if (region == nullptr) return size;
   // Unusable pins wait here too when the background thread cannot take them (stopped, or never
   // started).
-  if ((region.used == 0 && idle_bytes_ > options_.release_idle_above) || !unusable_pins_.empty()) {
+  if ((region->used == 0 && idle_bytes_ > options_.release_idle_above) ||
+      !unusable_pins_.empty()) {
     if (unpinning == Unpinning::kNow) {
       release_idle(lock);
     } else {
@@ -275,6 +265,57 @@ std::optional<uint64_t> HostPool::free(void* block, Unpinning unpinning) noexcep
     }
   }
   return size;
+}
+
+HostPool::Region* HostPool::give_back_locked(uint64_t address, uint64_t size) noexcept {
+  Region& region = region_of_locked(address)->second;
+  if (!region.own) {
+    try {
+      free_space_.give_back(address, size, region.start, region.start + region.bytes);
+    } catch (...) {
+      ++counters_.internal_errors;  // Note [Failure inside the pool]: the range is lost
+      return nullptr;
+    }
+    background_pin_failed_ = false;  // room came back: pinning ahead may work again
+  }
+  region.used -= size;
+  used_bytes_ -= size;
+  if (region.used == 0) idle_bytes_ += region.bytes;
+  return &region;
+}
+
+uint64_t HostPool::forget_lost_regions() noexcept {
+  if (ops_.lost == nullptr) return 0;
+  std::unique_lock lock(mutex_);
+  // A pin in flight is judged too, once it is in the books; an unpin in flight gives back what
+  // it can.
+  pin_done_.wait(lock, [this] { return pins_in_flight_ == 0 && !unpinning_; });
+  const auto lost = [this](const Region& region) {
+    return ops_.lost(ops_.context, region.pinned, region.pinned_bytes);
+  };
+  std::erase_if(unusable_pins_, [&](const Region& unusable) {
+    if (!lost(unusable)) return false;
+    budget_.release(unusable.pinned_bytes);
+    return true;
+  });
+  uint64_t live_blocks = 0;
+  for (auto region = regions_.begin(); region != regions_.end();) {
+    const auto next = std::next(region);
+    if (lost(region->second)) {
+      const uint64_t end = region->second.start + region->second.bytes;
+      for (auto block = blocks_.lower_bound(region->second.start);
+           block != blocks_.end() && block->first < end;) {
+        give_back_locked(block->first, block->second);
+        block = blocks_.erase(block);
+        ++live_blocks;
+      }
+      // Gone, not unpinned: its bytes go back to the host budget as they are.
+      if (const std::optional<Region> retired = retire_locked(region))
+        budget_.release(retired->pinned_bytes);
+    }
+    region = next;
+  }
+  return live_blocks;
 }
 
 void HostPool::give_back_unusable_locked(std::unique_lock<std::mutex>& lock, void* base,
@@ -319,6 +360,7 @@ void HostPool::release_idle(std::unique_lock<std::mutex>& lock) noexcept {
     if (victim == regions_.end()) return;
     const std::optional<Region> region = retire_locked(victim);
     if (!region) return;
+    ++counters_.unpins;
     unpin_unlocked(lock, *region);
   }
 }
@@ -333,7 +375,6 @@ std::optional<HostPool::Region> HostPool::retire_locked(
   regions_.erase(idle);
   pinned_bytes_ -= region.bytes;
   idle_bytes_ -= region.bytes;
-  ++counters_.unpins;
   return region;
 }
 

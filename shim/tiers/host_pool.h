@@ -224,6 +224,11 @@ class HostPool {
   // Frees a block allocate() returned and gives its size (rounded to the granularity); nullopt
   // for anything else (not ours, interior pointer, already freed). Thread-safe, any thread.
   std::optional<uint64_t> free(void* block, Unpinning unpinning = Unpinning::kNow) noexcept;
+  // After a device reset freed pinned memory under the pool (Note [Resetting the device] in
+  // hooks/device_reset.h): each region PinnedMemoryOps::lost says is gone leaves the
+  // books with its blocks, and its bytes go back to the host budget without an unpin. Returns
+  // how many live blocks the lost regions held.
+  uint64_t forget_lost_regions() noexcept;
   // Whether `p` lies inside memory the pool has pinned (a block or free room).
   bool owns(const void* p) const noexcept;
   // The start of the live block that holds `p` (any byte of it); nullopt if none does.
@@ -269,6 +274,9 @@ class HostPool {
   bool share_locked(Region& idle) noexcept;
   enum class Take { kTaken, kNoRoom, kFailed };
   Take take_locked(uint64_t bytes, uint64_t& block) noexcept;
+  // Gives the bytes of a block that has left blocks_ back to its region; the region, or null
+  // when the range is lost (Note [Failure inside the pool]).
+  Region* give_back_locked(uint64_t address, uint64_t size) noexcept;
   void charge_locked(Region& region, uint64_t bytes) noexcept;
   // Pins a region of at least `bytes` (outside the lock) and adds it under the lock, the first
   // `claim` bytes as a live block; returns the region's start, nullopt on failure.
@@ -283,7 +291,8 @@ class HostPool {
                                  Growth growth) noexcept;
   // Unpins what give_back_unusable_locked() left, then idle regions beyond release_idle_above.
   void release_idle(std::unique_lock<std::mutex>& lock) noexcept;
-  // Takes the idle region `idle` out of the books, for the caller to unpin outside the lock;
+  // Takes the idle region `idle` out of the books, for the caller to unpin outside the lock (or,
+  // lost in a reset, to give back to the budget);
   // nullopt (and nothing changes) if a shared region is not one free range.
   std::optional<Region> retire_locked(std::map<uint64_t, Region>::iterator idle) noexcept;
   // Unpins a region retire_locked() gave, outside the lock.

@@ -9,6 +9,7 @@
 
 #include "driver/context_scope.h"
 #include "driver/device_work.h"
+#include "driver/freed_memory.h"
 #include "driver/real_driver.h"
 #include "telemetry/log.h"
 #include "tiers/numa_policy.h"
@@ -68,7 +69,7 @@ HostTier::HostTier(const SpillConfig& config, core::HostBudget& budget,
       memlock_limit_(memlock_limit(config)),
       pool_(pool_options(config, budget.limit()),
             PinnedMemoryOps{this, &HostTier::pin, &HostTier::unpin, &HostTier::when_quiet,
-                            &HostTier::room_to_lock},
+                            &HostTier::room_to_lock, &HostTier::lost},
             budget) {}
 
 std::optional<bool> HostTier::do_query_support(int device) noexcept {
@@ -142,6 +143,11 @@ CUresult HostTier::do_free_in_stream_order(CUdeviceptr pointer, uint64_t /*bytes
     if (const CUresult result = synchronize(stream); result != CUDA_SUCCESS) return result;
   }
   return pool_.free(reinterpret_cast<void*>(pointer)) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+bool HostTier::do_forget_if_lost(CUdeviceptr pointer, uint64_t /*bytes*/) noexcept {
+  pool_.free(reinterpret_cast<void*>(pointer), HostPool::Unpinning::kLater);
+  return true;
 }
 
 void CUDA_CB HostTier::free_from_stream(void* pending_block) {
@@ -225,6 +231,12 @@ bool HostTier::when_quiet(void* self, void (*step)(void* pool), void* pool) {
   const auto captures_held_off = tier->captures_.hold_if_none();
   if (!captures_held_off.owns_lock()) return false;
   step(pool);
+  return true;
+}
+
+bool HostTier::lost(void* self, void* base, std::size_t bytes) {
+  if (!driver::memory_freed(reinterpret_cast<uint64_t>(base))) return false;
+  static_cast<HostTier*>(self)->pinned_bytes_.fetch_sub(bytes, std::memory_order_relaxed);
   return true;
 }
 

@@ -65,6 +65,8 @@ class HostTier final : public SpillTier {
   std::optional<CUdeviceptr> block_containing(CUdeviceptr address) const noexcept;
 
   HostPoolStats stats() const noexcept { return pool_.stats(); }
+  // After a device reset: HostPool::forget_lost_regions.
+  uint64_t forget_lost_regions() noexcept { return pool_.forget_lost_regions(); }
   // At exit: no pinning may be in flight while the driver tears down.
   void stop_background_pinning() noexcept { pool_.stop_background_pinning(); }
 
@@ -81,6 +83,9 @@ class HostTier final : public SpillTier {
   CUresult do_free(CUdeviceptr pointer, uint64_t bytes, int device) noexcept override;
   CUresult do_free_in_stream_order(CUdeviceptr pointer, uint64_t bytes, int device,
                                    CUstream stream) noexcept override;
+  // Always gone: a pool block stands in for a device allocation of the reset device, whatever
+  // became of the pool's own memory. It goes back to the pool if its region survived.
+  bool do_forget_if_lost(CUdeviceptr pointer, uint64_t bytes) noexcept override;
   CUresult pool_block(int device, uint64_t bytes, CUdeviceptr* out) noexcept;
 
   // Counts `bytes` against RLIMIT_MEMLOCK if they fit under it.
@@ -92,6 +97,7 @@ class HostTier final : public SpillTier {
   // False with `*base` set: pinned but unusable, for the pool to give back (pinned_memory_ops.h).
   bool pin_reserved(std::size_t bytes, void** base) noexcept;
   static bool unpin(void* self, void* base, std::size_t bytes);
+  static bool lost(void* self, void* base, std::size_t bytes);
   // PinnedMemoryOps::room: what RLIMIT_MEMLOCK leaves (Note [RLIMIT_MEMLOCK and the host limit]
   // in tiers/host_tier.cpp).
   static uint64_t room_to_lock(void* self);

@@ -1,5 +1,6 @@
 #include "tiers/managed_tier.h"
 
+#include "driver/freed_memory.h"
 #include "driver/real_driver.h"
 #include "tiers/managed_advice.h"
 #include "telemetry/log.h"
@@ -37,6 +38,12 @@ SpillOutcome ManagedTier::do_allocate(const SpillAllocation& request, CUdevicept
 
 CUresult ManagedTier::do_free(CUdeviceptr pointer, uint64_t bytes, int /*device*/) noexcept {
   return free_now(pointer, bytes);
+}
+
+bool ManagedTier::do_forget_if_lost(CUdeviceptr pointer, uint64_t bytes) noexcept {
+  if (!driver::memory_freed(pointer)) return false;
+  budget_.release(bytes);
+  return true;
 }
 
 CUresult ManagedTier::free_now(CUdeviceptr pointer, uint64_t bytes) noexcept {

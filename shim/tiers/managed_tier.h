@@ -48,6 +48,9 @@ class ManagedTier final : public SpillTier {
   // cuMemFree_v2 (which waits for the device's work, as for any free), then the host budget is
   // given the bytes back.
   CUresult do_free(CUdeviceptr pointer, uint64_t bytes, int device) noexcept override;
+  // Gone if the driver freed it: the shim made it in the context current at the spill, which a
+  // reset took with it only if it was the device's primary one.
+  bool do_forget_if_lost(CUdeviceptr pointer, uint64_t bytes) noexcept override;
   // The same once the work queued on `stream` has run, without waiting for it (Note
   // [Stream-ordered frees on the shim's thread] in tiers/stream_ordered_frees.h).
   CUresult do_free_in_stream_order(CUdeviceptr pointer, uint64_t bytes, int device,

@@ -36,6 +36,10 @@ struct PinnedMemoryOps {
   // pins ahead of need is no larger than this, so that a small block is not refused for a step
   // the limit cannot hold.
   uint64_t (*room)(void* context) = nullptr;
+  // Whether memory one successful pin() returned is gone: a device reset frees it under the pool
+  // (HostPool::forget_lost_regions). If so, what pin() counted of it is given back, as unpin()
+  // would. Null: never gone.
+  bool (*lost)(void* context, void* base, std::size_t bytes) = nullptr;
 };
 
 }  // namespace vramspill::tiers

@@ -67,6 +67,12 @@ class SpillTier {
                                 CUstream stream) noexcept {
     return do_free_in_stream_order(pointer, bytes, device, stream);
   }
+  // After a reset of the spill's device (Note [Resetting the device] in hooks/device_reset.h):
+  // whether the spill went with the reset context; if so, what this tier counted of it is given
+  // back, and the driver is asked to free nothing.
+  bool forget_if_lost(CUdeviceptr pointer, uint64_t bytes) noexcept {
+    return do_forget_if_lost(pointer, bytes);
+  }
 
  protected:
   SpillTier(const char* name, core::Route route) noexcept : name_(name), route_(route) {}
@@ -79,6 +85,7 @@ class SpillTier {
   virtual CUresult do_free(CUdeviceptr pointer, uint64_t bytes, int device) noexcept = 0;
   virtual CUresult do_free_in_stream_order(CUdeviceptr pointer, uint64_t bytes, int device,
                                            CUstream stream) noexcept = 0;
+  virtual bool do_forget_if_lost(CUdeviceptr pointer, uint64_t bytes) noexcept = 0;
 
   static constexpr std::size_t kDevices = 64;
   enum Support : uint8_t { kUnknown, kSupported, kUnsupported };

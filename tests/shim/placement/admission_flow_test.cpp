@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <future>
 #include <optional>
@@ -194,6 +195,44 @@ TEST_F(AdmissionFlowTest, AFreedStreamOrderedBlockRefreshesThePoolFigures) {
   pool_queries_.reserved_bytes[pool] = 0;
   ASSERT_EQ(free(0x8000000), CUDA_SUCCESS);
   EXPECT_EQ(ledger_.snapshot(0).pool_reserved_bytes, 0u);
+}
+
+// Note [Resetting the device]: after a reset, what the driver no longer knows and the spills
+// their tiers call lost leave the budget with no call to free them; what the driver still knows,
+// a spill its tier kept, VMM handles and tiered blocks stay.
+TEST_F(AdmissionFlowTest, AResetForgetsWhatWentWithTheContextAndFreesNothing) {
+  ASSERT_EQ(allocate(16 * kMiB), CUDA_SUCCESS);  // the driver's, freed by the reset
+  ledger_.on_allocated(ledger_.admit(0, Route::kMemAlloc, 8 * kMiB), 0x7800000, 8 * kMiB);
+  ASSERT_EQ(allocate(96 * kMiB), CUDA_SUCCESS);  // spilled, lost
+  const CUdeviceptr lost_spill = pointer_;
+  ASSERT_EQ(allocate(96 * kMiB), CUDA_SUCCESS);  // spilled, kept by its tier
+  managed_.kept_in_reset.push_back(pointer_);
+  ledger_.on_allocated(ledger_.admit(0, Route::kTiered, 4 * kMiB), 0x9000000, 4 * kMiB);
+  ledger_.on_allocated(ledger_.admit(0, Route::kMemCreate, 2 * kMiB), 0x5000, 2 * kMiB);
+  const std::vector<core::Allocation> held = ledger_.all_of(0);
+  ASSERT_EQ(held.size(), 6u);
+  const uint64_t held_bytes = ledger_.snapshot(0).held_bytes;
+
+  std::vector<uint64_t> asked;
+  const std::size_t gone = flow_.forget_reset(held, [&](uint64_t address) {
+    asked.push_back(address);
+    return address == kDriverPointer;
+  });
+  EXPECT_EQ(gone, 2u);
+  std::sort(asked.begin(), asked.end());
+  EXPECT_EQ(asked, (std::vector<uint64_t>{0x7000000, 0x7800000}))
+      << "only the driver's own allocations are asked about";
+  EXPECT_TRUE(driver_frees_.empty());
+  EXPECT_TRUE(managed_.frees.empty());
+  EXPECT_TRUE(tiered_.freed.empty());
+  EXPECT_EQ(ledger_.snapshot(0).held_bytes, held_bytes - 16 * kMiB) << "a spill holds no VRAM";
+  EXPECT_FALSE(ledger_.find(kDriverPointer).has_value());
+  EXPECT_TRUE(ledger_.find(0x7800000).has_value());
+  EXPECT_FALSE(ledger_.find(lost_spill).has_value());
+  EXPECT_TRUE(ledger_.find(managed_.kept_in_reset[0]).has_value());
+  EXPECT_TRUE(ledger_.find(0x9000000).has_value());
+  EXPECT_TRUE(ledger_.find(0x5000, KeySpace::kVmmHandle).has_value());
+  EXPECT_EQ(recorded(ledger_, Route::kSpillManaged).live_bytes, 96 * kMiB);
 }
 
 TEST_F(AdmissionFlowTest, ACuMemCreateThatDoesNotFitIsMadeHostLocated) {

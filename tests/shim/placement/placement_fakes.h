@@ -2,6 +2,8 @@
 // the shim's log captured per test.
 #pragma once
 
+#include <algorithm>
+
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -36,6 +38,7 @@ class FakeTier final : public tiers::SpillTier {
   std::vector<CUdeviceptr> frees;
   std::vector<CUdeviceptr> stream_ordered_frees;
   std::function<void()> while_allocating;  // runs inside each allocate()
+  std::vector<CUdeviceptr> kept_in_reset;  // forget_if_lost() calls the others lost
 
  private:
   std::optional<bool> do_query_support(int) noexcept override {
@@ -59,6 +62,9 @@ class FakeTier final : public tiers::SpillTier {
   CUresult do_free_in_stream_order(CUdeviceptr pointer, uint64_t, int, CUstream) noexcept override {
     stream_ordered_frees.push_back(pointer);
     return CUDA_SUCCESS;
+  }
+  bool do_forget_if_lost(CUdeviceptr pointer, uint64_t) noexcept override {
+    return std::find(kept_in_reset.begin(), kept_in_reset.end(), pointer) == kept_in_reset.end();
   }
 
   CUdeviceptr next_pointer_;

@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <map>
 #include <mutex>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -27,10 +28,16 @@ class FakePinnedMemory {
     for (const auto& [base, bytes] : outstanding_) munmap(base, bytes);
   }
 
-  PinnedMemoryOps ops() { return {this, &FakePinnedMemory::pin, &FakePinnedMemory::unpin}; }
+  PinnedMemoryOps ops() {
+    PinnedMemoryOps ops{this, &FakePinnedMemory::pin, &FakePinnedMemory::unpin};
+    ops.lost = &FakePinnedMemory::lost;
+    return ops;
+  }
   // With a say in when the pool's background thread may call: while `quiet` is false it may not.
   PinnedMemoryOps ops_when_quiet() {
-    return {this, &FakePinnedMemory::pin, &FakePinnedMemory::unpin, &FakePinnedMemory::when_quiet};
+    PinnedMemoryOps with_quiet = ops();
+    with_quiet.when_quiet = &FakePinnedMemory::when_quiet;
+    return with_quiet;
   }
   std::atomic<bool> quiet{true};
   // With a limit on what may be pinned beside the host budget (as RLIMIT_MEMLOCK): `room` bytes
@@ -90,6 +97,17 @@ class FakePinnedMemory {
     return gate_changed_.wait_for(lock, timeout, [this] { return held_ > 0; });
   }
 
+  // A device reset: every region pinned so far is freed under the pool (and unmapped, so that a
+  // pool still reading or writing one would crash the test).
+  void lose_everything() {
+    std::lock_guard lock(mutex_);
+    for (const auto& [base, bytes] : outstanding_) {
+      munmap(base, bytes);
+      lost_.insert(base);
+    }
+    outstanding_.clear();
+  }
+
   std::size_t outstanding_bytes() const {
     std::lock_guard lock(mutex_);
     std::size_t total = 0;
@@ -120,6 +138,12 @@ class FakePinnedMemory {
     self->outstanding_[memory] = bytes;
     *base = memory;
     return !self->unusable;
+  }
+
+  static bool lost(void* context, void* base, std::size_t /*bytes*/) {
+    auto* self = static_cast<FakePinnedMemory*>(context);
+    std::lock_guard lock(self->mutex_);
+    return self->lost_.contains(base);
   }
 
   static bool unpin(void* context, void* base, std::size_t bytes) {
@@ -158,6 +182,7 @@ class FakePinnedMemory {
   std::vector<std::size_t> pin_sizes_;
   std::vector<std::thread::id> pinners_;
   std::map<void*, std::size_t> outstanding_;
+  std::set<void*> lost_;  // freed under the pool by lose_everything()
   std::mutex gate_mutex_;
   std::condition_variable gate_changed_;
   bool holding_ = false;  // guarded by gate_mutex_

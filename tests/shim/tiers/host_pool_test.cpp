@@ -516,6 +516,38 @@ TEST(HostPool, DestructionUnpinsEverythingAndReleasesTheBudget) {
   EXPECT_EQ(fake.bad_unpins(), 0);
 }
 
+// A device reset frees the pinned regions under the pool: they leave the books with their live
+// blocks, their bytes go back to the host budget without an unpin (there is nothing left to
+// unpin), and the pool pins afresh for the next block.
+TEST(HostPool, RegionsLostInAResetLeaveTheBooksWithTheirBlocks) {
+  core::HostBudget budget;
+  FakePinnedMemory fake;
+  HostPool pool(small_steps(false), fake.ops(), budget);
+  void* shared = pool.allocate(4 * kKiB);
+  void* own = pool.allocate(5 * kMiB);
+  ASSERT_NE(shared, nullptr);
+  ASSERT_NE(own, nullptr);
+  pool.free(shared);
+  void* live = pool.allocate(8 * kKiB);
+  ASSERT_NE(live, nullptr);
+  ASSERT_GT(budget.used(), 0u);
+
+  fake.lose_everything();
+  EXPECT_EQ(pool.forget_lost_regions(), 2u) << "the small block and the large one were live";
+  EXPECT_EQ(budget.used(), 0u);
+  EXPECT_EQ(pool.stats().pinned_bytes, 0u);
+  EXPECT_FALSE(pool.owns(live));
+  EXPECT_EQ(pool.free(own), std::nullopt);
+  EXPECT_EQ(pool.forget_lost_regions(), 0u) << "nothing is lost twice";
+
+  void* fresh = pool.allocate(4 * kKiB);
+  ASSERT_NE(fresh, nullptr);
+  fill(fresh, 4 * kKiB, 0x5a);
+  EXPECT_TRUE(holds(fresh, 4 * kKiB, 0x5a));
+  EXPECT_EQ(pool.free(fresh), 4 * kKiB);
+  EXPECT_EQ(fake.bad_unpins(), 0);
+}
+
 // Note [Regions of their own for large blocks]: a block above a quarter of a step is pinned as a
 // region of its own, which no smaller block shares, and which a later block it exceeds by at most
 // an eighth takes as it is once it is idle.

@@ -1,0 +1,41 @@
+// What a device reset takes from the shim's books.
+//
+// Note [Resetting the device]
+// cuDevicePrimaryCtxReset (which cudaDeviceReset calls) destroys every allocation and all state
+// of a device's primary context, whoever still uses it (cuda.h: it is for the caller to make
+// sure no other module does). Programs call it at the end of main (CUDA's samples do), and some
+// call it between jobs and go on. Left alone, the shim's books would keep charging the budget
+// for memory that no longer exists, so the next job would spill what fits, and the pinned host
+// pool, which pins in the primary context of the first device that spills (Note [The pool's
+// context] in tiers/host_tier.h), would hand out blocks of freed memory: a kernel writing one
+// faults, and the program dies where it ran without the shim.
+// So the shim notes the device's allocations before the reset and, once the driver has reset,
+// asks it what went (driver/freed_memory.h): the pool's regions the driver no longer knows leave
+// the pool, with their blocks (HostPool::forget_lost_regions); the driver's own allocations it
+// no longer knows leave the budget (AdmissionFlow::forget_reset), as do the program's pinned
+// memory it took and managed spills made in that context; host-pool spills of the device go
+// too, whatever became of the pool's memory, since they stand in for device memory of the reset
+// context. What the driver keeps (VMM handles, arrays, memory of the device's other contexts)
+// stays counted. The shim takes a host-pool spill as made in the primary context, as every
+// framework's are; one made in a context the program created would be forgotten too early. A
+// reset while other threads still allocate on the device is the program's error, as the driver
+// documents; the shim's books may then miss what those threads did.
+#pragma once
+
+#include <vector>
+
+#include "core/ledger.h"
+
+namespace vramspill::hooks {
+
+struct ShimState;
+
+// The ledger's allocations of `device`, just before the driver resets it.
+std::vector<core::Allocation> held_before_reset(ShimState& shim, int device) noexcept;
+
+// After the driver reset `device`'s primary context: what went with it leaves the books, and
+// the log says how much.
+void forget_what_the_reset_freed(ShimState& shim, int device,
+                                 const std::vector<core::Allocation>& held) noexcept;
+
+}  // namespace vramspill::hooks

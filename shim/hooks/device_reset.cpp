@@ -15,8 +15,10 @@ std::vector<core::Allocation> held_before_reset(ShimState& shim, int device) noe
 
 void forget_what_the_reset_freed(ShimState& shim, int device,
                                  const std::vector<core::Allocation>& held) noexcept {
-  // The pool first: a block given back below must not reach a region that is gone.
+  // The pool and the movers first: a block given back below must not reach a region that is
+  // gone, nor wait for a copy or an event that went with the context.
   const uint64_t lost_pool_blocks = shim.host.forget_lost_regions();
+  shim.tiered_blocks.forget_context(device);
   const std::size_t gone = shim.admission.forget_reset(held, &driver::memory_freed);
   const uint64_t unpinned = shim.program_pinned.forget_freed(&driver::memory_freed);
   shim.host_budget.release(unpinned);

@@ -15,9 +15,13 @@
 // no longer knows leave the budget (AdmissionFlow::forget_reset), as do the program's pinned
 // memory it took and managed spills made in that context; host-pool spills of the device go
 // too, whatever became of the pool's memory, since they stand in for device memory of the reset
-// context. What the driver keeps (VMM handles, arrays, memory of the device's other contexts)
-// stays counted. The shim takes a host-pool spill as made in the primary context, as every
-// framework's are; one made in a context the program created would be forgotten too early. A
+// context. Tiered blocks go too: the remap mover's arena forgets its copies in flight and their
+// events and frees the blocks into its pools (their VMM memory outlives contexts), the prefetch
+// mover forgets its lanes and the blocks' managed memory; both make new streams and events at
+// their next move. What the driver keeps (VMM handles, arrays, memory of the device's other
+// contexts) stays counted. The shim takes a host-pool spill or a tiered block as made in the
+// primary context, as every framework's are; one made in a context the program created would be
+// forgotten too early. A
 // reset while other threads still allocate on the device is the program's error, as the driver
 // documents; the shim's books may then miss what those threads did.
 #pragma once

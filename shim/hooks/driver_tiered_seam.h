@@ -17,6 +17,7 @@ class DriverTieredSeam final : public placement::TieredSeam {
   explicit DriverTieredSeam(ShimState& shim) noexcept : shim_(shim) {}
 
   bool make_device_room(int device, uint64_t bytes) noexcept override;
+  bool forget_lost_block(const core::Allocation& block) noexcept override;
   // Once the device's work is done (cuMemFree), or once `stream`'s is, without waiting for it
   // (cuMemFreeAsync: Note [Stream-ordered frees on the shim's thread] in
   // tiers/stream_ordered_frees.h). A stream-ordered request's block freed with cuMemFreeAsync is

@@ -54,6 +54,11 @@ bool DriverTieredSeam::make_device_room(int device, uint64_t bytes) noexcept {
   return shim_.tiered.make_device_room(device, bytes);
 }
 
+bool DriverTieredSeam::forget_lost_block(const core::Allocation& block) noexcept {
+  shim_.stream_ordered_blocks.forgotten(block.key);
+  return shim_.tiered_blocks.forget_lost(block.device, block.key);
+}
+
 CUresult DriverTieredSeam::free_block(const core::Allocation& block,
                                       std::optional<CUstream> stream) noexcept {
   // A stream-ordered free into a graph would have to free when the graph runs: refused, as for

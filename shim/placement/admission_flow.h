@@ -96,6 +96,9 @@ class TieredSeam {
   // Room for `bytes` more under `device`'s budget, made by the arena (Note [Tiered budgets] in
   // placement/tiered_placement.h); whether it was.
   virtual bool make_device_room(int device, uint64_t bytes) noexcept = 0;
+  // A tiered block the ledger has forgotten went with a reset of its device (Note [Resetting the
+  // device] in hooks/device_reset.h): whether it was the arena's or the mover's to forget.
+  virtual bool forget_lost_block(const core::Allocation& block) noexcept = 0;
   // Frees a tiered block the ledger has forgotten, at once or, with a stream, in stream order.
   virtual CUresult free_block(const core::Allocation& block,
                               std::optional<CUstream> stream) noexcept = 0;
@@ -172,9 +175,9 @@ class AdmissionFlow {
   // hooks/device_reset.h): each of `held`, the ledger's allocations of that device just before,
   // that went with the context is forgotten as a free forgets it, but nothing is asked to free
   // it. A spill went if its tier says so (tiers::SpillTier::forget_if_lost), one of the driver's
-  // own if `memory_freed(key)` says the driver no longer knows it. VMM handles and arrays, which
-  // outlive contexts, and tiered blocks (TieredPlacement's to settle) stay. Returns how many
-  // went.
+  // own if `memory_freed(key)` says the driver no longer knows it, a tiered block always (it
+  // stands in for device memory of the reset context) once its mover forgot it. VMM handles and
+  // arrays, which outlive contexts, stay. Returns how many went.
   template <typename MemoryFreed>
   std::size_t forget_reset(std::span<const core::Allocation> held, MemoryFreed memory_freed);
 
@@ -288,14 +291,15 @@ std::size_t AdmissionFlow::forget_reset(std::span<const core::Allocation> held,
                                         MemoryFreed memory_freed) {
   std::size_t gone = 0;
   for (const core::Allocation& entry : held) {
-    if (entry.space() != core::KeySpace::kPointer || entry.route == core::Route::kTiered)
-      continue;
-    if (!core::is_spill_route(entry.route) && !memory_freed(entry.key)) continue;
+    if (entry.space() != core::KeySpace::kPointer) continue;
+    const bool spilled = core::is_spill_route(entry.route);
+    const bool tiered = entry.route == core::Route::kTiered;
+    if (!spilled && !tiered && !memory_freed(entry.key)) continue;
     const std::optional<core::Allocation> forgotten = ledger_.forget(entry.key);
     if (!forgotten) continue;  // freed since
     // Another allocation that took the key since is not the one judged.
-    if (forgotten->route != entry.route ||
-        (core::is_spill_route(entry.route) && !spill_.forget_if_lost(*forgotten))) {
+    if (forgotten->route != entry.route || (spilled && !spill_.forget_if_lost(*forgotten)) ||
+        (tiered && !tiered_.forget_lost_block(*forgotten))) {
       ledger_.reinstate(*forgotten);
       continue;
     }

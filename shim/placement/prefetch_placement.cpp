@@ -361,11 +361,17 @@ CUresult PrefetchPlacement::free_locked(std::map<BlockId, Block>::iterator found
 }
 
 CUresult PrefetchPlacement::release_locked(std::map<BlockId, Block>::iterator found) noexcept {
+  const Device& state = device_states_[static_cast<std::size_t>(found->second.device)];
+  if (const CUresult released = state.ops->release(found->first); released != CUDA_SUCCESS)
+    return released;
+  drop_locked(found);
+  return CUDA_SUCCESS;
+}
+
+void PrefetchPlacement::drop_locked(std::map<BlockId, Block>::iterator found) noexcept {
   const CUdeviceptr base = found->first;
   const Block block = found->second;
   Device& state = device_states_[static_cast<std::size_t>(block.device)];
-  if (const CUresult released = state.ops->release(base); released != CUDA_SUCCESS)
-    return released;
   budgets_.give_device(block.device, block.device_bytes);
   state.on_device_bytes -= block.device_bytes;
   budgets_.give_host(block.bytes);
@@ -376,7 +382,25 @@ CUresult PrefetchPlacement::release_locked(std::map<BlockId, Block>::iterator fo
   }
   blocks_.erase(found);
   block_count_.fetch_sub(1, std::memory_order_relaxed);
-  return CUDA_SUCCESS;
+}
+
+void PrefetchPlacement::forget_context(int device) noexcept {
+  const std::lock_guard lock(mutex_);
+  if (device < 0 || static_cast<std::size_t>(device) >= kDevices) return;
+  Device& state = device_states_[static_cast<std::size_t>(device)];
+  if (state.ops != nullptr) state.ops->forget_context();
+  state.queued_in = 0;  // nothing a reset left can still be on its way
+}
+
+bool PrefetchPlacement::forget_lost(CUdeviceptr base) noexcept {
+  if (block_count_.load(std::memory_order_relaxed) == 0) return false;
+  const std::lock_guard lock(mutex_);
+  const auto found = blocks_.find(base);
+  if (found == blocks_.end()) return false;
+  // Refused for memory the reset took; made in another context, the memory is given back.
+  (void)device_states_[static_cast<std::size_t>(found->second.device)].ops->release(base);
+  drop_locked(found);
+  return true;
 }
 
 void PrefetchPlacement::forget_locked(BlockId id, Device& state) noexcept {

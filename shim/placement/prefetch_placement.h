@@ -250,6 +250,14 @@ class PrefetchPlacement {
   template <typename LetGo>
   std::optional<bool> free_unless_capturing(CUdeviceptr base, LetGo let_go) noexcept;
 
+  // `device`'s primary context was reset (Note [Resetting the device] in hooks/device_reset.h):
+  // the mover's lanes went with it (tiers::PrefetchOps::forget_context).
+  void forget_context(int device) noexcept;
+  // The block at `base` went with a reset: taken off the books, its memory given back if the
+  // reset left it (made in another context). False when `base` is not one of this placement's
+  // blocks.
+  bool forget_lost(CUdeviceptr base) noexcept;
+
   // A submission is about to reach the driver (`use`: its blocks, from use tracking): the policy
   // is told, the blocks it wants on the device are prefetched there, and the submission's stream
   // waits on the device for those prefetches. Nothing moves while a capture is in progress.
@@ -377,6 +385,8 @@ class PrefetchPlacement {
   // free_locked() once the mover's prefetches were waited for: gives the block back to the
   // driver, then takes it off the books.
   CUresult release_locked(std::map<policies::BlockId, Block>::iterator found) noexcept;
+  // Takes the block at `found`, whose memory the driver has back, off the books.
+  void drop_locked(std::map<policies::BlockId, Block>::iterator found) noexcept;
   // The policy, the rules and admission forget the block `id` of `state`.
   void forget_locked(policies::BlockId id, Device& state) noexcept;
   // Tells the policy the block `id` now has `device_bytes` on the device. A policy's books may

@@ -78,6 +78,17 @@ CUresult TieredBlocks::free(int device, CUdeviceptr base) noexcept {
   return placement_.free(device, base);
 }
 
+void TieredBlocks::forget_context(int device) noexcept {
+  prefetch_.forget_context(device);
+  placement_.forget_context(device);
+}
+
+bool TieredBlocks::forget_lost(int device, CUdeviceptr base) noexcept {
+  use_.untrack(base);
+  if (prefetch_.forget_lost(base)) return true;
+  return placement_.free(device, base) == CUDA_SUCCESS;
+}
+
 bool TieredBlocks::on_host(int device, CUdeviceptr base) noexcept {
   if (const std::optional<bool> on_host = prefetch_.any_on_host(base)) return *on_host;
   const tiers::GranuleArena* arena = placement_.arena_of(device);

@@ -91,6 +91,13 @@ class TieredBlocks {
   // knows that no work touches it any more (cuMemFree after its wait, or a kept block whose free
   // was reached).
   CUresult free(int device, CUdeviceptr base) noexcept;
+  // A reset of `device` took its primary context (Note [Resetting the device] in
+  // hooks/device_reset.h): the movers forget what went with it, then each of its blocks is
+  // forgotten in turn with forget_lost().
+  void forget_context(int device) noexcept;
+  // The block at `base` went with a reset: a prefetch mover's is taken off the books (its
+  // memory went), an arena's freed (VMM memory outlives contexts). Whether it was a block.
+  bool forget_lost(int device, CUdeviceptr base) noexcept;
   // As free(), for a block its owner gives back in the program's stead (a kept stream-ordered
   // block): `let_go()`, asked last, says whether the owner still lets it go, and with the prefetch
   // mover a stream capture in progress keeps it too, since its cuMemFree would break the capture

@@ -414,6 +414,18 @@ CUresult TieredPlacement::free(int device, CUdeviceptr base) noexcept {
   return CUDA_SUCCESS;
 }
 
+void TieredPlacement::forget_context(int device) noexcept {
+  if (device < 0 || static_cast<std::size_t>(device) >= kDevices) return;
+  Device* state = nullptr;
+  {
+    const std::lock_guard lock(devices_mutex_);
+    state = devices_[static_cast<std::size_t>(device)].get();
+  }
+  if (state == nullptr) return;  // no arena yet: none of its copies or lanes went
+  const std::lock_guard lock(state->mutex);
+  state->arena->forget_context();
+}
+
 void TieredPlacement::before_launch(int device, uint64_t sequence, uint32_t stream,
                                     std::span<const policies::BlockId> blocks) noexcept {
   if (blocks.empty()) return;

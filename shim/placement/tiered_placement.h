@@ -182,6 +182,9 @@ class TieredPlacement {
   // Frees the block at `base` on `device`; the caller has waited for the work that could touch
   // it (as cuMemFree does). CUDA_ERROR_INVALID_VALUE for an address that starts no block.
   CUresult free(int device, CUdeviceptr base) noexcept;
+  // `device`'s primary context was reset: its arena's copies and lanes went with it
+  // (tiers::GranuleArena::forget_context).
+  void forget_context(int device) noexcept;
 
   // A launch is about to touch `blocks` (block bases, from use tracking): tells the policy, and
   // promotes the ones with host granules that the policy wants on the device, evicting others

@@ -350,6 +350,17 @@ void DriverGranuleOps::drop_event(uint64_t event) noexcept {
     destroy(reinterpret_cast<CUevent>(event));
 }
 
+void DriverGranuleOps::forget_context() noexcept {
+  const std::lock_guard lanes(lanes_mutex_);
+  if (primary_ == nullptr) return;
+  // A reset does not release the reference the lanes took (cuda.h): it is given back here.
+  if (const auto release = VRAMSPILL_REAL(cuDevicePrimaryCtxRelease_v2)) release(device_);
+  primary_ = nullptr;
+  copy_stream_ = to_host_stream_ = nullptr;
+  fork_event_ = join_event_ = nullptr;
+  to_host_forked_ = to_host_unjoined_ = false;
+}
+
 // Note [Copies and captures]
 // A submission to a stream being captured into a graph queues nothing now: its work runs when
 // the graph is launched, and that launch, a submission of the blocks the graph names (or of

@@ -63,6 +63,7 @@ class DriverGranuleOps final : public GranuleOps {
   void drop_event(uint64_t event) noexcept override;
   // From any thread (a submission, in its own context): it touches no member.
   CUresult order_stream_after(uint64_t stream, uint64_t event, bool capturing) noexcept override;
+  void forget_context() noexcept override;
 
  private:
   // The lanes' streams and events, made at the first use; CUDA_SUCCESS once they are.

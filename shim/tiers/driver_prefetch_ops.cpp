@@ -86,6 +86,22 @@ CUresult DriverPrefetchOps::release(CUdeviceptr base) noexcept {
   return CUDA_SUCCESS;
 }
 
+void DriverPrefetchOps::forget_context() noexcept {
+  if (primary_ == nullptr) return;
+  // A reset does not release the reference the lanes took (cuda.h): it is given back here.
+  if (const auto release_primary = VRAMSPILL_REAL(cuDevicePrimaryCtxRelease_v2))
+    release_primary(device_);
+  primary_ = nullptr;
+  for (Lane* lane : {&promotions_, &evictions_}) {
+    lane->stream = nullptr;
+    lane->done = nullptr;
+    lane->used.store(false, std::memory_order_relaxed);
+    lane->end_unknown.store(false, std::memory_order_relaxed);
+  }
+  evicted_.clear();
+  whole_lane_for_promotions_ = false;
+}
+
 CUresult DriverPrefetchOps::make_lanes() noexcept {
   const auto retain = VRAMSPILL_REAL(cuDevicePrimaryCtxRetain);
   const auto release_primary = VRAMSPILL_REAL(cuDevicePrimaryCtxRelease_v2);

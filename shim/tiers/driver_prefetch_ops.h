@@ -66,6 +66,7 @@ class DriverPrefetchOps final : public PrefetchOps {
   bool promotions_done() noexcept override;
   CUresult wait_for_prefetches() noexcept override;
   std::optional<uint64_t> device_free() noexcept override;
+  void forget_context() noexcept override;
 
  private:
   // A stream of the mover's, and the event recorded after its last prefetch.

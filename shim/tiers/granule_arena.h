@@ -350,6 +350,11 @@ class GranuleArena {
   // (memory another allocation of the device needs).
   void give_back_device_granules(uint64_t granules) noexcept;
 
+  // The device's primary context was reset (Note [Resetting the device] in
+  // hooks/device_reset.h): the copies in flight, their events and the copy lanes went with it.
+  // The granules stay (VMM memory outlives contexts), and so do the blocks, which the program's
+  // books free after.
+  void forget_context() noexcept;
   ArenaStats stats() const noexcept;
 
   // Recomputes the counters from the blocks and pools; false (and the first difference in

@@ -140,6 +140,19 @@ CUresult GranuleMover::record_ahead(std::span<const Slot> slots, uint64_t* event
   return all_evictions ? ops_.mark_copies(CopyLane::kToHost, event) : ops_.record_copies(event);
 }
 
+void GranuleMover::forget_copies() noexcept {
+  for (std::vector<uint64_t>& marks : marks_) marks.clear();
+  marked_.clear();
+  marks_lost_ = false;
+  {
+    const std::lock_guard lock(mutex_);
+    copies_in_flight_.clear();
+    copies_pending_.store(0, std::memory_order_release);
+  }
+  spent_events_.clear();
+  stage_waits_queued_ = false;
+}
+
 void GranuleMover::drop_marks() noexcept {
   for (std::vector<uint64_t>& marks : marks_) {
     for (const uint64_t mark : marks) ops_.drop_event(mark);

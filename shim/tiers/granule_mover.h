@@ -106,6 +106,9 @@ class GranuleMover {
   // Gives back the marks of the batch ahead: the next batch has followed them, a new epoch made
   // them moot, or no batch of the same window follows (Note [Evictions ahead of promotions]).
   void drop_marks() noexcept;
+  // A reset took every copy in flight and every event with its context (GranuleOps::
+  // forget_context): all are forgotten, none destroyed.
+  void forget_copies() noexcept;
   // Waits for the copies in flight and retires them (the window may be open); the wait's error
   // when it fails.
   CUresult settle_copies();

@@ -248,6 +248,13 @@ CUresult GranuleArena::remap_dead(MovePlan& plan, MoveOutcome& outcome) {
   return result;
 }
 
+void GranuleArena::forget_context() noexcept {
+  const std::lock_guard move_lock(move_mutex_);
+  mover_.forget_copies();
+  ops_.forget_context();
+  forget_unsettled();
+}
+
 void GranuleArena::retire_copies(bool all_done, bool window_closed) {
   mover_.retire_copies(all_done, window_closed);
   forget_unsettled();

@@ -111,6 +111,10 @@ class GranuleOps {
   // forbid it; a stream being captured queues nothing now and waits for nothing (Note [Copies
   // and captures] in tiers/driver_granule_ops.cpp).
   virtual CUresult order_stream_after(uint64_t stream, uint64_t event, bool capturing) noexcept = 0;
+  // The device's primary context was reset (Note [Resetting the device] in
+  // hooks/device_reset.h): the lanes' streams and every event record_copies() and mark_copies()
+  // gave went with it, so they are forgotten, not destroyed; the next copy makes new ones.
+  virtual void forget_context() noexcept = 0;
 
  protected:
   GranuleOps() = default;

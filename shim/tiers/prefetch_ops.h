@@ -47,6 +47,10 @@ class PrefetchOps {
   virtual CUresult wait_for_prefetches() noexcept = 0;
   // The device's free memory as the driver counts it, or nullopt when it does not answer.
   virtual std::optional<uint64_t> device_free() noexcept = 0;
+  // The device's primary context was reset (Note [Resetting the device] in
+  // hooks/device_reset.h): the lanes and their events went with it, so they are forgotten, not
+  // destroyed; the next prefetch makes new ones.
+  virtual void forget_context() noexcept = 0;
 
  protected:
   PrefetchOps() = default;

@@ -38,6 +38,11 @@ class FakeTieredSeam final : public TieredSeam {
     held_ -= bytes;
     return true;
   }
+  std::vector<CUdeviceptr> lost;
+  bool forget_lost_block(const core::Allocation& block) noexcept override {
+    lost.push_back(block.key);
+    return true;
+  }
   CUresult free_block(const core::Allocation& block, std::optional<CUstream>) noexcept override {
     freed.push_back(block.key);
     return CUDA_SUCCESS;

@@ -197,9 +197,9 @@ TEST_F(AdmissionFlowTest, AFreedStreamOrderedBlockRefreshesThePoolFigures) {
   EXPECT_EQ(ledger_.snapshot(0).pool_reserved_bytes, 0u);
 }
 
-// Note [Resetting the device]: after a reset, what the driver no longer knows and the spills
-// their tiers call lost leave the budget with no call to free them; what the driver still knows,
-// a spill its tier kept, VMM handles and tiered blocks stay.
+// Note [Resetting the device]: after a reset, what the driver no longer knows, the spills their
+// tiers call lost and tiered blocks leave the budget with no call to free them; what the driver
+// still knows, a spill its tier kept and VMM handles stay.
 TEST_F(AdmissionFlowTest, AResetForgetsWhatWentWithTheContextAndFreesNothing) {
   ASSERT_EQ(allocate(16 * kMiB), CUDA_SUCCESS);  // the driver's, freed by the reset
   ledger_.on_allocated(ledger_.admit(0, Route::kMemAlloc, 8 * kMiB), 0x7800000, 8 * kMiB);
@@ -218,19 +218,21 @@ TEST_F(AdmissionFlowTest, AResetForgetsWhatWentWithTheContextAndFreesNothing) {
     asked.push_back(address);
     return address == kDriverPointer;
   });
-  EXPECT_EQ(gone, 2u);
+  EXPECT_EQ(gone, 3u);
   std::sort(asked.begin(), asked.end());
   EXPECT_EQ(asked, (std::vector<uint64_t>{0x7000000, 0x7800000}))
       << "only the driver's own allocations are asked about";
   EXPECT_TRUE(driver_frees_.empty());
   EXPECT_TRUE(managed_.frees.empty());
   EXPECT_TRUE(tiered_.freed.empty());
-  EXPECT_EQ(ledger_.snapshot(0).held_bytes, held_bytes - 16 * kMiB) << "a spill holds no VRAM";
+  EXPECT_EQ(tiered_.lost, std::vector<CUdeviceptr>{0x9000000});
+  EXPECT_EQ(ledger_.snapshot(0).held_bytes, held_bytes - 16 * kMiB)
+      << "neither a spill nor a tiered block holds VRAM of its own (the arena's granules do)";
   EXPECT_FALSE(ledger_.find(kDriverPointer).has_value());
   EXPECT_TRUE(ledger_.find(0x7800000).has_value());
   EXPECT_FALSE(ledger_.find(lost_spill).has_value());
   EXPECT_TRUE(ledger_.find(managed_.kept_in_reset[0]).has_value());
-  EXPECT_TRUE(ledger_.find(0x9000000).has_value());
+  EXPECT_FALSE(ledger_.find(0x9000000).has_value());
   EXPECT_TRUE(ledger_.find(0x5000, KeySpace::kVmmHandle).has_value());
   EXPECT_EQ(recorded(ledger_, Route::kSpillManaged).live_bytes, 96 * kMiB);
 }

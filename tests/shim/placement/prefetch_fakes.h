@@ -76,6 +76,7 @@ class FakePrefetchOps final : public tiers::PrefetchOps {
     return CUDA_SUCCESS;
   }
   std::optional<uint64_t> device_free() noexcept override { return free; }
+  void forget_context() noexcept override { ++context_resets; }
 
   std::vector<Prefetch> prefetches;
   std::vector<uint64_t> ordered_streams;
@@ -89,6 +90,7 @@ class FakePrefetchOps final : public tiers::PrefetchOps {
   bool fail_waits = false;  // wait_for_prefetches() fails
   int waits = 0;
   int queries = 0;  // of promotions_done()
+  int context_resets = 0;
   // Runs inside the next wait_for_prefetches(), as the mover's queued work would take time.
   std::function<void()> while_waiting;
   // Set: each query, wait, prefetch and stream order notes in gate_held whether a capture could

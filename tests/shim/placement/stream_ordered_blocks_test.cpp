@@ -134,6 +134,7 @@ class FakeManaged final : public tiers::PrefetchOps {
   bool promotions_done() noexcept override { return true; }
   CUresult wait_for_prefetches() noexcept override { return CUDA_SUCCESS; }
   std::optional<uint64_t> device_free() noexcept override { return std::nullopt; }
+  void forget_context() noexcept override {}
 
  private:
   // Whether a capture's cuStreamBeginCapture would wait: another thread cannot take the gate.

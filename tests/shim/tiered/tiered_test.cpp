@@ -316,6 +316,40 @@ TEST_F(TieredTest, LibraryKernelsAreReadLikeModuleFunctions) {
 
 // The budget holds: with blocks of three times the budget allocated and touched, the device
 // memory the driver itself has handed out (asked past the shim) stays within the budget.
+// Note [Resetting the device] in shim/hooks/device_reset.h: a reset takes the program's tiered
+// blocks with it, moved or not (their frees are then the driver's to refuse, and the exit summary
+// counts no block left: CMakeLists.txt), and blocks made after it move both ways and keep every
+// byte, on the streams and events the shim makes anew.
+TEST_F(TieredTest, AResetTakesTheBlocksAndMovesGoOnAfterIt) {
+  const auto twice_the_budget = [&](std::vector<CUdeviceptr>& blocks, uint32_t first_value) {
+    blocks.resize(8);
+    for (std::size_t round = 0; round < 3; ++round) {
+      for (std::size_t i = 0; i < blocks.size(); ++i) {
+        if (round == 0) {
+          ASSERT_CU(cuMemAlloc(&blocks[i], kBlock));
+        }
+        ASSERT_CU(fill(blocks[i], first_value + static_cast<uint32_t>(i + round), streams_[i % 3]));
+      }
+    }
+    ASSERT_CU(cuCtxSynchronize());
+    for (std::size_t i = 0; i < blocks.size(); ++i)
+      expect_block(blocks[i], first_value + static_cast<uint32_t>(i + 2));
+  };
+  std::vector<CUdeviceptr> before;
+  twice_the_budget(before, 100);
+
+  ASSERT_CU(cuDevicePrimaryCtxReset(device_));
+  for (const CUdeviceptr block : before) EXPECT_EQ(cuMemFree(block), CUDA_ERROR_INVALID_VALUE);
+  // The reset took the streams and the module too: a program makes them again.
+  for (CUstream& stream : streams_) ASSERT_CU(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+  ASSERT_CU(cuModuleLoadData(&module_, "simcuda accepts any image"));
+  ASSERT_CU(cuModuleGetFunction(&fill_, module_, "vs_fill_u32"));
+
+  std::vector<CUdeviceptr> after;
+  twice_the_budget(after, 200);
+  for (const CUdeviceptr block : after) ASSERT_CU(cuMemFree(block));
+}
+
 TEST_F(TieredTest, TheBudgetHoldsWhateverIsAllocated) {
   const size_t free_at_start = driver_free();
   std::vector<CUdeviceptr> pointers(12);

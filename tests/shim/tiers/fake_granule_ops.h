@@ -364,6 +364,19 @@ class FakeGranuleOps final : public GranuleOps {
     stream_orders_.push_back({.stream = stream, .event = event, .capturing = capturing});
     return CUDA_SUCCESS;
   }
+  // A reset: the copies ran or were dropped with the context, and its events are gone.
+  void forget_context() noexcept override {
+    const std::lock_guard lock(mutex_);
+    begin_epoch();
+    copies_in_flight_.clear();
+    passed_events_ = next_event_ - 1;
+    live_events_.clear();
+    ++context_resets_;
+  }
+  int context_resets() const {
+    const std::lock_guard lock(mutex_);
+    return context_resets_;
+  }
   CUresult queue_copies_after(std::span<const uint64_t> events) noexcept override {
     const std::lock_guard lock(mutex_);
     if (CUresult failure = injected(kQueueAfter); failure != CUDA_SUCCESS) return failure;
@@ -442,6 +455,7 @@ class FakeGranuleOps final : public GranuleOps {
   std::vector<uint64_t> events_queued_after_;
   uint64_t next_event_ = 1;
   uint64_t passed_events_ = 0;  // events up to this one have passed
+  int context_resets_ = 0;
   std::set<uint64_t> live_events_;
   std::vector<StreamOrder> stream_orders_;
   uint64_t vmm_calls_ = 0;

@@ -153,6 +153,25 @@ TEST_F(GranuleStreamMoveTest, AMovedBlockMayMoveBackAtOnce) {
   expect_tags(base, 2);
 }
 
+// Note [Resetting the device] in hooks/device_reset.h: a reset took the copy in flight and its
+// event with the context. The arena forgets both, neither waiting for the copy nor destroying the
+// event (the fixture checks that no event it never recorded is given back), and the blocks'
+// granules move again on new lanes.
+TEST_F(GranuleStreamMoveTest, AResetForgetsTheCopiesInFlightAndTheirEvents) {
+  const CUdeviceptr base = tagged_block(2, 0);
+  move_on_stream({base});
+  ASSERT_EQ(ops_.live_events(), 1u);
+  arena_.forget_context();
+  EXPECT_EQ(ops_.context_resets(), 1);
+  EXPECT_EQ(ops_.calls(Call::kWait), 0) << "nothing is left to wait for";
+  EXPECT_EQ(waits_of({base}), std::vector<uint64_t>{}) << "no submission waits for a lost event";
+  retire();
+  ASSERT_TRUE(arena_.free(base));
+  const CUdeviceptr next = tagged_block(2, 0);
+  EXPECT_EQ(move_on_stream({next}).to_device, 2u);
+  expect_tags(next, 2);
+}
+
 TEST_F(GranuleStreamMoveTest, FreeingABlockACopyWritesWaitsForTheCopy) {
   const CUdeviceptr base = tagged_block(2, 0);
   move_on_stream({base});

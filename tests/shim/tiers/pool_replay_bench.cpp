@@ -406,6 +406,7 @@ class CountingGranuleOps final : public GranuleOps {
   bool copies_done(uint64_t) noexcept override { return true; }
   void drop_event(uint64_t) noexcept override {}
   CUresult order_stream_after(uint64_t, uint64_t, bool) noexcept override { return CUDA_SUCCESS; }
+  void forget_context() noexcept override {}
 
  private:
   CUdeviceptr next_address_ = uint64_t{1} << 40;

@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <thread>
@@ -19,6 +20,8 @@ namespace vramspill::hooks {
 namespace {
 
 constexpr int kEndingSignals[] = {SIGINT, SIGTERM};
+// How long the last words may hold a job that a signal ends (Note [A signal that ends the job]).
+constexpr std::chrono::seconds kLastWordsDeadline{2};
 
 // Read by the handler: set before it is installed, never changed after.
 int wake_fd = -1;
@@ -54,18 +57,32 @@ void on_ending_signal(int signal) {
   errno = saved_errno;
 }
 
+// Ends the process by `signal` once the deadline has passed, from a thread of its own.
+void end_after_the_deadline(int signal) noexcept {
+  try {
+    start_quiet_thread("vramspill-end", [signal] {
+      std::this_thread::sleep_for(kLastWordsDeadline);
+      end_by_default(signal);
+    }).detach();
+  } catch (...) {  // no thread: the last words take what they take
+  }
+}
+
 void wait_and_end(ShimState& shim) {
   uint64_t woken = 0;
   while (read(wake_fd, &woken, sizeof woken) < 0) {
     if (errno != EINTR) return;  // the program closed the descriptor: the handler ends alone
   }
+  const int signal = ending.load();
+  end_after_the_deadline(signal);
   write_last_words(shim);
-  end_by_default(ending.load());
+  end_by_default(signal);
 }
 
 }  // namespace
 
 void catch_ending_signals(ShimState& shim) noexcept {
+  if (getpid() == 1) return;  // the kernel drops them: Note [A signal that ends the job]
   bool any_default = false;
   for (const int signal : kEndingSignals) {
     struct sigaction current {};

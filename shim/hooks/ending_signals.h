@@ -13,9 +13,16 @@
 //   runs on for the moment the thread needs.
 // - The thread writes what exit would (write_last_words in hooks/shim_state.h: the stats file
 //   removed, the trace ended, the summary), puts the default disposition back and sends the
-//   signal again: the process ends by it, with the status it would have had.
+//   signal again: the process ends by it, with the status it would have had. Last words that
+//   cannot be written (a standard error nobody drains, a lock a hung thread holds) hold the job
+//   for two seconds at most: another thread ends it by the signal then. An orchestrator sends
+//   one SIGTERM and a SIGKILL after its grace period: the job must not outlive the first.
 // - Anything else ends the process by the signal's default at once: a second signal while the
 //   thread works (a user pressing Ctrl-C twice), a forked child, an eventfd that is gone.
+// As the first process of a PID namespace (a container's command run directly), the process
+// never gets a signal of default disposition: the kernel drops it. The shim takes none there, or
+// a SIGTERM would end the trace and the stats and then be dropped again, leaving the job running
+// without them.
 // A disposition the program set before the shim started (Python's SIGINT handler, a signal it
 // ignores) is left alone: its handler decides what the signal does, and an exit it makes runs
 // atexit as usual. A handler the program sets later replaces the shim's, the same way.

@@ -38,6 +38,10 @@ void write_exit_summary() {
   // A forked child logs nothing at all: the parent's memory is not its to report, and a log
   // lock held by another parent thread at fork time would never be released in the child.
   if (the_state == nullptr || in_forked_child) return;
+  // An exit from inside a hook (a signal handler that calls exit() on a thread the signal found
+  // in the shim) may hold any of the locks the last words take, and would wait for itself: they
+  // are not written then.
+  if (inside_shim) return;
   // The shim's threads stop first, so that what they still do (frees) is in the trace.
   the_state->host.stop_background_pinning();
   the_state->managed.stop_stream_ordered_frees();

@@ -3,8 +3,11 @@
 // under `vramspill run`, must end by the signal as without the shim, having written its exit
 // summary, removed its stats file and ended its trace; a program with a handler of its own keeps
 // it.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
@@ -33,8 +36,10 @@ constexpr const char* kSummary = "[vramspill] info: device 0: peak 32.0 MiB of 3
 class EndingSignalTest : public StatsJobTest {
  protected:
   // The job (three 16 MiB blocks over a 32 MiB budget: one spills), traced, once it has
-  // published its figures; `command` goes before the program (`vramspill run --`).
-  Job start(const std::vector<std::string>& command, bool own_handler = false) {
+  // published its figures; `command` goes before the program (`vramspill run --`). Its standard
+  // error goes to `error_path`, error_file() by default.
+  Job start(const std::vector<std::string>& command, bool own_handler = false,
+            const std::string& error_path = {}) {
     Environment environment = job_environment(runtime_.string());
     environment["VRAMSPILL_TRACE_FILE"] = trace_path();
     // `vramspill run` puts the shim first in LD_PRELOAD, ahead of an ASan build's runtime: that
@@ -44,7 +49,7 @@ class EndingSignalTest : public StatsJobTest {
     argv.push_back(STATS_JOB_PROGRAM);
     if (own_handler) argv.push_back("--handle-sigterm");
     for (const char* size : {"16", "16", "16"}) argv.push_back(size);
-    return Job(argv, environment, error_file());
+    return Job(argv, environment, error_path.empty() ? error_file() : error_path);
   }
   std::string trace_path() const { return (root_ / "job.trace").string(); }
   std::string last_line_of_trace() const {
@@ -99,6 +104,38 @@ TEST_F(EndingSignalTest, under_vramspill_run_sigterm_leaves_the_same_last_words)
   const RunResult result = end_with(job, SIGTERM);
   EXPECT_EQ(result.signal, SIGTERM) << result.describe();
   expect_last_words(result);
+}
+
+// Last words that cannot be written do not keep the job alive: its standard error is a pipe
+// nobody drains (a terminal that stopped scrolling, a log collector that hung), full before the
+// signal comes, so the summary's write blocks; the job still ends by the signal, at the deadline.
+TEST_F(EndingSignalTest, a_standard_error_nobody_drains_does_not_keep_the_job_alive) {
+  const std::string pipe_path = (root_ / "stderr.fifo").string();
+  ASSERT_EQ(mkfifo(pipe_path.c_str(), 0600), 0);
+  const int reader = open(pipe_path.c_str(), O_RDONLY | O_NONBLOCK);  // never reads
+  ASSERT_GE(reader, 0);
+  Job job = start({}, /*own_handler=*/false, pipe_path);
+  ASSERT_GT(job.pid(), 0);
+  ASSERT_TRUE(job.wait_ready());
+  const int filler = open(pipe_path.c_str(), O_WRONLY | O_NONBLOCK);
+  ASSERT_GE(filler, 0);
+  const std::string block(4096, 'x');
+  while (write(filler, block.data(), block.size()) > 0) {
+  }
+  ASSERT_EQ(errno, EAGAIN) << "the pipe is full";
+  ASSERT_TRUE(job.signal(SIGTERM));
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (job.running() && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  const bool ended = !job.running();
+  if (!ended) job.signal(SIGKILL);
+  while (job.running()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_TRUE(ended) << "the job outlived its SIGTERM by 20 s";
+  // finish() reads standard error back: a pipe would block it, a missing file reads empty.
+  close(filler);
+  close(reader);
+  unlink(pipe_path.c_str());
+  EXPECT_EQ(job.finish().signal, SIGTERM);
 }
 
 // The program's own handler decides: here it ends the wait, and the program exits normally.

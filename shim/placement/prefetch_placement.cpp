@@ -229,10 +229,11 @@ bool PrefetchPlacement::bring_in_locked(BlockId id, Block& block, std::span<cons
   return true;
 }
 
-void PrefetchPlacement::promote_ahead_locked(Device& state, std::span<const BlockId> keep,
-                                             uint64_t room_taken) {
+void PrefetchPlacement::promote_ahead_locked(Device& state, std::span<const BlockId> keep) {
   std::vector<BlockId> kept(keep.begin(), keep.end());
-  for (const BlockId id : state.policy->promote_ahead(room_taken, keep)) {
+  // The launch's own promotions are in the policy's books already (each told as it was made:
+  // tell_moved_locked), so they take no room beyond them.
+  for (const BlockId id : state.policy->promote_ahead(/*room_taken=*/0, keep)) {
     const auto found = blocks_.find(id);
     if (found == blocks_.end() || found->second.leaving ||
         found->second.device_bytes == found->second.bytes ||
@@ -487,7 +488,6 @@ void PrefetchPlacement::before_submission(const core::SubmissionUse& use) noexce
       if (core::MemoryEvents* const told = events_.load(std::memory_order_acquire))
         told->used(static_cast<int>(d), policy_stream(use.stream), ours);
       bool must_wait = false;  // for the mover's stream (Note [Launches after a promotion])
-      uint64_t room_taken = 0;  // granules this launch's own promotions took
       for (const BlockId id : ours) {
         const auto found = blocks_.find(id);
         if (found == blocks_.end()) continue;  // defensive: nothing frees the blocks in `ours`
@@ -504,10 +504,7 @@ void PrefetchPlacement::before_submission(const core::SubmissionUse& use) noexce
           if (!is_dead_locked(id) &&
               (rule == RuleAction::kPin ||
                (rule != RuleAction::kPreferHost && state.policy->should_promote(id)))) {
-            if (bring_in_locked(id, block, ours)) {
-              must_wait = true;
-              room_taken += on_host / kGranuleBytes;
-            }
+            must_wait |= bring_in_locked(id, block, ours);
           } else {
             ++stats_.promotions_refused;
           }
@@ -527,7 +524,7 @@ void PrefetchPlacement::before_submission(const core::SubmissionUse& use) noexce
         }
       }
       // Then the blocks for the launches to come: this launch does not wait for them.
-      if (may_move) promote_ahead_locked(state, ours, room_taken);
+      if (may_move) promote_ahead_locked(state, ours);
     }
   } catch (const std::bad_alloc&) {
     // The submission goes ahead with its blocks where they are.

@@ -357,10 +357,8 @@ class PrefetchPlacement {
   bool bring_in_locked(policies::BlockId id, Block& block, std::span<const policies::BlockId> keep,
                        bool ahead = false);
   // Prefetches what the policy names for the launches to come (Note [Promoting ahead] in
-  // policies/eviction_policy.h), after a launch of `keep` whose promotions took `room_taken`
-  // granules.
-  void promote_ahead_locked(Device& state, std::span<const policies::BlockId> keep,
-                            uint64_t room_taken);
+  // policies/eviction_policy.h), after a launch of `keep` whose promotions are made.
+  void promote_ahead_locked(Device& state, std::span<const policies::BlockId> keep);
   // Evicts the policy's victims until the budget has `bytes` of room; whether it has. For the
   // promotion of `promoting` (of `bytes`), only where the card takes it and the victims are
   // worth it (Note [Admitting a promotion]).

@@ -295,6 +295,7 @@ TieredPlacement::Victims TieredPlacement::choose_victims(Device& state, uint64_t
         state.policy->choose_victims(granules - ruled.covered, ruled.keep, /*in_part=*/true);
     victims.blocks.insert(victims.blocks.end(), chosen.blocks.begin(), chosen.blocks.end());
     victims.in_part = chosen.partial_last;
+    victims.enough = chosen.enough;
   }
   return victims;
 }
@@ -302,7 +303,11 @@ TieredPlacement::Victims TieredPlacement::choose_victims(Device& state, uint64_t
 void TieredPlacement::make_room(int device, Device& state, uint64_t granules,
                                 std::span<const policies::BlockId> keep, MoveWindow& window) {
   if (!arenas_.may_synchronize()) return;  // Note [No moves during a capture]
-  evict(device, state, choose_victims(state, granules, keep), granules, /*ahead=*/false, window);
+  // Room the blocks cannot give in full buys nothing: the request that asked (memory outside the
+  // arena, a new block larger than the budget) is spilled or split all the same, and the blocks
+  // evicted for it would come back at their next launch.
+  const Victims victims = choose_victims(state, granules, keep);
+  if (victims.enough) evict(device, state, victims, granules, /*ahead=*/false, window);
 }
 
 void TieredPlacement::evict(int device, Device& state, const Victims& victims, uint64_t granules,

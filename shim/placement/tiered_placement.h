@@ -292,6 +292,7 @@ class TieredPlacement {
   struct Victims {
     std::vector<policies::BlockId> blocks;
     bool in_part = false;
+    bool enough = true;  // they hold the granules asked for (policies::Victims::enough)
   };
   // Evicts `victims`, in order, until they have given up `granules` device granules, as far as
   // the host limit allows; `ahead` of the promotions the caller moves next in the window

@@ -386,6 +386,19 @@ TEST_F(TieredPlacementTest, OtherAllocationsGetRoomFromTheArena) {
   EXPECT_FALSE(placement_.make_device_room(0, 9 * kGranuleBytes)) << "more than the budget";
 }
 
+// Room the blocks cannot give in full is not made in part: the request is spilled or split all
+// the same, and the evicted blocks would come back at their next launch.
+TEST_F(TieredPlacementTest, RoomTheBlocksCannotGiveInFullIsNotMadeInPart) {
+  const CUdeviceptr a = allocate(4);
+  const CUdeviceptr b = allocate(4);
+  EXPECT_FALSE(placement_.make_device_room(0, 9 * kGranuleBytes));
+  const CUdeviceptr big = allocate(12);
+  EXPECT_EQ(device_granules(a) + device_granules(b), 8u) << "nothing was evicted";
+  EXPECT_EQ(device_granules(big), 0u);
+  EXPECT_EQ(placement_.stats().evicted_granules, 0u);
+  expect_bytes(big, 12);
+}
+
 // Note [Learning the period] in policies/learned.h: the log says when the policy locks on the
 // job's period, and when it loses it.
 TEST_F(TieredPlacementTest, TheLogSaysWhatTheLearnedPolicyLearned) {

@@ -29,7 +29,8 @@ On a machine with an NVIDIA driver, in this order (what a GPU tells us first, th
      each way in one remap window, and its VMM calls per GiB moved
   4. capture_probe (build-gpu/bin/capture_probe): which driver calls, made on another thread,
      break a stream capture in global mode (what simcuda must refuse, and the shim keep off
-     while one is in progress)
+     while one is in progress); reset_probe (build-gpu/bin/reset_probe): what a device reset
+     takes with it (what the shim's handling of a reset and simcuda assume)
   5. the traces packed with tools/gpu-pack.sh --trace (build-gpu/pack-traces/), each played by
      tools/player/play_modes.py --system-driver at its budget, 3 steps: without the shim, in
      host and managed mode, and tiered with lru and learned and each mover, timed on the GPU
@@ -100,6 +101,7 @@ kernels=$build_dir/simcuda/vs_kernels.fatbin
 run_step "tier probe" "$build_dir/bin/tier_probe" --kernels "$kernels"
 run_step "mover probe" "$build_dir/bin/mover_probe"
 run_step "capture probe" "$build_dir/bin/capture_probe"
+run_step "reset probe" "$build_dir/bin/reset_probe"
 for trace in "$build_dir"/pack-traces/*.trace; do
   [[ -f $trace ]] || continue
   run_step "player: ${trace##*/}" python3 tools/player/play_modes.py --system-driver \

@@ -114,7 +114,7 @@ TEST(MemoryVizExport, EventsAreInTimeOrderWhateverTheFileOrder) {
                 "free_requested 4096 32 cuMemAlloc", "free_completed 4096 32 cuMemAlloc",
                 "segment_free 4096 32 cuMemAlloc", "segment_alloc 4096 64 cuMemAlloc",
                 "alloc 4096 64 cuMemAlloc"}));
-  EXPECT_EQ(snapshot.unmatched_frees, 0u);
+  EXPECT_EQ(snapshot.left_out.unmatched_frees, 0u);
 }
 
 TEST(MemoryVizExport, KeysOfDifferentKindsAreToldApart) {
@@ -135,8 +135,8 @@ TEST(MemoryVizExport, LeavesOutAndCountsFreesAndAllocationsThatDoNotFit) {
                                  event(3, TraceEventKind::kAlloc, Route::kMemAlloc, 0x1000, 64),
                                  event(4, TraceEventKind::kFree, Route::kMemAlloc, 0x1000, 64),
                                  event(5, TraceEventKind::kFree, Route::kMemAlloc, 0x1000, 64)}));
-  EXPECT_EQ(snapshot.unmatched_frees, 2u);
-  EXPECT_EQ(snapshot.repeated_allocations, 1u);
+  EXPECT_EQ(snapshot.left_out.unmatched_frees, 2u);
+  EXPECT_EQ(snapshot.left_out.repeated_allocations, 1u);
   EXPECT_EQ(snapshot.allocations, 1u);
   EXPECT_EQ(snapshot.device_traces[0].size(), 5u);  // one allocation, allocated and freed
 }

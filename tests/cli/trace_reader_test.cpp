@@ -168,7 +168,37 @@ TEST(TraceReader, RejectsABadNumber) {
   EXPECT_EQ(error_of(std::string(kHeader) + "-1 alloc 0 cuMemAlloc 0x1000 4096\n"),
             "job.trace:5: bad number '-1' for time: expected a decimal number of up to 20 digits");
   EXPECT_EQ(error_of(std::string(kHeader) + "1 alloc 99999999999 cuMemAlloc 0x1000 4096\n"),
-            "job.trace:5: device 99999999999 is out of range");
+            "job.trace:5: device 99999999999 is out of range: expected 0 to 1023");
+}
+
+// Note [What a trace may hold]: a device the driver could never have, which a tool would size a
+// vector of devices by.
+TEST(TraceReader, RefusesADeviceAboveTheCap) {
+  EXPECT_EQ(parse(std::string(kHeader) + "1 device 1023 1073741824 8388608\n").events[0].device,
+            1023);
+  EXPECT_EQ(error_of(std::string(kHeader) + "1 device 0 1073741824 8388608\n" +
+                     "2 alloc 2147483647 cuMemAlloc 0x1000 4096\n"),
+            "job.trace:6: device 2147483647 is out of range: expected 0 to 1023");
+  EXPECT_EQ(error_of(std::string(kHeader) + "1 use 1024 3 0x1000\n"),
+            "job.trace:5: device 1024 is out of range: expected 0 to 1023");
+}
+
+// Note [What a trace may hold]: sizes no job allocates, which replay would round to no granules.
+TEST(TraceReader, RefusesAllocationsNoJobMakes) {
+  EXPECT_EQ(error_of(std::string(kHeader) + "1 device 0 1073741824 8388608\n" +
+                     "200 alloc 0 tiered 0x1000 0\n300 use 0 0 0x1000\n"),
+            "job.trace:6: a tiered block of 0 bytes: tiered mode never makes one");
+  EXPECT_EQ(error_of(std::string(kHeader) + "200 alloc 0 tiered 0x1000 18446744073709551615\n"),
+            "job.trace:5: an allocation of 18446744073709551615 bytes: more than any address "
+            "space holds (2^57 bytes)");
+  EXPECT_EQ(error_of(std::string(kHeader) + "200 free 0 spill-host 0x1000 144115188075855873\n"),
+            "job.trace:5: an allocation of 144115188075855873 bytes: more than any address "
+            "space holds (2^57 bytes)");
+  // What a job may write: 2^57 bytes, and a request over the budget of any size.
+  EXPECT_EQ(parse(std::string(kHeader) + "1 alloc 0 tiered 0x1000 144115188075855872\n" +
+                  "2 refuse 0 cuMemAlloc 18446744073709551615\n")
+                .events.size(),
+            2u);
 }
 
 TEST(TraceReader, RejectsAnUnknownRoute) {
@@ -303,10 +333,10 @@ TEST(TraceReader, TheBinaryRouteOrderIsCoreRoutes) {
 TEST(TraceReader, TheLargestNumbersReadBack) {
   const Trace trace =
       parse(std::string(kBinaryHeader) +
-            record(TraceTag::kAlloc, {UINT64_MAX, INT32_MAX, 10, UINT64_MAX, UINT64_MAX}));
+            record(TraceTag::kEvict, {UINT64_MAX, kMaxTraceDevice, UINT64_MAX, UINT64_MAX}));
   ASSERT_EQ(trace.events.size(), 1u);
   EXPECT_EQ(trace.events[0].time_ns, UINT64_MAX);
-  EXPECT_EQ(trace.events[0].device, INT32_MAX);
+  EXPECT_EQ(trace.events[0].device, 1023);
   EXPECT_EQ(trace.events[0].key, UINT64_MAX);
   EXPECT_EQ(trace.events[0].bytes, UINT64_MAX);
   EXPECT_EQ(varint(UINT64_MAX).size(), kMaxVarintBytes);
@@ -394,7 +424,22 @@ TEST(TraceReader, RejectsABadBinaryRouteOrDevice) {
                 ": unknown route 11: expected 0 (cuMemAlloc) to 10 (tiered)");
   EXPECT_EQ(error_of(std::string(kBinaryHeader) + record(TraceTag::kEvict, {1, 1ULL << 31, 0, 1})),
             "job.trace: byte " + std::to_string(kBinaryHeaderBytes + 3) +
-                ": device 2147483648 is out of range");
+                ": device 2147483648 is out of range: expected 0 to 1023");
+  EXPECT_EQ(error_of(std::string(kBinaryHeader) + record(TraceTag::kDevice, {1, 1024, 1, 1})),
+            "job.trace: byte " + std::to_string(kBinaryHeaderBytes + 3) +
+                ": device 1024 is out of range: expected 0 to 1023");
+}
+
+TEST(TraceReader, RefusesBinaryAllocationsNoJobMakes) {
+  const std::string at = std::to_string(kBinaryHeaderBytes);
+  EXPECT_EQ(error_of(std::string(kBinaryHeader) + record(TraceTag::kAlloc, {1, 0, 10, 0x10, 0})),
+            "job.trace: byte " + at +
+                ": the alloc record: a tiered block of 0 bytes: tiered mode never makes one");
+  EXPECT_EQ(
+      error_of(std::string(kBinaryHeader) + record(TraceTag::kFree, {1, 0, 0, 0x10, UINT64_MAX})),
+      "job.trace: byte " + at +
+          ": the free record: an allocation of 18446744073709551615 bytes: more than any "
+          "address space holds (2^57 bytes)");
 }
 
 TEST(TraceReader, ChecksTheEndRecord) {

@@ -166,7 +166,7 @@ TEST(TraceReplay, TheInputIsTheDevicesTieredBlocksAndLaunchesInTimeOrder) {
   EXPECT_EQ(input.budget_granules, 8u);
   EXPECT_EQ(input.blocks, 2u);
   EXPECT_EQ(input.block_bytes, uint64_t{7} << 20);
-  EXPECT_EQ(input.launches, 2u);
+  EXPECT_EQ(input.submissions, 2u);
   EXPECT_EQ(input.recorded_evicted_bytes, kGranule);
   EXPECT_EQ(input.recorded_promoted_bytes, kGranule);
   ASSERT_EQ(input.steps.size(), 5u);
@@ -179,6 +179,37 @@ TEST(TraceReplay, TheInputIsTheDevicesTieredBlocksAndLaunchesInTimeOrder) {
   EXPECT_EQ(input.steps[3].blocks, std::vector<uint64_t>{1});  // a new block at the old base
   EXPECT_EQ(input.steps[4].blocks, std::vector<uint64_t>{1});
   EXPECT_EQ(replay_input(trace, 0, 20 << 20).budget_granules, 10u);  // --budget
+}
+
+// Note [Allocations a trace shows live]: as export and report do, an alloc at a live base and a
+// free of no live block are left out and counted, not taken for a new block or a free.
+TEST(TraceReplay, ADamagedTracesAllocAtALiveBaseIsLeftOutAndCounted) {
+  using core::Route;
+  Trace trace;
+  trace.events = {event(10, TraceEventKind::kAlloc, Route::kTiered, 0xa000, 4 << 20),
+                  event(11, TraceEventKind::kAlloc, Route::kTiered, 0xa000, 8 << 20),
+                  use_event(12, {0xa000}),
+                  event(13, TraceEventKind::kFree, Route::kTiered, 0xa000, 4 << 20),
+                  event(14, TraceEventKind::kFree, Route::kTiered, 0xa000, 4 << 20)};
+  const ReplayInput input = replay_input(trace, 0, 8 * kGranule);
+  EXPECT_EQ(input.blocks, 1u);
+  EXPECT_EQ(input.block_bytes, uint64_t{4} << 20);
+  EXPECT_EQ(input.left_out.repeated_allocations, 1u);
+  EXPECT_EQ(input.left_out.unmatched_frees, 1u);
+  ASSERT_EQ(input.steps.size(), 3u);
+  EXPECT_EQ(input.steps[1].blocks, std::vector<uint64_t>{0});
+  EXPECT_EQ(input.steps[2].kind, ReplayStep::Kind::kFree);
+}
+
+// A block the policies cannot hold: the reader refuses such a trace (Note [What a trace may
+// hold] in trace_reader.h), and a trace built otherwise is refused here, not left to abort.
+TEST(TraceReplay, ABlockOfNoBytesIsRefusedAndTheLargestRoundsUp) {
+  Trace trace;
+  trace.events = {event(200, TraceEventKind::kAlloc, core::Route::kTiered, 0x1000, 0),
+                  use_event(300, {0x1000})};
+  EXPECT_THROW(replay_input(trace, 0, 8 * kGranule), std::runtime_error);
+  trace.events[0].bytes = UINT64_MAX;  // rounded up without overflowing to no granules
+  EXPECT_EQ(replay_input(trace, 0, 8 * kGranule).steps[0].granules, (UINT64_MAX >> 21) + 1);
 }
 
 TEST(TraceReplay, ATraceWithoutTieredBlocksOrABudgetCannotBeReplayed) {

@@ -76,7 +76,7 @@ class LoopBuilder {
   }
   void launch(std::vector<uint64_t> blocks) {
     input_.steps.push_back({.kind = ReplayStep::Kind::kUse, .stream = 0, .blocks = blocks});
-    ++input_.launches;
+    ++input_.submissions;
   }
   ReplayInput finish(double factor) {
     input_.budget_granules =

@@ -32,7 +32,7 @@ TEST(TrainingLoops, LearnedFetchesAtMostAFifthMoreThanMinAndNeverMoreThanLru) {
     std::printf(
         "%-62s %5llu launches: fetched vs MIN learned %.2fx lru %.2fx; link learned "
         "%.2fx of lru's\n",
-        shape.name().c_str(), static_cast<unsigned long long>(input.launches),
+        shape.name().c_str(), static_cast<unsigned long long>(input.submissions),
         ratio(learned.fetched_granules(), optimum), ratio(lru.fetched_granules(), optimum),
         ratio(learned.link_granules(), lru.link_granules()));
     // The goal is 1.3x; the worst is 1.13x (12 layers at 2x, foreach, workspace), and

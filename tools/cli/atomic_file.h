@@ -1,5 +1,16 @@
 // Writing an output file so that a failure leaves no half-written file, nor harms one that was
 // there: the text goes to a new file beside it, which is renamed over it once complete.
+//
+// Note [Where -o writes]
+// `-o PATH` writes what the user would have got from `> PATH`, without its half-written file:
+// - a new file, or an existing regular file: written to a new file beside it, renamed over it
+//   once complete (an existing file keeps its permission bits; a new one gets those any new
+//   file gets, 0666 less the umask);
+// - a symbolic link: followed, as `>` follows it, to the file it names (which is then written
+//   as above, in that file's directory); the link itself stays;
+// - anything else that exists (a device such as /dev/null, a FIFO, a socket): written in place,
+//   opened without creating or renaming anything, as renaming a regular file over it would
+//   replace the device node or pipe for every other user of it.
 #pragma once
 
 #include <functional>
@@ -8,8 +19,8 @@
 
 namespace vramspill::cli {
 
-// Calls `write` with a stream to a new file beside `path` (mode: what any new file gets), then
-// renames it over `path`. Empty on success, else what went wrong; the new file is gone then.
+// Calls `write` with a stream to `path`, as Note [Where -o writes] says. Empty on success, else
+// what went wrong; a new file beside `path` is gone then.
 std::string write_file_atomically(const std::string& path,
                                   const std::function<void(std::ostream&)>& write);
 

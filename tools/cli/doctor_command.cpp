@@ -9,6 +9,7 @@
 #include "doctor/gpu_facts.h"
 #include "doctor/host_facts.h"
 #include "doctor/report.h"
+#include "standard_output.h"
 #include "util/sizes.h"
 
 namespace vramspill::cli {
@@ -70,7 +71,8 @@ CLI::App* add_doctor_command(CLI::App& app, DoctorOptions& options) {
       "NAME, \"gpu\": INDEX or null, \"verdict\": \"ok\"|\"warn\"|\"block\", \"message\": TEXT, "
       "\"fix\": TEXT or \"\", \"figures\": {NAME: NUMBER or null, ...}}, ...]}; each "
       "figure's name carries its unit (mem_total_bytes, pcie_speed_gts).\n\n"
-      "Exit status: 0 when nothing blocks spilling, 1 when something does, 2 for a usage error.");
+      "Exit status: 0 when nothing blocks spilling, 1 when something does or standard output "
+      "cannot be written, 2 for a usage error.");
   return doctor;
 }
 
@@ -82,9 +84,9 @@ int run_doctor_command(const DoctorOptions& options) {
   std::vector<Finding> findings;
   check_gpus(driver, gpus, host, findings);
   check_host(host, gpus, findings);
-  std::cout << render_report(findings, {.json = options.json, .quiet = options.quiet})
-            << std::flush;
-  return any_blocks(findings) ? kDoctorBlocked : kDoctorNothingBlocks;
+  std::cout << render_report(findings, {.json = options.json, .quiet = options.quiet});
+  return exit_status_after_output("vramspill doctor",
+                                  any_blocks(findings) ? kDoctorBlocked : kDoctorNothingBlocks);
 }
 
 }  // namespace vramspill::cli

@@ -4,28 +4,16 @@
 #include <optional>
 #include <ostream>
 
-#include "atomic_file.h"
 #include "memory_viz_export.h"
+#include "output_option.h"
+#include "standard_output.h"
 #include "trace_input.h"
 
 namespace vramspill::cli {
 namespace {
 
 constexpr const char* kProgram = "vramspill export";
-constexpr int kCannotWrite = 1;
 constexpr int kBadInput = 2;
-
-// Says on standard error what of the trace did not make it into the export.
-void warn_about(const MemoryVizSnapshot& snapshot, const std::string& name) {
-  if (snapshot.unmatched_frees != 0) {
-    std::cerr << kProgram << ": " << name << ": left out " << snapshot.unmatched_frees
-              << " free(s) of allocations the trace does not hold (is it damaged?)\n";
-  }
-  if (snapshot.repeated_allocations != 0) {
-    std::cerr << kProgram << ": " << name << ": left out " << snapshot.repeated_allocations
-              << " allocation(s) of a key the trace shows live already (is it damaged?)\n";
-  }
-}
 
 }  // namespace
 
@@ -39,9 +27,7 @@ CLI::App* add_export_command(CLI::App& app, ExportOptions& options) {
       ->check(CLI::IsMember({"memory-viz"}).description(""))
       ->type_name("FORMAT");
   command->add_option("trace", options.trace, "The trace file.")->required()->type_name("TRACE");
-  command->add_option("-o,--output", options.output, "The file to write (replaced if it exists).")
-      ->required()
-      ->type_name("FILE");
+  add_output_option(*command, options.output, "The file");
   command->footer(
       "A job writes a trace when its policy sets [trace] file, or VRAMSPILL_TRACE_FILE is set "
       "(\"%p\" in the path becomes the process id): every allocation and free with its route "
@@ -67,20 +53,18 @@ int run_export_command(const ExportOptions& options) {
       read_trace_for(kProgram, options.trace, "exporting");
   if (!trace) return kBadInput;
   const MemoryVizSnapshot snapshot = build_memory_viz(*trace);
-  warn_about(snapshot, options.trace);
-  const std::string problem = write_file_atomically(
-      options.output, [&](std::ostream& out) { write_memory_viz(snapshot, out); });
-  if (!problem.empty()) {
-    std::cerr << kProgram << ": cannot write " << options.output << ": " << problem << "\n";
+  warn_about_left_out(kProgram, options.trace, snapshot.left_out);
+  if (!write_output(kProgram, options.output,
+                    [&](std::ostream& out) { write_memory_viz(snapshot, out); }))
     return kCannotWrite;
-  }
+  if (is_standard_output(options.output)) return 0;
   // An annotation is two entries of external_annotations, its START and its END.
   const std::size_t annotations = snapshot.annotations.size();
   std::cout << "wrote " << options.output << ": " << snapshot.allocations << " allocation(s), "
             << annotations << " annotation(s) (" << 2 * annotations
             << " entries of external_annotations, a START and an END each); open it at "
             << "https://pytorch.org/memory_viz\n";
-  return 0;
+  return exit_status_after_output(kProgram, 0);
 }
 
 }  // namespace vramspill::cli

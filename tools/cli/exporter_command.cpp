@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "prometheus_metrics.h"
+#include "standard_output.h"
 #include "stats_scan.h"
 
 namespace vramspill::cli {
@@ -202,8 +203,8 @@ void add_exporter_options(CLI::App& app, ExporterOptions& options) {
       "vramspill_spills_total, vramspill_refusals_total, vramspill_tiered_block_bytes (location "
       "device or host). A second job with the same pid (another PID namespace) writes "
       "PID-1.stats and is labelled pid=\"PID-1\", and so on: the label is the file's name.\n\n"
-      "Exit status: 0 (after --once, or stopped by a signal); 1 when it cannot listen; 2 for a "
-      "usage error.");
+      "Exit status: 0 (after --once, or stopped by a signal); 1 when it cannot listen, or "
+      "--once cannot write standard output; 2 for a usage error.");
 }
 
 int run_exporter_command(const ExporterOptions& options) {
@@ -216,9 +217,8 @@ int run_exporter_command(const ExporterOptions& options) {
   if (options.once) {
     std::vector<std::string> reported;
     std::cout << render_prometheus_metrics(scan_stats_directories(
-                     stats_directories(options.directory), kProgram, reported))
-              << std::flush;
-    return 0;
+        stats_directories(options.directory), kProgram, reported));
+    return exit_status_after_output(kProgram, 0);
   }
   std::string error;
   const std::optional<ListenAddress> address = parse_listen_address(options.listen, error);

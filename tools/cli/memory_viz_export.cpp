@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <array>
 #include <cstdio>
-#include <map>
 #include <numeric>
 #include <optional>
 #include <tuple>
@@ -24,8 +23,7 @@ std::string hex(uint64_t value) {
   return text;
 }
 
-// A live allocation, found by what its free names (Note [A trace as a memory snapshot]).
-using LiveKey = std::tuple<int, core::KeySpace, uint64_t>;
+// What a segment needs of a live allocation (Note [Allocations a trace shows live]).
 struct Live {
   uint64_t bytes = 0;
   core::Route route = core::Route::kMemAlloc;
@@ -42,7 +40,8 @@ class Builder {
       return trace_.events[a].time_ns < trace_.events[b].time_ns;
     });
     for (const std::size_t index : order) add(trace_.events[index]);
-    for (const auto& [key, live] : live_) {
+    snapshot_.left_out = live_.left_out();
+    for (const auto& [key, live] : live_.live()) {
       snapshot_.segments.push_back(VizSegment{.device = std::get<0>(key),
                                               .address = std::get<2>(key),
                                               .bytes = live.bytes,
@@ -58,7 +57,6 @@ class Builder {
  private:
   void add(const TraceEvent& event) {
     const uint64_t time_us = (trace_.start_unix_ns + event.time_ns) / 1000;
-    const LiveKey key{event.device, core::key_space(event.route), event.key};
     switch (event.kind) {
       case TraceEventKind::kDevice:
         annotate(event, time_us,
@@ -66,26 +64,18 @@ class Builder {
                      format_bytes(event.limit_bytes) + " of its " + format_bytes(event.bytes));
         break;
       case TraceEventKind::kAlloc:
-        if (!live_.emplace(key, Live{event.bytes, event.route}).second) {
-          ++snapshot_.repeated_allocations;
-          break;
-        }
+        if (live_.allocate(event, Live{event.bytes, event.route}) == nullptr) break;
         ++snapshot_.allocations;
         record(event.device, {"segment_alloc", "alloc"}, event.key, event.bytes, time_us,
                event.route);
         break;
-      case TraceEventKind::kFree: {
-        const auto found = live_.find(key);
-        if (found == live_.end()) {
-          ++snapshot_.unmatched_frees;
-          break;
+      case TraceEventKind::kFree:
+        if (const std::optional<Live> freed = live_.free(event)) {
+          // The allocation's size, so that memory_viz frees exactly what it allocated.
+          record(event.device, {"free_requested", "free_completed", "segment_free"}, event.key,
+                 freed->bytes, time_us, freed->route);
         }
-        // The allocation's size, so that memory_viz frees exactly what it allocated.
-        record(event.device, {"free_requested", "free_completed", "segment_free"}, event.key,
-               found->second.bytes, time_us, found->second.route);
-        live_.erase(found);
         break;
-      }
       case TraceEventKind::kRefuse:
         annotate(event, time_us,
                  "vramspill: over the budget: " + format_bytes(event.bytes) + " on " +
@@ -128,7 +118,7 @@ class Builder {
   }
 
   const Trace& trace_;
-  std::map<LiveKey, Live> live_;
+  LiveAllocations<Live> live_;
   MemoryVizSnapshot snapshot_;
 };
 

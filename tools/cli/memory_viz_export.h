@@ -20,9 +20,9 @@
 // (what the driver had free) the trace does not know, and which would call OUT_OF_MEMORY what
 // was usually a spill.
 //
-// The trace starts with the process, so no allocation predates it; a free whose allocation the
-// trace does not hold (a damaged trace), or an allocation of a key that is still live, is left
-// out and counted, so that memory_viz never sees a block freed twice or two at one address.
+// A free whose allocation the trace does not hold (a damaged trace), or an allocation of a key
+// that is still live, is left out and counted (Note [Allocations a trace shows live] in
+// live_allocations.h), so that memory_viz never sees a block freed twice or two at one address.
 // Keys of different kinds (device pointers, VMM handles, CUarrays: core::KeySpace) are told
 // apart when frees are matched, but memory_viz knows only addresses.
 #pragma once
@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "core/route.h"
+#include "live_allocations.h"
 #include "trace_reader.h"
 
 namespace vramspill::cli {
@@ -66,8 +67,7 @@ struct MemoryVizSnapshot {
   std::vector<std::vector<VizEvent>> device_traces;  // index: the device's ordinal
   std::vector<VizAnnotation> annotations;            // in time order
   uint64_t allocations = 0;                          // alloc events exported
-  uint64_t unmatched_frees = 0;       // frees left out (Note [A trace as a memory snapshot])
-  uint64_t repeated_allocations = 0;  // allocs of a live key, left out
+  LeftOut left_out;                                  // of a damaged trace
 };
 
 MemoryVizSnapshot build_memory_viz(const telemetry::Trace& trace);

@@ -11,6 +11,7 @@
 
 #include "in_place_optimum.h"
 #include "policies/registry.h"
+#include "standard_output.h"
 #include "trace_input.h"
 #include "trace_replay.h"
 #include "util/bytes.h"
@@ -139,20 +140,23 @@ CLI::App* add_replay_command(CLI::App& app, ReplayOptions& options) {
       ->type_name("NAME");
   command->footer(
       "The trace comes from a job run in tiered mode with [trace] file (or VRAMSPILL_TRACE_FILE) "
-      "set: it lists every tiered block and the blocks each launch touched. Each policy then "
-      "decides again what to evict and what to bring back, in a model of tiered mode: the "
-      "device is the budget's 2 MiB granules, a new block is placed on the device as far as "
-      "room can be made, a launch's blocks are brought in if the policy agrees or touched in "
-      "place over the link if not.\n\n"
+      "set: it lists every tiered block and the blocks each submission (a kernel launch, copy "
+      "or memset) touched. Each policy then decides again what to evict and what to bring "
+      "back, in a model of tiered mode: the device is the budget's 2 MiB granules, a new block "
+      "is placed on the device as far as room can be made, a submission's blocks are brought "
+      "in if the policy agrees or touched in place over the link if not. The first line counts "
+      "the submissions that touched tiered blocks, not the job's kernel launches (which "
+      "`report` shows). An allocation at an address the trace shows live already, or a free "
+      "of one it does not, is left out with a warning, as by `export`.\n\n"
       "Columns: fetched = granules placed on the device at allocation or promoted, and that as "
       "a multiple of MIN's; link = bytes over the link (promoted, evicted and touched in "
       "place), and that as a multiple of MIN-ip's; promoted and evicted = bytes moved each "
       "way; moves = blocks moved "
-      "(each a copy and a remap); stops = allocations and launches that stopped for moves; "
-      "late = blocks promoted at the launch that uses them, which waits for the copy, of all "
-      "promoted (the others were brought in ahead, at an earlier stop: learned does this once it "
-      "has found the job's period); in place = launches that left a block on the host, and its "
-      "host bytes summed over them. MIN is Belady's optimum: the fewest bytes any "
+      "(each a copy and a remap); stops = allocations and submissions that stopped for moves; "
+      "late = blocks promoted at the submission that uses them, which waits for the copy, of "
+      "all promoted (the others were brought in ahead, at an earlier stop: learned does this "
+      "once it has found the job's period); in place = submissions that left a block on the "
+      "host, and its host bytes summed over them. MIN is Belady's optimum: the fewest bytes any "
       "policy that brings in what it uses can fetch (a policy that touches blocks in place may "
       "fetch less, and pays with its in-place bytes). MIN-ip is MIN with in-place access: the "
       "fewest bytes over the link when a block may also be read on the host, a lower bound "
@@ -160,8 +164,9 @@ CLI::App* add_replay_command(CLI::App& app, ReplayOptions& options) {
       "its meaning when little fits. 'recorded' is what the job itself moved.\n\n"
       "Not modelled: the host limit, pooled granules, and allocations outside tiered mode's "
       "blocks.\n\n"
-      "Exit status: 0; 2 when the trace cannot be read, holds no tiered block, or an option is "
-      "wrong.");
+      "Exit status: 0; 1 when standard output cannot be written; 2 when the trace cannot be "
+      "read or is not a valid trace (the message names the line), holds no tiered block, or an "
+      "option is wrong.");
   return command;
 }
 
@@ -176,12 +181,15 @@ int run_replay_command(const ReplayOptions& options) {
   if (!budget) return kBadInput;
   try {
     const ReplayInput input = replay_input(*trace, options.device, *budget);
+    warn_about_left_out(kProgram, options.trace, input.left_out);
     std::vector<ReplayResult> results;
     for (const std::string& name : *names) results.push_back(replay(input, name));
-    std::printf("%s, device %d: %llu tiered blocks (%s), %llu launches, budget %s%s\n",
+    // The launches, copies and memsets that touched tiered blocks: not the kernel launches
+    // `report` and the shim's summary count.
+    std::printf("%s, device %d: %llu tiered blocks (%s), %llu submissions, budget %s%s\n",
                 options.trace.c_str(), input.device, static_cast<unsigned long long>(input.blocks),
                 format_bytes(input.block_bytes).c_str(),
-                static_cast<unsigned long long>(input.launches),
+                static_cast<unsigned long long>(input.submissions),
                 granule_bytes(input.budget_granules).c_str(), *budget == 0 ? " (the job's)" : "");
     const Optima optima{.fetched = optimal_fetched_granules(input),
                         .link = in_place_optimum_granules(input)};
@@ -196,7 +204,7 @@ int run_replay_command(const ReplayOptions& options) {
     std::cerr << kProgram << ": " << options.trace << ": " << error.what() << "\n";
     return kBadInput;
   }
-  return 0;
+  return exit_status_after_output(kProgram, 0);
 }
 
 }  // namespace vramspill::cli

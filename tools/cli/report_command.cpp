@@ -2,16 +2,16 @@
 
 #include <iostream>
 
-#include "atomic_file.h"
+#include "output_option.h"
 #include "report_html.h"
 #include "run_report.h"
+#include "standard_output.h"
 #include "trace_input.h"
 
 namespace vramspill::cli {
 namespace {
 
 constexpr const char* kProgram = "vramspill report";
-constexpr int kCannotWrite = 1;
 constexpr int kBadInput = 2;
 
 }  // namespace
@@ -20,9 +20,7 @@ CLI::App* add_report_command(CLI::App& app, ReportOptions& options) {
   CLI::App* command = app.add_subcommand(
       "report", "Draw a job's memory trace as one HTML page of charts, to open in a browser.");
   command->add_option("trace", options.trace, "The trace file.")->required()->type_name("TRACE");
-  command->add_option("-o,--output", options.output, "The page to write (replaced if it exists).")
-      ->required()
-      ->type_name("FILE");
+  add_output_option(*command, options.output, "The page");
   command->add_option("--title", options.title, "The page's heading (default: vramspill report).")
       ->type_name("TEXT");
   command->footer(
@@ -59,16 +57,14 @@ int run_report_command(const ReportOptions& options) {
               << " event(s) about allocations the trace does not show live (is it damaged?)\n";
   }
   const PageOptions page{.title = options.title};
-  const std::string problem = write_file_atomically(
-      options.output, [&](std::ostream& out) { write_report_html(report, page, out); });
-  if (!problem.empty()) {
-    std::cerr << kProgram << ": cannot write " << options.output << ": " << problem << "\n";
+  if (!write_output(kProgram, options.output,
+                    [&](std::ostream& out) { write_report_html(report, page, out); }))
     return kCannotWrite;
-  }
+  if (is_standard_output(options.output)) return 0;
   std::cout << "wrote " << options.output << ": " << report.devices.size() << " device(s), "
             << trace->events.size() << " event(s) over " << report.duration_s
             << " s; open it in a browser\n";
-  return 0;
+  return exit_status_after_output(kProgram, 0);
 }
 
 }  // namespace vramspill::cli

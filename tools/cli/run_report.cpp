@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <map>
 #include <numeric>
+#include <optional>
 #include <tuple>
+
+#include "live_allocations.h"
 
 namespace vramspill::cli {
 namespace {
@@ -71,8 +74,7 @@ std::vector<BytesPoint> series_points(const std::vector<Sample>& samples, uint64
   return points;
 }
 
-// A live allocation, found by what its free names (as in memory_viz_export.h).
-using LiveKey = std::tuple<int, core::KeySpace, uint64_t>;
+// What the report keeps of a live allocation (Note [Allocations a trace shows live]).
 struct Live {
   uint64_t bytes = 0;
   core::Route route = core::Route::kMemAlloc;
@@ -111,6 +113,8 @@ class Builder {
     }
     report_.allocations = allocations_.size();
     report_.largest = largest();
+    report_.left_out_events = live_.left_out().unmatched_frees +
+                              live_.left_out().repeated_allocations + unmatched_moves_;
     return std::move(report_);
   }
 
@@ -176,12 +180,8 @@ class Builder {
   }
 
   void allocate(DeviceState& state, const TraceEvent& event) {
-    const LiveKey key{event.device, core::key_space(event.route), event.key};
     const Live live{.bytes = event.bytes, .route = event.route, .allocation = allocations_.size()};
-    if (!live_.emplace(key, live).second) {
-      ++report_.left_out_events;
-      return;
-    }
+    if (live_.allocate(event, live) == nullptr) return;
     allocations_.push_back({.device = event.device,
                             .route = event.route,
                             .key = event.key,
@@ -201,31 +201,26 @@ class Builder {
   }
 
   void free(DeviceState& state, const TraceEvent& event) {
-    const auto found = live_.find({event.device, core::key_space(event.route), event.key});
-    if (found == live_.end()) {
-      ++report_.left_out_events;
-      return;
-    }
-    const Live& live = found->second;
-    if (live.route == core::Route::kTiered) {
-      state.current[tier_index(Tier::kTieredDevice)] -= live.bytes - live.on_host;
-      state.current[tier_index(Tier::kTieredHost)] -= live.on_host;
+    const std::optional<Live> live = live_.free(event);
+    if (!live) return;
+    if (live->route == core::Route::kTiered) {
+      state.current[tier_index(Tier::kTieredDevice)] -= live->bytes - live->on_host;
+      state.current[tier_index(Tier::kTieredHost)] -= live->on_host;
     } else {
-      state.current[tier_index(route_tier(live.route))] -= live.bytes;
+      state.current[tier_index(route_tier(live->route))] -= live->bytes;
     }
-    allocations_[live.allocation].freed_s = seconds(event.time_ns);
-    live_.erase(found);
+    allocations_[live->allocation].freed_s = seconds(event.time_ns);
   }
 
   // An evict or a promote: bytes of a tiered block change sides (at most what is on that side,
   // so that a damaged trace cannot make a tier negative).
   void move(DeviceState& state, const TraceEvent& event) {
-    const auto found = live_.find({event.device, core::KeySpace::kPointer, event.key});
-    if (found == live_.end() || found->second.route != core::Route::kTiered) {
-      ++report_.left_out_events;
+    Live* const block = live_.at_base(event.device, event.key);
+    if (block == nullptr || block->route != core::Route::kTiered) {
+      ++unmatched_moves_;
       return;
     }
-    Live& live = found->second;
+    Live& live = *block;
     DeviceReport& report = state.report;
     ActivityBucket& bucket = activity(state, event.time_ns);
     uint64_t& on_device = state.current[tier_index(Tier::kTieredDevice)];
@@ -265,7 +260,8 @@ class Builder {
   const ReportLimits limits_;
   uint64_t end_ns_ = 0;
   std::map<int, DeviceState> devices_;
-  std::map<LiveKey, Live> live_;
+  LiveAllocations<Live> live_;
+  uint64_t unmatched_moves_ = 0;  // evicts and promotes of no live tiered block
   std::vector<LargeAllocation> allocations_;  // in time order until largest() sorts them
   JobReport report_;
 };

@@ -12,7 +12,8 @@
 // does not record the pool's reservations, which are what the budget counts), so "on the device"
 // can differ a little from what the shim's ledger held. Events are taken in time order (threads
 // interleave in the file); a free, evict or promote of a block the trace does not show live (a
-// damaged trace), or an alloc of a key still live, is left out and counted, as by `export`.
+// damaged trace), or an alloc of a key still live, is left out and counted, as by `export` and
+// `replay` (Note [Allocations a trace shows live] in live_allocations.h).
 //
 // Note [Downsampling keeps the peaks]
 // A series has a point after each event that changes memory, which for a long job is millions.

@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "standard_output.h"
 #include "stat_view.h"
 #include "stats_scan.h"
 #include "stats_reader.h"
@@ -19,6 +20,8 @@ namespace {
 using telemetry::StatsEntry;
 using telemetry::StatsSnapshot;
 using telemetry::StatsState;
+
+constexpr const char* kProgram = "vramspill stat";
 
 uint64_t realtime_ns() {
   timespec now{};
@@ -32,7 +35,7 @@ std::vector<StatsSnapshot> live_processes(const StatOptions& options,
                                           std::vector<std::string>& reported) {
   std::vector<StatsSnapshot> processes;
   for (StatsEntry& entry :
-       scan_stats_directories(stats_directories(options.directory), "vramspill stat", reported)) {
+       scan_stats_directories(stats_directories(options.directory), kProgram, reported)) {
     if (entry.state != StatsState::kLive) continue;
     if (options.pid != 0 && entry.snapshot.pid != static_cast<uint64_t>(options.pid)) continue;
     processes.push_back(std::move(entry.snapshot));
@@ -76,7 +79,8 @@ CLI::App* add_stat_command(CLI::App& app, StatOptions& options) {
       "counted). In tiered mode, the bytes moved each way, the remap windows and their time, "
       "and per device where the tiered blocks' granules are now. Figures are updated twice a "
       "second, all from the same instant.\n\n"
-      "Exit status: 0; 1 when --pid names no process under vramspill.");
+      "Exit status: 0; 1 when --pid names no process under vramspill, or standard output "
+      "cannot be written.");
   return stat;
 }
 
@@ -92,13 +96,14 @@ int run_stat_command(const StatOptions& options) {
     else
       text = render_stats(processes, realtime_ns());
     if (!refresh) {
-      std::cout << text << std::flush;
-      return options.pid != 0 && processes.empty() ? 1 : 0;
+      std::cout << text;
+      return exit_status_after_output(kProgram, options.pid != 0 && processes.empty() ? 1 : 0);
     }
     // Home, clear the screen, redraw: what top does, without taking over the terminal.
     std::cout << "\033[H\033[2J"
               << "vramspill stat: every " << options.interval_seconds << " s, Ctrl-C to quit\n\n"
-              << text << std::flush;
+              << text;
+    if (!flush_standard_output(kProgram)) return kCannotWrite;
     std::this_thread::sleep_for(interval);
   }
 }

@@ -5,7 +5,6 @@
 
 #include <cerrno>
 #include <charconv>
-#include <climits>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -98,6 +97,24 @@ std::string hex_byte(uint8_t byte) {
   return {'0', 'x', kDigits[byte >> 4], kDigits[byte & 0xf]};
 }
 
+// Why a device ordinal is refused (Note [What a trace may hold]).
+std::string device_out_of_range(std::string_view device) {
+  return "device " + std::string(device) + " is out of range: expected 0 to " +
+         std::to_string(kMaxTraceDevice);
+}
+
+// An alloc's or free's size, refused when no job could have written it (Note [What a trace may
+// hold]).
+template <typename Source>
+void check_allocation_bytes(Source& fields, const TraceEvent& event) {
+  if (event.bytes > kMaxTraceAllocationBytes) {
+    fields.refuse("an allocation of " + std::to_string(event.bytes) +
+                  " bytes: more than any address space holds (2^57 bytes)");
+  }
+  if (event.route == core::Route::kTiered && event.bytes == 0)
+    fields.refuse("a tiered block of 0 bytes: tiered mode never makes one");
+}
+
 // An event's fields after its time and kind, read from `fields`: a text line's words or a binary
 // record's varints (Parser::LineFields, Parser::RecordFields), which word the problems each in
 // its own format. One list for both, in the order the writer puts them (TraceFile::Record).
@@ -114,6 +131,7 @@ void read_fields(Source& fields, TraceEvent& event) {
       event.route = fields.route();
       event.key = fields.key("<key>");
       event.bytes = fields.number("<bytes>");
+      check_allocation_bytes(fields, event);
       break;
     case TraceEventKind::kRefuse:
       event.route = fields.route();
@@ -305,7 +323,7 @@ class Parser {
     int device() {
       const std::string_view word = next("<device>");
       const uint64_t value = parser.decimal(word, "<device>");
-      if (value > INT_MAX) parser.fail("device " + std::string(word) + " is out of range");
+      if (value > kMaxTraceDevice) parser.fail(device_out_of_range(word));
       return static_cast<int>(value);
     }
     core::Route route() {
@@ -342,6 +360,7 @@ class Parser {
     std::string written() const {
       return "'<time> " + std::string(format.word) + " " + std::string(format.fields) + "'";
     }
+    [[noreturn]] void refuse(const std::string& what) const { parser.fail(what); }
   };
 
   uint64_t decimal(std::string_view word, std::string_view field) const {
@@ -467,7 +486,7 @@ class Parser {
     int device() {
       const char* const at = payload.at;
       const uint64_t value = number("<device>");
-      if (value > INT_MAX) fail_at(at, "device " + std::to_string(value) + " is out of range");
+      if (value > kMaxTraceDevice) fail_at(at, device_out_of_range(std::to_string(value)));
       return static_cast<int>(value);
     }
     core::Route route() {
@@ -521,6 +540,10 @@ class Parser {
     }
     [[noreturn]] void fail_at(const char* at, const std::string& what) const {
       parser.fail_at(parser.offset(at), what);
+    }
+    // At the record's first byte: what is wrong is the record, not one field.
+    [[noreturn]] void refuse(const std::string& what) const {
+      parser.fail_at(payload.record, "the " + std::string(record_name) + " record: " + what);
     }
   };
 

@@ -58,6 +58,16 @@ struct Trace {
   std::vector<TraceEvent> events;  // in file order
 };
 
+// Note [What a trace may hold]
+// Beyond its format, a reader refuses what no job could have written, so that no tool trips on
+// it (a crash, a vector of two billion devices, a replay of a block with no granules): a device
+// ordinal above kMaxTraceDevice (the shim's books hold 32 devices, the driver a few hundred at
+// most), an alloc or free of more than kMaxTraceAllocationBytes (no address space is larger),
+// and a tiered block of 0 bytes (tiered mode takes none: the driver refuses a 0-byte request).
+// The message names the line, or the binary record's byte, as for any other damage.
+inline constexpr uint64_t kMaxTraceDevice = 1023;
+inline constexpr uint64_t kMaxTraceAllocationBytes = uint64_t{1} << 57;  // 57-bit addresses
+
 // What is wrong with a trace, as "NAME:LINE: what was found, what was expected", or in a
 // binary trace's records "NAME: byte OFFSET: ..." (the offset in the file, from 0).
 class TraceError : public std::runtime_error {

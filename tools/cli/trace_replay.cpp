@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <memory>
+#include <optional>
 #include <stdexcept>
+#include <string>
 #include <unordered_map>
 
 #include "policies/belady.h"
@@ -17,7 +19,10 @@ using telemetry::TraceEventKind;
 
 constexpr uint64_t kGranuleBytes = uint64_t{2} << 20;
 
-uint64_t granules_for(uint64_t bytes) { return (bytes + kGranuleBytes - 1) / kGranuleBytes; }
+// Rounded up, without the sum that overflows near UINT64_MAX.
+uint64_t granules_for(uint64_t bytes) {
+  return bytes / kGranuleBytes + (bytes % kGranuleBytes != 0 ? 1 : 0);
+}
 
 // The trace's events, in time order (threads interleave in the file; trace_format.h).
 std::vector<const TraceEvent*> in_time_order(const telemetry::Trace& trace) {
@@ -178,6 +183,15 @@ class Simulation {
   ReplayResult result_;
 };
 
+// A tiered block's granules; throws for one of no bytes, which the policies cannot hold.
+uint64_t block_granules(const TraceEvent& alloc) {
+  if (alloc.bytes == 0) {
+    throw std::runtime_error("the tiered block allocated at " + std::to_string(alloc.time_ns) +
+                             " ns has no bytes");
+  }
+  return granules_for(alloc.bytes);
+}
+
 }  // namespace
 
 ReplayInput replay_input(const telemetry::Trace& trace, int device, uint64_t budget_bytes) {
@@ -185,7 +199,7 @@ ReplayInput replay_input(const telemetry::Trace& trace, int device, uint64_t bud
   input.device = device;
   uint64_t limit = 0;
   // Block ids are allocation numbers: a base the driver hands out again is a new block.
-  std::unordered_map<uint64_t, uint64_t> live;  // base -> id
+  LiveAllocations<uint64_t> live;
   for (const TraceEvent* event : in_time_order(trace)) {
     if (event->device != device) continue;
     switch (event->kind) {
@@ -194,30 +208,28 @@ ReplayInput replay_input(const telemetry::Trace& trace, int device, uint64_t bud
         break;
       case TraceEventKind::kAlloc:
         if (event->route != core::Route::kTiered) break;
-        live[event->key] = input.blocks;
+        if (live.allocate(*event, input.blocks) == nullptr) break;
         input.steps.push_back({.kind = ReplayStep::Kind::kAlloc,
                                .blocks = {input.blocks},
-                               .granules = granules_for(event->bytes)});
+                               .granules = block_granules(*event)});
         ++input.blocks;
         input.block_bytes += event->bytes;
         break;
       case TraceEventKind::kFree:
-        if (const auto found = live.find(event->key);
-            event->route == core::Route::kTiered && found != live.end()) {
+        if (event->route != core::Route::kTiered) break;
+        if (const std::optional<uint64_t> block = live.free(*event)) {
           input.steps.push_back(
-              {.kind = ReplayStep::Kind::kFree, .blocks = {found->second}, .granules = 0});
-          live.erase(found);
+              {.kind = ReplayStep::Kind::kFree, .blocks = {*block}, .granules = 0});
         }
         break;
       case TraceEventKind::kUse: {
         ReplayStep step{.kind = ReplayStep::Kind::kUse, .stream = event->stream, .blocks = {}};
         for (const uint64_t base : event->bases) {
-          if (const auto found = live.find(base); found != live.end())
-            step.blocks.push_back(found->second);
+          if (const uint64_t* block = live.at_base(device, base)) step.blocks.push_back(*block);
         }
         if (step.blocks.empty()) break;
         input.steps.push_back(std::move(step));
-        ++input.launches;
+        ++input.submissions;
         break;
       }
       case TraceEventKind::kEvict:
@@ -231,6 +243,7 @@ ReplayInput replay_input(const telemetry::Trace& trace, int device, uint64_t bud
         break;
     }
   }
+  input.left_out = live.left_out();
   if (input.blocks == 0) {
     throw std::runtime_error("no tiered block on device " + std::to_string(device) +
                              ": record the job in tiered mode ([spill] mode = \"tiered\")");

@@ -37,16 +37,18 @@
 #include <string_view>
 #include <vector>
 
+#include "live_allocations.h"
 #include "trace_reader.h"
 
 namespace vramspill::cli {
 
-// One device's tiered blocks and launches, in time order.
+// One device's tiered blocks and the submissions that touch them, in time order. A submission
+// (a launch, copy or memset: the trace's use event) is what the model calls a launch.
 struct ReplayStep {
   enum class Kind : uint8_t { kAlloc, kFree, kUse };
   Kind kind = Kind::kUse;
   uint64_t stream = 0;           // kUse
-  std::vector<uint64_t> blocks;  // kAlloc, kFree: one block; kUse: the launch's blocks
+  std::vector<uint64_t> blocks;  // kAlloc, kFree: one block; kUse: the submission's blocks
   uint64_t granules = 0;         // kAlloc
 };
 
@@ -55,15 +57,17 @@ struct ReplayInput {
   uint64_t budget_granules = 0;
   uint64_t blocks = 0;       // allocations
   uint64_t block_bytes = 0;  // their bytes, together
-  uint64_t launches = 0;
+  uint64_t submissions = 0;  // use events: kernel launches, copies and memsets
   uint64_t recorded_evicted_bytes = 0;  // what the job itself moved (the trace's evict/promote)
   uint64_t recorded_promoted_bytes = 0;
+  LeftOut left_out;  // tiered allocs and frees of a damaged trace
   std::vector<ReplayStep> steps;
 };
 
 // `trace`'s tiered blocks and uses on `device`; `budget_bytes` 0 takes the device's limit from
 // the trace. Throws std::runtime_error when there is nothing to replay (no tiered block, no
-// budget), saying why.
+// budget) or a block has no bytes (the reader refuses such a trace: Note [What a trace may
+// hold] in trace_reader.h), saying why.
 ReplayInput replay_input(const telemetry::Trace& trace, int device, uint64_t budget_bytes);
 
 struct ReplayResult {

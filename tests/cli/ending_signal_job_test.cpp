@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -104,6 +105,48 @@ TEST_F(EndingSignalTest, under_vramspill_run_sigterm_leaves_the_same_last_words)
   const RunResult result = end_with(job, SIGTERM);
   EXPECT_EQ(result.signal, SIGTERM) << result.describe();
   expect_last_words(result);
+}
+
+// util-linux's, where Debian and Ubuntu install it.
+constexpr const char* kUnshare = "/usr/bin/unshare";
+
+// Whether this machine lets a test start a process in a PID namespace of its own.
+bool can_make_pid_namespaces() {
+  const std::string probe = std::string(kUnshare) + " --fork --pid --mount-proc true >/dev/null 2>&1";
+  return access(kUnshare, X_OK) == 0 && std::system(probe.c_str()) == 0;
+}
+
+// The first child of `pid`, read from /proc; 0 when it has none (yet).
+pid_t first_child_of(pid_t pid) {
+  std::ifstream children("/proc/" + std::to_string(pid) + "/task/" + std::to_string(pid) +
+                         "/children");
+  pid_t child = 0;
+  children >> child;
+  return child;
+}
+
+// A container's command: `vramspill run` as the first process of its PID namespace, where the
+// kernel would drop a SIGTERM sent to the job itself (Note [vramspill run as the first process]
+// in tools/cli/init_process.h). run stays as init and passes the signal on: the job ends by it,
+// after its last words, and run exits with the status a shell reports for that, 128 + 15.
+TEST_F(EndingSignalTest, vramspill_run_as_the_first_process_passes_sigterm_on) {
+  if (!can_make_pid_namespaces()) GTEST_SKIP() << "no PID namespaces here (unshare refused)";
+  Job job = start({kUnshare, "--fork", "--pid", "--mount-proc", VRAMSPILL_CLI, "run", "--"});
+  ASSERT_GT(job.pid(), 0);
+  ASSERT_TRUE(job.wait_ready());
+  const pid_t first_process = first_child_of(job.pid());  // run, PID 1 inside
+  ASSERT_GT(first_process, 0);
+  ASSERT_EQ(kill(first_process, SIGTERM), 0);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (job.running() && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  const bool ended = !job.running();
+  if (!ended) kill(first_process, SIGKILL);
+  const RunResult result = job.finish();
+  ASSERT_TRUE(ended) << "the job outlived the SIGTERM sent to its container by 20 s";
+  EXPECT_TRUE(result.exited(128 + SIGTERM)) << result.describe();
+  EXPECT_TRUE(contains(result.err, kSummary)) << result.describe();
+  EXPECT_TRUE(last_line_of_trace().starts_with("# end ")) << last_line_of_trace();
 }
 
 // Last words that cannot be written do not keep the job alive: its standard error is a pipe

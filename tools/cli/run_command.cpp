@@ -17,6 +17,7 @@
 #include "config/config.h"
 #include "config/options.h"
 #include "config/suggest.h"
+#include "init_process.h"
 #include "shim_library.h"
 
 extern char** environ;
@@ -241,7 +242,10 @@ CLI::App* add_run_command(CLI::App& app, RunOptions& options) {
       "above, which beat the file. An invalid configuration is reported, one line per problem "
       "(file:line:column, key, what was expected), and the command is not started. The command "
       "is everything after `--`, or from the first argument that is not an option of run.\n\n"
-      "vramspill replaces itself with the command, so the exit status is the command's. Its own: "
+      "vramspill replaces itself with the command, so the exit status is the command's; as the "
+      "first process of a PID namespace (a container's command) it stays as the job's init "
+      "instead, passing signals on to it and reaping orphans, and exits with the job's status "
+      "(128 + the signal that ended it). Its own: "
       "1 when the shim library is missing or cannot be preloaded, 2 for a usage error or an "
       "invalid configuration, "
       "126 when the command cannot be executed, 127 when it is not found.\n\n"
@@ -294,7 +298,13 @@ int run_run_command(const RunOptions& options, const std::vector<std::string>& c
   std::vector<char*> arguments;
   for (const std::string& word : command) arguments.push_back(const_cast<char*>(word.c_str()));
   arguments.push_back(nullptr);
-  execvpe(arguments[0], arguments.data(), pointers.data());
+  if (getpid() == 1) {
+    // Note [vramspill run as the first process]
+    if (const std::optional<int> status = run_as_init(arguments.data(), pointers.data()))
+      return *status;
+  } else {
+    execvpe(arguments[0], arguments.data(), pointers.data());
+  }
 
   // Only on failure, worded as a shell would.
   const int exec_error = errno;

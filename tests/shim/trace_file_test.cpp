@@ -223,9 +223,12 @@ TEST_F(TraceFileTest, ADescriptorTheProgramTookOverStopsTheTraceAndGetsNothing) 
 }
 
 // Every event kind, every route, and the numbers that take the most room in either format.
+// Every kind of event, with the largest values a reader accepts (kMaxTraceDevice,
+// kMaxTraceAllocationBytes: Note [What a trace may hold] in tools/cli/trace_reader.h).
 void record_every_kind(TraceFile& trace) {
+  constexpr int kLastDevice = static_cast<int>(kMaxTraceDevice);
   trace.device_configured(0, 85899345920, 21474836480);
-  trace.device_configured(INT32_MAX, UINT64_MAX, 0);
+  trace.device_configured(kLastDevice, UINT64_MAX, 0);
   for (std::size_t index = 0; index < core::kRouteCount; ++index) {
     const core::Allocation allocation{.key = 0x7f3a00000000 + index,
                                       .bytes = (uint64_t{1} << 20) + index,
@@ -235,7 +238,10 @@ void record_every_kind(TraceFile& trace) {
     trace.refused(allocation.device, allocation.route, allocation.bytes * 2);
     trace.freed(allocation);
   }
-  trace.allocated({.key = UINT64_MAX, .bytes = UINT64_MAX, .device = 1, .route = Route::kTiered});
+  trace.allocated({.key = UINT64_MAX,
+                   .bytes = kMaxTraceAllocationBytes,
+                   .device = kLastDevice,
+                   .route = Route::kTiered});
   trace.allocated({.key = 0, .bytes = 0, .device = 0, .route = Route::kMemAlloc});
   trace.evicted(0, 0x7f0000200000, 2 << 20);
   trace.promoted(1, UINT64_MAX, 127);

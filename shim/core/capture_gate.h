@@ -57,8 +57,9 @@ class CaptureGate {
   // driver's call and the begun()/ended() after it.
   [[nodiscard]] Change change() { return Change(mutex_); }
   // Each holding change().
-  void begun(uint64_t stream) noexcept { origins_.begun(stream); }
+  void begun(uint64_t stream, uint64_t context) noexcept { origins_.begun(stream, context); }
   void ended(uint64_t stream) noexcept { origins_.ended(stream); }
+  void context_ended(uint64_t context) noexcept { origins_.context_ended(context); }
 
  private:
   std::shared_mutex mutex_;

@@ -12,7 +12,10 @@
 // count never changes under a caller that holds the gate shared; an end and the look at its stream
 // after it are made under the same hold, so a capture another thread begins on that stream in
 // between cannot look like this one going on. A per-thread default stream is one key for every
-// thread: each capture of one is an entry, and an end takes one.
+// thread: each capture of one is an entry, and an end takes one. A context that ends (destroyed, or
+// a primary context reset) takes its streams' captures with it, and its streams' handles, which
+// can no longer be asked: each capture is kept with its stream's context, and every capture of
+// a context that ends is uncounted then.
 #pragma once
 
 #include <algorithm>
@@ -29,32 +32,53 @@ class CaptureOrigins {
   CaptureOrigins(const CaptureOrigins&) = delete;
   CaptureOrigins& operator=(const CaptureOrigins&) = delete;
 
-  // A capture began on `stream`. Counted even when the list cannot grow: then it never ends,
-  // which holds moves and frees off for good rather than break a capture.
-  void begun(uint64_t stream) noexcept {
+  // A capture began on `stream`, of `context` (0 when unknown: it never ends with a context).
+  // Counted even when the list cannot grow: then it never ends, which holds moves and frees off
+  // for good rather than break a capture.
+  void begun(uint64_t stream, uint64_t context) noexcept {
     count_.fetch_add(1, std::memory_order_acq_rel);
     try {
-      streams_.push_back(stream);
+      origins_.push_back({.stream = stream, .context = context});
     } catch (...) {
     }
   }
 
   // The capture begun on `stream` ended, or `stream` is gone; nothing when none began there.
   void ended(uint64_t stream) noexcept {
-    const auto found = std::find(streams_.begin(), streams_.end(), stream);
-    if (found == streams_.end()) return;
-    *found = streams_.back();  // their order does not matter
-    streams_.pop_back();
-    count_.fetch_sub(1, std::memory_order_acq_rel);
+    const auto found = std::ranges::find(origins_, stream, &Origin::stream);
+    if (found != origins_.end()) erase(found);
+  }
+
+  // `context` ended, with every capture of its streams.
+  void context_ended(uint64_t context) noexcept {
+    if (context == 0) return;
+    for (auto found = origins_.begin(); found != origins_.end();) {
+      if (found->context == context) {
+        erase(found);  // the last one takes its place: looked at next
+      } else {
+        ++found;
+      }
+    }
   }
 
   bool began_on(uint64_t stream) const noexcept {
-    return std::find(streams_.begin(), streams_.end(), stream) != streams_.end();
+    return std::ranges::find(origins_, stream, &Origin::stream) != origins_.end();
   }
 
  private:
+  struct Origin {
+    uint64_t stream;
+    uint64_t context;
+  };
+
+  void erase(std::vector<Origin>::iterator found) noexcept {
+    *found = origins_.back();  // their order does not matter
+    origins_.pop_back();
+    count_.fetch_sub(1, std::memory_order_acq_rel);
+  }
+
   std::atomic<int>& count_;
-  std::vector<uint64_t> streams_;
+  std::vector<Origin> origins_;
 };
 
 }  // namespace vramspill::core

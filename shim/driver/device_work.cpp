@@ -49,6 +49,21 @@ CUresult synchronize_device_if_active(int device) {
   return synchronize_device(device);
 }
 
+uint64_t active_primary_context(int device) {
+  const auto get_state = VRAMSPILL_REAL(cuDevicePrimaryCtxGetState);
+  const auto retain = VRAMSPILL_REAL(cuDevicePrimaryCtxRetain);
+  const auto release = VRAMSPILL_REAL(cuDevicePrimaryCtxRelease_v2);
+  unsigned int flags = 0;
+  int active = 0;
+  CUcontext primary = nullptr;
+  if (get_state == nullptr || retain == nullptr || release == nullptr ||
+      get_state(device, &flags, &active) != CUDA_SUCCESS || active == 0 ||
+      retain(&primary, device) != CUDA_SUCCESS)
+    return 0;
+  release(device);  // active, so the reference this took was not its last
+  return reinterpret_cast<uint64_t>(primary);
+}
+
 CUresult wait_for_stream_ends(int device, std::span<const StreamEnd> ends) {
   const auto synchronize_stream = VRAMSPILL_REAL(cuStreamSynchronize);
   const auto synchronize_event = VRAMSPILL_REAL(cuEventSynchronize);

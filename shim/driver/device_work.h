@@ -19,6 +19,10 @@ CUresult synchronize_device(int device);
 // on it or its primary context is active. None is made for it (an inactive device has no work).
 CUresult synchronize_device_if_active(int device);
 
+// The primary context of `device` when it is active (someone retains it), without making it; 0
+// when it is not, or the driver does not say.
+uint64_t active_primary_context(int device);
+
 // Waits, for each of `ends`, for its event, or without one for the work queued so far on its
 // stream (0 is the legacy stream of the context synchronize_device() would choose).
 CUresult wait_for_stream_ends(int device, std::span<const StreamEnd> ends);

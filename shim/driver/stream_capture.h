@@ -27,6 +27,17 @@ inline std::optional<bool> stream_capture_status(uint64_t stream) noexcept {
   return status != CU_STREAM_CAPTURE_STATUS_NONE;
 }
 
+// The context of `stream` (as a hook names it: the legacy and per-thread handles are the calling
+// thread's context's), or 0 when the driver does not say.
+inline uint64_t stream_context(uint64_t stream) noexcept {
+  const auto get_context = VRAMSPILL_REAL(cuStreamGetCtx);
+  CUcontext context = nullptr;
+  if (get_context == nullptr ||
+      get_context(reinterpret_cast<CUstream>(stream), &context) != CUDA_SUCCESS)
+    return 0;
+  return reinterpret_cast<uint64_t>(context);
+}
+
 // Whether `stream` may be capturing: a refused answer counts as capturing (a record on the legacy
 // stream would invalidate the capture that made it refuse).
 inline bool stream_capturing(uint64_t stream) noexcept {

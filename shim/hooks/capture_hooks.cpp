@@ -27,7 +27,8 @@ CUresult begin_capture(CUstream stream, Begin begin) {
   if (shim == nullptr) return begin();
   const auto changing = shim->captures.change();
   const CUresult result = begin();
-  if (result == CUDA_SUCCESS) shim->captures.begun(key(stream));
+  if (result == CUDA_SUCCESS)
+    shim->captures.begun(key(stream), vramspill::driver::stream_context(key(stream)));
   return result;
 }
 

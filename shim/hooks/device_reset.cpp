@@ -1,7 +1,9 @@
 #include "hooks/device_reset.h"
 
 #include <algorithm>
+#include <chrono>
 
+#include "driver/device_work.h"
 #include "driver/freed_memory.h"
 #include "hooks/shim_state.h"
 #include "telemetry/log.h"
@@ -9,16 +11,31 @@
 
 namespace vramspill::hooks {
 
-std::vector<core::Allocation> held_before_reset(ShimState& shim, int device) noexcept {
-  return shim.ledger.all_of(device);
+namespace {
+
+// How long the frees the device's last work released may take to be made.
+constexpr std::chrono::seconds kFreesPatience{2};
+
+}  // namespace
+
+BeforeReset prepare_for_reset(ShimState& shim, int device) noexcept {
+  (void)driver::synchronize_device_if_active(device);
+  shim.tiered_frees.drain(kFreesPatience);
+  shim.managed.drain_stream_ordered_frees(kFreesPatience);
+  return {.held = shim.ledger.all_of(device), .primary = driver::active_primary_context(device)};
 }
 
-void forget_what_the_reset_freed(ShimState& shim, int device,
-                                 const std::vector<core::Allocation>& held) noexcept {
+void forget_what_the_reset_freed(ShimState& shim, int device, const BeforeReset& before) noexcept {
+  {
+    const auto changing = shim.captures.change();
+    shim.captures.context_ended(before.primary);
+  }
   // The pool and the movers first: a block given back below must not reach a region that is
   // gone, nor wait for a copy or an event that went with the context.
   const uint64_t lost_pool_blocks = shim.host.forget_lost_regions();
   shim.tiered_blocks.forget_context(device);
+  shim.stream_ordered_blocks.forget_kept(device);
+  const std::vector<core::Allocation>& held = before.held;
   const std::size_t gone = shim.admission.forget_reset(held, &driver::memory_freed);
   const uint64_t unpinned = shim.program_pinned.forget_freed(&driver::memory_freed);
   shim.host_budget.release(unpinned);
@@ -33,7 +50,7 @@ void forget_what_the_reset_freed(ShimState& shim, int device,
   if (lost_pool_blocks > own)
     logging::warn(
         "resetting device {} freed the pinned host pool's memory, which {} blocks spilled for "
-        "other devices still used: their contents are gone, and a kernel using them will fault",
+        "other devices still used: their contents are gone, and reaching them faults",
         device, lost_pool_blocks - own);
 }
 

@@ -15,10 +15,19 @@
 // no longer knows leave the budget (AdmissionFlow::forget_reset), as do the program's pinned
 // memory it took and managed spills made in that context; host-pool spills of the device go
 // too, whatever became of the pool's memory, since they stand in for device memory of the reset
-// context. Tiered blocks go too: the remap mover's arena forgets its copies in flight and their
-// events and frees the blocks into its pools (their VMM memory outlives contexts), the prefetch
-// mover forgets its lanes and the blocks' managed memory; both make new streams and events at
-// their next move. What the driver keeps (VMM handles, arrays, memory of the device's other
+// context. Tiered blocks go too, and the blocks kept for stream-ordered reuse: the remap mover's
+// arena forgets its copies in flight and their events and frees the blocks into its pools (their
+// VMM memory outlives contexts), the prefetch mover forgets its lanes and the blocks' managed
+// memory; both make new streams and events at their next move. The captures of the context's
+// streams end with it (Note [Counting captures] in core/capture_origins.h).
+// Before the reset, the device's queued work is finished, as the reset would finish it, and the
+// frees it releases to the shim's own thread (cuMemFreeAsync of a managed spill or a tiered
+// block) are waited for: made after the reset, they would fail on memory already gone and leave
+// its bytes counted.
+// A region of the pool that held live blocks keeps its addresses from being handed out again
+// (HostTier's PinnedMemoryOps::forget): a block spilled there for another device, whose
+// contents the reset took (the pool pins in the context of the first device that spilled), then
+// faults where it is reached, as freed memory does, rather than reading a new spill's bytes. What the driver keeps (VMM handles, arrays, memory of the device's other
 // contexts) stays counted. The shim takes a host-pool spill or a tiered block as made in the
 // primary context, as every framework's are; one made in a context the program created would be
 // forgotten too early. A
@@ -34,12 +43,19 @@ namespace vramspill::hooks {
 
 struct ShimState;
 
-// The ledger's allocations of `device`, just before the driver resets it.
-std::vector<core::Allocation> held_before_reset(ShimState& shim, int device) noexcept;
+// What the shim knows of `device` just before the driver resets it.
+struct BeforeReset {
+  std::vector<core::Allocation> held;  // the ledger's allocations of the device
+  uint64_t primary = 0;                // its primary context, 0 if inactive
+};
+
+// Just before the driver resets `device`: its queued work is finished (as the reset would) and
+// the shim's stream-ordered frees that work released are made while their memory exists, then
+// what the shim holds of the device is noted.
+BeforeReset prepare_for_reset(ShimState& shim, int device) noexcept;
 
 // After the driver reset `device`'s primary context: what went with it leaves the books, and
 // the log says how much.
-void forget_what_the_reset_freed(ShimState& shim, int device,
-                                 const std::vector<core::Allocation>& held) noexcept;
+void forget_what_the_reset_freed(ShimState& shim, int device, const BeforeReset& before) noexcept;
 
 }  // namespace vramspill::hooks

@@ -6,8 +6,7 @@
 // context takes all its streams with it; which ones is not known here, so every slot retires.
 // It takes its modules too, so the launch layouts cached by function are forgotten. A capture
 // begun on a stream the program destroys ends with it (Note [Counting captures] in
-// core/capture_origins.h); one begun in a context the program destroys is not uncounted, since
-// which streams were the context's is not known here: moves and frees then wait for good. A reset
+// core/capture_origins.h), and so do those of a context the program destroys or resets. A reset
 // of a primary context also takes its memory (Note [Resetting the device] in hooks/device_reset.h).
 #include <mutex>
 #include <vector>
@@ -71,10 +70,22 @@ CUresult reset_device(CUdevice device, CUresult (*real)(CUdevice)) noexcept {
   const Entry entry;
   ShimState* shim = entry.state();
   if (shim == nullptr) return real(device);
-  const std::vector<vramspill::core::Allocation> held =
-      vramspill::hooks::held_before_reset(*shim, device);
+  const vramspill::hooks::BeforeReset before = vramspill::hooks::prepare_for_reset(*shim, device);
   const CUresult result = real(device);
-  if (result == CUDA_SUCCESS) vramspill::hooks::forget_what_the_reset_freed(*shim, device, held);
+  if (result == CUDA_SUCCESS) vramspill::hooks::forget_what_the_reset_freed(*shim, device, before);
+  return result;
+}
+
+// The driver destroys `context`, with its streams and their captures (Note [Counting captures]
+// in core/capture_origins.h).
+CUresult destroy_context(CUcontext context, CUresult (*real)(CUcontext)) noexcept {
+  retire_all();
+  const Entry entry;
+  ShimState* shim = entry.state();
+  if (shim == nullptr || !shim->captures.capturing()) return real(context);
+  const auto changing = shim->captures.change();
+  const CUresult result = real(context);
+  if (result == CUDA_SUCCESS) shim->captures.context_ended(reinterpret_cast<uint64_t>(context));
   return result;
 }
 
@@ -99,7 +110,12 @@ VRAMSPILL_HOOK CUresult CUDAAPI cuStreamDestroy_v2(CUstream hStream) {
   retire(hStream);
   return destroy_stream(hStream, real);
 }
-VRAMSPILL_RETIRING_HOOK(cuCtxDestroy_v2, CUcontext, ctx, retire_all())
+
+VRAMSPILL_HOOK CUresult CUDAAPI cuCtxDestroy_v2(CUcontext ctx) {
+  VRAMSPILL_REAL_OR_RETURN(real, cuCtxDestroy_v2);
+  return destroy_context(ctx, real);
+}
+
 
 VRAMSPILL_HOOK CUresult CUDAAPI cuDevicePrimaryCtxReset(CUdevice dev) {
   VRAMSPILL_REAL_OR_RETURN(real, cuDevicePrimaryCtxReset);

@@ -187,6 +187,11 @@ void StreamOrderedBlocks::all_streams_ended() noexcept {
   reuse_.all_streams_ended();
 }
 
+void StreamOrderedBlocks::forget_kept(int device) noexcept {
+  for (const tiers::StreamOrderedReuse::Block& kept : reuse_.withdraw_all(device))
+    blocks_.forget_lost(device, kept.base);
+}
+
 bool StreamOrderedBlocks::give_back(int device, uint64_t granules) noexcept {
   bool any = false;
   for (const Kept& block : reuse_.oldest_reached(device, granules)) {

@@ -168,6 +168,9 @@ class StreamOrderedBlocks final : public DeadBlocks {
   // there, including any whose own host function could not be queued (keep()).
   void stream_ended(CUstream stream) noexcept;
   void all_streams_ended() noexcept;
+  // A reset of `device` took its primary context (Note [Resetting the device] in
+  // hooks/device_reset.h): its kept blocks go with it, as its live ones do.
+  void forget_kept(int device) noexcept;
 
   // Kept blocks whose frees were reached are given up to the prefetch mover, which frees them
   // for room (Note [Dead blocks and the prefetch mover]).

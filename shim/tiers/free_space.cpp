@@ -84,4 +84,12 @@ bool FreeSpace::remove(uint64_t start, uint64_t bytes) noexcept {
   return true;
 }
 
+void FreeSpace::remove_within(uint64_t start, uint64_t end) noexcept {
+  for (auto it = by_address_.lower_bound(start); it != by_address_.end() && it->first < end;) {
+    by_size_.erase({it->second, it->first});
+    free_bytes_ -= it->second;
+    it = by_address_.erase(it);
+  }
+}
+
 }  // namespace vramspill::tiers

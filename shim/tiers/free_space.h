@@ -40,6 +40,8 @@ class FreeSpace {
   // Removes the free range that is exactly [start, start + bytes) (a region about to be
   // unpinned); false if there is no such range.
   bool remove(uint64_t start, uint64_t bytes) noexcept;
+  // Removes every free range inside [start, end) (a region the driver freed under the pool).
+  void remove_within(uint64_t start, uint64_t end) noexcept;
 
   uint64_t free_bytes() const noexcept { return free_bytes_; }
   uint64_t largest() const noexcept { return by_size_.empty() ? 0 : by_size_.rbegin()->first; }

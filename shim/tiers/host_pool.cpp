@@ -285,35 +285,36 @@ HostPool::Region* HostPool::give_back_locked(uint64_t address, uint64_t size) no
 }
 
 uint64_t HostPool::forget_lost_regions() noexcept {
-  if (ops_.lost == nullptr) return 0;
+  if (ops_.gone == nullptr || ops_.forget == nullptr) return 0;
   std::unique_lock lock(mutex_);
   // A pin in flight is judged too, once it is in the books; an unpin in flight gives back what
   // it can.
   pin_done_.wait(lock, [this] { return pins_in_flight_ == 0 && !unpinning_; });
-  const auto lost = [this](const Region& region) {
-    return ops_.lost(ops_.context, region.pinned, region.pinned_bytes);
-  };
   std::erase_if(unusable_pins_, [&](const Region& unusable) {
-    if (!lost(unusable)) return false;
+    if (!ops_.gone(ops_.context, unusable.pinned)) return false;
     budget_.release(unusable.pinned_bytes);
+    ops_.forget(ops_.context, unusable.pinned, unusable.pinned_bytes, /*held_blocks=*/false);
     return true;
   });
   uint64_t live_blocks = 0;
-  for (auto region = regions_.begin(); region != regions_.end();) {
-    const auto next = std::next(region);
-    if (lost(region->second)) {
-      const uint64_t end = region->second.start + region->second.bytes;
-      for (auto block = blocks_.lower_bound(region->second.start);
-           block != blocks_.end() && block->first < end;) {
-        give_back_locked(block->first, block->second);
-        block = blocks_.erase(block);
-        ++live_blocks;
-      }
-      // Gone, not unpinned: its bytes go back to the host budget as they are.
-      if (const std::optional<Region> retired = retire_locked(region))
-        budget_.release(retired->pinned_bytes);
+  for (auto found = regions_.begin(); found != regions_.end();) {
+    const Region region = found->second;
+    if (!ops_.gone(ops_.context, region.pinned)) {
+      ++found;
+      continue;
     }
-    region = next;
+    const uint64_t end = region.start + region.bytes;
+    for (auto block = blocks_.lower_bound(region.start);
+         block != blocks_.end() && block->first < end; block = blocks_.erase(block))
+      ++live_blocks;
+    free_space_.remove_within(region.start, end);
+    used_bytes_ -= region.used;
+    if (region.used == 0) idle_bytes_ -= region.bytes;
+    pinned_bytes_ -= region.bytes;
+    found = regions_.erase(found);
+    // Gone, not unpinned: its bytes go back to the host budget as they are.
+    budget_.release(region.pinned_bytes);
+    ops_.forget(ops_.context, region.pinned, region.pinned_bytes, region.used != 0);
   }
   return live_blocks;
 }

@@ -1,5 +1,6 @@
 #include "tiers/host_tier.h"
 
+#include <sys/mman.h>
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -69,7 +70,7 @@ HostTier::HostTier(const SpillConfig& config, core::HostBudget& budget,
       memlock_limit_(memlock_limit(config)),
       pool_(pool_options(config, budget.limit()),
             PinnedMemoryOps{this, &HostTier::pin, &HostTier::unpin, &HostTier::when_quiet,
-                            &HostTier::room_to_lock, &HostTier::lost},
+                            &HostTier::room_to_lock, &HostTier::gone, &HostTier::forget},
             budget) {}
 
 std::optional<bool> HostTier::do_query_support(int device) noexcept {
@@ -234,10 +235,18 @@ bool HostTier::when_quiet(void* self, void (*step)(void* pool), void* pool) {
   return true;
 }
 
-bool HostTier::lost(void* self, void* base, std::size_t bytes) {
-  if (!driver::memory_freed(reinterpret_cast<uint64_t>(base))) return false;
+bool HostTier::gone(void* /*self*/, void* base) {
+  return driver::memory_freed(reinterpret_cast<uint64_t>(base));
+}
+
+// Note [Resetting the device] in hooks/device_reset.h: the addresses of a region that held blocks
+// are taken by an inaccessible mapping, so that no pin made later (the driver maps its own) lands
+// there; one the system has given to something else since needs none.
+void HostTier::forget(void* self, void* base, std::size_t bytes, bool held_blocks) {
   static_cast<HostTier*>(self)->pinned_bytes_.fetch_sub(bytes, std::memory_order_relaxed);
-  return true;
+  if (held_blocks)
+    (void)mmap(base, bytes, PROT_NONE,
+               MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
 }
 
 bool HostTier::unpin(void* self, void* base, std::size_t bytes) {

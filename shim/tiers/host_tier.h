@@ -97,7 +97,9 @@ class HostTier final : public SpillTier {
   // False with `*base` set: pinned but unusable, for the pool to give back (pinned_memory_ops.h).
   bool pin_reserved(std::size_t bytes, void** base) noexcept;
   static bool unpin(void* self, void* base, std::size_t bytes);
-  static bool lost(void* self, void* base, std::size_t bytes);
+  // PinnedMemoryOps::gone and forget: memory a device reset freed under the pool.
+  static bool gone(void* self, void* base);
+  static void forget(void* self, void* base, std::size_t bytes, bool held_blocks);
   // PinnedMemoryOps::room: what RLIMIT_MEMLOCK leaves (Note [RLIMIT_MEMLOCK and the host limit]
   // in tiers/host_tier.cpp).
   static uint64_t room_to_lock(void* self);

@@ -38,6 +38,10 @@ class ManagedTier final : public SpillTier {
 
   // At exit: no stream-ordered free is in progress once this returns, and none starts.
   void stop_stream_ordered_frees() noexcept { stream_ordered_frees_.stop(); }
+  // Before a device reset: StreamOrderedFrees::drain.
+  bool drain_stream_ordered_frees(std::chrono::milliseconds patience) noexcept {
+    return stream_ordered_frees_.drain(patience);
+  }
 
  private:
   // Whether the device can oversubscribe with managed memory (CONCURRENT_MANAGED_ACCESS).

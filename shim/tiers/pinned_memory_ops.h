@@ -37,9 +37,12 @@ struct PinnedMemoryOps {
   // the limit cannot hold.
   uint64_t (*room)(void* context) = nullptr;
   // Whether memory one successful pin() returned is gone: a device reset frees it under the pool
-  // (HostPool::forget_lost_regions). If so, what pin() counted of it is given back, as unpin()
-  // would. Null: never gone.
-  bool (*lost)(void* context, void* base, std::size_t bytes) = nullptr;
+  // (HostPool::forget_lost_regions). Null: never gone.
+  bool (*gone)(void* context, void* base) = nullptr;
+  // Gives back what pin() counted of such memory, as unpin() would; when it still `held_blocks`,
+  // its addresses are kept from being handed out again, so that a block still in use there
+  // faults where it is reached rather than meet a new one.
+  void (*forget)(void* context, void* base, std::size_t bytes, bool held_blocks) = nullptr;
 };
 
 }  // namespace vramspill::tiers

@@ -113,6 +113,13 @@ bool StreamOrderedFrees::wait_for_a_due_free(std::chrono::milliseconds patience)
   return changed_.wait_for(lock, patience, [&] { return completed_ != seen; });
 }
 
+bool StreamOrderedFrees::drain(std::chrono::milliseconds patience) noexcept {
+  std::unique_lock lock(mutex_);
+  return changed_.wait_for(lock, patience, [this] {
+    return (ready_.empty() && !freeing_) || stopping_ || thread_failed_;
+  });
+}
+
 void StreamOrderedFrees::stop() noexcept {
   {
     std::unique_lock lock(mutex_);

@@ -73,6 +73,11 @@ class StreamOrderedFrees {
   // when none is due or in progress, or none completed in time.
   bool wait_for_a_due_free(std::chrono::milliseconds patience) noexcept;
 
+  // Waits up to `patience` until every free handed over so far is made: before a device reset,
+  // which would take their memory first (Note [Resetting the device] in hooks/device_reset.h).
+  // False when some were still waiting then (a capture in progress holds them back).
+  bool drain(std::chrono::milliseconds patience) noexcept;
+
   // Waits for a free in progress and stops the thread taking new ones (exit).
   void stop() noexcept;
 

@@ -220,6 +220,24 @@ void StreamOrderedReuse::all_streams_ended() noexcept {
     for (auto& [ticket, kept] : bucket) kept.stream = kNoStream;
 }
 
+std::vector<StreamOrderedReuse::Block> StreamOrderedReuse::withdraw_all(int device) noexcept {
+  std::vector<Block> withdrawn;
+  const std::lock_guard lock(mutex_);
+  for (auto bucket = kept_.begin(); bucket != kept_.end(); ++bucket) {
+    if (bucket->first.first != device) continue;
+    while (!bucket->second.empty()) {
+      const auto kept = bucket->second.begin();
+      try {
+        withdrawn.push_back({.base = kept->second.base, .granules = bucket->first.second});
+      } catch (const std::bad_alloc&) {  // the rest stay kept, and charged
+        return withdrawn;
+      }
+      erase_locked(bucket, kept);
+    }
+  }
+  return withdrawn;
+}
+
 bool StreamOrderedReuse::dead(uint64_t base) const noexcept {
   const std::lock_guard lock(mutex_);
   return dead_.contains(base);

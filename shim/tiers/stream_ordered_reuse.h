@@ -123,6 +123,9 @@ class StreamOrderedReuse final : public DeadContents {
   // found when memory runs out), for a last host function on the stream to reach.
   std::vector<uint64_t> stream_ended(uint64_t stream) noexcept;
   void all_streams_ended() noexcept;
+  // A reset of `device` (Note [Resetting the device] in hooks/device_reset.h): every block kept
+  // for it leaves the books, reached or not, for the caller to forget as the reset's.
+  std::vector<Block> withdraw_all(int device) noexcept;
 
   StreamOrderedReuseStats stats() const noexcept;
 

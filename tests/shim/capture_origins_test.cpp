@@ -1,5 +1,5 @@
 // Note [Counting captures] (shim/core/capture_origins.h): captures counted by the stream each
-// began on, so that only an end on that stream, or its destruction, uncounts one. Note [The
+// began on, so that only an end on that stream, or the end of it or its context, uncounts one. Note [The
 // capture gate] (shim/core/capture_gate.h): the gate is held only when no capture is in progress.
 #include "core/capture_origins.h"
 
@@ -16,11 +16,13 @@ namespace {
 constexpr uint64_t kStream = 0x7000;
 constexpr uint64_t kOther = 0x7100;
 constexpr uint64_t kPerThread = 0x2;  // CU_STREAM_PER_THREAD
+constexpr uint64_t kContext = 0xc000;
+constexpr uint64_t kOtherContext = 0xc100;
 
 TEST(CaptureOrigins, OnlyTheStreamACaptureBeganOnEndsIt) {
   std::atomic<int> count{0};
   CaptureOrigins origins(count);
-  origins.begun(kStream);
+  origins.begun(kStream, kContext);
   EXPECT_EQ(count, 1);
   EXPECT_TRUE(origins.began_on(kStream));
   origins.ended(kOther);  // a stream that took part in the capture, or none
@@ -34,8 +36,8 @@ TEST(CaptureOrigins, OnlyTheStreamACaptureBeganOnEndsIt) {
 TEST(CaptureOrigins, EachPerThreadStreamCaptureIsAnEntryOfItsOwn) {
   std::atomic<int> count{0};
   CaptureOrigins origins(count);
-  origins.begun(kPerThread);  // two threads' default streams, one key
-  origins.begun(kPerThread);
+  origins.begun(kPerThread, kContext);  // two threads' default streams, one key
+  origins.begun(kPerThread, kContext);
   origins.ended(kPerThread);
   EXPECT_EQ(count, 1);
   EXPECT_TRUE(origins.began_on(kPerThread));
@@ -43,9 +45,30 @@ TEST(CaptureOrigins, EachPerThreadStreamCaptureIsAnEntryOfItsOwn) {
   EXPECT_EQ(count, 0);
 }
 
+// A context that ends (destroyed, or a primary context reset) takes its streams' captures with it,
+// and only those; a capture whose context is unknown ends only at its stream.
+TEST(CaptureOrigins, AContextThatEndsTakesItsCapturesWithIt) {
+  std::atomic<int> count{0};
+  CaptureOrigins origins(count);
+  origins.begun(kStream, kContext);
+  origins.begun(kPerThread, kContext);
+  origins.begun(kOther, kOtherContext);
+  origins.begun(0x7200, 0);
+  origins.context_ended(kContext);
+  EXPECT_EQ(count, 2);
+  EXPECT_FALSE(origins.began_on(kStream));
+  EXPECT_FALSE(origins.began_on(kPerThread));
+  EXPECT_TRUE(origins.began_on(kOther));
+  origins.context_ended(0);
+  EXPECT_EQ(count, 2) << "no context is not every context";
+  origins.context_ended(kOtherContext);
+  origins.ended(0x7200);
+  EXPECT_EQ(count, 0);
+}
+
 void begin(CaptureGate& captures, uint64_t stream) {
   const auto changing = captures.change();
-  captures.begun(stream);
+  captures.begun(stream, kContext);
 }
 
 void end(CaptureGate& captures, uint64_t stream) {

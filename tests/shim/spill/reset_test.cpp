@@ -3,6 +3,10 @@
 // budget must have its room back, a spill after the reset must land in memory that exists, and
 // every byte written after it must read back (Note [Resetting the device] in
 // shim/hooks/device_reset.h). Run in each spill mode (CMakeLists.txt).
+#include <algorithm>
+#include <fstream>
+#include <string>
+
 #include "spill_support.h"
 
 namespace {
@@ -12,6 +16,19 @@ using spill::Tier;
 using spill::tier_of;
 
 constexpr size_t kWords = kBlock / sizeof(uint32_t);
+
+// Whether `address` lies in a mapping of this process that nothing may read, write or run.
+bool is_inaccessible_mapping(CUdeviceptr address) {
+  std::ifstream maps("/proc/self/maps");
+  for (std::string line; std::getline(maps, line);) {
+    const std::size_t dash = line.find('-');
+    const std::size_t space = line.find(' ');
+    const uint64_t begin = std::stoull(line.substr(0, dash), nullptr, 16);
+    const uint64_t end = std::stoull(line.substr(dash + 1, space - dash - 1), nullptr, 16);
+    if (address >= begin && address < end) return line.compare(space + 1, 3, "---") == 0;
+  }
+  return false;
+}
 
 class DeviceReset : public spill::SpillTest {
  protected:
@@ -71,6 +88,93 @@ TEST_F(DeviceReset, TheBudgetAndTheSpillTiersStartAgainAfterIt) {
     free_all(after);
     EXPECT_EQ(free_bytes(), expected_free(0));
   }
+}
+
+// A capture in progress ends with the context: the spills after the reset, which pin host memory
+// or make managed memory (both of which a capture forbids), are not held off by it.
+TEST_F(DeviceReset, ACaptureInProgressEndsWithIt) {
+  CUstream capturing = nullptr;
+  ASSERT_CU(cuStreamCreate(&capturing, CU_STREAM_NON_BLOCKING));
+  ASSERT_CU(cuStreamBeginCapture(capturing, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  reset();
+  std::vector<CUdeviceptr> after;
+  oversubscribe(after);
+  write_and_check(after);
+  free_all(after);
+}
+
+// Frees queued in stream order just before the reset are made before it, while their memory
+// exists: made after it, they would fail on memory already gone, and the host limit (two blocks
+// here: CMakeLists.txt) would stay charged for them, refusing the spills after the reset.
+TEST_F(DeviceReset, FreesQueuedInStreamOrderAreMadeFirst) {
+  std::vector<CUdeviceptr> before;
+  oversubscribe(before);
+  write_and_check(before);
+  CUstream stream = nullptr;
+  ASSERT_CU(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+  for (const CUdeviceptr block : before) ASSERT_CU(cuMemFreeAsync(block, stream));
+  reset();
+  std::vector<CUdeviceptr> after;
+  oversubscribe(after);
+  write_and_check(after);
+  free_all(after);
+}
+
+// The pool pins in the primary context of the first device that spills. Resetting that device
+// takes the memory of blocks spilled for another one, which the program still holds: their
+// contents are gone, but their addresses are fenced off (an inaccessible mapping) and never handed
+// out again, so that the other device's block faults where it is reached instead of sharing bytes
+// with a new spill (two devices here: CMakeLists.txt).
+TEST_F(DeviceReset, ABlockSpilledForAnotherDeviceNeverSharesItsAddress) {
+  std::vector<CUdeviceptr> first;
+  oversubscribe(first);  // the pool now pins in device 0's primary context
+  // Device 0's spills go back, so that device 1's take the pool's first addresses, which device
+  // 0's new spills would take again after the reset.
+  for (const CUdeviceptr block : first) {
+    if (tier_of(block) != Tier::kDevice) {
+      ASSERT_CU(cuMemFree(block));
+    }
+  }
+  CUdevice other_device = 0;
+  CUcontext other = nullptr;
+  ASSERT_CU(cuDeviceGet(&other_device, 1));
+  ASSERT_CU(cuDevicePrimaryCtxRetain(&other, other_device));
+  ASSERT_CU(cuCtxSetCurrent(other));
+  std::vector<CUdeviceptr> others;
+  for (int i = 0; i < 10; ++i) {
+    CUdeviceptr block = 0;
+    ASSERT_CU(cuMemAlloc(&block, kBlock));
+    others.push_back(block);
+  }
+  std::vector<CUdeviceptr> others_spilled;
+  for (const CUdeviceptr block : others) {
+    if (tier_of(block) == Tier::kHost) others_spilled.push_back(block);
+  }
+  ASSERT_FALSE(others_spilled.empty());
+  ASSERT_CU(cuCtxSetCurrent(context_));
+  reset();
+  for (const CUdeviceptr old : others_spilled)
+    EXPECT_TRUE(is_inaccessible_mapping(old)) << "device 1's block at " << old << " is not fenced";
+  std::vector<CUdeviceptr> after;
+  oversubscribe(after);
+  for (const CUdeviceptr block : after) {
+    for (const CUdeviceptr old : others_spilled) {
+      EXPECT_FALSE(block < old + kBlock && old < block + kBlock)
+          << "a new spill at " << block << " shares the address of device 1's block " << old;
+    }
+  }
+  write_and_check(after);
+  free_all(after);
+  ASSERT_CU(cuCtxSetCurrent(other));
+  for (const CUdeviceptr block : others) {
+    const bool spilled = std::find(others_spilled.begin(), others_spilled.end(), block) !=
+                         others_spilled.end();
+    if (!spilled) {
+      EXPECT_CU(cuMemFree(block));
+    }
+  }
+  ASSERT_CU(cuCtxSetCurrent(context_));
+  EXPECT_CU(cuDevicePrimaryCtxRelease(other_device));
 }
 
 // The usual place: a reset just before the program returns from main, with spilled blocks live.

@@ -314,8 +314,6 @@ TEST_F(TieredTest, LibraryKernelsAreReadLikeModuleFunctions) {
   EXPECT_CU(cuLibraryUnload(library));
 }
 
-// The budget holds: with blocks of three times the budget allocated and touched, the device
-// memory the driver itself has handed out (asked past the shim) stays within the budget.
 // Note [Resetting the device] in shim/hooks/device_reset.h: a reset takes the program's tiered
 // blocks with it, moved or not (their frees are then the driver's to refuse, and the exit summary
 // counts no block left: CMakeLists.txt), and blocks made after it move both ways and keep every
@@ -350,6 +348,32 @@ TEST_F(TieredTest, AResetTakesTheBlocksAndMovesGoOnAfterIt) {
   for (const CUdeviceptr block : after) ASSERT_CU(cuMemFree(block));
 }
 
+// ... and the blocks kept for stream-ordered reuse (Note [Reuse in stream order] in
+// shim/tiers/stream_ordered_reuse.h), which the program freed and the shim holds for its next
+// requests: the prefetch mover's managed memory went with the context, so a request after the
+// reset that found one kept would hand out memory that no longer exists.
+TEST_F(TieredTest, AResetTakesTheBlocksKeptForStreamOrderedReuse) {
+  std::vector<CUdeviceptr> blocks(4);
+  for (CUdeviceptr& block : blocks) ASSERT_CU(cuMemAllocAsync(&block, kBlock, streams_[0]));
+  for (CUdeviceptr block : blocks) ASSERT_CU(fill(block, 5, streams_[0]));
+  for (CUdeviceptr block : blocks) ASSERT_CU(cuMemFreeAsync(block, streams_[0]));
+  ASSERT_CU(cuStreamSynchronize(streams_[0]));
+  ASSERT_CU(cuDevicePrimaryCtxReset(device_));
+  for (CUstream& stream : streams_) ASSERT_CU(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+  ASSERT_CU(cuModuleLoadData(&module_, "simcuda accepts any image"));
+  ASSERT_CU(cuModuleGetFunction(&fill_, module_, "vs_fill_u32"));
+  for (CUdeviceptr& block : blocks) ASSERT_CU(cuMemAllocAsync(&block, kBlock, streams_[0]));
+  for (std::size_t i = 0; i < blocks.size(); ++i)
+    ASSERT_CU(fill(blocks[i], static_cast<uint32_t>(60 + i), streams_[0]));
+  ASSERT_CU(cuStreamSynchronize(streams_[0]));
+  for (std::size_t i = 0; i < blocks.size(); ++i)
+    expect_block(blocks[i], static_cast<uint32_t>(60 + i));
+  for (CUdeviceptr block : blocks) ASSERT_CU(cuMemFreeAsync(block, streams_[0]));
+  ASSERT_CU(cuStreamSynchronize(streams_[0]));
+}
+
+// The budget holds: with blocks of three times the budget allocated and touched, the device
+// memory the driver itself has handed out (asked past the shim) stays within the budget.
 TEST_F(TieredTest, TheBudgetHoldsWhateverIsAllocated) {
   const size_t free_at_start = driver_free();
   std::vector<CUdeviceptr> pointers(12);

@@ -30,7 +30,8 @@ class FakePinnedMemory {
 
   PinnedMemoryOps ops() {
     PinnedMemoryOps ops{this, &FakePinnedMemory::pin, &FakePinnedMemory::unpin};
-    ops.lost = &FakePinnedMemory::lost;
+    ops.gone = &FakePinnedMemory::gone;
+    ops.forget = &FakePinnedMemory::forget;
     return ops;
   }
   // With a say in when the pool's background thread may call: while `quiet` is false it may not.
@@ -108,6 +109,16 @@ class FakePinnedMemory {
     outstanding_.clear();
   }
 
+  // The regions forget() was told of, and those of them that held blocks.
+  int forgotten() const {
+    std::lock_guard lock(mutex_);
+    return forgotten_;
+  }
+  std::size_t fenced() const {
+    std::lock_guard lock(mutex_);
+    return fenced_.size();
+  }
+
   std::size_t outstanding_bytes() const {
     std::lock_guard lock(mutex_);
     std::size_t total = 0;
@@ -140,10 +151,16 @@ class FakePinnedMemory {
     return !self->unusable;
   }
 
-  static bool lost(void* context, void* base, std::size_t /*bytes*/) {
+  static bool gone(void* context, void* base) {
     auto* self = static_cast<FakePinnedMemory*>(context);
     std::lock_guard lock(self->mutex_);
     return self->lost_.contains(base);
+  }
+  static void forget(void* context, void* base, std::size_t /*bytes*/, bool held_blocks) {
+    auto* self = static_cast<FakePinnedMemory*>(context);
+    std::lock_guard lock(self->mutex_);
+    if (held_blocks) self->fenced_.insert(base);
+    ++self->forgotten_;
   }
 
   static bool unpin(void* context, void* base, std::size_t bytes) {
@@ -183,6 +200,8 @@ class FakePinnedMemory {
   std::vector<std::thread::id> pinners_;
   std::map<void*, std::size_t> outstanding_;
   std::set<void*> lost_;  // freed under the pool by lose_everything()
+  std::set<void*> fenced_;  // forgotten while they held blocks
+  int forgotten_ = 0;
   std::mutex gate_mutex_;
   std::condition_variable gate_changed_;
   bool holding_ = false;  // guarded by gate_mutex_

@@ -63,7 +63,7 @@ TEST_F(GranuleArenaDriverTest, NoWaitIsMadeWhileACaptureIsInProgress) {
   constexpr uint64_t kCapturing = 0x7000;
   {
     const auto changing = captures.change();
-    captures.begun(kCapturing);
+    captures.begun(kCapturing, 0);
   }
   int node = -1;
   ASSERT_CU(cuDeviceGetAttribute(&node, CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID, device_));

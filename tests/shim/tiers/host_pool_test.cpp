@@ -518,7 +518,7 @@ TEST(HostPool, DestructionUnpinsEverythingAndReleasesTheBudget) {
 
 // A device reset frees the pinned regions under the pool: they leave the books with their live
 // blocks, their bytes go back to the host budget without an unpin (there is nothing left to
-// unpin), and the pool pins afresh for the next block.
+// unpin), those that held blocks are fenced off, and the pool pins afresh for the next block.
 TEST(HostPool, RegionsLostInAResetLeaveTheBooksWithTheirBlocks) {
   core::HostBudget budget;
   FakePinnedMemory fake;
@@ -534,6 +534,8 @@ TEST(HostPool, RegionsLostInAResetLeaveTheBooksWithTheirBlocks) {
 
   fake.lose_everything();
   EXPECT_EQ(pool.forget_lost_regions(), 2u) << "the small block and the large one were live";
+  EXPECT_EQ(fake.forgotten(), 2);
+  EXPECT_EQ(fake.fenced(), 2u) << "both regions held a block: their addresses are kept";
   EXPECT_EQ(budget.used(), 0u);
   EXPECT_EQ(pool.stats().pinned_bytes, 0u);
   EXPECT_FALSE(pool.owns(live));

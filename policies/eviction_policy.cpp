@@ -13,8 +13,16 @@ void EvictionPolicy::allocated(BlockId block, uint64_t granules, bool on_device)
   }
   const auto [it, inserted] = books_.try_emplace(block, Books{granules, on_device ? granules : 0});
   if (!inserted) return broken(stats_.invalid_events, "allocated while already live: block", block);
+  // The block is recorded before do_allocated runs (which may read the books), and only stays if
+  // it returns: a bad_alloc there leaves no trace of the block, not a block the books know and
+  // the policy does not, which a later event would look up and not find.
+  try {
+    do_allocated(block, granules, on_device);
+  } catch (...) {
+    books_.erase(it);
+    throw;
+  }
   device_granules_total_ += it->second.device_granules;
-  do_allocated(block, granules, on_device);
 }
 
 void EvictionPolicy::freed(BlockId block) {

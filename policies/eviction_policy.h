@@ -149,7 +149,10 @@ class EvictionPolicy {
   Victims choose_victims(uint64_t granules_needed, std::span<const BlockId> keep,
                          bool in_part = false);
   // `block` has host granules and a launch touches it: bring it in first (true), or let the
-  // kernel reach it in place over the link (false)?
+  // kernel reach it in place over the link (false)? Asked after used() reported the launch, of
+  // its blocks one at a time, before victims are chosen for those it agreed to, so a policy may
+  // count the promotions it agreed to since used() and that no move has reported yet as coming
+  // in (learned does: Note [A launch's promotions] in learned.h).
   bool should_promote(BlockId block);
   // Blocks with host granules to bring in now, for the launches that come next, soonest needed
   // first (Note [Promoting ahead]); none of `keep` (the launch at hand's blocks, just decided).
@@ -192,6 +195,7 @@ class EvictionPolicy {
   };
 
   virtual std::string_view do_name() const noexcept = 0;
+  // Leaves nothing of the block behind when it throws (the books drop it then too).
   virtual void do_allocated(BlockId block, uint64_t granules, bool on_device) = 0;
   virtual void do_freed(BlockId block) = 0;
   // `blocks` are all live (unknown ones were dropped), possibly repeated.

@@ -44,6 +44,7 @@ void LearnedPolicy::do_allocated(BlockId block, uint64_t granules, bool on_devic
 
 void LearnedPolicy::do_freed(BlockId block) {
   fallback_.freed(block);
+  forget_promise(block);
   const auto found = blocks_.find(block);
   if (found == blocks_.end()) return;
   Block& freed = found->second;  // its uses stay in the plan: a new block may take its id
@@ -56,6 +57,7 @@ void LearnedPolicy::do_freed(BlockId block) {
 
 void LearnedPolicy::do_moved(BlockId block, uint64_t device_granules) {
   fallback_.moved(block, device_granules);
+  forget_promise(block);  // what came in is in the books now
   Block& moved = entry(block);
   device_granules_ = device_granules_ - moved.device_granules + device_granules;
   moved.device_granules = device_granules;
@@ -71,6 +73,7 @@ void LearnedPolicy::do_used(uint64_t sequence, uint32_t stream, std::span<const 
   // Locked, lru hears of the blocks when the lock ends (Note [Keeping lru warm]).
   const bool was_locked = period() != 0;
   fallback_.used(sequence, stream, was_locked ? std::span<const BlockId>() : blocks);
+  promised_.clear();  // a new launch: Note [A launch's promotions]
   sorted_.assign(blocks.begin(), blocks.end());
   std::sort(sorted_.begin(), sorted_.end());
   sorted_.erase(std::unique(sorted_.begin(), sorted_.end()), sorted_.end());
@@ -107,25 +110,40 @@ void LearnedPolicy::slide(uint64_t now, uint64_t sequence) {
       left.uses.erase(left.uses.begin(), left.uses.begin() + left.first_use);
       left.first_use = 0;
     }
-    if (left.place != Block::Place::kNone) order(left);
+    if (holds_nothing(left)) {
+      blocks_.erase(found);  // freed, or on the host with nothing left for lru to hear
+    } else if (left.place != Block::Place::kNone) {
+      order(left);
+    }
   }
 }
 
 void LearnedPolicy::plan(uint64_t period) {
   unplan();
-  plan_ = period;
-  const uint64_t now = finder_.launches() - 1;
-  for (uint64_t launch = now + 1 - period; launch <= now; ++launch) {
-    for (const BlockId id : finder_.launch(launch)) entry(id).uses.push_back(launch);
-  }
-  ring_.assign(period, {});
-  full_.assign((period + 63) / 64, 0);
-  for (auto& [id, block] : blocks_) {
-    if (block.device_granules > 0) order(block);
+  // All or nothing: a bad_alloc midway leaves no plan (plan_ 0), never a period the ring was not
+  // sized for, and the next decision plans again (ensure_plan).
+  try {
+    ring_.assign(period, {});
+    full_.assign((period + 63) / 64, 0);
+    const uint64_t now = finder_.launches() - 1;
+    for (uint64_t launch = now + 1 - period; launch <= now; ++launch) {
+      for (const BlockId id : finder_.launch(launch)) entry(id).uses.push_back(launch);
+    }
+    plan_ = period;  // order() places by it
+    for (auto& [id, block] : blocks_) {
+      if (block.device_granules > 0) order(block);
+    }
+  } catch (...) {
+    unplan();
+    throw;
   }
 }
 
-void LearnedPolicy::unplan() {
+void LearnedPolicy::ensure_plan(uint64_t period) {
+  if (period != plan_) plan(period);
+}
+
+void LearnedPolicy::unplan() noexcept {
   for (auto it = blocks_.begin(); it != blocks_.end();) {
     Block& block = it->second;
     block.place = Block::Place::kNone;
@@ -181,18 +199,19 @@ void LearnedPolicy::order(Block& block) {
   if (next == kNever) {
     // In lru's order, the launches lru has not been told of yet included (Note [Keeping lru
     // warm]).
+    LruPolicy::Recency recency = fallback_.recency(block.id);
+    recency.last_use = std::max(recency.last_use, block.lru_sequence);
+    never_used_.emplace(recency, block.id);  // first: a bad_alloc leaves the block unplaced
+    block.recency = recency;
     block.place = Block::Place::kNeverUsed;
-    block.recency = fallback_.recency(block.id);
-    block.recency.last_use = std::max(block.recency.last_use, block.lru_sequence);
-    never_used_.emplace(block.recency, block.id);
     return;
   }
   const uint64_t index = next % plan_;
   std::vector<Block*>& into = ring_[index];
+  into.push_back(&block);  // first: a bad_alloc leaves the block unplaced
   full_[index / 64] |= uint64_t{1} << (index % 64);
   block.place = Block::Place::kRing;
-  block.slot = static_cast<uint32_t>(into.size());
-  into.push_back(&block);
+  block.slot = static_cast<uint32_t>(into.size() - 1);
 }
 
 void LearnedPolicy::unorder(Block& block) {
@@ -238,14 +257,13 @@ bool LearnedPolicy::visit_ring(uint64_t after, Visit visit) const {
 
 std::vector<BlockId> LearnedPolicy::do_choose_victims(uint64_t granules_needed,
                                                       std::span<const BlockId> keep) {
-  if (period() == 0) {  // Note [Guessing the step]
-    const uint64_t guess = finder_.guess();
-    if (guess == 0) {
-      fallback_.set_capacity(capacity_granules());
-      return fallback_.choose_victims(granules_needed, keep).blocks;
-    }
-    if (guess != plan_) plan(guess);
+  // Unlocked, the plan is made with the guess at the period (Note [Guessing the step]).
+  const uint64_t plan_period = period() != 0 ? period() : finder_.guess();
+  if (plan_period == 0) {
+    fallback_.set_capacity(capacity_granules());
+    return fallback_.choose_victims(granules_needed, keep).blocks;
   }
+  ensure_plan(plan_period);
   return planned_victims(granules_needed, keep);
 }
 
@@ -294,15 +312,33 @@ bool LearnedPolicy::do_should_promote(BlockId block) {
     fallback_.set_capacity(capacity_granules());
     return fallback_.should_promote(block);
   }
-  // Note [Planning with the period]: in if it fits, or if what it would displace is needed later.
+  ensure_plan(period());  // made at the lock, unless a bad_alloc undid it
+  forget_promise(block);  // asked again: its own yes takes no room from it
   const uint64_t needed = granules(block) - device_granules(block);
+  if (!displaces_nothing_needed_sooner(block, needed + promised_granules())) return false;
+  promised_.push_back({block, needed});
+  return true;
+}
+
+bool LearnedPolicy::displaces_nothing_needed_sooner(BlockId block, uint64_t incoming) const {
+  // Note [Planning with the period]: in if it fits, or if what it would displace is needed later.
   const uint64_t room = capacity_granules() - std::min(capacity_granules(), device_granules_);
-  if (needed <= room) return true;
+  if (incoming <= room) return true;
   const auto found = blocks_.find(block);
   const uint64_t next = found != blocks_.end() ? next_use(found->second) : kNever;
   if (next == kNever) return false;
-  return room + displaceable_after(next, needed - room, finder_.launch(finder_.launches() - 1)) >=
-         needed;
+  return room + displaceable_after(next, incoming - room, finder_.launch(finder_.launches() - 1)) >=
+         incoming;
+}
+
+void LearnedPolicy::forget_promise(BlockId block) noexcept {
+  std::erase_if(promised_, [&](const Promise& promise) { return promise.block == block; });
+}
+
+uint64_t LearnedPolicy::promised_granules() const noexcept {
+  uint64_t total = 0;
+  for (const Promise& promise : promised_) total += promise.granules;
+  return total;
 }
 
 // Note [Learned promotes ahead]

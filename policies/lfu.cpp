@@ -2,9 +2,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 namespace vramspill::policies {
 namespace {
+
+// The score of a block not used yet: log2 of a count of 0, which the first use replaces.
+constexpr double kNoUse = -std::numeric_limits<double>::infinity();
 
 // Sequence `t` on the score's scale: log2 of what one use at t adds (Note [LFU decayed count]).
 double at(uint64_t sequence) {
@@ -21,7 +25,9 @@ double with_use(double score, uint64_t sequence) {
 }  // namespace
 
 void LfuPolicy::do_allocated(BlockId block, uint64_t /*granules*/, bool on_device) {
-  index_.add(block, Rank{at(latest_use_), latest_use_, allocations_++}, on_device);
+  // Only a block placed on the device counts its allocation as a use (Note [LFU decayed count]).
+  index_.add(block, Rank{on_device ? at(latest_use_) : kNoUse, latest_use_, allocations_++},
+             on_device);
 }
 
 void LfuPolicy::do_freed(BlockId block) { index_.remove(block); }
@@ -43,6 +49,10 @@ void LfuPolicy::do_used(uint64_t sequence, uint32_t /*stream*/, std::span<const 
 }
 
 void LfuPolicy::do_moved(BlockId block, uint64_t device_granules) {
+  // Placed on the device before its first use, as a new block is (Note [LFU decayed count]).
+  if (device_granules > 0 && index_.rank(block).score == kNoUse) {
+    index_.rerank(block, [&](Rank& rank) { rank.score = at(latest_use_); });
+  }
   index_.set_resident(block, device_granules > 0);
 }
 

@@ -14,12 +14,15 @@
 // kHalfLife), so the order of blocks only changes for the blocks a launch touches. A use at
 // sequence t adds 2^(t / kHalfLife) to 2^score: score' = max + log2(1 + 2^(min - max)) of score
 // and t / kHalfLife, the same (up to rounding) whatever order launches are reported in. A new
-// block counts as used once by the latest launch, so a block allocated for the next launch is not
-// the first victim before that launch runs. Doubles are exact enough: scores grow by 1 per
-// kHalfLife launches, so 2^40 launches leave 2^-22 of resolution.
+// block placed on the device counts as used once by the latest launch, so that it is not the
+// first victim before the launch it was allocated for runs; so does one that reaches the device
+// before its first use (the tiered layer and the replay allocate on the host, then move in what
+// fits). One placed on the host counts nothing until a launch uses it: it is no victim, and its
+// allocation is no use. Doubles are exact enough: scores grow by 1 per kHalfLife launches, so
+// 2^40 launches leave 2^-22 of resolution.
 // Promotion admits by frequency: a block on the host is brought in once its count reaches 1.5
-// (two launches within about kHalfLife, its allocation counting as one), so a block a job touches
-// once (streamed weights, a one-off pass) is reached in place and does not evict blocks in use.
+// (used by two launches within about kHalfLife), so a block a job touches once (streamed
+// weights, a one-off pass) is reached in place and does not evict blocks in use.
 // Costs: `used` O(log n) per touched block (a launch reported after a later one also searches
 // itself for repeated names: O(k) more per block of its k), `moved` O(log n), a search
 // O((victims + keep) log keep) (policies/ranked_index.h).

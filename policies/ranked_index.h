@@ -22,9 +22,16 @@ namespace vramspill::policies {
 template <typename Rank>
 class RankedIndex {
  public:
+  // Adds all of it or, on a bad_alloc, nothing.
   void add(BlockId block, const Rank& rank, bool resident) {
-    entries_[block] = Entry{rank, resident};
-    if (resident) order_.emplace(rank, block);
+    const auto entry = entries_.insert_or_assign(block, Entry{rank, resident}).first;
+    if (!resident) return;
+    try {
+      order_.emplace(rank, block);
+    } catch (...) {
+      entries_.erase(entry);
+      throw;
+    }
   }
 
   void remove(BlockId block) {

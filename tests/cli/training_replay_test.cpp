@@ -59,7 +59,9 @@ TEST(TrainingLoops, BeforeTheLockLearnedFetchesAtMostAThirdMoreThanMin) {
     const ReplayResult learned = replay(input, "learned");
     const double fetched = ratio(learned.fetched_granules(), optimum);
     // Evicting as lru before the lock, the worst was 1.59x (2 layers at 1.5x, workspace,
-    // rotating) and the mean 1.20x; guessing the step, 1.26x and 1.07x.
+    // rotating) and the mean 1.20x; guessing the step, 1.26x and 1.07x, and 1.06x on average
+    // since a launch's promotions count together (Note [A launch's promotions] in
+    // policies/learned.h).
     EXPECT_LE(fetched, 1.3) << shape.name();
     EXPECT_LE(learned.fetched_granules(), replay(input, "lru").fetched_granules()) << shape.name();
     sum += fetched;

@@ -2,10 +2,11 @@
 // period]) and then misses close to Belady's MIN where lru misses every use, and before the lock
 // evicts by its guess at the step (Note [Guessing the step]); a stray launch does not unlock it, a
 // new loop does; with no repeat at all it is lru, and on launches at random it misses no more
-// than lru; locked, it leaves on the host a
-// block whose bringing in would displace data needed sooner and evicts in MIN's order, the last
-// victim in part where the caller can (Note [Planning with the period]), and brings in ahead only
-// into room nothing needed takes (Note [Learned promotes ahead]).
+// than lru; locked, it leaves on the host a block whose bringing in would displace data needed
+// sooner, counting the launch's other promotions with it (Note [A launch's promotions]), evicts in
+// MIN's order, the last victim in part where the caller can (Note [Planning with the period]),
+// and brings in ahead only into room nothing needed takes (Note [Learned promotes ahead]); a
+// freed block is forgotten once its uses leave the plan.
 #include "policies/learned.h"
 
 #include <gtest/gtest.h>
@@ -170,6 +171,62 @@ TEST(LearnedTest, LeavesOnTheHostABlockThatWouldDisplaceDataNeededSooner) {
   // And a victim search gives up what is needed last: 1 (two launches away) before 0 (one).
   learned.moved(1, 1);
   EXPECT_EQ(learned.choose_victims(1, Blocks{2}).blocks, Blocks{1});
+}
+
+// A period of 20 launches on a budget of `capacity` granules: the first touches 0 and 1 (six
+// granules each, on the host), the other 19 touch 2 (four, on the device). Told until locked.
+Launches lock_on_two_large_blocks_and_a_small_one(LearnedPolicy& learned) {
+  Launches period(20, Blocks{2});
+  period[0] = {0, 1};
+  learned.allocated(0, 6, false);
+  learned.allocated(1, 6, false);
+  learned.allocated(2, 4, true);
+  follow(learned, period, 4);
+  EXPECT_EQ(learned.period(), 20u);
+  return period;
+}
+
+// Note [A launch's promotions]
+TEST(LearnedTest, ALaunchsPromotionsTogetherDisplaceNothingNeededSooner) {
+  LearnedPolicy learned(options(12));
+  const Launches period = lock_on_two_large_blocks_and_a_small_one(learned);
+  // The launch of 0 and 1: each fits alone in the 8 granules of room, but together they would
+  // displace 2, needed at the next launch. Only the first comes in.
+  learned.used(81, 0, period[0]);
+  EXPECT_TRUE(learned.should_promote(0));
+  EXPECT_FALSE(learned.should_promote(1));
+  EXPECT_TRUE(learned.should_promote(0));  // asked again, its own yes takes no room from it
+  // The promotions left out of the launch take no room from the next one.
+  learned.used(82, 0, period[1]);
+  EXPECT_TRUE(learned.should_promote(1));
+}
+
+TEST(LearnedTest, APromotionTheMoverReportedTakesRoomOnceInTheBooks) {
+  // With 16 granules of room, the prefetch mover brings 0 in before it asks of 1: 1 still fits.
+  LearnedPolicy learned(options(20));
+  const Launches period = lock_on_two_large_blocks_and_a_small_one(learned);
+  learned.used(81, 0, period[0]);
+  EXPECT_TRUE(learned.should_promote(0));
+  learned.moved(0, 6);
+  EXPECT_TRUE(learned.should_promote(1));
+}
+
+TEST(LearnedTest, ForgetsAFreedBlockOnceItsUsesLeaveThePlan) {
+  // 20 blocks of two granules, in a step of 40 launches whose last also touches a scratch block
+  // allocated for the step and freed after it, at a new id each step.
+  LearnedPolicy learned(options(64));
+  for (BlockId block = 0; block < 20; ++block) learned.allocated(block, 2, true);
+  uint64_t sequence = 0;
+  for (BlockId scratch = 100; scratch < 400; ++scratch) {
+    learned.allocated(scratch, 1, true);
+    for (BlockId launch = 0; launch < 40; ++launch) {
+      learned.used(++sequence, 0, launch < 39 ? Blocks{launch % 20} : Blocks{19, scratch});
+    }
+    learned.freed(scratch);
+  }
+  ASSERT_NE(learned.period(), 0u);
+  // The 20 blocks, and the last scratch block, whose use is still in the plan.
+  EXPECT_EQ(learned.known_blocks(), 21u);
 }
 
 // Note [Evicting part of a block] and Note [Planning with the period]

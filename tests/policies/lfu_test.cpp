@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cstdint>
+#include <initializer_list>
 #include <vector>
 
 #include "policies/lru.h"
@@ -76,10 +77,33 @@ TEST(LfuTest, BringsInABlockOnceUsedAgainLately) {
   lfu.used(5 * kHalfLife + 1, 0, Blocks{1, 2});
   EXPECT_TRUE(lfu.should_promote(1));
   EXPECT_FALSE(lfu.should_promote(2));
-  // A new block counts as used by the latest launch, so its first use brings it in.
-  lfu.allocated(3, 1, false);
-  lfu.used(5 * kHalfLife + 2, 0, Blocks{3});
-  EXPECT_TRUE(lfu.should_promote(3));
+}
+
+TEST(LfuTest, ABlockPlacedOnTheHostAndTouchedOnceIsReachedInPlace) {
+  // A hot block fills the device; a buffer placed on the host is touched once, then again.
+  LfuPolicy lfu = make_lfu(4);
+  lfu.allocated(1, 4, true);
+  for (uint64_t sequence = 1; sequence <= 100; ++sequence) lfu.used(sequence, 0, Blocks{1});
+  lfu.allocated(2, 2, false);
+  lfu.used(101, 0, Blocks{2});
+  EXPECT_FALSE(lfu.should_promote(2));
+  lfu.used(102, 0, Blocks{2});
+  EXPECT_TRUE(lfu.should_promote(2));
+}
+
+TEST(LfuTest, ABlockPlacedOnTheDeviceCountsItsAllocationAsAUse) {
+  // So that it is not the first victim before the launch it was allocated for runs: whether it
+  // was allocated there, or on the host and then moved in before any use (as the tiered layer and
+  // the replay place a new block).
+  for (const bool moved_in : {false, true}) {
+    LfuPolicy lfu = make_lfu(8);
+    lfu.allocated(1, 1, true);  // counted as used at sequence 0
+    lfu.allocated(2, 1, false);
+    lfu.used(1, 0, Blocks{2});
+    lfu.allocated(3, 1, !moved_in);  // counted as used at sequence 1
+    if (moved_in) lfu.moved(3, 1);
+    EXPECT_EQ(victims_for(lfu, 1), Blocks{1}) << (moved_in ? "moved in" : "allocated there");
+  }
 }
 
 }  // namespace

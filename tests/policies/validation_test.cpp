@@ -2,6 +2,7 @@
 // test-only policy that decides whatever the test tells it to.
 #include <gtest/gtest.h>
 
+#include <new>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -17,13 +18,16 @@ class ScriptedPolicy final : public EvictionPolicy {
  public:
   explicit ScriptedPolicy(InvariantMode mode) : EvictionPolicy({4, mode}) {}
 
-  Blocks victims;       // what do_choose_victims returns
-  bool promote = true;  // what do_should_promote returns
-  Blocks last_used;     // what do_used was told
+  Blocks victims;              // what do_choose_victims returns
+  bool promote = true;         // what do_should_promote returns
+  bool out_of_memory = false;  // whether do_allocated throws std::bad_alloc
+  Blocks last_used;            // what do_used was told
 
  private:
   std::string_view do_name() const noexcept override { return "scripted"; }
-  void do_allocated(BlockId, uint64_t, bool) override {}
+  void do_allocated(BlockId, uint64_t, bool) override {
+    if (out_of_memory) throw std::bad_alloc();
+  }
   void do_freed(BlockId) override {}
   void do_used(uint64_t, uint32_t, std::span<const BlockId> blocks) override {
     last_used.assign(blocks.begin(), blocks.end());
@@ -89,6 +93,23 @@ TEST(ValidationTest, EventsNamingUnknownBlocksAreCountedAndDropped) {
   // The books are as they were: blocks 1 and 2 hold 4 device granules.
   policy.victims = {1, 2};
   EXPECT_EQ(policy.choose_victims(4, Blocks{}).granules, 4u);
+}
+
+TEST(ValidationTest, AnAllocationThePolicyCouldNotRecordLeavesNoTrace) {
+  ScriptedPolicy policy(InvariantMode::kCountAndDrop);
+  allocate_three(policy);
+  policy.out_of_memory = true;
+  EXPECT_THROW(policy.allocated(4, 2, true), std::bad_alloc);
+  policy.out_of_memory = false;
+  // Block 4 is not live: a launch of it is dropped, its granules are not among those that could
+  // make room (only block 1's, with 2 kept), and it may be allocated again.
+  policy.used(1, 0, Blocks{4});
+  EXPECT_EQ(policy.stats().invalid_events, 1u);
+  policy.victims = {1};
+  EXPECT_FALSE(policy.choose_victims(4, Blocks{2}).enough);
+  EXPECT_EQ(policy.stats().invalid_decisions, 0u);
+  policy.allocated(4, 2, true);
+  EXPECT_EQ(policy.stats().invalid_events, 1u);
 }
 
 TEST(ValidationDeathTest, AbortModeStopsAtTheFirstBadVictim) {

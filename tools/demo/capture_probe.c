@@ -24,6 +24,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "no_arguments.h"
+
 #define BYTES ((size_t)4 << 20)
 #define GRANULE ((size_t)2 << 20)
 
@@ -264,14 +266,8 @@ static const char kUsage[] =
     "with its graph. Runs on a GPU, or on simcuda (LD_LIBRARY_PATH=build/simcuda).\n";
 
 int main(int argc, char** argv) {
-  if (argc == 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
-    fputs(kUsage, stdout);
-    return 0;
-  }
-  if (argc != 1) {
-    fputs(kUsage, stderr);
-    return 2;
-  }
+  const int usage_status = no_arguments(argc, argv, kUsage);
+  if (usage_status >= 0) return usage_status;
   CUdevice device = 0;
   CUcontext context = NULL;
   CUdeviceptr scratch = 0;

@@ -63,6 +63,15 @@ class DeviceReset : public spill::SpillTest {
           << "block " << i;
   }
 
+  // Oversubscribes the device again, writes and checks every block, and frees them: what a job
+  // does after the reset.
+  void spill_again() {
+    std::vector<CUdeviceptr> after;
+    oversubscribe(after);
+    write_and_check(after);
+    free_all(after);
+  }
+
   // The reset takes the fixture's stream and module with it: the module is loaded again, as a
   // program would (cudart does).
   void reset() {
@@ -82,10 +91,7 @@ TEST_F(DeviceReset, TheBudgetAndTheSpillTiersStartAgainAfterIt) {
   for (const CUdeviceptr pointer : before) EXPECT_EQ(cuMemFree(pointer), CUDA_ERROR_INVALID_VALUE);
 
   for (int round = 0; round < 2; ++round) {
-    std::vector<CUdeviceptr> after;
-    oversubscribe(after);
-    write_and_check(after);
-    free_all(after);
+    spill_again();
     EXPECT_EQ(free_bytes(), expected_free(0));
   }
 }
@@ -97,10 +103,7 @@ TEST_F(DeviceReset, ACaptureInProgressEndsWithIt) {
   ASSERT_CU(cuStreamCreate(&capturing, CU_STREAM_NON_BLOCKING));
   ASSERT_CU(cuStreamBeginCapture(capturing, CU_STREAM_CAPTURE_MODE_GLOBAL));
   reset();
-  std::vector<CUdeviceptr> after;
-  oversubscribe(after);
-  write_and_check(after);
-  free_all(after);
+  spill_again();
 }
 
 // Frees queued in stream order just before the reset are made before it, while their memory
@@ -114,10 +117,7 @@ TEST_F(DeviceReset, FreesQueuedInStreamOrderAreMadeFirst) {
   ASSERT_CU(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
   for (const CUdeviceptr block : before) ASSERT_CU(cuMemFreeAsync(block, stream));
   reset();
-  std::vector<CUdeviceptr> after;
-  oversubscribe(after);
-  write_and_check(after);
-  free_all(after);
+  spill_again();
 }
 
 // The pool pins in the primary context of the first device that spills. Resetting that device

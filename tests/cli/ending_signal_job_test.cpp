@@ -149,6 +149,22 @@ TEST_F(EndingSignalTest, vramspill_run_as_the_first_process_passes_sigterm_on) {
   EXPECT_TRUE(last_line_of_trace().starts_with("# end ")) << last_line_of_trace();
 }
 
+// As init, run starts the command as exec would: a script without a #! line runs through
+// /bin/sh (posix_spawnp no longer does that since glibc 2.29).
+TEST_F(EndingSignalTest, vramspill_run_as_the_first_process_runs_a_script_without_an_interpreter) {
+  if (!can_make_pid_namespaces()) GTEST_SKIP() << "no PID namespaces here (unshare refused)";
+  const fs::path script = root_ / "no_interpreter_line";
+  std::ofstream(script) << "echo ran by sh\n";
+  fs::permissions(script, fs::perms::owner_all);
+  const fs::path output = root_ / "output";
+  const std::string command = std::string(kUnshare) + " --fork --pid --mount-proc " + VRAMSPILL_CLI +
+                              " run -- " + script.string() + " > " + output.string() + " 2>&1";
+  EXPECT_EQ(std::system(command.c_str()), 0);
+  std::ifstream printed(output);
+  const std::string text{std::istreambuf_iterator<char>(printed), {}};
+  EXPECT_TRUE(contains(text, "ran by sh")) << text;
+}
+
 // Last words that cannot be written do not keep the job alive: its standard error is a pipe
 // nobody drains (a terminal that stopped scrolling, a log collector that hung), full before the
 // signal comes, so the summary's write blocks; the job still ends by the signal, at the deadline.

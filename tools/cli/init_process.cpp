@@ -1,8 +1,9 @@
 #include "init_process.h"
 
+#include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cerrno>
 
@@ -37,26 +38,71 @@ std::optional<int> reap(pid_t command) {
   return ended;
 }
 
+// In the child, before it becomes the command: a process group of its own, the terminal's
+// foreground one when there is a terminal, so that what the terminal sends (Ctrl-C, Ctrl-Z)
+// reaches the command once, and not also init, which would pass it on a second time. Only
+// async-signal-safe calls: this runs between fork and exec.
+void lead_own_group() {
+  setpgid(0, 0);
+  if (!isatty(STDIN_FILENO)) return;
+  // A background group that sets the foreground is sent SIGTTOU, which would stop it.
+  sigset_t ttou;
+  sigset_t previous;
+  sigemptyset(&ttou);
+  sigaddset(&ttou, SIGTTOU);
+  sigprocmask(SIG_BLOCK, &ttou, &previous);
+  tcsetpgrp(STDIN_FILENO, getpid());
+  sigprocmask(SIG_SETMASK, &previous, nullptr);
+}
+
+// Starts the command as a child with the signal mask `mask`; its pid, or -1 with errno set to
+// why it could not be executed (reported back through a pipe closed on exec).
+pid_t start(char* const argv[], char* const envp[], const sigset_t& mask) {
+  int report[2];
+  if (pipe2(report, O_CLOEXEC) != 0) return -1;
+  const pid_t child = fork();
+  if (child == 0) {
+    close(report[0]);
+    lead_own_group();
+    sigprocmask(SIG_SETMASK, &mask, nullptr);
+    // execvpe, as `run` uses elsewhere: a script without #! runs through /bin/sh.
+    execvpe(argv[0], argv, envp);
+    const int error = errno;
+    (void)!write(report[1], &error, sizeof error);
+    _exit(127);
+  }
+  close(report[1]);
+  int error = 0;
+  ssize_t got = 0;
+  if (child > 0) {
+    while ((got = read(report[0], &error, sizeof error)) < 0 && errno == EINTR) {
+    }
+  }
+  const int fork_error = errno;
+  close(report[0]);
+  if (child < 0) {
+    errno = fork_error;
+    return -1;
+  }
+  if (got == static_cast<ssize_t>(sizeof error)) {  // the exec failed
+    waitpid(child, nullptr, 0);
+    errno = error;
+    return -1;
+  }
+  return child;
+}
+
 }  // namespace
 
 std::optional<int> run_as_init(char* const argv[], char* const envp[]) {
   const sigset_t served = served_signals();
   sigset_t before;
   if (sigprocmask(SIG_BLOCK, &served, &before) != 0) return std::nullopt;
-  // The command starts with the mask this process had and every disposition at its default.
-  posix_spawnattr_t attributes;
-  posix_spawnattr_init(&attributes);
-  sigset_t all;
-  sigfillset(&all);
-  posix_spawnattr_setsigmask(&attributes, &before);
-  posix_spawnattr_setsigdefault(&attributes, &all);
-  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-  pid_t command = 0;
-  const int spawned = posix_spawnp(&command, argv[0], nullptr, &attributes, argv, envp);
-  posix_spawnattr_destroy(&attributes);
-  if (spawned != 0) {
+  const pid_t command = start(argv, envp, before);
+  if (command < 0) {
+    const int error = errno;
     sigprocmask(SIG_SETMASK, &before, nullptr);
-    errno = spawned;
+    errno = error;
     return std::nullopt;
   }
   for (;;) {

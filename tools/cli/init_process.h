@@ -12,14 +12,16 @@
 // SIGCONT, SIGTSTP) on to the child, reaps every process that ends, and exits with the child's
 // status once the child ends: its exit code, or 128 and the number of the signal that ended it,
 // as a shell reports it. The signals are kept blocked and taken with sigwaitinfo: a blocked
-// signal is queued even for PID 1, whose default dispositions the kernel ignores.
+// signal is queued even for PID 1, whose default dispositions the kernel ignores. The child
+// leads a process group of its own, the terminal's foreground one under `docker run -it`, so
+// that Ctrl-C reaches it once, from the terminal, and not a second time through init.
 #pragma once
 
 #include <optional>
 
 namespace vramspill::cli {
 
-// Runs `argv` (searched for in PATH, as execvp does) with the environment `envp` as this
+// Runs `argv` (searched for in PATH, as execvpe does) with the environment `envp` as this
 // process's child and serves as init until it ends (Note [vramspill run as the first process]):
 // its status, or nullopt with errno set when it could not be started.
 std::optional<int> run_as_init(char* const argv[], char* const envp[]);

@@ -36,10 +36,15 @@ bool LearnedPolicy::holds_nothing(const Block& block) noexcept {
 void LearnedPolicy::do_allocated(BlockId block, uint64_t granules, bool on_device) {
   fallback_.allocated(block, granules, on_device);
   if (!on_device) return;
-  Block& allocated = entry(block);
-  allocated.device_granules = granules;
-  device_granules_ += granules;
-  if (plan_ != 0) order(allocated);
+  try {
+    Block& allocated = entry(block);
+    allocated.device_granules = granules;
+    device_granules_ += granules;
+    if (plan_ != 0) order(allocated);
+  } catch (...) {
+    do_freed(block);  // no trace of it, lru's books included (EvictionPolicy::allocated)
+    throw;
+  }
 }
 
 void LearnedPolicy::do_freed(BlockId block) {

@@ -58,7 +58,7 @@ class CaptureGate {
   [[nodiscard]] Change change() { return Change(mutex_); }
   // Each holding change().
   void begun(uint64_t stream, uint64_t context) noexcept { origins_.begun(stream, context); }
-  void ended(uint64_t stream) noexcept { origins_.ended(stream); }
+  void ended(uint64_t stream, uint64_t context) noexcept { origins_.ended(stream, context); }
   void context_ended(uint64_t context) noexcept { origins_.context_ended(context); }
 
  private:

@@ -43,9 +43,14 @@ class CaptureOrigins {
     }
   }
 
-  // The capture begun on `stream` ended, or `stream` is gone; nothing when none began there.
-  void ended(uint64_t stream) noexcept {
-    const auto found = std::ranges::find(origins_, stream, &Origin::stream);
+  // The capture begun on `stream` of `context` ended, or `stream` is gone; nothing when none
+  // began there. A per-thread default stream is one key in every context: the capture of the
+  // ending one's context goes, or, where that is unknown (0), any on the key.
+  void ended(uint64_t stream, uint64_t context) noexcept {
+    auto found = std::ranges::find_if(origins_, [&](const Origin& origin) {
+      return origin.stream == stream && origin.context == context;
+    });
+    if (found == origins_.end()) found = std::ranges::find(origins_, stream, &Origin::stream);
     if (found != origins_.end()) erase(found);
   }
 

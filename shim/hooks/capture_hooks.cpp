@@ -41,9 +41,10 @@ CUresult end_capture(CUstream stream, End end) {
   // A per-thread default stream is every thread's key: another thread's may be capturing.
   // A stream the driver cannot answer for counts as capturing: nothing ends by its answer.
   const bool was_capturing = vramspill::driver::stream_capturing(key(stream));
+  const uint64_t context = vramspill::driver::stream_context(key(stream));
   const CUresult result = end();
   if (was_capturing && !vramspill::driver::stream_capturing(key(stream)))
-    shim->captures.ended(key(stream));
+    shim->captures.ended(key(stream), context);
   return result;
 }
 

@@ -27,7 +27,11 @@
 // A region of the pool that held live blocks keeps its addresses from being handed out again
 // (HostTier's PinnedMemoryOps::forget): a block spilled there for another device, whose
 // contents the reset took (the pool pins in the context of the first device that spilled), then
-// faults where it is reached, as freed memory does, rather than reading a new spill's bytes. What the driver keeps (VMM handles, arrays, memory of the device's other
+// faults where it is reached, as freed memory does, rather than reading a new spill's bytes; the
+// program may still free it. The fence is an inaccessible mapping made once the driver has
+// unmapped the region, so another thread's mmap may take part of the range first: then the log
+// warns. Pinning the pool by registering memory of the shim's own, which a reset would only
+// unregister, would close that window (and could keep such blocks' contents); not done. What the driver keeps (VMM handles, arrays, memory of the device's other
 // contexts) stays counted. The shim takes a host-pool spill or a tiered block as made in the
 // primary context, as every framework's are; one made in a context the program created would be
 // forgotten too early. A

@@ -58,8 +58,9 @@ CUresult destroy_stream(CUstream stream, CUresult (*real)(CUstream)) noexcept {
   if (shim == nullptr || !vramspill::driver::stream_capturing(reinterpret_cast<uint64_t>(stream)))
     return real(stream);
   const auto changing = shim->captures.change();
+  const uint64_t context = vramspill::driver::stream_context(reinterpret_cast<uint64_t>(stream));
   const CUresult result = real(stream);
-  if (result == CUDA_SUCCESS) shim->captures.ended(reinterpret_cast<uint64_t>(stream));
+  if (result == CUDA_SUCCESS) shim->captures.ended(reinterpret_cast<uint64_t>(stream), context);
   return result;
 }
 
@@ -91,7 +92,7 @@ CUresult destroy_context(CUcontext context, CUresult (*real)(CUcontext)) noexcep
 
 }  // namespace
 
-// Each hook retires, then lets the driver destroy: `retiring` is retire(...) or retire_all().
+// Each hook retires, then lets the driver go on: `retiring` is retire_all().
 #define VRAMSPILL_RETIRING_HOOK(name, type, parameter, retiring) \
   VRAMSPILL_HOOK CUresult CUDAAPI name(type parameter) {         \
     VRAMSPILL_REAL_OR_RETURN(real, name);                        \
@@ -115,7 +116,6 @@ VRAMSPILL_HOOK CUresult CUDAAPI cuCtxDestroy_v2(CUcontext ctx) {
   VRAMSPILL_REAL_OR_RETURN(real, cuCtxDestroy_v2);
   return destroy_context(ctx, real);
 }
-
 
 VRAMSPILL_HOOK CUresult CUDAAPI cuDevicePrimaryCtxReset(CUdevice dev) {
   VRAMSPILL_REAL_OR_RETURN(real, cuDevicePrimaryCtxReset);

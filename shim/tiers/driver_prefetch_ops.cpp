@@ -6,6 +6,7 @@
 #include <new>
 
 #include "driver/context_scope.h"
+#include "driver/freed_memory.h"
 #include "driver/real_driver.h"
 #include "driver/stream_capture.h"
 #include "telemetry/log.h"
@@ -75,7 +76,13 @@ CUresult DriverPrefetchOps::allocate(uint64_t bytes, CUdeviceptr* base) noexcept
 CUresult DriverPrefetchOps::release(CUdeviceptr base) noexcept {
   const auto free_memory = VRAMSPILL_REAL(cuMemFree_v2);
   if (free_memory == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
-  if (const CUresult result = free_memory(base); result != CUDA_SUCCESS) return result;
+  // Refused for memory a reset took first (Note [Resetting the device] in hooks/device_reset.h):
+  // freed all the same, and its event went with the context.
+  if (const CUresult result = free_memory(base); result != CUDA_SUCCESS) {
+    if (!driver::memory_freed(base)) return result;
+    evicted_.erase(base);
+    return CUDA_SUCCESS;
+  }
   if (const auto found = evicted_.find(base); found != evicted_.end()) {
     const driver::ContextScope scope(primary_);
     if (const auto destroy_event = VRAMSPILL_REAL(cuEventDestroy_v2);

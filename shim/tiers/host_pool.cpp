@@ -248,7 +248,7 @@ std::optional<uint64_t> HostPool::free(void* block, Unpinning unpinning) noexcep
   const auto address = reinterpret_cast<uint64_t>(block);
   std::unique_lock lock(mutex_);
   const auto it = blocks_.find(address);
-  if (it == blocks_.end()) return std::nullopt;
+  if (it == blocks_.end()) return forget_lost_block_locked(address);
   const uint64_t size = it->second;
   blocks_.erase(it);
   ++counters_.frees;
@@ -264,6 +264,14 @@ std::optional<uint64_t> HostPool::free(void* block, Unpinning unpinning) noexcep
       request_idle_release_locked();
     }
   }
+  return size;
+}
+
+std::optional<uint64_t> HostPool::forget_lost_block_locked(uint64_t address) noexcept {
+  const auto lost = lost_blocks_.find(address);
+  if (lost == lost_blocks_.end()) return std::nullopt;
+  const uint64_t size = lost->second;
+  lost_blocks_.erase(lost);
   return size;
 }
 
@@ -305,8 +313,13 @@ uint64_t HostPool::forget_lost_regions() noexcept {
     }
     const uint64_t end = region.start + region.bytes;
     for (auto block = blocks_.lower_bound(region.start);
-         block != blocks_.end() && block->first < end; block = blocks_.erase(block))
+         block != blocks_.end() && block->first < end; block = blocks_.erase(block)) {
       ++live_blocks;
+      try {
+        lost_blocks_.emplace(block->first, block->second);
+      } catch (const std::bad_alloc&) {  // its free will be refused: the books cannot say more
+      }
+    }
     free_space_.remove_within(region.start, end);
     used_bytes_ -= region.used;
     if (region.used == 0) idle_bytes_ -= region.bytes;

@@ -160,6 +160,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <map>
+#include <unordered_map>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -225,9 +226,10 @@ class HostPool {
   // for anything else (not ours, interior pointer, already freed). Thread-safe, any thread.
   std::optional<uint64_t> free(void* block, Unpinning unpinning = Unpinning::kNow) noexcept;
   // After a device reset freed pinned memory under the pool (Note [Resetting the device] in
-  // hooks/device_reset.h): each region PinnedMemoryOps::lost says is gone leaves the
-  // books with its blocks, and its bytes go back to the host budget without an unpin. Returns
-  // how many live blocks the lost regions held.
+  // hooks/device_reset.h): each region PinnedMemoryOps::gone says is gone leaves the books, and
+  // its bytes go back to the host budget without an unpin. Its live blocks are lost: each one's
+  // free() still answers its size, once, so that a program freeing it is not refused. Returns how
+  // many live blocks the lost regions held.
   uint64_t forget_lost_regions() noexcept;
   // Whether `p` lies inside memory the pool has pinned (a block or free room).
   bool owns(const void* p) const noexcept;
@@ -274,6 +276,8 @@ class HostPool {
   bool share_locked(Region& idle) noexcept;
   enum class Take { kTaken, kNoRoom, kFailed };
   Take take_locked(uint64_t bytes, uint64_t& block) noexcept;
+  // free() of a block a reset took: its size, once (forget_lost_regions()).
+  std::optional<uint64_t> forget_lost_block_locked(uint64_t address) noexcept;
   // Gives the bytes of a block that has left blocks_ back to its region; the region, or null
   // when the range is lost (Note [Failure inside the pool]).
   Region* give_back_locked(uint64_t address, uint64_t size) noexcept;
@@ -339,6 +343,8 @@ class HostPool {
   FreeSpace free_space_;
   // Live block start -> bytes; ordered, so block_start() can find the block around an address.
   std::map<uint64_t, uint64_t> blocks_;
+  // Live blocks of regions a reset freed, start -> bytes, until each is freed.
+  std::unordered_map<uint64_t, uint64_t> lost_blocks_;
   uint64_t pinned_bytes_ = 0;
   uint64_t used_bytes_ = 0;
   uint64_t idle_bytes_ = 0;

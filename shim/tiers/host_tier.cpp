@@ -120,7 +120,7 @@ std::optional<CUdeviceptr> HostTier::block_containing(CUdeviceptr address) const
 }
 
 CUresult HostTier::do_free(CUdeviceptr pointer, uint64_t /*bytes*/, int device) noexcept {
-  if (!pool_.owns(reinterpret_cast<void*>(pointer))) return CUDA_ERROR_INVALID_VALUE;
+  if (!pool_.owns(reinterpret_cast<void*>(pointer))) return free_lost(pointer);
   const CUresult result = driver::synchronize_device(device);
   // A sticky error (a kernel faulted) is the program's to see; the block is freed anyway, as
   // the driver's cuMemFree frees memory after such an error.
@@ -132,7 +132,7 @@ CUresult HostTier::do_free(CUdeviceptr pointer, uint64_t /*bytes*/, int device) 
 
 CUresult HostTier::do_free_in_stream_order(CUdeviceptr pointer, uint64_t /*bytes*/,
                                            int /*device*/, CUstream stream) noexcept {
-  if (!pool_.owns(reinterpret_cast<void*>(pointer))) return CUDA_ERROR_INVALID_VALUE;
+  if (!pool_.owns(reinterpret_cast<void*>(pointer))) return free_lost(pointer);
   const auto launch_host_func = VRAMSPILL_REAL(cuLaunchHostFunc);
   auto* pending = new (std::nothrow) PendingFree{this, reinterpret_cast<void*>(pointer)};
   if (launch_host_func != nullptr && pending != nullptr &&
@@ -143,6 +143,11 @@ CUresult HostTier::do_free_in_stream_order(CUdeviceptr pointer, uint64_t /*bytes
   if (const auto synchronize = VRAMSPILL_REAL(cuStreamSynchronize)) {
     if (const CUresult result = synchronize(stream); result != CUDA_SUCCESS) return result;
   }
+  return pool_.free(reinterpret_cast<void*>(pointer)) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+// A block whose memory a reset of another device took: nothing can touch it, so it goes now.
+CUresult HostTier::free_lost(CUdeviceptr pointer) noexcept {
   return pool_.free(reinterpret_cast<void*>(pointer)) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
@@ -244,9 +249,15 @@ bool HostTier::gone(void* /*self*/, void* base) {
 // there; one the system has given to something else since needs none.
 void HostTier::forget(void* self, void* base, std::size_t bytes, bool held_blocks) {
   static_cast<HostTier*>(self)->pinned_bytes_.fetch_sub(bytes, std::memory_order_relaxed);
-  if (held_blocks)
-    (void)mmap(base, bytes, PROT_NONE,
-               MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
+  if (!held_blocks) return;
+  void* fence = mmap(base, bytes, PROT_NONE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
+  // A kernel before 4.17 takes the flag for a hint and maps elsewhere when the range is taken.
+  if (fence != MAP_FAILED && fence != base) munmap(fence, bytes);
+  if (fence != base)
+    logging::warn("the host pool's memory at {} freed by a device reset could not be fenced off: "
+                  "a block spilled there for another device may meet a new spill",
+                  base);
 }
 
 bool HostTier::unpin(void* self, void* base, std::size_t bytes) {

@@ -25,11 +25,11 @@ TEST(CaptureOrigins, OnlyTheStreamACaptureBeganOnEndsIt) {
   origins.begun(kStream, kContext);
   EXPECT_EQ(count, 1);
   EXPECT_TRUE(origins.began_on(kStream));
-  origins.ended(kOther);  // a stream that took part in the capture, or none
+  origins.ended(kOther, kContext);  // a stream that took part in the capture, or none
   EXPECT_EQ(count, 1);
-  origins.ended(kStream);
+  origins.ended(kStream, kContext);
   EXPECT_EQ(count, 0);
-  origins.ended(kStream);  // ended twice: once counted, once uncounted
+  origins.ended(kStream, kContext);  // ended twice: once counted, once uncounted
   EXPECT_EQ(count, 0);
 }
 
@@ -38,10 +38,10 @@ TEST(CaptureOrigins, EachPerThreadStreamCaptureIsAnEntryOfItsOwn) {
   CaptureOrigins origins(count);
   origins.begun(kPerThread, kContext);  // two threads' default streams, one key
   origins.begun(kPerThread, kContext);
-  origins.ended(kPerThread);
+  origins.ended(kPerThread, kContext);
   EXPECT_EQ(count, 1);
   EXPECT_TRUE(origins.began_on(kPerThread));
-  origins.ended(kPerThread);
+  origins.ended(kPerThread, kContext);
   EXPECT_EQ(count, 0);
 }
 
@@ -62,7 +62,22 @@ TEST(CaptureOrigins, AContextThatEndsTakesItsCapturesWithIt) {
   origins.context_ended(0);
   EXPECT_EQ(count, 2) << "no context is not every context";
   origins.context_ended(kOtherContext);
-  origins.ended(0x7200);
+  origins.ended(0x7200, 0);
+  EXPECT_EQ(count, 0);
+}
+
+// Per-thread default streams of two contexts share a key: an end takes its own context's capture,
+// so that the other context's ending later does not take a capture still in progress.
+TEST(CaptureOrigins, AnEndOnASharedKeyTakesItsOwnContextsCapture) {
+  std::atomic<int> count{0};
+  CaptureOrigins origins(count);
+  origins.begun(kPerThread, kContext);
+  origins.begun(kPerThread, kOtherContext);
+  origins.ended(kPerThread, kOtherContext);
+  origins.context_ended(kOtherContext);
+  EXPECT_EQ(count, 1) << "kContext's capture goes on";
+  EXPECT_TRUE(origins.began_on(kPerThread));
+  origins.ended(kPerThread, 0);  // its context unknown: any capture on the key
   EXPECT_EQ(count, 0);
 }
 
@@ -73,7 +88,7 @@ void begin(CaptureGate& captures, uint64_t stream) {
 
 void end(CaptureGate& captures, uint64_t stream) {
   const auto changing = captures.change();
-  captures.ended(stream);
+  captures.ended(stream, kContext);
 }
 
 TEST(CaptureGate, IsHeldOnlyWhileNoCaptureIsInProgress) {
@@ -98,7 +113,7 @@ TEST(CaptureGate, TheTryFormRefusesWhileACaptureBeginsOrEnds) {
   CaptureGate captures;
   begin(captures, kStream);
   const auto changing = captures.change();
-  captures.ended(kStream);
+  captures.ended(kStream, kContext);
   bool held = true;
   std::thread([&] { held = captures.try_hold_if_none().owns_lock(); }).join();
   EXPECT_FALSE(held);

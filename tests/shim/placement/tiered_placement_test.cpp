@@ -994,7 +994,7 @@ TEST_F(SubmissionOrderTest, DuringACaptureNoEventIsRecorded) {
   const CUdeviceptr block = allocate_tracked(1);
   const auto change_captures = [&](bool begun) {
     const auto changing = captures_.change();
-    begun ? captures_.begun(kStreamB, 0) : captures_.ended(kStreamB);
+    begun ? captures_.begun(kStreamB, 0) : captures_.ended(kStreamB, 0);
   };
   change_captures(/*begun=*/true);
   for (uint64_t i = 0; i < 2 * core::StreamSlots::kRecordEvery; ++i) submit_on(kStreamA, block);

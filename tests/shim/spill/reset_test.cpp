@@ -3,10 +3,6 @@
 // budget must have its room back, a spill after the reset must land in memory that exists, and
 // every byte written after it must read back (Note [Resetting the device] in
 // shim/hooks/device_reset.h). Run in each spill mode (CMakeLists.txt).
-#include <algorithm>
-#include <fstream>
-#include <string>
-
 #include "spill_support.h"
 
 namespace {
@@ -16,19 +12,6 @@ using spill::Tier;
 using spill::tier_of;
 
 constexpr size_t kWords = kBlock / sizeof(uint32_t);
-
-// Whether `address` lies in a mapping of this process that nothing may read, write or run.
-bool is_inaccessible_mapping(CUdeviceptr address) {
-  std::ifstream maps("/proc/self/maps");
-  for (std::string line; std::getline(maps, line);) {
-    const std::size_t dash = line.find('-');
-    const std::size_t space = line.find(' ');
-    const uint64_t begin = std::stoull(line.substr(0, dash), nullptr, 16);
-    const uint64_t end = std::stoull(line.substr(dash + 1, space - dash - 1), nullptr, 16);
-    if (address >= begin && address < end) return line.compare(space + 1, 3, "---") == 0;
-  }
-  return false;
-}
 
 class DeviceReset : public spill::SpillTest {
  protected:
@@ -122,9 +105,10 @@ TEST_F(DeviceReset, FreesQueuedInStreamOrderAreMadeFirst) {
 
 // The pool pins in the primary context of the first device that spills. Resetting that device
 // takes the memory of blocks spilled for another one, which the program still holds: their
-// contents are gone, but their addresses are fenced off (an inaccessible mapping) and never handed
-// out again, so that the other device's block faults where it is reached instead of sharing bytes
-// with a new spill (two devices here: CMakeLists.txt).
+// contents are gone, and no new spill may share their addresses (the shim fences them off with
+// an inaccessible mapping; whether the fence was still possible is up to the other threads' mmaps
+// between the driver's unmap and the fence, so this checks the spills, the fence's purpose); the
+// program may still free them (two devices here: CMakeLists.txt).
 TEST_F(DeviceReset, ABlockSpilledForAnotherDeviceNeverSharesItsAddress) {
   std::vector<CUdeviceptr> first;
   oversubscribe(first);  // the pool now pins in device 0's primary context
@@ -153,8 +137,6 @@ TEST_F(DeviceReset, ABlockSpilledForAnotherDeviceNeverSharesItsAddress) {
   ASSERT_FALSE(others_spilled.empty());
   ASSERT_CU(cuCtxSetCurrent(context_));
   reset();
-  for (const CUdeviceptr old : others_spilled)
-    EXPECT_TRUE(is_inaccessible_mapping(old)) << "device 1's block at " << old << " is not fenced";
   std::vector<CUdeviceptr> after;
   oversubscribe(after);
   for (const CUdeviceptr block : after) {
@@ -165,14 +147,9 @@ TEST_F(DeviceReset, ABlockSpilledForAnotherDeviceNeverSharesItsAddress) {
   }
   write_and_check(after);
   free_all(after);
+  // Device 1's blocks are still the program's to free, the lost ones too.
   ASSERT_CU(cuCtxSetCurrent(other));
-  for (const CUdeviceptr block : others) {
-    const bool spilled = std::find(others_spilled.begin(), others_spilled.end(), block) !=
-                         others_spilled.end();
-    if (!spilled) {
-      EXPECT_CU(cuMemFree(block));
-    }
-  }
+  for (const CUdeviceptr block : others) EXPECT_CU(cuMemFree(block));
   ASSERT_CU(cuCtxSetCurrent(context_));
   EXPECT_CU(cuDevicePrimaryCtxRelease(other_device));
 }

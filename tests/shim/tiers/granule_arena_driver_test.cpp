@@ -75,7 +75,7 @@ TEST_F(GranuleArenaDriverTest, NoWaitIsMadeWhileACaptureIsInProgress) {
   EXPECT_EQ(ops.wait_for_stream_ends(ends), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
   {
     const auto changing = captures.change();
-    captures.ended(kCapturing);
+    captures.ended(kCapturing, 0);
     // Another thread's wait while the capture ends: not waited for (the mover holds locks that
     // a thread holding the gate may take), so refused as if the capture went on.
     CUresult while_ending = CUDA_SUCCESS;

@@ -4,6 +4,7 @@
 // fails). With --handle-sigterm first, it sets its own SIGTERM handler before any driver call,
 // and SIGTERM then ends the wait as closing standard input does (it says "handled").
 #include <cuda.h>
+#include <poll.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -18,13 +19,9 @@ namespace {
 
 volatile sig_atomic_t terminated = 0;
 
-// Also closes standard input (close() may be called from a handler): a signal that lands after
-// the wait's check of `terminated` but before its read() blocks would otherwise leave the read
-// waiting for input that never comes; on the closed descriptor it fails at once.
-void on_sigterm(int) {
-  terminated = 1;
-  close(STDIN_FILENO);
-}
+// Any thread may run it (simcuda's threads take signals too): the wait looks at `terminated`
+// between short polls of standard input, so it sees the signal wherever it landed.
+void on_sigterm(int) { terminated = 1; }
 
 }  // namespace
 
@@ -33,7 +30,7 @@ int main(int argc, char** argv) {
   int first_size = 1;
   if (argc > 1 && std::strcmp(argv[1], "--handle-sigterm") == 0) {
     struct sigaction handling {};
-    handling.sa_handler = on_sigterm;  // no SA_RESTART: the wait's read() returns EINTR
+    handling.sa_handler = on_sigterm;
     sigemptyset(&handling.sa_mask);
     sigaction(SIGTERM, &handling, nullptr);
     first_size = 2;
@@ -47,8 +44,10 @@ int main(int argc, char** argv) {
   }
   std::printf("ready\n");
   std::fflush(stdout);
-  char byte = 0;
-  while (terminated == 0 && read(STDIN_FILENO, &byte, 1) > 0) {
+  // Until standard input is closed, or the handler ran.
+  for (char byte = 0; terminated == 0;) {
+    pollfd input{STDIN_FILENO, POLLIN, 0};
+    if (poll(&input, 1, 20) > 0 && read(STDIN_FILENO, &byte, 1) <= 0) break;
   }
   if (terminated != 0) std::printf("handled\n");
   for (const CUdeviceptr block : blocks) CHECK_CU(cuMemFree(block));

@@ -34,6 +34,7 @@
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
+#include <latch>
 #include <thread>
 
 #include "spill_support.h"
@@ -191,16 +192,60 @@ class Stress : public spill::SpillTest {
     release(block, live.counted, stream, thread);
   }
 
+  enum class Made { kFilled, kRefused, kFailed };
+  // Allocates `block` by its route, counts what became of it, checks where it landed and fills
+  // it; `counted`: whether its bytes count against the budget (place()).
+  Made make(Block& block, bool& counted, const stress::Streams& streams, std::mt19937_64& random,
+            std::vector<uint32_t>& scratch, int thread) {
+    RouteCounts& counts = counts_[static_cast<std::size_t>(block.route)];
+    const CUresult result = stress::allocate(block, shared_, streams[random() % 2]);
+    if (result == CUDA_ERROR_OUT_OF_MEMORY) {
+      counts.refused.fetch_add(1);
+      EXPECT_TRUE(spill::spilling_off() || block.route == Route::kVmm)
+          << "thread " << thread << ": " << route_name(block.route) << " of " << block.bytes
+          << " bytes refused with spilling on";
+      return Made::kRefused;
+    }
+    if (!succeeded(result, thread, route_name(block.route))) return Made::kFailed;
+    counts.allocations.fetch_add(1);
+    counted = place(block, thread);
+    if (!succeeded(stress::fill(block, streams[0], random, scratch), thread, "filling a block"))
+      return Made::kFailed;
+    return Made::kFilled;
+  }
+
+  // Each thread first holds a cuMemAlloc block of a sixth of the budget until every thread holds
+  // one, then checks and frees it: eight of them are a third more than the budget, so the run
+  // spills (or, spilling off, is refused) whatever the scheduler does. Left alone, threads that
+  // ran one after another (ThreadSanitizer on two cores) once fitted in the budget and spilled
+  // nothing.
+  void hold_a_sixth_together(const stress::Streams& streams, std::mt19937_64& random,
+                             std::vector<uint32_t>& scratch, int thread) {
+    Block block;
+    block.route = Route::kAlloc;
+    block.bytes = budget_ / 6 / kPage * kPage;
+    block.seed = static_cast<uint32_t>(thread) << 24 | 0xffffffU;
+    bool counted = false;
+    const bool made = make(block, counted, streams, random, scratch, thread) == Made::kFilled;
+    all_hold_a_sixth_.arrive_and_wait();
+    if (made) retire({block, counted}, streams, random, scratch, thread);
+  }
+
   void run_thread(int thread) {
-    if (!succeeded(cuCtxSetCurrent(context_), thread, "cuCtxSetCurrent")) return;
     stress::Streams streams{};
+    bool started = succeeded(cuCtxSetCurrent(context_), thread, "cuCtxSetCurrent");
     for (CUstream& stream : streams)
-      if (!succeeded(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), thread, "cuStreamCreate"))
-        return;
+      started = started &&
+                succeeded(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), thread, "cuStreamCreate");
+    if (!started) {
+      all_hold_a_sixth_.count_down();  // arrives all the same: no thread waits for this one
+      return;
+    }
     std::mt19937_64 random(kSeed + static_cast<uint64_t>(thread));
     std::uniform_int_distribution<std::size_t> pages(kMinPages, kMaxPages);
     std::vector<Live> live;
     std::vector<uint32_t> scratch;
+    hold_a_sixth_together(streams, random, scratch, thread);
     for (int i = 0; i < iterations_ && !failed_; ++i) {
       if (live.size() == kMaxLive) {
         const std::size_t which = random() % live.size();
@@ -212,19 +257,10 @@ class Stress : public spill::SpillTest {
       block.bytes = pages(random) * kPage;
       block.seed = static_cast<uint32_t>(thread) << 24 | static_cast<uint32_t>(i);
       RouteCounts& counts = counts_[static_cast<std::size_t>(block.route)];
-      const CUresult result = stress::allocate(block, shared_, streams[random() % 2]);
-      if (result == CUDA_ERROR_OUT_OF_MEMORY) {
-        counts.refused.fetch_add(1);
-        EXPECT_TRUE(spill::spilling_off() || block.route == Route::kVmm)
-            << "thread " << thread << ": " << route_name(block.route) << " of " << block.bytes
-            << " bytes refused with spilling on";
-        continue;
-      }
-      if (!succeeded(result, thread, route_name(block.route))) break;
-      counts.allocations.fetch_add(1);
-      const bool counted = place(block, thread);
-      if (!succeeded(stress::fill(block, streams[0], random, scratch), thread, "filling a block"))
-        break;
+      bool counted = false;
+      const Made made = make(block, counted, streams, random, scratch, thread);
+      if (made == Made::kRefused) continue;
+      if (made == Made::kFailed) break;
       if (block.route == Route::kVmm || random() % kEarlyFreeOdds != 0) {
         live.push_back({block, counted});
         continue;
@@ -252,6 +288,7 @@ class Stress : public spill::SpillTest {
   std::array<RouteCounts, stress::kRouteCount> counts_;
   std::atomic<std::size_t> device_bytes_{0};
   std::atomic<bool> failed_{false};
+  std::latch all_hold_a_sixth_{kThreads};
 };
 
 TEST_F(Stress, EveryRouteFromManyThreads) {

@@ -6,7 +6,9 @@
 #include <cuda.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdint>
+#include <thread>
 #include <vector>
 
 #include "spill_support.h"  // behind_the_shim, ASSERT_CU, kMiB
@@ -91,6 +93,19 @@ class TieredTest : public ::testing::Test {
       EXPECT_CU(driver_info(&free, &total));
     }
     return free;
+  }
+  // The budget's free bytes once they are back to `expected`, which the shim's free thread gives
+  // back when a stream is past a cuMemFreeAsync (within 30 s: a slow machine is not a failure),
+  // or as they are then.
+  static size_t free_once_given_back(size_t expected) {
+    size_t free = 0;
+    size_t total = 0;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    for (;;) {
+      EXPECT_CU(cuMemGetInfo(&free, &total));
+      if (free == expected || std::chrono::steady_clock::now() >= deadline) return free;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
   }
   // Every word of `block` is `value`.
   void expect_block(CUdeviceptr block, uint32_t value) {

@@ -758,11 +758,7 @@ TEST_F(TieredTest, AStreamOrderedFreeDoesNotWaitForItsStream) {
   gate.open();
   ASSERT_CU(cuStreamSynchronize(streams_[0]));
   // The shim's free thread gives the granules back once the stream has passed the free.
-  size_t free_now = 0;
-  for (int tries = 0; tries < 1000 && free_now != free_at_start; ++tries) {
-    ASSERT_CU(cuMemGetInfo(&free_now, &total));
-    if (free_now != free_at_start) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+  const size_t free_now = free_once_given_back(free_at_start);
   EXPECT_EQ(free_now, free_at_start) << "the block's granules were not given back";
 }
 
@@ -804,11 +800,7 @@ TEST_F(TieredTest, ABlockFreedWithAnotherDeviceCurrentGoesBack) {
   ASSERT_CU(cuCtxPopCurrent(&popped));
   EXPECT_CU(cuDevicePrimaryCtxRelease(kDeviceOne));
   // The shim's free thread gives the second block's granules back once its stream is past it.
-  size_t free_now = 0;
-  for (int tries = 0; tries < 1000 && free_now != free_at_start; ++tries) {
-    ASSERT_CU(cuMemGetInfo(&free_now, &total));
-    if (free_now != free_at_start) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+  const size_t free_now = free_once_given_back(free_at_start);
   EXPECT_EQ(free_now, free_at_start) << "a block's granules were not given back";
 }
 

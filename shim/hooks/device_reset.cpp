@@ -10,7 +10,6 @@
 #include "util/bytes.h"
 
 namespace vramspill::hooks {
-
 namespace {
 
 // How long the frees the device's last work released may take to be made.

@@ -1,41 +1,42 @@
 // What a device reset takes from the shim's books.
 //
 // Note [Resetting the device]
-// cuDevicePrimaryCtxReset (which cudaDeviceReset calls) destroys every allocation and all state
-// of a device's primary context, whoever still uses it (cuda.h: it is for the caller to make
-// sure no other module does). Programs call it at the end of main (CUDA's samples do), and some
-// call it between jobs and go on. Left alone, the shim's books would keep charging the budget
-// for memory that no longer exists, so the next job would spill what fits, and the pinned host
-// pool, which pins in the primary context of the first device that spills (Note [The pool's
-// context] in tiers/host_tier.h), would hand out blocks of freed memory: a kernel writing one
-// faults, and the program dies where it ran without the shim.
-// So the shim notes the device's allocations before the reset and, once the driver has reset,
-// asks it what went (driver/freed_memory.h): the pool's regions the driver no longer knows leave
-// the pool, with their blocks (HostPool::forget_lost_regions); the driver's own allocations it
-// no longer knows leave the budget (AdmissionFlow::forget_reset), as do the program's pinned
-// memory it took and managed spills made in that context; host-pool spills of the device go
-// too, whatever became of the pool's memory, since they stand in for device memory of the reset
-// context. Tiered blocks go too, and the blocks kept for stream-ordered reuse: the remap mover's
-// arena forgets its copies in flight and their events and frees the blocks into its pools (their
-// VMM memory outlives contexts), the prefetch mover forgets its lanes and the blocks' managed
-// memory; both make new streams and events at their next move. The captures of the context's
-// streams end with it (Note [Counting captures] in core/capture_origins.h).
+// cuDevicePrimaryCtxReset (which cudaDeviceReset calls) destroys every allocation and all state of
+// a device's primary context, whoever still uses it (cuda.h: it is for the caller to make sure no
+// other module does). Programs call it at the end of main (CUDA's samples do), and some call it
+// between jobs and go on. Left alone, the shim's books would keep charging the budget for memory
+// that no longer exists, so the next job would spill what fits, and the pinned host pool, which
+// pins in the primary context of the first device that spills (Note [The pool's context] in
+// tiers/host_tier.h), would hand out blocks of freed memory: a kernel writing one faults, and the
+// program dies where it ran without the shim.
+// So the shim notes the device's allocations before the reset and, once the driver has reset, asks
+// it what went (driver/freed_memory.h): the pool's regions the driver no longer knows leave the
+// pool, with their blocks (HostPool::forget_lost_regions); the driver's own allocations it no
+// longer knows leave the budget (AdmissionFlow::forget_reset), as do the program's pinned memory it
+// took and managed spills made in that context; host-pool spills of the device go too, whatever
+// became of the pool's memory, since they stand in for device memory of the reset context. Tiered
+// blocks go too, and the blocks kept for stream-ordered reuse: the remap mover's arena forgets its
+// copies in flight and their events and frees the blocks into its pools (their VMM memory outlives
+// contexts), the prefetch mover forgets its lanes and the blocks' managed memory; both make new
+// streams and events at their next move. The captures of the context's streams end with it (Note
+// [Counting captures] in core/capture_origins.h). What the driver keeps (VMM handles, arrays,
+// memory of the device's other contexts) stays counted. The shim takes a host-pool spill or a
+// tiered block as made in the primary context, as every framework's are; one made in a context the
+// program created would be forgotten too early.
 // Before the reset, the device's queued work is finished, as the reset would finish it, and the
-// frees it releases to the shim's own thread (cuMemFreeAsync of a managed spill or a tiered
-// block) are waited for: made after the reset, they would fail on memory already gone and leave
-// its bytes counted.
+// frees it releases to the shim's own thread (cuMemFreeAsync of a managed spill or a tiered block)
+// are waited for: made after the reset, they would fail on memory already gone and leave its bytes
+// counted. One held back past the reset (a capture in progress holds the free thread) settles as
+// made, since the driver no longer knows its memory.
 // A region of the pool that held live blocks keeps its addresses from being handed out again
-// (HostTier's PinnedMemoryOps::forget): a block spilled there for another device, whose
-// contents the reset took (the pool pins in the context of the first device that spilled), then
-// faults where it is reached, as freed memory does, rather than reading a new spill's bytes; the
-// program may still free it. The fence is an inaccessible mapping made once the driver has
-// unmapped the region, so another thread's mmap may take part of the range first: then the log
-// warns. Pinning the pool by registering memory of the shim's own, which a reset would only
-// unregister, would close that window (and could keep such blocks' contents); not done. What the driver keeps (VMM handles, arrays, memory of the device's other
-// contexts) stays counted. The shim takes a host-pool spill or a tiered block as made in the
-// primary context, as every framework's are; one made in a context the program created would be
-// forgotten too early. A
-// reset while other threads still allocate on the device is the program's error, as the driver
+// (HostTier's PinnedMemoryOps::forget): a block spilled there for another device, whose contents
+// the reset took (the pool pins in the context of the first device that spilled), then faults where
+// it is reached, as freed memory does, rather than reading a new spill's bytes; the program may
+// still free it. The fence is an inaccessible mapping made once the driver has unmapped the region,
+// so another thread's mmap may take part of the range first: then the log warns. Pinning the pool
+// by registering memory of the shim's own, which a reset would only unregister, would close that
+// window (and could keep such blocks' contents); not done.
+// A reset while other threads still allocate on the device is the program's error, as the driver
 // documents; the shim's books may then miss what those threads did.
 #pragma once
 

@@ -11,4 +11,11 @@ bool memory_freed(uint64_t address) {
          query(&context, CU_POINTER_ATTRIBUTE_CONTEXT, address) == CUDA_ERROR_INVALID_VALUE;
 }
 
+CUresult free_device_memory(uint64_t address) {
+  const auto free_memory = VRAMSPILL_REAL(cuMemFree_v2);
+  if (free_memory == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
+  const CUresult result = free_memory(address);
+  return result != CUDA_SUCCESS && memory_freed(address) ? CUDA_SUCCESS : result;
+}
+
 }  // namespace vramspill::driver

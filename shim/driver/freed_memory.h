@@ -3,6 +3,8 @@
 // driver then answers for its addresses as for memory it never handed out.
 #pragma once
 
+#include <cuda.h>
+
 #include <cstdint>
 
 namespace vramspill::driver {
@@ -11,5 +13,9 @@ namespace vramspill::driver {
 // CUDA_ERROR_INVALID_VALUE. Any other answer, an error included (a driver being torn down),
 // keeps the memory counted: the books never give back what may still be held.
 bool memory_freed(uint64_t address);
+
+// cuMemFree_v2 of `address`, CUDA_SUCCESS also where the driver refuses memory it has freed
+// already (a free held back past a device reset).
+CUresult free_device_memory(uint64_t address);
 
 }  // namespace vramspill::driver

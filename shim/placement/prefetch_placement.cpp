@@ -398,7 +398,7 @@ bool PrefetchPlacement::forget_lost(CUdeviceptr base) noexcept {
   const std::lock_guard lock(mutex_);
   const auto found = blocks_.find(base);
   if (found == blocks_.end()) return false;
-  // Refused for memory the reset took; made in another context, the memory is given back.
+  // Its memory went with the reset, or, made in another context, goes now.
   (void)device_states_[static_cast<std::size_t>(found->second.device)].ops->release(base);
   drop_locked(found);
   return true;

@@ -74,15 +74,10 @@ CUresult DriverPrefetchOps::allocate(uint64_t bytes, CUdeviceptr* base) noexcept
 }
 
 CUresult DriverPrefetchOps::release(CUdeviceptr base) noexcept {
-  const auto free_memory = VRAMSPILL_REAL(cuMemFree_v2);
-  if (free_memory == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
-  // Refused for memory a reset took first (Note [Resetting the device] in hooks/device_reset.h):
-  // freed all the same, and its event went with the context.
-  if (const CUresult result = free_memory(base); result != CUDA_SUCCESS) {
-    if (!driver::memory_freed(base)) return result;
-    evicted_.erase(base);
-    return CUDA_SUCCESS;
-  }
+  // A block a reset took counts as freed; its eviction's event went with the context, and
+  // forget_context() forgot it.
+  if (const CUresult result = driver::free_device_memory(base); result != CUDA_SUCCESS)
+    return result;
   if (const auto found = evicted_.find(base); found != evicted_.end()) {
     const driver::ContextScope scope(primary_);
     if (const auto destroy_event = VRAMSPILL_REAL(cuEventDestroy_v2);

@@ -120,19 +120,19 @@ std::optional<CUdeviceptr> HostTier::block_containing(CUdeviceptr address) const
 }
 
 CUresult HostTier::do_free(CUdeviceptr pointer, uint64_t /*bytes*/, int device) noexcept {
-  if (!pool_.owns(reinterpret_cast<void*>(pointer))) return free_lost(pointer);
+  if (!pool_.owns(reinterpret_cast<void*>(pointer))) return free_in_pool(pointer);
   const CUresult result = driver::synchronize_device(device);
   // A sticky error (a kernel faulted) is the program's to see; the block is freed anyway, as
   // the driver's cuMemFree frees memory after such an error.
   if (result != CUDA_SUCCESS && result != CUDA_ERROR_ILLEGAL_ADDRESS &&
       result != CUDA_ERROR_LAUNCH_FAILED)
     return result;
-  return pool_.free(reinterpret_cast<void*>(pointer)) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+  return free_in_pool(pointer);
 }
 
 CUresult HostTier::do_free_in_stream_order(CUdeviceptr pointer, uint64_t /*bytes*/,
                                            int /*device*/, CUstream stream) noexcept {
-  if (!pool_.owns(reinterpret_cast<void*>(pointer))) return free_lost(pointer);
+  if (!pool_.owns(reinterpret_cast<void*>(pointer))) return free_in_pool(pointer);
   const auto launch_host_func = VRAMSPILL_REAL(cuLaunchHostFunc);
   auto* pending = new (std::nothrow) PendingFree{this, reinterpret_cast<void*>(pointer)};
   if (launch_host_func != nullptr && pending != nullptr &&
@@ -143,11 +143,10 @@ CUresult HostTier::do_free_in_stream_order(CUdeviceptr pointer, uint64_t /*bytes
   if (const auto synchronize = VRAMSPILL_REAL(cuStreamSynchronize)) {
     if (const CUresult result = synchronize(stream); result != CUDA_SUCCESS) return result;
   }
-  return pool_.free(reinterpret_cast<void*>(pointer)) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+  return free_in_pool(pointer);
 }
 
-// A block whose memory a reset of another device took: nothing can touch it, so it goes now.
-CUresult HostTier::free_lost(CUdeviceptr pointer) noexcept {
+CUresult HostTier::free_in_pool(CUdeviceptr pointer) noexcept {
   return pool_.free(reinterpret_cast<void*>(pointer)) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 

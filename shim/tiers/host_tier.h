@@ -87,9 +87,10 @@ class HostTier final : public SpillTier {
   // became of the pool's own memory. It goes back to the pool if its region survived.
   bool do_forget_if_lost(CUdeviceptr pointer, uint64_t bytes) noexcept override;
   CUresult pool_block(int device, uint64_t bytes, CUdeviceptr* out) noexcept;
-  // Frees a block a reset took (HostPool::forget_lost_regions); CUDA_ERROR_INVALID_VALUE for a
-  // pointer that is no block of the pool at all.
-  CUresult free_lost(CUdeviceptr pointer) noexcept;
+  // Gives the block at `pointer` back to the pool now: one whose work is done, or one a reset
+  // took (HostPool::forget_lost_regions), which nothing can touch. CUDA_ERROR_INVALID_VALUE for
+  // a pointer that is no block of the pool.
+  CUresult free_in_pool(CUdeviceptr pointer) noexcept;
 
   // Counts `bytes` against RLIMIT_MEMLOCK if they fit under it.
   bool reserve_locked_memory(uint64_t bytes) noexcept;

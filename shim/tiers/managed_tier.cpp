@@ -47,12 +47,7 @@ bool ManagedTier::do_forget_if_lost(CUdeviceptr pointer, uint64_t bytes) noexcep
 }
 
 CUresult ManagedTier::free_now(CUdeviceptr pointer, uint64_t bytes) noexcept {
-  const auto free_memory = VRAMSPILL_REAL(cuMemFree_v2);
-  if (free_memory == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
-  CUresult result = free_memory(pointer);
-  // A reset took it first (a stream-ordered free held back past the reset: Note [Resetting the
-  // device] in hooks/device_reset.h): it is freed all the same.
-  if (result != CUDA_SUCCESS && driver::memory_freed(pointer)) result = CUDA_SUCCESS;
+  const CUresult result = driver::free_device_memory(pointer);
   if (result == CUDA_SUCCESS) budget_.release(bytes);
   return result;
 }

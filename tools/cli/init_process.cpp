@@ -71,19 +71,18 @@ pid_t start(char* const argv[], char* const envp[], const sigset_t& mask) {
     (void)!write(report[1], &error, sizeof error);
     _exit(127);
   }
-  close(report[1]);
-  int error = 0;
-  ssize_t got = 0;
-  if (child > 0) {
-    while ((got = read(report[0], &error, sizeof error)) < 0 && errno == EINTR) {
-    }
-  }
   const int fork_error = errno;
-  close(report[0]);
+  close(report[1]);
   if (child < 0) {
+    close(report[0]);
     errno = fork_error;
     return -1;
   }
+  int error = 0;
+  ssize_t got = 0;
+  while ((got = read(report[0], &error, sizeof error)) < 0 && errno == EINTR) {
+  }
+  close(report[0]);
   if (got == static_cast<ssize_t>(sizeof error)) {  // the exec failed
     waitpid(child, nullptr, 0);
     errno = error;

@@ -98,6 +98,10 @@ TEST_F(CommandOutputTest, dash_writes_the_file_to_standard_output) {
     ASSERT_TRUE(to_standard_output.exited(0)) << to_standard_output.describe();
     EXPECT_EQ(to_standard_output.out, read(file)) << command;
     EXPECT_FALSE(fs::exists(root_ / "-"));
+    // /dev/stdout names this pipe through a link of /proc/self/fd, to no path: written in place.
+    const RunResult through_dev_stdout = vramspill({command, trace, "-o", "/dev/stdout"});
+    ASSERT_TRUE(through_dev_stdout.exited(0)) << through_dev_stdout.describe();
+    EXPECT_TRUE(through_dev_stdout.out.starts_with(read(file))) << command;
     const RunResult help = vramspill({command, "--help"});
     EXPECT_TRUE(contains(help.out, "- for") && contains(help.out, "standard output")) << help.out;
   }

@@ -120,16 +120,16 @@ std::string replace(const fs::path& path, mode_t mode, const Writer& write) {
 }  // namespace
 
 std::string write_file_atomically(const std::string& path, const Writer& write) {
+  // stat() follows every link, those of /proc/self/fd too, which name a pipe by no path
+  // (`-o /dev/stdout | ...`): a device or pipe is written through the path as given.
+  struct stat existing {};
+  const bool exists = stat(path.c_str(), &existing) == 0;
+  if (!exists && errno != ENOENT) return std::strerror(errno);
+  if (exists && !S_ISREG(existing.st_mode)) return write_in_place(path, write);
   std::string problem;
   const std::optional<fs::path> target = follow_links(path, problem);
   if (!target) return problem;
-  struct stat existing {};
-  if (stat(target->c_str(), &existing) != 0) {
-    if (errno != ENOENT) return std::strerror(errno);
-    return replace(*target, new_file_mode(), write);
-  }
-  if (!S_ISREG(existing.st_mode)) return write_in_place(*target, write);
-  return replace(*target, existing.st_mode & 07777, write);
+  return replace(*target, exists ? existing.st_mode & 07777 : new_file_mode(), write);
 }
 
 }  // namespace vramspill::cli

@@ -10,7 +10,8 @@
 //   as above, in that file's directory); the link itself stays;
 // - anything else that exists (a device such as /dev/null, a FIFO, a socket): written in place,
 //   opened without creating or renaming anything, as renaming a regular file over it would
-//   replace the device node or pipe for every other user of it.
+//   replace the device node or pipe for every other user of it; /dev/stdout and /dev/fd/N
+//   naming a pipe (links of /proc/self/fd to no path) are written so too.
 #pragma once
 
 #include <functional>

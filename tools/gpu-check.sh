@@ -30,7 +30,8 @@ On a machine with an NVIDIA driver, in this order (what a GPU tells us first, th
   4. capture_probe (build-gpu/bin/capture_probe): which driver calls, made on another thread,
      break a stream capture in global mode (what simcuda must refuse, and the shim keep off
      while one is in progress); reset_probe (build-gpu/bin/reset_probe): what a device reset
-     takes with it (what the shim's handling of a reset and simcuda assume)
+     and the release of a primary context's last reference take with them (what the shim's
+     handling of a reset and simcuda assume)
   5. the traces packed with tools/gpu-pack.sh --trace (build-gpu/pack-traces/), each played by
      tools/player/play_modes.py --system-driver at its budget, 3 steps: without the shim, in
      host and managed mode, and tiered with lru and learned and each mover, timed on the GPU

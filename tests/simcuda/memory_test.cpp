@@ -281,6 +281,34 @@ TEST_F(MemoryTest, ResettingThePrimaryContextFreesItsMemoryAndKeepsIt) {
   EXPECT_EQ(used(), before);
 }
 
+// "The context is automatically reset once the last reference to it is released" (cuda.h): a
+// release that leaves a reference keeps everything; the last one frees the memory allocated in
+// the context, and a retain after it finds the same handle, empty.
+TEST_F(MemoryTest, TheLastReleaseOfThePrimaryContextResetsIt) {
+  const size_t before = used();
+  CUdeviceptr kept = 0;
+  ASSERT_CU(cuMemAlloc(&kept, 3 * kMiB));
+  CUcontext second = nullptr;
+  ASSERT_CU(cuDevicePrimaryCtxRetain(&second, device_));
+  ASSERT_CU(cuDevicePrimaryCtxRelease(device_));
+  EXPECT_EQ(used(), before + 3 * kMiB) << "a reference is left, so nothing is reset";
+  CUcontext owner = nullptr;
+  ASSERT_CU(cuPointerGetAttribute(&owner, CU_POINTER_ATTRIBUTE_CONTEXT, kept));
+
+  ASSERT_CU(cuDevicePrimaryCtxRelease(device_));
+  unsigned int flags = 0;
+  int active = 1;
+  ASSERT_CU(cuDevicePrimaryCtxGetState(device_, &flags, &active));
+  EXPECT_EQ(active, 0);
+  CUcontext again = nullptr;
+  ASSERT_CU(cuDevicePrimaryCtxRetain(&again, device_));  // released by TearDown
+  EXPECT_EQ(again, context_);
+  EXPECT_EQ(used(), before);
+  EXPECT_EQ(cuPointerGetAttribute(&owner, CU_POINTER_ATTRIBUTE_CONTEXT, kept),
+            CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemFree(kept), CUDA_ERROR_INVALID_VALUE);
+}
+
 // The 32-bit ABI of CUDA 2.0 (cuMemAlloc, cuMemAllocPitch, cuMemFree at version 2000): simcuda has
 // no device address that fits 32 bits, so it places no legacy allocation (Note [Legacy
 // allocations have no 32-bit address] in src/api/legacy_memory.cpp), after the usual checks.

@@ -10,7 +10,8 @@
  * and an event, resets the device, and prints a row for each: what a pointer query of the memory
  * answers after the reset (vramspill takes CUDA_ERROR_INVALID_VALUE as "freed"), and what freeing
  * it or using the handle answers. Then whether the context stays retained and usable. The rows
- * that follow a handle the reset may have destroyed come last.
+ * that follow a handle the reset may have destroyed come last. Then the same for memory allocated
+ * before the release of the context's last reference, which cuda.h says resets it too.
  *
  * Usage: reset_probe [--help]
  * Exit status: 0 when every row was measured; 1 when setting up failed (the line names the
@@ -135,6 +136,20 @@ int main(int argc, char** argv) {
   if (again != 0) cuMemFree(again);
   row("cuEventQuery: an event made before the reset", cuEventQuery(event));
   row("cuStreamQuery: a stream made before the reset", cuStreamQuery(stream));
+
+  /* cuda.h: the context is reset once its last reference is released (this program holds the
+   * only one): whether memory allocated before that release outlives it. */
+  CUdeviceptr before_release = 0;
+  CHECK(cuMemAlloc(&before_release, BYTES));
+  printf("reset_probe: memory allocated before the last cuDevicePrimaryCtxRelease\n");
+  row("cuDevicePrimaryCtxRelease (the last reference)", cuDevicePrimaryCtxRelease(device));
+  const CUresult released_state = cuDevicePrimaryCtxGetState(device, &flags, &active);
+  printf("  %-58s %s, %s\n", "cuDevicePrimaryCtxGetState", error_name(released_state),
+         active ? "active" : "inactive");
+  CHECK(cuDevicePrimaryCtxRetain(&context, device));
+  row("cuCtxSetCurrent (retained again)", cuCtxSetCurrent(context));
+  row("pointer query: cuMemAlloc memory from before the release", context_of(before_release));
+  row("cuMemFree: that memory", cuMemFree(before_release));
   cuDevicePrimaryCtxRelease(device);
   printf("reset_probe: done\n");
   return 0;

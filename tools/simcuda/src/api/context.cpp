@@ -27,13 +27,16 @@ CUresult create(CUcontext* pctx, unsigned int flags, CUdevice dev) {
   return CUDA_SUCCESS;
 }
 
+// "The context is automatically reset once the last reference to it is released" (cuda.h): the
+// reset is made holding the lock, so that a retain on another thread finds the context either
+// still live, keeping it, or already empty.
 CUresult release_primary(CUdevice dev) {
   Device* device = device_or_null(dev);
   if (device == nullptr) return CUDA_ERROR_INVALID_DEVICE;
   std::lock_guard lock(primary_mutex);
   Context* primary = device->primary_context();
   if (primary->primary_retains == 0) return CUDA_ERROR_INVALID_CONTEXT;
-  --primary->primary_retains;
+  if (--primary->primary_retains == 0) simcuda::reset_primary_context(primary);
   return CUDA_SUCCESS;
 }
 

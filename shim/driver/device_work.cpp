@@ -1,6 +1,7 @@
 #include "driver/device_work.h"
 
 #include "driver/context_scope.h"
+#include "driver/primary_context.h"
 #include "driver/real_driver.h"
 
 namespace vramspill::driver {
@@ -14,17 +15,14 @@ CUresult in_context_of(int device, Work&& work) {
   if (get_device == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
   CUdevice current = -1;
   if (get_device(&current) == CUDA_SUCCESS && current == device) return work();
-  const auto retain = VRAMSPILL_REAL(cuDevicePrimaryCtxRetain);
-  const auto release = VRAMSPILL_REAL(cuDevicePrimaryCtxRelease_v2);
   CUcontext primary = nullptr;
-  if (retain == nullptr || release == nullptr || retain(&primary, device) != CUDA_SUCCESS)
-    return CUDA_ERROR_NOT_SUPPORTED;
+  if (retain_primary(&primary, device) != CUDA_SUCCESS) return CUDA_ERROR_NOT_SUPPORTED;
   CUresult result = CUDA_SUCCESS;
   {
     const ContextScope scope(primary);
     result = scope.entered() ? work() : scope.status();
   }
-  release(device);
+  release_primary(device);
   return result;
 }
 
@@ -51,16 +49,13 @@ CUresult synchronize_device_if_active(int device) {
 
 uint64_t active_primary_context(int device) {
   const auto get_state = VRAMSPILL_REAL(cuDevicePrimaryCtxGetState);
-  const auto retain = VRAMSPILL_REAL(cuDevicePrimaryCtxRetain);
-  const auto release = VRAMSPILL_REAL(cuDevicePrimaryCtxRelease_v2);
   unsigned int flags = 0;
   int active = 0;
   CUcontext primary = nullptr;
-  if (get_state == nullptr || retain == nullptr || release == nullptr ||
-      get_state(device, &flags, &active) != CUDA_SUCCESS || active == 0 ||
-      retain(&primary, device) != CUDA_SUCCESS)
+  if (get_state == nullptr || get_state(device, &flags, &active) != CUDA_SUCCESS || active == 0 ||
+      retain_primary(&primary, device) != CUDA_SUCCESS)
     return 0;
-  release(device);  // active, so the reference this took was not its last
+  release_primary(device);  // active, so the reference this took was not its last
   return reinterpret_cast<uint64_t>(primary);
 }
 

@@ -211,13 +211,16 @@
   X(cuGraphExecUpdate_v2)
 
 // Streams and contexts the program destroys: the tracked window must no longer wait on their
-// streams (Note [Stream slots] in core/stream_slots.h; hooks/stream_end_hooks.cpp).
+// streams (Note [Stream slots] in core/stream_slots.h; hooks/stream_end_hooks.cpp). The program's
+// references to primary contexts are counted, so that its last release resets the context under
+// the shim too (Note [The last release of a primary context] in hooks/device_reset.h).
 #define VRAMSPILL_HOOKED_STREAM_END_FUNCTIONS(X) \
   X(cuStreamDestroy)                             \
   X(cuStreamDestroy_v2)                          \
   X(cuCtxDestroy_v2)                             \
   X(cuDevicePrimaryCtxReset)                     \
   X(cuDevicePrimaryCtxReset_v2)                  \
+  X(cuDevicePrimaryCtxRetain)                    \
   X(cuDevicePrimaryCtxRelease)                   \
   X(cuDevicePrimaryCtxRelease_v2)
 
@@ -227,7 +230,6 @@
   Y(cuCtxSynchronize)                 \
   Y(cuCtxPushCurrent_v2)              \
   Y(cuCtxPopCurrent_v2)               \
-  Y(cuDevicePrimaryCtxRetain)         \
   Y(cuDevicePrimaryCtxGetState)       \
   Y(cuDeviceGetAttribute)             \
   Y(cuDeviceGetCount)                 \

@@ -38,8 +38,29 @@
 // window (and could keep such blocks' contents); not done.
 // A reset while other threads still allocate on the device is the program's error, as the driver
 // documents; the shim's books may then miss what those threads did.
+//
+// Note [The last release of a primary context]
+// cuda.h: a primary context "is automatically reset once the last reference to it is released".
+// Programs that hold it through the driver API let go of it when they are done with the device
+// (numba's cuda.close(), XLA when a client goes, a library's teardown) and may go on. Two things
+// stood in the way under the shim. Its books went on charging the budget for the memory the
+// reset took, as after cuDevicePrimaryCtxReset. And its own references (Note [The shim's
+// references to primary contexts] in driver/primary_context.h) kept the context alive past the
+// program's last release, with all the program's memory in it: memory the program can no longer
+// reach nor free, and the device no longer has.
+// So the shim counts the program's retains and releases of each device's primary context. At the
+// release of what it counts as the program's last reference, it makes ready as for a reset
+// (prepare_for_reset), lets the driver release, then gives back its own references for a moment
+// and takes them again (driver::reset_if_only_the_shim_holds). The driver resets the context if no
+// one else holds it, as it would have without the shim, and then the books forget what went as
+// after cuDevicePrimaryCtxReset. The driver decides, not the count: a reference the shim did not
+// see keeps the context and everything in it, as it would without the shim. A release past what
+// the shim saw retained goes to the driver unchanged.
 #pragma once
 
+#include <cuda.h>
+
+#include <string_view>
 #include <vector>
 
 #include "core/ledger.h"
@@ -59,8 +80,18 @@ struct BeforeReset {
 // what the shim holds of the device is noted.
 BeforeReset prepare_for_reset(ShimState& shim, int device) noexcept;
 
-// After the driver reset `device`'s primary context: what went with it leaves the books, and
-// the log says how much.
-void forget_what_the_reset_freed(ShimState& shim, int device, const BeforeReset& before) noexcept;
+// After the driver reset `device`'s primary context (`how` says what made it reset it): what went
+// with it leaves the books, and the log says how much.
+void forget_what_the_reset_freed(ShimState& shim, int device, const BeforeReset& before,
+                                 std::string_view how) noexcept;
+
+// The program's cuDevicePrimaryCtxRetain (`real`), counted when it succeeds.
+CUresult program_retains_primary(CUcontext* primary, CUdevice device,
+                                 CUresult (*real)(CUcontext*, CUdevice)) noexcept;
+
+// The program's cuDevicePrimaryCtxRelease (`real`, either ABI): its last reference, by the count,
+// resets the context when no one else holds it (Note [The last release of a primary context]).
+CUresult program_releases_primary(ShimState& shim, CUdevice device,
+                                  CUresult (*real)(CUdevice)) noexcept;
 
 }  // namespace vramspill::hooks

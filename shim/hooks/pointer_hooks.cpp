@@ -23,6 +23,7 @@
 // never wait for a move. The prefetch mover's blocks are managed memory, never unmapped.
 #include <optional>
 
+#include "driver/primary_context.h"
 #include "hooks/hook.h"
 #include "hooks/shim_state.h"
 
@@ -61,12 +62,9 @@ std::optional<Extent> stand_in_block(CUdeviceptr address) {
 
 // The primary context of `device`, which the program holds while it has memory there.
 CUcontext primary_context(int device) {
-  const auto retain = VRAMSPILL_REAL(cuDevicePrimaryCtxRetain);
-  const auto release = VRAMSPILL_REAL(cuDevicePrimaryCtxRelease_v2);
   CUcontext context = nullptr;
-  if (retain == nullptr || release == nullptr || retain(&context, device) != CUDA_SUCCESS)
-    return nullptr;
-  release(device);
+  if (vramspill::driver::retain_primary(&context, device) != CUDA_SUCCESS) return nullptr;
+  vramspill::driver::release_primary(device);
   return context;
 }
 

@@ -7,7 +7,9 @@
 // It takes its modules too, so the launch layouts cached by function are forgotten. A capture
 // begun on a stream the program destroys ends with it (Note [Counting captures] in
 // core/capture_origins.h), and so do those of a context the program destroys or resets. A reset
-// of a primary context also takes its memory (Note [Resetting the device] in hooks/device_reset.h).
+// of a primary context also takes its memory (Note [Resetting the device] in hooks/device_reset.h),
+// and so may the release of its last reference, for which the program's retains are counted (Note
+// [The last release of a primary context] there).
 #include <mutex>
 #include <vector>
 
@@ -73,8 +75,21 @@ CUresult reset_device(CUdevice device, CUresult (*real)(CUdevice)) noexcept {
   if (shim == nullptr) return real(device);
   const vramspill::hooks::BeforeReset before = vramspill::hooks::prepare_for_reset(*shim, device);
   const CUresult result = real(device);
-  if (result == CUDA_SUCCESS) vramspill::hooks::forget_what_the_reset_freed(*shim, device, before);
+  if (result == CUDA_SUCCESS)
+    vramspill::hooks::forget_what_the_reset_freed(*shim, device, before, "cuDevicePrimaryCtxReset");
   return result;
+}
+
+// The program releases `device`'s primary context. Which release drops the last reference is
+// not known for sure beforehand, and after it the streams may be gone: every release retires the
+// slots (a later move then waits for the whole device once). The last one the shim counted may
+// reset the context (Note [The last release of a primary context] in hooks/device_reset.h).
+CUresult release_primary(CUdevice device, CUresult (*real)(CUdevice)) noexcept {
+  retire_all();
+  const Entry entry;
+  ShimState* shim = entry.state();
+  if (shim == nullptr) return real(device);
+  return vramspill::hooks::program_releases_primary(*shim, device, real);
 }
 
 // The driver destroys `context`, with its streams and their captures (Note [Counting captures]
@@ -91,14 +106,6 @@ CUresult destroy_context(CUcontext context, CUresult (*real)(CUcontext)) noexcep
 }
 
 }  // namespace
-
-// Each hook retires, then lets the driver go on: `retiring` is retire_all().
-#define VRAMSPILL_RETIRING_HOOK(name, type, parameter, retiring) \
-  VRAMSPILL_HOOK CUresult CUDAAPI name(type parameter) {         \
-    VRAMSPILL_REAL_OR_RETURN(real, name);                        \
-    retiring;                                                    \
-    return real(parameter);                                      \
-  }
 
 VRAMSPILL_HOOK CUresult CUDAAPI cuStreamDestroy(CUstream hStream) {
   VRAMSPILL_REAL_OR_RETURN(real, cuStreamDestroy);
@@ -127,7 +134,19 @@ VRAMSPILL_HOOK CUresult CUDAAPI cuDevicePrimaryCtxReset_v2(CUdevice dev) {
   return reset_device(dev, real);
 }
 
-// Which release drops the last reference cannot be told beforehand, and after it the streams may
-// be gone: every release retires the slots (a later move then waits for the whole device once).
-VRAMSPILL_RETIRING_HOOK(cuDevicePrimaryCtxRelease, CUdevice, dev, retire_all())
-VRAMSPILL_RETIRING_HOOK(cuDevicePrimaryCtxRelease_v2, CUdevice, dev, retire_all())
+VRAMSPILL_HOOK CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdevice dev) {
+  VRAMSPILL_REAL_OR_RETURN(real, cuDevicePrimaryCtxRetain);
+  const Entry entry;
+  if (entry.state() == nullptr) return real(pctx, dev);
+  return vramspill::hooks::program_retains_primary(pctx, dev, real);
+}
+
+VRAMSPILL_HOOK CUresult CUDAAPI cuDevicePrimaryCtxRelease(CUdevice dev) {
+  VRAMSPILL_REAL_OR_RETURN(real, cuDevicePrimaryCtxRelease);
+  return release_primary(dev, real);
+}
+
+VRAMSPILL_HOOK CUresult CUDAAPI cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
+  VRAMSPILL_REAL_OR_RETURN(real, cuDevicePrimaryCtxRelease_v2);
+  return release_primary(dev, real);
+}

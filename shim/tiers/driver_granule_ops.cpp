@@ -7,6 +7,7 @@
 
 #include "driver/context_scope.h"
 #include "driver/device_work.h"
+#include "driver/primary_context.h"
 #include "driver/real_driver.h"
 #include "driver/stream_capture.h"
 
@@ -138,7 +139,7 @@ DriverGranuleOps::~DriverGranuleOps() {
       destroy_event(join_event_);
     }
   }
-  if (const auto release = VRAMSPILL_REAL(cuDevicePrimaryCtxRelease_v2)) release(device_);
+  driver::release_primary(device_);
 }
 
 // Note [No moves during a capture] in placement/tiered_placement.h: the mover looked before it
@@ -178,17 +179,16 @@ CUresult DriverGranuleOps::wait_for_stream_ends(std::span<const StreamEnd> ends)
 
 CUresult DriverGranuleOps::make_copy_streams() noexcept {
   if (primary_ != nullptr) return CUDA_SUCCESS;
-  const auto retain = VRAMSPILL_REAL(cuDevicePrimaryCtxRetain);
-  const auto release = VRAMSPILL_REAL(cuDevicePrimaryCtxRelease_v2);
   const auto create_stream = VRAMSPILL_REAL(cuStreamCreate);
   const auto destroy_stream = VRAMSPILL_REAL(cuStreamDestroy_v2);
   const auto create_event = VRAMSPILL_REAL(cuEventCreate);
   const auto destroy_event = VRAMSPILL_REAL(cuEventDestroy_v2);
-  if (retain == nullptr || release == nullptr || create_stream == nullptr ||
-      destroy_stream == nullptr || create_event == nullptr || destroy_event == nullptr)
+  if (create_stream == nullptr || destroy_stream == nullptr || create_event == nullptr ||
+      destroy_event == nullptr)
     return CUDA_ERROR_NOT_SUPPORTED;
   CUcontext primary = nullptr;
-  if (const CUresult result = retain(&primary, device_); result != CUDA_SUCCESS) return result;
+  if (const CUresult result = driver::retain_primary(&primary, device_); result != CUDA_SUCCESS)
+    return result;
   // All four or none: each one made is given back if a later one fails.
   std::array<CUstream, 2> streams{};
   std::array<CUevent, 2> events{};
@@ -212,7 +212,7 @@ CUresult DriverGranuleOps::make_copy_streams() noexcept {
     }
   }
   if (result != CUDA_SUCCESS) {
-    release(device_);
+    driver::release_primary(device_);
     return result;
   }
   copy_stream_ = streams[0];
@@ -354,7 +354,7 @@ void DriverGranuleOps::forget_context() noexcept {
   const std::lock_guard lanes(lanes_mutex_);
   if (primary_ == nullptr) return;
   // A reset does not release the reference the lanes took (cuda.h): it is given back here.
-  if (const auto release = VRAMSPILL_REAL(cuDevicePrimaryCtxRelease_v2)) release(device_);
+  driver::release_primary(device_);
   primary_ = nullptr;
   copy_stream_ = to_host_stream_ = nullptr;
   fork_event_ = join_event_ = nullptr;

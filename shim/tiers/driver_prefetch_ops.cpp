@@ -7,6 +7,7 @@
 
 #include "driver/context_scope.h"
 #include "driver/freed_memory.h"
+#include "driver/primary_context.h"
 #include "driver/real_driver.h"
 #include "driver/stream_capture.h"
 #include "telemetry/log.h"
@@ -45,7 +46,7 @@ DriverPrefetchOps::~DriverPrefetchOps() {
       }
     }
   }
-  if (const auto release = VRAMSPILL_REAL(cuDevicePrimaryCtxRelease_v2)) release(device_);
+  driver::release_primary(device_);
 }
 
 CUresult DriverPrefetchOps::allocate(uint64_t bytes, CUdeviceptr* base) noexcept {
@@ -91,8 +92,7 @@ CUresult DriverPrefetchOps::release(CUdeviceptr base) noexcept {
 void DriverPrefetchOps::forget_context() noexcept {
   if (primary_ == nullptr) return;
   // A reset does not release the reference the lanes took (cuda.h): it is given back here.
-  if (const auto release_primary = VRAMSPILL_REAL(cuDevicePrimaryCtxRelease_v2))
-    release_primary(device_);
+  driver::release_primary(device_);
   primary_ = nullptr;
   for (Lane* lane : {&promotions_, &evictions_}) {
     lane->stream = nullptr;
@@ -105,17 +105,16 @@ void DriverPrefetchOps::forget_context() noexcept {
 }
 
 CUresult DriverPrefetchOps::make_lanes() noexcept {
-  const auto retain = VRAMSPILL_REAL(cuDevicePrimaryCtxRetain);
-  const auto release_primary = VRAMSPILL_REAL(cuDevicePrimaryCtxRelease_v2);
   const auto create_stream = VRAMSPILL_REAL(cuStreamCreate);
   const auto create_event = VRAMSPILL_REAL(cuEventCreate);
   const auto destroy_stream = VRAMSPILL_REAL(cuStreamDestroy_v2);
   const auto destroy_event = VRAMSPILL_REAL(cuEventDestroy_v2);
-  if (retain == nullptr || release_primary == nullptr || create_stream == nullptr ||
-      create_event == nullptr || destroy_stream == nullptr || destroy_event == nullptr)
+  if (create_stream == nullptr || create_event == nullptr || destroy_stream == nullptr ||
+      destroy_event == nullptr)
     return CUDA_ERROR_NOT_SUPPORTED;
   CUcontext primary = nullptr;
-  if (const CUresult result = retain(&primary, device_); result != CUDA_SUCCESS) return result;
+  if (const CUresult result = driver::retain_primary(&primary, device_); result != CUDA_SUCCESS)
+    return result;
   CUresult result = CUDA_SUCCESS;
   {
     const driver::ContextScope scope(primary);
@@ -135,7 +134,7 @@ CUresult DriverPrefetchOps::make_lanes() noexcept {
     }
   }
   if (result != CUDA_SUCCESS) {
-    release_primary(device_);
+    driver::release_primary(device_);
     return result;
   }
   primary_ = primary;

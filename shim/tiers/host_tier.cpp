@@ -11,6 +11,7 @@
 #include "driver/context_scope.h"
 #include "driver/device_work.h"
 #include "driver/freed_memory.h"
+#include "driver/primary_context.h"
 #include "driver/real_driver.h"
 #include "telemetry/log.h"
 #include "tiers/numa_policy.h"
@@ -95,17 +96,14 @@ SpillOutcome HostTier::do_allocate(const SpillAllocation& request, CUdeviceptr* 
 
 CUresult HostTier::pool_block(int device, uint64_t bytes, CUdeviceptr* out) noexcept {
   if (context_.load(std::memory_order_acquire) == nullptr) {  // Note [The pool's context]
-    const auto retain = VRAMSPILL_REAL(cuDevicePrimaryCtxRetain);
-    const auto release = VRAMSPILL_REAL(cuDevicePrimaryCtxRelease_v2);
     CUcontext primary = nullptr;
-    if (retain == nullptr || release == nullptr || retain(&primary, device) != CUDA_SUCCESS)
-      return CUDA_ERROR_OUT_OF_MEMORY;
+    if (driver::retain_primary(&primary, device) != CUDA_SUCCESS) return CUDA_ERROR_OUT_OF_MEMORY;
     CUcontext none = nullptr;
     if (context_.compare_exchange_strong(none, primary, std::memory_order_acq_rel)) {
       numa_node_.store(device_attribute(CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID, device).value_or(-1),
                        std::memory_order_relaxed);
     } else {
-      release(device);  // another thread was first
+      driver::release_primary(device);  // another thread was first
     }
   }
   void* block = pool_.allocate(bytes);

@@ -59,9 +59,34 @@ class DeviceReset : public spill::SpillTest {
   // program would (cudart does).
   void reset() {
     ASSERT_CU(cuDevicePrimaryCtxReset(device_));
+    begin_again();
+  }
+
+  // The program lets go of the primary context, its only reference (the fixture's), and takes it
+  // again: cuda.h says the driver resets it in between, whatever the shim holds of it.
+  void release_and_retain() {
+    ASSERT_CU(cuDevicePrimaryCtxRelease(device_));
+    ASSERT_CU(cuDevicePrimaryCtxRetain(&context_, device_));
+    ASSERT_CU(cuCtxSetCurrent(context_));
+    begin_again();
+  }
+
+  void begin_again() {
     stream_ = nullptr;
     ASSERT_CU(cuModuleLoadData(&module_, "simcuda accepts any image"));
     ASSERT_CU(cuModuleGetFunction(&fill_, module_, "vs_fill_u32"));
+  }
+
+  // What a job finds after its device was reset: the budget whole, the old blocks gone, and
+  // spilling as before, twice.
+  void check_a_fresh_start(const std::vector<CUdeviceptr>& before) {
+    EXPECT_EQ(free_bytes(), expected_free(0)) << "the reset freed every block the budget held";
+    for (const CUdeviceptr pointer : before)
+      EXPECT_EQ(cuMemFree(pointer), CUDA_ERROR_INVALID_VALUE);
+    for (int round = 0; round < 2; ++round) {
+      spill_again();
+      EXPECT_EQ(free_bytes(), expected_free(0));
+    }
   }
 };
 
@@ -70,13 +95,36 @@ TEST_F(DeviceReset, TheBudgetAndTheSpillTiersStartAgainAfterIt) {
   oversubscribe(before);
   write_and_check(before);
   reset();
-  EXPECT_EQ(free_bytes(), expected_free(0)) << "the reset freed every block the budget held";
-  for (const CUdeviceptr pointer : before) EXPECT_EQ(cuMemFree(pointer), CUDA_ERROR_INVALID_VALUE);
+  check_a_fresh_start(before);
+}
 
-  for (int round = 0; round < 2; ++round) {
-    spill_again();
-    EXPECT_EQ(free_bytes(), expected_free(0));
-  }
+// The release of the program's last reference resets the context as cuDevicePrimaryCtxReset does
+// (Note [The last release of a primary context] in shim/hooks/device_reset.h): the shim's books
+// forget what went, and its own references (the pool's, in host mode) do not keep the program's
+// memory alive past it.
+TEST_F(DeviceReset, TheProgramsLastReleaseResetsTheContextUnderTheShim) {
+  std::vector<CUdeviceptr> before;
+  oversubscribe(before);
+  write_and_check(before);
+  release_and_retain();
+  check_a_fresh_start(before);
+}
+
+// A release that leaves the program a reference resets nothing: its blocks stay, with their bytes.
+TEST_F(DeviceReset, AReleaseThatLeavesAReferenceKeepsEverything) {
+  std::vector<CUdeviceptr> before;
+  oversubscribe(before);
+  write_and_check(before);
+  const size_t free_before = free_bytes();
+  CUcontext second = nullptr;
+  ASSERT_CU(cuDevicePrimaryCtxRetain(&second, device_));
+  ASSERT_CU(cuDevicePrimaryCtxRelease(device_));
+  EXPECT_EQ(free_bytes(), free_before);
+  std::vector<uint32_t> scratch;
+  for (size_t i = 0; i < before.size(); ++i)
+    EXPECT_EQ(first_mismatch(before[i], kWords, [&](size_t) { return i + 11; }, scratch), kWords)
+        << "block " << i;
+  free_all(before);
 }
 
 // A capture in progress ends with the context: the spills after the reset, which pin host memory

@@ -317,8 +317,31 @@ TEST_F(TieredTest, LibraryKernelsAreReadLikeModuleFunctions) {
 // Note [Resetting the device] in shim/hooks/device_reset.h: a reset takes the program's tiered
 // blocks with it, moved or not (their frees are then the driver's to refuse, and the exit summary
 // counts no block left: CMakeLists.txt), and blocks made after it move both ways and keep every
-// byte, on the streams and events the shim makes anew.
-TEST_F(TieredTest, AResetTakesTheBlocksAndMovesGoOnAfterIt) {
+// byte, on the streams and events the shim makes anew. The program resets the device with
+// cuDevicePrimaryCtxReset, or by releasing its only reference to the primary context (Note [The
+// last release of a primary context] there), which the movers' own references must not prevent.
+class TieredResetTest : public TieredTest {
+ public:
+  void release_and_retain() {
+    ASSERT_CU(cuDevicePrimaryCtxRelease(device_));
+    ASSERT_CU(cuDevicePrimaryCtxRetain(&context_, device_));
+    ASSERT_CU(cuCtxSetCurrent(context_));
+  }
+  void reset_by_the_driver() { ASSERT_CU(cuDevicePrimaryCtxReset(device_)); }
+
+ protected:
+  void blocks_go_and_moves_go_on_after(void (TieredResetTest::*reset)());
+};
+
+TEST_F(TieredResetTest, AResetTakesTheBlocksAndMovesGoOnAfterIt) {
+  blocks_go_and_moves_go_on_after(&TieredResetTest::reset_by_the_driver);
+}
+
+TEST_F(TieredResetTest, TheLastReleaseTakesTheBlocksAndMovesGoOnAfterIt) {
+  blocks_go_and_moves_go_on_after(&TieredResetTest::release_and_retain);
+}
+
+void TieredResetTest::blocks_go_and_moves_go_on_after(void (TieredResetTest::*reset)()) {
   const auto twice_the_budget = [&](std::vector<CUdeviceptr>& blocks, uint32_t first_value) {
     blocks.resize(8);
     for (std::size_t round = 0; round < 3; ++round) {
@@ -336,7 +359,8 @@ TEST_F(TieredTest, AResetTakesTheBlocksAndMovesGoOnAfterIt) {
   std::vector<CUdeviceptr> before;
   twice_the_budget(before, 100);
 
-  ASSERT_CU(cuDevicePrimaryCtxReset(device_));
+  (this->*reset)();
+  if (HasFatalFailure()) return;
   for (const CUdeviceptr block : before) EXPECT_EQ(cuMemFree(block), CUDA_ERROR_INVALID_VALUE);
   // The reset took the streams and the module too: a program makes them again.
   for (CUstream& stream : streams_) ASSERT_CU(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));

@@ -60,7 +60,8 @@ spdlog::level::level_enum to_spdlog(LogLevel level) {
 // Writes whole formatted lines to a descriptor it owns (Note [The shim's own descriptors] in
 // telemetry/owned_descriptor.h); with none, drops them. Each line is one write() straight to the
 // file: nothing is left in a buffer (Note [Immortal logger]). A line the file does not take (a
-// full non-blocking pipe, a closed reader, a full disk) is dropped.
+// full non-blocking pipe, a closed reader, a full disk) is dropped, a closed reader raising no
+// SIGPIPE (Note [No SIGPIPE from the shim's writes] in telemetry/owned_descriptor.h).
 class DescriptorSink final : public spdlog::sinks::base_sink<std::mutex> {
  public:
   explicit DescriptorSink(int fd) : file_(fd) {}

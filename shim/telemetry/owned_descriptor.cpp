@@ -1,8 +1,11 @@
 #include "telemetry/owned_descriptor.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <csignal>
 
 #include <algorithm>
 #include <cerrno>
@@ -12,6 +15,56 @@
 #include "util/file_size_limit.h"
 
 namespace vramspill::telemetry {
+namespace {
+
+// SIGPIPE blocked on the calling thread for its lifetime (Note [No SIGPIPE from the shim's
+// writes]); one raised meanwhile (taken_back() says so) is taken back before the mask is restored.
+class SigpipeHeldOff {
+ public:
+  SigpipeHeldOff() noexcept {
+    sigemptyset(&pipe_);
+    sigaddset(&pipe_, SIGPIPE);
+    sigset_t pending;
+    already_pending_ = sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE) == 1;
+    held_ = pthread_sigmask(SIG_BLOCK, &pipe_, &before_) == 0;
+  }
+  ~SigpipeHeldOff() {
+    if (!held_) return;
+    if (raised_ && !already_pending_) {
+      const timespec now{};
+      while (sigtimedwait(&pipe_, nullptr, &now) < 0 && errno == EINTR) {
+      }
+    }
+    pthread_sigmask(SIG_SETMASK, &before_, nullptr);
+  }
+  SigpipeHeldOff(const SigpipeHeldOff&) = delete;
+  SigpipeHeldOff& operator=(const SigpipeHeldOff&) = delete;
+
+  // The write failed with EPIPE: the kernel raised SIGPIPE for it.
+  void raised() noexcept { raised_ = true; }
+
+ private:
+  sigset_t pipe_{};
+  sigset_t before_{};
+  bool already_pending_ = false;
+  bool held_ = false;
+  bool raised_ = false;
+};
+
+// The write loop of OwnedDescriptor::write_all.
+int write_whole(int fd, const char* data, std::size_t size) noexcept {
+  while (size > 0) {
+    const ssize_t written = ::write(fd, data, size);
+    if (written < 0 && errno == EINTR) continue;
+    if (written < 0) return errno;
+    if (written == 0) return EIO;
+    data += written;
+    size -= static_cast<std::size_t>(written);
+  }
+  return 0;
+}
+
+}  // namespace
 
 int owned_copy(int fd) noexcept {
   const int copy = fcntl(fd, F_DUPFD_CLOEXEC, kFirstOwnDescriptor);
@@ -63,15 +116,11 @@ int OwnedDescriptor::write_all(const char* data, std::size_t size) noexcept {
     if (!within_file_size_limit(static_cast<uint64_t>(std::max<off_t>(position, 0)) + size))
       return EFBIG;
   }
-  while (size > 0) {
-    const ssize_t written = ::write(fd_, data, size);
-    if (written < 0 && errno == EINTR) continue;
-    if (written < 0) return errno;
-    if (written == 0) return EIO;
-    data += written;
-    size -= static_cast<std::size_t>(written);
-  }
-  return 0;
+  if (!S_ISFIFO(status.st_mode) && !S_ISSOCK(status.st_mode)) return write_whole(fd_, data, size);
+  SigpipeHeldOff held_off;  // Note [No SIGPIPE from the shim's writes]
+  const int error = write_whole(fd_, data, size);
+  if (error == EPIPE) held_off.raised();
+  return error;
 }
 
 }  // namespace vramspill::telemetry

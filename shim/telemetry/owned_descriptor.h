@@ -22,6 +22,15 @@
 //   or dup2()s onto one, and then opens a file that gets the same number must not receive the
 //   shim's bytes. Once the check fails, nothing more is written, and the descriptor (now the
 //   program's) is never closed.
+//
+// Note [No SIGPIPE from the shim's writes]
+// A write to a pipe or socket whose reader has gone raises SIGPIPE on the writing thread, and its
+// default action ends the process. A job whose standard error went to `| head` or a log collector
+// that exited first would die at the shim's next log line or its exit summary (status 141), where
+// without the shim it wrote nothing more there and ran to its end. So a write to a pipe or socket
+// is made with SIGPIPE blocked on the calling thread, and a SIGPIPE it raised is taken back before
+// the mask is restored: the line is dropped (EPIPE), as any line the file does not take. A SIGPIPE
+// already pending before the write is the program's and stays pending.
 #pragma once
 
 #include <sys/types.h>
@@ -57,7 +66,8 @@ class OwnedDescriptor {
   OwnedDescriptor& operator=(const OwnedDescriptor&) = delete;
 
   // Writes all of `data`. 0 on success; otherwise the errno that stopped it (EAGAIN for a full
-  // non-blocking pipe, ENOSPC for a full disk, EFBIG when the write would cross the file size
+  // non-blocking pipe, EPIPE for one nobody reads, without a SIGPIPE: Note [No SIGPIPE from the
+  // shim's writes]; ENOSPC for a full disk, EFBIG when the write would cross the file size
   // limit and nothing was written: Note [The file size limit] in util/file_size_limit.h; EBADF
   // when the descriptor is no longer ours or there is none), with part of `data` perhaps
   // written.

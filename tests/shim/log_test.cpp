@@ -5,10 +5,12 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <pthread.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -247,6 +249,36 @@ TEST(LogDescriptor, ClosedStderrIsNotWrittenToWhenTheProgramReusesDescriptor2) {
         logging::summary("nor must the summary");
         logging::flush();
         std::_Exit(file_is_empty(path) ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
+// Note [No SIGPIPE from the shim's writes]: standard error is a pipe whose reader has gone (a
+// `| head` that exited). Log lines and the summary are dropped, and the process lives on where
+// SIGPIPE's default action would end it; a SIGPIPE of the program's own, pending before, stays.
+TEST(LogDescriptor, APipeNobodyReadsRaisesNoSigpipe) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        std::signal(SIGPIPE, SIG_DFL);
+        int ends[2];
+        if (pipe(ends) != 0 || dup2(ends[1], STDERR_FILENO) < 0) std::_Exit(2);
+        close(ends[0]);
+        close(ends[1]);
+        LogConfig config;
+        config.level = LogLevel::kInfo;
+        logging::configure(config);
+        logging::warn("to nobody");
+        logging::summary("nor this");
+        sigset_t pipe_signal;
+        sigemptyset(&pipe_signal);
+        sigaddset(&pipe_signal, SIGPIPE);
+        pthread_sigmask(SIG_BLOCK, &pipe_signal, nullptr);
+        raise(SIGPIPE);  // the program's own, held pending by its mask
+        logging::warn("still to nobody");
+        sigset_t pending;
+        if (sigpending(&pending) != 0 || sigismember(&pending, SIGPIPE) != 1) std::_Exit(3);
+        std::_Exit(0);
       },
       ::testing::ExitedWithCode(0), "");
 }

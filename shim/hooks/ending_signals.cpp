@@ -20,8 +20,6 @@ namespace vramspill::hooks {
 namespace {
 
 constexpr int kEndingSignals[] = {SIGINT, SIGTERM};
-// How long the last words may hold a job that a signal ends (Note [A signal that ends the job]).
-constexpr std::chrono::seconds kLastWordsDeadline{2};
 
 // Read by the handler: set before it is installed, never changed after.
 int wake_fd = -1;
@@ -117,15 +115,17 @@ void catch_ending_signals(ShimState& shim) noexcept {
     return;
   }
   for (const int signal : kEndingSignals) {
-    struct sigaction current {};
-    if (sigaction(signal, nullptr, &current) != 0 || (current.sa_flags & SA_SIGINFO) != 0 ||
-        current.sa_handler != SIG_DFL)
-      continue;
     struct sigaction catching {};
     catching.sa_handler = on_ending_signal;
     catching.sa_flags = SA_RESTART;  // the program's interrupted calls go on as if none came
     sigemptyset(&catching.sa_mask);
-    sigaction(signal, &catching, nullptr);
+    // Installed and the disposition read back in one call: a handler the program set on another
+    // thread just before is put back at once, where a look first and an install after would
+    // have replaced one set in between.
+    struct sigaction before {};
+    if (sigaction(signal, &catching, &before) != 0) continue;
+    if ((before.sa_flags & SA_SIGINFO) != 0 || before.sa_handler != SIG_DFL)
+      sigaction(signal, &before, nullptr);
   }
 }
 

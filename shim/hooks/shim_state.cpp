@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <mutex>
 #include <new>
+#include <thread>
 
 #include "hooks/ending_signals.h"
 #include "hooks/stats_publisher.h"
@@ -217,8 +218,15 @@ Entry::~Entry() {
 }
 
 void write_last_words(ShimState& shim) noexcept {
-  static constinit std::atomic<bool> written{false};
-  if (written.exchange(true)) return;
+  enum Progress : int { kNotStarted, kWriting, kWritten };
+  static constinit std::atomic<int> progress{kNotStarted};
+  int expected = kNotStarted;
+  if (!progress.compare_exchange_strong(expected, kWriting)) {
+    const auto deadline = std::chrono::steady_clock::now() + kLastWordsDeadline;
+    while (progress.load() != kWritten && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    return;
+  }
   stop_stats_publisher(shim);
   if (shim.config.spill.mode == SpillMode::kTiered) {  // launches are counted in it alone
     const core::LaunchCounts launches = shim.use.launch_counts();
@@ -233,6 +241,7 @@ void write_last_words(ShimState& shim) noexcept {
   }
   logging::report_suppressed();
   logging::flush();
+  progress.store(kWritten);
 }
 
 const std::string* configuration_error() noexcept {

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <optional>
 #include <string>
 
@@ -145,7 +146,13 @@ const std::string* configuration_error() noexcept;
 
 // What the job leaves when it ends, once, at exit or at a signal that ends it (Note [A signal
 // that ends the job] in hooks/ending_signals.h), whichever comes first: the stats file removed,
-// the trace's launches and end, the exit summary.
+// the trace's launches and end, the exit summary. The other, coming while they are written, waits
+// for them (up to kLastWordsDeadline), so that neither a signal's default action nor the end of
+// exit() cuts them off.
 void write_last_words(ShimState& shim) noexcept;
+
+// How long the last words may hold a job that is ending (Note [A signal that ends the job] in
+// hooks/ending_signals.h).
+inline constexpr std::chrono::seconds kLastWordsDeadline{2};
 
 }  // namespace vramspill::hooks

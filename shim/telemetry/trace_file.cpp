@@ -157,12 +157,24 @@ bool empty_or_a_trace(int fd, std::string& problem) {
   return false;
 }
 
-// `path` opened for writing and locked by this process alone; -1 with `problem` set, and
-// `locked_by_another` when another process holds the lock (Note [A trace never stops the job]).
+// Whether flock() failed because the filesystem does not lock files, rather than a lock held.
+bool no_locks_here(int error) {
+  return error == ENOSYS || error == ENOLCK || error == EOPNOTSUPP;
+}
+
+// `path` opened for writing and locked by this process alone, or unlocked where its filesystem
+// has no locks; -1 with `problem` set, and `locked_by_another` when another process holds the
+// lock (Note [A trace never stops the job]).
 int open_locked(const std::string& path, bool& locked_by_another, std::string& problem) {
   const int fd = open_owned_file(path, O_RDWR, problem);
   if (fd < 0) return -1;
-  if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
+  const bool locked = flock(fd, LOCK_EX | LOCK_NB) == 0;
+  const int lock_error = errno;
+  if (!locked && no_locks_here(lock_error))
+    logging::info("the filesystem of the trace file {} does not lock files ({}): it is written "
+                  "without a lock, and two processes tracing to it would mix their events",
+                  path, std::strerror(lock_error));
+  if (locked || no_locks_here(lock_error)) {
     if (!empty_or_a_trace(fd, problem)) {
       close(fd);
       return -1;
@@ -170,9 +182,9 @@ int open_locked(const std::string& path, bool& locked_by_another, std::string& p
     if (ftruncate(fd, 0) == 0) return fd;
     problem = std::strerror(errno);
   } else {
-    locked_by_another = errno == EWOULDBLOCK;
-    problem =
-        locked_by_another ? "another process is writing its trace there" : std::strerror(errno);
+    locked_by_another = lock_error == EWOULDBLOCK;
+    problem = locked_by_another ? "another process is writing its trace there"
+                                : std::strerror(lock_error);
   }
   close(fd);
   return -1;

@@ -12,7 +12,10 @@
 //   or reuses descriptor numbers never gets trace lines in its files.
 // - Two processes given the same path (a job that starts a second CUDA process without %p in
 //   the path) must not overwrite each other: the file is locked (flock) while written, and a
-//   process that finds it locked writes to `<path>.<pid>` instead, and logs so.
+//   process that finds it locked writes to `<path>.<pid>` instead, and logs so. A filesystem
+//   that does not lock files (Lustre mounted without flock, NFSv3 without its lock daemon: ENOSYS,
+//   ENOLCK, EOPNOTSUPP) is traced to without the lock, and the log says that two processes
+//   tracing to that one path there would mix their events.
 // - What is still buffered is written when the process exits, and every time the stats thread
 //   publishes (twice a second), so a killed job's trace ends at most that long before it died
 //   (with stats off, at most one buffer, kBufferBytes, before).

@@ -5,12 +5,16 @@
 // reader, which takes a binary trace cut at any byte for one cut short.
 #include "telemetry/trace_file.h"
 
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <array>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -136,6 +140,46 @@ TEST_F(TraceFileTest, PercentPIsTheProcessIdAndASecondWriterGoesBesideTheFirst) 
             std::vector<std::string>{"refuse 0 cuMemAllocPitch 1"});
   EXPECT_EQ(events_of(lines_of(second.path())),
             std::vector<std::string>{"refuse 0 cuArrayCreate 2"});
+}
+
+// A filesystem that does not lock files (Lustre without flock, NFSv3 without its lock daemon):
+// flock() fails with this error while it is set (this test binary's flock stands in for libc's).
+std::atomic<int> flock_error{0};
+
+}  // namespace
+}  // namespace vramspill::telemetry
+
+// Named as libc's function, which <fcntl.h>'s struct flock shares a name with.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wshadow"
+extern "C" int flock(int fd, int operation) {
+  if (const int error = vramspill::telemetry::flock_error.load()) {
+    errno = error;
+    return -1;
+  }
+  static const auto libc_flock = reinterpret_cast<int (*)(int, int)>(dlsym(RTLD_NEXT, "flock"));
+  return libc_flock(fd, operation);
+}
+#pragma GCC diagnostic pop
+
+namespace vramspill::telemetry {
+namespace {
+
+// ... is traced to all the same, unlocked: the lock only keeps two jobs from sharing a path.
+TEST_F(TraceFileTest, AFilesystemWithoutLocksIsTracedToWithoutOne) {
+  for (const int error : {ENOLCK, ENOSYS, EOPNOTSUPP}) {
+    flock_error = error;
+    const fs::path path = root_ / "unlocked.trace";
+    TraceFile trace;
+    std::string problem;
+    const bool opened = trace.open(path.string(), TraceFormat::kText, problem);
+    flock_error = 0;
+    ASSERT_TRUE(opened) << std::strerror(error) << ": " << problem;
+    EXPECT_EQ(trace.path(), path.string());
+    trace.evicted(0, 1, 2);
+    trace.finish();
+    EXPECT_EQ(events_of(lines_of(path)), std::vector<std::string>{"evict 0 0x1 2"});
+  }
 }
 
 // Note [A trace replaces only a trace]: a file of the user's named by mistake keeps every byte.

@@ -13,6 +13,7 @@
 #include <ctime>
 
 #include "telemetry/log.h"
+#include "telemetry/owned_descriptor.h"
 #include "telemetry/process_facts.h"
 #include "telemetry/stats_directory.h"
 #include "util/file_size_limit.h"
@@ -35,12 +36,14 @@ void log_failure(const char* what) {
 // `<pid>.stats`, then `<pid>-1.stats` ... when live processes hold those (Note [Stats liveness]).
 constexpr int kNameAttempts = 8;
 
-// `fd` moved to a number of 3 or more (the original closed); -1 when that fails. With a standard
-// stream closed, the lowest free number is 0, 1 or 2: the program's writes to that stream would
-// land in the stats file, and the next publish would overwrite them.
-int above_standard_streams(int fd) {
-  if (fd < 0 || fd > STDERR_FILENO) return fd;
-  const int moved = fcntl(fd, F_DUPFD_CLOEXEC, STDERR_FILENO + 1);
+// `fd` moved to a number the shim owns (Note [The shim's own descriptors] in
+// telemetry/owned_descriptor.h; the original closed); -1 when that fails. With a standard stream
+// closed, the lowest free number is 0, 1 or 2, where the program's writes to that stream would
+// land in the stats file; a number below kFirstOwnDescriptor is one a shell's `exec 3>file` or
+// the program's dup2() may take over, dropping the lock that says the job is alive.
+int as_owned_descriptor(int fd) {
+  if (fd < 0 || fd >= kFirstOwnDescriptor) return fd;
+  const int moved = owned_copy(fd);
   const int error = errno;
   ::close(fd);
   errno = error;
@@ -74,7 +77,7 @@ int create_file(int directory_fd, const char* name) {
   int fd = openat(directory_fd, name, kFlags, kStatsFileMode);
   if (fd < 0 && errno == EEXIST && remove_abandoned(directory_fd, name))
     fd = openat(directory_fd, name, kFlags, kStatsFileMode);
-  return above_standard_streams(fd);
+  return as_owned_descriptor(fd);
 }
 
 }  // namespace

@@ -270,15 +270,17 @@ CUresult DriverGranuleOps::wait_for_copies() noexcept {
   const auto synchronize = VRAMSPILL_REAL(cuStreamSynchronize);
   if (synchronize == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
   if (primary_ == nullptr) return CUDA_SUCCESS;  // nothing was ever copied
-  const driver::ContextScope scope(primary_);
-  if (!scope.entered()) return scope.status();
-  // Without the join, the host waits for each lane in turn.
-  if (join_lanes() != CUDA_SUCCESS) {
-    if (const CUresult result = synchronize(to_host_stream_); result != CUDA_SUCCESS)
-      return result;
-    to_host_unjoined_ = false;
-  }
-  return synchronize(copy_stream_);
+  return unless_capturing([&] {
+    const driver::ContextScope scope(primary_);
+    if (!scope.entered()) return scope.status();
+    // Without the join, the host waits for each lane in turn.
+    if (join_lanes() != CUDA_SUCCESS) {
+      if (const CUresult result = synchronize(to_host_stream_); result != CUDA_SUCCESS)
+        return result;
+      to_host_unjoined_ = false;
+    }
+    return synchronize(copy_stream_);
+  });
 }
 
 CUresult DriverGranuleOps::queue_copies_after(std::span<const uint64_t> events) noexcept {
@@ -342,7 +344,9 @@ CUresult DriverGranuleOps::record_new_event(CUstream stream, uint64_t* event) no
 
 bool DriverGranuleOps::copies_done(uint64_t event) noexcept {
   const auto query = VRAMSPILL_REAL(cuEventQuery);
-  return query != nullptr && query(reinterpret_cast<CUevent>(event)) == CUDA_SUCCESS;
+  return query != nullptr && unless_capturing([&] {
+           return query(reinterpret_cast<CUevent>(event));
+         }) == CUDA_SUCCESS;
 }
 
 void DriverGranuleOps::drop_event(uint64_t event) noexcept {

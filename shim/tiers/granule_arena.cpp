@@ -48,8 +48,11 @@ CUresult GranuleArena::allocate(uint64_t bytes, uint64_t device_granules,
   }
   // Note [Moves copied on the stream]: the program writes a new block as it likes. (No move runs
   // between the settling and the taking: the placement serialises a device's allocations and
-  // moves.)
-  if (const CUresult settled = settle_copies(); settled != CUDA_SUCCESS) return settled;
+  // moves.) Beside a capture the block takes only settled granules instead (Note [Copies in
+  // flight beside a capture]).
+  if (const CUresult settled = settle_copies();
+      settled != CUDA_SUCCESS && settled != CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED)
+    return settled;
   CUresult result = CUDA_SUCCESS;
   try {
     result = take_pieces(layout, pieces, false);
@@ -117,7 +120,11 @@ CUresult GranuleArena::take_pieces(std::span<const PieceShape> wanted, std::vect
     for (std::size_t i = 0; i < wanted.size(); ++i) {
       const PieceShape& shape = wanted[i];
       if (moving) taken_since_trim_.at(static_cast<std::size_t>(shape.kind)) += shape.granules;
-      pooled[i] = pools_.take(shape.kind, shape.granules);
+      // A block's granules, while copies are still in flight (their wait refused beside a
+      // capture), are settled ones: the program may write them at once.
+      pooled[i] = moving || mover_.copies_pending() == 0
+                      ? pools_.take(shape.kind, shape.granules)
+                      : pools_.take_settled(shape.kind, shape.granules);
       if (!pooled[i]) missing_of(shape.kind, shape.granules > 1) += shape.granules;
     }
   }
@@ -245,8 +252,9 @@ std::optional<ArenaBlock> GranuleArena::free(CUdeviceptr base) noexcept {
   // Note [Staged promotions]: the staged copy reads the block's address.
   const bool staged_copy_over = !staged || unstage(base).copies_over;
   // Note [Moves copied on the stream]: a copy may still write the block's granules.
-  const bool copy_over =
-      staged_copy_over && (!copied_into || ops_.wait_for_copies() == CUDA_SUCCESS);
+  const CUresult waited =
+      staged_copy_over && copied_into ? ops_.wait_for_copies() : CUDA_SUCCESS;
+  const bool copy_over = staged_copy_over && waited == CUDA_SUCCESS;
   if (copied_into && copy_over) retire_copies(true, false);
   {
     const std::lock_guard lock(mutex_);
@@ -261,10 +269,18 @@ std::optional<ArenaBlock> GranuleArena::free(CUdeviceptr base) noexcept {
     }
   }
   const ArenaBlock freed = view(base, block);
-  if (!copy_over) {  // mapped under a copy that may never end: left to the driver
+  if (!copy_over) {
     const std::lock_guard lock(mutex_);
+    if (waited == CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED) {
+      try {  // Note [Copies in flight beside a capture]
+        freed_under_copies_.emplace(base, std::move(block));
+        return freed;
+      } catch (const std::bad_alloc&) {  // no room in the books: left to the driver, as below
+      }
+    }
+    // Mapped under a copy that may never end: left to the driver.
     ++leaked_ranges_;
-    leaked_granules_ += block.granules.size();
+    leaked_granules_ += freed.granules;
     return freed;
   }
   if (unmap_first(base, block.granules, block.granules.size())) {
@@ -361,11 +377,13 @@ ArenaStats GranuleArena::stats() const noexcept {
                    .unbacked_granules = mover_.unbacked_granules(),
                    .move_vmm_calls = mover_.move_vmm_calls(),
                    .vmm_calls = ops_.vmm_calls()};
-  for (const auto& [base, block] : blocks_) {
-    const ArenaBlock counted = view(base, block);
-    stats.device_granules += counted.device_granules;
-    stats.host_granules += counted.host_granules();
-    stats.staged_host_granules += counted.staged_granules;
+  for (const auto* held : {&blocks_, &freed_under_copies_}) {
+    for (const auto& [base, block] : *held) {
+      const ArenaBlock counted = view(base, block);
+      stats.device_granules += counted.device_granules;
+      stats.host_granules += counted.host_granules();
+      stats.staged_host_granules += counted.staged_granules;
+    }
   }
   return stats;
 }
@@ -383,36 +401,40 @@ bool GranuleArena::check_invariants(std::string* problem) const {
   };
   uint64_t held = 0;
   uint64_t staged_blocks = 0;
-  CUdeviceptr previous_end = 0;
-  for (const auto& [base, block] : blocks_) {
-    if (!block.staged.empty()) ++staged_blocks;
-    if (base % kGranuleBytes != 0) return fail("a block's range is not granule-aligned");
-    if (base < previous_end) return fail("two blocks' ranges overlap");
-    if (block.granules.size() != granules_for(block.bytes))
-      return fail("a block has " + std::to_string(block.granules.size()) + " granules for " +
-                  std::to_string(block.bytes) + " bytes");
-    previous_end = base + block.granules.size() * kGranuleBytes;
-    for (std::size_t i = 0; i < block.granules.size(); ++i) {
-      const Granule& granule = block.granules[i];
-      if (!seen.insert({granule.handle, granule.part}).second)
-        return fail("a granule backs two places");
-      if (home_taken(granule)) return fail("two granules share a home");
-      // Note [Chunks]: a chunk's granules follow each other, whole, at the block's address.
-      const bool follows_its_part = i > 0 && block.granules[i - 1].handle == granule.handle &&
-                                    block.granules[i - 1].part + 1 == granule.part;
-      if (granule.part >= granule.span || (granule.part != 0 && !follows_its_part) ||
-          (granule.part + 1 < granule.span &&
-           (i + 1 == block.granules.size() || block.granules[i + 1].handle != granule.handle)))
-        return fail("a block maps part of a chunk");
-      ++held;
-    }
-    for (const Slot& slot : block.staged) {
-      if (block.granules.at(slot.index).handle != slot.to.handle)
-        return fail("a staged granule is not in its block's books");
-      if (!seen.insert({slot.from.handle, slot.from.part}).second)
-        return fail("a staged block's old granule is reused");
-      if (home_taken(slot.from)) return fail("two granules share a home");
-      ++held;
+  // The live blocks, then those freed under copies in flight (Note [Copies in flight beside a
+  // capture]), which hold their granules as live blocks do.
+  for (const auto* blocks : {&blocks_, &freed_under_copies_}) {
+    CUdeviceptr previous_end = 0;
+    for (const auto& [base, block] : *blocks) {
+      if (!block.staged.empty()) ++staged_blocks;
+      if (base % kGranuleBytes != 0) return fail("a block's range is not granule-aligned");
+      if (base < previous_end) return fail("two blocks' ranges overlap");
+      if (block.granules.size() != granules_for(block.bytes))
+        return fail("a block has " + std::to_string(block.granules.size()) + " granules for " +
+                    std::to_string(block.bytes) + " bytes");
+      previous_end = base + block.granules.size() * kGranuleBytes;
+      for (std::size_t i = 0; i < block.granules.size(); ++i) {
+        const Granule& granule = block.granules[i];
+        if (!seen.insert({granule.handle, granule.part}).second)
+          return fail("a granule backs two places");
+        if (home_taken(granule)) return fail("two granules share a home");
+        // Note [Chunks]: a chunk's granules follow each other, whole, at the block's address.
+        const bool follows_its_part = i > 0 && block.granules[i - 1].handle == granule.handle &&
+                                      block.granules[i - 1].part + 1 == granule.part;
+        if (granule.part >= granule.span || (granule.part != 0 && !follows_its_part) ||
+            (granule.part + 1 < granule.span &&
+             (i + 1 == block.granules.size() || block.granules[i + 1].handle != granule.handle)))
+          return fail("a block maps part of a chunk");
+        ++held;
+      }
+      for (const Slot& slot : block.staged) {
+        if (block.granules.at(slot.index).handle != slot.to.handle)
+          return fail("a staged granule is not in its block's books");
+        if (!seen.insert({slot.from.handle, slot.from.part}).second)
+          return fail("a staged block's old granule is reused");
+        if (home_taken(slot.from)) return fail("two granules share a home");
+        ++held;
+      }
     }
   }
   bool pooled_whole = true;

@@ -143,6 +143,18 @@
 // device memory may run before the copy and read what its new granules held before. So are the
 // stream memory operations (cuStreamWriteValue and the like), which the shim does not hook.
 //
+// Note [Copies in flight beside a capture]
+// The waits above are host waits, which beside a stream capture break it (Note [No moves during a
+// capture] in placement/tiered_placement.h), and copies may be in flight when a capture begins
+// (the tracked window's) or, a capture beginning mid-move, after: the program may still allocate
+// and free beside the capture (cuMemAlloc, and cuMemFreeAsync on a stream not captured). So while
+// a capture is in progress the arena's ops refuse to wait (GranuleOps::wait_for_copies), and:
+// - allocate() takes no pooled granule a copy may still use, only settled ones and new handles;
+// - free() of a block a copy still writes keeps its granules mapped and its range reserved, held
+//   and charged as before, until the copies are over (the next settling, with the capture over,
+//   finishes those frees: finish_frees_under_copies()); the program no longer sees the block.
+// Elsewhere a refused wait is a failed one, whose granules stay the driver's (leaked).
+//
 // Note [Moves of dead contents]
 // A block the program freed with cuMemFreeAsync may be kept for its next request (Note [Reuse in
 // stream order] in tiers/stream_ordered_reuse.h); once its stream has reached the free, nothing
@@ -443,8 +455,12 @@ class GranuleArena {
   Unstaged unstage(CUdeviceptr base);
   // The mover's retire_copies(), with move_mutex_ held.
   void retire_copies(bool all_done, bool window_closed);
-  // Once no copy is in flight, no pooled granule is unsettled.
+  // Once no copy is in flight, no pooled granule is unsettled, and the frees made under copies
+  // are finished.
   void forget_unsettled();
+  // Unmaps the blocks freed under copies in flight and pools their granules (Note [Copies in
+  // flight beside a capture]); with move_mutex_ held and no copy in flight.
+  void finish_frees_under_copies();
   // Waits for the copies in flight and retires them, before pooled granules leave the arena's
   // stream (Note [Moves copied on the stream]); the wait's error when it fails.
   CUresult settle_copies();
@@ -463,6 +479,9 @@ class GranuleArena {
   void end_of_batches_ahead() noexcept;
   mutable std::mutex mutex_;  // the books below
   std::map<CUdeviceptr, Block> blocks_;
+  // Blocks the program freed while a capture kept the arena from waiting for the copies that
+  // still write them (Note [Copies in flight beside a capture]): mapped and held, no longer live.
+  std::map<CUdeviceptr, Block> freed_under_copies_;
   // Note [What the pools keep], by GranuleKind: granules taken since the last trim, and the
   // decaying demand.
   std::array<uint64_t, 2> taken_since_trim_{};

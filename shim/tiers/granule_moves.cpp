@@ -270,8 +270,29 @@ CUresult GranuleArena::settle_copies() {
 
 void GranuleArena::forget_unsettled() {
   if (mover_.copies_pending() != 0) return;
-  const std::lock_guard lock(mutex_);
-  pools_.settle();
+  {
+    const std::lock_guard lock(mutex_);
+    pools_.settle();
+  }
+  finish_frees_under_copies();
+}
+
+void GranuleArena::finish_frees_under_copies() {
+  std::map<CUdeviceptr, Block> freed;
+  {
+    const std::lock_guard lock(mutex_);
+    freed.swap(freed_under_copies_);
+  }
+  for (auto& [base, block] : freed) {
+    const uint64_t granules = block.granules.size();
+    if (unmap_first(base, block.granules, granules)) {
+      unreserve(base, granules);
+    } else {
+      const std::lock_guard lock(mutex_);
+      ++leaked_ranges_;
+    }
+    pool(block.granules);
+  }
 }
 
 CUresult GranuleArena::order_after_copies(uint64_t stream, std::span<const uint64_t> bases,

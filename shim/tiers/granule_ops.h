@@ -85,7 +85,9 @@ class GranuleOps {
   // on the arena's own `lane` (Note [Two copy lanes]).
   virtual CUresult copy(CUdeviceptr destination, CUdeviceptr source, uint64_t bytes,
                         CopyLane lane) noexcept = 0;
-  // Waits for the copies copy() queued.
+  // Waits for the copies copy() queued; CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, without waiting,
+  // while a capture is in progress, which a wait on the host would break (Note [No moves during
+  // a capture] in placement/tiered_placement.h).
   virtual CUresult wait_for_copies() noexcept = 0;
   // Makes the copies queued after it wait, on the device, for each of `events` (cuStreamWaitEvent
   // on the arena's stream): a staged promotion's copy follows the blocks' last uses while the
@@ -101,7 +103,8 @@ class GranuleOps {
   // Makes the copies queued next on `lane` wait, on the device, for an event of mark_copies()
   // (cuStreamWaitEvent on the lane's stream), without ending the epoch.
   virtual CUresult follow_mark(CopyLane lane, uint64_t event) noexcept = 0;
-  // Whether the copies before `event` are done (cuEventQuery); false when the driver cannot say.
+  // Whether the copies before `event` are done (cuEventQuery); false when the driver cannot say,
+  // and while a capture is in progress, which the query would break.
   virtual bool copies_done(uint64_t event) noexcept = 0;
   // Gives an event of record_copies() or mark_copies() back (cuEventDestroy).
   virtual void drop_event(uint64_t event) noexcept = 0;

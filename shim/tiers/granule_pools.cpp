@@ -45,6 +45,15 @@ std::optional<Granule> GranulePools::take(GranuleKind kind, uint32_t span) noexc
   return piece;
 }
 
+std::optional<Granule> GranulePools::take_settled(GranuleKind kind, uint32_t span) noexcept {
+  Pool& pool = pools_[index(kind, span)];
+  if (pool.settled() == 0) return std::nullopt;
+  const auto at = pool.pieces.begin() + static_cast<std::ptrdiff_t>(pool.settled() - 1);
+  const Granule piece = *at;
+  pool.pieces.erase(at);
+  return piece;
+}
+
 template <typename More>
 void GranulePools::move_settled(Pool& pool, std::vector<Granule>& out, More more) {
   // The settled pieces are the first ones: a copy in flight may use the last `unsettled`.

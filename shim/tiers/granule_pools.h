@@ -27,6 +27,8 @@ class GranulePools {
   void put(const Granule& piece, bool unsettled);
   // The last pooled handle of `kind` holding `span` granules, if any.
   std::optional<Granule> take(GranuleKind kind, uint32_t span) noexcept;
+  // The last settled one, if any.
+  std::optional<Granule> take_settled(GranuleKind kind, uint32_t span) noexcept;
   // Moves settled handles of `kind` holding `span` granules to `out` until `granules` of them
   // went or none is left. Throws std::bad_alloc.
   void take_settled(GranuleKind kind, uint64_t granules, uint32_t span, std::vector<Granule>& out);

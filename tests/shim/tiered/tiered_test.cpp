@@ -576,6 +576,36 @@ TEST_F(CaptureTest, ACapturedLaunchOfABlockBeingCopiedLeavesTheCaptureValid) {
   for (const CUdeviceptr block : blocks) ASSERT_CU(cuMemFree(block));
 }
 
+// ... and the program's allocations and frees beside the capture while that copy is still listed
+// (Note [Copies in flight beside a capture] in shim/tiers/granule_arena.h): a new block takes no
+// granule a copy may still use, and a block freed in stream order on another stream keeps its
+// granules until the copies are over, neither waiting for them on the host, which breaks the
+// capture. The free is made by the shim's own thread once its stream reaches it: the capture
+// lasts a moment longer, so that it is made while the capture runs.
+TEST_F(CaptureTest, AllocationsAndFreesBesideACaptureWaitForNoCopyOnTheHost) {
+  std::vector<CUdeviceptr> blocks(5);  // one more than the budget: the first goes to the host
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    ASSERT_CU(cuMemAlloc(&blocks[i], kBlock));
+    ASSERT_CU(fill(blocks[i], static_cast<uint32_t>(i), streams_[1]));
+  }
+  ASSERT_CU(fill(blocks[0], 10, streams_[1]));  // brought back, its copy left listed
+  ASSERT_CU(cuStreamSynchronize(streams_[1]));
+  CUstream capturing = streams_[0];
+  ASSERT_CU(cuStreamBeginCapture(capturing, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  ASSERT_CU(fill(blocks[2], 20, capturing));
+  CUdeviceptr beside = 0;
+  ASSERT_CU(cuMemAlloc(&beside, kBlock));
+  ASSERT_CU(fill(beside, 21, streams_[1]));
+  ASSERT_CU(cuMemFreeAsync(blocks[0], streams_[1]));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  ASSERT_NO_FATAL_FAILURE(replay_capture(capturing));
+  expect_block(blocks[2], 20);
+  expect_block(beside, 21);
+  for (const size_t i : {1, 3, 4}) expect_block(blocks[i], static_cast<uint32_t>(i));
+  for (size_t i = 1; i < blocks.size(); ++i) ASSERT_CU(cuMemFree(blocks[i]));
+  ASSERT_CU(cuMemFree(beside));
+}
+
 // Note [Counting captures] in shim/core/capture_origins.h: a capture whose stream the program
 // destroys ends with it. Counted still, it would keep every block where it is for the rest of
 // the process; here blocks move both ways after it (its ctest requires the summary to say so).

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <array>
+#include <string>
 #include <vector>
 
 #include "arena_test_fixtures.h"
@@ -183,6 +184,51 @@ TEST_F(GranuleStreamMoveTest, FreeingABlockACopyWritesWaitsForTheCopy) {
   EXPECT_EQ(waits_of({base}), std::vector<uint64_t>{});
   retire();
   EXPECT_EQ(ops_.live_events(), 0u);
+}
+
+// Note [Copies in flight beside a capture]: while a capture is in progress the ops refuse to wait
+// for the copies. A block the program frees then, which its copy still writes, keeps its granules
+// mapped, held and out of the pools (nothing leaks), until a later settling finishes the free.
+TEST_F(GranuleStreamMoveTest, BesideACaptureAFreedBlockKeepsItsGranulesUntilTheCopiesAreOver) {
+  const CUdeviceptr base = tagged_block(2, 0);
+  move_on_stream({base});
+  ops_.fail(Call::kWait, 1, CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  ASSERT_TRUE(arena_.free(base));
+  ArenaStats stats = arena_.stats();
+  EXPECT_EQ(stats.blocks, 0u);
+  EXPECT_EQ(stats.device_granules, 2u) << "held while the copy may still write them";
+  EXPECT_EQ(stats.leaked_granules, 0u);
+  EXPECT_EQ(stats.leaked_ranges, 0u);
+  EXPECT_EQ(ops_.reservations(), 2u) << "the block's range and the homes'";
+  std::string problem;
+  EXPECT_TRUE(arena_.check_invariants(&problem)) << problem;
+
+  const CUdeviceptr fresh = allocate(2 * kGranuleBytes, 2);  // the capture is over: it settles
+  EXPECT_EQ(ops_.copies_in_flight(), 0u);
+  stats = arena_.stats();
+  EXPECT_EQ(stats.blocks, 1u);
+  EXPECT_EQ(stats.device_granules, 2u) << "the new block's, taken from the freed block's";
+  EXPECT_EQ(stats.leaked_granules, 0u);
+  EXPECT_EQ(ops_.reservations(), 2u) << "the new block's range and the homes'";
+  EXPECT_TRUE(arena_.check_invariants(&problem)) << problem;
+  EXPECT_TRUE(arena_.free(fresh));
+}
+
+// ... and a block the program allocates then takes no pooled granule a copy may still use: the
+// device granules the eviction gave up stay pooled, and new ones back the block.
+TEST_F(GranuleStreamMoveTest, BesideACaptureANewBlockTakesOnlySettledGranules) {
+  const CUdeviceptr base = tagged_block(2, 2);
+  move_on_stream({base}, kHost);
+  ASSERT_EQ(arena_.stats().pooled_device_granules, 2u);
+  ops_.fail_always(Call::kWait, CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);  // the capture runs
+  const CUdeviceptr fresh = allocate(2 * kGranuleBytes, 2);
+  ops_.heal();
+  EXPECT_EQ(ops_.copies_in_flight(), 1u) << "not waited for";
+  EXPECT_EQ(arena_.stats().pooled_device_granules, 2u) << "still the copy's to read";
+  EXPECT_EQ(kinds(fresh, 2), (std::vector{kDevice, kDevice}));
+  expect_tags(base, 2);
+  std::string problem;
+  EXPECT_TRUE(arena_.check_invariants(&problem)) << problem;
 }
 
 TEST_F(GranuleStreamMoveTest, ACopyThatCannotBeQueuedMovesNothing) {

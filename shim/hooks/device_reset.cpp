@@ -56,10 +56,12 @@ void forget_what_the_reset_freed(ShimState& shim, int device, const BeforeReset&
   const std::size_t gone = shim.admission.forget_reset(held, &driver::memory_freed);
   const uint64_t unpinned = shim.program_pinned.forget_freed(&driver::memory_freed);
   shim.host_budget.release(unpinned);
-  logging::info(
-      "device {} was reset ({}): {} of its {} allocations went with its primary context and "
-      "left the budget, and {} of the program's page-locked memory",
-      device, how, gone, held.size(), format_bytes(unpinned));
+  // A reset of a device the shim held nothing of (a program's last release at its end) is news
+  // only to a debug log.
+  logging::log(held.empty() && unpinned == 0 ? LogLevel::kDebug : LogLevel::kInfo,
+               "device {} was reset ({}): {} of its {} allocations went with its primary context "
+               "and left the budget, and {} of the program's page-locked memory",
+               device, how, gone, held.size(), format_bytes(unpinned));
   // Blocks spilled for other devices lived in the pool's memory too, and nothing can bring it
   // back for them.
   const auto own = static_cast<uint64_t>(std::ranges::count_if(

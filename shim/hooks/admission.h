@@ -37,8 +37,9 @@ CUresult enter_and_allocate(core::Route route, uint64_t bytes, const SpillTarget
   if (const CUresult result = current_device(device); result != CUDA_SUCCESS) return result;
   if (const CUresult result = know_device(*shim, device); result != CUDA_SUCCESS) return result;
   if (spill_target.may_tier) {
-    if (const std::optional<CUresult> tiered =
-            shim->tiered_blocks.allocate(device, spill_target.bytes, spill_target.out)) {
+    // Note [Kept blocks give room to every request] in placement/stream_ordered_blocks.h.
+    if (const std::optional<CUresult> tiered = shim->stream_ordered_blocks.allocate_plain(
+            device, spill_target.bytes, spill_target.out)) {
       if (*tiered == CUDA_SUCCESS && spill_target.pitch_out != nullptr)
         *spill_target.pitch_out = spill_target.pitch;
       return *tiered;

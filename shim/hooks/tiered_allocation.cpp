@@ -51,6 +51,8 @@ bool DriverTieredSeam::make_device_room(int device, uint64_t bytes) noexcept {
   if (shim_.config.tiered.mover == TieredMover::kPrefetch &&
       shim_.tiered.arena_of(device) == nullptr)
     return false;
+  // Note [Kept blocks give room to every request] in placement/stream_ordered_blocks.h.
+  shim_.stream_ordered_blocks.make_room(device, bytes);
   return shim_.tiered.make_device_room(device, bytes);
 }
 

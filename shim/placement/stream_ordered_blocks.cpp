@@ -122,14 +122,43 @@ std::optional<CUresult> StreamOrderedBlocks::allocate(int device, CUmemoryPool p
   }
   // A new block. Where the budget has no room for it, kept blocks whose frees were reached go
   // back first: their granules are the room, and otherwise the new block would evict them (or
-  // live blocks) to the host. All of them go back if the budgets refuse the block.
-  const uint64_t room = budgets_.device_room(device) / tiers::kGranuleBytes;
-  if (room < granules) give_back(device, granules - room);
-  std::optional<CUresult> made = blocks_.allocate_reusable(device, bytes, out);
-  if (!made && give_back(device, UINT64_MAX)) made = blocks_.allocate_reusable(device, bytes, out);
+  // live blocks) to the host.
+  const std::optional<CUresult> made = allocate_new(
+      device, bytes, [&] { return blocks_.allocate_reusable(device, bytes, out); });
   // Not remembered (out of memory): it works, but its cuMemFreeAsync frees it.
   if (made && *made == CUDA_SUCCESS) (void)reuse_.made(*out);
   return made;
+}
+
+std::optional<CUresult> StreamOrderedBlocks::allocate_plain(int device, uint64_t bytes,
+                                                            CUdeviceptr* out) noexcept {
+  if (!remap_mover_keeps()) return blocks_.allocate(device, bytes, out);
+  find_idle_streams(device);
+  return allocate_new(device, bytes, [&] { return blocks_.allocate(device, bytes, out); });
+}
+
+void StreamOrderedBlocks::make_room(int device, uint64_t bytes) noexcept {
+  if (!remap_mover_keeps()) return;
+  find_idle_streams(device);
+  const uint64_t room = budgets_.device_room(device);
+  if (room < bytes) give_back(device, tiers::GranuleArena::granules_for(bytes - room));
+}
+
+template <typename Allocate>
+std::optional<CUresult> StreamOrderedBlocks::allocate_new(int device, uint64_t bytes,
+                                                          Allocate allocate) noexcept {
+  const uint64_t granules = tiers::GranuleArena::granules_for(bytes);
+  const uint64_t room = budgets_.device_room(device) / tiers::kGranuleBytes;
+  if (room < granules) give_back(device, granules - room);
+  std::optional<CUresult> made = allocate();
+  if (!made && give_back(device, UINT64_MAX)) made = allocate();
+  return made;
+}
+
+bool StreamOrderedBlocks::remap_mover_keeps() const noexcept {
+  return config_.spill.mode == SpillMode::kTiered &&
+         config_.tiered.stream_ordered == StreamOrderedMode::kArena &&
+         config_.tiered.mover == TieredMover::kRemap;
 }
 
 bool StreamOrderedBlocks::keep(const core::Allocation& block, CUstream stream) noexcept {

@@ -59,6 +59,17 @@
 // policy: when room is needed before its free is reached, the policy may evict it, its contents
 // copied for nothing, before the next request gives it up.
 //
+// Note [Kept blocks give room to every request]
+// The remap mover keeps freed stream-ordered blocks up to twice the device budget, and evicts
+// those whose frees were reached without a copy (Note [Moves of dead contents] in
+// tiers/granule_arena.h), but their host granules still count against the host limit. Were they
+// given back only to stream-ordered requests, a job that frees its step's scratch blocks and then
+// allocates with cuMemAlloc (or whose driver allocations need device room) would push them to the
+// host and fill the host limit with memory it freed, until a spill or an eviction was refused.
+// So every request that needs room gives back reached kept blocks first, as a new stream-ordered
+// block does: the room the device budget lacks, then all of them should the budgets refuse it.
+// (The prefetch mover frees them itself when it needs room: the Note below.)
+//
 // Note [Dead blocks and the prefetch mover]
 // Once its free is reached, a kept block's bytes are dead, yet to the policy it is the coldest
 // block there is. The arena evicts it without a copy (Note [Moves of dead contents]); unified
@@ -153,6 +164,17 @@ class StreamOrderedBlocks final : public DeadBlocks {
   // to end (stream_ended()).
   bool keep(const core::Allocation& block, CUstream stream) noexcept;
 
+  // A tiered block of `bytes` for a request that is not stream-ordered (cuMemAlloc and the like:
+  // TieredBlocks::allocate()): with the remap mover, the kept blocks whose frees were reached
+  // give their room first, as for a new stream-ordered block (Note [Kept blocks give room to
+  // every request]). nullopt when it is no tiered block.
+  std::optional<CUresult> allocate_plain(int device, uint64_t bytes, CUdeviceptr* out) noexcept;
+
+  // Room for `bytes` on `device`, which an allocation that is no tiered block needs (the admission
+  // flow's, through TieredSeam::make_device_room()): with the remap mover, the kept blocks whose
+  // frees were reached go back until the device budget has it, or none is left.
+  void make_room(int device, uint64_t bytes) noexcept;
+
   // cuMemPoolTrimTo of `pool` succeeded: if it is a plain pool of a device (PoolBooks::plain()),
   // that device's kept blocks whose frees were reached go back to its arena, as a trim gives back
   // a pool's unused memory (the kept blocks stand for the memory of all its plain pools).
@@ -181,6 +203,14 @@ class StreamOrderedBlocks final : public DeadBlocks {
  private:
   using Kept = tiers::StreamOrderedReuse::Block;
 
+  // A new block through `allocate` (the arena's allocate_reusable() or allocate()), where the
+  // kept blocks whose frees were reached give room first: those the device budget lacks, then
+  // all of them should the budgets refuse the block (Note [Kept blocks give room to every
+  // request]).
+  template <typename Allocate>
+  std::optional<CUresult> allocate_new(int device, uint64_t bytes, Allocate allocate) noexcept;
+  // Whether the remap mover keeps blocks whose room its other allocations may take.
+  bool remap_mover_keeps() const noexcept;
   // Gives `device`'s kept blocks whose frees were reached back to their mover, oldest first,
   // until `granules` went: each only if still kept, and with the prefetch mover not during a
   // capture (TieredBlocks::free_unless_capturing()). Whether any went.

@@ -696,6 +696,33 @@ TEST_F(TieredTest, AStreamOrderedRequestLeavesAnotherStreamsCaptureValid) {
   for (CUdeviceptr block : blocks) ASSERT_CU(cuMemFree(block));
 }
 
+// Note [Kept blocks give room to every request] in shim/placement/stream_ordered_blocks.h: blocks
+// the program freed in stream order, kept for its next requests, give their room to cuMemAlloc
+// too. Evicted without a copy instead, they would fill the host limit (24 MiB here:
+// CMakeLists.txt) with memory the program freed, and the second allocation, for which the first
+// must go to the host, would be refused.
+TEST_F(TieredTest, KeptBlocksGiveTheirRoomToOtherAllocations) {
+  std::vector<CUdeviceptr> scratch(6);  // one and a half budgets, freed and kept
+  for (CUdeviceptr& block : scratch) {
+    ASSERT_CU(cuMemAllocAsync(&block, kBlock, streams_[0]));
+    ASSERT_CU(fill(block, 1, streams_[0]));
+  }
+  for (const CUdeviceptr block : scratch) ASSERT_CU(cuMemFreeAsync(block, streams_[0]));
+  ASSERT_CU(cuStreamSynchronize(streams_[0]));  // their frees reached
+  CUdeviceptr first = 0;
+  CUdeviceptr second = 0;
+  ASSERT_CU(cuMemAlloc(&first, 4 * kBlock));  // the whole budget
+  ASSERT_CU(fill(first, 2, streams_[0]));
+  ASSERT_CU(cuMemAlloc(&second, 4 * kBlock));  // the first goes to the host for it
+  ASSERT_CU(fill(second, 3, streams_[0]));
+  ASSERT_CU(fill(first, 4, streams_[0]));  // and comes back
+  ASSERT_CU(cuStreamSynchronize(streams_[0]));
+  expect_block(first, 4);
+  expect_block(second, 3);
+  ASSERT_CU(cuMemFree(first));
+  ASSERT_CU(cuMemFree(second));
+}
+
 // Several threads submit at once while their blocks move: each thread's fills and copies on its
 // own stream, over three times the budget in all, must come back byte for byte (the remap
 // window holds every thread's submissions while a move remaps).

@@ -28,6 +28,17 @@ uint64_t more_than(uint64_t wanted, uint64_t pooled) {
   return wanted > pooled ? wanted - pooled : 0;
 }
 
+// What an arena holds, in the bytes the budgets charge for it (Note [Tiered budgets]).
+struct HeldBytes {
+  uint64_t device = 0;
+  uint64_t host = 0;
+};
+HeldBytes held_bytes(const tiers::ArenaStats& held) {
+  return {.device = (held.device_granules + held.pooled_device_granules) * kGranuleBytes,
+          .host = (held.host_granules + held.staged_host_granules + held.pooled_host_granules) *
+                  kGranuleBytes};
+}
+
 // A promotion of the host granules `block` has now, by count: what is charged for it is what it
 // may move, should the block change before the move (a staged part it finishes first may fall
 // back to the host: Note [Staged promotions] in tiers/granule_arena.h).
@@ -101,11 +112,7 @@ bool TieredPlacement::charge(int device, Device& state, uint64_t device_granules
 
 void TieredPlacement::settle(int device, Device& state) {
   state.arena->trim();
-  const tiers::ArenaStats held = state.arena->stats();
-  const uint64_t device_bytes =
-      (held.device_granules + held.pooled_device_granules) * kGranuleBytes;
-  const uint64_t host_bytes =
-      (held.host_granules + held.staged_host_granules + held.pooled_host_granules) * kGranuleBytes;
+  const auto [device_bytes, host_bytes] = held_bytes(state.arena->stats());
   // Every operation charged first (Note [Tiered budgets]): the arena holds at most that much.
   if (state.charged_device > device_bytes) {
     budgets_.give_device(device, state.charged_device - device_bytes);
@@ -117,6 +124,14 @@ void TieredPlacement::settle(int device, Device& state) {
   }
   if (state.charged_device < device_bytes || state.charged_host < host_bytes)
     charge_what_was_not(device, state, device_bytes, host_bytes);
+}
+
+bool TieredPlacement::charge_the_rest(int device, Device& state) {
+  const HeldBytes held = held_bytes(state.arena->stats());
+  const uint64_t device_past = more_than(held.device, state.charged_device);
+  const uint64_t host_past = more_than(held.host, state.charged_host);
+  return (device_past == 0 && host_past == 0) ||
+         charge(device, state, device_past / kGranuleBytes, host_past / kGranuleBytes);
 }
 
 // Note [Held past the charge]
@@ -372,6 +387,10 @@ TieredPlacement::Allocated TieredPlacement::allocate(int device, uint64_t bytes,
       allocated.over_budgets = true;
     } else {
       allocated.result = state->arena->allocate(bytes, on_device, out);
+      if (allocated.result == CUDA_SUCCESS && !charge_the_rest(device, *state)) {
+        (void)state->arena->free(*out);
+        allocated = {.result = CUDA_ERROR_OUT_OF_MEMORY, .over_budgets = true};
+      }
       if (allocated.result == CUDA_SUCCESS) {
         if (rule) state->ruled.emplace(*out, *rule);
         state->policy->allocated(*out, granules, /*on_device=*/false);

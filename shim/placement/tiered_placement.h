@@ -272,6 +272,11 @@ class TieredPlacement {
   // Charges the budgets for up to `device_granules` and `host_granules` more granules than the
   // arena holds; false (nothing charged) when a budget says no.
   bool charge(int device, Device& state, uint64_t device_granules, uint64_t host_granules);
+  // Charges what `state`'s arena holds beyond its charge: the granules a new block made where its
+  // charge counted on pooled ones it could not take (those a copy may still use, beside a capture:
+  // Note [Copies in flight beside a capture] in tiers/granule_arena.h). False when the budgets
+  // refuse it.
+  bool charge_the_rest(int device, Device& state);
   // Trims the arena and sets the charges to what it holds now.
   void settle(int device, Device& state);
   // Note [Held past the charge] (in the .cpp): the arena holds `device_bytes` and `host_bytes`,

@@ -500,6 +500,19 @@ TEST_F(TieredTest, QueriesSeeTheWholeAllocation) {
 // with a graph, and that graph's kernel reaches the block wherever it is.
 class CaptureTest : public TieredTest {
  protected:
+  // Five blocks, one more than the budget, each filled with its index on stream 1, but the first,
+  // evicted for the last and brought back by a fill of 10, whose copy the tracked window leaves
+  // listed; stream 1 is done.
+  void blocks_the_first_being_copied(std::vector<CUdeviceptr>& blocks) {
+    blocks.resize(5);
+    for (size_t i = 0; i < blocks.size(); ++i) {
+      ASSERT_CU(cuMemAlloc(&blocks[i], kBlock));
+      ASSERT_CU(fill(blocks[i], static_cast<uint32_t>(i), streams_[1]));
+    }
+    ASSERT_CU(fill(blocks[0], 10, streams_[1]));
+    ASSERT_CU(cuStreamSynchronize(streams_[1]));
+  }
+
   // `begin_capture(stream)` begins the capture.
   template <typename BeginCapture>
   void capture_survives_allocations_past_the_budget(BeginCapture begin_capture) {
@@ -558,13 +571,8 @@ TEST_F(CaptureTest, ACaptureIntoAGraphIsCountedToo) {
 // query broke PyTorch's captures: pytorch/pytorch#104487), nor on the device, which would take
 // an event recorded outside the capture into it. Its graph, launched later, waits for the copy.
 TEST_F(CaptureTest, ACapturedLaunchOfABlockBeingCopiedLeavesTheCaptureValid) {
-  std::vector<CUdeviceptr> blocks(5);  // one more than the budget: the first goes to the host
-  for (size_t i = 0; i < blocks.size(); ++i) {
-    ASSERT_CU(cuMemAlloc(&blocks[i], kBlock));
-    ASSERT_CU(fill(blocks[i], static_cast<uint32_t>(i), streams_[1]));
-  }
-  ASSERT_CU(fill(blocks[0], 10, streams_[1]));  // brought back, its copy left listed
-  ASSERT_CU(cuStreamSynchronize(streams_[1]));    // before the graph's fill, on another stream
+  std::vector<CUdeviceptr> blocks;
+  ASSERT_NO_FATAL_FAILURE(blocks_the_first_being_copied(blocks));
   CUstream capturing = streams_[0];
   ASSERT_CU(cuStreamBeginCapture(capturing, CU_STREAM_CAPTURE_MODE_GLOBAL));
   ASSERT_CU(fill(blocks[0], 20, capturing));
@@ -577,27 +585,23 @@ TEST_F(CaptureTest, ACapturedLaunchOfABlockBeingCopiedLeavesTheCaptureValid) {
 }
 
 // ... and the program's allocations and frees beside the capture while that copy is still listed
-// (Note [Copies in flight beside a capture] in shim/tiers/granule_arena.h): a new block takes no
-// granule a copy may still use, and a block freed in stream order on another stream keeps its
-// granules until the copies are over, neither waiting for them on the host, which breaks the
-// capture. The free is made by the shim's own thread once its stream reaches it: the capture
-// lasts a moment longer, so that it is made while the capture runs.
+// (Note [Copies in flight beside a capture] in shim/tiers/granule_arena.h): the new block takes no
+// granule a copy may still use, and the block being copied, freed in stream order and kept, whose
+// room the new block takes (Note [Kept blocks give room to every request]), keeps its granules
+// until the copies are over; neither waits for them on the host, which breaks the capture. The
+// kept block's free is reached once the shim's host function runs on its stream: the new block
+// waits a moment for that.
 TEST_F(CaptureTest, AllocationsAndFreesBesideACaptureWaitForNoCopyOnTheHost) {
-  std::vector<CUdeviceptr> blocks(5);  // one more than the budget: the first goes to the host
-  for (size_t i = 0; i < blocks.size(); ++i) {
-    ASSERT_CU(cuMemAlloc(&blocks[i], kBlock));
-    ASSERT_CU(fill(blocks[i], static_cast<uint32_t>(i), streams_[1]));
-  }
-  ASSERT_CU(fill(blocks[0], 10, streams_[1]));  // brought back, its copy left listed
-  ASSERT_CU(cuStreamSynchronize(streams_[1]));
+  std::vector<CUdeviceptr> blocks;
+  ASSERT_NO_FATAL_FAILURE(blocks_the_first_being_copied(blocks));
   CUstream capturing = streams_[0];
   ASSERT_CU(cuStreamBeginCapture(capturing, CU_STREAM_CAPTURE_MODE_GLOBAL));
   ASSERT_CU(fill(blocks[2], 20, capturing));
+  ASSERT_CU(cuMemFreeAsync(blocks[0], streams_[1]));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
   CUdeviceptr beside = 0;
   ASSERT_CU(cuMemAlloc(&beside, kBlock));
   ASSERT_CU(fill(beside, 21, streams_[1]));
-  ASSERT_CU(cuMemFreeAsync(blocks[0], streams_[1]));
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
   ASSERT_NO_FATAL_FAILURE(replay_capture(capturing));
   expect_block(blocks[2], 20);
   expect_block(beside, 21);

@@ -132,7 +132,9 @@ std::optional<CUresult> StreamOrderedBlocks::allocate(int device, CUmemoryPool p
 
 std::optional<CUresult> StreamOrderedBlocks::allocate_plain(int device, uint64_t bytes,
                                                             CUdeviceptr* out) noexcept {
-  if (!remap_mover_keeps()) return blocks_.allocate(device, bytes, out);
+  // A request too small for a tiered block is none: it takes no kept block's room.
+  if (!remap_mover_keeps() || bytes < config_.tiered.min_size)
+    return blocks_.allocate(device, bytes, out);
   find_idle_streams(device);
   return allocate_new(device, bytes, [&] { return blocks_.allocate(device, bytes, out); });
 }

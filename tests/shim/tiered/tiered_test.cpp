@@ -727,6 +727,21 @@ TEST_F(TieredTest, KeptBlocksGiveTheirRoomToOtherAllocations) {
   ASSERT_CU(cuMemFree(second));
 }
 
+// ... but a request too small to be a tiered block (a library's workspace) takes none of their
+// room: the kept blocks serve the next stream-ordered requests (its ctest requires both reused).
+TEST_F(TieredTest, ASmallAllocationLeavesTheKeptBlocksKept) {
+  std::vector<CUdeviceptr> scratch(2);
+  for (CUdeviceptr& block : scratch) ASSERT_CU(cuMemAllocAsync(&block, kBlock, streams_[0]));
+  for (const CUdeviceptr block : scratch) ASSERT_CU(cuMemFreeAsync(block, streams_[0]));
+  ASSERT_CU(cuStreamSynchronize(streams_[0]));  // their frees reached
+  CUdeviceptr workspace = 0;
+  ASSERT_CU(cuMemAlloc(&workspace, 64 * 1024));
+  for (CUdeviceptr& block : scratch) ASSERT_CU(cuMemAllocAsync(&block, kBlock, streams_[0]));
+  for (const CUdeviceptr block : scratch) ASSERT_CU(cuMemFreeAsync(block, streams_[0]));
+  ASSERT_CU(cuStreamSynchronize(streams_[0]));
+  ASSERT_CU(cuMemFree(workspace));
+}
+
 // Several threads submit at once while their blocks move: each thread's fills and copies on its
 // own stream, over three times the budget in all, must come back byte for byte (the remap
 // window holds every thread's submissions while a move remaps).

@@ -16,13 +16,15 @@ CUresult in_context_of(int device, Work&& work) {
   CUdevice current = -1;
   if (get_device(&current) == CUDA_SUCCESS && current == device) return work();
   CUcontext primary = nullptr;
-  if (retain_primary(&primary, device) != CUDA_SUCCESS) return CUDA_ERROR_NOT_SUPPORTED;
+  PrimaryReference reference;
+  if (retain_primary(&primary, device, reference) != CUDA_SUCCESS)
+    return CUDA_ERROR_NOT_SUPPORTED;
   CUresult result = CUDA_SUCCESS;
   {
     const ContextScope scope(primary);
     result = scope.entered() ? work() : scope.status();
   }
-  release_primary(device);
+  release_primary(reference);
   return result;
 }
 
@@ -52,10 +54,11 @@ uint64_t active_primary_context(int device) {
   unsigned int flags = 0;
   int active = 0;
   CUcontext primary = nullptr;
+  PrimaryReference reference;
   if (get_state == nullptr || get_state(device, &flags, &active) != CUDA_SUCCESS || active == 0 ||
-      retain_primary(&primary, device) != CUDA_SUCCESS)
+      retain_primary(&primary, device, reference) != CUDA_SUCCESS)
     return 0;
-  release_primary(device);  // active, so the reference this took was not its last
+  release_primary(reference);  // active, so the reference this took was not its last
   return reinterpret_cast<uint64_t>(primary);
 }
 

@@ -15,6 +15,7 @@ constexpr int kCountedDevices = 64;
 struct References {
   std::mutex mutex;  // taken around each retain and release, so a count is the driver's
   std::array<int, kCountedDevices> held{};
+  std::array<uint64_t, kCountedDevices> generation{};
 };
 
 References& references() {
@@ -24,26 +25,47 @@ References& references() {
 
 bool counted(int device) { return device >= 0 && device < kCountedDevices; }
 
+// Whether `reference` still holds its context, with the references' lock held.
+bool held_locked(const References& refs, const PrimaryReference& reference) {
+  if (reference.device < 0) return false;
+  return !counted(reference.device) ||
+         reference.generation == refs.generation[static_cast<std::size_t>(reference.device)];
+}
+
 }  // namespace
 
-CUresult retain_primary(CUcontext* primary, int device) noexcept {
+CUresult retain_primary(CUcontext* primary, int device, PrimaryReference& reference) noexcept {
   const auto retain = VRAMSPILL_REAL(cuDevicePrimaryCtxRetain);
   if (retain == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
   References& refs = references();
   const std::lock_guard lock(refs.mutex);
   const CUresult result = retain(primary, device);
-  if (result == CUDA_SUCCESS && counted(device)) ++refs.held[device];
+  if (result != CUDA_SUCCESS) return result;
+  reference = {.device = device, .generation = 0};
+  if (counted(device)) {
+    const auto index = static_cast<std::size_t>(device);
+    ++refs.held[index];
+    reference.generation = refs.generation[index];
+  }
   return result;
 }
 
-CUresult release_primary(int device) noexcept {
+void release_primary(PrimaryReference& reference) noexcept {
   const auto release = VRAMSPILL_REAL(cuDevicePrimaryCtxRelease_v2);
-  if (release == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
   References& refs = references();
   const std::lock_guard lock(refs.mutex);
-  const CUresult result = release(device);
-  if (result == CUDA_SUCCESS && counted(device) && refs.held[device] > 0) --refs.held[device];
-  return result;
+  if (release != nullptr && held_locked(refs, reference) &&
+      release(reference.device) == CUDA_SUCCESS && counted(reference.device)) {
+    int& held = refs.held[static_cast<std::size_t>(reference.device)];
+    if (held > 0) --held;
+  }
+  reference = {};
+}
+
+bool still_held(const PrimaryReference& reference) noexcept {
+  References& refs = references();
+  const std::lock_guard lock(refs.mutex);
+  return held_locked(refs, reference);
 }
 
 bool reset_if_only_the_shim_holds(int device) noexcept {
@@ -54,17 +76,23 @@ bool reset_if_only_the_shim_holds(int device) noexcept {
     return false;
   References& refs = references();
   const std::lock_guard lock(refs.mutex);
+  const auto index = static_cast<std::size_t>(device);
   int given_back = 0;
-  while (given_back < refs.held[device] && release(device) == CUDA_SUCCESS) ++given_back;
+  while (given_back < refs.held[index] && release(device) == CUDA_SUCCESS) ++given_back;
   unsigned int flags = 0;
   int active = 1;
   const bool reset = get_state(device, &flags, &active) == CUDA_SUCCESS && active == 0;
-  // The references are the shim's parts' to give back; a retain the driver refuses now leaves
-  // one part without its reference, which the count then says.
-  CUcontext primary = nullptr;
-  int taken = 0;
-  while (taken < given_back && retain(&primary, device) == CUDA_SUCCESS) ++taken;
-  refs.held[device] -= given_back - taken;
+  if (!reset) {
+    CUcontext primary = nullptr;
+    int taken = 0;
+    while (taken < given_back && retain(&primary, device) == CUDA_SUCCESS) ++taken;
+    if (taken == given_back) return false;
+    // Which part went without its reference cannot be told: all of them are given up, as after
+    // a reset (the parts retain anew only once the context is reset), and none of them releases.
+    while (taken > 0 && release(device) == CUDA_SUCCESS) --taken;
+  }
+  refs.held[index] = 0;
+  ++refs.generation[index];
   return reset;
 }
 

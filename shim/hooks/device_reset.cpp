@@ -50,6 +50,7 @@ void forget_what_the_reset_freed(ShimState& shim, int device, const BeforeReset&
   // The pool and the movers first: a block given back below must not reach a region that is
   // gone, nor wait for a copy or an event that went with the context.
   const uint64_t lost_pool_blocks = shim.host.forget_lost_regions();
+  shim.host.forget_context_given_up(device);
   shim.tiered_blocks.forget_context(device);
   shim.stream_ordered_blocks.forget_kept(device);
   const std::vector<core::Allocation>& held = before.held;

@@ -50,12 +50,14 @@
 // reach nor free, and the device no longer has.
 // So the shim counts the program's retains and releases of each device's primary context. At the
 // release of what it counts as the program's last reference, it makes ready as for a reset
-// (prepare_for_reset), lets the driver release, then gives back its own references for a moment
-// and takes them again (driver::reset_if_only_the_shim_holds). The driver resets the context if no
-// one else holds it, as it would have without the shim, and then the books forget what went as
-// after cuDevicePrimaryCtxReset. The driver decides, not the count: a reference the shim did not
-// see keeps the context and everything in it, as it would without the shim. A release past what
-// the shim saw retained goes to the driver unchanged.
+// (prepare_for_reset), lets the driver release, then gives back its own references
+// (driver::reset_if_only_the_shim_holds). The driver resets the context if no one else holds it,
+// as it would have without the shim; the shim's references then stay given up, so the context is
+// inactive as it would be without the shim (each part of the shim retains a new one at its next
+// need), and the books forget what went as after cuDevicePrimaryCtxReset. If someone else holds
+// it, the shim takes its references again and nothing went. The driver decides, not the count: a
+// reference the shim did not see keeps the context and everything in it, as it would without the
+// shim. A release past what the shim saw retained goes to the driver unchanged.
 #pragma once
 
 #include <cuda.h>

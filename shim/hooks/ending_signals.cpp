@@ -66,6 +66,11 @@ void end_after_the_deadline(int signal) noexcept {
   }
 }
 
+// Whether `disposition` is the default action: the program has not taken the signal.
+bool at_default(const struct sigaction& disposition) {
+  return (disposition.sa_flags & SA_SIGINFO) == 0 && disposition.sa_handler == SIG_DFL;
+}
+
 void wait_and_end(ShimState& shim) {
   uint64_t woken = 0;
   while (read(wake_fd, &woken, sizeof woken) < 0) {
@@ -84,8 +89,7 @@ void catch_ending_signals(ShimState& shim) noexcept {
   bool any_default = false;
   for (const int signal : kEndingSignals) {
     struct sigaction current {};
-    any_default |= sigaction(signal, nullptr, &current) == 0 &&
-                   (current.sa_flags & SA_SIGINFO) == 0 && current.sa_handler == SIG_DFL;
+    any_default |= sigaction(signal, nullptr, &current) == 0 && at_default(current);
   }
   if (!any_default) return;  // the program's own dispositions decide
   const int opened = eventfd(0, EFD_CLOEXEC);
@@ -115,16 +119,16 @@ void catch_ending_signals(ShimState& shim) noexcept {
     return;
   }
   for (const int signal : kEndingSignals) {
+    struct sigaction current {};
+    if (sigaction(signal, nullptr, &current) != 0 || !at_default(current)) continue;
     struct sigaction catching {};
     catching.sa_handler = on_ending_signal;
     catching.sa_flags = SA_RESTART;  // the program's interrupted calls go on as if none came
     sigemptyset(&catching.sa_mask);
     // Installed and the disposition read back in one call: a handler the program set on another
-    // thread just before is put back at once, where a look first and an install after would
-    // have replaced one set in between.
+    // thread since the look is put back at once rather than replaced.
     struct sigaction before {};
-    if (sigaction(signal, &catching, &before) != 0) continue;
-    if ((before.sa_flags & SA_SIGINFO) != 0 || before.sa_handler != SIG_DFL)
+    if (sigaction(signal, &catching, &before) == 0 && !at_default(before))
       sigaction(signal, &before, nullptr);
   }
 }

@@ -63,8 +63,10 @@ std::optional<Extent> stand_in_block(CUdeviceptr address) {
 // The primary context of `device`, which the program holds while it has memory there.
 CUcontext primary_context(int device) {
   CUcontext context = nullptr;
-  if (vramspill::driver::retain_primary(&context, device) != CUDA_SUCCESS) return nullptr;
-  vramspill::driver::release_primary(device);
+  vramspill::driver::PrimaryReference reference;
+  if (vramspill::driver::retain_primary(&context, device, reference) != CUDA_SUCCESS)
+    return nullptr;
+  vramspill::driver::release_primary(reference);
   return context;
 }
 

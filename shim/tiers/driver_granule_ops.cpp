@@ -7,7 +7,6 @@
 
 #include "driver/context_scope.h"
 #include "driver/device_work.h"
-#include "driver/primary_context.h"
 #include "driver/real_driver.h"
 #include "driver/stream_capture.h"
 
@@ -139,7 +138,7 @@ DriverGranuleOps::~DriverGranuleOps() {
       destroy_event(join_event_);
     }
   }
-  driver::release_primary(device_);
+  driver::release_primary(reference_);
 }
 
 // Note [No moves during a capture] in placement/tiered_placement.h: the mover looked before it
@@ -187,7 +186,9 @@ CUresult DriverGranuleOps::make_copy_streams() noexcept {
       destroy_event == nullptr)
     return CUDA_ERROR_NOT_SUPPORTED;
   CUcontext primary = nullptr;
-  if (const CUresult result = driver::retain_primary(&primary, device_); result != CUDA_SUCCESS)
+  driver::PrimaryReference reference;
+  if (const CUresult result = driver::retain_primary(&primary, device_, reference);
+      result != CUDA_SUCCESS)
     return result;
   // All four or none: each one made is given back if a later one fails.
   std::array<CUstream, 2> streams{};
@@ -212,9 +213,10 @@ CUresult DriverGranuleOps::make_copy_streams() noexcept {
     }
   }
   if (result != CUDA_SUCCESS) {
-    driver::release_primary(device_);
+    driver::release_primary(reference);
     return result;
   }
+  reference_ = reference;
   copy_stream_ = streams[0];
   to_host_stream_ = streams[1];
   fork_event_ = events[0];
@@ -357,8 +359,9 @@ void DriverGranuleOps::drop_event(uint64_t event) noexcept {
 void DriverGranuleOps::forget_context() noexcept {
   const std::lock_guard lanes(lanes_mutex_);
   if (primary_ == nullptr) return;
-  // A reset does not release the reference the lanes took (cuda.h): it is given back here.
-  driver::release_primary(device_);
+  // A reset does not release the reference the lanes took (cuda.h): it is given back here,
+  // unless the shim gave it up (Note [The shim's references to primary contexts]).
+  driver::release_primary(reference_);
   primary_ = nullptr;
   copy_stream_ = to_host_stream_ = nullptr;
   fork_event_ = join_event_ = nullptr;

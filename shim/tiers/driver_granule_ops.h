@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/capture_gate.h"
+#include "driver/primary_context.h"
 #include "tiers/granule_ops.h"
 
 namespace vramspill::tiers {
@@ -96,6 +97,7 @@ class DriverGranuleOps final : public GranuleOps {
   // from another thread meanwhile.
   std::mutex lanes_mutex_;
   CUcontext primary_ = nullptr;
+  driver::PrimaryReference reference_;  // to primary_
   CUstream copy_stream_ = nullptr;     // the to-device lane, and the arena's stream
   CUstream to_host_stream_ = nullptr;  // the to-host lane
   CUevent fork_event_ = nullptr;       // recorded on the arena's stream, waited for by the lane

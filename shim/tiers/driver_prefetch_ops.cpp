@@ -7,7 +7,6 @@
 
 #include "driver/context_scope.h"
 #include "driver/freed_memory.h"
-#include "driver/primary_context.h"
 #include "driver/real_driver.h"
 #include "driver/stream_capture.h"
 #include "telemetry/log.h"
@@ -46,7 +45,7 @@ DriverPrefetchOps::~DriverPrefetchOps() {
       }
     }
   }
-  driver::release_primary(device_);
+  driver::release_primary(reference_);
 }
 
 CUresult DriverPrefetchOps::allocate(uint64_t bytes, CUdeviceptr* base) noexcept {
@@ -91,8 +90,9 @@ CUresult DriverPrefetchOps::release(CUdeviceptr base) noexcept {
 
 void DriverPrefetchOps::forget_context() noexcept {
   if (primary_ == nullptr) return;
-  // A reset does not release the reference the lanes took (cuda.h): it is given back here.
-  driver::release_primary(device_);
+  // A reset does not release the reference the lanes took (cuda.h): it is given back here,
+  // unless the shim gave it up (Note [The shim's references to primary contexts]).
+  driver::release_primary(reference_);
   primary_ = nullptr;
   for (Lane* lane : {&promotions_, &evictions_}) {
     lane->stream = nullptr;
@@ -113,7 +113,9 @@ CUresult DriverPrefetchOps::make_lanes() noexcept {
       destroy_event == nullptr)
     return CUDA_ERROR_NOT_SUPPORTED;
   CUcontext primary = nullptr;
-  if (const CUresult result = driver::retain_primary(&primary, device_); result != CUDA_SUCCESS)
+  driver::PrimaryReference reference;
+  if (const CUresult result = driver::retain_primary(&primary, device_, reference);
+      result != CUDA_SUCCESS)
     return result;
   CUresult result = CUDA_SUCCESS;
   {
@@ -134,10 +136,11 @@ CUresult DriverPrefetchOps::make_lanes() noexcept {
     }
   }
   if (result != CUDA_SUCCESS) {
-    driver::release_primary(device_);
+    driver::release_primary(reference);
     return result;
   }
   primary_ = primary;
+  reference_ = reference;
   return CUDA_SUCCESS;
 }
 

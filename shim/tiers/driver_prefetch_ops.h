@@ -45,6 +45,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "driver/primary_context.h"
 #include "tiers/prefetch_ops.h"
 
 namespace vramspill::tiers {
@@ -99,6 +100,7 @@ class DriverPrefetchOps final : public PrefetchOps {
   const int device_;
   const std::vector<int> peers_;
   CUcontext primary_ = nullptr;
+  driver::PrimaryReference reference_;  // to primary_
   Lane promotions_;
   Lane evictions_;
   // The end of each evicted block's last eviction, whole or in part, by the block's base (a

@@ -11,7 +11,6 @@
 #include "driver/context_scope.h"
 #include "driver/device_work.h"
 #include "driver/freed_memory.h"
-#include "driver/primary_context.h"
 #include "driver/real_driver.h"
 #include "telemetry/log.h"
 #include "tiers/numa_policy.h"
@@ -94,16 +93,23 @@ SpillOutcome HostTier::do_allocate(const SpillAllocation& request, CUdeviceptr* 
   return {.result = result, .refusal = SpillRefusal::kDriver};
 }
 
+void HostTier::forget_context_given_up(int device) noexcept {
+  const std::lock_guard lock(context_mutex_);
+  if (reference_.device != device || driver::still_held(reference_)) return;
+  reference_ = {};
+  context_.store(nullptr, std::memory_order_release);
+}
+
 CUresult HostTier::pool_block(int device, uint64_t bytes, CUdeviceptr* out) noexcept {
   if (context_.load(std::memory_order_acquire) == nullptr) {  // Note [The pool's context]
-    CUcontext primary = nullptr;
-    if (driver::retain_primary(&primary, device) != CUDA_SUCCESS) return CUDA_ERROR_OUT_OF_MEMORY;
-    CUcontext none = nullptr;
-    if (context_.compare_exchange_strong(none, primary, std::memory_order_acq_rel)) {
+    const std::lock_guard lock(context_mutex_);
+    if (context_.load(std::memory_order_acquire) == nullptr) {  // no other thread was first
+      CUcontext primary = nullptr;
+      if (driver::retain_primary(&primary, device, reference_) != CUDA_SUCCESS)
+        return CUDA_ERROR_OUT_OF_MEMORY;
       numa_node_.store(device_attribute(CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID, device).value_or(-1),
                        std::memory_order_relaxed);
-    } else {
-      driver::release_primary(device);  // another thread was first
+      context_.store(primary, std::memory_order_release);
     }
   }
   void* block = pool_.allocate(bytes);

@@ -44,11 +44,13 @@
 
 #include <atomic>
 #include <cstdint>
+#include <mutex>
 #include <optional>
 
 #include "config/config.h"
 #include "core/capture_gate.h"
 #include "core/host_budget.h"
+#include "driver/primary_context.h"
 #include "tiers/host_pool.h"
 #include "tiers/spill_tier.h"
 
@@ -67,6 +69,10 @@ class HostTier final : public SpillTier {
   HostPoolStats stats() const noexcept { return pool_.stats(); }
   // After a device reset: HostPool::forget_lost_regions.
   uint64_t forget_lost_regions() noexcept { return pool_.forget_lost_regions(); }
+  // After a reset of `device` in which the shim gave up its references (Note [The last release
+  // of a primary context] in hooks/device_reset.h): if the pool pinned in that device's primary
+  // context, it pins in the primary context of the next device that spills, retained anew.
+  void forget_context_given_up(int device) noexcept;
   // At exit: no pinning may be in flight while the driver tears down.
   void stop_background_pinning() noexcept { pool_.stop_background_pinning(); }
 
@@ -112,8 +118,10 @@ class HostTier final : public SpillTier {
   core::HostBudget& budget_;
   core::CaptureGate& captures_;
   // Where the pool pins (Note [The pool's context]): the primary context of the first spilling
-  // device, retained for the life of the process, and that device's NUMA node.
+  // device, retained until the program's last release of it, and that device's NUMA node.
   std::atomic<CUcontext> context_{nullptr};
+  std::mutex context_mutex_;                 // held to set context_ and reference_
+  driver::PrimaryReference reference_;       // to context_
   std::atomic<int> numa_node_{-1};
   std::atomic<uint64_t> pinned_bytes_{0};
   std::atomic<uint64_t> memlock_refusals_{0};

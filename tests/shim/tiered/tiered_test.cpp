@@ -324,6 +324,10 @@ class TieredResetTest : public TieredTest {
  public:
   void release_and_retain() {
     ASSERT_CU(cuDevicePrimaryCtxRelease(device_));
+    unsigned int flags = 0;
+    int active = 1;
+    ASSERT_CU(cuDevicePrimaryCtxGetState(device_, &flags, &active));
+    EXPECT_EQ(active, 0) << "the shim's own references keep the context alive";
     ASSERT_CU(cuDevicePrimaryCtxRetain(&context_, device_));
     ASSERT_CU(cuCtxSetCurrent(context_));
   }

@@ -62,17 +62,9 @@ class DeviceReset : public spill::SpillTest {
     begin_again();
   }
 
-  // The program lets go of the primary context, its only reference (the fixture's), and takes it
-  // again: cuda.h says the driver resets it in between, whatever the shim holds of it, and it is
-  // inactive until the retain.
+  // The program lets go of its only reference to the primary context (the fixture's).
   void release_and_retain() {
-    ASSERT_CU(cuDevicePrimaryCtxRelease(device_));
-    unsigned int flags = 0;
-    int active = 1;
-    ASSERT_CU(cuDevicePrimaryCtxGetState(device_, &flags, &active));
-    EXPECT_EQ(active, 0) << "the shim's own references keep the context alive";
-    ASSERT_CU(cuDevicePrimaryCtxRetain(&context_, device_));
-    ASSERT_CU(cuCtxSetCurrent(context_));
+    ASSERT_NO_FATAL_FAILURE(spill::release_and_retain_primary(device_, &context_));
     begin_again();
   }
 

@@ -211,6 +211,20 @@ class SpillTest : public ::testing::Test {
 
 // A word pattern that depends on the block and the position, so a block holding another
 // block's bytes, or its own bytes shifted, is caught.
+// The program lets go of `device`'s primary context, its only reference, and takes it again into
+// *context, current: cuda.h says the driver resets it in between, and it is inactive until the
+// retain, whatever the shim holds of it (Note [The last release of a primary context] in
+// shim/hooks/device_reset.h).
+inline void release_and_retain_primary(CUdevice device, CUcontext* context) {
+  ASSERT_CU(cuDevicePrimaryCtxRelease(device));
+  unsigned int flags = 0;
+  int active = 1;
+  ASSERT_CU(cuDevicePrimaryCtxGetState(device, &flags, &active));
+  EXPECT_EQ(active, 0) << "the shim's own references keep the context alive";
+  ASSERT_CU(cuDevicePrimaryCtxRetain(context, device));
+  ASSERT_CU(cuCtxSetCurrent(*context));
+}
+
 inline uint32_t pattern(uint32_t seed, size_t j) {
   uint64_t x = (uint64_t{seed} << 32) ^ j;
   x ^= x >> 33;

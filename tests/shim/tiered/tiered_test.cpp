@@ -322,15 +322,7 @@ TEST_F(TieredTest, LibraryKernelsAreReadLikeModuleFunctions) {
 // last release of a primary context] there), which the movers' own references must not prevent.
 class TieredResetTest : public TieredTest {
  public:
-  void release_and_retain() {
-    ASSERT_CU(cuDevicePrimaryCtxRelease(device_));
-    unsigned int flags = 0;
-    int active = 1;
-    ASSERT_CU(cuDevicePrimaryCtxGetState(device_, &flags, &active));
-    EXPECT_EQ(active, 0) << "the shim's own references keep the context alive";
-    ASSERT_CU(cuDevicePrimaryCtxRetain(&context_, device_));
-    ASSERT_CU(cuCtxSetCurrent(context_));
-  }
+  void release_and_retain() { spill::release_and_retain_primary(device_, &context_); }
   void reset_by_the_driver() { ASSERT_CU(cuDevicePrimaryCtxReset(device_)); }
 
  protected:

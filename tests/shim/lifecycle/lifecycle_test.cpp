@@ -258,6 +258,20 @@ TEST(AfterFork, ChildIsPassThroughAndWritesNoSummary) {
   EXPECT_TRUE(contains(result.err, "refused")) << result.err;
 }
 
+// --- (f) The last release of a primary context at exit ---------------------------------------------
+
+// Note [The last release of a primary context] in shim/hooks/device_reset.h: a release once the
+// process exits (a runtime's teardown) goes to the driver as it is. The shim's books no longer
+// matter then; resetting them would wait for the device and log what went after the summary.
+TEST(AtExit, TheLastReleaseOfAPrimaryContextGoesToTheDriverAsItIs) {
+  const RunResult result = run_program({LIFECYCLE_EXIT_RELEASE_PROGRAM},
+                                       with_shim({{"VRAMSPILL_DEVICE_BUDGET", "64MiB"}}));
+  ASSERT_TRUE(result.exited(0)) << result.describe();
+  EXPECT_EQ(result.out, "released=0\n") << result.describe();
+  EXPECT_EQ(count_of(result.err, "device 0: peak"), 1) << result.err;
+  EXPECT_FALSE(contains(result.err, "was reset")) << result.err;
+}
+
 // --- (e) dlsym: RTLD_NEXT relative to the caller, both symbol versions ---------------------------
 
 TEST(Dlsym, RtldNextFromAnotherPreloadedLibraryIsRelativeToIt) {

@@ -22,7 +22,10 @@ CUresult create(CUcontext* pctx, unsigned int flags, CUdevice dev) {
   Device* device = device_or_null(dev);
   if (device == nullptr) return CUDA_ERROR_INVALID_DEVICE;
   Context* context = simcuda::create_context(device, flags);
-  simcuda::push_context(context);
+  if (!simcuda::push_context(context)) {
+    simcuda::destroy_context(context);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
   *pctx = context->handle();
   return CUDA_SUCCESS;
 }
@@ -136,8 +139,7 @@ SIMCUDA_EXPORT CUresult CUDAAPI cuCtxPushCurrent_v2(CUcontext ctx) {
   SIMCUDA_ENTER("cuCtxPushCurrent_v2");
   Context* context = simcuda::context_from_handle(ctx);
   if (context == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
-  simcuda::push_context(context);
-  return CUDA_SUCCESS;
+  return simcuda::push_context(context) ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
 
 SIMCUDA_EXPORT CUresult CUDAAPI cuCtxPopCurrent_v2(CUcontext* pctx) {

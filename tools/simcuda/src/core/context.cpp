@@ -1,6 +1,7 @@
 #include "core/context.h"
 
 #include <algorithm>
+#include <array>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -19,7 +20,15 @@ std::unordered_set<Context*>& live_contexts() {
   return *contexts;
 }
 
-thread_local std::vector<Context*> context_stack;
+// The calling thread's context stack. Trivially destructible: a call made while the process
+// exits (a static destructor's, after the main thread's thread-locals are destroyed) finds it as it
+// was, as a real driver serves such calls; a vector there crashed. Its depth is bounded
+// (kContextStackDepth, assumed: the driver documents no limit).
+struct ContextStack {
+  std::array<Context*, kContextStackDepth> contexts{};
+  std::size_t depth = 0;
+};
+thread_local ContextStack context_stack;
 
 // The per-thread default stream of each context this thread used, keyed by a context id that is
 // never reused (a destroyed context's address may be).
@@ -102,25 +111,29 @@ std::vector<const Stream*> Context::all_streams() {
   return all;
 }
 
-Context* current_context() { return context_stack.empty() ? nullptr : context_stack.back(); }
+Context* current_context() {
+  return context_stack.depth == 0 ? nullptr : context_stack.contexts[context_stack.depth - 1];
+}
 
 void set_current_context(Context* context) {
-  if (context_stack.empty()) {
-    if (context != nullptr) context_stack.push_back(context);
+  if (context_stack.depth == 0) {
+    if (context != nullptr) context_stack.contexts[context_stack.depth++] = context;
   } else if (context == nullptr) {
-    context_stack.pop_back();
+    --context_stack.depth;
   } else {
-    context_stack.back() = context;
+    context_stack.contexts[context_stack.depth - 1] = context;
   }
 }
 
-void push_context(Context* context) { context_stack.push_back(context); }
+bool push_context(Context* context) {
+  if (context_stack.depth == kContextStackDepth) return false;
+  context_stack.contexts[context_stack.depth++] = context;
+  return true;
+}
 
 Context* pop_context() {
-  if (context_stack.empty()) return nullptr;
-  Context* top = context_stack.back();
-  context_stack.pop_back();
-  return top;
+  if (context_stack.depth == 0) return nullptr;
+  return context_stack.contexts[--context_stack.depth];
 }
 
 Context* context_from_handle(CUcontext handle) {
@@ -161,7 +174,9 @@ void destroy_context(Context* context) {
     std::lock_guard lock(live_contexts_mutex);
     live_contexts().erase(context);
   }
-  std::erase(context_stack, context);
+  const auto kept = std::remove(context_stack.contexts.begin(),
+                                context_stack.contexts.begin() + context_stack.depth, context);
+  context_stack.depth = static_cast<std::size_t>(kept - context_stack.contexts.begin());
   end_context_state(context);
   delete context;
 }

@@ -4,6 +4,7 @@
 #include <cuda.h>
 
 #include <atomic>
+#include <cstddef>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -58,7 +59,12 @@ struct Context {
 // The calling thread's current context, or nullptr.
 Context* current_context();
 void set_current_context(Context* context);  // replaces the top of the stack
-void push_context(Context* context);
+// How many contexts a thread's stack holds at most: kept small, since the stack lives in the
+// library's thread-local block, which must fit the static TLS room left to dlopen()ed libraries
+// (kernel_fault.cpp's initial-exec guard puts the whole block there).
+inline constexpr std::size_t kContextStackDepth = 32;
+// False, pushing nothing, when the stack is full.
+bool push_context(Context* context);
 Context* pop_context();
 
 // Handles from the program are checked against the live contexts before use.

@@ -57,7 +57,9 @@
 // need), and the books forget what went as after cuDevicePrimaryCtxReset. If someone else holds
 // it, the shim takes its references again and nothing went. The driver decides, not the count: a
 // reference the shim did not see keeps the context and everything in it, as it would without the
-// shim. A release past what the shim saw retained goes to the driver unchanged.
+// shim. A release past what the shim saw retained goes to the driver unchanged, and so does every
+// release once the process exits (a runtime's teardown may release there): the books no longer
+// matter, and resetting them would wait for the device and log after the exit summary.
 #pragma once
 
 #include <cuda.h>

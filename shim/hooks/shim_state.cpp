@@ -35,7 +35,10 @@ void enter_forked_child() {
   initialised_state.store(nullptr, std::memory_order_relaxed);
 }
 
+std::atomic<bool> exiting{false};
+
 void write_exit_summary() {
+  exiting.store(true, std::memory_order_relaxed);
   // A forked child logs nothing at all: the parent's memory is not its to report, and a log
   // lock held by another parent thread at fork time would never be released in the child.
   if (the_state == nullptr || in_forked_child) return;
@@ -243,6 +246,8 @@ void write_last_words(ShimState& shim) noexcept {
   logging::flush();
   progress.store(kWritten);
 }
+
+bool exit_begun() noexcept { return exiting.load(std::memory_order_relaxed); }
 
 const std::string* configuration_error() noexcept {
   const Entry entry;  // initialises

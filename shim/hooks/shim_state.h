@@ -151,6 +151,9 @@ const std::string* configuration_error() noexcept;
 // exit() cuts them off.
 void write_last_words(ShimState& shim) noexcept;
 
+// Whether the process has begun to exit (the shim's exit handler ran): its books no longer matter.
+bool exit_begun() noexcept;
+
 // How long the last words may hold a job that is ending (Note [A signal that ends the job] in
 // hooks/ending_signals.h).
 inline constexpr std::chrono::seconds kLastWordsDeadline{2};

@@ -88,7 +88,8 @@ CUresult release_primary(CUdevice device, CUresult (*real)(CUdevice)) noexcept {
   retire_all();
   const Entry entry;
   ShimState* shim = entry.state();
-  if (shim == nullptr) return real(device);
+  // Once the process exits (a runtime's teardown releasing), the driver's release alone.
+  if (shim == nullptr || vramspill::hooks::exit_begun()) return real(device);
   return vramspill::hooks::program_releases_primary(*shim, device, real);
 }
 

@@ -11,6 +11,7 @@
 
 #include "core/ledger.h"
 #include "hooks/devices.h"
+#include "hooks/pool_tracking.h"
 #include "hooks/shim_state.h"
 #include "placement/admission_flow.h"
 
@@ -37,6 +38,12 @@ CUresult enter_and_allocate(core::Route route, uint64_t bytes, const SpillTarget
   if (const CUresult result = current_device(device); result != CUDA_SUCCESS) return result;
   if (const CUresult result = know_device(*shim, device); result != CUDA_SUCCESS) return result;
   if (spill_target.may_tier) {
+    // A tiered block that does not fit whole goes partly to the host: the pools' figures are
+    // read again first, as before a refusal (Note [Refreshing pool figures] in
+    // placement/pool_books.cpp), since the driver may have taken their idle memory back.
+    if (shim->config.spill.mode == SpillMode::kTiered &&
+        shim->ledger.room(device) < spill_target.bytes)
+      pool_books().refresh(shim->ledger);
     // Note [Kept blocks give room to every request] in placement/stream_ordered_blocks.h.
     if (const std::optional<CUresult> tiered = shim->stream_ordered_blocks.allocate_plain(
             device, spill_target.bytes, spill_target.out)) {

@@ -203,14 +203,18 @@ VRAMSPILL_HOOK CUresult CUDAAPI cuMemPoolDestroy(CUmemoryPool pool) {
   return result;
 }
 
-// Trimming a plain pool also gives the device's kept stream-ordered blocks back to the arena
-// (Note [Stream-ordered requests in the arena] in placement/stream_ordered_blocks.h).
+// A trim gives the pool's idle memory back at once, so the pools' figures are read again (Note
+// [Refreshing pool figures] in placement/pool_books.cpp). Trimming a plain pool also gives the
+// device's kept stream-ordered blocks back to the arena (Note [Stream-ordered requests in the
+// arena] in placement/stream_ordered_blocks.h).
 VRAMSPILL_HOOK CUresult CUDAAPI cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep) {
   VRAMSPILL_REAL_OR_RETURN(real, cuMemPoolTrimTo);
   const CUresult result = real(pool, minBytesToKeep);
   const Entry entry;
-  if (ShimState* shim = entry.state(); shim != nullptr && result == CUDA_SUCCESS)
+  if (ShimState* shim = entry.state(); shim != nullptr && result == CUDA_SUCCESS) {
+    vramspill::hooks::pool_books().refresh(shim->ledger);
     vramspill::hooks::pool_trimmed(*shim, pool);
+  }
   return result;
 }
 

@@ -738,6 +738,42 @@ TEST_F(TieredTest, ASmallAllocationLeavesTheKeptBlocksKept) {
   ASSERT_CU(cuMemFree(workspace));
 }
 
+// Note [Refreshing pool figures] in shim/placement/pool_books.cpp: the driver takes a pool's idle
+// memory back at a synchronisation (release threshold 0) or a trim, which the shim does not see.
+// With the pool's old figure, a tiered block made next went partly to the host, and a launch's
+// promotion was refused for room the device had (its ctest requires none refused; the pool serves
+// stream-ordered requests itself here: CMakeLists.txt). A block of the whole budget, 64 MiB.
+TEST_F(TieredTest, APoolsIdleMemoryIsRoomForTheNextBlock) {
+  CUdeviceptr buffer = 0;
+  ASSERT_CU(cuMemAllocAsync(&buffer, 3 * kBlock, streams_[0]));  // the pool grows by 32 MiB
+  ASSERT_CU(cuMemFreeAsync(buffer, streams_[0]));
+  ASSERT_CU(cuStreamSynchronize(streams_[0]));  // and gives it back
+  CUdeviceptr block = 0;
+  ASSERT_CU(cuMemAlloc(&block, 16 * kBlock));
+  ASSERT_CU(fill(block, 6, streams_[0]));
+  ASSERT_CU(cuStreamSynchronize(streams_[0]));
+  expect_block(block, 6);
+  ASSERT_CU(cuMemFree(block));
+}
+
+// ... and at a trim, which a launch's promotion then finds: the pool held 32 MiB when the block was
+// made, so half of it went to the host.
+TEST_F(TieredTest, APoolsTrimIsRoomForTheNextPromotion) {
+  CUdeviceptr buffer = 0;
+  ASSERT_CU(cuMemAllocAsync(&buffer, 3 * kBlock, streams_[0]));
+  CUdeviceptr block = 0;
+  ASSERT_CU(cuMemAlloc(&block, 16 * kBlock));
+  ASSERT_CU(cuMemFreeAsync(buffer, streams_[0]));
+  ASSERT_CU(cuStreamSynchronize(streams_[0]));
+  CUmemoryPool pool = nullptr;
+  ASSERT_CU(cuDeviceGetDefaultMemPool(&pool, device_));
+  ASSERT_CU(cuMemPoolTrimTo(pool, 0));
+  ASSERT_CU(fill(block, 7, streams_[0]));
+  ASSERT_CU(cuStreamSynchronize(streams_[0]));
+  expect_block(block, 7);
+  ASSERT_CU(cuMemFree(block));
+}
+
 // Several threads submit at once while their blocks move: each thread's fills and copies on its
 // own stream, over three times the budget in all, must come back byte for byte (the remap
 // window holds every thread's submissions while a move remaps).

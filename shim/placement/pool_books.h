@@ -21,8 +21,11 @@ namespace vramspill::placement {
 // Note [A pool figure the driver does not give]
 // A failed cuMemPoolGetAttribute says nothing about the pool, so it is never read as an empty
 // one: that would drop the pool's memory from the budget and admit requests past it. A refresh
-// keeps the figure it had; an allocation admits without counting on the pool's unused reserve and
-// takes its growth to be what it reserved. A destroyed pool also fails the query, which is why
+// keeps the figure it had; an allocation admits without counting on the pool's unused reserve and,
+// when the figure after its call is not given (asked twice: a transient failure costs nothing),
+// takes its growth to be what it reserved. (One admitted against the unused reserve reserved
+// nothing, and may have grown the pool all the same: a failure that persists there leaves the
+// growth uncounted, as fault matrix finding F9 showed for a single failure before the second ask.) A destroyed pool also fails the query, which is why
 // the shim forgets a pool's figure at cuMemPoolDestroy (PoolBooks::destroyed()) rather than at
 // the first query that fails.
 class PoolQueries {

@@ -80,7 +80,11 @@ bool PoolExchange::settle(core::Admission& admission, CUdeviceptr block, CUstrea
 }
 
 uint64_t PoolExchange::reserved_now(uint64_t assumed_growth) const {
-  if (const std::optional<PoolUsage> usage = driver_.usage(pool_)) return usage->reserved;
+  // Asked twice, as a failed step of give_back() is made twice: a transient failure then costs
+  // nothing, where the assumption would refuse a request the unused reserve held.
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    if (const std::optional<PoolUsage> usage = driver_.usage(pool_)) return usage->reserved;
+  }
   return ledger_.pool_figure(pool_key(pool_)) + assumed_growth;
 }
 

@@ -73,8 +73,8 @@ class PoolExchange {
   void unlock() { lock_.unlock(); }
 
  private:
-  // The pool's reserve now, or if the driver does not say, the ledger's figure plus `assumed`
-  // (Note [A pool figure the driver does not give] in placement/pool_books.h).
+  // The pool's reserve now (asked twice), or if the driver does not say, the ledger's figure plus
+  // `assumed` (Note [A pool figure the driver does not give] in placement/pool_books.h).
   uint64_t reserved_now(uint64_t assumed_growth) const;
 
   core::Ledger& ledger_;

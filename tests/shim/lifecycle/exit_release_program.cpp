@@ -1,7 +1,9 @@
-// Holds an allocation to the end and releases its primary context from a static destructor, once
-// exit() has begun, as a runtime's teardown may: the shim has written its last words by then, and
-// the release goes to the driver unchanged, without resetting the shim's books (Note [The last
-// release of a primary context] in shim/hooks/device_reset.h).
+// Holds an allocation to the end and, from a static destructor once exit() has begun, as a
+// runtime's teardown may, synchronises the per-thread default stream and releases its primary
+// context: the shim has written its last words by then, and the release goes to the driver
+// unchanged, without resetting the shim's books (Note [The last release of a primary context] in
+// shim/hooks/device_reset.h). The main thread's thread-locals are gone by then, so the driver must
+// keep nothing it needs for these calls in them.
 #include "program_support.h"
 
 namespace {
@@ -10,7 +12,10 @@ namespace {
 // program first reaches the driver.
 struct ReleasedAtExit {
   CUdevice device = 0;
-  ~ReleasedAtExit() { std::printf("released=%d\n", cuDevicePrimaryCtxRelease(device)); }
+  ~ReleasedAtExit() {
+    std::printf("synchronized=%d\n", cuStreamSynchronize(CU_STREAM_PER_THREAD));
+    std::printf("released=%d\n", cuDevicePrimaryCtxRelease(device));
+  }
 } released_at_exit;
 
 }  // namespace

@@ -267,7 +267,7 @@ TEST(AtExit, TheLastReleaseOfAPrimaryContextGoesToTheDriverAsItIs) {
   const RunResult result = run_program({LIFECYCLE_EXIT_RELEASE_PROGRAM},
                                        with_shim({{"VRAMSPILL_DEVICE_BUDGET", "64MiB"}}));
   ASSERT_TRUE(result.exited(0)) << result.describe();
-  EXPECT_EQ(result.out, "released=0\n") << result.describe();
+  EXPECT_EQ(result.out, "synchronized=0\nreleased=0\n") << result.describe();
   EXPECT_EQ(count_of(result.err, "device 0: peak"), 1) << result.err;
   EXPECT_FALSE(contains(result.err, "was reset")) << result.err;
 }

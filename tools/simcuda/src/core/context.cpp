@@ -30,10 +30,16 @@ struct ContextStack {
 };
 thread_local ContextStack context_stack;
 
-// The per-thread default stream of each context this thread used, keyed by a context id that is
-// never reused (a destroyed context's address may be).
-std::atomic<uint64_t> next_context_id{1};
-thread_local std::unordered_map<uint64_t, Stream*> per_thread_streams;
+// Each thread's serial, which keys its per-thread default streams in each context. Never reused,
+// unlike a thread id, so a new thread never inherits an exited one's stream; and trivially
+// destructible, so a `_ptsz` call from a static destructor at exit finds it, as the stack above.
+std::atomic<uint64_t> next_thread_serial{1};
+thread_local uint64_t thread_serial = 0;
+
+uint64_t calling_thread_serial() {
+  if (thread_serial == 0) thread_serial = next_thread_serial.fetch_add(1, std::memory_order_relaxed);
+  return thread_serial;
+}
 
 }  // namespace
 
@@ -41,8 +47,7 @@ Context::Context(Device* device_, unsigned int flags_, bool primary_)
     : device(device_),
       flags(flags_),
       primary(primary_),
-      legacy_(std::make_unique<Stream>(this, Stream::Kind::kLegacyDefault, 0u, 0)),
-      id_(next_context_id.fetch_add(1, std::memory_order_relaxed)) {}
+      legacy_(std::make_unique<Stream>(this, Stream::Kind::kLegacyDefault, 0u, 0)) {}
 
 Context::~Context() {
   ending.store(true, std::memory_order_release);
@@ -53,9 +58,10 @@ Context::~Context() {
 }
 
 Stream& Context::per_thread_stream() {
-  auto [it, inserted] = per_thread_streams.try_emplace(id_, nullptr);
+  const uint64_t serial = calling_thread_serial();
+  std::lock_guard lock(streams_mutex_);
+  auto [it, inserted] = per_thread_streams_.try_emplace(serial, nullptr);
   if (inserted) {
-    std::lock_guard lock(streams_mutex_);
     streams_.push_back(std::make_unique<Stream>(this, Stream::Kind::kPerThreadDefault, 0u, 0));
     it->second = streams_.back().get();
   }

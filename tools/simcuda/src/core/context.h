@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <unordered_map>
 #include <vector>
 
 #include "core/stream.h"
@@ -53,7 +54,8 @@ struct Context {
   std::unique_ptr<Stream> legacy_;
   std::vector<std::unique_ptr<Stream>> streams_;     // created and per-thread streams
   std::vector<Stream*> live_streams_;                 // not yet destroyed by the program
-  uint64_t id_;                                       // never reused, unlike the address
+  // The per-thread default streams, by the serial of the thread each belongs to.
+  std::unordered_map<uint64_t, Stream*> per_thread_streams_;
 };
 
 // The calling thread's current context, or nullptr.

@@ -1,14 +1,18 @@
 #include "telemetry/owned_descriptor.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <climits>
 #include <csignal>
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
+#include <cstdint>
 #include <cstring>
 
 #include "config/config.h"
@@ -56,6 +60,40 @@ int write_whole(int fd, const char* data, std::size_t size) noexcept {
   while (size > 0) {
     const ssize_t written = ::write(fd, data, size);
     if (written < 0 && errno == EINTR) continue;
+    if (written < 0) return errno;
+    if (written == 0) return EIO;
+    data += written;
+    size -= static_cast<std::size_t>(written);
+  }
+  return 0;
+}
+
+// Waits until there is room in the pipe or socket `fd` (or an error that a write will report):
+// false once `give_up` has passed.
+bool wait_for_room(int fd, std::chrono::steady_clock::time_point give_up) noexcept {
+  for (;;) {
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(
+        give_up - std::chrono::steady_clock::now());
+    pollfd watched{fd, POLLOUT, 0};
+    const int ready = ::poll(&watched, 1, static_cast<int>(std::max<int64_t>(left.count(), 0)));
+    if (ready > 0 || (ready < 0 && errno != EINTR)) return true;
+    if (ready == 0) return false;
+  }
+}
+
+// write_whole for a pipe or socket (Note [A full pipe never holds the job]): in pieces it takes
+// whole, each once it has room, until `give_up`.
+int write_whole_waiting(int fd, const char* data, std::size_t size,
+                        std::chrono::steady_clock::time_point give_up) noexcept {
+  while (size > 0) {
+    if (!wait_for_room(fd, give_up)) return EAGAIN;
+    const ssize_t written = ::write(fd, data, std::min<std::size_t>(size, PIPE_BUF));
+    if (written < 0 && errno == EINTR) continue;
+    if (written < 0 && errno == EAGAIN) {  // non-blocking, and another writer took the room
+      if (std::chrono::steady_clock::now() >= give_up) return EAGAIN;
+      ::poll(nullptr, 0, 1);
+      continue;
+    }
     if (written < 0) return errno;
     if (written == 0) return EIO;
     data += written;
@@ -118,7 +156,9 @@ int OwnedDescriptor::write_all(const char* data, std::size_t size) noexcept {
   }
   if (!S_ISFIFO(status.st_mode) && !S_ISSOCK(status.st_mode)) return write_whole(fd_, data, size);
   SigpipeHeldOff held_off;  // Note [No SIGPIPE from the shim's writes]
-  const int error = write_whole(fd_, data, size);
+  const auto now = std::chrono::steady_clock::now();
+  const int error = write_whole_waiting(fd_, data, size, pipe_stalled_ ? now : now + kFullPipeWait);
+  pipe_stalled_ = error == EAGAIN;
   if (error == EPIPE) held_off.raised();
   return error;
 }

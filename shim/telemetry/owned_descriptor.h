@@ -31,16 +31,33 @@
 // is made with SIGPIPE blocked on the calling thread, and a SIGPIPE it raised is taken back before
 // the mask is restored: the line is dropped (EPIPE), as any line the file does not take. A SIGPIPE
 // already pending before the write is the program's and stays pending.
+//
+// Note [A full pipe never holds the job]
+// A write to a pipe or socket blocks while it is full. A standard error that nobody reads until
+// the job has ended (a parent that waits for its child before it reads the child's output, a
+// wedged log collector) fills, and then the shim's next line, which the job without the shim would
+// not have written, would hold the job forever, or its exit, where the summary comes after the
+// program wrote its last. So a write to a pipe or socket waits for room with poll(), at most
+// kFullPipeWait, in pieces the pipe takes whole (PIPE_BUF bytes: a line shorter than that is
+// written whole or not at all); what it could not write by then is dropped (EAGAIN). Once a write
+// gave up so, the next ones do not wait, writing only what the pipe takes at once, until one is
+// written whole again: a job that logs a line per allocation is not slowed by a wait per line.
+// The wait is the exit's bound too (kLastWordsDeadline in hooks/shim_state.h is no shorter).
 #pragma once
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <cstddef>
 #include <string>
 
 namespace vramspill::telemetry {
 
 inline constexpr int kFirstOwnDescriptor = 10;
+
+// How long a write waits for room in a full pipe or socket (Note [A full pipe never holds the
+// job]).
+inline constexpr std::chrono::seconds kFullPipeWait{2};
 
 // A copy of `fd` at kFirstOwnDescriptor or above (below it only if RLIMIT_NOFILE allows no
 // more), close-on-exec; -1 when `fd` is not open.
@@ -65,9 +82,9 @@ class OwnedDescriptor {
   OwnedDescriptor(const OwnedDescriptor&) = delete;
   OwnedDescriptor& operator=(const OwnedDescriptor&) = delete;
 
-  // Writes all of `data`. 0 on success; otherwise the errno that stopped it (EAGAIN for a full
-  // non-blocking pipe, EPIPE for one nobody reads, without a SIGPIPE: Note [No SIGPIPE from the
-  // shim's writes]; ENOSPC for a full disk, EFBIG when the write would cross the file size
+  // Writes all of `data`. 0 on success; otherwise the errno that stopped it (EAGAIN for a pipe
+  // still full when the wait ends: Note [A full pipe never holds the job]; EPIPE for one nobody reads,
+  // without a SIGPIPE: Note [No SIGPIPE from the shim's writes]; ENOSPC for a full disk, EFBIG when the write would cross the file size
   // limit and nothing was written: Note [The file size limit] in util/file_size_limit.h; EBADF
   // when the descriptor is no longer ours or there is none), with part of `data` perhaps
   // written.
@@ -80,6 +97,7 @@ class OwnedDescriptor {
   dev_t device_ = 0;
   ino_t inode_ = 0;
   bool appends_ = false;  // opened O_APPEND: every write lands at the end
+  bool pipe_stalled_ = false;  // the last write to this pipe gave up waiting for room
 };
 
 }  // namespace vramspill::telemetry

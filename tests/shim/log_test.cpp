@@ -283,6 +283,40 @@ TEST(LogDescriptor, APipeNobodyReadsRaisesNoSigpipe) {
       ::testing::ExitedWithCode(0), "");
 }
 
+// Note [A full pipe never holds the job]: standard error is a pipe that is full and that nobody
+// reads for now. A line waits for room a while, then is dropped, and the next does not wait; once
+// the reader has made room, lines are written again, whole.
+TEST(LogDescriptor, AFullPipeDropsLinesUntilItHasRoomAgain) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        alarm(60);  // a write that never gives up ends the test by SIGALRM
+        int ends[2];
+        if (pipe(ends) != 0 || dup2(ends[1], STDERR_FILENO) < 0) std::_Exit(2);
+        close(ends[1]);
+        if (fcntl(ends[0], F_SETFL, O_NONBLOCK) != 0) std::_Exit(2);
+        LogConfig config;
+        config.level = LogLevel::kInfo;
+        logging::configure(config);
+        if (fcntl(STDERR_FILENO, F_SETFL, O_NONBLOCK) != 0) std::_Exit(2);
+        static const char filler[4096] = {};
+        while (write(STDERR_FILENO, filler, sizeof filler) > 0) {
+        }
+        if (fcntl(STDERR_FILENO, F_SETFL, 0) != 0) std::_Exit(2);
+        logging::warn("dropped after a wait");
+        logging::summary("dropped at once");
+        char drained[4096];
+        while (::read(ends[0], drained, sizeof drained) > 0) {
+        }
+        logging::warn("written whole");
+        char got[256] = {};
+        const ssize_t length = ::read(ends[0], got, sizeof got - 1);
+        std::_Exit(length > 0 && std::string(got) == "[vramspill] warning: written whole\n" ? 0
+                                                                                            : 3);
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
 // Opened while descriptor 2 is closed, the [log] file must not take it: the program's next
 // open() would not get it, and the program's own writes to standard error would land in the log.
 TEST(LogDescriptor, LogFileNeverTakesDescriptors0To2) {

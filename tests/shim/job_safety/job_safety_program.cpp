@@ -14,6 +14,10 @@
 //       Started with standard error closed. cuInit initialises the shim and then simcuda, whose
 //       device memory is a file that takes descriptor 2. The program fills every block it
 //       allocates with a pattern, makes the shim log (spills), and checks every byte.
+//   job_safety_program full-stderr-pipe
+//       Makes its standard error a pipe that it fills and never reads (as a parent that reads its
+//       child's output only once the child has ended), then makes the shim log (spills, and the
+//       exit summary): the job must still end.
 //
 // Exits 0 when every check passes; a failed check prints it on standard output (standard error
 // is closed) and exits 1.
@@ -135,6 +139,24 @@ int closed_stderr_device() {
   return 0;
 }
 
+// Note [A full pipe never holds the job] in shim/telemetry/owned_descriptor.h.
+int full_stderr_pipe() {
+  int ends[2];
+  CHECK(pipe(ends) == 0);
+  CHECK(dup2(ends[1], STDERR_FILENO) == STDERR_FILENO);
+  close(ends[1]);  // ends[0] stays open, never read
+  CHECK(fcntl(STDERR_FILENO, F_SETFL, O_NONBLOCK) == 0);
+  static const char filler[4096] = {};
+  while (write(STDERR_FILENO, filler, sizeof filler) > 0) {
+  }
+  CHECK(errno == EAGAIN);
+  CHECK(fcntl(STDERR_FILENO, F_SETFL, 0) == 0);  // blocking again, as a standard error is
+  CHECK_CU(cuInit(0));
+  allocate_spill_and_verify();
+  std::printf("spilled with standard error full\n");
+  return 0;  // the exit summary is logged after this
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -149,9 +171,10 @@ int main(int argc, char** argv) {
   if (mode == "stderr-taken-before-the-shim" && argc == 3)
     return stderr_taken_before_the_shim(argv[2]);
   if (mode == "closed-stderr-device") return closed_stderr_device();
+  if (mode == "full-stderr-pipe") return full_stderr_pipe();
   std::printf(
       "usage: %s init | spill | closed-stderr-file PATH | stderr-taken-before-the-shim PATH | "
-      "closed-stderr-device\n",
+      "closed-stderr-device | full-stderr-pipe\n",
       argv[0]);
   return 2;
 }

@@ -54,6 +54,15 @@ TEST_F(JobSafety, LogGoesToTheStandardErrorTheJobStartedWith) {
       << result.err;
 }
 
+// Note [A full pipe never holds the job]: the job's standard error is a pipe that is full and that
+// nobody reads until the job ends. The shim's lines (spills at info, the exit summary) do not
+// fit; the job ends all the same (it was killed at the time-out before).
+TEST_F(JobSafety, AFullStandardErrorNeverHoldsTheJob) {
+  const RunResult result = run({"full-stderr-pipe"}, kSpillingJob);
+  EXPECT_TRUE(result.exited(0)) << result.describe();
+  EXPECT_EQ(result.out, "spilled with standard error full\n") << result.describe();
+}
+
 // --- Note [Only regular files]: the policy -----------------------------------------------------
 
 // Each is refused without blocking or reading without end, and cuInit fails (1,

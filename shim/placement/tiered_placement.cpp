@@ -167,6 +167,28 @@ uint64_t TieredPlacement::usable_device_granules(int device, const Device& state
   return budgets_.device_room(device) / kGranuleBytes + state.arena->stats().pooled_device_granules;
 }
 
+bool TieredPlacement::learn_of_new_block(Device& state, CUdeviceptr base, uint64_t granules,
+                                         uint64_t on_device,
+                                         std::optional<RuleAction> rule) noexcept {
+  bool policy_knows = false;
+  try {
+    if (rule) state.ruled.emplace(base, *rule);
+    state.policy->allocated(base, granules, /*on_device=*/false);
+    policy_knows = true;
+    if (on_device != 0) state.policy->moved(base, on_device);
+    return true;
+  } catch (const std::bad_alloc&) {
+    state.ruled.erase(base);
+    if (policy_knows) {
+      try {
+        state.policy->freed(base);
+      } catch (const std::bad_alloc&) {  // the policy keeps a stale entry; its checks drop it later
+      }
+    }
+    return false;
+  }
+}
+
 // Note [A tiered block in the trace]
 // A tiered block's alloc event comes from here, under the device's lock, not from the ledger
 // (which records it after this returns): so no eviction of the block by another thread can be
@@ -391,14 +413,15 @@ TieredPlacement::Allocated TieredPlacement::allocate(int device, uint64_t bytes,
         (void)state->arena->free(*out);
         allocated = {.result = CUDA_ERROR_OUT_OF_MEMORY, .over_budgets = true};
       }
-      if (allocated.result == CUDA_SUCCESS) {
-        if (rule) state->ruled.emplace(*out, *rule);
-        state->policy->allocated(*out, granules, /*on_device=*/false);
-        if (on_device != 0) state->policy->moved(*out, on_device);
-        tell_of_allocation(device, *out, bytes, granules - on_device);
+      if (allocated.result == CUDA_SUCCESS &&
+          !learn_of_new_block(*state, *out, granules, on_device, rule)) {
+        (void)state->arena->free(*out);
+        allocated = {.result = CUDA_ERROR_OUT_OF_MEMORY};
       }
+      if (allocated.result == CUDA_SUCCESS)
+        tell_of_allocation(device, *out, bytes, granules - on_device);
     }
-  } catch (const std::bad_alloc&) {  // the policy's books could not grow
+  } catch (const std::bad_alloc&) {  // making room or charging: no block was made
   }
   settle(device, *state);
   return allocated;

@@ -312,6 +312,12 @@ class TieredPlacement {
   // (Note [Promoting ahead]); the host granules they add.
   uint64_t promote_ahead(Device& state, uint64_t needed, std::vector<tiers::GranuleMove>& promotions,
                          std::vector<policies::BlockId>& keep);
+  // Tells the policy, and the rules' books, of a new block of `granules`, `on_device` of them on
+  // the device. False, with neither knowing it, when their books cannot grow: the caller frees the
+  // block then, since one the policy does not know would never be evicted, and a launch touching
+  // it would break the policy's contract.
+  bool learn_of_new_block(Device& state, CUdeviceptr base, uint64_t granules, uint64_t on_device,
+                          std::optional<RuleAction> rule) noexcept;
   void tell_of_allocation(int device, CUdeviceptr base, uint64_t bytes,
                           uint64_t host_granules) noexcept;
   // kNow: copied and remapped in the window; kStaged: promotions staged for later launches

@@ -183,7 +183,7 @@ ShimState::ShimState(const Config& loaded) noexcept
       spill_facts(*this),
       spill(config.spill, ledger, host_budget, spill_facts, managed, host),
       vmm_spill(config.spill, ledger, vmm, host_budget, spill_facts, host_vmm),
-      tiered_budgets(ledger, host_budget),
+      tiered_budgets(ledger, host_budget, &pool_books()),
       // tiered_reuse is made later, and asked only once blocks move.
       arenas(config.tiered, host_vmm, captures, tiered_reuse),
       tiered(tiered_budgets, arenas, window,

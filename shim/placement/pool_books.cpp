@@ -15,9 +15,11 @@ namespace vramspill::placement {
 // reported (a few per process; kTrackedPoolCount at most, later ones are only refreshed by their
 // own calls) and reads their figures again where a stale one would show: before refusing a
 // request for want of room, before a tiered block that does not fit whole goes partly to the host,
-// at cuMemPoolTrimTo, in cuMemGetInfo, and when a stream-ordered block is freed (its pool is not
-// recorded with the block). (A launch's promotion, refused for want of room, does not: the
-// launch path makes no such driver call; the next allocation or trim corrects the figure.) A destroyed pool is forgotten at cuMemPoolDestroy. The
+// at cuMemPoolTrimTo, in cuMemGetInfo, when a stream-ordered block is freed (its pool is not
+// recorded with the block), and when a launch touches blocks with host granules, before the
+// policy decides what to bring in (only then: the launch path makes no driver call otherwise).
+// A destroyed pool is forgotten at
+// cuMemPoolDestroy. The
 // same slots say which device each pool's memory is on (device_of()): pools the program creates
 // are recorded at cuMemPoolCreate, the devices' default pools when first seen.
 

@@ -521,6 +521,10 @@ void TieredPlacement::before_launch(int device, uint64_t sequence, uint32_t stre
                       [&](const GranuleMove& move) { return move.base == base; }))
         continue;
       if (!capacity_known) {
+        // The room the policy decides with, and the promotions are made in, is read fresh: a
+        // pool's memory the driver took back since is room (Note [Refreshing pool figures]).
+        // Not during a capture, when nothing moves.
+        if (may_move) budgets_.read_device_figures_again(device);
         tell_policy_of_capacity(device, *state);
         capacity_known = true;
       }

@@ -91,6 +91,11 @@ class TieredBudgets {
   virtual void give_device(int device, uint64_t bytes) noexcept = 0;
   virtual bool take_host(uint64_t bytes) noexcept = 0;
   virtual void give_host(uint64_t bytes) noexcept = 0;
+  // Reads again what `device`'s room rests on and may have changed unseen (stream-ordered pools'
+  // memory, which the driver takes back at a synchronisation: Note [Refreshing pool figures] in
+  // placement/pool_books.cpp), before a launch that touches blocks with host granules decides
+  // what to bring in.
+  virtual void read_device_figures_again(int /*device*/) noexcept {}
 
  protected:
   TieredBudgets() = default;

@@ -774,6 +774,21 @@ TEST_F(TieredTest, APoolsTrimIsRoomForTheNextPromotion) {
   ASSERT_CU(cuMemFree(block));
 }
 
+// ... and at a synchronisation, which a launch's promotion finds too: the launch reads the pools'
+// figures again before it leaves a promotion out for want of room.
+TEST_F(TieredTest, APoolsIdleMemoryIsRoomForTheNextPromotion) {
+  CUdeviceptr buffer = 0;
+  ASSERT_CU(cuMemAllocAsync(&buffer, 3 * kBlock, streams_[0]));
+  CUdeviceptr block = 0;
+  ASSERT_CU(cuMemAlloc(&block, 16 * kBlock));  // half of it on the host
+  ASSERT_CU(cuMemFreeAsync(buffer, streams_[0]));
+  ASSERT_CU(cuStreamSynchronize(streams_[0]));  // the pool gives its memory back
+  ASSERT_CU(fill(block, 8, streams_[0]));
+  ASSERT_CU(cuStreamSynchronize(streams_[0]));
+  expect_block(block, 8);
+  ASSERT_CU(cuMemFree(block));
+}
+
 // Several threads submit at once while their blocks move: each thread's fills and copies on its
 // own stream, over three times the budget in all, must come back byte for byte (the remap
 // window holds every thread's submissions while a move remaps).

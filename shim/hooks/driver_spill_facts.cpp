@@ -27,4 +27,15 @@ core::CaptureGate::Hold DriverSpillFacts::hold_off_captures() noexcept {
 
 void DriverSpillFacts::refresh_host_limit() noexcept { hooks::refresh_host_limit(shim_); }
 
+CUresult DriverSpillFacts::check_vmm_request(const CUmemAllocationProp& prop,
+                                             uint64_t bytes) noexcept {
+  const auto granularity_of = VRAMSPILL_REAL(cuMemGetAllocationGranularity);
+  if (granularity_of == nullptr) return CUDA_SUCCESS;  // nothing to ask: the refusal stands
+  size_t granularity = 0;
+  const CUresult result =
+      granularity_of(&granularity, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
+  if (result != CUDA_SUCCESS) return result;
+  return granularity != 0 && bytes % granularity != 0 ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+}
+
 }  // namespace vramspill::hooks

@@ -24,6 +24,7 @@ class DriverSpillFacts final : public placement::SpillFacts {
   bool capture_in_progress() noexcept override;
   core::CaptureGate::Hold hold_off_captures() noexcept override;
   void refresh_host_limit() noexcept override;
+  CUresult check_vmm_request(const CUmemAllocationProp& prop, uint64_t bytes) noexcept override;
 
  private:
   ShimState& shim_;

@@ -56,20 +56,19 @@ VRAMSPILL_HOOK CUresult CUDAAPI cuMemRetainAllocationHandle(CUmemGenericAllocati
   // a move leaves, and keep it alive after the arena lets it go.
   if (shim != nullptr && shim->tiered.block_containing(reinterpret_cast<CUdeviceptr>(addr)))
     return CUDA_ERROR_INVALID_VALUE;
-  const CUresult result = real(handle, addr);
-  if (shim != nullptr && result == CUDA_SUCCESS) shim->vmm_books.retained(*handle);
-  return result;
+  if (shim == nullptr || handle == nullptr) return real(handle, addr);
+  return shim->vmm_books.retain(*handle, [&] { return real(handle, addr); });
 }
 
 VRAMSPILL_HOOK CUresult CUDAAPI cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
                                          CUmemGenericAllocationHandle handle,
                                          unsigned long long flags) {
   VRAMSPILL_REAL_OR_RETURN(real, cuMemMap);
-  const CUresult result = real(ptr, size, offset, handle, flags);
   const Entry entry;
-  if (ShimState* shim = entry.state(); shim != nullptr && result == CUDA_SUCCESS)
-    shim->vmm_books.mapped(ptr, size, handle);
-  return result;
+  ShimState* shim = entry.state();
+  if (shim == nullptr) return real(ptr, size, offset, handle, flags);
+  return shim->vmm_books.map(ptr, size, handle,
+                             [&] { return real(ptr, size, offset, handle, flags); });
 }
 
 VRAMSPILL_HOOK CUresult CUDAAPI cuMemRelease(CUmemGenericAllocationHandle handle) {

@@ -24,6 +24,11 @@ class SpillFacts {
   // Brings the host limit up to date before a spill reserves host memory (a percent limit follows
   // the memory the job may use, which changes while it runs).
   virtual void refresh_host_limit() noexcept = 0;
+  // The driver's verdict on a cuMemCreate of `bytes` with `prop` that is not made (over the budget,
+  // or where the driver ran out of memory): CUDA_SUCCESS when only memory was missing, else the
+  // error the driver gives such a request (its properties refused, or a size that is not a
+  // multiple of their granularity), which the program gets instead of CUDA_ERROR_OUT_OF_MEMORY.
+  virtual CUresult check_vmm_request(const CUmemAllocationProp& prop, uint64_t bytes) noexcept = 0;
 
  protected:
   SpillFacts() = default;

@@ -43,26 +43,33 @@ class VmmBooks {
   VmmBooks(const VmmBooks&) = delete;
   VmmBooks& operator=(const VmmBooks&) = delete;
 
-  // The driver succeeded: cuMemCreate made `handle`, cuMemRetainAllocationHandle gave another
-  // reference to it, cuMemMap mapped it at [address, address + bytes).
+  // The driver succeeded: cuMemCreate made `handle`.
   void created(uint64_t handle) noexcept { vmm_.created(handle); }
   // cuMemCreate made `handle` of `bytes` host-located, as the program asked (Note [The program's
   // host-located handles]).
   void created_on_host(uint64_t handle, uint64_t bytes) noexcept;
-  void retained(uint64_t handle) noexcept { vmm_.retained(handle); }
-  void mapped(uint64_t address, uint64_t bytes, uint64_t handle) noexcept {
-    vmm_.mapped(address, bytes, handle);
-  }
 
-  // Note [One release or unmap at a time]
+  // Note [One change to a handle at a time]
   // The books change before the driver's call (another thread may get the same handle value the
   // moment the memory is freed) and are put back if the driver refuses. Two such calls on two
   // threads would each read the other's unfinished change: an unmap's mappings gone, a release
   // of the same handle takes its memory to be freed and settles it, and should the unmap then
   // fail, its mapping comes back to a handle the books have forgotten, counted nowhere. So
   // releases and unmaps go one at a time, each through its driver call (PyTorch and NCCL make
-  // them under locks of their own in any case); maps and creates, recorded after the driver's
-  // answer, need not wait.
+  // them under locks of their own in any case). So do retains and maps, which add a reference or a
+  // mapping the books record after the driver's answer: a retain whose driver call came between an
+  // unmap's change and its call, or a map between a release's, would find the handle already
+  // gone from the books, and the memory it keeps alive would be counted nowhere. Creates need not
+  // wait: no other call knows their handle yet.
+
+  // cuMemRetainAllocationHandle by `retain()`, which sets `handle` (read once it succeeds):
+  // another reference to it.
+  template <typename Retain>
+  CUresult retain(const CUmemGenericAllocationHandle& handle, Retain retain);
+
+  // cuMemMap of `handle` at [address, address + bytes) by `map()`.
+  template <typename Map>
+  CUresult map(uint64_t address, uint64_t bytes, uint64_t handle, Map map);
 
   // cuMemRelease of `handle` by `release()`: its memory leaves the books if this was what kept
   // it, before the call (another thread may get the same handle value at once), and counts again
@@ -90,10 +97,26 @@ class VmmBooks {
   AdmissionFlow& admission_;
   VmmSpill& vmm_spill_;
   core::HostBudget& host_budget_;
-  std::mutex changing_;  // Note [One release or unmap at a time]
+  std::mutex changing_;  // Note [One change to a handle at a time]
   std::mutex on_host_mutex_;
   std::vector<std::pair<uint64_t, uint64_t>> on_host_;  // handle, bytes; guarded by on_host_mutex_
 };
+
+template <typename Retain>
+CUresult VmmBooks::retain(const CUmemGenericAllocationHandle& handle, Retain retain) {
+  const std::lock_guard one_at_a_time(changing_);
+  const CUresult result = retain();
+  if (result == CUDA_SUCCESS) vmm_.retained(handle);
+  return result;
+}
+
+template <typename Map>
+CUresult VmmBooks::map(uint64_t address, uint64_t bytes, uint64_t handle, Map map) {
+  const std::lock_guard one_at_a_time(changing_);
+  const CUresult result = map();
+  if (result == CUDA_SUCCESS) vmm_.mapped(address, bytes, handle);
+  return result;
+}
 
 template <typename Release>
 CUresult VmmBooks::release(uint64_t handle, Release release) {

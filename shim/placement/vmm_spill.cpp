@@ -24,6 +24,11 @@ std::string describe(const CUmemLocation& location) {
 
 CUresult VmmSpill::spill(const VmmSpillRequest& request, const std::string& refusal,
                          CUmemGenericAllocationHandle* out) noexcept {
+  // Note [A refused cuMemCreate that was invalid] in vmm_spill.h. Its flags must be 0 (cuda.h).
+  if (request.flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  if (const CUresult invalid = facts_.check_vmm_request(*request.prop, request.bytes);
+      invalid != CUDA_SUCCESS)
+    return invalid;
   bool made = false;
   try {
     if (!relocates_vmm_handles(config_.mode)) {

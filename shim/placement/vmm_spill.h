@@ -118,6 +118,16 @@ class VmmSpill {
   // in the ledger (core::Route::kSpillVmmHost) and the VMM tracker; otherwise returns
   // CUDA_ERROR_OUT_OF_MEMORY and logs why. `refusal` is the ledger's explanation of why the
   // device had no room (empty when the driver itself ran out of memory).
+  //
+  // Note [A refused cuMemCreate that was invalid]
+  // A request the budget refuses never reaches the driver, which would have refused it for
+  // another reason had it been invalid: a size that is not a multiple of the granularity of its
+  // properties, or properties the driver does not take. The program must get that error, not
+  // CUDA_ERROR_OUT_OF_MEMORY, which PyTorch's caching allocator answers by freeing its cache and
+  // trying again, and which a probe of what the driver supports (a fabric handle type) reads as
+  // supported. So, before anything else, the driver is asked the granularity of the properties
+  // (its error is the answer) and the size checked against it, and flags other than 0 (which
+  // cuda.h reserves) are refused as the driver refuses them.
   CUresult spill(const VmmSpillRequest& request, const std::string& refusal,
                  CUmemGenericAllocationHandle* out) noexcept;
 

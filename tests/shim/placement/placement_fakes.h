@@ -116,7 +116,11 @@ class FakeFacts final : public SpillFacts {
   }
   std::shared_mutex capture_gate;
   void refresh_host_limit() noexcept override { ++host_limit_refreshes; }
+  CUresult check_vmm_request(const CUmemAllocationProp&, uint64_t) noexcept override {
+    return vmm_request_verdict;
+  }
   bool capture_anywhere = false;
+  CUresult vmm_request_verdict = CUDA_SUCCESS;
 };
 
 // What `ledger` records of `route` on device 0.

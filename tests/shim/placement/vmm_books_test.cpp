@@ -30,6 +30,10 @@ class VmmBooksTest : public AdmissionFlowFixture {
     ledger_.on_allocated(admission, handle, bytes);
     return handle;
   }
+  // cuMemMap of `handle` at [address, address + bytes), which the driver makes.
+  void map(uint64_t address, uint64_t bytes, uint64_t handle) {
+    ASSERT_EQ(books_.map(address, bytes, handle, [] { return CUDA_SUCCESS; }), CUDA_SUCCESS);
+  }
   uint64_t held() const { return ledger_.snapshot(0).held_bytes; }
   static auto answer(CUresult result) {
     return [result] { return result; };
@@ -41,7 +45,7 @@ class VmmBooksTest : public AdmissionFlowFixture {
 
 TEST_F(VmmBooksTest, AHandleReleasedWhileMappedStaysCountedUntilItsLastUnmap) {
   const uint64_t handle = create(8 * kMiB);
-  books_.mapped(kAddress, 8 * kMiB, handle);
+  map(kAddress, 8 * kMiB, handle);
   ASSERT_EQ(books_.release(handle, answer(CUDA_SUCCESS)), CUDA_SUCCESS);
   EXPECT_EQ(held(), 8 * kMiB) << "the mapping keeps the memory alive";
   ASSERT_EQ(books_.unmap(kAddress, 8 * kMiB, answer(CUDA_SUCCESS)), CUDA_SUCCESS);
@@ -51,7 +55,7 @@ TEST_F(VmmBooksTest, AHandleReleasedWhileMappedStaysCountedUntilItsLastUnmap) {
 
 TEST_F(VmmBooksTest, AnUnmappedHandleLeavesAtItsLastRelease) {
   const uint64_t handle = create(4 * kMiB);
-  books_.retained(handle);
+  ASSERT_EQ(books_.retain(handle, answer(CUDA_SUCCESS)), CUDA_SUCCESS);
   ASSERT_EQ(books_.release(handle, answer(CUDA_SUCCESS)), CUDA_SUCCESS);
   EXPECT_EQ(held(), 4 * kMiB) << "one reference is left";
   ASSERT_EQ(books_.release(handle, answer(CUDA_SUCCESS)), CUDA_SUCCESS);
@@ -62,7 +66,7 @@ TEST_F(VmmBooksTest, WhatTheDriverRefusesStaysCounted) {
   const uint64_t handle = create(4 * kMiB);
   EXPECT_EQ(books_.release(handle, answer(CUDA_ERROR_INVALID_VALUE)), CUDA_ERROR_INVALID_VALUE);
   EXPECT_EQ(held(), 4 * kMiB);
-  books_.mapped(kAddress, 4 * kMiB, handle);
+  map(kAddress, 4 * kMiB, handle);
   ASSERT_EQ(books_.release(handle, answer(CUDA_SUCCESS)), CUDA_SUCCESS);
   EXPECT_EQ(books_.unmap(kAddress, 4 * kMiB, answer(CUDA_ERROR_INVALID_CONTEXT)),
             CUDA_ERROR_INVALID_CONTEXT);
@@ -79,7 +83,7 @@ TEST_F(VmmBooksTest, AHostLocatedSpillGivesItsHostBudgetBackWhenItGoes) {
   CUmemGenericAllocationHandle handle = 0;
   ASSERT_EQ(vmm_spill_.spill(request, "over budget", &handle), CUDA_SUCCESS);
   ASSERT_EQ(host_budget_.used(), 16 * kMiB);
-  books_.mapped(kAddress, 16 * kMiB, handle);
+  map(kAddress, 16 * kMiB, handle);
   ASSERT_EQ(books_.release(handle, answer(CUDA_SUCCESS)), CUDA_SUCCESS);
   EXPECT_EQ(host_budget_.used(), 16 * kMiB) << "still mapped";
   ASSERT_EQ(books_.unmap(kAddress, 16 * kMiB, answer(CUDA_SUCCESS)), CUDA_SUCCESS);
@@ -87,12 +91,12 @@ TEST_F(VmmBooksTest, AHostLocatedSpillGivesItsHostBudgetBackWhenItGoes) {
   EXPECT_EQ(recorded(ledger_, Route::kSpillVmmHost).live_bytes, 0u);
 }
 
-// Note [One release or unmap at a time]: a release on another thread while an unmap of the
+// Note [One change to a handle at a time]: a release on another thread while an unmap of the
 // handle's last mapping is with the driver waits for the driver's answer; here the driver refuses
 // the unmap, so the mapping is back and the release must leave the memory counted.
 TEST_F(VmmBooksTest, AReleaseWaitsForAnUnmapTheDriverIsAnswering) {
   const uint64_t handle = create(8 * kMiB);
-  books_.mapped(kAddress, 8 * kMiB, handle);
+  map(kAddress, 8 * kMiB, handle);
   std::thread releasing;
   const CUresult unmapped = books_.unmap(kAddress, 8 * kMiB, [&] {
     releasing = std::thread([&] { EXPECT_EQ(books_.release(handle, answer(CUDA_SUCCESS)), CUDA_SUCCESS); });
@@ -106,6 +110,43 @@ TEST_F(VmmBooksTest, AReleaseWaitsForAnUnmapTheDriverIsAnswering) {
   EXPECT_EQ(held(), 0u);
 }
 
+// ... an unmap of a handle's last mapping waits for a retain the driver is answering: the
+// reference it adds keeps the memory, which stays counted.
+TEST_F(VmmBooksTest, AnUnmapWaitsForARetainTheDriverIsAnswering) {
+  const uint64_t handle = create(8 * kMiB);
+  map(kAddress, 8 * kMiB, handle);
+  ASSERT_EQ(books_.release(handle, answer(CUDA_SUCCESS)), CUDA_SUCCESS);  // the mapping keeps it
+  std::thread unmapping;
+  const CUresult retained = books_.retain(handle, [&] {
+    unmapping = std::thread(
+        [&] { EXPECT_EQ(books_.unmap(kAddress, 8 * kMiB, answer(CUDA_SUCCESS)), CUDA_SUCCESS); });
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the unmap had its chance
+    return CUDA_SUCCESS;
+  });
+  unmapping.join();
+  EXPECT_EQ(retained, CUDA_SUCCESS);
+  EXPECT_EQ(held(), 8 * kMiB) << "the retained memory left the books";
+  ASSERT_EQ(books_.release(handle, answer(CUDA_SUCCESS)), CUDA_SUCCESS);
+  EXPECT_EQ(held(), 0u);
+}
+
+// ... and a release of a handle's last reference waits for a map the driver is answering.
+TEST_F(VmmBooksTest, AReleaseWaitsForAMapTheDriverIsAnswering) {
+  const uint64_t handle = create(8 * kMiB);
+  std::thread releasing;
+  const CUresult mapped = books_.map(kAddress, 8 * kMiB, handle, [&] {
+    releasing = std::thread(
+        [&] { EXPECT_EQ(books_.release(handle, answer(CUDA_SUCCESS)), CUDA_SUCCESS); });
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the release had its chance
+    return CUDA_SUCCESS;
+  });
+  releasing.join();
+  EXPECT_EQ(mapped, CUDA_SUCCESS);
+  EXPECT_EQ(held(), 8 * kMiB) << "the mapped memory left the books";
+  ASSERT_EQ(books_.unmap(kAddress, 8 * kMiB, answer(CUDA_SUCCESS)), CUDA_SUCCESS);
+  EXPECT_EQ(held(), 0u);
+}
+
 // Note [The program's host-located handles]: counted against the host limit, never refused,
 // from cuMemCreate until the driver frees the memory; a refused call keeps the charge.
 TEST_F(VmmBooksTest, AProgramsHostLocatedHandleCountsAgainstTheHostLimitWhileItLives) {
@@ -113,7 +154,7 @@ TEST_F(VmmBooksTest, AProgramsHostLocatedHandleCountsAgainstTheHostLimitWhileItL
   books_.created_on_host(handle, 32 * kMiB);
   EXPECT_EQ(host_budget_.used(), 32 * kMiB);
   EXPECT_EQ(held(), 0u) << "no device memory";
-  books_.mapped(kAddress, 32 * kMiB, handle);
+  map(kAddress, 32 * kMiB, handle);
   ASSERT_EQ(books_.release(handle, answer(CUDA_SUCCESS)), CUDA_SUCCESS);
   EXPECT_EQ(host_budget_.used(), 32 * kMiB) << "still mapped";
   EXPECT_EQ(books_.unmap(kAddress, 32 * kMiB, answer(CUDA_ERROR_INVALID_CONTEXT)),

@@ -127,6 +127,13 @@ TEST_F(InvalidArguments, BadSizesAndDescriptors) {
   prop.location = {CU_MEM_LOCATION_TYPE_DEVICE, device()};
   CUmemGenericAllocationHandle handle = 0;
   EXPECT_EQ(cuMemCreate(&handle, kMiB, &prop, 0), CUDA_ERROR_INVALID_VALUE);  // not a granule
+  // Over the budget too (Note [A refused cuMemCreate that was invalid] in
+  // shim/placement/vmm_spill.h): the shim refused it with CUDA_ERROR_OUT_OF_MEMORY.
+  EXPECT_EQ(cuMemCreate(&handle, kBudget + kMiB, &prop, 0), CUDA_ERROR_INVALID_VALUE);
+  prop.type = CU_MEM_ALLOCATION_TYPE_INVALID;
+  EXPECT_EQ(cuMemCreate(&handle, kBudget + 2 * kMiB, &prop, 0), CUDA_ERROR_INVALID_VALUE);
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  EXPECT_EQ(cuMemCreate(&handle, kBudget + 2 * kMiB, &prop, 1), CUDA_ERROR_INVALID_VALUE);
   prop.location.id = 7;  // no such device
   EXPECT_EQ(cuMemCreate(&handle, 2 * kMiB, &prop, 0), CUDA_ERROR_INVALID_DEVICE);
 

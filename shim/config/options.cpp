@@ -259,6 +259,8 @@ ParsedOption parse_size_or_percent(std::string_view text) {
     return success(Budget::fraction(*fraction));
   }
   const std::optional<uint64_t> bytes = parse_size(text);
+  if (!bytes && parse_rate(text))  // Note [A size in bytes is whole] in util/sizes.cpp
+    return failure("not a whole number of bytes (a share is a percent, like 90%)");
   if (!bytes) return failure("not a size");
   if (*bytes == 0) return failure("0 bytes allows nothing");
   return success(Budget::bytes(*bytes));

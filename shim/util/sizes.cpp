@@ -75,6 +75,13 @@ std::optional<double> scaled_value(const Scaled& scaled) {
   return scaled_number;
 }
 
+// Note [A size in bytes is whole]
+// A size in bytes (no unit, or B) with a fraction ("0.9", "1.5B") is refused, not rounded: "0.9"
+// or "0.5" is someone's share of the device written as a fraction, which rounded would be a budget
+// of 0 or 1 byte (1 byte passes the check against 0, and then every allocation spills and
+// cuMemGetInfo shows a device of 1 byte). With a larger unit a fraction is a size, rounded to
+// the nearest byte ("1.5GB", "0.3GiB"), as is a number in bytes that makes whole bytes ("1e3").
+
 // Note [Exact integer sizes]
 // A double holds every integer only up to 2^53: read through one, "9007199254740993" would be
 // ...992 bytes, and 2^64 - 1 would round up to 2^64 and be refused as an overflow. So a size
@@ -99,6 +106,8 @@ std::optional<uint64_t> parse_size(std::string_view text) {
   const std::optional<double> bytes = scaled_value(scaled);
   // 2^64 is exactly representable; anything at or above it does not fit.
   if (!bytes || *bytes >= 18446744073709551616.0) return std::nullopt;
+  // Note [A size in bytes is whole]
+  if (scaled.multiplier == 1 && *bytes != std::floor(*bytes)) return std::nullopt;
   return static_cast<uint64_t>(std::round(*bytes));
 }
 

@@ -10,7 +10,8 @@ namespace vramspill {
 
 // Accepts a non-negative number with an optional unit: B, K/KiB, M/MiB, G/GiB, T/TiB (powers of
 // 1024) or KB, MB, GB, TB (powers of 1000). Returns nullopt on anything else, and on overflow.
-// A number of digits only is exact up to 2^64 - 1 bytes (Note [Exact integer sizes]).
+// A number of digits only is exact up to 2^64 - 1 bytes (Note [Exact integer sizes]); one in bytes
+// with a fraction ("0.9") is refused (Note [A size in bytes is whole]).
 std::optional<uint64_t> parse_size(std::string_view text);
 
 // A positive rate in units per second: a plain number ("4.8e12") or a size with a unit ("50GB").

@@ -112,6 +112,19 @@ TEST(ConfigErrors, PercentOutOfRangeAndZeroBudget) {
                         "allows nothing; expected a size"));
 }
 
+// Note [A size in bytes is whole] in shim/util/sizes.cpp: "0.9" meant 90%, and was a budget of
+// 1 byte ("0.5") or refused only for being 0 ("0.4").
+TEST(ConfigErrors, AFractionOfAByteIsAShareWrittenWrong) {
+  std::string path;
+  const std::string message = toml_error("[device]\nbudget = \"0.5\"\n", path);
+  EXPECT_THAT(message,
+              HasSubstr("bad value '0.5' for device.budget at " + path +
+                        ":2:10: not a whole number of bytes (a share is a percent, like 90%)"));
+  EXPECT_THAT(env_error({"VRAMSPILL_SPILL_HOST_LIMIT=0.9"}),
+              HasSubstr("bad value '0.9' for spill.host_limit in VRAMSPILL_SPILL_HOST_LIMIT: not a "
+                        "whole number of bytes (a share is a percent, like 90%)"));
+}
+
 TEST(ConfigErrors, EnumListsTheValidChoices) {
   std::string path;
   const std::string message = toml_error("[spill]\nmode = \"disk\"\n", path);
@@ -211,7 +224,7 @@ TEST(ConfigErrors, PolicyOverTheSizeLimit) {
 TEST(ConfigErrors, UnknownEnvironmentVariable) {
   const std::string message = env_error({"VRAMSPILL_DEVICE_BUDJET=1GiB"});
   EXPECT_THAT(message, HasSubstr("unknown environment variable VRAMSPILL_DEVICE_BUDJET; known: "
-                                 "VRAMSPILL_CONFIG, VRAMSPILL_DEVICE_BUDGET, "));
+                                 "VRAMSPILL_CONFIG, VRAMSPILL_LIBRARY, VRAMSPILL_DEVICE_BUDGET, "));
   EXPECT_THAT(message, HasSubstr("(did you mean VRAMSPILL_DEVICE_BUDGET?)"));
 }
 

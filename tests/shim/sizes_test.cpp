@@ -29,6 +29,15 @@ TEST(ParseSize, RejectsEverythingElse) {
     EXPECT_EQ(parse_size(bad), std::nullopt) << bad;
 }
 
+// Note [A size in bytes is whole]: a fraction of a byte is refused; with a larger unit a fraction
+// is rounded to the nearest byte.
+TEST(ParseSize, RejectsAFractionOfAByte) {
+  for (const char* bad : {"0.9", "0.5", "1.5", "2.5B", "1.5e0"})
+    EXPECT_EQ(parse_size(bad), std::nullopt) << bad;
+  EXPECT_EQ(parse_size("0.3GiB"), 322'122'547u);
+  EXPECT_EQ(parse_size("1.5e1"), 15u);
+}
+
 TEST(ParseSize, RejectsOverflow) {
   EXPECT_EQ(parse_size("16EiB"), std::nullopt);  // no such unit
   EXPECT_EQ(parse_size("20000000TiB"), std::nullopt);

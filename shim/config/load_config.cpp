@@ -138,7 +138,8 @@ class Loader {
         found.emplace_back(*index, value);
         continue;
       }
-      std::vector<std::string> known{std::string(kConfigFileVariable)};
+      std::vector<std::string> known{std::string(kConfigFileVariable),
+                                     std::string(kLibraryVariable)};
       for (const OptionSpec& option : options()) known.push_back(env_name(option));
       errors_.push_back("unknown environment variable " + printable(name) +
                         "; known: " + join(known, ", ") + did_you_mean(name, known, "", ""));

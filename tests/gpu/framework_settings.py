@@ -29,7 +29,8 @@ ARRAY_FLOATS = 64 << 20  # 256 MiB of float32
 UPDATES = 3
 
 # framework -> [(setting, environment it takes, spill modes it is checked in)]. The allocator
-# a child installs itself (CuPy's) is named by VRAMSPILL_TEST_ALLOCATOR, read in the child.
+# a child installs itself (CuPy's) is named by FRAMEWORK_TEST_ALLOCATOR, read in the child (not
+# VRAMSPILL_...: the shim refuses a VRAMSPILL_ variable it does not know, and cuInit with it).
 SETTINGS = {
     "torch": [
         # The default allocator: pytorch_spill.py and pytorch_tiered.py; expandable segments:
@@ -47,9 +48,9 @@ SETTINGS = {
          ["auto"]),
     ],
     "cupy": [
-        ("default memory pool", {"VRAMSPILL_TEST_ALLOCATOR": "pool"}, ["auto", "tiered"]),
-        ("MemoryPool(malloc_managed)", {"VRAMSPILL_TEST_ALLOCATOR": "managed"}, ["auto"]),
-        ("MemoryAsyncPool", {"VRAMSPILL_TEST_ALLOCATOR": "async"}, ["auto", "tiered"]),
+        ("default memory pool", {"FRAMEWORK_TEST_ALLOCATOR": "pool"}, ["auto", "tiered"]),
+        ("MemoryPool(malloc_managed)", {"FRAMEWORK_TEST_ALLOCATOR": "managed"}, ["auto"]),
+        ("MemoryAsyncPool", {"FRAMEWORK_TEST_ALLOCATOR": "async"}, ["auto", "tiered"]),
     ],
 }
 
@@ -91,7 +92,7 @@ class Cupy:
     def __init__(self):
         import cupy
         self.cupy = cupy
-        allocator = os.environ.get("VRAMSPILL_TEST_ALLOCATOR", "pool")
+        allocator = os.environ.get("FRAMEWORK_TEST_ALLOCATOR", "pool")
         if allocator == "managed":
             cupy.cuda.set_allocator(cupy.cuda.MemoryPool(cupy.cuda.malloc_managed).malloc)
         elif allocator == "async":

@@ -221,8 +221,12 @@ CLI::App* add_run_command(CLI::App& app, RunOptions& options) {
                   "Device memory the job may use, e.g. 20GiB or 90% (sets "
                   "VRAMSPILL_DEVICE_BUDGET, which beats the policy file).")
       ->type_name("SIZE");
+  std::string modes;
+  for (const std::string_view mode : kSpillModeNames)
+    modes.append(modes.empty() ? "" : ", ").append(mode);
   run->add_option("--mode", options.mode,
-                  "What happens to allocations over the budget (sets VRAMSPILL_SPILL_MODE).")
+                  "What happens to allocations over the budget: one of " + modes +
+                      " (sets VRAMSPILL_SPILL_MODE).")
       ->type_name("MODE");
   run->add_option("--set", options.settings,
                   "Any option of the policy, e.g. --set log.level=debug (sets its VRAMSPILL_* "

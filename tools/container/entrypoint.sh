@@ -12,11 +12,12 @@
 #    warn (the default) starts the command whatever the doctor finds; strict does not start it
 #    when the doctor fails, and exits with the doctor's status (1: something blocks spilling);
 #    off does not run the doctor.
-# 3. exec `vramspill run -- COMMAND...`, which checks the configuration, puts libvramspill.so
+# 3. exec `vramspill run -- COMMAND...`, which checks the configuration and puts libvramspill.so
 #    first in LD_PRELOAD (entries already there stay after it; an earlier copy of the shim is
-#    dropped) and replaces itself with the command. Both steps exec, so the command keeps this
-#    script's process: it is PID 1 of the container, receives the signals sent to it, and its exit
-#    status is the container's.
+#    dropped). This script's process becomes `vramspill run`: as the container's PID 1 it stays,
+#    starts the command as its child, passes it the signals sent to the container, reaps orphans,
+#    and exits with the command's status (Note [vramspill run as the first process] in
+#    tools/cli/init_process.h); where it is not PID 1 it replaces itself with the command.
 #
 # This script's own settings are not named VRAMSPILL_*: the shim refuses VRAMSPILL_* variables it
 # does not know (README.md, "Configuration"), and every process in the container inherits them.

@@ -8,8 +8,8 @@
 namespace vramspill::cli::doctor {
 namespace {
 
-// Less room than this for spills blocks them: one step of the pinned host pool ([spill]
-// host_pool_step's default), the least that makes spilling worth its cost.
+// Less room than this for spills blocks them: what the pinned host pool keeps pinned once grown
+// ([spill] host_pool_keep's default), the least that makes spilling worth its cost.
 constexpr uint64_t kLeastSpillRoom = uint64_t{1} << 30;
 // Training keeps optimizer state, checkpoints and data in host memory besides what spills.
 constexpr double kTrainingRatio = 1.5;

@@ -28,5 +28,8 @@ int main() {
   CHECK_CU(cuCtxSetCurrent(context));
   CUdeviceptr held = 0;
   CHECK_CU(cuMemAlloc(&held, 16 * vramspill::testing::kMiB));
+  // The per-thread default stream is first used here, so that what the driver keeps for it in
+  // this thread exists before exit() begins (and would be destroyed with the thread-locals).
+  CHECK_CU(cuStreamSynchronize(CU_STREAM_PER_THREAD));
   return 0;
 }

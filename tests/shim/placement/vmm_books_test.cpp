@@ -35,6 +35,27 @@ class VmmBooksTest : public AdmissionFlowFixture {
     ASSERT_EQ(books_.map(address, bytes, handle, [] { return CUDA_SUCCESS; }), CUDA_SUCCESS);
   }
   uint64_t held() const { return ledger_.snapshot(0).held_bytes; }
+  // The books' call `call_books` (given the driver's call as a function object), while the driver
+  // answers which `other` runs on a thread of its own and has 100 ms to get in; the driver then
+  // answers `driver_answer`. Note [One change to a handle at a time].
+  template <typename CallBooks, typename Other>
+  static CUresult while_the_driver_answers(CallBooks call_books, Other other,
+                                           CUresult driver_answer) {
+    std::thread racing;
+    const CUresult result = call_books([&] {
+      racing = std::thread(other);
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the other call had its chance
+      return driver_answer;
+    });
+    racing.join();
+    return result;
+  }
+  // A release of `handle` the driver makes, as the other call.
+  auto release_of(uint64_t handle) {
+    return [this, handle] {
+      EXPECT_EQ(books_.release(handle, [] { return CUDA_SUCCESS; }), CUDA_SUCCESS);
+    };
+  }
   static auto answer(CUresult result) {
     return [result] { return result; };
   }
@@ -97,14 +118,10 @@ TEST_F(VmmBooksTest, AHostLocatedSpillGivesItsHostBudgetBackWhenItGoes) {
 TEST_F(VmmBooksTest, AReleaseWaitsForAnUnmapTheDriverIsAnswering) {
   const uint64_t handle = create(8 * kMiB);
   map(kAddress, 8 * kMiB, handle);
-  std::thread releasing;
-  const CUresult unmapped = books_.unmap(kAddress, 8 * kMiB, [&] {
-    releasing = std::thread([&] { EXPECT_EQ(books_.release(handle, answer(CUDA_SUCCESS)), CUDA_SUCCESS); });
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the release had its chance
-    return CUDA_ERROR_INVALID_VALUE;
-  });
-  releasing.join();
-  EXPECT_EQ(unmapped, CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(while_the_driver_answers(
+                [&](auto driver) { return books_.unmap(kAddress, 8 * kMiB, driver); },
+                release_of(handle), CUDA_ERROR_INVALID_VALUE),
+            CUDA_ERROR_INVALID_VALUE);
   EXPECT_EQ(held(), 8 * kMiB) << "the still mapped memory left the books";
   ASSERT_EQ(books_.unmap(kAddress, 8 * kMiB, answer(CUDA_SUCCESS)), CUDA_SUCCESS);
   EXPECT_EQ(held(), 0u);
@@ -116,15 +133,13 @@ TEST_F(VmmBooksTest, AnUnmapWaitsForARetainTheDriverIsAnswering) {
   const uint64_t handle = create(8 * kMiB);
   map(kAddress, 8 * kMiB, handle);
   ASSERT_EQ(books_.release(handle, answer(CUDA_SUCCESS)), CUDA_SUCCESS);  // the mapping keeps it
-  std::thread unmapping;
-  const CUresult retained = books_.retain(handle, [&] {
-    unmapping = std::thread(
-        [&] { EXPECT_EQ(books_.unmap(kAddress, 8 * kMiB, answer(CUDA_SUCCESS)), CUDA_SUCCESS); });
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the unmap had its chance
-    return CUDA_SUCCESS;
-  });
-  unmapping.join();
-  EXPECT_EQ(retained, CUDA_SUCCESS);
+  EXPECT_EQ(while_the_driver_answers(
+                [&](auto driver) { return books_.retain(handle, driver); },
+                [&] {
+                  EXPECT_EQ(books_.unmap(kAddress, 8 * kMiB, answer(CUDA_SUCCESS)), CUDA_SUCCESS);
+                },
+                CUDA_SUCCESS),
+            CUDA_SUCCESS);
   EXPECT_EQ(held(), 8 * kMiB) << "the retained memory left the books";
   ASSERT_EQ(books_.release(handle, answer(CUDA_SUCCESS)), CUDA_SUCCESS);
   EXPECT_EQ(held(), 0u);
@@ -133,15 +148,10 @@ TEST_F(VmmBooksTest, AnUnmapWaitsForARetainTheDriverIsAnswering) {
 // ... and a release of a handle's last reference waits for a map the driver is answering.
 TEST_F(VmmBooksTest, AReleaseWaitsForAMapTheDriverIsAnswering) {
   const uint64_t handle = create(8 * kMiB);
-  std::thread releasing;
-  const CUresult mapped = books_.map(kAddress, 8 * kMiB, handle, [&] {
-    releasing = std::thread(
-        [&] { EXPECT_EQ(books_.release(handle, answer(CUDA_SUCCESS)), CUDA_SUCCESS); });
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the release had its chance
-    return CUDA_SUCCESS;
-  });
-  releasing.join();
-  EXPECT_EQ(mapped, CUDA_SUCCESS);
+  EXPECT_EQ(while_the_driver_answers(
+                [&](auto driver) { return books_.map(kAddress, 8 * kMiB, handle, driver); },
+                release_of(handle), CUDA_SUCCESS),
+            CUDA_SUCCESS);
   EXPECT_EQ(held(), 8 * kMiB) << "the mapped memory left the books";
   ASSERT_EQ(books_.unmap(kAddress, 8 * kMiB, answer(CUDA_SUCCESS)), CUDA_SUCCESS);
   EXPECT_EQ(held(), 0u);

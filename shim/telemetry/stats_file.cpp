@@ -63,7 +63,8 @@ bool remove_abandoned(int directory_fd, const char* name) {
   }
   struct stat info {};
   const bool removed = fstat(fd, &info) == 0 &&
-                       (!S_ISREG(info.st_mode) || (info.st_size > 0 && take_abandoned_lock(fd))) &&
+                       (!S_ISREG(info.st_mode) ||
+                        ((info.st_size > 0 || empty_past_grace(info)) && take_abandoned_lock(fd))) &&
                        unlink_if_unchanged(directory_fd, name, info);
   ::close(fd);
   errno = EEXIST;
@@ -98,6 +99,12 @@ bool take_abandoned_lock(int fd) noexcept {
     if (errno != EINTR) return false;
   }
   return true;
+}
+
+bool empty_past_grace(const struct stat& info) noexcept {
+  timespec now{};
+  return info.st_size == 0 && clock_gettime(CLOCK_REALTIME, &now) == 0 &&
+         now.tv_sec - info.st_mtim.tv_sec > kEmptyFileGraceSeconds;
 }
 
 bool unlink_if_unchanged(int directory_fd, const char* name, const struct stat& opened) noexcept {

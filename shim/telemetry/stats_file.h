@@ -107,6 +107,15 @@ uint64_t stats_checksum(const StatsSegment& segment) noexcept;
 // (nothing proves the file abandoned then).
 bool take_abandoned_lock(int fd) noexcept;
 
+// Note [An empty stats file]
+// A writer creates its file, then takes its lock, then writes: for those microseconds the file is
+// empty and unlocked, and must not be taken for a killed job's. But a job killed in between leaves
+// it so for good, and neither readers nor a new writer of that name would ever delete it. So an
+// empty file counts as abandoned once it is older than kEmptyFileGraceSeconds (and its lock is free).
+inline constexpr int64_t kEmptyFileGraceSeconds = 10;
+// Whether `info` (an fstat) is of an empty file past kEmptyFileGraceSeconds.
+bool empty_past_grace(const struct stat& info) noexcept;
+
 // Unlinks `name` in `directory_fd` if it is still the file `opened` describes (fstat of a
 // descriptor the caller holds, with the file's lock): a new process may have replaced it.
 bool unlink_if_unchanged(int directory_fd, const char* name, const struct stat& opened) noexcept;

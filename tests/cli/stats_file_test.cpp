@@ -284,6 +284,44 @@ TEST_F(StatsFileTest, files_of_dead_processes_are_stale_and_removed_on_request) 
   EXPECT_TRUE(fs::exists(own_file()));
 }
 
+// Note [An empty stats file]: a job killed between creating its file and writing it leaves it
+// empty. Past the grace, with its lock free, it is stale: readers remove it, and a new writer of
+// its name takes the name. Younger, or locked, it is a file being created, and stays.
+TEST_F(StatsFileTest, an_empty_file_past_the_grace_is_stale) {
+  ASSERT_TRUE(fs::create_directory(directory_));
+  fs::permissions(directory_, fs::perms::owner_all);  // as a writer makes it
+  const auto make_empty = [&](const std::string& name, int64_t age_seconds) {
+    const std::string path = dir() + "/" + name;
+    const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC, 0600);
+    EXPECT_GE(fd, 0) << path;
+    const timespec then{time(nullptr) - age_seconds, 0};
+    const timespec times[2] = {then, then};
+    EXPECT_EQ(futimens(fd, times), 0);
+    return fd;
+  };
+  const std::string old_name = "4001.stats";
+  const std::string young_name = "4002.stats";
+  const std::string locked_name = "4003.stats";
+  close(make_empty(old_name, 60));
+  close(make_empty(young_name, 0));
+  const int locked = make_empty(locked_name, 60);
+  ASSERT_EQ(flock(locked, LOCK_EX | LOCK_NB), 0);  // a writer between its lock and its write
+
+  for (const StatsEntry& entry : scan_stats_directory(dir(), /*remove_stale=*/true)) {
+    const bool is_old = entry.path == dir() + "/" + old_name;
+    EXPECT_EQ(entry.state, is_old ? StatsState::kStale : StatsState::kNotReady) << entry.path;
+  }
+  EXPECT_FALSE(fs::exists(dir() + "/" + old_name));
+  EXPECT_TRUE(fs::exists(dir() + "/" + young_name));
+  EXPECT_TRUE(fs::exists(dir() + "/" + locked_name));
+  close(locked);
+
+  // A writer whose name an empty file past the grace holds takes the name.
+  close(make_empty(std::to_string(getpid()) + ".stats", 60));
+  ASSERT_TRUE(stats_.open_in(dir().c_str()));
+  EXPECT_EQ(std::string(stats_.path()), own_file());
+}
+
 TEST_F(StatsFileTest, liveness_is_the_lock_not_the_pid) {
   // A live writer whose pid means nothing here (another PID namespace sharing the directory):
   // this process holds the lock, the file names a pid that has exited.

@@ -123,6 +123,9 @@ StatsEntry read_stats_fd(int fd, const std::string& path, struct stat& info) {
     entry.state = read_segment_once(fd, segment, entry.problem);
     if (entry.state != StatsState::kInvalid) break;
   }
+  // Note [An empty stats file] in shim/telemetry/stats_file.h.
+  if (entry.state == StatsState::kNotReady && empty_past_grace(info) && take_abandoned_lock(fd))
+    entry.state = StatsState::kStale;
   if (entry.state != StatsState::kLive) return entry;
   entry.snapshot = copy_segment(segment);
   if (take_abandoned_lock(fd)) entry.state = StatsState::kStale;

@@ -38,7 +38,8 @@ struct StatsSnapshot {
 enum class StatsState {
   kLive,      // a process holds its lock: its writer, running (in whatever PID namespace)
   kStale,     // nobody holds its lock: left by a process that was killed
-  kNotReady,  // empty: being created (or emptied by someone else; its writer refills it)
+  kNotReady,  // empty: being created (or emptied by someone else; its writer refills it), and
+              // not yet past the grace of Note [An empty stats file]
   kInvalid,   // not a stats file we can read: wrong owner, type, size, version or checksum,
               // garbage, or cut short or grown by someone else
 };

@@ -12,8 +12,8 @@ namespace vramspill::placement {
 // read at its last stream-ordered allocation or free, so it can be too high: memory the driver
 // has taken back would still count against the budget, and a later cuMemAlloc (of any route)
 // would be refused although the device has the room. So the shim remembers the pools it has
-// reported (a few per process; kTrackedPoolCount at most, later ones are only refreshed by their
-// own calls) and reads their figures again where a stale one would show: before refusing a
+// reported (a few per process; kTrackedPoolCount live at most, later ones are only refreshed by
+// their own calls) and reads their figures again where a stale one would show: before refusing a
 // request for want of room, before a tiered block that does not fit whole goes partly to the host,
 // at cuMemPoolTrimTo, in cuMemGetInfo, when a stream-ordered block is freed (its pool is not
 // recorded with the block), and when a launch touches blocks with host granules, before the
@@ -113,6 +113,7 @@ void PoolBooks::track(int device, CUmemoryPool pool) noexcept {
     }
   }
   const std::lock_guard guard(inserting_);
+  TrackedPool* reusable = nullptr;  // the first slot of a destroyed pool
   for (TrackedPool& slot : tracked_) {
     const CUmemoryPool seen = slot.pool.load(std::memory_order_relaxed);
     if (seen == pool) return;
@@ -121,7 +122,17 @@ void PoolBooks::track(int device, CUmemoryPool pool) noexcept {
       slot.pool.store(pool, std::memory_order_release);
       return;
     }
+    if (reusable == nullptr && slot.destroyed.load(std::memory_order_relaxed)) reusable = &slot;
   }
+  // Every slot taken: a destroyed pool's is given to this one (Note [Reusing a destroyed pool's
+  // slot] in pool_books.h).
+  if (reusable == nullptr) return;
+  reusable->device.store(device, std::memory_order_relaxed);
+  reusable->plain.store(false, std::memory_order_relaxed);
+  reusable->size_cap.store(0, std::memory_order_relaxed);
+  reusable->exportable.store(false, std::memory_order_relaxed);
+  reusable->pool.store(pool, std::memory_order_release);
+  reusable->destroyed.store(false, std::memory_order_release);
 }
 
 // Note [Refreshing pool figures]. A pool in the middle of an allocation is skipped: its figure is

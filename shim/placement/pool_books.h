@@ -101,7 +101,15 @@ class PoolBooks {
   // pool_books.cpp).
   void refresh(core::Ledger& ledger) noexcept;
 
-  // How many pools the books can place; later ones are only refreshed by their own calls.
+  // How many live pools the books can place; later ones are only refreshed by their own calls.
+  //
+  // Note [Reusing a destroyed pool's slot]
+  // Slots are never emptied (readers stop at the first empty one), but a program that makes and
+  // destroys pools as it goes (a pool per model or per request) would use them all up, and its
+  // later pools could be neither placed on their device nor refreshed. So once every slot is
+  // taken, a new pool takes the slot of a destroyed one. Its fields are set before its handle is
+  // published, and a reader that meets the slot meanwhile finds the old handle, which the program
+  // no longer passes, or the new one marked destroyed, which refresh() skips for that moment.
   static constexpr std::size_t kTrackedPoolCount = 64;
 
  private:
@@ -120,7 +128,8 @@ class PoolBooks {
   std::mutex& mutex_of(CUmemoryPool pool) noexcept;
 
   PoolQueries& queries_;
-  // Slots fill in order and are never emptied: readers stop at the first empty one.
+  // Slots fill in order and are never emptied: readers stop at the first empty one. A destroyed
+  // pool's slot is reused once all are taken (Note [Reusing a destroyed pool's slot]).
   std::array<TrackedPool, kTrackedPoolCount> tracked_{};
   core::SpinLock inserting_;  // serialises inserts only
   // lock()'s locks, picked by the pool handle's bits above its (likely) alignment.

@@ -158,5 +158,25 @@ TEST_F(PoolBooksTest, PoolsPastTheTrackedOnesAreNotPlaced) {
   EXPECT_EQ(books_.device_of(fake_pool(PoolBooks::kTrackedPoolCount)), 0);
 }
 
+// Note [Reusing a destroyed pool's slot]: a program that makes and destroys pools as it goes
+// never runs out of slots; a new pool in a destroyed one's slot has its own properties.
+TEST_F(PoolBooksTest, ANewPoolTakesTheSlotOfADestroyedOne) {
+  for (std::uintptr_t id = 1; id <= PoolBooks::kTrackedPoolCount; ++id)
+    books_.created(fake_pool(id), pool_props(CU_MEM_LOCATION_TYPE_DEVICE, 0));
+  books_.destroyed(ledger_, fake_pool(7));
+  CUmemPoolProps capped = pool_props(CU_MEM_LOCATION_TYPE_DEVICE, 1);
+  capped.maxSize = 64 * kMiB;
+  books_.created(fake_pool(1000), capped);
+  EXPECT_EQ(books_.device_of(fake_pool(1000)), 1);
+  EXPECT_EQ(books_.size_cap(fake_pool(1000)), 64 * kMiB);
+  EXPECT_FALSE(books_.plain(1, fake_pool(1000))) << "capped";
+  EXPECT_EQ(books_.device_of(fake_pool(7)), std::nullopt) << "the destroyed pool is forgotten";
+  queries_.reserved_bytes = {{fake_pool(1000), 32 * kMiB}};
+  books_.refresh(ledger_);
+  EXPECT_EQ(pool_bytes(1), 32 * kMiB);
+  books_.created(fake_pool(1001), pool_props(CU_MEM_LOCATION_TYPE_DEVICE, 0));
+  EXPECT_EQ(books_.device_of(fake_pool(1001)), std::nullopt) << "no destroyed pool's slot left";
+}
+
 }  // namespace
 }  // namespace vramspill::placement

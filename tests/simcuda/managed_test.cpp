@@ -566,6 +566,11 @@ TEST_F(ManagedTest, ArgumentsAreCheckedAsTheDriverDoes) {
   EXPECT_EQ(
       cuMemAdvise(managed, kPage, CU_MEM_ADVISE_SET_ACCESSED_BY, {CU_MEM_LOCATION_TYPE_DEVICE, 3}),
       CUDA_ERROR_INVALID_DEVICE);
+  // cuda.h: accessed-by takes a device or the host; "all other location types are invalid".
+  for (const CUmemLocationType numa :
+       {CU_MEM_LOCATION_TYPE_HOST_NUMA, CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT})
+    EXPECT_EQ(cuMemAdvise(managed, kPage, CU_MEM_ADVISE_SET_ACCESSED_BY, {numa, 0}),
+              CUDA_ERROR_INVALID_VALUE);
   EXPECT_EQ(cuMemPrefetchAsync(managed, kPage, gpu, 1, stream_), CUDA_ERROR_INVALID_VALUE);
   EXPECT_EQ(cuMemPrefetchAsync(device, kPage, gpu, 0, stream_), CUDA_ERROR_INVALID_VALUE);
   int value = 0;

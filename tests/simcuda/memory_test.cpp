@@ -96,6 +96,15 @@ TEST_F(MemoryTest, PinnedHostMemoryIsHostAndDeviceAddressable) {
   ASSERT_CU(cuMemHostGetDevicePointer(&device_ptr, buffer.data() + 10, 0));
   EXPECT_EQ(device_ptr, reinterpret_cast<CUdeviceptr>(buffer.data() + 10));
   ASSERT_CU(cuMemHostUnregister(buffer.data()));
+  // A range that holds an earlier registration whole overlaps it too, though neither of its ends
+  // is in it.
+  ASSERT_CU(cuMemHostRegister(buffer.data() + 4096, 4096, 0));
+  EXPECT_EQ(cuMemHostRegister(buffer.data(), buffer.size(), 0),
+            CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED);
+  ASSERT_CU(cuMemHostUnregister(buffer.data() + 4096));
+  // Read-only registration needs READ_ONLY_HOST_REGISTER_SUPPORTED, which simcuda does not set.
+  EXPECT_EQ(cuMemHostRegister(buffer.data(), buffer.size(), CU_MEMHOSTREGISTER_READ_ONLY),
+            CUDA_ERROR_NOT_SUPPORTED);
   EXPECT_EQ(cuMemHostUnregister(buffer.data()), CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED);
 }
 
@@ -216,6 +225,7 @@ TEST_F(MemoryTest, DestroyingAContextFreesItsMemory) {
   EXPECT_EQ(owner, context_);
   EXPECT_EQ(download<uint32_t>(pool_block, 4), std::vector<uint32_t>(4, 2u));
   ASSERT_CU(cuMemFree(pool_block));
+  ASSERT_CU(cuCtxSynchronize());  // the pool gives its idle chunk back at a release point
   EXPECT_EQ(used(), before + 2 * kMiB);
   ASSERT_CU(cuPointerGetAttribute(&owner, CU_POINTER_ATTRIBUTE_CONTEXT, reserved));
   EXPECT_EQ(owner, context_);

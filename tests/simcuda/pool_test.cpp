@@ -185,12 +185,19 @@ TEST_F(PoolTest, SynchronisationGivesBackMemoryAboveTheReleaseThreshold) {
   EXPECT_EQ(used(), 0u);
 }
 
+// cuda.h, cuMemFree: "This API will not perform any implict synchronization when the pointer was
+// allocated with cuMemAllocAsync or cuMemAllocFromPoolAsync. Callers must ensure that all accesses
+// to these pointer have completed": the block goes back to its pool at once, and the free is no
+// point where the pool gives memory back (a synchronisation is).
 TEST_F(PoolTest, CuMemFreeReturnsAPoolBlockAtOnce) {
   CUdeviceptr block = 0;
   ASSERT_CU(cuMemAllocAsync(&block, kMiB, s1_));
   ASSERT_CU(fill(block, 1u, 16, s1_));
-  ASSERT_CU(cuMemFree(block));  // synchronises, frees, and is a release point
+  ASSERT_CU(cuStreamSynchronize(s1_));  // the caller's part (RemapTest checks it is kept)
+  ASSERT_CU(cuMemFree(block));
   EXPECT_EQ(attribute(pool_, CU_MEMPOOL_ATTR_USED_MEM_CURRENT), 0u);
+  EXPECT_EQ(attribute(pool_, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), kChunk);
+  ASSERT_CU(cuCtxSynchronize());
   EXPECT_EQ(attribute(pool_, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT), 0u);
   EXPECT_EQ(used(), 0u);
   EXPECT_EQ(cuMemFree(block), CUDA_ERROR_INVALID_VALUE);
@@ -241,6 +248,7 @@ TEST_F(PoolTest, CreatedPoolsServeAllocationsAndOutliveDestruction) {
             CUDA_ERROR_INVALID_VALUE);
   EXPECT_EQ(used(), kChunk);  // the chunk that still holds from_pool
   ASSERT_CU(cuMemFree(from_pool));
+  ASSERT_CU(cuCtxSynchronize());  // a destroyed pool's last chunk goes back at a release point
   EXPECT_EQ(used(), 0u);
 
   props.location = {CU_MEM_LOCATION_TYPE_HOST, 0};

@@ -1,6 +1,7 @@
 // The remap protocol (Note [Remap protocol] in tools/simcuda/src/core/remap_check.h): unmapping,
 // mapping or changing the access of a VMM range while queued or running work can touch it is a
-// violation, and so is work that touches a granule in the middle of a remap. simcuda counts
+// violation, and so are work that touches a granule in the middle of a remap and a cuMemFree of a
+// stream-ordered block that queued work can touch. simcuda counts
 // them (read here through its simcuda_remap_violations export) and prints a line for each.
 #include <dlfcn.h>
 
@@ -90,6 +91,25 @@ TEST_F(RemapTest, RemappingAfterSynchronisingIsNoViolation) {
   ASSERT_CU(cuStreamSynchronize(stream_));
   ASSERT_CU(remap());
   EXPECT_EQ(violations(), 0u);
+}
+
+// cuMemFree of a stream-ordered block makes no implicit synchronisation (cuda.h): the caller must
+// have made sure that its accesses are over, since its pool may hand the memory out at once.
+TEST_F(RemapTest, FreeingAPoolBlockUnderQueuedWorkIsAViolation) {
+  CUdeviceptr block = 0;
+  ASSERT_CU(cuMemAllocAsync(&block, 4096, stream_));
+  ASSERT_CU(cuStreamSynchronize(stream_));
+  Gate gate;
+  ASSERT_CU(gate.block(stream_));
+  ASSERT_CU(cuMemsetD32Async(block, 7, 16, stream_));
+  ASSERT_CU(cuMemFree(block));
+  EXPECT_EQ(violations(), 1u);
+  gate.open();
+  EXPECT_CU(cuStreamSynchronize(stream_));
+  ASSERT_CU(cuMemAllocAsync(&block, 4096, stream_));
+  ASSERT_CU(cuStreamSynchronize(stream_));
+  ASSERT_CU(cuMemFree(block));  // nothing queued touches it: no violation
+  EXPECT_EQ(violations(), 1u);
 }
 
 TEST_F(RemapTest, APendingCopyOfAnotherRangeIsNoViolation) {

@@ -451,6 +451,13 @@ TEST_F(VmmTest, ArgumentsAreCheckedAsTheDriverDoes) {
   exported.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
   EXPECT_EQ(cuMemCreate(&handle, kGranule, &exported, 0), CUDA_ERROR_NOT_SUPPORTED);
   EXPECT_EQ(cuMemAddressReserve(&reserved, kGranule + 4096, 0, 0, 0), CUDA_ERROR_INVALID_VALUE);
+  // cuda.h: HOST_NUMA_CURRENT "will result in CUDA_ERROR_INVALID_VALUE", and a HOST_NUMA id must
+  // be a node of the host (the simulated one has node 0 only, every device's HOST_NUMA_ID).
+  CUmemAllocationProp on_host = host_prop();
+  on_host.location = {CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT, 0};
+  EXPECT_EQ(cuMemCreate(&handle, kGranule, &on_host, 0), CUDA_ERROR_INVALID_VALUE);
+  on_host.location = {CU_MEM_LOCATION_TYPE_HOST_NUMA, 1};
+  EXPECT_EQ(cuMemCreate(&handle, kGranule, &on_host, 0), CUDA_ERROR_INVALID_VALUE);
 
   ASSERT_CU(cuMemAddressReserve(&reserved, 4 * kGranule, 0, 0, 0));
   ASSERT_CU(cuMemCreate(&handle, 2 * kGranule, &prop, 0));

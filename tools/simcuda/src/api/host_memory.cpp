@@ -86,14 +86,18 @@ SIMCUDA_EXPORT CUresult CUDAAPI cuMemHostRegister_v2(void* p, size_t bytesize,
   Context* context = simcuda::current_context();
   if (context == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
   if (CUresult refused = simcuda::check_unsafe_call(); refused != CUDA_SUCCESS) return refused;
+  // cuda.h: read-only registration on a device without the attribute is CUDA_ERROR_NOT_SUPPORTED.
+  if ((Flags & CU_MEMHOSTREGISTER_READ_ONLY) != 0 &&
+      !context->device->attributes().supports(
+          CU_DEVICE_ATTRIBUTE_READ_ONLY_HOST_REGISTER_SUPPORTED))
+    return CUDA_ERROR_NOT_SUPPORTED;
   Driver& driver = *Driver::instance();
   const uint64_t base = reinterpret_cast<uint64_t>(p);
   if (driver.addresses().contains(base)) return CUDA_ERROR_INVALID_VALUE;  // not host memory
-  // Overlap with an earlier registration is refused, as by the driver.
-  for (uint64_t probe : {base, base + bytesize - 1}) {
-    const std::optional<Allocation> overlap = driver.allocations().find_containing(probe);
-    if (overlap && is_host_kind(overlap->kind)) return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
-  }
+  // Overlap with an earlier registration (or page-locked allocation) anywhere in the range is
+  // refused, as by the driver.
+  const std::optional<Allocation> overlap = driver.allocations().find_overlapping(base, bytesize);
+  if (overlap && is_host_kind(overlap->kind)) return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
   driver.allocations().add({.base = base,
                             .size = bytesize,
                             .mapped = bytesize,

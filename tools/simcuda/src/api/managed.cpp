@@ -209,7 +209,14 @@ SIMCUDA_EXPORT CUresult CUDAAPI cuMemAdvise_v2(CUdeviceptr devPtr, size_t count,
                                                CUmem_advise advice, CUmemLocation location) {
   SIMCUDA_ENTER("cuMemAdvise_v2");
   int where = kNoLocation;
-  const CUresult located = location_from_struct(location, &where);
+  CUresult located = location_from_struct(location, &where);
+  // cuda.h: the accessed-by advice takes a device or the host; "all other location types are
+  // invalid".
+  const bool accessed_by =
+      advice == CU_MEM_ADVISE_SET_ACCESSED_BY || advice == CU_MEM_ADVISE_UNSET_ACCESSED_BY;
+  if (accessed_by && location.type != CU_MEM_LOCATION_TYPE_DEVICE &&
+      location.type != CU_MEM_LOCATION_TYPE_HOST)
+    located = CUDA_ERROR_INVALID_VALUE;
   return advise(devPtr, count, advice, located, where);
 }
 

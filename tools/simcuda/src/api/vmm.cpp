@@ -39,6 +39,17 @@ CUdevice_attribute host_vmm_attribute(CUmemLocationType type) {
              : CU_DEVICE_ATTRIBUTE_HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED;
 }
 
+// Whether the simulated host has NUMA node `id`: node 0, and each node a device names as its
+// HOST_NUMA_ID.
+bool host_numa_node_exists(int id) {
+  if (id == 0) return true;
+  Driver& driver = *Driver::instance();
+  for (int ordinal = 0; ordinal < driver.device_count(); ++ordinal)
+    if (driver.device(ordinal)->attributes().get(CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID) == id)
+      return true;
+  return false;
+}
+
 // Checks an allocation's properties; `device` gets the ordinal whose VRAM it uses, or -1 for
 // host-located memory (which needs host_vmm_attribute()).
 CUresult check_properties(const CUmemAllocationProp* prop, int* device) {
@@ -99,6 +110,11 @@ SIMCUDA_EXPORT CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle* handle
   if (handle == nullptr || flags != 0) return CUDA_ERROR_INVALID_VALUE;
   int device = -1;
   if (CUresult checked = check_properties(prop, &device); checked != CUDA_SUCCESS) return checked;
+  // cuda.h: HOST_NUMA_CURRENT is refused here, and a HOST_NUMA id must be a node of the host.
+  if (prop->location.type == CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT ||
+      (prop->location.type == CU_MEM_LOCATION_TYPE_HOST_NUMA &&
+       !host_numa_node_exists(prop->location.id)))
+    return CUDA_ERROR_INVALID_VALUE;
   if (size == 0 || size % kVmmGranularity != 0) return CUDA_ERROR_INVALID_VALUE;
   return simcuda::vmm_create(size, *prop, device, handle);
 }

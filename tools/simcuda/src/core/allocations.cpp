@@ -38,6 +38,15 @@ std::optional<Allocation> AllocationRegistry::find_containing(uint64_t address) 
   return candidate;
 }
 
+std::optional<Allocation> AllocationRegistry::find_overlapping(uint64_t base,
+                                                               uint64_t size) const {
+  if (std::optional<Allocation> holding = find_containing(base)) return holding;
+  std::shared_lock lock(mutex_);
+  const auto next = by_base_.lower_bound(base);  // the first that starts at or after base
+  if (next == by_base_.end() || next->first - base >= size) return std::nullopt;
+  return next->second;
+}
+
 std::vector<Allocation> AllocationRegistry::remove_context(const Context* context) {
   std::vector<Allocation> removed;
   std::unique_lock lock(mutex_);

@@ -47,6 +47,8 @@ class AllocationRegistry {
   std::optional<Allocation> find_exact(uint64_t base) const;
   // The allocation whose [base, base + mapped) holds `address`.
   std::optional<Allocation> find_containing(uint64_t address) const;
+  // An allocation that overlaps [base, base + size), if any (size > 0).
+  std::optional<Allocation> find_overlapping(uint64_t base, uint64_t size) const;
   // Removes and returns every allocation whose `context` is `context`, except VMM mappings and
   // stream-ordered pool blocks, which the driver does not associate with a context: what
   // cuCtxDestroy frees (release_context_memory() in memory_release.h).

@@ -8,6 +8,7 @@
 #include "core/host_call_cost.h"
 #include "core/managed.h"
 #include "core/memory_pool.h"
+#include "core/remap_check.h"
 #include "core/vmm.h"
 
 namespace simcuda {
@@ -17,15 +18,16 @@ CUresult release_device_pointer(CUdeviceptr address) {
   const std::optional<Allocation> found = driver.allocations().find_exact(address);
   if (!found || (found->kind != MemoryKind::kDevice && found->kind != MemoryKind::kManaged))
     return CUDA_ERROR_INVALID_VALUE;
+  if (found->pool != nullptr) {
+    // A stream-ordered block goes back to its pool (which keeps it registered and mapped) at once:
+    // the driver makes no implicit synchronisation for one, and the caller must have made sure
+    // that its accesses are over (cuda.h, cuMemFree). Work still pending on it is a violation
+    // (Note [Remap protocol] in remap_check.h). Not a synchronisation, so pools keep their memory.
+    check_remap("cuMemFree of a stream-ordered block", found->base, found->size);
+    return pool_free_now(*found);
+  }
   if (found->context != nullptr) found->context->synchronize();
   Device& device = *driver.device(found->device);
-  if (found->pool != nullptr) {
-    // A stream-ordered block goes back to its pool (which keeps it registered and mapped);
-    // the device was synchronised, so this is also a point where pools give memory back.
-    const CUresult result = pool_free_now(*found);
-    trim_pools_at_synchronize(device);
-    return result;
-  }
   if (!driver.allocations().remove(address)) return CUDA_ERROR_INVALID_VALUE;  // lost a race
   if (found->kind == MemoryKind::kManaged) {
     release_managed(*found);

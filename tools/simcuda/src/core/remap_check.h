@@ -15,6 +15,10 @@
 //   queued work fault, Note [Copy faults] in copy_engine.h; granting access breaks nothing, and
 //   programs grant peers access to memory in use) whose range overlaps the footprint of queued or
 //   running work on any stream of any context is a violation.
+// - So is a cuMemFree of a stream-ordered block (cuMemAllocAsync, cuMemAllocFromPoolAsync) while
+//   queued or running work can touch it: the driver does not synchronise for such a free, and
+//   the pool may hand the memory out again at once (cuda.h: "Callers must ensure that all
+//   accesses to these pointer have completed before invoking cuMemFree").
 // - Work that touches a granule that was mapped once and is unmapped now (a remap in progress)
 //   is a violation as well as the fault it already was (CUDA_ERROR_ILLEGAL_ADDRESS when it runs;
 //   CUDA_ERROR_INVALID_VALUE for a copy or memset refused at the call).

@@ -45,7 +45,8 @@ class EndingSignalTest : public StatsJobTest {
   // The job (three 16 MiB blocks over a 32 MiB budget: one spills), traced, once it has
   // published its figures; `command` goes before the program (`vramspill run --`). Its standard
   // error goes to `error_path`, error_file() by default.
-  Job start(const std::vector<std::string>& command, bool own_handler = false,
+  // `handler`: one of stats_job_program.cpp's options (--handle-sigterm, ...), or none.
+  Job start(const std::vector<std::string>& command, const std::string& handler = {},
             const std::string& error_path = {}) {
     Environment environment = job_environment(runtime_.string());
     environment["VRAMSPILL_TRACE_FILE"] = trace_path();
@@ -54,7 +55,7 @@ class EndingSignalTest : public StatsJobTest {
     if (!command.empty()) environment["ASAN_OPTIONS"] = kAsanOptionsUnderRun;
     std::vector<std::string> argv = command;
     argv.push_back(STATS_JOB_PROGRAM);
-    if (own_handler) argv.push_back("--handle-sigterm");
+    if (!handler.empty()) argv.push_back(handler);
     for (const char* size : {"16", "16", "16"}) argv.push_back(size);
     return Job(argv, environment, error_path.empty() ? error_file() : error_path);
   }
@@ -180,7 +181,7 @@ TEST_F(EndingSignalTest, a_standard_error_nobody_drains_does_not_keep_the_job_al
   ASSERT_EQ(mkfifo(pipe_path.c_str(), 0600), 0);
   const int reader = open(pipe_path.c_str(), O_RDONLY | O_NONBLOCK);  // never reads
   ASSERT_GE(reader, 0);
-  Job job = start({}, /*own_handler=*/false, pipe_path);
+  Job job = start({}, /*handler=*/{}, pipe_path);
   ASSERT_GT(job.pid(), 0);
   ASSERT_TRUE(job.wait_ready());
   const int filler = open(pipe_path.c_str(), O_WRONLY | O_NONBLOCK);
@@ -206,11 +207,44 @@ TEST_F(EndingSignalTest, a_standard_error_nobody_drains_does_not_keep_the_job_al
 
 // The program's own handler decides: here it ends the wait, and the program exits normally.
 TEST_F(EndingSignalTest, a_handler_of_the_programs_own_is_left_to_decide) {
-  Job job = start({}, /*own_handler=*/true);
+  Job job = start({}, "--handle-sigterm");
   ASSERT_GT(job.pid(), 0);
   ASSERT_TRUE(job.wait_ready());
   ASSERT_TRUE(job.signal(SIGTERM));
   EXPECT_TRUE(contains(job.wait_for_output("handled\n"), "handled\n"));
+  const RunResult result = job.finish();
+  EXPECT_TRUE(result.exited(0)) << result.describe();
+  EXPECT_TRUE(contains(result.err, kSummary)) << result.describe();
+}
+
+// Note [Waking the shim's thread] in shim/hooks/ending_signals.h: the program closed the shim's
+// descriptors and opened eventfds of its own in their numbers. The handler must see that the one
+// it wakes the shim's thread through is gone, and end the job by the signal at once; taking the
+// program's eventfd for its own (every eventfd has the same inode), it woke nothing, and the job
+// ran on after its SIGTERM.
+TEST_F(EndingSignalTest, a_wake_up_descriptor_the_program_took_over_still_ends_the_job) {
+  Job job = start({}, "--take-over-descriptors");
+  ASSERT_GT(job.pid(), 0);
+  ASSERT_TRUE(job.wait_ready());
+  ASSERT_TRUE(job.signal(SIGTERM));
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (job.running() && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  const bool ended = !job.running();
+  if (!ended) job.signal(SIGKILL);
+  EXPECT_TRUE(ended) << "the job outlived its SIGTERM by 20 s";
+  EXPECT_EQ(job.finish().signal, ended ? SIGTERM : SIGKILL);
+}
+
+// Note [A handler the program chains to ours] in shim/hooks/ending_signals.h: a handler the
+// program set after the shim's, which calls the shim's, decides too: the program shuts down in
+// its own time and exits normally (it was ended by SIGTERM in the middle of its shutdown before).
+TEST_F(EndingSignalTest, a_handler_that_chains_to_the_shims_is_left_to_decide) {
+  Job job = start({}, "--chain-sigterm");
+  ASSERT_GT(job.pid(), 0);
+  ASSERT_TRUE(job.wait_ready());
+  ASSERT_TRUE(job.signal(SIGTERM));
+  EXPECT_TRUE(contains(job.wait_for_output("drained\n"), "drained\n"));
   const RunResult result = job.finish();
   EXPECT_TRUE(result.exited(0)) << result.describe();
   EXPECT_TRUE(contains(result.err, kSummary)) << result.describe();

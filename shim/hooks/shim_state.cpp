@@ -48,8 +48,10 @@ void write_exit_summary() {
   if (inside_shim) return;
   // The shim's threads stop first, so that what they still do (frees) is in the trace.
   the_state->host.stop_background_pinning();
-  the_state->managed.stop_stream_ordered_frees();
-  the_state->tiered_frees.stop();
+  // Bounded: a free in progress waits for the device, which may never come free.
+  const auto give_up_at = std::chrono::steady_clock::now() + kLastWordsDeadline;
+  the_state->managed.stop_stream_ordered_frees(give_up_at);
+  the_state->tiered_frees.stop(give_up_at);
   write_last_words(*the_state);
 }
 

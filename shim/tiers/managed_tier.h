@@ -10,6 +10,7 @@
 
 #include <cuda.h>
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 
@@ -36,8 +37,10 @@ class ManagedTier final : public SpillTier {
             },
             &captures, StreamOrderedFrees::Gate::kHeldThroughFree) {}
 
-  // At exit: no stream-ordered free is in progress once this returns, and none starts.
-  void stop_stream_ordered_frees() noexcept { stream_ordered_frees_.stop(); }
+  // At exit: StreamOrderedFrees::stop.
+  void stop_stream_ordered_frees(std::chrono::steady_clock::time_point give_up_at) noexcept {
+    stream_ordered_frees_.stop(give_up_at);
+  }
   // Before a device reset: StreamOrderedFrees::drain.
   bool drain_stream_ordered_frees(std::chrono::milliseconds patience) noexcept {
     return stream_ordered_frees_.drain(patience);

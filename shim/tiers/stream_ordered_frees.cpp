@@ -120,12 +120,13 @@ bool StreamOrderedFrees::drain(std::chrono::milliseconds patience) noexcept {
   });
 }
 
-void StreamOrderedFrees::stop() noexcept {
+void StreamOrderedFrees::stop(std::chrono::steady_clock::time_point give_up_at) noexcept {
   {
     std::unique_lock lock(mutex_);
     stopping_ = true;
     changed_.notify_all();
-    changed_.wait(lock, [this] { return !freeing_; });
+    if (!changed_.wait_until(lock, give_up_at, [this] { return !freeing_; }))
+      logging::debug("exit: a stream-ordered free still waits for the device; not waiting for it");
   }
   // The thread returns at its next wake-up; it is never joined (threads may still free while the
   // process exits), so it is detached to let the std::thread go.

@@ -18,7 +18,9 @@
 // free that completes, and gives up only after a whole bound without one (the device may be held
 // by the program's own streams, which is why there is a bound at all).
 // At exit, stop() waits for a free in progress, so that the thread is not inside the driver while
-// it tears down; blocks still queued then are the process's to drop.
+// it tears down; blocks still queued then are the process's to drop. It waits until a deadline
+// only: the free waits for the whole device, which work that never ends (a collective whose peer
+// died) would hold for good, and the job must still end with its own exit status.
 // While a stream capture is in progress (on any thread) the thread frees nothing: cuMemFree, and
 // the waits a free makes, are among the calls a capture in global mode forbids on every thread, and
 // the driver would refuse them and invalidate the capture. The blocks wait, still counted, and are
@@ -78,8 +80,9 @@ class StreamOrderedFrees {
   // False when some were still waiting then (a capture in progress holds them back).
   bool drain(std::chrono::milliseconds patience) noexcept;
 
-  // Waits for a free in progress and stops the thread taking new ones (exit).
-  void stop() noexcept;
+  // Waits for a free in progress, until `give_up_at` at most, and stops the thread taking new
+  // ones (exit).
+  void stop(std::chrono::steady_clock::time_point give_up_at) noexcept;
 
  private:
   struct Pending {

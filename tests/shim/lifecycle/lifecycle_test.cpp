@@ -272,6 +272,21 @@ TEST(AtExit, TheLastReleaseOfAPrimaryContextGoesToTheDriverAsItIs) {
   EXPECT_FALSE(contains(result.err, "was reset")) << result.err;
 }
 
+// Note [Stream-ordered frees on the shim's thread] in shim/tiers/stream_ordered_frees.h: at exit
+// the shim waits for a free in progress only until the last words' deadline. This one waits for
+// a device that never comes free; the exit waited for it for good before.
+TEST(AtExit, AFreeThatWaitsForTheDeviceDoesNotHoldTheExit) {
+  const RunResult result = run_program({LIFECYCLE_EXIT_BUSY_DEVICE_PROGRAM},
+                                       with_shim({{"VRAMSPILL_DEVICE_BUDGET", "8MiB"},
+                                                  {"VRAMSPILL_SPILL_MODE", "managed"},
+                                                  {"VRAMSPILL_LOG_LEVEL", "info"}}),
+                                       /*timeout_seconds=*/30);
+  EXPECT_TRUE(result.exited(0)) << result.describe();
+  EXPECT_EQ(result.out, "exiting\n") << result.describe();
+  EXPECT_TRUE(contains(result.err, "spilled")) << "the premise: the request was spilled\n"
+                                               << result.err;
+}
+
 // --- (e) dlsym: RTLD_NEXT relative to the caller, both symbol versions ---------------------------
 
 TEST(Dlsym, RtldNextFromAnotherPreloadedLibraryIsRelativeToIt) {

@@ -1,6 +1,9 @@
 // Device linear memory, pinned host memory and pointer attributes on simcuda (1 GiB default), and
 // what destroying a context, or resetting the primary one, does to the memory allocated in it.
+#include <condition_variable>
 #include <cstring>
+#include <mutex>
+#include <thread>
 #include <vector>
 
 #include "driver_test_support.h"
@@ -249,6 +252,52 @@ TEST_F(MemoryTest, DestroyingAContextFreesItsMemory) {
 // cuDevicePrimaryCtxReset destroys all allocations and resets all state of the primary context
 // (cuda.h), as cuCtxDestroy does a created one's, but the context stays: still retained, its
 // handle current and usable, empty (Note [Resetting a primary context] in core/context.cpp).
+// cuda.h, cuCtxDestroy: a context current to other threads "will remain current to those threads,
+// and attempting to access ctx from those threads will result in the error
+// CUDA_ERROR_CONTEXT_IS_DESTROYED". Such a thread can still move to another context.
+TEST_F(MemoryTest, AContextDestroyedWhileCurrentOnAnotherThreadIsDestroyedThere) {
+  CUcontext other = nullptr;
+  ASSERT_CU(cuCtxCreate(&other, nullptr, 0, device_));
+  CUcontext popped = nullptr;
+  ASSERT_CU(cuCtxPopCurrent(&popped));
+  CUresult made_current = CUDA_ERROR_UNKNOWN;
+  CUresult allocated = CUDA_ERROR_UNKNOWN;
+  CUcontext still_current = nullptr;
+  CUresult moved_on = CUDA_ERROR_UNKNOWN;
+  CUresult allocated_after = CUDA_ERROR_UNKNOWN;
+  bool destroyed_meanwhile = false;
+  std::mutex step;
+  std::condition_variable changed;
+  std::thread user([&] {
+    made_current = cuCtxSetCurrent(other);
+    std::unique_lock lock(step);
+    changed.notify_all();
+    changed.wait(lock, [&] { return destroyed_meanwhile; });
+    CUdeviceptr pointer = 0;
+    allocated = cuMemAlloc(&pointer, kMiB);
+    cuCtxGetCurrent(&still_current);
+    moved_on = cuCtxSetCurrent(context_);
+    allocated_after = cuMemAlloc(&pointer, kMiB);
+    if (allocated_after == CUDA_SUCCESS) cuMemFree(pointer);
+  });
+  {
+    std::unique_lock lock(step);
+    changed.wait(lock, [&] { return made_current != CUDA_ERROR_UNKNOWN; });
+  }
+  ASSERT_CU(cuCtxDestroy(other));
+  {
+    const std::lock_guard lock(step);
+    destroyed_meanwhile = true;
+  }
+  changed.notify_all();
+  user.join();
+  ASSERT_EQ(made_current, CUDA_SUCCESS);
+  EXPECT_EQ(allocated, CUDA_ERROR_CONTEXT_IS_DESTROYED);
+  EXPECT_EQ(still_current, other);
+  EXPECT_EQ(moved_on, CUDA_SUCCESS);
+  EXPECT_EQ(allocated_after, CUDA_SUCCESS);
+}
+
 TEST_F(MemoryTest, ResettingThePrimaryContextFreesItsMemoryAndKeepsIt) {
   const size_t before = used();
   CUstream stream = nullptr;

@@ -57,6 +57,14 @@ Context::~Context() {
   legacy_.reset();
 }
 
+void Context::bury() {
+  std::lock_guard lock(streams_mutex_);
+  streams_.clear();
+  live_streams_.clear();
+  per_thread_streams_.clear();
+  destroyed.store(true, std::memory_order_release);
+}
+
 Stream& Context::per_thread_stream() {
   const uint64_t serial = calling_thread_serial();
   std::lock_guard lock(streams_mutex_);
@@ -175,6 +183,14 @@ void end_context_state(Context* context) {
 }
 }  // namespace
 
+// Note [A context destroyed while current elsewhere]
+// cuda.h, cuCtxDestroy: "If ctx is current to other threads, then ctx will remain current to
+// those threads, and attempting to access ctx from those threads will result in the error
+// CUDA_ERROR_CONTEXT_IS_DESTROYED." So the destroyed context's object is never freed: its state
+// ends, its streams are joined, and it is marked destroyed (a few hundred bytes kept per context
+// destroyed), so that another thread's stack may still point at it. A call from such a thread
+// gets that error (enter_api in driver.cpp), except the calls that change or read the thread's
+// stack, with which it moves on.
 void destroy_context(Context* context) {
   {
     std::lock_guard lock(live_contexts_mutex);
@@ -184,7 +200,7 @@ void destroy_context(Context* context) {
                                 context_stack.contexts.begin() + context_stack.depth, context);
   context_stack.depth = static_cast<std::size_t>(kept - context_stack.contexts.begin());
   end_context_state(context);
-  delete context;
+  context->bury();
 }
 
 // Note [Resetting a primary context]

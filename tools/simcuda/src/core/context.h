@@ -30,6 +30,8 @@ struct Context {
   // Set while the context is destroyed or reset: a stream waiting for a value no one will write
   // gives up then (Note [Waiting for a value] in copy_engine.h), so neither hangs.
   std::atomic<bool> ending{false};
+  // Set once cuCtxDestroy has ended it (Note [A context destroyed while current elsewhere]).
+  std::atomic<bool> destroyed{false};
 
   // Streams. The legacy default stream exists from the start; created streams are kept (also
   // after cuStreamDestroy, see Stream::retire) until the context is destroyed.
@@ -48,6 +50,9 @@ struct Context {
   std::vector<const Stream*> all_streams();
 
   CUcontext handle() { return reinterpret_cast<CUcontext>(this); }
+  // cuCtxDestroy, once its state has ended: joins its streams and marks it destroyed; the object
+  // stays (Note [A context destroyed while current elsewhere]).
+  void bury();
 
  private:
   std::mutex streams_mutex_;

@@ -83,6 +83,19 @@ CUresult Driver::injected_fault(const char* export_name) {
   return injected;
 }
 
+namespace {
+// The calls a thread whose current context was destroyed may still make: those that read or
+// change its context stack, and those that need no context.
+bool moves_the_context_stack(std::string_view export_name) noexcept {
+  for (const std::string_view allowed :
+       {"cuCtxSetCurrent", "cuCtxPushCurrent", "cuCtxPopCurrent", "cuCtxGetCurrent",
+        "cuCtxDestroy", "cuDevicePrimaryCtx", "cuCtxCreate", "cuInit", "cuDriverGetVersion",
+        "cuDeviceGet", "cuGetProcAddress", "cuGetErrorName", "cuGetErrorString"})
+    if (export_name.starts_with(allowed)) return true;
+  return false;
+}
+}  // namespace
+
 CUresult enter_api(const char* export_name) noexcept {
   Driver* driver = Driver::instance();
   if (driver == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
@@ -91,6 +104,9 @@ CUresult enter_api(const char* export_name) noexcept {
       return injected;
   }
   if (Context* context = current_context()) {
+    // Note [A context destroyed while current elsewhere] in context.cpp.
+    if (context->destroyed.load(std::memory_order_acquire) && !moves_the_context_stack(export_name))
+      return CUDA_ERROR_CONTEXT_IS_DESTROYED;
     if (CUresult sticky = context->sticky_error.load(std::memory_order_relaxed);
         sticky != CUDA_SUCCESS)
       return sticky;

@@ -12,10 +12,11 @@ source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 # --pack's file as the caller named it, before the cd below.
 [[ ${1:-} == --pack && -n ${2:-} ]] && set -- --pack "$(realpath -m -- "$2")" "${@:3}"
 cd "$VRAMSPILL_ROOT" || exit 1
+readonly ALL_STEPS=probes,traces,tests,bench,demo
 
 usage() {
   cat <<EOF
-Usage: tools/gpu-check.sh [--no-build | --pack FILE] [--help]
+Usage: tools/gpu-check.sh [--no-build | --pack FILE] [--steps LIST] [--log-dir DIR] [--help]
 
 On a machine with an NVIDIA driver, in this order (what a GPU tells us first, the longest last):
   1. configures and builds build-gpu/ (Ninja, Release; no dependency installation)
@@ -45,32 +46,61 @@ On a machine with an NVIDIA driver, in this order (what a GPU tells us first, th
      without its package) over the budget in each mode
   7. the hook benchmark (build-gpu/tests/shim/bench/vramspill_hook_bench) on the real driver
   8. tools/demo.sh --no-build against build-gpu/
-Each step's output is printed; the summary at the end says which failed and how long each took.
-Exits 77 without a driver.
+Each step's output is printed, and written to DIR/NN-STEP.log with --log-dir (default: \$OUT
+when it is set, as on a lent device machine, whose tool brings back what is there: the tail of
+the printed output is all it brings back otherwise); the gpu tests' full log (LastTest.log,
+every test's output, passing ones' too) goes there as well. Each step runs under a time limit
+(its summary line says TIMED OUT), so that one that hangs leaves the others their time. The
+summary at the end says which failed and how long each took. Exits 77 without a driver.
 
-  --no-build   skip step 1: use what build-gpu/ holds
-  --pack FILE  unpack FILE, made by tools/gpu-pack.sh on a machine with the build's packages
-               (a GPU machine without them: a lent device machine), to the path it was built at
-               and run the checks there with --no-build
+  --no-build    skip step 1: use what build-gpu/ holds
+  --pack FILE   unpack FILE, made by tools/gpu-pack.sh on a machine with the build's packages
+                (a GPU machine without them: a lent device machine), to the path it was built at
+                and run the checks there with --no-build
+  --steps LIST  run only these of steps 2-8, comma-separated: probes (2-4), traces (5), tests
+                (6), bench (7), demo (8); default all: $ALL_STEPS. A device command may run
+                10 minutes: split the checks over calls, e.g. --steps probes,traces, then
+                --steps tests, then --steps bench,demo (unpacking again each time is quick)
+  --log-dir DIR where the steps' logs go (created if missing)
 EOF
 }
 build=1
-case ${1:-} in
-  -h | --help) usage; exit 0 ;;
-  --no-build) build=0 ;;
-  --pack)
-    [[ -f ${2:-} ]] || die "--pack needs the file tools/gpu-pack.sh made"
-    [[ $# -eq 2 ]] || die "unexpected argument '$3' (see --help)"
-    # An earlier pack's tree goes first: its traces and files deleted since must not run again.
-    rm -rf /tmp/vramspill-gpu/main
-    tar -C / -xzf "$2" tmp/vramspill-gpu/main || die "could not unpack $2"
-    # The pack holds one tree, at the path gpu-pack.sh built it (Note [A fixed place for the
-    # pack] in tools/gpu-pack.sh).
-    exec /tmp/vramspill-gpu/main/tools/gpu-check.sh --no-build ;;
-  "") ;;
-  *) die "unknown argument '$1' (see --help)" ;;
-esac
-[[ $# -le 1 ]] || die "unexpected argument '$2' (see --help)"
+pack=""
+steps=$ALL_STEPS
+log_dir=${OUT:-}
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    -h | --help) usage; exit 0 ;;
+    --no-build) build=0 ;;
+    --pack)
+      [[ -f ${2:-} ]] || die "--pack needs the file tools/gpu-pack.sh made"
+      pack=$2; shift ;;
+    --steps)
+      [[ -n ${2:-} ]] || die "--steps needs a list, e.g. probes,traces"
+      for wanted in ${2//,/ }; do
+        [[ ,$ALL_STEPS, == *,$wanted,* ]] || die "--steps: unknown step '$wanted' (known: $ALL_STEPS)"
+      done
+      steps=$2; shift ;;
+    --log-dir)
+      [[ -n ${2:-} ]] || die "--log-dir needs a directory"
+      log_dir=$(realpath -m -- "$2"); shift ;;
+    *) die "unknown argument '$1' (see --help)" ;;
+  esac
+  shift
+done
+if [[ -n $pack ]]; then
+  # An earlier pack's tree goes first: its traces and files deleted since must not run again.
+  rm -rf /tmp/vramspill-gpu/main
+  tar -C / -xzf "$pack" tmp/vramspill-gpu/main || die "could not unpack $pack"
+  # The pack holds one tree, at the path gpu-pack.sh built it (Note [A fixed place for the
+  # pack] in tools/gpu-pack.sh).
+  exec /tmp/vramspill-gpu/main/tools/gpu-check.sh --no-build --steps "$steps" \
+    ${log_dir:+--log-dir "$log_dir"}
+fi
+wants() { [[ ,$steps, == *,$1,* ]]; }
+if [[ -n $log_dir ]]; then
+  mkdir -p "$log_dir" || die "cannot make the log directory $log_dir"
+fi
 if [[ ! -e /proc/driver/nvidia/version ]]; then
   echo "gpu-check.sh: no NVIDIA driver on this machine (/proc/driver/nvidia/version): nothing to do"
   exit 77
@@ -79,47 +109,79 @@ fi
 build_dir=$VRAMSPILL_ROOT/build-gpu
 results=()
 failed=0
-run_step() {  # run_step NAME COMMAND...
-  local name=$1
-  shift
+logged=0
+# run_step NAME LIMIT COMMAND...: COMMAND (a program, not a shell function) for LIMIT seconds at
+# most, its output also in the log directory when there is one.
+run_step() {
+  local name=$1 limit=$2
+  shift 2
   step "$name"
-  local start=$SECONDS
-  "$@"
-  local status=$?
+  local start=$SECONDS status
+  if [[ -n $log_dir ]]; then
+    logged=$((logged + 1))
+    local log
+    log=$log_dir/$(printf '%02d' "$logged")-${name//[^A-Za-z0-9.]/-}.log
+    timeout --kill-after=15 "$limit" "$@" 2>&1 | tee "$log"
+    status=${PIPESTATUS[0]}
+  else
+    timeout --kill-after=15 "$limit" "$@"
+    status=$?
+  fi
   local verdict=ok
-  [[ $status -eq 0 ]] || { verdict="FAILED ($status)"; failed=1; }
+  if [[ $status -eq 124 || $status -eq 137 ]]; then
+    verdict="TIMED OUT after $limit s"
+    failed=1
+  elif [[ $status -ne 0 ]]; then
+    verdict="FAILED ($status)"
+    failed=1
+  fi
   results+=("  $name: $verdict ($((SECONDS - start)) s)")
 }
 
 head -n 1 /proc/driver/nvidia/version
 nvidia-smi --query-gpu=name,memory.total,memory.used --format=csv 2>/dev/null || true
 if [[ $build -eq 1 ]]; then
-  run_step "build" configure_and_build "$build_dir"
+  step "build"
+  configure_and_build "$build_dir" || die "the build failed"
 elif [[ ! -f $build_dir/CMakeCache.txt ]]; then
   die "--no-build: $build_dir holds no build"
 fi
 kernels=$build_dir/simcuda/vs_kernels.fatbin
-run_step "tier probe" "$build_dir/bin/tier_probe" --kernels "$kernels"
-run_step "mover probe" "$build_dir/bin/mover_probe"
-run_step "capture probe" "$build_dir/bin/capture_probe"
-run_step "reset probe" "$build_dir/bin/reset_probe"
-for trace in "$build_dir"/pack-traces/*.trace; do
-  [[ -f $trace ]] || continue
-  run_step "player: ${trace##*/}" python3 tools/player/play_modes.py --system-driver \
-    --player "$build_dir/bin/workload_player" --kernels "$kernels" \
-    --shim "$build_dir/lib/libvramspill.so" --budget "$(cat "${trace%.trace}.budget")" \
-    --runs no-shim,host,managed,tiered-lru,tiered-learned --mover remap --mover prefetch \
-    --timeout 120 "$trace" -- --play-steps 3
-done
-run_step "gpu tests" ctest --test-dir "$build_dir" -L gpu --output-on-failure
+if wants probes; then
+  run_step "tier probe" 240 "$build_dir/bin/tier_probe" --kernels "$kernels"
+  run_step "mover probe" 120 "$build_dir/bin/mover_probe"
+  run_step "capture probe" 120 "$build_dir/bin/capture_probe"
+  run_step "reset probe" 60 "$build_dir/bin/reset_probe"
+fi
+if wants traces; then
+  for trace in "$build_dir"/pack-traces/*.trace; do
+    [[ -f $trace ]] || continue
+    run_step "player: ${trace##*/}" 420 python3 tools/player/play_modes.py --system-driver \
+      --player "$build_dir/bin/workload_player" --kernels "$kernels" \
+      --shim "$build_dir/lib/libvramspill.so" --budget "$(cat "${trace%.trace}.budget")" \
+      --runs no-shim,host,managed,tiered-lru,tiered-learned --mover remap --mover prefetch \
+      --timeout 120 "$trace" -- --play-steps 3
+  done
+fi
+if wants tests; then
+  # From inside the build tree: `ctest --test-dir` needs CMake 3.20.
+  run_step "gpu tests" 540 env -C "$build_dir" ctest -L gpu --output-on-failure --timeout 300
+  if [[ -n $log_dir && -f $build_dir/Testing/Temporary/LastTest.log ]]; then
+    cp "$build_dir/Testing/Temporary/LastTest.log" "$log_dir/gpu-tests-LastTest.log"
+  fi
+fi
 # HOOK_BENCH_DRIVER=system: the machine's driver, not simcuda (the benchmark prints which). A
 # packed build brings the benchmark's library (tools/gpu-pack.sh).
-run_step "hook benchmark" env VRAMSPILL_LOG_LEVEL=warn HOOK_BENCH_DRIVER=system \
-  HOOK_BENCH_KERNELS="$kernels" \
-  LD_LIBRARY_PATH="$build_dir/pack-libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
-  "$build_dir/tests/shim/bench/vramspill_hook_bench" --benchmark_repetitions=3 \
-  --benchmark_report_aggregates_only=true --benchmark_min_time=0.3
-run_step "demo" env BUILD_DIR="$build_dir" "$VRAMSPILL_ROOT/tools/demo.sh" --no-build
+if wants bench; then
+  run_step "hook benchmark" 180 env VRAMSPILL_LOG_LEVEL=warn HOOK_BENCH_DRIVER=system \
+    HOOK_BENCH_KERNELS="$kernels" \
+    LD_LIBRARY_PATH="$build_dir/pack-libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+    "$build_dir/tests/shim/bench/vramspill_hook_bench" --benchmark_repetitions=3 \
+    --benchmark_report_aggregates_only=true --benchmark_min_time=0.3
+fi
+if wants demo; then
+  run_step "demo" 240 env BUILD_DIR="$build_dir" "$VRAMSPILL_ROOT/tools/demo.sh" --no-build
+fi
 
 step "Summary"
 printf '%s\n' "${results[@]}"

@@ -14,10 +14,10 @@ readonly PACK_ROOT=/tmp/vramspill-gpu/main
 # What tools/gpu-check.sh runs: the shim and its command, the demo programs and the nvcc-built
 # kernels the gpu tests use, the probes, the workload player and the hook benchmark.
 readonly TARGETS=(vramspill vramspill_cli train_demo driver_tour simcuda_vs_kernels tier_probe
-                  mover_probe capture_probe workload_player vramspill_hook_bench)
+                  mover_probe capture_probe reset_probe workload_player vramspill_hook_bench)
 # The programs of those that the checks run, under build-gpu/.
 readonly PROGRAMS=(lib/libvramspill.so bin/vramspill bin/train_demo bin/driver_tour bin/tier_probe
-                   bin/mover_probe bin/capture_probe bin/workload_player
+                   bin/mover_probe bin/capture_probe bin/reset_probe bin/workload_player
                    tests/shim/bench/vramspill_hook_bench)
 # Libraries every Linux machine with a CUDA driver has; the pack carries any other that a program
 # needs, and only the hook benchmark may need one (gpu-check.sh gives it the pack's).
@@ -39,9 +39,10 @@ the GPU machine has no Debian packages. Each --trace is a vramspill trace that g
 there with tools/player/play_modes.py at BUDGET (e.g. 3GiB:../shared/traces/h200-pytorch-mlp-adam-2x.trace),
 in every mode and with both movers. On the GPU machine, from the repository root:
 
-  tools/gpu-check.sh --pack build-gpu-pack/vramspill-gpu.tar.gz
+  tools/gpu-check.sh --pack build-gpu-pack/vramspill-gpu.tar.gz [--steps LIST]
 
-which unpacks to $PACK_ROOT and runs the checks there without building. The tree must be
+which unpacks to $PACK_ROOT and runs the checks there without building (its --help says how
+to split them over calls that each fit a device command's time limit). The tree must be
 built where the C++ toolchain and packages are (here), and nvcc must be installed for the kernels
 (CUDA toolkit at /usr/local/cuda).
 

@@ -16,10 +16,12 @@ expect_refused() {  # expect_refused MESSAGE COMMAND...
     failures=$((failures + 1))
   fi
 }
-expect_refused "unexpected argument '--bogus'" "$tools/gpu-check.sh" --no-build --bogus
+expect_refused "unknown argument '--bogus'" "$tools/gpu-check.sh" --no-build --bogus
 pack=$(mktemp)
 trap 'rm -f "$pack"' EXIT
-expect_refused "unexpected argument 'extra'" "$tools/gpu-check.sh" --pack "$pack" extra
+expect_refused "unknown argument 'extra'" "$tools/gpu-check.sh" --pack "$pack" extra
+expect_refused "--steps: unknown step 'probe'" "$tools/gpu-check.sh" --pack "$pack" --steps probe
+expect_refused "--steps needs a list" "$tools/gpu-check.sh" --no-build --steps
 expect_refused "'3GiBB' is not a budget" "$tools/gpu-pack.sh" --trace "3GiBB:$pack"
 expect_refused "'3 GiB' is not a budget" "$tools/gpu-pack.sh" --trace "3 GiB:$pack"
 exit $((failures > 0))

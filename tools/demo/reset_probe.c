@@ -9,9 +9,10 @@
  * host, registered host, a stream-ordered pool block, a mapped VMM handle, an array), a stream
  * and an event, resets the device, and prints a row for each: what a pointer query of the memory
  * answers after the reset (vramspill takes CUDA_ERROR_INVALID_VALUE as "freed"), and what freeing
- * it or using the handle answers. Then whether the context stays retained and usable. The rows
- * that follow a handle the reset may have destroyed come last. Then the same for memory allocated
- * before the release of the context's last reference, which cuda.h says resets it too.
+ * it answers. Then whether the context stays retained and usable, and the same for memory
+ * allocated before the release of the context's last reference, which cuda.h says resets it too.
+ * The rows that use a handle the reset may have destroyed (an array, an event, a stream) come
+ * last, since a driver may crash following one.
  *
  * Usage: reset_probe [--help]
  * Exit status: 0 when every row was measured; 1 when setting up failed (the line names the
@@ -129,13 +130,10 @@ int main(int argc, char** argv) {
   row("cuMemUnmap: VMM handle", cuMemUnmap(reserved, GRANULE));
   row("cuMemRelease: VMM handle", cuMemRelease(handle));
   row("cuMemAddressFree: its range", cuMemAddressFree(reserved, GRANULE));
-  row("cuArrayDestroy", cuArrayDestroy(array));
   row("cuMemFree: stream-ordered pool block", cuMemFree(pool_block));
   CUdeviceptr again = 0;
   row("cuMemAlloc after the reset", cuMemAlloc(&again, BYTES));
   if (again != 0) cuMemFree(again);
-  row("cuEventQuery: an event made before the reset", cuEventQuery(event));
-  row("cuStreamQuery: a stream made before the reset", cuStreamQuery(stream));
 
   /* cuda.h: the context is reset once its last reference is released (this program holds the
    * only one): whether memory allocated before that release outlives it. */
@@ -150,6 +148,13 @@ int main(int argc, char** argv) {
   row("cuCtxSetCurrent (retained again)", cuCtxSetCurrent(context));
   row("pointer query: cuMemAlloc memory from before the release", context_of(before_release));
   row("cuMemFree: that memory", cuMemFree(before_release));
+
+  /* Last, since a driver may follow a handle the reset destroyed and crash: the rows above are
+   * printed by then. */
+  printf("reset_probe: handles made before the reset\n");
+  row("cuArrayDestroy: an array", cuArrayDestroy(array));
+  row("cuEventQuery: an event", cuEventQuery(event));
+  row("cuStreamQuery: a stream", cuStreamQuery(stream));
   cuDevicePrimaryCtxRelease(device);
   printf("reset_probe: done\n");
   return 0;

@@ -25,6 +25,9 @@
  *   reads      bytes a second a kernel (vs_axpy_f32, y on the device) reads x from device
  *              memory, from host-located VMM granules (an evicted block touched in place) and
  *              from pinned zero-copy memory (host mode's spill pool);
+ *   pointers   the pointer attributes of a device- and a host-located granule in the middle
+ *              of a range mapped granule by granule (what a framework asking about a tiered
+ *              block is told: its memory type, device, context, range, IPC and RDMA ability);
  *   allocs     host time of a cuMemAlloc and of its cuMemFree at 4 KiB, 64 MiB and 512 MiB (how
  *              their cost grows with the size: simcuda charges them per call, an assumption),
  *              and of a managed spill as the shim makes one (cuMemAllocManaged and its advice)
@@ -50,10 +53,12 @@
  *
  * Usage: tier_probe [--kernels PATH] [--granules N] [--repeats N]
  * Exit status: 0 (also when the device cannot map host-located VMM memory: tiered mode is not
- * available there, and the one line says so); 1 when a driver call failed (the line names it);
- * 2 for bad arguments.
+ * available there, and the one line says so); 1 when a driver call failed (the line names it;
+ * one in a section stops that section only, which says so, and the others still run: on a lent
+ * GPU, each is a fact measured once); 2 for bad arguments.
  */
 #include <cuda.h>
+#include <setjmp.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -90,15 +95,36 @@ static const char* error_name(CUresult result) {
   return cuGetErrorName(result, &name) == CUDA_SUCCESS ? name : "unknown CUresult";
 }
 
-/* Prints the failed call and leaves the program with status 1. */
+/* Where a failed call inside a section goes: back to run_section(), which moves on to the next
+ * (what the section had made stays made: the program ends soon). Outside one, the program ends. */
+static jmp_buf section_stopped;
+static int in_section = 0;
+
+/* Prints the failed call, then stops the section, or leaves the program with status 1. */
 #define MUST(call)                                                                          \
   do {                                                                                      \
     CUresult must_result_ = (call);                                                         \
     if (must_result_ != CUDA_SUCCESS) {                                                     \
       fprintf(stderr, "tier_probe: %s -> %s (line %d)\n", #call, error_name(must_result_), \
               __LINE__);                                                                    \
+      fflush(stdout);                                                                       \
+      if (in_section) longjmp(section_stopped, 1);                                          \
       exit(1);                                                                              \
     }                                                                                       \
+  } while (0)
+
+/* Runs one section (a statement); a failed call stops it alone, and sets `stopped`. */
+#define RUN_SECTION(name, statement)                                                    \
+  do {                                                                                  \
+    in_section = 1;                                                                     \
+    if (setjmp(section_stopped) == 0) {                                                 \
+      statement;                                                                        \
+    } else {                                                                            \
+      printf("tier_probe: the %s section stopped at the call above\n", name);           \
+      fflush(stdout);                                                                   \
+      stopped = 1;                                                                      \
+    }                                                                                   \
+    in_section = 0;                                                                     \
   } while (0)
 
 static int usage(FILE* to, int status) {
@@ -564,6 +590,58 @@ static void probe_offsets(const Probe* probe) {
   offset_map(probe, probe->host, "host");
 }
 
+/* One pointer attribute of `address`, as a row: the driver's answer, and the value read as the
+ * integer (or pointer) it is, its low 8 bytes; a context printed as the current one or not. */
+static void pointer_row(const char* label, CUpointer_attribute attribute, const char* name,
+                        CUdeviceptr address, CUdeviceptr range_base) {
+  unsigned long long value = 0;
+  const CUresult result = cuPointerGetAttribute(&value, attribute, address);
+  printf("  %-16s %-28s %s", label, name, error_name(result));
+  if (result == CUDA_SUCCESS) {
+    if (attribute == CU_POINTER_ATTRIBUTE_CONTEXT) {
+      CUcontext current = NULL;
+      cuCtxGetCurrent(&current);
+      printf(", %s", (CUcontext)(uintptr_t)value == current ? "the current context" : "another");
+    } else if (attribute == CU_POINTER_ATTRIBUTE_RANGE_START_ADDR) {
+      printf(", the reservation's start %+lld MiB", ((long long)value - (long long)range_base) >> 20);
+    } else if (attribute == CU_POINTER_ATTRIBUTE_RANGE_SIZE) {
+      printf(", %llu MiB", value >> 20);
+    } else {
+      printf(", %llu", value & 0xffffffffull);
+    }
+  }
+  printf("\n");
+}
+
+/* What a program (a framework choosing a copy path, an MPI checking what it may register) is told
+ * about a tiered block: the pointer attributes of a granule in the middle of a range mapped
+ * granule by granule, device-located and host-located (an evicted one). MEMORY_TYPE 2 is
+ * CU_MEMORYTYPE_DEVICE, 1 HOST. */
+static void probe_pointers(const Probe* probe, const Range* device_range, const Range* host_range) {
+  static const struct {
+    CUpointer_attribute attribute;
+    const char* name;
+  } kAttributes[] = {{CU_POINTER_ATTRIBUTE_MEMORY_TYPE, "MEMORY_TYPE"},
+                     {CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, "DEVICE_ORDINAL"},
+                     {CU_POINTER_ATTRIBUTE_CONTEXT, "CONTEXT"},
+                     {CU_POINTER_ATTRIBUTE_MAPPED, "MAPPED"},
+                     {CU_POINTER_ATTRIBUTE_IS_GPU_DIRECT_RDMA_CAPABLE, "IS_GPU_DIRECT_RDMA_CAPABLE"},
+                     {CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE, "IS_LEGACY_CUDA_IPC_CAPABLE"},
+                     {CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, "RANGE_START_ADDR"},
+                     {CU_POINTER_ATTRIBUTE_RANGE_SIZE, "RANGE_SIZE"}};
+  const Range* ranges[] = {device_range, host_range};
+  const char* labels[] = {"device granule", "host granule"};
+  printf("pointer attributes of granule 1 of %zu, each mapped alone (what a program is told of a "
+         "tiered block)%s\n",
+         device_range->granules, probe->simulated ? " (simcuda's answers)" : "");
+  for (int r = 0; r < 2; ++r) {
+    if (ranges[r]->granules < 2) continue;
+    for (size_t i = 0; i < sizeof kAttributes / sizeof kAttributes[0]; ++i)
+      pointer_row(labels[r], kAttributes[i].attribute, kAttributes[i].name,
+                  ranges[r]->base + GRANULE + 4096, ranges[r]->base);
+  }
+}
+
 static void probe_reads(const Probe* probe, const Options* options, Range* host_range) {
   const size_t bytes = options->granules * GRANULE;
   CUmodule module;
@@ -864,17 +942,23 @@ int main(int argc, char** argv) {
   CUmemLocation device_location = {CU_MEM_LOCATION_TYPE_DEVICE, probe.device};
   Range device_range = map_range(&probe, device_location, options.granules);
   Range host_range = map_range(&probe, probe.host, options.granules);
-  probe_copies(&probe, &options, &device_range, &host_range);
-  probe_both_directions(&probe, &options, &device_range, &host_range);
-  probe_remaps(&probe, &options);
-  probe_runs_and_chunks(&probe, &options);
-  probe_offsets(&probe);
-  probe_reads(&probe, &options, &host_range);
-  probe_allocations(&probe, &options, kLinear);
-  probe_allocations(&probe, &options, kManagedSpill);
-  probe_prefetch(&probe, &options);
-  probe_host_functions(&probe, &options);
-  probe_pool_growth(&probe);
+  volatile int stopped = 0;
+  RUN_SECTION("copies", probe_copies(&probe, &options, &device_range, &host_range));
+  RUN_SECTION("both ways", probe_both_directions(&probe, &options, &device_range, &host_range));
+  RUN_SECTION("remaps", probe_remaps(&probe, &options));
+  RUN_SECTION("runs and chunks", probe_runs_and_chunks(&probe, &options));
+  RUN_SECTION("offsets", probe_offsets(&probe));
+  RUN_SECTION("reads", probe_reads(&probe, &options, &host_range));
+  RUN_SECTION("pointers", probe_pointers(&probe, &device_range, &host_range));
+  RUN_SECTION("allocs", probe_allocations(&probe, &options, kLinear));
+  RUN_SECTION("managed spills", probe_allocations(&probe, &options, kManagedSpill));
+  RUN_SECTION("prefetch", probe_prefetch(&probe, &options));
+  RUN_SECTION("host fns", probe_host_functions(&probe, &options));
+  RUN_SECTION("pools", probe_pool_growth(&probe));
+  if (stopped) {  /* what the stopped sections made may still be mapped: leave it to the exit */
+    printf("tier_probe: done, with sections stopped\n");
+    return 1;
+  }
   unmap_range(&host_range);
   unmap_range(&device_range);
   MUST(cuEventDestroy(probe.stop));

@@ -23,7 +23,7 @@
 // never wait for a move. The prefetch mover's blocks are managed memory, never unmapped.
 #include <optional>
 
-#include "driver/primary_context.h"
+#include "driver/device_work.h"
 #include "hooks/hook.h"
 #include "hooks/shim_state.h"
 
@@ -60,25 +60,18 @@ std::optional<Extent> stand_in_block(CUdeviceptr address) {
                 .host_pool = route == vramspill::core::Route::kSpillHost};
 }
 
-// The primary context of `device`, which the program holds while it has memory there.
-CUcontext primary_context(int device) {
-  CUcontext context = nullptr;
-  vramspill::driver::PrimaryReference reference;
-  if (vramspill::driver::retain_primary(&context, device, reference) != CUDA_SUCCESS)
-    return nullptr;
-  vramspill::driver::release_primary(reference);
-  return context;
-}
-
 // Rewrites an attribute the driver answered for the pool's region or device.
 void correct(CUpointer_attribute attribute, void* data, const Extent& block) {
   if (attribute == CU_POINTER_ATTRIBUTE_RANGE_START_ADDR) *static_cast<CUdeviceptr*>(data) = block.base;
   if (attribute == CU_POINTER_ATTRIBUTE_RANGE_SIZE) *static_cast<size_t*>(data) = block.size;
   if (!block.host_pool) return;
   if (attribute == CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL) *static_cast<int*>(data) = block.device;
+  // The device's primary context, where the program (through the runtime) allocated, if it is
+  // active; one made for the query would be reset by the release that ends it, and the program
+  // would get a context nobody holds. Otherwise the driver's answer (the pool's context) stands.
   if (attribute == CU_POINTER_ATTRIBUTE_CONTEXT) {
-    if (const CUcontext context = primary_context(block.device))
-      *static_cast<CUcontext*>(data) = context;
+    if (const uint64_t context = vramspill::driver::active_primary_context(block.device))
+      *static_cast<CUcontext*>(data) = reinterpret_cast<CUcontext>(context);
   }
 }
 

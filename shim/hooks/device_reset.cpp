@@ -54,7 +54,8 @@ void forget_what_the_reset_freed(ShimState& shim, int device, const BeforeReset&
   shim.tiered_blocks.forget_context(device);
   shim.stream_ordered_blocks.forget_kept(device);
   const std::vector<core::Allocation>& held = before.held;
-  const std::size_t gone = shim.admission.forget_reset(held, &driver::memory_freed);
+  const std::size_t gone = shim.admission.forget_what_went(
+      held, placement::AdmissionFlow::ContextEnd::kPrimaryReset, &driver::memory_freed);
   const uint64_t unpinned = shim.program_pinned.forget_freed(&driver::memory_freed);
   shim.host_budget.release(unpinned);
   // A reset of a device the shim held nothing of (a program's last release at its end) is news
@@ -72,6 +73,18 @@ void forget_what_the_reset_freed(ShimState& shim, int device, const BeforeReset&
         "resetting device {} freed the pinned host pool's memory, which {} blocks spilled for "
         "other devices still used: their contents are gone, and reaching them faults",
         device, lost_pool_blocks - own);
+}
+
+void forget_what_the_destroy_freed(ShimState& shim, int device,
+                                   const std::vector<core::Allocation>& held) noexcept {
+  const std::size_t gone = shim.admission.forget_what_went(
+      held, placement::AdmissionFlow::ContextEnd::kCreatedDestroyed, &driver::memory_freed);
+  const uint64_t unpinned = shim.program_pinned.forget_freed(&driver::memory_freed);
+  shim.host_budget.release(unpinned);
+  logging::log(gone == 0 && unpinned == 0 ? LogLevel::kDebug : LogLevel::kInfo,
+               "a context of device {} was destroyed: {} of the device's {} allocations went with "
+               "it and left the budget, and {} of the program's page-locked memory",
+               device, gone, held.size(), format_bytes(unpinned));
 }
 
 CUresult program_retains_primary(CUcontext* primary, CUdevice device,

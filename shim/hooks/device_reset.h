@@ -60,6 +60,17 @@
 // shim. A release past what the shim saw retained goes to the driver unchanged, and so does every
 // release once the process exits (a runtime's teardown may release there): the books no longer
 // matter, and resetting them would wait for the device and log after the exit summary.
+//
+// Note [A created context's end]
+// cuCtxDestroy of a context the program created (PyCUDA's, cuda-python's, a video pipeline's)
+// frees what was allocated in it: device memory, managed memory and page-locked host memory
+// (cuda.h). The shim's books went on charging the budget and the host limit for it, so later
+// allocations spilled, or were refused, with the room free. So, once the driver has destroyed
+// it, the device's allocations the driver no longer knows leave the books (as after a reset:
+// AdmissionFlow::forget_what_went), with managed spills made in it and the program's page-locked
+// memory it took. Host-pool spills and tiered blocks stay: the shim made them in primary
+// contexts (the pool's, the arena's), which live on, and it does not record which context the
+// program had current when it asked for them; the program may still free them.
 #pragma once
 
 #include <cuda.h>
@@ -88,6 +99,12 @@ BeforeReset prepare_for_reset(ShimState& shim, int device) noexcept;
 // with it leaves the books, and the log says how much.
 void forget_what_the_reset_freed(ShimState& shim, int device, const BeforeReset& before,
                                  std::string_view how) noexcept;
+
+// After the driver destroyed a context of `device` the program created: what went with it leaves
+// the books (Note [A created context's end]); `held` is the ledger's allocations of the device
+// just before.
+void forget_what_the_destroy_freed(ShimState& shim, int device,
+                                   const std::vector<core::Allocation>& held) noexcept;
 
 // The program's cuDevicePrimaryCtxRetain (`real`), counted when it succeeds.
 CUresult program_retains_primary(CUcontext* primary, CUdevice device,

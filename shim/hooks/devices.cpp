@@ -19,18 +19,17 @@ uint64_t device_bit(int device) {
   return device >= 0 && device < 64 ? uint64_t{1} << device : 0;
 }
 
-// The device of `context`, which is not the current one (drivers without cuStreamGetDevice).
-CUresult device_of_context(CUcontext context, int& device) {
-  const driver::ContextScope scope(context);
-  return scope.entered() ? current_device(device) : scope.status();
-}
-
 // Note [Integrated devices]. A failed query counts as a discrete device: spilling stays on.
 bool query_integrated(int device) {
   return device_attribute(device, CU_DEVICE_ATTRIBUTE_INTEGRATED).value_or(0) != 0;
 }
 
 }  // namespace
+
+CUresult device_of_context(CUcontext context, int& device) {
+  const driver::ContextScope scope(context);
+  return scope.entered() ? current_device(device) : scope.status();
+}
 
 CUresult current_device(int& device) {
   const auto get_device = VRAMSPILL_REAL(cuCtxGetDevice);

@@ -25,6 +25,9 @@ namespace vramspill::hooks {
 // driver cuCtxGetDevice fails only without a current context, where the allocation itself fails
 // with the same CUDA_ERROR_INVALID_CONTEXT; so failing closed changes no answer a program gets.
 
+// The device of `context`, made current on this thread for the question only.
+CUresult device_of_context(CUcontext context, int& device);
+
 // The device of the calling thread's current context, or cuCtxGetDevice's error.
 CUresult current_device(int& device);
 

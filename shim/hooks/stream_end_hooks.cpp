@@ -15,6 +15,7 @@
 
 #include "driver/stream_capture.h"
 #include "hooks/device_reset.h"
+#include "hooks/devices.h"
 #include "hooks/hook.h"
 #include "hooks/shim_state.h"
 
@@ -94,15 +95,27 @@ CUresult release_primary(CUdevice device, CUresult (*real)(CUdevice)) noexcept {
 }
 
 // The driver destroys `context`, with its streams and their captures (Note [Counting captures]
-// in core/capture_origins.h).
+// in core/capture_origins.h), and what was allocated in it (Note [A created context's end] in
+// hooks/device_reset.h).
 CUresult destroy_context(CUcontext context, CUresult (*real)(CUcontext)) noexcept {
   retire_all();
   const Entry entry;
   ShimState* shim = entry.state();
-  if (shim == nullptr || !shim->captures.capturing()) return real(context);
-  const auto changing = shim->captures.change();
-  const CUresult result = real(context);
-  if (result == CUDA_SUCCESS) shim->captures.context_ended(reinterpret_cast<uint64_t>(context));
+  if (shim == nullptr || vramspill::hooks::exit_begun()) return real(context);
+  int device = -1;
+  std::vector<vramspill::core::Allocation> held;
+  if (vramspill::hooks::device_of_context(context, device) == CUDA_SUCCESS)
+    held = shim->ledger.all_of(device);
+  CUresult result = CUDA_SUCCESS;
+  if (shim->captures.capturing()) {
+    const auto changing = shim->captures.change();
+    result = real(context);
+    if (result == CUDA_SUCCESS) shim->captures.context_ended(reinterpret_cast<uint64_t>(context));
+  } else {
+    result = real(context);
+  }
+  if (result == CUDA_SUCCESS && device >= 0)
+    vramspill::hooks::forget_what_the_destroy_freed(*shim, device, held);
   return result;
 }
 

@@ -171,15 +171,22 @@ class AdmissionFlow {
   // driver refused, it is live again.
   void settle_free(const core::Allocation& forgotten, CUresult result);
 
-  // After the driver reset a device's primary context (Note [Resetting the device] in
-  // hooks/device_reset.h): each of `held`, the ledger's allocations of that device just before,
-  // that went with the context is forgotten as a free forgets it, but nothing is asked to free
-  // it. A spill went if its tier says so (tiers::SpillTier::forget_if_lost), one of the driver's
-  // own if `memory_freed(key)` says the driver no longer knows it, a tiered block always (it
-  // stands in for device memory of the reset context) once its mover forgot it. VMM handles and
-  // arrays, which outlive contexts, stay. Returns how many went.
+  // Which context ended: a device's primary context reset (Note [Resetting the device] in
+  // hooks/device_reset.h), or a context the program created destroyed (Note [A created context's
+  // end] there).
+  enum class ContextEnd { kPrimaryReset, kCreatedDestroyed };
+
+  // After the driver ended a context of a device: each of `held`, the ledger's allocations of that
+  // device just before, that went with the context is forgotten as a free forgets it, but nothing
+  // is asked to free it. A spill went if its tier says so (tiers::SpillTier::forget_if_lost), one
+  // of the driver's own if `memory_freed(key)` says the driver no longer knows it, a tiered block
+  // always (it stands in for device memory of the reset context) once its mover forgot it. VMM
+  // handles and arrays, which outlive contexts, stay. A created context's end takes neither
+  // host-pool spills nor tiered blocks: the shim made them in primary contexts, which live on.
+  // Returns how many went.
   template <typename MemoryFreed>
-  std::size_t forget_reset(std::span<const core::Allocation> held, MemoryFreed memory_freed);
+  std::size_t forget_what_went(std::span<const core::Allocation> held, ContextEnd ended,
+                               MemoryFreed memory_freed);
 
  private:
   const SpillConfig& config_;
@@ -287,13 +294,16 @@ CUresult AdmissionFlow::forget_then_free(uint64_t key, core::KeySpace space, Fre
 }
 
 template <typename MemoryFreed>
-std::size_t AdmissionFlow::forget_reset(std::span<const core::Allocation> held,
-                                        MemoryFreed memory_freed) {
+std::size_t AdmissionFlow::forget_what_went(std::span<const core::Allocation> held,
+                                            ContextEnd ended, MemoryFreed memory_freed) {
   std::size_t gone = 0;
   for (const core::Allocation& entry : held) {
     if (entry.space() != core::KeySpace::kPointer) continue;
     const bool spilled = core::is_spill_route(entry.route);
     const bool tiered = entry.route == core::Route::kTiered;
+    if (ended == ContextEnd::kCreatedDestroyed &&
+        (tiered || entry.route == core::Route::kSpillHost))
+      continue;
     if (!spilled && !tiered && !memory_freed(entry.key)) continue;
     const std::optional<core::Allocation> forgotten = ledger_.forget(entry.key);
     if (!forgotten) continue;  // freed since

@@ -214,10 +214,11 @@ TEST_F(AdmissionFlowTest, AResetForgetsWhatWentWithTheContextAndFreesNothing) {
   const uint64_t held_bytes = ledger_.snapshot(0).held_bytes;
 
   std::vector<uint64_t> asked;
-  const std::size_t gone = flow_.forget_reset(held, [&](uint64_t address) {
-    asked.push_back(address);
-    return address == kDriverPointer;
-  });
+  const std::size_t gone = flow_.forget_what_went(
+      held, AdmissionFlow::ContextEnd::kPrimaryReset, [&](uint64_t address) {
+        asked.push_back(address);
+        return address == kDriverPointer;
+      });
   EXPECT_EQ(gone, 3u);
   std::sort(asked.begin(), asked.end());
   EXPECT_EQ(asked, (std::vector<uint64_t>{0x7000000, 0x7800000}))
@@ -235,6 +236,33 @@ TEST_F(AdmissionFlowTest, AResetForgetsWhatWentWithTheContextAndFreesNothing) {
   EXPECT_FALSE(ledger_.find(0x9000000).has_value());
   EXPECT_TRUE(ledger_.find(0x5000, KeySpace::kVmmHandle).has_value());
   EXPECT_EQ(recorded(ledger_, Route::kSpillManaged).live_bytes, 96 * kMiB);
+}
+
+// Note [A created context's end]: a context the program created takes with it what the driver
+// no longer knows, and spills their tiers call lost; host-pool spills and tiered blocks, which the
+// shim made in primary contexts, stay, unasked.
+TEST_F(AdmissionFlowTest, ACreatedContextsEndLeavesThePoolsSpillsAndTieredBlocks) {
+  ASSERT_EQ(allocate(16 * kMiB), CUDA_SUCCESS);  // the driver's, freed with the context
+  ASSERT_EQ(allocate(96 * kMiB), CUDA_SUCCESS);  // spilled to managed memory, lost
+  const CUdeviceptr lost_spill = pointer_;
+  ledger_.on_allocated(ledger_.admit(0, Route::kSpillHost, 4 * kMiB), 0xa000000, 4 * kMiB);
+  ledger_.on_allocated(ledger_.admit(0, Route::kTiered, 4 * kMiB), 0x9000000, 4 * kMiB);
+  const std::vector<core::Allocation> held = ledger_.all_of(0);
+  ASSERT_EQ(held.size(), 4u);
+
+  std::vector<uint64_t> asked;
+  const std::size_t gone = flow_.forget_what_went(
+      held, AdmissionFlow::ContextEnd::kCreatedDestroyed, [&](uint64_t address) {
+        asked.push_back(address);
+        return address == kDriverPointer;
+      });
+  EXPECT_EQ(gone, 2u);
+  EXPECT_EQ(asked, std::vector<uint64_t>{kDriverPointer});
+  EXPECT_FALSE(ledger_.find(kDriverPointer).has_value());
+  EXPECT_FALSE(ledger_.find(lost_spill).has_value());
+  EXPECT_TRUE(ledger_.find(0xa000000).has_value()) << "the pool's spill went";
+  EXPECT_TRUE(ledger_.find(0x9000000).has_value()) << "the tiered block went";
+  EXPECT_TRUE(tiered_.lost.empty());
 }
 
 TEST_F(AdmissionFlowTest, ACuMemCreateThatDoesNotFitIsMadeHostLocated) {

@@ -107,6 +107,26 @@ TEST_F(DeviceReset, TheProgramsLastReleaseResetsTheContextUnderTheShim) {
   check_a_fresh_start(before);
 }
 
+// Note [A created context's end] in shim/hooks/device_reset.h: cuCtxDestroy of a context the
+// program created frees what was allocated in it, and the budget has its room back (it went on
+// charging for two blocks before).
+TEST_F(DeviceReset, ACreatedContextTakesItsMemoryWithItWhenDestroyed) {
+  const size_t free_before = free_bytes();
+  CUcontext created = nullptr;
+  ASSERT_CU(cuCtxCreate(&created, nullptr, 0, device_));
+  std::vector<CUdeviceptr> blocks(2);
+  for (CUdeviceptr& block : blocks) ASSERT_CU(cuMemAlloc(&block, kBlock));
+  void* pinned = nullptr;
+  ASSERT_CU(cuMemHostAlloc(&pinned, kBlock, 0));
+  EXPECT_EQ(free_bytes(), free_before - 2 * kBlock);
+  ASSERT_CU(cuCtxDestroy(created));  // the primary context is current again
+  EXPECT_EQ(free_bytes(), free_before) << "the destroyed context's memory is still charged";
+  for (const CUdeviceptr block : blocks) EXPECT_EQ(cuMemFree(block), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemFreeHost(pinned), CUDA_ERROR_INVALID_VALUE);
+  spill_again();
+  EXPECT_EQ(free_bytes(), free_before);
+}
+
 // A release that leaves the program a reference resets nothing: its blocks stay, with their bytes.
 TEST_F(DeviceReset, AReleaseThatLeavesAReferenceKeepsEverything) {
   std::vector<CUdeviceptr> before;

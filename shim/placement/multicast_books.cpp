@@ -36,12 +36,17 @@ bool MulticastBooks::device_added(uint64_t object) noexcept {
 }
 
 void MulticastBooks::bound(uint64_t object, uint64_t bytes) noexcept {
-  (void)update(object, false, [&](Object& entry) { entry.bound += bytes; });
+  (void)update(object, false, [&](Object& entry) {
+    entry.bound += bytes;
+    ++entry.binds;
+  });
 }
 
 void MulticastBooks::unbound(uint64_t object, uint64_t bytes) noexcept {
-  (void)update(object, false,
-               [&](Object& entry) { entry.bound -= std::min(entry.bound, bytes); });
+  (void)update(object, false, [&](Object& entry) {
+    entry.bound -= std::min(entry.bound, bytes);
+    entry.binds -= std::min<uint64_t>(entry.binds, 1);
+  });
 }
 
 std::optional<MulticastBooks::Object> MulticastBooks::take(uint64_t object) noexcept {

@@ -18,6 +18,7 @@ class MulticastBooks {
     uint64_t size = 0;     // 0: not known (imported from another process)
     uint64_t devices = 0;  // added so far
     uint64_t bound = 0;    // bytes bound so far, over all its devices
+    uint64_t binds = 0;    // binds made so far (less those unbound)
   };
 
   MulticastBooks() = default;
@@ -37,12 +38,15 @@ class MulticastBooks {
   void put_back(uint64_t object, const Object& entry) noexcept;
 
   // Whether an object waits for memory: a device added to it has not yet bound the object's
-  // whole size, or its size is not known (then until it is released).
+  // whole size or, for one whose size is not known (imported), there are fewer binds than devices
+  // added (Note [Multicast binds device memory] in placement/vmm_spill.h).
   bool waiting() const noexcept { return waiting_.load(std::memory_order_relaxed) != 0; }
 
  private:
   static bool waits(const Object& object) noexcept {
-    return object.devices != 0 && (object.size == 0 || object.bound < object.size * object.devices);
+    if (object.devices == 0) return false;
+    return object.size == 0 ? object.binds < object.devices
+                            : object.bound < object.size * object.devices;
   }
   // Applies `change` to `object`'s entry (made if `make`), keeping waiting_ in step.
   template <typename Change>

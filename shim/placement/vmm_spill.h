@@ -66,8 +66,11 @@
 // explains, where a host-located handle would have failed at the bind (NCCL then fails the job
 // with a message about the fabric). An object waits from the first device added to it until
 // every device added has bound its whole size (memory may be bound piece by piece, at several
-// offsets); one whose size is not known, imported from the process that made it, waits until it
-// is released. Then handles spill again: the rest of the job, PyTorch's expandable segments
+// offsets). One whose size is not known, imported from the process that made it (NCCL's other
+// ranks import the object local rank 0 made, and keep it for the communicator's life), waits
+// until it has had a bind for each device added: as NCCL binds each device's buffer whole, in
+// one call; waiting until its release, as it once did, refused every handle past the budget on
+// those ranks for the whole job. Then handles spill again: the rest of the job, PyTorch's expandable segments
 // included, keeps its spills (placement/multicast_books.h keeps the objects). A handle spilled
 // before an object waited (PyTorch's symmetric memory makes its memory first) cannot be bound;
 // the log says so at the bind, which the driver refuses.

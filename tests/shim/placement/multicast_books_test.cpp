@@ -30,10 +30,19 @@ TEST(MulticastBooks, AnObjectWaitsUntilEachDeviceHasBoundItsWholeSizePieceByPiec
   EXPECT_FALSE(books.take(kObject).has_value());
 }
 
-TEST(MulticastBooks, AnObjectOfUnknownSizeWaitsUntilItIsReleased) {
+// An object imported from another process (NCCL's ranks but local rank 0), whose size is not
+// known: it waits until each device added has had its bind, not until its release (NCCL keeps it
+// for the communicator's life, and no handle of those ranks spilled meanwhile).
+TEST(MulticastBooks, AnObjectOfUnknownSizeWaitsForABindPerDeviceAdded) {
   MulticastBooks books;
   ASSERT_TRUE(books.device_added(kImported));  // imported: never created here
+  ASSERT_TRUE(books.device_added(kImported));
+  EXPECT_TRUE(books.waiting());
   books.bound(kImported, 64 * kMiB);
+  EXPECT_TRUE(books.waiting()) << "one device of two has bound";
+  books.bound(kImported, 64 * kMiB);
+  EXPECT_FALSE(books.waiting());
+  books.unbound(kImported, 64 * kMiB);
   EXPECT_TRUE(books.waiting());
   const auto taken = books.take(kImported);
   ASSERT_TRUE(taken.has_value());

@@ -59,6 +59,18 @@ class EndingSignalTest : public StatsJobTest {
     for (const char* size : {"16", "16", "16"}) argv.push_back(size);
     return Job(argv, environment, error_path.empty() ? error_file() : error_path);
   }
+  // Sends SIGTERM and waits up to 20 s for the job to end; whether it did (if not, SIGKILL ends it,
+  // and its status says so).
+  static bool ends_after_sigterm(Job& job) {
+    if (!job.signal(SIGTERM)) return false;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (job.running() && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    const bool ended = !job.running();
+    if (!ended) job.signal(SIGKILL);
+    while (job.running()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    return ended;
+  }
   std::string trace_path() const { return (root_ / "job.trace").string(); }
   std::string last_line_of_trace() const {
     std::ifstream trace(trace_path());
@@ -190,14 +202,7 @@ TEST_F(EndingSignalTest, a_standard_error_nobody_drains_does_not_keep_the_job_al
   while (write(filler, block.data(), block.size()) > 0) {
   }
   ASSERT_EQ(errno, EAGAIN) << "the pipe is full";
-  ASSERT_TRUE(job.signal(SIGTERM));
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (job.running() && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  const bool ended = !job.running();
-  if (!ended) job.signal(SIGKILL);
-  while (job.running()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  EXPECT_TRUE(ended) << "the job outlived its SIGTERM by 20 s";
+  EXPECT_TRUE(ends_after_sigterm(job)) << "the job outlived its SIGTERM by 20 s";
   // finish() reads standard error back: a pipe would block it, a missing file reads empty.
   close(filler);
   close(reader);
@@ -226,14 +231,8 @@ TEST_F(EndingSignalTest, a_wake_up_descriptor_the_program_took_over_still_ends_t
   Job job = start({}, "--take-over-descriptors");
   ASSERT_GT(job.pid(), 0);
   ASSERT_TRUE(job.wait_ready());
-  ASSERT_TRUE(job.signal(SIGTERM));
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (job.running() && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  const bool ended = !job.running();
-  if (!ended) job.signal(SIGKILL);
-  EXPECT_TRUE(ended) << "the job outlived its SIGTERM by 20 s";
-  EXPECT_EQ(job.finish().signal, ended ? SIGTERM : SIGKILL);
+  EXPECT_TRUE(ends_after_sigterm(job)) << "the job outlived its SIGTERM by 20 s";
+  EXPECT_EQ(job.finish().signal, SIGTERM);
 }
 
 // Note [A handler the program chains to ours] in shim/hooks/ending_signals.h: a handler the

@@ -260,29 +260,29 @@ TEST_F(MemoryTest, AContextDestroyedWhileCurrentOnAnotherThreadIsDestroyedThere)
   ASSERT_CU(cuCtxCreate(&other, nullptr, 0, device_));
   CUcontext popped = nullptr;
   ASSERT_CU(cuCtxPopCurrent(&popped));
-  CUresult made_current = CUDA_ERROR_UNKNOWN;
-  CUresult allocated = CUDA_ERROR_UNKNOWN;
-  CUcontext still_current = nullptr;
-  CUresult moved_on = CUDA_ERROR_UNKNOWN;
-  CUresult allocated_after = CUDA_ERROR_UNKNOWN;
+  struct {  // what the other thread was told, in turn
+    CUresult made_current = CUDA_ERROR_UNKNOWN, allocated = CUDA_ERROR_UNKNOWN;
+    CUcontext still_current = nullptr;
+    CUresult moved_on = CUDA_ERROR_UNKNOWN, allocated_after = CUDA_ERROR_UNKNOWN;
+  } told;
   bool destroyed_meanwhile = false;
   std::mutex step;
   std::condition_variable changed;
   std::thread user([&] {
-    made_current = cuCtxSetCurrent(other);
+    told.made_current = cuCtxSetCurrent(other);
     std::unique_lock lock(step);
     changed.notify_all();
     changed.wait(lock, [&] { return destroyed_meanwhile; });
     CUdeviceptr pointer = 0;
-    allocated = cuMemAlloc(&pointer, kMiB);
-    cuCtxGetCurrent(&still_current);
-    moved_on = cuCtxSetCurrent(context_);
-    allocated_after = cuMemAlloc(&pointer, kMiB);
-    if (allocated_after == CUDA_SUCCESS) cuMemFree(pointer);
+    told.allocated = cuMemAlloc(&pointer, kMiB);
+    cuCtxGetCurrent(&told.still_current);
+    told.moved_on = cuCtxSetCurrent(context_);
+    told.allocated_after = cuMemAlloc(&pointer, kMiB);
+    if (told.allocated_after == CUDA_SUCCESS) cuMemFree(pointer);
   });
   {
     std::unique_lock lock(step);
-    changed.wait(lock, [&] { return made_current != CUDA_ERROR_UNKNOWN; });
+    changed.wait(lock, [&] { return told.made_current != CUDA_ERROR_UNKNOWN; });
   }
   ASSERT_CU(cuCtxDestroy(other));
   {
@@ -291,11 +291,11 @@ TEST_F(MemoryTest, AContextDestroyedWhileCurrentOnAnotherThreadIsDestroyedThere)
   }
   changed.notify_all();
   user.join();
-  ASSERT_EQ(made_current, CUDA_SUCCESS);
-  EXPECT_EQ(allocated, CUDA_ERROR_CONTEXT_IS_DESTROYED);
-  EXPECT_EQ(still_current, other);
-  EXPECT_EQ(moved_on, CUDA_SUCCESS);
-  EXPECT_EQ(allocated_after, CUDA_SUCCESS);
+  ASSERT_EQ(told.made_current, CUDA_SUCCESS);
+  EXPECT_EQ(told.allocated, CUDA_ERROR_CONTEXT_IS_DESTROYED);
+  EXPECT_EQ(told.still_current, other);
+  EXPECT_EQ(told.moved_on, CUDA_SUCCESS);
+  EXPECT_EQ(told.allocated_after, CUDA_SUCCESS);
 }
 
 TEST_F(MemoryTest, ResettingThePrimaryContextFreesItsMemoryAndKeepsIt) {

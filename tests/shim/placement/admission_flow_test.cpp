@@ -26,6 +26,15 @@ constexpr CUdeviceptr kDriverPointer = 0x7000000;
 
 class AdmissionFlowTest : public AdmissionFlowFixture {
  protected:
+  // AdmissionFlow::forget_what_went, the driver saying that only kDriverPointer went; the
+  // addresses it was asked about go into `asked`.
+  std::size_t forget_what_went(const std::vector<core::Allocation>& held,
+                               AdmissionFlow::ContextEnd ended, std::vector<uint64_t>& asked) {
+    return flow_.forget_what_went(held, ended, [&](uint64_t address) {
+      asked.push_back(address);
+      return address == kDriverPointer;
+    });
+  }
 
   // cuMemAlloc of `bytes`, the driver answering `driver_result` with kDriverPointer.
   CUresult allocate(uint64_t bytes, CUresult driver_result = CUDA_SUCCESS) {
@@ -214,11 +223,7 @@ TEST_F(AdmissionFlowTest, AResetForgetsWhatWentWithTheContextAndFreesNothing) {
   const uint64_t held_bytes = ledger_.snapshot(0).held_bytes;
 
   std::vector<uint64_t> asked;
-  const std::size_t gone = flow_.forget_what_went(
-      held, AdmissionFlow::ContextEnd::kPrimaryReset, [&](uint64_t address) {
-        asked.push_back(address);
-        return address == kDriverPointer;
-      });
+  const std::size_t gone = forget_what_went(held, AdmissionFlow::ContextEnd::kPrimaryReset, asked);
   EXPECT_EQ(gone, 3u);
   std::sort(asked.begin(), asked.end());
   EXPECT_EQ(asked, (std::vector<uint64_t>{0x7000000, 0x7800000}))
@@ -251,11 +256,8 @@ TEST_F(AdmissionFlowTest, ACreatedContextsEndLeavesThePoolsSpillsAndTieredBlocks
   ASSERT_EQ(held.size(), 4u);
 
   std::vector<uint64_t> asked;
-  const std::size_t gone = flow_.forget_what_went(
-      held, AdmissionFlow::ContextEnd::kCreatedDestroyed, [&](uint64_t address) {
-        asked.push_back(address);
-        return address == kDriverPointer;
-      });
+  const std::size_t gone =
+      forget_what_went(held, AdmissionFlow::ContextEnd::kCreatedDestroyed, asked);
   EXPECT_EQ(gone, 2u);
   EXPECT_EQ(asked, std::vector<uint64_t>{kDriverPointer});
   EXPECT_FALSE(ledger_.find(kDriverPointer).has_value());

@@ -955,8 +955,13 @@ int main(int argc, char** argv) {
   RUN_SECTION("prefetch", probe_prefetch(&probe, &options));
   RUN_SECTION("host fns", probe_host_functions(&probe, &options));
   RUN_SECTION("pools", probe_pool_growth(&probe));
-  if (stopped) {  /* what the stopped sections made may still be mapped: leave it to the exit */
+  if (stopped) {
+    /* What the stopped sections made may still be mapped: the driver's part is left to the exit,
+     * and the ranges' books are let go. */
+    free(host_range.handles);
+    free(device_range.handles);
     printf("tier_probe: done, with sections stopped\n");
+    fflush(stdout);
     return 1;
   }
   unmap_range(&host_range);

@@ -487,6 +487,17 @@ void PrefetchPlacement::before_submission(const core::SubmissionUse& use) noexce
       state.policy->used(use.sequence, policy_stream(use.stream), ours);
       if (core::MemoryEvents* const told = events_.load(std::memory_order_acquire))
         told->used(static_cast<int>(d), policy_stream(use.stream), ours);
+      // Note [The policy's capacity] in placement/tiered_placement.h: the policy decides below,
+      // and for the launches to come, with the room there is now (other allocations take and
+      // give it back between launches), read afresh where a block has pages to bring in.
+      if (may_move) {
+        if (std::any_of(ours.begin(), ours.end(), [&](BlockId id) {
+              const Block& block = blocks_.at(id);
+              return block.bytes != block.device_bytes;
+            }))
+          budgets_.read_device_figures_again(static_cast<int>(d));
+        tell_policy_of_capacity_locked(static_cast<int>(d), state);
+      }
       bool must_wait = false;  // for the mover's stream (Note [Launches after a promotion])
       for (const BlockId id : ours) {
         const auto found = blocks_.find(id);

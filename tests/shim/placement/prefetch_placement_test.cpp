@@ -90,6 +90,22 @@ class PrefetchPlacementTest : public ::testing::Test {
   uint64_t sequence_ = 0;
 };
 
+// Note [The policy's capacity] in placement/tiered_placement.h: a launch tells the policy the room
+// there is now. Here another allocation held half the budget when the block was made, and has
+// given it back since: lru, told the old capacity, refused to bring in a block larger than it.
+TEST_F(PrefetchPlacementTest, ALaunchDecidesWithTheRoomThereIsNow) {
+  PrefetchPlacement always(budgets_, devices_, always_options());
+  ASSERT_TRUE(budgets_.take_device(0, kBlock));  // another allocation's
+  CUdeviceptr block = 0;
+  ASSERT_EQ(always.allocate(0, 2 * kBlock, &block), CUDA_SUCCESS);
+  budgets_.give_device(0, kBlock);  // freed
+  ASSERT_EQ(always.device_bytes(block).value(), 0u) << "the premise: it did not fit";
+  const uint64_t refused = always.stats().promotions_refused;
+  launch_on(always, 1, {block});
+  EXPECT_EQ(always.device_bytes(block).value(), 2 * kBlock);
+  EXPECT_EQ(always.stats().promotions_refused, refused);
+}
+
 // A new block has no uses to outweigh any other's (Note [Admitting a promotion]): it takes free
 // room only, as managed mode places its blocks.
 TEST_F(PrefetchPlacementTest, NewBlocksTakeFreeRoomOnly) {

@@ -65,10 +65,7 @@ TEST_F(PrefetchLimitsTest, IpcRefusesABlockWithTheDriversError) {
   const auto driver_ipc = behind_the_shim<decltype(&cuIpcGetMemHandle)>("cuIpcGetMemHandle");
   ASSERT_NE(driver_ipc, nullptr);
   EXPECT_EQ(driver_ipc(&handle, block), CUDA_ERROR_INVALID_VALUE);
-  ASSERT_CU(fill(block, 7, streams_[0]));
-  ASSERT_CU(cuStreamSynchronize(streams_[0]));
-  expect_block(block, 7);
-  ASSERT_CU(cuMemFree(block));
+  fill_check_and_free(block, 7);
 }
 
 // Note [Who may reach a managed block] in shim/tiers/driver_prefetch_ops.h: a kernel of device 1

@@ -107,6 +107,14 @@ class TieredTest : public ::testing::Test {
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
   }
+  // Fills `block` with `value` on stream 0 (a launch, which brings it in where the policy agrees),
+  // checks every word and frees it.
+  void fill_check_and_free(CUdeviceptr block, uint32_t value) {
+    ASSERT_CU(fill(block, value, streams_[0]));
+    ASSERT_CU(cuStreamSynchronize(streams_[0]));
+    expect_block(block, value);
+    ASSERT_CU(cuMemFree(block));
+  }
   // Every word of `block` is `value`.
   void expect_block(CUdeviceptr block, uint32_t value) {
     std::vector<uint32_t> words(kWords);

@@ -750,43 +750,36 @@ TEST_F(TieredTest, APoolsIdleMemoryIsRoomForTheNextBlock) {
   ASSERT_CU(cuStreamSynchronize(streams_[0]));  // and gives it back
   CUdeviceptr block = 0;
   ASSERT_CU(cuMemAlloc(&block, 16 * kBlock));
-  ASSERT_CU(fill(block, 6, streams_[0]));
-  ASSERT_CU(cuStreamSynchronize(streams_[0]));
-  expect_block(block, 6);
-  ASSERT_CU(cuMemFree(block));
+  fill_check_and_free(block, 6);
 }
 
-// ... and at a trim, which a launch's promotion then finds: the pool held 32 MiB when the block was
-// made, so half of it went to the host.
-TEST_F(TieredTest, APoolsTrimIsRoomForTheNextPromotion) {
+// A block of the whole budget made while the pool held 32 MiB (half of the block went to the
+// host), then the pool's block freed and its stream synchronised, where the pool gives its memory
+// back.
+void make_a_block_beside_a_pool(CUstream stream, CUdeviceptr& block) {
   CUdeviceptr buffer = 0;
-  ASSERT_CU(cuMemAllocAsync(&buffer, 3 * kBlock, streams_[0]));
-  CUdeviceptr block = 0;
+  ASSERT_CU(cuMemAllocAsync(&buffer, 3 * kBlock, stream));
   ASSERT_CU(cuMemAlloc(&block, 16 * kBlock));
-  ASSERT_CU(cuMemFreeAsync(buffer, streams_[0]));
-  ASSERT_CU(cuStreamSynchronize(streams_[0]));
+  ASSERT_CU(cuMemFreeAsync(buffer, stream));
+  ASSERT_CU(cuStreamSynchronize(stream));
+}
+
+// ... and at a trim, which a launch's promotion then finds.
+TEST_F(TieredTest, APoolsTrimIsRoomForTheNextPromotion) {
+  CUdeviceptr block = 0;
+  ASSERT_NO_FATAL_FAILURE(make_a_block_beside_a_pool(streams_[0], block));
   CUmemoryPool pool = nullptr;
   ASSERT_CU(cuDeviceGetDefaultMemPool(&pool, device_));
   ASSERT_CU(cuMemPoolTrimTo(pool, 0));
-  ASSERT_CU(fill(block, 7, streams_[0]));
-  ASSERT_CU(cuStreamSynchronize(streams_[0]));
-  expect_block(block, 7);
-  ASSERT_CU(cuMemFree(block));
+  fill_check_and_free(block, 7);
 }
 
-// ... and at a synchronisation, which a launch's promotion finds too: the launch reads the pools'
-// figures again before it leaves a promotion out for want of room.
+// ... and at a synchronisation, which a launch's promotion finds too: a launch that touches blocks
+// with host granules reads the pools' figures again before the policy decides.
 TEST_F(TieredTest, APoolsIdleMemoryIsRoomForTheNextPromotion) {
-  CUdeviceptr buffer = 0;
-  ASSERT_CU(cuMemAllocAsync(&buffer, 3 * kBlock, streams_[0]));
   CUdeviceptr block = 0;
-  ASSERT_CU(cuMemAlloc(&block, 16 * kBlock));  // half of it on the host
-  ASSERT_CU(cuMemFreeAsync(buffer, streams_[0]));
-  ASSERT_CU(cuStreamSynchronize(streams_[0]));  // the pool gives its memory back
-  ASSERT_CU(fill(block, 8, streams_[0]));
-  ASSERT_CU(cuStreamSynchronize(streams_[0]));
-  expect_block(block, 8);
-  ASSERT_CU(cuMemFree(block));
+  ASSERT_NO_FATAL_FAILURE(make_a_block_beside_a_pool(streams_[0], block));
+  fill_check_and_free(block, 8);
 }
 
 // Several threads submit at once while their blocks move: each thread's fills and copies on its

@@ -196,11 +196,10 @@ VRAMSPILL_HOOK CUresult CUDAAPI cuMemPoolCreate(CUmemoryPool* pool,
 
 VRAMSPILL_HOOK CUresult CUDAAPI cuMemPoolDestroy(CUmemoryPool pool) {
   VRAMSPILL_REAL_OR_RETURN(real, cuMemPoolDestroy);
-  const CUresult result = real(pool);
   const Entry entry;
-  if (ShimState* shim = entry.state(); shim != nullptr && result == CUDA_SUCCESS)
-    vramspill::hooks::pool_books().destroyed(shim->ledger, pool);
-  return result;
+  ShimState* shim = entry.state();
+  if (shim == nullptr) return real(pool);
+  return vramspill::hooks::pool_books().destroy(shim->ledger, pool, [&] { return real(pool); });
 }
 
 // A trim gives the pool's idle memory back at once, so the pools' figures are read again (Note

@@ -91,13 +91,19 @@ bool PoolBooks::plain(int device, CUmemoryPool pool) noexcept {
 
 void PoolBooks::destroyed(core::Ledger& ledger, CUmemoryPool pool) noexcept {
   if (pool == nullptr) return;
+  (void)mark_destroyed(pool, true);
+  const std::lock_guard held(mutex_of(pool));
+  ledger.forget_pool(pool_key(pool));
+}
+
+bool PoolBooks::mark_destroyed(CUmemoryPool pool, bool destroyed) noexcept {
+  bool before = false;
   for (TrackedPool& slot : tracked_) {
     const CUmemoryPool seen = slot.pool.load(std::memory_order_acquire);
     if (seen == nullptr) break;
-    if (seen == pool) slot.destroyed.store(true, std::memory_order_relaxed);
+    if (seen == pool) before = slot.destroyed.exchange(destroyed, std::memory_order_relaxed);
   }
-  const std::lock_guard held(mutex_of(pool));
-  ledger.forget_pool(pool_key(pool));
+  return before;
 }
 
 void PoolBooks::track(int device, CUmemoryPool pool) noexcept {
@@ -144,7 +150,8 @@ void PoolBooks::refresh(core::Ledger& ledger) noexcept {
     const int device = slot.device.load(std::memory_order_relaxed);
     if (device == kHostLocatedPool || slot.destroyed.load(std::memory_order_relaxed)) continue;
     const std::unique_lock held(mutex_of(pool), std::try_to_lock);
-    if (!held.owns_lock()) continue;
+    // Asked again under the lock, which a destroy holds through the driver's call.
+    if (!held.owns_lock() || slot.destroyed.load(std::memory_order_relaxed)) continue;
     if (const std::optional<uint64_t> reserved = queries_.reserved(pool))
       ledger.set_pool_reserved(device, pool_key(pool), *reserved);
   }

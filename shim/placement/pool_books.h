@@ -88,6 +88,13 @@ class PoolBooks {
   // the driver keeps for blocks still outstanding until they are freed is not counted.
   void destroyed(core::Ledger& ledger, CUmemoryPool pool) noexcept;
 
+  // cuMemPoolDestroy of `pool` by `destroy()`, as destroyed() when it succeeds. The pool is marked
+  // destroyed, and its lock held, through the driver's call: refresh(), run by any thread, must not
+  // ask the driver about a pool that another thread is destroying (simcuda's answer read freed
+  // memory, which ASan caught).
+  template <typename Destroy>
+  CUresult destroy(core::Ledger& ledger, CUmemoryPool pool, Destroy destroy);
+
   // Remembers `pool` (of `device`, or kHostLocatedPool) for refresh() and device_of().
   void track(int device, CUmemoryPool pool) noexcept;
 
@@ -126,6 +133,8 @@ class PoolBooks {
   };
 
   std::mutex& mutex_of(CUmemoryPool pool) noexcept;
+  // Sets the destroyed mark of `pool`'s slot; what it was before (false when there is none).
+  bool mark_destroyed(CUmemoryPool pool, bool destroyed) noexcept;
 
   PoolQueries& queries_;
   // Slots fill in order and are never emptied: readers stop at the first empty one. A destroyed
@@ -136,5 +145,19 @@ class PoolBooks {
   static constexpr std::size_t kPoolLockCount = 16;
   std::array<std::mutex, kPoolLockCount> locks_{};
 };
+
+template <typename Destroy>
+CUresult PoolBooks::destroy(core::Ledger& ledger, CUmemoryPool pool, Destroy destroy) {
+  if (pool == nullptr) return destroy();
+  const std::lock_guard held(mutex_of(pool));
+  const bool was_destroyed = mark_destroyed(pool, true);
+  const CUresult result = destroy();
+  if (result != CUDA_SUCCESS) {
+    (void)mark_destroyed(pool, was_destroyed);
+    return result;
+  }
+  ledger.forget_pool(pool_key(pool));
+  return result;
+}
 
 }  // namespace vramspill::placement
